@@ -1,0 +1,151 @@
+import { randomUUID } from 'node:crypto'
+import { EventEmitter } from 'node:events'
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import type { Config } from './config/schema.js'
+import { Catalog } from './plugins/catalog.js'
+import { systemClock, type Clock, type Gateway, type HeaderNames } from './plugins/context.js'
+import {
+  errorBody, Internal, InvalidBody, InvalidJson, isGatewayError, RequestTooLarge, RouteNotFound,
+  UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
+} from './plugins/errors.js'
+import { localize, negotiateLocale } from './plugins/i18n/index.js'
+import { registerChain } from './plugins/registry.js'
+import { Store } from './plugins/store/index.js'
+import { Upstreams } from './plugins/upstream/index.js'
+import v1Routes from './routes/v1/index.js'
+import adminRoutes from './routes/admin/index.js'
+
+export interface BuildOptions {
+  logger?: FastifyServerOptions['logger']
+  clock?: Clock
+  /** An already open store (the CLI shares one); otherwise opened from config.store.sqlite. */
+  store?: Store
+}
+
+export function headerNames (prefix: string): HeaderNames {
+  return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params` }
+}
+
+// The error family of a request that matched no route (the only place that looks at the URL).
+const familyOfUrl = (url: string): ErrorFamily => url.startsWith('/v1/messages') ? 'messages' : 'openai'
+
+/** Maps what Fastify itself throws (body parsing, limits) onto gateway errors. */
+function asGatewayError (err: FastifyError, config: Config): GatewayError | UpstreamClientError | undefined {
+  if (isGatewayError(err) || err instanceof UpstreamClientError) return err
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': return new RequestTooLarge({ limit_mb: config.server.body_limit_mb })
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return new UnsupportedMediaType()
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY': return new InvalidJson()
+    case 'FST_ERR_CTP_INVALID_JSON_BODY': return new InvalidJson()
+  }
+  if (err instanceof SyntaxError && err.statusCode === 400) return new InvalidJson()
+  if (err.statusCode === 400 && err.code === 'FST_ERR_VALIDATION') return new InvalidBody()
+  return undefined
+}
+
+export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
+  const clock = opts.clock ?? systemClock
+  const headers = headerNames(config.server.header_prefix)
+  const app = Fastify({
+    logger: opts.logger ?? false,
+    bodyLimit: Math.floor(config.server.body_limit_mb * 1024 * 1024),
+    trustProxy: config.server.trust_proxy,
+    genReqId: () => randomUUID(),
+    logController: new LogController({ requestIdLogLabel: 'trace_id' }),
+    // the trace id is always the gateway's own (PRODUCT.md §6.4), never taken from the client
+    requestIdHeader: false,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { maxParamLength: 1000 }
+  })
+
+  const store = opts.store ?? new Store(config.store.sqlite)
+  store.syncTenants(config, clock.now())
+  const upstreams = new Upstreams(config, clock)
+  const gw: Gateway = { config, store, catalog: new Catalog(config.models), upstreams, clock, headers, events: new EventEmitter(), usageWriter: null }
+  app.decorate('gw', gw)
+  app.addHook('onClose', async () => { await upstreams.close() })
+  app.decorateRequest('principal', null)
+  app.decorateRequest('call', null)
+  // Registered first, so it runs last: end-of-response work (metering, ledger, idempotency) that
+  // is still queued gets its turn, queued usage records are committed, then the store closes.
+  app.addHook('onClose', async () => {
+    await new Promise((resolve) => setImmediate(resolve))
+    gw.usageWriter?.flush()
+    if (opts.store === undefined) store.close()
+  })
+
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header(headers.trace, request.id)
+    done()
+  })
+
+  // Clients send JSON with or without the right Content-Type (curl -d sends a form type): every
+  // body is parsed as JSON, within the body limit.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+    if (body === '') { done(new InvalidJson()); return }
+    try {
+      done(null, JSON.parse(body as string))
+    } catch {
+      done(new InvalidJson())
+    }
+  })
+
+  app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const family = request.routeOptions.config?.family ?? familyOfUrl(request.url)
+    const known = asGatewayError(err, config)
+    if (known === undefined) {
+      request.log.error({ err }, 'unhandled error')
+      return sendError(request, reply, family, new Internal({ trace_id: request.id }))
+    }
+    if (known.statusCode >= 500) request.log.warn({ err: known, cause: known.cause }, known.message)
+    return sendError(request, reply, family, known)
+  })
+
+  const notFound = async (request: FastifyRequest): Promise<never> => {
+    throw new RouteNotFound({ method: request.method, url: request.url.split('?')[0] ?? request.url })
+  }
+  app.setNotFoundHandler(notFound)
+
+  app.get('/healthz', async () => ({ status: 'ok' }))
+  app.get('/readyz', async (_request, reply) => {
+    try {
+      store.db.prepare('SELECT 1').get()
+      return { status: 'ready' }
+    } catch {
+      return reply.status(503).send({ status: 'unavailable' })
+    }
+  })
+  // Claude Code sends HEAD / to the base URL before its first call.
+  app.get('/', async () => ({ name: 'modelgate', api: '/v1', console: '/console' }))
+
+  await app.register(async (v1) => {
+    // unknown /v1 paths pass through the chain too (rate limit, auth) before their 404
+    v1.setNotFoundHandler(notFound)
+    await registerChain(v1, config.plugins)
+    await v1.register(v1Routes)
+  }, { prefix: '/v1' })
+  await app.register(adminRoutes, { prefix: '/admin/v1' })
+
+  return app
+}
+
+/** Renders an error in the family's shape, localized, with the retry hints the SDKs read. */
+export function sendError (request: FastifyRequest, reply: FastifyReply, family: ErrorFamily, err: GatewayError | UpstreamClientError): FastifyReply {
+  if (err instanceof UpstreamClientError) {
+    return reply.status(err.statusCode).send(err.body)
+  }
+  const locale = negotiateLocale(header(request, 'x-locale'), header(request, 'accept-language'))
+  const message = locale === 'en' ? err.message : localize(locale, err.key, err.params)
+  if (err.spec.retry === false) reply.header('x-should-retry', 'false')
+  if (err.headers !== undefined) reply.headers(err.headers)
+  return reply.status(err.statusCode).send(errorBody(family, {
+    status: err.statusCode, message, code: err.spec.code, openaiType: err.spec.openaiType, messagesType: err.spec.messagesType
+  }))
+}
+
+function header (request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name]
+  return Array.isArray(v) ? v[0] : v
+}

@@ -1,0 +1,221 @@
+#!/usr/bin/env node
+import cluster from 'node:cluster'
+import { availableParallelism } from 'node:os'
+import { parseArgs } from 'node:util'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from './app.js'
+import { ConfigError, configPath, loadConfig } from './config/load.js'
+import type { Config } from './config/schema.js'
+import { Store } from './plugins/store/index.js'
+import { nanoToUsd, parseUsd } from './plugins/money.js'
+import { usageRecord } from './routes/admin/usage-record.js'
+
+const USAGE = `modelgate: a self-hosted model gateway
+
+  modelgate serve [--config FILE] [--port N] [--host H] [--workers N] [--pretty]
+  modelgate keys create --org O --project P [--models GLOB,GLOB] [--name NAME] [--config FILE]
+  modelgate keys list [--org O] [--project P] [--config FILE]
+  modelgate keys revoke ID [--config FILE]
+  modelgate usage [--org O] [--project P] [--since ISO] [--limit N] [--json] [--config FILE]
+  modelgate credits add --org O --amount-usd N [--config FILE]
+  modelgate config check FILE
+
+The config is --config FILE, else $MODELGATE_CONFIG, else config/gateway.yaml.`
+
+const OPTIONS = {
+  config: { type: 'string' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  workers: { type: 'string' },
+  pretty: { type: 'boolean' },
+  org: { type: 'string' },
+  project: { type: 'string' },
+  models: { type: 'string' },
+  name: { type: 'string' },
+  since: { type: 'string' },
+  limit: { type: 'string' },
+  json: { type: 'boolean' },
+  'amount-usd': { type: 'string' },
+  help: { type: 'boolean', short: 'h' }
+} as const
+
+type Args = ReturnType<typeof parseArgs<{ options: typeof OPTIONS, allowPositionals: true }>>['values']
+
+class UsageError extends Error {}
+
+function fail (message: string, code = 1): never {
+  process.stderr.write(message.endsWith('\n') ? message : message + '\n')
+  process.exit(code)
+}
+
+function readConfig (args: Args): Config {
+  return loadConfig(configPath(args))
+}
+
+function withStore<T> (config: Config, fn: (store: Store) => T): T {
+  const store = new Store(config.store.sqlite)
+  try {
+    store.syncTenants(config, Date.now())
+    return fn(store)
+  } finally {
+    store.close()
+  }
+}
+
+async function serve (args: Args): Promise<void> {
+  const config = readConfig(args)
+  const port = args.port ?? process.env.PORT
+  if (port !== undefined) {
+    if (!/^\d+$/.test(port) || Number(port) > 65535) throw new UsageError(`--port: not a port number: ${port}`)
+    config.server.port = Number(port)
+  }
+  if (args.host !== undefined) config.server.host = args.host
+  const workers = args.workers === undefined ? 1 : Number(args.workers)
+  if (!Number.isInteger(workers) || workers < 1) throw new UsageError(`--workers: a whole number >= 1, or omit it (cores here: ${availableParallelism()})`)
+
+  if (workers > 1 && cluster.isPrimary) {
+    banner(config, workers)
+    for (let i = 0; i < workers; i++) cluster.fork()
+    let stopping = false
+    cluster.on('exit', (worker, code) => {
+      if (!stopping) process.stderr.write(`modelgate: worker ${worker.process.pid} exited with ${code}\n`)
+      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(stopping ? 0 : 1)
+    })
+    const stop = (): void => {
+      stopping = true
+      for (const w of Object.values(cluster.workers ?? {})) w?.kill('SIGTERM')
+    }
+    process.on('SIGTERM', stop)
+    process.on('SIGINT', stop)
+    return
+  }
+
+  const logger = args.pretty === true
+    ? { level: process.env.LOG_LEVEL ?? 'info', transport: { target: 'pino-pretty' } }
+    : { level: process.env.LOG_LEVEL ?? 'info' }
+  const app = await buildApp(config, { logger })
+  await app.listen({ host: config.server.host, port: config.server.port })
+  if (cluster.isPrimary) banner(config, 1, app)
+  installShutdown(app, config.server.shutdown_timeout_s)
+}
+
+function banner (config: Config, workers: number, app?: FastifyInstance): void {
+  const address = app?.server.address()
+  const port = typeof address === 'object' && address !== null ? address.port : config.server.port
+  const url = `http://${config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host}:${port}`
+  const demo = config.tenants[0]?.projects[0]?.keys[0]
+  const lines = [
+    `modelgate listening on ${url} (${workers} worker${workers > 1 ? 's' : ''})`,
+    `  API:      ${url}/v1   console: ${url}/console`
+  ]
+  if (demo !== undefined) lines.push(`  demo key: ${demo.key}`, `  try:      curl ${url}/v1/chat/completions -H 'Authorization: Bearer ${demo.key}' -H 'Content-Type: application/json' -d '{"model":"demo/echo-1","messages":[{"role":"user","content":"Hello"}]}'`)
+  process.stdout.write(lines.join('\n') + '\n')
+}
+
+// SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the store.
+function installShutdown (app: FastifyInstance, timeoutS: number): void {
+  let closing = false
+  const shutdown = (signal: string): void => {
+    if (closing) return
+    closing = true
+    app.log.info({ signal }, 'shutting down')
+    const timer = setTimeout(() => {
+      app.log.error('in-flight requests did not finish in time; exiting')
+      process.exit(1)
+    }, timeoutS * 1000)
+    timer.unref()
+    app.close().then(() => process.exit(0), (err: unknown) => {
+      app.log.error({ err }, 'error while closing')
+      process.exit(1)
+    })
+  }
+  process.on('SIGTERM', () => shutdown('SIGTERM'))
+  process.on('SIGINT', () => shutdown('SIGINT'))
+}
+
+function keys (sub: string | undefined, rest: string[], args: Args): void {
+  const config = readConfig(args)
+  withStore(config, (store) => {
+    if (sub === 'create') {
+      if (args.org === undefined || args.project === undefined) throw new UsageError('keys create needs --org and --project')
+      const org = store.orgs.get(args.org)
+      if (org === undefined) throw new UsageError(`no organization ${args.org} (tenants come from the config)`)
+      if (!store.orgs.projects(args.org).some((p) => p.id === args.project)) throw new UsageError(`no project ${args.project} in ${args.org}`)
+      const models = args.models === undefined ? ['*'] : args.models.split(',').map((s) => s.trim()).filter((s) => s !== '')
+      const created = store.keys.create({ org: args.org, project: args.project, models, name: args.name ?? '', source: 'cli' }, Date.now())
+      process.stdout.write(`${created.key}\n`)
+      process.stderr.write(`created ${created.id} for ${created.org}/${created.project} (models: ${created.models.join(',')}); the key is shown only once\n`)
+    } else if (sub === 'list') {
+      const list = store.keys.list(args.org, args.project)
+      if (args.json === true) { process.stdout.write(JSON.stringify(list, null, 2) + '\n'); return }
+      for (const k of list) {
+        process.stdout.write(`${k.id}\t${k.org}/${k.project}\t${k.hint}\t${k.name || '-'}\t${k.models.join(',')}\t${k.revoked ? 'revoked' : 'active'}\t${new Date(k.created_at).toISOString()}\n`)
+      }
+    } else if (sub === 'revoke') {
+      const id = rest[0]
+      if (id === undefined) throw new UsageError('keys revoke needs a key id (see keys list)')
+      if (store.keys.get(id) === undefined) throw new UsageError(`no key ${id}`)
+      store.keys.revoke(id, Date.now())
+      process.stdout.write(`${id} revoked\n`)
+    } else {
+      throw new UsageError(`unknown keys command ${sub ?? ''}`)
+    }
+  })
+}
+
+function credits (sub: string | undefined, args: Args): void {
+  if (sub !== 'add') throw new UsageError('credits add --org O --amount-usd N')
+  if (args.org === undefined || args['amount-usd'] === undefined) throw new UsageError('credits add needs --org and --amount-usd')
+  const amount = parseUsd(args['amount-usd'])
+  if (amount === undefined || amount <= 0) throw new UsageError(`--amount-usd: a positive decimal amount, at most 9 decimals: ${args['amount-usd']}`)
+  withStore(readConfig(args), (store) => {
+    if (!store.orgs.credit(args.org as string, amount)) throw new UsageError(`no organization ${args.org}`)
+    const org = store.orgs.get(args.org as string)
+    process.stdout.write(`${args.org}: balance ${nanoToUsd(org?.balance_nano ?? 0)} USD\n`)
+  })
+}
+
+function usage (args: Args): void {
+  const since = args.since === undefined ? undefined : Date.parse(args.since)
+  if (since !== undefined && Number.isNaN(since)) throw new UsageError(`--since: not an ISO date: ${args.since}`)
+  const limit = args.limit === undefined ? 50 : Number(args.limit)
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError('--limit: an integer from 1 to 10000')
+  withStore(readConfig(args), (store) => {
+    const filter = { org: args.org, project: args.project, since }
+    const records = store.usage.page(filter, limit).map(usageRecord)
+    const t = store.usage.totals(filter)
+    const totals = { calls: t.calls, prompt_tokens: t.prompt_tokens, cached_input_tokens: t.cached_input_tokens, completion_tokens: t.completion_tokens, total_tokens: t.total_tokens, cost_usd: nanoToUsd(t.cost_nano) }
+    if (args.json === true) { process.stdout.write(JSON.stringify({ totals, data: records }, null, 2) + '\n'); return }
+    for (const r of records) {
+      process.stdout.write(`${String(r.created_at)}  ${String(r.org)}/${String(r.project)}  ${String(r.model)}  ${String(r.status)}  in ${String(r.prompt_tokens)} (cached ${String(r.cached_input_tokens)})  out ${String(r.completion_tokens)}  $${String(r.cost_usd)}\n`)
+    }
+    process.stdout.write(`total: ${totals.calls} calls, ${totals.prompt_tokens} input tokens (${totals.cached_input_tokens} cached), ${totals.completion_tokens} output tokens, $${totals.cost_usd}\n`)
+  })
+}
+
+async function main (argv: string[]): Promise<void> {
+  const { values: args, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true })
+  const [command, sub, ...rest] = positionals
+  if (args.help === true || command === 'help') { process.stdout.write(USAGE + '\n'); return }
+  switch (command) {
+    case undefined:
+    case 'serve': return await serve(args)
+    case 'keys': return keys(sub, rest, args)
+    case 'credits': return credits(sub, args)
+    case 'usage': return usage(args)
+    case 'config': {
+      if (sub !== 'check') throw new UsageError('config check FILE')
+      const file = rest[0] ?? configPath(args)
+      loadConfig(file)
+      process.stdout.write(`${file}: ok\n`)
+      return
+    }
+    default: throw new UsageError(`unknown command ${command}`)
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof ConfigError) fail(err.message, 2)
+  if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true) fail(`modelgate: ${(err as Error).message}\n\n${USAGE}`, 2)
+  fail(`modelgate: ${(err as Error).stack ?? String(err)}`)
+})

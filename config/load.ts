@@ -1,0 +1,171 @@
+import { readFileSync } from 'node:fs'
+import { extname } from 'node:path'
+import { Value } from '@sinclair/typebox/value'
+import type { TSchema } from '@sinclair/typebox'
+import YAML from 'yaml'
+import { ConfigSchema, type Config } from './schema.js'
+import { pluginSchemas } from '../plugins/registry.js'
+
+// Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
+// applies defaults, validates it and the options of every plugin entry, and reports every
+// problem at once, each with its path: `models[3].pricing.input: must be >= 0`.
+
+export class ConfigError extends Error {
+  readonly problems: string[]
+  constructor (source: string, problems: string[]) {
+    super(`invalid config ${source}:\n` + problems.map((p) => '  - ' + p).join('\n'))
+    this.name = 'ConfigError'
+    this.problems = problems
+  }
+}
+
+type Env = Record<string, string | undefined>
+
+const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
+
+/** `/models/3/pricing/input` → `models[3].pricing.input` */
+export function displayPath (pointer: string): string {
+  if (pointer === '' || pointer === '/') return '(root)'
+  let out = ''
+  for (const raw of pointer.split('/').slice(1)) {
+    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~')
+    out += /^\d+$/.test(part) ? `[${part}]` : (out === '' ? part : '.' + part)
+  }
+  return out
+}
+
+function substitute (node: unknown, path: string, env: Env, problems: string[]): unknown {
+  if (typeof node === 'string') {
+    return node.replace(VAR, (_whole, name: string, fallback: string | undefined) => {
+      const value = env[name]
+      if (value !== undefined && value !== '') return value
+      if (fallback !== undefined) return fallback
+      if (value === '') return ''
+      problems.push(`${displayPath(path)}: environment variable ${name} is not set (use \${${name}:-default} for a default)`)
+      return ''
+    })
+  }
+  if (Array.isArray(node)) return node.map((v, i) => substitute(v, `${path}/${i}`, env, problems))
+  if (node !== null && typeof node === 'object') {
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(node)) out[k] = substitute(v, `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`, env, problems)
+    return out
+  }
+  return node
+}
+
+function describe (error: { message: string, schema: TSchema, type: number }): string {
+  const s = error.schema as Record<string, unknown>
+  const m = error.message
+  if (m.startsWith('Expected required property')) return 'is required'
+  if (m.startsWith('Unexpected property')) return 'is not a known key'
+  if (typeof s.minimum === 'number' && m.includes('greater or equal')) return `must be >= ${s.minimum}`
+  if (typeof s.exclusiveMinimum === 'number' && m.includes('greater')) return `must be > ${s.exclusiveMinimum}`
+  if (typeof s.maximum === 'number' && m.includes('less or equal')) return `must be <= ${s.maximum}`
+  if (Array.isArray(s.anyOf) && s.anyOf.every((x: { const?: unknown }) => x.const !== undefined)) {
+    return 'must be one of ' + s.anyOf.map((x: { const?: unknown }) => JSON.stringify(x.const)).join(', ')
+  }
+  return m.charAt(0).toLowerCase() + m.slice(1)
+}
+
+function check (schema: TSchema, value: unknown, basePath: string, problems: string[]): void {
+  const seen = new Set<string>()
+  for (const error of Value.Errors(schema, value)) {
+    const path = displayPath(basePath + error.path)
+    const line = `${path}: ${describe(error)}`
+    // a union reports each branch too; one line per path is what a person wants to read
+    if (seen.has(path)) continue
+    seen.add(path)
+    problems.push(line)
+  }
+}
+
+function prepare<T> (schema: TSchema, value: unknown): T {
+  const withDefaults = Value.Default(schema, Value.Clone(value))
+  return Value.Convert(schema, withDefaults) as T
+}
+
+function duplicates (values: string[]): string[] {
+  const seen = new Set<string>()
+  const dup = new Set<string>()
+  for (const v of values) (seen.has(v) ? dup : seen).add(v)
+  return [...dup]
+}
+
+function semanticChecks (config: Config, problems: string[]): void {
+  const providerIds = new Set(config.providers.map((p) => p.id))
+  for (const id of duplicates(config.providers.map((p) => p.id))) problems.push(`providers: the id ${id} is used twice`)
+  config.providers.forEach((p, i) => {
+    if (p.builtin === undefined && p.base_url === undefined) problems.push(`providers[${i}].base_url: is required (or set builtin: demo)`)
+  })
+  for (const id of duplicates(config.models.map((m) => m.id))) problems.push(`models: the id ${id} is used twice`)
+  config.models.forEach((m, i) => {
+    const refs = Array.isArray(m.provider) ? m.provider : [m.provider]
+    refs.forEach((ref, j) => {
+      if (!providerIds.has(ref)) problems.push(`models[${i}].provider${Array.isArray(m.provider) ? `[${j}]` : ''}: no provider has the id ${ref}`)
+    })
+    if (m.pricing !== undefined) {
+      for (const [field, price] of Object.entries(m.pricing)) {
+        if (typeof price === 'number' && Math.abs(Math.round(price * 1000) - price * 1000) > 1e-6) {
+          problems.push(`models[${i}].pricing.${field}: at most three decimals (USD per million tokens)`)
+        }
+      }
+    }
+  })
+  for (const org of duplicates(config.tenants.map((t) => t.org))) problems.push(`tenants: the org ${org} is listed twice`)
+  const keys: string[] = []
+  config.tenants.forEach((t, i) => {
+    for (const p of duplicates(t.projects.map((p) => p.id))) problems.push(`tenants[${i}].projects: the project ${p} is listed twice`)
+    t.projects.forEach((p) => p.keys.forEach((k) => keys.push(k.key)))
+  })
+  if (duplicates(keys).length > 0) problems.push('tenants: the same API key is listed twice')
+}
+
+/** Validates a parsed config object. `source` names it in the error message. */
+export function parseConfig (raw: unknown, env: Env = process.env, source = '(inline)'): Config {
+  const problems: string[] = []
+  const substituted = substitute(raw ?? {}, '', env, problems)
+  if (substituted === null || typeof substituted !== 'object' || Array.isArray(substituted)) {
+    throw new ConfigError(source, ['(root): must be a mapping'])
+  }
+  const config = prepare<Config>(ConfigSchema, substituted)
+  check(ConfigSchema, config, '', problems)
+
+  const schemas = pluginSchemas()
+  if (Array.isArray(config.plugins)) {
+    config.plugins.forEach((entry, i) => {
+      if (entry === null || typeof entry !== 'object' || typeof entry.name !== 'string') return
+      const schema = schemas.get(entry.name)
+      if (schema === undefined) {
+        problems.push(`plugins[${i}].name: unknown plugin ${JSON.stringify(entry.name)} (known: ${[...schemas.keys()].join(', ')})`)
+        return
+      }
+      entry.options = prepare<Record<string, unknown>>(schema, entry.options ?? {})
+      check(schema, entry.options, `/plugins/${i}/options`, problems)
+    })
+    for (const name of duplicates(config.plugins.map((p) => p.name))) problems.push(`plugins: ${name} is listed twice`)
+  }
+  if (problems.length === 0) semanticChecks(config, problems)
+  if (problems.length > 0) throw new ConfigError(source, problems)
+  return config
+}
+
+export function loadConfig (file: string, env: Env = process.env): Config {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (err) {
+    throw new ConfigError(file, [`(file): cannot read: ${(err as Error).message}`])
+  }
+  let raw: unknown
+  try {
+    raw = extname(file) === '.json' ? JSON.parse(text) : YAML.parse(text)
+  } catch (err) {
+    throw new ConfigError(file, [`(file): not valid ${extname(file) === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message}`])
+  }
+  return parseConfig(raw, env, file)
+}
+
+export function configPath (argv: { config?: string }, env: Env = process.env): string {
+  return argv.config ?? env.MODELGATE_CONFIG ?? 'config/gateway.yaml'
+}

@@ -1,0 +1,115 @@
+import { Type, type Static } from '@sinclair/typebox'
+
+// The config file's schema (PRODUCT.md §3). Every object is closed: an unknown key is a mistake
+// the operator wants to hear about. Plugin options are validated separately, against each
+// plugin's own schema (see plugins/registry.ts), so that a plugin owns its options.
+
+const Closed = { additionalProperties: false } as const
+
+const QuotaPer = Type.Union([Type.Literal('minute'), Type.Literal('hour'), Type.Literal('day'), Type.Literal('month')])
+
+export const QuotaSchema = Type.Union([
+  Type.Object({ tokens: Type.Integer({ minimum: 1 }), per: QuotaPer }, Closed),
+  Type.Object({ usd: Type.Number({ exclusiveMinimum: 0 }), per: QuotaPer }, Closed)
+])
+
+// USD per million tokens. Charges are integers of nano-dollars per token, so a price may have
+// at most three decimals ($0.001 per million tokens is one nano-dollar per token); load.ts checks it.
+const Price = Type.Number({ minimum: 0 })
+
+export const ServerSchema = Type.Object({
+  host: Type.String({ default: '127.0.0.1', minLength: 1 }),
+  port: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
+  body_limit_mb: Type.Number({ default: 64, exclusiveMinimum: 0 }),
+  request_timeout_s: Type.Number({ default: 120, exclusiveMinimum: 0 }),
+  header_prefix: Type.String({ default: 'X-SVC-', pattern: '^[A-Za-z0-9-]*$' }),
+  trust_proxy: Type.Boolean({ default: false }),
+  shutdown_timeout_s: Type.Number({ default: 30, minimum: 0 })
+}, { ...Closed, default: {} })
+
+export const StoreSchema = Type.Object({
+  sqlite: Type.String({ default: 'data/modelgate.db', minLength: 1 })
+}, { ...Closed, default: {} })
+
+export const AdminSchema = Type.Object({
+  token: Type.String({ default: '' })
+}, { ...Closed, default: {} })
+
+export const PluginEntrySchema = Type.Object({
+  name: Type.String({ minLength: 1 }),
+  enabled: Type.Boolean({ default: true }),
+  options: Type.Optional(Type.Record(Type.String(), Type.Unknown()))
+}, Closed)
+
+export const ProviderSchema = Type.Object({
+  id: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.-]+$' }),
+  protocol: Type.Union([Type.Literal('openai'), Type.Literal('messages')]),
+  base_url: Type.Optional(Type.String({ pattern: '^https?://' })),
+  api_key: Type.String({ default: '' }),
+  // `builtin: demo` answers in-process (the demo catalog); no base_url then.
+  builtin: Type.Optional(Type.Literal('demo')),
+  connections: Type.Integer({ default: 128, minimum: 1 }),
+  headers: Type.Optional(Type.Record(Type.String(), Type.String()))
+}, Closed)
+
+export const ModelSchema = Type.Object({
+  id: Type.String({ minLength: 1 }),
+  name: Type.String({ minLength: 1 }),
+  provider: Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })]),
+  upstream_model: Type.Optional(Type.String({ minLength: 1 })),
+  context_length: Type.Integer({ minimum: 1 }),
+  max_output_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
+  architecture: Type.Object({
+    input_modalities: Type.Array(Type.String(), { minItems: 1, default: ['text'] }),
+    output_modalities: Type.Array(Type.String(), { minItems: 1, default: ['text'] })
+  }, { ...Closed, default: {} }),
+  supported_parameters: Type.Array(Type.String(), { default: [] }),
+  default_parameters: Type.Record(Type.String(), Type.Unknown(), { default: {} }),
+  pricing: Type.Optional(Type.Object({
+    input: Price,
+    cached_input: Type.Optional(Price),
+    output: Price
+  }, Closed)),
+  status: Type.Union([Type.Literal('active'), Type.Literal('deprecated'), Type.Literal('offline')], { default: 'active' })
+}, Closed)
+
+export const KeyEntrySchema = Type.Object({
+  key: Type.String({ minLength: 16 }),
+  name: Type.String({ default: '' }),
+  models: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] })
+}, Closed)
+
+export const ProjectSchema = Type.Object({
+  id: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.-]+$' }),
+  quota: Type.Optional(QuotaSchema),
+  keys: Type.Array(KeyEntrySchema, { default: [] })
+}, Closed)
+
+export const TenantSchema = Type.Object({
+  org: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.-]+$' }),
+  balance_usd: Type.Number({ default: 0, minimum: 0 }),
+  quota: Type.Optional(QuotaSchema),
+  projects: Type.Array(ProjectSchema, { default: [] })
+}, Closed)
+
+export const ConfigSchema = Type.Object({
+  server: ServerSchema,
+  store: StoreSchema,
+  admin: AdminSchema,
+  plugins: Type.Array(PluginEntrySchema, { default: [] }),
+  providers: Type.Array(ProviderSchema, { default: [] }),
+  models: Type.Array(ModelSchema, { default: [] }),
+  translation: Type.Object({
+    flatten: Type.Boolean({ default: false }),
+    default_max_tokens: Type.Integer({ default: 4096, minimum: 1 })
+  }, { ...Closed, default: {} }),
+  tenants: Type.Array(TenantSchema, { default: [] })
+}, Closed)
+
+export type Config = Static<typeof ConfigSchema>
+export type ServerConfig = Static<typeof ServerSchema>
+export type ProviderConfig = Static<typeof ProviderSchema>
+export type ModelConfig = Static<typeof ModelSchema>
+export type TenantConfig = Static<typeof TenantSchema>
+export type QuotaConfig = Static<typeof QuotaSchema>
+export type PluginEntry = Static<typeof PluginEntrySchema>

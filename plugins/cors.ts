@@ -1,0 +1,49 @@
+import cors from '@fastify/cors'
+import { Type } from '@sinclair/typebox'
+import type { FastifyRequest } from 'fastify'
+import { definePlugin } from './registry.js'
+
+// Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
+// the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: the spec's
+// four, the ones the official SDKs and Claude Code send (PRODUCT.md §6.10), and any X-Stainless-*
+// header the browser asks for. Exposed: the diagnostic headers, Retry-After and x-should-retry.
+
+const options = Type.Object({
+  origins: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] }),
+  credentials: Type.Boolean({ default: false }),
+  max_age_s: Type.Integer({ default: 600, minimum: 0 })
+}, { additionalProperties: false })
+
+const FIXED_HEADERS = [
+  'authorization', 'content-type', 'accept-language', 'x-locale', 'idempotency-key', 'x-api-key',
+  'anthropic-version', 'anthropic-beta', 'anthropic-dangerous-direct-browser-access'
+]
+
+export default definePlugin({
+  name: 'cors',
+  options,
+  plugin: async (fastify, opts) => {
+    const names = fastify.gw.headers
+    const fixed = new Set([...FIXED_HEADERS, names.trace.toLowerCase()])
+    const allowAny = opts.origins.includes('*')
+    const allowed = new Set(opts.origins)
+    const base = {
+      origin: allowAny ? (opts.credentials ? true : '*') : [...allowed],
+      credentials: opts.credentials,
+      maxAge: opts.max_age_s,
+      methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, 'Retry-After', 'x-should-retry'],
+      allowedHeaders: [...fixed]
+    }
+    await fastify.register(cors, {
+      hook: 'onRequest',
+      // per request only to add the X-Stainless-* headers a preflight asks for (they have many names)
+      delegator: (request: FastifyRequest, cb: (err: Error | null, o: typeof base) => void) => {
+        if (request.method !== 'OPTIONS') { cb(null, base); return }
+        const asked = String(request.headers['access-control-request-headers'] ?? '').split(',').map((h) => h.trim().toLowerCase())
+        const stainless = asked.filter((h) => h.startsWith('x-stainless-'))
+        cb(null, stainless.length === 0 ? base : { ...base, allowedHeaders: [...fixed, ...stainless] })
+      }
+    } as unknown as Parameters<typeof cors>[1])
+  }
+})

@@ -1,0 +1,163 @@
+import createError, { type FastifyErrorConstructor } from '@fastify/error'
+import { en, type MessageKey } from './i18n/en.js'
+
+// Every error the gateway answers with, in one place (STYLE.md "Errors"). Hooks and handlers
+// throw these; the error handler in app.ts renders them in the route family's shape:
+//   numeric-code shape  {error: {code, message, type}}            (chat, models, admin, others)
+//   Messages shape      {type: "error", error: {type, message}}   (/v1/messages)
+// `code` is what the spec gives for error.code (a number or a string); where the spec gives
+// none, the HTTP status is used, so that error.code is always present and machine-readable.
+
+export type Params = Record<string, string | number>
+
+export interface ErrorSpec {
+  status: number
+  code?: string | number
+  /** error.type in the numeric-code shape (what the openai SDK reads). */
+  openaiType?: string
+  /** error.type in the Messages shape; defaults by status (messagesTypeFor). */
+  messagesType?: string
+  /** false: a retry cannot help, so `x-should-retry: false` tells the official SDKs not to. */
+  retry?: boolean
+}
+
+export interface GatewayError extends Error {
+  code: string
+  statusCode: number
+  key: MessageKey
+  params: Params
+  spec: ErrorSpec
+  /** Headers to add to the error response (Retry-After...). */
+  headers?: Record<string, string>
+  /** For errors relayed from an upstream: its own message, which is not localized. */
+  upstreamMessage?: string
+}
+
+export function format (template: string, params: Params): string {
+  return template.replace(/\{(\w+)\}/g, (whole, name: string) => name in params ? String(params[name]) : whole)
+}
+
+export type GatewayErrorClass = new (params?: Params, opts?: { cause?: unknown, headers?: Record<string, string> }) => GatewayError
+
+function define (key: MessageKey, spec: ErrorSpec): GatewayErrorClass {
+  const Base: FastifyErrorConstructor = createError(`MG_${key.toUpperCase()}`, '%s', spec.status)
+  const Cls = class extends (Base as unknown as new (message: string) => Error & { code: string, statusCode: number }) {
+    key = key
+    params: Params
+    spec = spec
+    headers?: Record<string, string>
+    constructor (params: Params = {}, opts: { cause?: unknown, headers?: Record<string, string> } = {}) {
+      super(format(en[key], params))
+      this.params = params
+      if (opts.cause !== undefined) this.cause = opts.cause
+      if (opts.headers !== undefined) this.headers = opts.headers
+    }
+  }
+  Object.defineProperty(Cls, 'name', { value: `GatewayError[${key}]` })
+  return Cls as unknown as GatewayErrorClass
+}
+
+export const InvalidJson = define('invalid_json', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const InvalidBody = define('invalid_body', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const UnsupportedMediaType = define('unsupported_media_type', { status: 415, openaiType: 'invalid_request_error', messagesType: 'invalid_request_error', retry: false })
+export const MissingField = define('missing_field', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const InvalidField = define('invalid_field', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const InvalidVideoUrl = define('invalid_video_url', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const ModalityNotSupported = define('modality_not_supported', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const UnsupportedOnUpstream = define('unsupported_on_upstream', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const InvalidLimit = define('invalid_limit', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const MissingModelId = define('missing_model_id', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const Unauthorized = define('unauthorized', { status: 401, openaiType: 'authentication_error', retry: false })
+export const InsufficientBalance = define('insufficient_balance', { status: 402, code: 402, openaiType: 'insufficient_balance', retry: false })
+export const NoOrgContext = define('no_org_context', { status: 403, openaiType: 'permission_error', retry: false })
+export const ModelNotFound = define('model_not_found', { status: 404, code: 'model_not_found', openaiType: 'invalid_request_error', retry: false })
+export const RouteNotFound = define('route_not_found', { status: 404, openaiType: 'invalid_request_error', retry: false })
+export const RequestTimeout = define('request_timeout', { status: 408, openaiType: 'timeout_error' })
+export const StreamIdleTimeout = define('stream_idle_timeout', { status: 408, openaiType: 'timeout_error' })
+export const DuplicateRequest = define('duplicate_request', { status: 409, code: 'duplicate_request', openaiType: 'invalid_request_error', retry: false })
+export const RequestTooLarge = define('request_too_large', { status: 413, code: 'request_too_large', openaiType: 'invalid_request_error', messagesType: 'request_too_large', retry: false })
+export const QuotaExceeded = define('quota_exceeded', { status: 429, code: 429, openaiType: 'quota_exceeded' })
+export const RateLimited = define('rate_limited', { status: 429, code: 429, openaiType: 'rate_limit_error' })
+export const NotImplemented = define('not_implemented', { status: 501, openaiType: 'not_implemented', retry: false })
+export const UpstreamUnavailable = define('upstream_unavailable', { status: 502, openaiType: 'api_error' })
+export const UpstreamStreamError = define('upstream_stream_error', { status: 502, openaiType: 'api_error' })
+export const NoProvider = define('no_provider', { status: 503, openaiType: 'overloaded_error' })
+export const Internal = define('internal', { status: 500, openaiType: 'api_error' })
+export const AdminUnauthorized = define('admin_unauthorized', { status: 401, openaiType: 'authentication_error', retry: false })
+export const OrgNotFound = define('org_not_found', { status: 404, code: 'org_not_found', retry: false })
+export const KeyNotFound = define('key_not_found', { status: 404, code: 'key_not_found', retry: false })
+export const InvalidCursor = define('invalid_cursor', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const InvalidQuery = define('invalid_query', { status: 400, openaiType: 'invalid_request_error', retry: false })
+
+/**
+ * An upstream 4xx relayed to the client: its status is kept and its body re-shaped into the
+ * client's error shape by the translator pair (PRODUCT.md §6.11); the body is sent as it is.
+ */
+export class UpstreamClientError extends Error {
+  readonly statusCode: number
+  readonly body: Record<string, unknown>
+  constructor (statusCode: number, body: Record<string, unknown>, message: string) {
+    super(message)
+    this.name = 'UpstreamClientError'
+    this.statusCode = statusCode
+    this.body = body
+  }
+}
+
+export function isGatewayError (err: unknown): err is GatewayError {
+  return err instanceof Error && typeof (err as Partial<GatewayError>).key === 'string' && (err as Partial<GatewayError>).spec !== undefined
+}
+
+// Anthropic's error types by status (PROTOCOLS.md), with PRODUCT.md §6.2's choices for 408/502/503.
+const MESSAGES_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  408: 'timeout_error',
+  409: 'invalid_request_error',
+  413: 'request_too_large',
+  415: 'invalid_request_error',
+  422: 'invalid_request_error',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  501: 'api_error',
+  502: 'api_error',
+  503: 'overloaded_error',
+  504: 'timeout_error',
+  529: 'overloaded_error'
+}
+
+export function messagesTypeFor (status: number): string {
+  return MESSAGES_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error')
+}
+
+const OPENAI_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'invalid_request_error',
+  408: 'timeout_error',
+  409: 'invalid_request_error',
+  422: 'invalid_request_error',
+  429: 'rate_limit_error'
+}
+
+export function openaiTypeFor (status: number): string {
+  return OPENAI_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error')
+}
+
+export type ErrorFamily = 'openai' | 'messages'
+
+export interface ErrorBodyInput { status: number, message: string, code?: string | number, openaiType?: string, messagesType?: string }
+
+/** The one place that knows both error shapes; also used for in-stream error events. */
+export function errorBody (family: ErrorFamily, e: ErrorBodyInput): Record<string, unknown> {
+  if (family === 'messages') {
+    const body: Record<string, unknown> = { type: e.messagesType ?? messagesTypeFor(e.status), message: e.message }
+    if (typeof e.code === 'string') body.code = e.code
+    return { type: 'error', error: body }
+  }
+  return { error: { code: e.code ?? e.status, message: e.message, type: e.openaiType ?? openaiTypeFor(e.status) } }
+}

@@ -1,0 +1,34 @@
+import Database from 'better-sqlite3'
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fromRoot } from '../../paths.js'
+
+export type DB = Database.Database
+
+const MIGRATIONS_DIR = fromRoot('plugins', 'store', 'migrations')
+
+/** Opens (creating if needed) the SQLite database in WAL mode and applies pending migrations. */
+export function openDatabase (file: string): DB {
+  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })
+  const db = new Database(file)
+  db.pragma('journal_mode = WAL')
+  db.pragma('synchronous = NORMAL')
+  db.pragma('busy_timeout = 5000')
+  db.pragma('foreign_keys = ON')
+  migrate(db)
+  return db
+}
+
+// Numbered, forward-only migrations (NNN_name.sql); PRAGMA user_version holds the last applied.
+// Each step runs in an IMMEDIATE transaction that re-reads the version, so workers opening the
+// same file at once apply each migration exactly once.
+export function migrate (db: DB, dir = MIGRATIONS_DIR): number {
+  const files = readdirSync(dir).filter((f) => /^\d{3}_.+\.sql$/.test(f)).sort()
+  const step = db.transaction((file: string, version: number) => {
+    if ((db.pragma('user_version', { simple: true }) as number) >= version) return
+    db.exec(readFileSync(join(dir, file), 'utf8'))
+    db.pragma(`user_version = ${version}`)
+  })
+  for (const file of files) step.immediate(file, Number(file.slice(0, 3)))
+  return db.pragma('user_version', { simple: true }) as number
+}

@@ -1,0 +1,124 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import type { DB } from './db.js'
+
+export type KeySource = 'config' | 'cli' | 'admin'
+
+export interface KeyRow {
+  id: string
+  hash: string
+  hint: string
+  org_id: string
+  project_id: string
+  name: string
+  models: string
+  source: KeySource
+  created_at: number
+  revoked_at: number | null
+}
+
+export interface ApiKey {
+  id: string
+  org: string
+  project: string
+  name: string
+  models: string[]
+  hint: string
+  source: KeySource
+  created_at: number
+  revoked: boolean
+}
+
+export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex')
+
+/** A new secret key: `mg-` and 32 random bytes, base64url. Shown once, stored as a hash. */
+export const generateKey = (): string => 'mg-' + randomBytes(32).toString('base64url')
+
+const newKeyId = (): string => 'key_' + randomBytes(8).toString('hex')
+// Keys listed in the config keep the same id across restarts.
+const configKeyId = (hash: string): string => 'key_' + createHash('sha256').update('config-key-id:' + hash).digest('hex').slice(0, 16)
+const hintOf = (key: string): string => key.slice(0, 7) + '…'
+
+function toApiKey (row: KeyRow): ApiKey {
+  return {
+    id: row.id,
+    org: row.org_id,
+    project: row.project_id,
+    name: row.name,
+    models: JSON.parse(row.models) as string[],
+    hint: row.hint,
+    source: row.source,
+    created_at: row.created_at,
+    revoked: row.revoked_at !== null
+  }
+}
+
+export interface NewKey { org: string, project: string, models?: string[], name?: string, source: KeySource }
+
+export class KeyRepository {
+  private readonly byHash
+  private readonly byId
+  private readonly insert
+  private readonly revokeStmt
+  private readonly listStmt
+  private readonly updateConfigKey
+  private readonly configKeys
+
+  constructor (db: DB) {
+    this.byHash = db.prepare<[string], KeyRow>('SELECT * FROM api_keys WHERE hash = ?')
+    this.byId = db.prepare<[string], KeyRow>('SELECT * FROM api_keys WHERE id = ?')
+    this.insert = db.prepare('INSERT INTO api_keys (id, hash, hint, org_id, project_id, name, models, source, created_at) VALUES (@id, @hash, @hint, @org, @project, @name, @models, @source, @created_at)')
+    this.revokeStmt = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL')
+    this.listStmt = db.prepare<{ org: string | null, project: string | null }, KeyRow>('SELECT * FROM api_keys WHERE (@org IS NULL OR org_id = @org) AND (@project IS NULL OR project_id = @project) ORDER BY created_at, id')
+    this.updateConfigKey = db.prepare('UPDATE api_keys SET org_id = @org, project_id = @project, name = @name, models = @models, revoked_at = NULL WHERE id = @id')
+    this.configKeys = db.prepare<[], KeyRow>("SELECT * FROM api_keys WHERE source = 'config' AND revoked_at IS NULL")
+  }
+
+  /** The active key whose hash matches, compared in constant time; undefined otherwise. */
+  verify (key: string): ApiKey | undefined {
+    const hash = hashKey(key)
+    const row = this.byHash.get(hash)
+    if (row === undefined || row.revoked_at !== null) return undefined
+    if (!timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined
+    return toApiKey(row)
+  }
+
+  get (id: string): ApiKey | undefined {
+    const row = this.byId.get(id)
+    return row === undefined ? undefined : toApiKey(row)
+  }
+
+  list (org?: string, project?: string): ApiKey[] {
+    return this.listStmt.all({ org: org ?? null, project: project ?? null }).map(toApiKey)
+  }
+
+  /** Creates a key and returns it with its secret, which is not stored. */
+  create (spec: NewKey, now: number, secret = generateKey()): ApiKey & { key: string } {
+    const hash = hashKey(secret)
+    const id = spec.source === 'config' ? configKeyId(hash) : newKeyId()
+    const row = { id, hash, hint: hintOf(secret), org: spec.org, project: spec.project, name: spec.name ?? '', models: JSON.stringify(spec.models ?? ['*']), source: spec.source, created_at: now }
+    this.insert.run(row)
+    return { ...toApiKey({ ...row, org_id: spec.org, project_id: spec.project, revoked_at: null } as KeyRow), key: secret }
+  }
+
+  revoke (id: string, now: number): boolean {
+    return this.revokeStmt.run(now, id).changes > 0
+  }
+
+  /** Makes the config's literal keys present and current; config keys no longer listed are revoked. */
+  syncConfigKeys (keys: Array<{ key: string, org: string, project: string, name: string, models: string[] }>, now: number): void {
+    const wanted = new Set<string>()
+    for (const k of keys) {
+      const hash = hashKey(k.key)
+      const existing = this.byHash.get(hash)
+      if (existing === undefined) {
+        wanted.add(this.create({ ...k, source: 'config' }, now, k.key).id)
+      } else {
+        wanted.add(existing.id)
+        if (existing.source === 'config') {
+          this.updateConfigKey.run({ id: existing.id, org: k.org, project: k.project, name: k.name, models: JSON.stringify(k.models) })
+        }
+      }
+    }
+    for (const row of this.configKeys.all()) if (!wanted.has(row.id)) this.revoke(row.id, now)
+  }
+}

@@ -1,0 +1,84 @@
+import type { DB } from './db.js'
+
+// Small repositories behind the admission policies. Each operation is one atomic statement or
+// transaction on the shared SQLite file, so the workers of one machine agree; the same methods
+// are what a Redis implementation would provide.
+
+export class IdempotencyRepository {
+  private readonly acquireStmt
+  private readonly doneStmt
+  private readonly releaseStmt
+  private readonly sweepStmt
+
+  constructor (db: DB) {
+    // a row that expired is taken over; a live one (in flight or done) refuses the newcomer
+    this.acquireStmt = db.prepare(`INSERT INTO idempotency_keys (scope, idem_key, state, trace_id, created_at, expires_at)
+      VALUES (@scope, @key, 'in_flight', @trace, @now, @expires)
+      ON CONFLICT(scope, idem_key) DO UPDATE SET state = 'in_flight', trace_id = @trace, created_at = @now, expires_at = @expires
+      WHERE idempotency_keys.expires_at <= @now`)
+    this.doneStmt = db.prepare("UPDATE idempotency_keys SET state = 'done', expires_at = @expires WHERE scope = @scope AND idem_key = @key AND trace_id = @trace")
+    this.releaseStmt = db.prepare('DELETE FROM idempotency_keys WHERE scope = @scope AND idem_key = @key AND trace_id = @trace')
+    this.sweepStmt = db.prepare('DELETE FROM idempotency_keys WHERE expires_at <= ?')
+  }
+
+  /** True when this request now owns the key. */
+  acquire (scope: string, key: string, trace: string, now: number, ttlMs: number): boolean {
+    return this.acquireStmt.run({ scope, key, trace, now, expires: now + ttlMs }).changes > 0
+  }
+
+  complete (scope: string, key: string, trace: string, now: number, ttlMs: number): void {
+    this.doneStmt.run({ scope, key, trace, expires: now + ttlMs })
+  }
+
+  release (scope: string, key: string, trace: string): void {
+    this.releaseStmt.run({ scope, key, trace })
+  }
+
+  sweep (now: number): number {
+    return this.sweepStmt.run(now).changes
+  }
+}
+
+export class RateLimitRepository {
+  private readonly incrStmt
+  private readonly sweepStmt
+
+  constructor (db: DB) {
+    this.incrStmt = db.prepare<Record<string, unknown>, { count: number, reset_at: number }>(`INSERT INTO rate_limits (key, count, reset_at) VALUES (@key, 1, @reset)
+      ON CONFLICT(key) DO UPDATE SET
+        count = CASE WHEN rate_limits.reset_at <= @now THEN 1 ELSE rate_limits.count + 1 END,
+        reset_at = CASE WHEN rate_limits.reset_at <= @now THEN @reset ELSE rate_limits.reset_at END
+      RETURNING count, reset_at`)
+    this.sweepStmt = db.prepare('DELETE FROM rate_limits WHERE reset_at <= ?')
+  }
+
+  /** Counts one hit in the key's fixed window; returns the count so far and when the window resets. */
+  incr (key: string, now: number, windowMs: number): { count: number, reset_at: number } {
+    return this.incrStmt.get({ key, now, reset: now + windowMs }) as { count: number, reset_at: number }
+  }
+
+  sweep (now: number): number { return this.sweepStmt.run(now).changes }
+}
+
+export class QuotaRepository {
+  private readonly addStmt
+  private readonly getStmt
+  private readonly sweepStmt
+
+  constructor (db: DB) {
+    this.addStmt = db.prepare(`INSERT INTO quota_usage (scope, window_start, tokens, cost_nano) VALUES (@scope, @window, @tokens, @cost)
+      ON CONFLICT(scope, window_start) DO UPDATE SET tokens = tokens + @tokens, cost_nano = cost_nano + @cost`)
+    this.getStmt = db.prepare<[string, number], { tokens: number, cost_nano: number }>('SELECT tokens, cost_nano FROM quota_usage WHERE scope = ? AND window_start = ?')
+    this.sweepStmt = db.prepare('DELETE FROM quota_usage WHERE window_start < ?')
+  }
+
+  add (scope: string, window: number, tokens: number, cost: number): void {
+    this.addStmt.run({ scope, window, tokens, cost })
+  }
+
+  used (scope: string, window: number): { tokens: number, cost_nano: number } {
+    return this.getStmt.get(scope, window) ?? { tokens: 0, cost_nano: 0 }
+  }
+
+  sweep (before: number): number { return this.sweepStmt.run(before).changes }
+}

@@ -1,0 +1,16 @@
+import { chatToMessages } from './chat-to-messages.js'
+import { messagesToChat } from './messages-to-chat.js'
+import { messagesPassthrough, openaiPassthrough } from './passthrough.js'
+import type { Protocol, TranslatorPair } from './types.js'
+
+export type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
+
+const PAIRS: Record<Protocol, Record<Protocol, TranslatorPair>> = {
+  openai: { openai: openaiPassthrough, messages: chatToMessages },
+  messages: { messages: messagesPassthrough, openai: messagesToChat }
+}
+
+/** The pair for a client protocol in front of an upstream protocol. */
+export function pairFor (client: Protocol, upstream: Protocol): TranslatorPair {
+  return PAIRS[client][upstream]
+}

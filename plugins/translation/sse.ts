@@ -1,0 +1,91 @@
+import { errorBody, type ErrorBodyInput } from '../errors.js'
+import type { Protocol, SseEvent } from './types.js'
+
+// SSE framing only (bytes ↔ {event, data}); mapping is the pairs' business. The parser is fed
+// chunks split anywhere, multi-byte characters included, and keeps each frame's exact text in
+// `raw` so an unchanged frame is relayed byte for byte.
+
+export class SseParser {
+  private readonly decoder = new TextDecoder('utf-8')
+  private buffer = ''
+
+  push (chunk: Buffer | Uint8Array | string): SseEvent[] {
+    this.buffer += typeof chunk === 'string' ? chunk : this.decoder.decode(chunk, { stream: true })
+    return this.drain(false)
+  }
+
+  end (): SseEvent[] {
+    this.buffer += this.decoder.decode()
+    return this.drain(true)
+  }
+
+  private drain (final: boolean): SseEvent[] {
+    const out: SseEvent[] = []
+    let start = 0
+    for (;;) {
+      const boundary = findBoundary(this.buffer, start)
+      if (boundary === null) break
+      const ev = parseFrame(this.buffer.slice(start, boundary.end), this.buffer.slice(start, boundary.end + boundary.length))
+      if (ev !== null) out.push(ev)
+      start = boundary.end + boundary.length
+    }
+    this.buffer = this.buffer.slice(start)
+    if (final && this.buffer.trim() !== '') {
+      const ev = parseFrame(this.buffer, this.buffer + '\n\n')
+      if (ev !== null) out.push(ev)
+      this.buffer = ''
+    }
+    return out
+  }
+}
+
+function findBoundary (text: string, from: number): { end: number, length: number } | null {
+  const lf = text.indexOf('\n\n', from)
+  const crlf = text.indexOf('\r\n\r\n', from)
+  if (lf === -1 && crlf === -1) {
+    const cr = text.indexOf('\r\r', from)
+    return cr === -1 ? null : { end: cr, length: 2 }
+  }
+  if (crlf !== -1 && (lf === -1 || crlf < lf)) return { end: crlf, length: 4 }
+  return { end: lf as number, length: 2 }
+}
+
+function parseFrame (text: string, raw: string): SseEvent | null {
+  let event: string | undefined
+  let data: string | null = null
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    if (line === '' || line.startsWith(':')) continue
+    const colon = line.indexOf(':')
+    const field = colon === -1 ? line : line.slice(0, colon)
+    let value = colon === -1 ? '' : line.slice(colon + 1)
+    if (value.startsWith(' ')) value = value.slice(1)
+    if (field === 'data') data = data === null ? value : data + '\n' + value
+    else if (field === 'event') event = value
+  }
+  if (data === null && event === undefined) return null
+  const ev: SseEvent = { data: data ?? '', raw }
+  if (event !== undefined) ev.event = event
+  return ev
+}
+
+export function serialize (ev: SseEvent): string {
+  if (ev.raw !== undefined) return ev.raw
+  const data = ev.data.includes('\n') ? ev.data.split('\n').map((l) => `data: ${l}`).join('\n') : `data: ${ev.data}`
+  return ev.event === undefined ? `${data}\n\n` : `event: ${ev.event}\n${data}\n\n`
+}
+
+/** A JSON frame: `data: {...}` (OpenAI) or `event: <type>` + `data: {...}` (Messages). */
+export function frame (data: unknown, event?: string): SseEvent {
+  const ev: SseEvent = { data: JSON.stringify(data) }
+  if (event !== undefined) ev.event = event
+  return ev
+}
+
+export const DONE: SseEvent = { data: '[DONE]', raw: 'data: [DONE]\n\n' }
+
+/** An error inside a stream, in the client's own format. */
+export function errorEvent (client: Protocol, e: ErrorBodyInput): SseEvent {
+  if (client === 'messages') return frame(errorBody('messages', e), 'error')
+  const body = errorBody('openai', e) as { error: Record<string, unknown> }
+  return frame({ error: { ...body.error, param: null } })
+}

@@ -1,0 +1,480 @@
+import { Readable } from 'node:stream'
+import type { Json, Protocol } from '../translation/types.js'
+import type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
+
+// The built-in demo upstream: answers in-process, in either protocol, with the bytes a real
+// provider would send (JSON or SSE, usage included), so a fresh install serves real requests
+// with no provider key. Text is canned and deterministic; token counts are estimates (about four
+// characters a token, never 0); streams go word by word and stop at once on abort.
+//
+// The request reading and the wire rendering below are exported: the test mock upstream
+// (test/mock-upstream.ts) answers with the same protocol bytes and differs only in what it says.
+
+// ---------------------------------------------------------------------------------------------
+// Reading a request, either protocol
+
+export interface ToolDef { name: string, schema: Json }
+
+/** What a simulated model needs to know about a request, whatever its protocol. */
+export interface RequestView {
+  model: string
+  stream: boolean
+  /** OpenAI only: stream_options.include_usage on a streaming request. */
+  includeUsage: boolean
+  tools: ToolDef[]
+  /** `tool`: the named tool must be called; `any`: some tool must be called. */
+  toolChoice: { mode: 'auto' | 'none' | 'any' | 'tool', name: string | null }
+  parallelToolCalls: boolean
+  /** Text parts of the last `user` message. */
+  lastUserText: string
+  /** Text of the tool result(s) ending the conversation; null when the last turn is not one. */
+  toolResult: string | null
+  maxTokens: number | null
+  stop: string[]
+  /** Messages only: extended thinking asked for. */
+  thinking: boolean
+}
+
+const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const objects = (v: unknown): Json[] => Array.isArray(v) ? v.filter(isObj) : []
+
+/** The text of a content field: a string, or the `text` of its text parts / blocks. */
+export function textOf (content: unknown): string {
+  if (typeof content === 'string') return content
+  const parts: string[] = []
+  for (const p of objects(content)) if (p.type === 'text' && typeof p.text === 'string') parts.push(p.text)
+  return parts.join(' ')
+}
+
+function positiveInt (v: unknown): number | null {
+  return typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : null
+}
+
+export function readRequest (body: Json, protocol: Protocol): RequestView {
+  const messages = objects(body.messages)
+  const last = messages[messages.length - 1]
+  let lastUserText = ''
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i]?.role === 'user') { lastUserText = textOf(messages[i]?.content); break }
+  }
+
+  let toolResult: string | null = null
+  if (protocol === 'openai') {
+    const results: string[] = []
+    for (let i = messages.length - 1; i >= 0 && messages[i]?.role === 'tool'; i--) results.unshift(textOf(messages[i]?.content))
+    if (results.length > 0) toolResult = results.join(' ')
+  } else if (last?.role === 'user') {
+    const results = objects(last.content).filter((b) => b.type === 'tool_result').map((b) => textOf(b.content))
+    if (results.length > 0) toolResult = results.join(' ')
+  }
+
+  const tools: ToolDef[] = []
+  for (const t of objects(body.tools)) {
+    if (protocol === 'openai') {
+      const fn = t.function
+      if (t.type === 'function' && isObj(fn) && typeof fn.name === 'string') tools.push({ name: fn.name, schema: isObj(fn.parameters) ? fn.parameters : {} })
+    } else if (typeof t.name === 'string' && (t.type === undefined || t.type === 'custom')) {
+      // typed entries without a schema are server tools (web search…), never answered with tool_use
+      tools.push({ name: t.name, schema: isObj(t.input_schema) ? t.input_schema : {} })
+    }
+  }
+
+  const tc = body.tool_choice
+  let toolChoice: RequestView['toolChoice'] = { mode: 'auto', name: null }
+  let parallelToolCalls = true
+  if (protocol === 'openai') {
+    if (tc === 'none') toolChoice = { mode: 'none', name: null }
+    else if (tc === 'required') toolChoice = { mode: 'any', name: null }
+    else if (isObj(tc) && tc.type === 'function' && isObj(tc.function) && typeof tc.function.name === 'string') toolChoice = { mode: 'tool', name: tc.function.name }
+    parallelToolCalls = body.parallel_tool_calls !== false
+  } else if (isObj(tc)) {
+    if (tc.type === 'none' || tc.type === 'any') toolChoice = { mode: tc.type, name: null }
+    else if (tc.type === 'tool' && typeof tc.name === 'string') toolChoice = { mode: 'tool', name: tc.name }
+    parallelToolCalls = tc.disable_parallel_tool_use !== true
+  }
+
+  const rawStop = protocol === 'openai' ? body.stop : body.stop_sequences
+  const stop = (typeof rawStop === 'string' ? [rawStop] : Array.isArray(rawStop) ? rawStop : [])
+    .filter((s): s is string => typeof s === 'string' && s !== '')
+  const stream = body.stream === true
+  const thinkingType = isObj(body.thinking) ? body.thinking.type : undefined
+
+  return {
+    model: typeof body.model === 'string' ? body.model : '',
+    stream,
+    includeUsage: protocol === 'openai' && stream && isObj(body.stream_options) && body.stream_options.include_usage === true,
+    tools,
+    toolChoice,
+    parallelToolCalls,
+    lastUserText,
+    toolResult,
+    maxTokens: protocol === 'openai' ? positiveInt(body.max_completion_tokens) ?? positiveInt(body.max_tokens) : positiveInt(body.max_tokens),
+    stop,
+    thinking: protocol === 'messages' && (thinkingType === 'enabled' || thinkingType === 'adaptive')
+  }
+}
+
+/** The tools to call, or [] for a text answer: a forced choice always calls. */
+export function toolsToCall (view: RequestView, asked: boolean, all: boolean): ToolDef[] {
+  const { tools, toolChoice } = view
+  if (tools.length === 0 || toolChoice.mode === 'none') return []
+  if (toolChoice.mode === 'tool') {
+    const named = tools.find((t) => t.name === toolChoice.name)
+    return named === undefined ? [] : [named]
+  }
+  if (toolChoice.mode === 'auto' && (!asked || view.toolResult !== null)) return []
+  if (all && view.parallelToolCalls) return tools
+  const mentioned = tools.find((t) => view.lastUserText.includes(t.name))
+  return [mentioned ?? tools[0] as ToolDef]
+}
+
+/** Arguments that satisfy a JSON schema, built from its types, enums, consts and defaults. */
+export function sampleArguments (schema: Json, name = 'value', depth = 0): unknown {
+  if (schema.const !== undefined) return schema.const
+  if (schema.default !== undefined) return schema.default
+  if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0]
+  const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== 'null') : schema.type
+  const min = typeof schema.minimum === 'number' ? schema.minimum : null
+  switch (type) {
+    case 'integer': return min !== null ? Math.ceil(min) : 1
+    case 'number': return min !== null ? min : 1
+    case 'boolean': return true
+    case 'null': return null
+    case 'array': {
+      if (depth > 4) return []
+      return [sampleArguments(isObj(schema.items) ? schema.items : {}, name, depth + 1)]
+    }
+    case 'string': return `example ${name}`
+    default: {
+      if (depth > 4) return {}
+      const props = isObj(schema.properties) ? schema.properties : {}
+      if (type !== 'object' && Object.keys(props).length === 0) return `example ${name}`
+      const out: Json = {}
+      for (const [key, sub] of Object.entries(props)) out[key] = sampleArguments(isObj(sub) ? sub : {}, key, depth + 1)
+      return out
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the simulated model answers, protocol-neutral
+
+export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use'
+
+/** Each block's `pieces` are its stream deltas, in order; joined they are its whole text. */
+export type OutputBlock =
+  | { type: 'text', pieces: string[] }
+  | { type: 'thinking', pieces: string[], signature: string }
+  | { type: 'tool_use', id: string, name: string, pieces: string[] }
+
+/** Input split the Anthropic way: `input` excludes the cache reads and writes. */
+export interface OutputUsage { input: number, cacheRead: number, cacheCreation: number, output: number }
+
+export interface Completion {
+  id: string
+  model: string
+  /** Unix seconds (OpenAI's `created`). */
+  created: number
+  blocks: OutputBlock[]
+  stopReason: StopReason
+  stopSequence: string | null
+  usage: OutputUsage
+}
+
+/** Words with their leading whitespace: joined they give the text back (trailing space aside). */
+export const words = (text: string): string[] => text.match(/\s*\S+/g) ?? []
+
+/**
+ * The text a model would emit: cut before the first stop sequence, then to at most `maxTokens`
+ * by `cost` (tokens of the first k pieces), keeping at least one piece.
+ */
+export function shapeText (text: string, view: Pick<RequestView, 'stop' | 'maxTokens'>, cost: (pieces: string[]) => number): { pieces: string[], stopReason: StopReason, stopSequence: string | null } {
+  let at = -1
+  let stopSequence: string | null = null
+  for (const s of view.stop) {
+    const i = text.indexOf(s)
+    if (i !== -1 && (at === -1 || i < at)) { at = i; stopSequence = s }
+  }
+  let pieces = words(at === -1 ? text : text.slice(0, at))
+  if (view.maxTokens !== null && cost(pieces) > view.maxTokens) {
+    let k = 1
+    while (k < pieces.length && cost(pieces.slice(0, k + 1)) <= view.maxTokens) k++
+    pieces = pieces.slice(0, k)
+    return { pieces, stopReason: 'max_tokens', stopSequence: null }
+  }
+  return { pieces, stopReason: stopSequence === null ? 'end_turn' : 'stop_sequence', stopSequence }
+}
+
+/** Split a JSON text into fragments of at most `size` characters, as providers stream arguments. */
+export function fragments (text: string, size = 12): string[] {
+  const out: string[] = []
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size))
+  return out.length === 0 ? [''] : out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering: the exact JSON bodies and SSE frames of each protocol
+
+const FINISH_REASON: Record<StopReason, string> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls' }
+
+const joined = (b: OutputBlock): string => b.pieces.join('')
+
+function openaiUsage (u: OutputUsage): Json {
+  const prompt = u.input + u.cacheRead + u.cacheCreation
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: u.output,
+    total_tokens: prompt + u.output,
+    prompt_tokens_details: { cached_tokens: u.cacheRead, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 }
+  }
+}
+
+function messagesUsage (u: OutputUsage, output: number): Json {
+  return { input_tokens: u.input, cache_creation_input_tokens: u.cacheCreation, cache_read_input_tokens: u.cacheRead, output_tokens: output }
+}
+
+/** The non-streaming response body. Thinking blocks exist only in the Messages protocol. */
+export function completionJson (protocol: Protocol, c: Completion): Json {
+  if (protocol === 'openai') {
+    const text = c.blocks.filter((b) => b.type === 'text').map(joined).join('')
+    const calls = c.blocks.flatMap((b) => b.type === 'tool_use' ? [{ id: b.id, type: 'function', function: { name: b.name, arguments: joined(b) } }] : [])
+    const message: Json = { role: 'assistant', content: text === '' && calls.length > 0 ? null : text, refusal: null, annotations: [] }
+    if (calls.length > 0) message.tool_calls = calls
+    return {
+      id: c.id,
+      object: 'chat.completion',
+      created: c.created,
+      model: c.model,
+      choices: [{ index: 0, message, logprobs: null, finish_reason: FINISH_REASON[c.stopReason] }],
+      usage: openaiUsage(c.usage),
+      service_tier: 'default',
+      system_fingerprint: null
+    }
+  }
+  const content = c.blocks.map((b): Json => {
+    if (b.type === 'text') return { type: 'text', text: joined(b) }
+    if (b.type === 'thinking') return { type: 'thinking', thinking: joined(b), signature: b.signature }
+    const args = joined(b)
+    return { type: 'tool_use', id: b.id, name: b.name, input: args === '' ? {} : JSON.parse(args) as unknown }
+  })
+  return {
+    id: c.id,
+    type: 'message',
+    role: 'assistant',
+    model: c.model,
+    content,
+    stop_reason: c.stopReason,
+    stop_sequence: c.stopSequence,
+    usage: { ...messagesUsage(c.usage, c.usage.output), service_tier: 'standard' }
+  }
+}
+
+/** The SSE frames of a streamed answer, each a complete frame ending with a blank line. */
+export function completionFrames (protocol: Protocol, c: Completion, includeUsage = false): string[] {
+  return protocol === 'openai' ? openaiFrames(c, includeUsage) : messagesFrames(c)
+}
+
+function openaiFrames (c: Completion, includeUsage: boolean): string[] {
+  const chunk = (choices: Json[], usage: Json | null = null): string => {
+    const body: Json = { id: c.id, object: 'chat.completion.chunk', created: c.created, model: c.model, service_tier: 'default', system_fingerprint: null, choices }
+    if (includeUsage) body.usage = usage
+    return `data: ${JSON.stringify(body)}\n\n`
+  }
+  const delta = (d: Json, finish: string | null = null): string => chunk([{ index: 0, delta: d, logprobs: null, finish_reason: finish }])
+  const frames = [delta({ role: 'assistant', content: '', refusal: null })]
+  let call = 0
+  for (const b of c.blocks) {
+    if (b.type === 'text') {
+      for (const p of b.pieces) frames.push(delta({ content: p }))
+    } else if (b.type === 'tool_use') {
+      const index = call++
+      frames.push(delta({ tool_calls: [{ index, id: b.id, type: 'function', function: { name: b.name, arguments: '' } }] }))
+      for (const p of b.pieces) if (p !== '') frames.push(delta({ tool_calls: [{ index, function: { arguments: p } }] }))
+    }
+  }
+  frames.push(delta({}, FINISH_REASON[c.stopReason]))
+  if (includeUsage) frames.push(chunk([], openaiUsage(c.usage)))
+  frames.push('data: [DONE]\n\n')
+  return frames
+}
+
+function messagesFrames (c: Completion): string[] {
+  const ev = (type: string, data: Json = {}): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
+  const frames = [ev('message_start', {
+    message: {
+      id: c.id, type: 'message', role: 'assistant', model: c.model, content: [], stop_reason: null, stop_sequence: null,
+      usage: { ...messagesUsage(c.usage, Math.min(1, c.usage.output)), service_tier: 'standard' }
+    }
+  })]
+  c.blocks.forEach((b, index) => {
+    const start = b.type === 'text'
+      ? { type: 'text', text: '' }
+      : b.type === 'thinking' ? { type: 'thinking', thinking: '', signature: '' } : { type: 'tool_use', id: b.id, name: b.name, input: {} }
+    frames.push(ev('content_block_start', { index, content_block: start }))
+    if (index === 0) frames.push(ev('ping'))
+    for (const p of b.pieces) {
+      const delta = b.type === 'text'
+        ? { type: 'text_delta', text: p }
+        : b.type === 'thinking' ? { type: 'thinking_delta', thinking: p } : { type: 'input_json_delta', partial_json: p }
+      frames.push(ev('content_block_delta', { index, delta }))
+    }
+    if (b.type === 'thinking') frames.push(ev('content_block_delta', { index, delta: { type: 'signature_delta', signature: b.signature } }))
+    frames.push(ev('content_block_stop', { index }))
+  })
+  if (c.blocks.length === 0) frames.push(ev('ping'))
+  frames.push(ev('message_delta', { delta: { stop_reason: c.stopReason, stop_sequence: c.stopSequence }, usage: messagesUsage(c.usage, c.usage.output) }))
+  frames.push(ev('message_stop'))
+  return frames
+}
+
+const OPENAI_ERROR_TYPE: Record<number, string> = { 403: 'permission_denied', 429: 'requests' }
+const OPENAI_ERROR_CODE: Record<number, string> = { 401: 'invalid_api_key', 429: 'rate_limit_exceeded' }
+const MESSAGES_ERROR_TYPE: Record<number, string> = {
+  400: 'invalid_request_error', 401: 'authentication_error', 402: 'billing_error', 403: 'permission_error', 404: 'not_found_error',
+  413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error', 504: 'timeout_error', 529: 'overloaded_error'
+}
+
+/** The provider's own error body for a status (`type` overrides the usual type for it). */
+export function errorJson (protocol: Protocol, status: number, message: string, type?: string, code?: string | null): Json {
+  if (protocol === 'openai') {
+    const t = type ?? OPENAI_ERROR_TYPE[status] ?? (status >= 500 ? 'server_error' : 'invalid_request_error')
+    return { error: { message, type: t, param: null, code: code === undefined ? OPENAI_ERROR_CODE[status] ?? null : code } }
+  }
+  const t = type ?? MESSAGES_ERROR_TYPE[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error')
+  return { type: 'error', error: { type: t, message } }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The demo provider
+
+export interface DemoOptions {
+  /** Pause between stream frames; 0 sends them all at once. Default MODELGATE_DEMO_DELAY_MS, else 5. */
+  chunkDelayMs?: number
+}
+
+const SENTENCES = [
+  'This answer comes from the modelgate demo provider, so no provider key was needed.',
+  'Point a model at a real provider in config/gateway.yaml to get real answers.',
+  'Every call is metered: tokens, cached input and cost land in the usage records.',
+  'Streaming, tool calls and both protocols work here just as they do upstream.'
+]
+
+/** About four characters a token, and never 0 for non-empty text. */
+export const estimateTokens = (text: string): number => text === '' ? 0 : Math.max(1, Math.ceil(text.length / 4))
+
+const inputText = (body: Json): string => JSON.stringify([body.system ?? null, body.messages ?? [], body.tools ?? null])
+
+function demoCompletion (view: RequestView, protocol: Protocol, body: Json, seq: number, created: number): Completion {
+  const id = protocol === 'openai' ? `chatcmpl-demo${seq}` : `msg_demo${seq}`
+  const input = Math.max(1, estimateTokens(inputText(body)))
+  const asked = /\btools?\b/i.test(view.lastUserText) || view.tools.some((t) => view.lastUserText.includes(t.name))
+  const calls = toolsToCall(view, asked, false)
+  if (calls.length > 0) {
+    const blocks: OutputBlock[] = calls.map((t, i) => ({
+      type: 'tool_use',
+      id: `${protocol === 'openai' ? 'call_' : 'toolu_'}demo${seq}_${i}`,
+      name: t.name,
+      pieces: fragments(JSON.stringify(sampleArguments(t.schema)))
+    }))
+    const output = blocks.reduce((n, b) => n + estimateTokens(b.type === 'tool_use' ? b.name + joined(b) : ''), 0)
+    return { id, model: view.model, created, blocks, stopReason: 'tool_use', stopSequence: null, usage: { input, cacheRead: 0, cacheCreation: 0, output } }
+  }
+  const quote = (text: string): string => words(text.trim()).slice(0, 12).join('').trim()
+  const intro = view.toolResult !== null
+    ? `The tool answered "${quote(view.toolResult)}".`
+    : view.lastUserText.trim() === '' ? 'You sent no text.' : `You said: "${quote(view.lastUserText)}".`
+  let hash = 0
+  for (const ch of view.lastUserText) hash = (hash * 31 + (ch.codePointAt(0) ?? 0)) % 1_000_003
+  const text = `Hello from ${view.model === '' ? 'the demo model' : view.model}. ${intro} ${SENTENCES[hash % SENTENCES.length] as string}`
+  const cost = (pieces: string[]): number => estimateTokens(pieces.join(''))
+  const shaped = shapeText(text, view, cost)
+  const output = Math.min(cost(shaped.pieces), view.maxTokens ?? Infinity)
+  const blocks: OutputBlock[] = shaped.pieces.length > 0 ? [{ type: 'text', pieces: shaped.pieces }] : []
+  return { id, model: view.model, created, blocks, stopReason: shaped.stopReason, stopSequence: shaped.stopSequence, usage: { input, cacheRead: 0, cacheCreation: 0, output } }
+}
+
+function abortError (): Error {
+  return Object.assign(new Error('This operation was aborted'), { name: 'AbortError', code: 'UND_ERR_ABORTED' })
+}
+
+/** A body that emits `frames` one by one, `delayMs` apart; abort (or destroy) stops it and its timer at once. */
+function paced (frames: string[], delayMs: number, signal: AbortSignal): Readable {
+  let i = 0
+  let timer: NodeJS.Timeout | null = null
+  const push = (): void => {
+    timer = null
+    if (i < frames.length) stream.push(frames[i++])
+    if (i >= frames.length) stream.push(null)
+  }
+  const stream = new Readable({
+    read () {
+      if (timer !== null || i >= frames.length) return
+      if (i === 0 || delayMs === 0) push()
+      else timer = setTimeout(push, delayMs)
+    },
+    destroy (err, cb) {
+      if (timer !== null) { clearTimeout(timer); timer = null }
+      cb(err)
+    }
+  })
+  // An aborted HTTP body errors with an AbortError; without a listener that would crash the process.
+  const onAbort = (): void => { stream.destroy(stream.listenerCount('error') > 0 ? abortError() : undefined) }
+  signal.addEventListener('abort', onAbort, { once: true })
+  stream.once('close', () => signal.removeEventListener('abort', onAbort))
+  return stream
+}
+
+function jsonResponse (status: number, body: Json, headers: Record<string, string>): UpstreamResponse {
+  return { statusCode: status, headers: { 'content-type': 'application/json', ...headers }, body: Readable.from([JSON.stringify(body)]) }
+}
+
+function configuredDelay (): number {
+  const env = Number(process.env.MODELGATE_DEMO_DELAY_MS)
+  return process.env.MODELGATE_DEMO_DELAY_MS !== undefined && Number.isFinite(env) && env >= 0 ? env : 5
+}
+
+export function createDemoClient (id: string, protocol: Protocol, opts: DemoOptions = {}): UpstreamClient {
+  const delayMs = opts.chunkDelayMs ?? configuredDelay()
+  const live = new Set<Readable>()
+  let seq = 0
+  const answerPath = protocol === 'openai' ? '/chat/completions' : '/v1/messages'
+
+  return {
+    id,
+    protocol,
+    async request (req: UpstreamRequest): Promise<UpstreamResponse> {
+      if (req.signal.aborted) throw abortError()
+      seq++
+      const requestId = `req_demo${seq}`
+      const headers: Record<string, string> = protocol === 'openai' ? { 'x-request-id': requestId } : { 'request-id': requestId }
+      const fail = (status: number, message: string): UpstreamResponse => jsonResponse(status, errorJson(protocol, status, message), headers)
+      const path = req.path.split('?')[0]
+      if (path !== answerPath && !(protocol === 'messages' && path === '/v1/messages/count_tokens')) return fail(404, `Unknown path ${req.path}`)
+
+      let body: unknown
+      try { body = JSON.parse(req.body) } catch { return fail(400, 'The request body is not valid JSON.') }
+      if (!isObj(body)) return fail(400, 'The request body must be a JSON object.')
+      if (typeof body.model !== 'string' || body.model === '') return fail(400, 'model: Field required')
+      if (!Array.isArray(body.messages)) return fail(400, 'messages: Field required')
+
+      if (path === '/v1/messages/count_tokens') {
+        return jsonResponse(200, { input_tokens: Math.max(1, estimateTokens(inputText(body))) }, headers)
+      }
+      if (protocol === 'messages' && positiveInt(body.max_tokens) === null) return fail(400, 'max_tokens: Field required')
+
+      const view = readRequest(body, protocol)
+      const completion = demoCompletion(view, protocol, body, seq, Math.floor(Date.now() / 1000))
+      if (!view.stream) return jsonResponse(200, completionJson(protocol, completion), headers)
+
+      const stream = paced(completionFrames(protocol, completion, view.includeUsage), delayMs, req.signal)
+      live.add(stream)
+      stream.once('close', () => live.delete(stream))
+      return { statusCode: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...headers }, body: stream }
+    },
+    async close (): Promise<void> {
+      for (const s of live) s.destroy()
+      live.clear()
+    }
+  }
+}

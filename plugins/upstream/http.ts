@@ -1,0 +1,39 @@
+import { Pool } from 'undici'
+import type { ProviderConfig } from '../../config/schema.js'
+import type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
+
+// One keep-alive undici pool per provider. The provider's own credentials are set here and
+// nowhere else; the client's key never leaves the gateway. headersTimeout bounds the wait for
+// the upstream to start answering, bodyTimeout the idle gap inside a body (PRODUCT.md §6.7).
+
+export interface HttpClientOptions { timeoutMs: number }
+
+export function createHttpClient (provider: ProviderConfig, opts: HttpClientOptions): UpstreamClient {
+  const base = new URL(provider.base_url as string)
+  const basePath = base.pathname.replace(/\/+$/, '')
+  const pool = new Pool(base.origin, {
+    connections: provider.connections,
+    pipelining: 1,
+    keepAliveTimeout: 30_000,
+    headersTimeout: opts.timeoutMs,
+    bodyTimeout: opts.timeoutMs
+  })
+  const fixed: Record<string, string> = { 'content-type': 'application/json', ...(provider.headers ?? {}) }
+  if (provider.protocol === 'openai') {
+    if (provider.api_key !== '') fixed.authorization = `Bearer ${provider.api_key}`
+  } else {
+    if (provider.api_key !== '') fixed['x-api-key'] = provider.api_key
+  }
+
+  return {
+    id: provider.id,
+    protocol: provider.protocol,
+    async request (req: UpstreamRequest): Promise<UpstreamResponse> {
+      const headers: Record<string, string> = { ...req.headers, ...fixed }
+      if (provider.protocol === 'messages' && headers['anthropic-version'] === undefined) headers['anthropic-version'] = '2023-06-01'
+      const res = await pool.request({ method: 'POST', path: basePath + req.path, headers, body: req.body, signal: req.signal })
+      return { statusCode: res.statusCode, headers: res.headers, body: res.body }
+    },
+    async close (): Promise<void> { await pool.close() }
+  }
+}

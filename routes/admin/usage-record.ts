@@ -1,0 +1,26 @@
+import { nanoToUsd } from '../../plugins/money.js'
+import type { UsageRow } from '../../plugins/store/usage.js'
+
+/** A usage_records row as the API shows it (PRODUCT.md §4 UsageRecord). */
+export function usageRecord (r: UsageRow): Record<string, unknown> {
+  return {
+    id: r.id,
+    created_at: new Date(r.created_at).toISOString(),
+    trace_id: r.trace_id,
+    org: r.org_id,
+    project: r.project_id,
+    key_id: r.key_id,
+    endpoint: r.endpoint,
+    model: r.model,
+    provider: r.provider,
+    stream: r.stream === 1,
+    status: r.status,
+    prompt_tokens: r.prompt_tokens,
+    cached_input_tokens: r.cached_input_tokens,
+    completion_tokens: r.completion_tokens,
+    total_tokens: r.total_tokens,
+    cost_usd: nanoToUsd(r.cost_nano),
+    latency_ms: r.latency_ms,
+    ttft_ms: r.ttft_ms
+  }
+}

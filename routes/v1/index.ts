@@ -1,0 +1,14 @@
+import type { FastifyPluginAsync } from 'fastify'
+import chatCompletions from './chat-completions.js'
+import messages from './messages.js'
+import models from './models.js'
+import notImplemented from './not-implemented.js'
+
+const v1: FastifyPluginAsync = async (fastify) => {
+  await fastify.register(chatCompletions)
+  await fastify.register(messages)
+  await fastify.register(models)
+  await fastify.register(notImplemented)
+}
+
+export default v1

@@ -1,0 +1,85 @@
+import t from 'tap'
+import { execFile } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { fromRoot } from '../paths.js'
+
+const run = promisify(execFile)
+const TSX = ['--import', '@tapjs/typescript/import']
+
+async function cli (args: string[], env: Record<string, string> = {}): Promise<{ code: number, stdout: string, stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [...TSX, fromRoot('cli.ts'), ...args], { env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1', ...env }, cwd: fromRoot() })
+    return { code: 0, stdout, stderr }
+  } catch (err) {
+    const e = err as { code: number, stdout: string, stderr: string }
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
+  }
+}
+
+function tempConfig (): { file: string, db: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'mg-cli-'))
+  const db = join(dir, 'gw.db')
+  const file = join(dir, 'gw.yaml')
+  writeFileSync(file, `store: { sqlite: ${db} }
+tenants:
+  - org: acme
+    balance_usd: 1
+    projects:
+      - id: web
+`)
+  return { file, db }
+}
+
+t.test('config check: ok, and every problem with its path and a non-zero exit', async (t) => {
+  const good = await cli(['config', 'check', fromRoot('config', 'gateway.yaml')])
+  t.equal(good.code, 0, good.stderr)
+  t.match(good.stdout, /ok/)
+  const dir = mkdtempSync(join(tmpdir(), 'mg-cli-'))
+  const bad = join(dir, 'bad.yaml')
+  writeFileSync(bad, 'server: { port: -1, nope: 1 }\nmodels: [{ id: m }]\n')
+  const res = await cli(['config', 'check', bad])
+  t.equal(res.code, 2)
+  t.match(res.stderr, /server\.port: must be >= 0/)
+  t.match(res.stderr, /server\.nope: is not a known key/)
+  t.match(res.stderr, /models\[0\]\.name: is required/)
+})
+
+t.test('keys create | list | revoke', async (t) => {
+  const { file } = tempConfig()
+  const created = await cli(['keys', 'create', '--org', 'acme', '--project', 'web', '--models', 'demo/*,openai/*', '--name', 'ci', '--config', file])
+  t.equal(created.code, 0, created.stderr)
+  const key = created.stdout.trim()
+  t.match(key, /^mg-/)
+  const id = /created (key_[0-9a-f]+)/.exec(created.stderr)?.[1]
+  t.ok(id)
+  const list = await cli(['keys', 'list', '--json'], { MODELGATE_CONFIG: file })
+  const keys = JSON.parse(list.stdout)
+  t.equal(keys.length, 1)
+  t.same(keys[0].models, ['demo/*', 'openai/*'])
+  t.notOk(list.stdout.includes(key), 'the key is never listed')
+  const revoked = await cli(['keys', 'revoke', id!, '--config', file])
+  t.equal(revoked.code, 0)
+  const after = JSON.parse((await cli(['keys', 'list', '--json', '--config', file])).stdout)
+  t.equal(after[0].revoked, true)
+  const unknownOrg = await cli(['keys', 'create', '--org', 'ghost', '--project', 'web', '--config', file])
+  t.equal(unknownOrg.code, 2)
+  t.match(unknownOrg.stderr, /no organization ghost/)
+})
+
+t.test('credits add', async (t) => {
+  const { file } = tempConfig()
+  const res = await cli(['credits', 'add', '--org', 'acme', '--amount-usd', '2.5', '--config', file])
+  t.equal(res.code, 0, res.stderr)
+  t.match(res.stdout, /balance 3\.5 USD/)
+  const bad = await cli(['credits', 'add', '--org', 'acme', '--amount-usd', 'lots', '--config', file])
+  t.equal(bad.code, 2)
+})
+
+t.test('unknown commands print the usage', async (t) => {
+  const res = await cli(['frobnicate'])
+  t.equal(res.code, 2)
+  t.match(res.stderr, /modelgate keys create/)
+})

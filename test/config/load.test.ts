@@ -1,0 +1,98 @@
+import t from 'tap'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { ConfigError, displayPath, loadConfig, parseConfig } from '../../config/load.js'
+import { fromRoot } from '../../paths.js'
+
+const problemsOf = (raw: unknown, env: Record<string, string> = {}): string[] => {
+  try {
+    parseConfig(raw, env)
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems
+    throw err
+  }
+  return []
+}
+
+t.test('the shipped config is valid', async (t) => {
+  const config = loadConfig(fromRoot('config', 'gateway.yaml'), {})
+  t.equal(config.server.port, 8080)
+  t.equal(config.server.host, '127.0.0.1')
+  t.ok(config.models.some((m) => m.pricing === undefined && m.status === 'active'), 'a model with no public price')
+  t.ok(config.models.some((m) => m.id.startsWith('demo/')), 'demo models')
+  t.ok(config.models.some((m) => m.id.startsWith('anthropic/')) && config.models.some((m) => m.id.startsWith('openai/')))
+})
+
+t.test('defaults are applied', async (t) => {
+  const config = parseConfig({}, {})
+  t.same(config.server, { host: '127.0.0.1', port: 8080, body_limit_mb: 64, request_timeout_s: 120, header_prefix: 'X-SVC-', trust_proxy: false, shutdown_timeout_s: 30 })
+  t.equal(config.store.sqlite, 'data/modelgate.db')
+  t.equal(config.admin.token, '')
+})
+
+t.test('several mistakes are all reported, each with its path', async (t) => {
+  const problems = problemsOf({
+    server: { port: 'eighty', colour: 'blue' },
+    providers: [{ id: 'p', protocol: 'grpc', base_url: 'https://x' }],
+    models: [
+      { id: 'm1', name: 'M1', provider: 'p', context_length: 10, pricing: { input: 1, output: 1 } },
+      { id: 'm2', name: 'M2', provider: 'p', context_length: 10, pricing: { input: -1, output: 1 } },
+      { id: 'm3', name: 'M3', provider: 'p', context_length: 10 },
+      { id: 'm4', name: 'M4', provider: 'p', context_length: 0, pricing: { input: 1, output: 1 } }
+    ],
+    plugins: [{ name: 'auth', options: { cache_size: -5 } }, { name: 'nope' }]
+  })
+  const text = problems.join('\n')
+  t.match(text, /server\.port: /)
+  t.match(text, /server\.colour: is not a known key/)
+  t.match(text, /providers\[0\]\.protocol: must be one of "openai", "messages"/)
+  t.match(text, /models\[1\]\.pricing\.input: must be >= 0/)
+  t.match(text, /models\[3\]\.context_length: must be >= 1/)
+  t.match(text, /plugins\[0\]\.options\.cache_size: must be >= 0/)
+  t.match(text, /plugins\[1\]\.name: unknown plugin "nope"/)
+  t.ok(problems.length >= 7, `each problem on its own line:\n${text}`)
+})
+
+t.test('semantic mistakes: unknown provider, duplicates, price precision', async (t) => {
+  const problems = problemsOf({
+    providers: [{ id: 'p', protocol: 'openai', base_url: 'https://x' }, { id: 'p', protocol: 'openai' }],
+    models: [
+      { id: 'm', name: 'M', provider: ['p', 'ghost'], context_length: 10, pricing: { input: 0.0001, output: 1 } },
+      { id: 'm', name: 'M', provider: 'p', context_length: 10 }
+    ]
+  })
+  const text = problems.join('\n')
+  t.match(text, /providers: the id p is used twice/)
+  t.match(text, /providers\[1\]\.base_url: is required/)
+  t.match(text, /models\[0\]\.provider\[1\]: no provider has the id ghost/)
+  t.match(text, /models\[0\]\.pricing\.input: at most three decimals/)
+  t.match(text, /models: the id m is used twice/)
+})
+
+t.test('environment substitution', async (t) => {
+  const config = parseConfig({
+    server: { port: '${PORT:-9000}', host: '${HOST}' },
+    admin: { token: '${TOKEN:-}' }
+  }, { HOST: '0.0.0.0' })
+  t.equal(config.server.port, 9000, 'a default, converted to the schema type')
+  t.equal(config.server.host, '0.0.0.0')
+  t.equal(config.admin.token, '')
+  t.match(problemsOf({ admin: { token: '${SECRET_TOKEN}' } }).join('\n'), /admin\.token: environment variable SECRET_TOKEN is not set/)
+})
+
+t.test('loadConfig reads YAML and JSON files, and reports unreadable ones', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mg-config-'))
+  writeFileSync(join(dir, 'a.yaml'), 'server:\n  port: 1234\n')
+  writeFileSync(join(dir, 'b.json'), JSON.stringify({ server: { port: 4321 } }))
+  writeFileSync(join(dir, 'c.yaml'), 'server: [unclosed\n')
+  t.equal(loadConfig(join(dir, 'a.yaml'), {}).server.port, 1234)
+  t.equal(loadConfig(join(dir, 'b.json'), {}).server.port, 4321)
+  t.throws(() => loadConfig(join(dir, 'c.yaml'), {}), /not valid YAML/)
+  t.throws(() => loadConfig(join(dir, 'missing.yaml'), {}), /cannot read/)
+})
+
+t.test('displayPath', async (t) => {
+  t.equal(displayPath('/models/3/pricing/input'), 'models[3].pricing.input')
+  t.equal(displayPath(''), '(root)')
+})

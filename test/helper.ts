@@ -1,0 +1,112 @@
+import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import { buildApp } from '../app.js'
+import { parseConfig } from '../config/load.js'
+import type { Config } from '../config/schema.js'
+import type { Clock } from '../plugins/context.js'
+
+export const KEY_A = 'mg-test-key-a-0123456789abcdef'
+export const KEY_B = 'mg-test-key-b-0123456789abcdef'
+export const KEY_OTHER_ORG = 'mg-test-key-z-0123456789abcdef'
+
+type Overrides = Record<string, unknown>
+
+const model = (id: string, provider: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  id,
+  name: id,
+  provider,
+  context_length: 128000,
+  architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] },
+  supported_parameters: ['temperature', 'top_p', 'max_tokens', 'stop', 'stop_sequences', 'tools', 'tool_choice', 'user', 'metadata'],
+  pricing: { input: 1, cached_input: 0.5, output: 2 },
+  ...extra
+})
+
+/** A small config on ':memory:'; `overrides` replace whole top-level sections (server is merged). */
+export function testConfig (overrides: Overrides = {}): Config {
+  const base: Record<string, unknown> = {
+    server: { request_timeout_s: 5 },
+    store: { sqlite: ':memory:' },
+    plugins: [{ name: 'auth' }, { name: 'diagnostics' }],
+    providers: [
+      { id: 'demo', protocol: 'openai', builtin: 'demo' },
+      { id: 'demo-messages', protocol: 'messages', builtin: 'demo' }
+    ],
+    models: [
+      model('demo/gpt', 'demo', { upstream_model: 'gpt-sim' }),
+      model('demo/claude', 'demo-messages', { upstream_model: 'claude-sim' }),
+      model('anthropic/claude-x', 'demo-messages'),
+      model('anthropic/claude-old', 'demo-messages', { status: 'deprecated' }),
+      model('anthropic/claude-gone', 'demo-messages', { status: 'offline' }),
+      model('openai/no-price', 'demo', { pricing: undefined, architecture: { input_modalities: ['text'], output_modalities: ['text'] } })
+    ],
+    tenants: [
+      {
+        org: 'acme',
+        balance_usd: 25,
+        projects: [
+          { id: 'web', keys: [{ key: KEY_A, name: 'a', models: ['*'] }, { key: KEY_B, name: 'b', models: ['anthropic/*'] }] }
+        ]
+      },
+      { org: 'zeta', projects: [{ id: 'app', keys: [{ key: KEY_OTHER_ORG }] }] }
+    ]
+  }
+  const merged: Record<string, unknown> = { ...base, ...overrides }
+  if (overrides.server !== undefined) merged.server = { ...(base.server as object), ...(overrides.server as object) }
+  // JSON round trip drops `undefined` fields (a model without pricing)
+  return parseConfig(JSON.parse(JSON.stringify(merged)), {})
+}
+
+export interface BuildExtras { clock?: Clock, logger?: FastifyServerOptions['logger'] }
+
+interface Teardown { teardown: (fn: () => unknown) => void }
+
+/** An app on ':memory:' built from testConfig(overrides), closed when the test ends. */
+export async function build (t: Teardown, overrides: Overrides = {}, extras: BuildExtras = {}): Promise<FastifyInstance> {
+  const app = await buildApp(testConfig(overrides), { logger: extras.logger ?? false, clock: extras.clock })
+  t.teardown(() => app.close())
+  return app
+}
+
+export const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
+
+/** A clock tests move by hand. */
+export class FakeClock implements Clock {
+  constructor (public t = Date.UTC(2026, 0, 15, 12, 0, 0)) {}
+  now = (): number => this.t
+  advance (ms: number): void { this.t += ms }
+  set (ms: number): void { this.t = ms }
+}
+
+export const UPSTREAM_OPENAI_KEY = 'sk-upstream-openai-secret'
+export const UPSTREAM_ANTHROPIC_KEY = 'sk-ant-upstream-secret'
+
+/** Providers and models pointing at a running mock upstream (test/mock-upstream.ts). */
+export function mockCatalog (mock: { openaiBaseUrl: string, messagesBaseUrl: string }, extraModels: Array<Record<string, unknown>> = []): Overrides {
+  const params = ['temperature', 'top_p', 'max_tokens', 'stop', 'stop_sequences', 'tools', 'tool_choice', 'parallel_tool_calls', 'user', 'metadata', 'thinking']
+  const model = (id: string, provider: string | string[], upstream: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+    id, name: id, provider, upstream_model: upstream, context_length: 200000,
+    architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] },
+    supported_parameters: params, pricing: { input: 3, cached_input: 0.3, output: 15 }, ...extra
+  })
+  return {
+    providers: [
+      { id: 'mock-openai', protocol: 'openai', base_url: mock.openaiBaseUrl, api_key: UPSTREAM_OPENAI_KEY },
+      { id: 'mock-messages', protocol: 'messages', base_url: mock.messagesBaseUrl, api_key: UPSTREAM_ANTHROPIC_KEY },
+      // nothing listens on port 9 of loopback: connection refused
+      { id: 'mock-dead', protocol: 'openai', base_url: 'http://127.0.0.1:9/v1', api_key: 'x' },
+      { id: 'mock-nokey', protocol: 'openai', base_url: mock.openaiBaseUrl }
+    ],
+    models: [
+      model('openai/gpt-test', 'mock-openai', 'gpt-upstream-name', { default_parameters: { temperature: 0.25 } }),
+      model('anthropic/claude-test', 'mock-messages', 'claude-upstream-name'),
+      model('openai/failover', ['mock-dead', 'mock-openai'], 'gpt-upstream-name'),
+      model('openai/video', 'mock-openai', 'gpt-video', { architecture: { input_modalities: ['text', 'image', 'video'], output_modalities: ['text'] } }),
+      model('openai/text-only', 'mock-openai', 'gpt-text', { architecture: { input_modalities: ['text'], output_modalities: ['text'] } }),
+      model('openai/unusable', 'mock-nokey', 'gpt-x'),
+      ...extraModels
+    ]
+  }
+}
+
+/** Lets end-of-response work (metering, ledger, idempotency) that follows a response run. */
+export const settled = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }

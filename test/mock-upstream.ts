@@ -1,0 +1,614 @@
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo, Socket } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import {
+  completionFrames, completionJson, errorJson, fragments, readRequest, sampleArguments, shapeText, toolsToCall, words,
+  type Completion, type OutputBlock
+} from '../plugins/upstream/demo.js'
+import type { Json, Protocol } from '../plugins/translation/types.js'
+
+// A real HTTP server on 127.0.0.1 that answers like the OpenAI Chat Completions and Anthropic
+// Messages APIs, for the gateway's tests. Answers are deterministic so tests can assert exact
+// numbers; fault switches and scripted answers simulate everything a real provider does wrong.
+// The wire rendering is shared with the demo provider (plugins/upstream/demo.ts); what the mock
+// says, and how it counts, is its own:
+//
+//   P = promptTokens(body) = ceil(len(JSON.stringify(body.messages)) / 4)
+//                          + ceil(len(JSON.stringify(body.system)) / 4)   (when system is present)
+//   OpenAI:   prompt_tokens = P + cachedTokens, prompt_tokens_details.cached_tokens = cachedTokens
+//   Messages: input_tokens = P, cache_read_input_tokens = cachedTokens,
+//             cache_creation_input_tokens = cacheCreationTokens; count_tokens answers P
+//   output:   one token per emitted word (text and thinking), plus ceil(len(arguments JSON) / 4)
+//             per tool call
+//
+// Text answer: "Echo: <first 20 words of the last user message>", or "The tool returned: <first
+// 20 words of the result>" after a tool result. A tool call is answered when the request has
+// tools and tool_choice forces one, or the last user text says "use the tool" (the tool whose
+// name it mentions, else the first) or "use all tools" (every tool, unless parallel calls are
+// off). Tool arguments are sampled from the tool's schema. On Messages, an unforced tool call
+// is preceded by a text block "I will use <name>.", and `thinking` adds a thinking block first.
+// max_tokens cuts the text (finish_reason length / stop_reason max_tokens; tool calls are never
+// cut); stop / stop_sequences cut before the first match (stop_reason stop_sequence).
+
+export interface RecordedRequest {
+  method: string
+  /** Path without the query string. */
+  path: string
+  query: Record<string, string>
+  headers: IncomingHttpHeaders
+  /** The parsed JSON object, or the raw text when the body is not a JSON object. */
+  body: Json | string
+  rawBody: string
+  /** The credential presented (Bearer token, or x-api-key on Messages routes); null when none. */
+  apiKey: string | null
+  /** Status answered; null while pending or when the mock never answered (hang, reset). */
+  status: number | null
+  /** Names of the fault switches applied to this request. */
+  faults: string[]
+  /** The exchange is over (answered, reset or abandoned). */
+  closed: boolean
+  /** The client went away before the response ended. */
+  closedEarly: boolean
+  /** The mock destroyed the socket on purpose (resetBeforeResponse, resetMidStream). */
+  reset: boolean
+}
+
+export interface FaultScope {
+  /** Apply to the next N matching requests only, then switch off. Default: until cleared. */
+  times?: number
+  /** Apply only to requests to this path, e.g. '/v1/messages'. */
+  path?: string
+}
+export interface StatusFault extends FaultScope { status: number, message?: string, type?: string, code?: string | null, headers?: Record<string, string> }
+export interface DelayFault extends FaultScope { ms: number }
+export interface ResetMidStreamFault extends FaultScope { afterFrames: number }
+export interface IdleFault extends FaultScope { ms: number, /** the pause comes after this many frames; default 1 */ afterFrames?: number }
+
+/**
+ * Fault switches, read on every request. A number or `true` is the short form (every request,
+ * every path). Body faults count SSE frames; a JSON body counts as two frames (its two halves).
+ */
+export interface Faults {
+  /** Answer this status with the provider's error body (any 4xx or 5xx). */
+  status?: number | StatusFault
+  /** Wait this long before the status line and headers. */
+  delayMs?: number | DelayFault
+  /** Read the request, then destroy the socket without answering. */
+  resetBeforeResponse?: boolean | FaultScope
+  /** Send the headers and this many frames, then destroy the socket. */
+  resetMidStream?: number | ResetMidStreamFault
+  /** Read the request and never answer. */
+  hang?: boolean | FaultScope
+  /** After the first frame (or `afterFrames`), pause this long once. */
+  idleMidStreamMs?: number | IdleFault
+  /** Pause this long before every frame after the first. */
+  slowFramesMs?: number | DelayFault
+}
+
+/** A scripted JSON (or raw text) answer. `path`: only a request to this path takes it from the queue. */
+export interface CannedBody { status?: number, body?: unknown, headers?: Record<string, string>, path?: string }
+/** A scripted stream: raw SSE frames, written one by one. */
+export interface CannedStream { stream: string[], frameDelayMs?: number, status?: number, headers?: Record<string, string>, path?: string }
+export type CannedAnswer = CannedBody | CannedStream
+/** Return an answer to replace the default one, or undefined to keep it. */
+export type ScriptFn = (req: RecordedRequest) => CannedAnswer | undefined | Promise<CannedAnswer | undefined>
+
+export interface MockOptions {
+  /** Credentials the mock accepts; null (the default) accepts any non-empty key. */
+  keys?: { openai?: string | null, messages?: string | null }
+}
+
+const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const objects = (v: unknown): Json[] => Array.isArray(v) ? v.filter(isObj) : []
+const chars = (v: unknown): number => JSON.stringify(v ?? null).length
+
+/** The mock's prompt-token count of a request body (see the file's header). */
+export function promptTokens (body: Json): number {
+  return Math.ceil(chars(body.messages ?? []) / 4) + (body.system === undefined ? 0 : Math.ceil(chars(body.system) / 4))
+}
+
+const ECHO_WORDS = 20
+const firstWords = (text: string): string => words(text.trim()).slice(0, ECHO_WORDS).join('').trim()
+
+type Route = 'chat' | 'messages' | 'count_tokens'
+const ROUTES: Record<string, Route> = { '/v1/chat/completions': 'chat', '/v1/messages': 'messages', '/v1/messages/count_tokens': 'count_tokens' }
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' }
+
+interface Delivery { status: number, headers: Record<string, string>, chunks: string[], stream: boolean, frameDelayMs: number }
+
+export class MockUpstream {
+  readonly url: string
+  readonly openaiBaseUrl: string
+  readonly messagesBaseUrl: string
+  readonly requests: RecordedRequest[] = []
+  faults: Faults = {}
+  /** Expected credentials per protocol; null accepts any non-empty key. */
+  keys: { openai: string | null, messages: string | null }
+  /** OpenAI prompt_tokens_details.cached_tokens / Messages cache_read_input_tokens. */
+  cachedTokens = 0
+  /** Messages cache_creation_input_tokens. */
+  cacheCreationTokens = 0
+  /** Pause between the frames of a default stream; 0 yields to the event loop between frames. */
+  frameDelayMs = 0
+  /** Refuse malformed requests with 400 as the providers do (bad tool pairing, empty text blocks…). */
+  validate = true
+
+  private readonly server: Server
+  private readonly sockets = new Set<Socket>()
+  private readonly lives = new Set<AbortController>()
+  private readonly waiters = new Set<() => void>()
+  private queue: Array<CannedAnswer | ScriptFn | { fn: ScriptFn }> = []
+  private handler: ScriptFn | null = null
+  private seq = 0
+  private arrived = 0
+  private readonly seqOf = new WeakMap<RecordedRequest, number>()
+  private shuttingDown = false
+  private readonly initialKeys: { openai: string | null, messages: string | null }
+
+  constructor (server: Server, opts: MockOptions) {
+    this.server = server
+    const port = (server.address() as AddressInfo).port
+    this.url = `http://127.0.0.1:${port}`
+    this.openaiBaseUrl = `${this.url}/v1`
+    this.messagesBaseUrl = this.url
+    this.initialKeys = { openai: opts.keys?.openai ?? null, messages: opts.keys?.messages ?? null }
+    this.keys = { ...this.initialKeys }
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket)
+      socket.once('close', () => this.sockets.delete(socket))
+    })
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      this.handle(req, res).catch((err: unknown) => {
+        if (!res.headersSent && !res.destroyed) {
+          res.writeHead(500, { 'content-type': 'application/json' })
+          res.end(JSON.stringify({ error: { message: `mock upstream failed: ${String(err)}`, type: 'server_error', param: null, code: null } }))
+        } else {
+          res.destroy()
+        }
+      })
+    })
+  }
+
+  /** Persistent script: consulted for every request once the queue is empty; null removes it. */
+  script (fn: ScriptFn | null): void { this.handler = fn }
+
+  /** One-shot answers for the next requests, in order (a function is called for its request). */
+  enqueue (...answers: Array<CannedAnswer | ScriptFn>): void {
+    for (const a of answers) this.queue.push(typeof a === 'function' ? { fn: a } : a)
+  }
+
+  /** Back to a fresh state: no requests, faults, scripts or cache counts; ids start again. */
+  reset (): void {
+    this.requests.length = 0
+    this.faults = {}
+    this.keys = { ...this.initialKeys }
+    this.cachedTokens = 0
+    this.cacheCreationTokens = 0
+    this.frameDelayMs = 0
+    this.validate = true
+    this.queue = []
+    this.handler = null
+    this.seq = 0
+    this.arrived = 0
+  }
+
+  /** The parsed body of request `i` (negative counts from the end); throws when it is not JSON. */
+  body (i = -1): Json {
+    const rec = this.requests[i < 0 ? this.requests.length + i : i]
+    if (rec === undefined) throw new Error(`mock upstream: no request #${i} (${this.requests.length} recorded)`)
+    if (typeof rec.body === 'string') throw new Error(`mock upstream: request #${i} has no JSON body: ${rec.body.slice(0, 80)}`)
+    return rec.body
+  }
+
+  openConnections (): number { return this.sockets.size }
+
+  /** Resolves once at least `n` requests were closed by the client before their response ended. */
+  async waitForClose (n = 1, timeoutMs = 2000): Promise<RecordedRequest[]> {
+    const closed = (): RecordedRequest[] => this.requests.filter((r) => r.closedEarly)
+    await this.waitUntil(() => closed().length >= n, timeoutMs, () => `${closed().length} of ${n} requests closed early`)
+    return closed()
+  }
+
+  /** Resolves once at least `n` requests have arrived (their bodies read). */
+  async waitForRequests (n = 1, timeoutMs = 2000): Promise<RecordedRequest[]> {
+    await this.waitUntil(() => this.arrived >= n, timeoutMs, () => `${this.arrived} of ${n} requests arrived`)
+    return this.requests.slice()
+  }
+
+  /** The answer the mock gives a request when nothing is scripted (for a script to adapt). */
+  defaultAnswer (req: RecordedRequest): CannedAnswer {
+    const route = ROUTES[req.path]
+    const protocol: Protocol = route === 'chat' ? 'openai' : 'messages'
+    const body = typeof req.body === 'string' ? {} : req.body
+    const seq = this.seqOf.get(req) ?? ++this.seq
+    const headers = this.idHeaders(protocol, seq)
+    if (route === 'count_tokens') return { status: 200, body: { input_tokens: promptTokens(body) }, headers }
+    const completion = this.complete(body, protocol, seq)
+    const view = readRequest(body, protocol)
+    if (view.stream) return { status: 200, stream: completionFrames(protocol, completion, view.includeUsage), headers, frameDelayMs: this.frameDelayMs }
+    return { status: 200, body: completionJson(protocol, completion), headers }
+  }
+
+  async close (): Promise<void> {
+    this.shuttingDown = true
+    for (const life of this.lives) life.abort()
+    const sockets = [...this.sockets].map(async (socket) => await new Promise<void>((resolve) => {
+      if (socket.destroyed) resolve()
+      else socket.once('close', () => resolve())
+    }))
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()))
+    this.server.closeAllConnections()
+    await Promise.all([closed, ...sockets])
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private async waitUntil (done: () => boolean, timeoutMs: number, describe: () => string): Promise<void> {
+    if (done()) return
+    await new Promise<void>((resolve, reject) => {
+      const check = (): void => {
+        if (!done()) return
+        clearTimeout(timer)
+        this.waiters.delete(check)
+        resolve()
+      }
+      const timer = setTimeout(() => {
+        this.waiters.delete(check)
+        reject(new Error(`mock upstream: timed out after ${timeoutMs} ms: ${describe()}`))
+      }, timeoutMs)
+      this.waiters.add(check)
+    })
+  }
+
+  private notify (): void { for (const w of [...this.waiters]) w() }
+
+  private idHeaders (protocol: Protocol, seq: number): Record<string, string> {
+    const id = `req_mock${seq}`
+    return protocol === 'openai' ? { 'x-request-id': id, 'openai-processing-ms': '1' } : { 'request-id': id }
+  }
+
+  private complete (body: Json, protocol: Protocol, seq: number): Completion {
+    const view = readRequest(body, protocol)
+    const asked = /use (the tool|all tools)/i.test(view.lastUserText)
+    const calls = toolsToCall(view, asked, /use all tools/i.test(view.lastUserText))
+    const blocks: OutputBlock[] = []
+    let output = 0
+    if (view.thinking) {
+      const pieces = words(`Thinking about: ${firstWords(view.lastUserText)}`)
+      blocks.push({ type: 'thinking', pieces, signature: `sig_mock${seq}` })
+      output += pieces.length
+    }
+    let stopReason: Completion['stopReason']
+    let stopSequence: string | null = null
+    if (calls.length > 0) {
+      if (protocol === 'messages' && view.toolChoice.mode === 'auto') {
+        const pieces = words(`I will use ${calls.map((t) => t.name).join(' and ')}.`)
+        blocks.push({ type: 'text', pieces })
+        output += pieces.length
+      }
+      calls.forEach((t, i) => {
+        const args = JSON.stringify(sampleArguments(t.schema))
+        blocks.push({ type: 'tool_use', id: `${protocol === 'openai' ? 'call_' : 'toolu_'}mock${seq}_${i}`, name: t.name, pieces: fragments(args) })
+        output += Math.max(1, Math.ceil(args.length / 4))
+      })
+      stopReason = 'tool_use'
+    } else {
+      const text = view.toolResult !== null
+        ? `The tool returned: ${firstWords(view.toolResult)}`
+        : `Echo: ${firstWords(view.lastUserText) || '(no text)'}`
+      const shaped = shapeText(text, view, (pieces) => pieces.length)
+      if (shaped.pieces.length > 0) blocks.push({ type: 'text', pieces: shaped.pieces })
+      output += shaped.pieces.length
+      stopReason = shaped.stopReason
+      stopSequence = shaped.stopSequence
+    }
+    return {
+      id: protocol === 'openai' ? `chatcmpl-mock${seq}` : `msg_mock${seq}`,
+      model: view.model,
+      created: Math.floor(Date.now() / 1000),
+      blocks,
+      stopReason,
+      stopSequence,
+      usage: { input: promptTokens(body), cacheRead: this.cachedTokens, cacheCreation: protocol === 'messages' ? this.cacheCreationTokens : 0, output }
+    }
+  }
+
+  /** Takes one use of a fault switch when it applies to `path`. */
+  private take<K extends keyof Faults> (name: K, path: string, rec: RecordedRequest): Exclude<Faults[K], false> | undefined {
+    const f = this.faults[name]
+    if (f === undefined || f === false) return undefined
+    if (typeof f === 'object') {
+      if (f.path !== undefined && f.path !== path) return undefined
+      if (f.times !== undefined) {
+        if (f.times <= 0) { delete this.faults[name]; return undefined }
+        f.times--
+        if (f.times === 0) delete this.faults[name]
+      }
+    }
+    rec.faults.push(name)
+    return f as Exclude<Faults[K], false>
+  }
+
+  private async handle (req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', this.url)
+    const rec: RecordedRequest = {
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      headers: req.headers,
+      body: '',
+      rawBody: '',
+      apiKey: null,
+      status: null,
+      faults: [],
+      closed: false,
+      closedEarly: false,
+      reset: false
+    }
+    this.requests.push(rec)
+    const seq = ++this.seq
+    this.seqOf.set(rec, seq)
+    const life = new AbortController()
+    this.lives.add(life)
+    res.once('close', () => {
+      rec.closed = true
+      if (!res.writableEnded && !rec.reset && !this.shuttingDown) rec.closedEarly = true
+      life.abort()
+      this.lives.delete(life)
+      this.notify()
+    })
+
+    const chunks: Buffer[] = []
+    try {
+      for await (const chunk of req) chunks.push(chunk as Buffer)
+    } catch {
+      return
+    }
+    rec.rawBody = Buffer.concat(chunks).toString('utf8')
+    let parsed: unknown
+    try { parsed = JSON.parse(rec.rawBody) } catch { parsed = undefined }
+    rec.body = isObj(parsed) ? parsed : rec.rawBody
+    const route: Route | undefined = ROUTES[rec.path]
+    const protocol: Protocol = rec.path.startsWith('/v1/messages') ? 'messages' : 'openai'
+    const auth = typeof req.headers.authorization === 'string' ? /^bearer\s+(.+)$/i.exec(req.headers.authorization)?.[1]?.trim() : undefined
+    const apiKey = protocol === 'messages' && typeof req.headers['x-api-key'] === 'string' ? req.headers['x-api-key'] : auth
+    rec.apiKey = apiKey !== undefined && apiKey !== '' ? apiKey : null
+    this.arrived++
+    this.notify()
+
+    const delay = this.take('delayMs', rec.path, rec)
+    if (delay !== undefined && !await this.pause(typeof delay === 'number' ? delay : delay.ms, life.signal)) return
+    if (this.take('hang', rec.path, rec) !== undefined) return
+    if (this.take('resetBeforeResponse', rec.path, rec) !== undefined) { this.destroy(rec, res); return }
+
+    const headers = this.idHeaders(protocol, seq)
+    const error = (status: number, message: string, type?: string, code?: string | null, extra: Record<string, string> = {}): Delivery => ({
+      status, headers: { 'content-type': 'application/json', ...headers, ...extra }, chunks: [JSON.stringify(errorJson(protocol, status, message, type, code))], stream: false, frameDelayMs: 0
+    })
+
+    const fault = this.take('status', rec.path, rec)
+    let answer: Delivery
+    if (fault !== undefined) {
+      const f = typeof fault === 'number' ? { status: fault } : fault
+      answer = error(f.status, f.message ?? `Simulated upstream error ${f.status}.`, f.type, f.code, f.headers)
+    } else {
+      answer = await this.answer(rec, route, protocol, seq, error)
+    }
+    await this.deliver(rec, res, answer, life.signal)
+  }
+
+  private async answer (rec: RecordedRequest, route: Route | undefined, protocol: Protocol, seq: number, error: (status: number, message: string, type?: string, code?: string | null) => Delivery): Promise<Delivery> {
+    if (route === undefined) return error(404, `Invalid URL (${rec.method} ${rec.path})`, protocol === 'messages' ? 'not_found_error' : undefined)
+    if (rec.method !== 'POST') return error(405, `Invalid method for URL (${rec.method} ${rec.path})`)
+
+    const expected = this.keys[protocol]
+    if (rec.apiKey === null) {
+      return protocol === 'openai'
+        ? error(401, "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", undefined, null)
+        : error(401, 'x-api-key header is required')
+    }
+    if (expected !== null && rec.apiKey !== expected) {
+      return protocol === 'openai' ? error(401, `Incorrect API key provided: ${rec.apiKey.slice(0, 6)}***.`) : error(401, 'invalid x-api-key')
+    }
+    if (protocol === 'messages' && typeof rec.headers['anthropic-version'] !== 'string') return error(400, 'anthropic-version: header is required')
+    if (typeof rec.body === 'string') return error(400, 'The request body is not valid JSON.')
+    if (this.validate) {
+      const problem = protocol === 'openai' ? checkChat(rec.body) : checkMessages(rec.body, route === 'count_tokens')
+      if (problem !== null) return error(400, problem)
+    }
+
+    let canned: CannedAnswer | undefined
+    const i = this.queue.findIndex((a) => !('path' in a) || a.path === undefined || a.path === rec.path)
+    if (i !== -1) {
+      const entry = this.queue.splice(i, 1)[0] as CannedAnswer | { fn: ScriptFn }
+      canned = 'fn' in entry ? await entry.fn(rec) : entry
+    } else if (this.handler !== null) {
+      canned = await this.handler(rec)
+    }
+    canned ??= this.defaultAnswer(rec)
+
+    const idHeaders = this.idHeaders(protocol, seq)
+    if ('stream' in canned) {
+      return { status: canned.status ?? 200, headers: { ...SSE_HEADERS, ...idHeaders, ...canned.headers }, chunks: canned.stream, stream: true, frameDelayMs: canned.frameDelayMs ?? 0 }
+    }
+    const text = typeof canned.body === 'string' ? canned.body : JSON.stringify(canned.body ?? {})
+    const type = typeof canned.body === 'string' ? 'text/plain; charset=utf-8' : 'application/json'
+    return { status: canned.status ?? 200, headers: { 'content-type': type, ...idHeaders, ...canned.headers }, chunks: [text], stream: false, frameDelayMs: 0 }
+  }
+
+  private async deliver (rec: RecordedRequest, res: ServerResponse, d: Delivery, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return
+    const resetAt = this.take('resetMidStream', rec.path, rec)
+    const idle = this.take('idleMidStreamMs', rec.path, rec)
+    const slow = this.take('slowFramesMs', rec.path, rec)
+    let chunks = d.chunks
+    if (!d.stream && (resetAt !== undefined || idle !== undefined || slow !== undefined)) {
+      const text = chunks.join('')
+      const half = Math.ceil(text.length / 2)
+      chunks = [text.slice(0, half), text.slice(half)]
+    }
+    rec.status = d.status
+    if (chunks.length === 1 && resetAt === undefined) {
+      res.writeHead(d.status, { ...d.headers, 'content-length': String(Buffer.byteLength(chunks[0] as string)) })
+      res.end(chunks[0])
+      return
+    }
+    res.writeHead(d.status, d.headers)
+    res.flushHeaders()
+    const resetAfter = resetAt === undefined ? -1 : typeof resetAt === 'number' ? resetAt : resetAt.afterFrames
+    const idleMs = idle === undefined ? 0 : typeof idle === 'number' ? idle : idle.ms
+    const idleAfter = idle === undefined || typeof idle === 'number' ? 1 : idle.afterFrames ?? 1
+    const slowMs = slow === undefined ? 0 : typeof slow === 'number' ? slow : slow.ms
+    let flushed: Promise<void> = Promise.resolve()
+    for (let i = 0; i <= chunks.length; i++) {
+      if (i === resetAfter) {
+        // the frames before the reset reach the client first
+        await flushed
+        this.destroy(rec, res)
+        return
+      }
+      if (i === chunks.length) break
+      if (i > 0) {
+        const wait = (slowMs > 0 ? slowMs : d.frameDelayMs) + (i === idleAfter ? idleMs : 0)
+        if (!await this.pause(wait, signal)) return
+      }
+      let written!: () => void
+      flushed = new Promise<void>((resolve) => { written = resolve })
+      if (!res.write(chunks[i], () => written())) {
+        await new Promise<void>((resolve) => {
+          const done = (): void => { res.off('drain', done); res.off('close', done); resolve() }
+          res.on('drain', done)
+          res.on('close', done)
+        })
+        if (signal.aborted) return
+      }
+    }
+    res.end()
+  }
+
+  /** Waits `ms` (0: one turn of the event loop); false when the exchange ended meanwhile. */
+  private async pause (ms: number, signal: AbortSignal): Promise<boolean> {
+    try {
+      if (ms > 0) await sleep(ms, undefined, { signal })
+      else await new Promise<void>((resolve) => setImmediate(resolve))
+    } catch {
+      return false
+    }
+    return !signal.aborted
+  }
+
+  private destroy (rec: RecordedRequest, res: ServerResponse): void {
+    rec.reset = true
+    res.socket?.destroy()
+    res.destroy()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request checks the real services make (a subset: those a gateway's translation can get wrong)
+
+function checkChat (body: Json): string | null {
+  if (typeof body.model !== 'string' || body.model === '') return 'you must provide a model parameter'
+  if (!Array.isArray(body.messages) || body.messages.length === 0) return "[] is too short - 'messages'"
+  if (body.stream_options !== undefined && body.stream_options !== null && body.stream !== true) {
+    return "The 'stream_options' parameter is only allowed when 'stream' is enabled."
+  }
+  const messages = body.messages as unknown[]
+  let pending: string[] = []
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]
+    if (!isObj(m)) return `Invalid type for 'messages[${i}]': expected an object.`
+    if (!['system', 'developer', 'user', 'assistant', 'tool', 'function'].includes(String(m.role))) {
+      return `Invalid value: '${String(m.role)}'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.`
+    }
+    if (m.role === 'tool') {
+      const id = m.tool_call_id
+      if (typeof id !== 'string' || !pending.includes(id)) {
+        return "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+      }
+      pending = pending.filter((p) => p !== id)
+      continue
+    }
+    if (pending.length > 0) {
+      return `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${pending.join(', ')}`
+    }
+    if (m.role === 'assistant') {
+      for (const [j, call] of objects(m.tool_calls).entries()) {
+        const fn = call.function
+        if (typeof call.id !== 'string' || !isObj(fn) || typeof fn.name !== 'string') return `Missing required parameter: 'messages[${i}].tool_calls[${j}].function'.`
+        if (typeof fn.arguments !== 'string') return `Invalid type for 'messages[${i}].tool_calls[${j}].function.arguments': expected a string.`
+        pending.push(call.id)
+      }
+    }
+  }
+  if (pending.length > 0) {
+    return `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${pending.join(', ')}`
+  }
+  return null
+}
+
+function checkMessages (body: Json, countOnly: boolean): string | null {
+  if (typeof body.model !== 'string' || body.model === '') return 'model: Field required'
+  if (!countOnly && !(typeof body.max_tokens === 'number' && Number.isInteger(body.max_tokens) && body.max_tokens > 0)) return 'max_tokens: Field required'
+  if (!Array.isArray(body.messages)) return 'messages: Field required'
+  if (body.stop_sequences !== undefined && !(Array.isArray(body.stop_sequences) && body.stop_sequences.every((s) => typeof s === 'string'))) {
+    return 'stop_sequences: Input should be a valid list of strings'
+  }
+  for (const [i, t] of objects(body.tools).entries()) {
+    if (typeof t.name !== 'string') return `tools.${i}.name: Field required`
+    if ((t.type === undefined || t.type === 'custom') && !isObj(t.input_schema)) return `tools.${i}.custom.input_schema: Field required`
+  }
+  const messages = body.messages as unknown[]
+  let toolUses: string[] = []
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]
+    if (!isObj(m)) return `messages.${i}: Input should be a valid dictionary`
+    if (!['user', 'assistant', 'system'].includes(String(m.role))) return `messages.${i}.role: Input should be 'user' or 'assistant'`
+    const last = i === messages.length - 1
+    if (typeof m.content === 'string') {
+      if (m.content === '' && !(last && m.role === 'assistant')) return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`
+    } else if (!Array.isArray(m.content)) {
+      return `messages.${i}.content: Input should be a valid string or list`
+    } else if (m.content.length === 0 && !(last && m.role === 'assistant')) {
+      return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`
+    }
+    const blocks = Array.isArray(m.content) ? m.content : []
+    const results: string[] = []
+    let sawOther = false
+    for (const [j, b] of blocks.entries()) {
+      if (!isObj(b)) return `messages.${i}.content.${j}: Input should be a valid dictionary`
+      if (b.type === 'text' && (typeof b.text !== 'string' || b.text === '')) return `messages: text content blocks must be non-empty`
+      if (b.type === 'tool_use') {
+        if (m.role !== 'assistant') return `messages.${i}.content.${j}: tool_use blocks are only allowed in assistant messages`
+        if (!isObj(b.input)) return `messages.${i}.content.${j}.tool_use.input: Input should be a valid dictionary`
+      }
+      if (b.type === 'tool_result') {
+        if (sawOther) return `messages.${i}: tool_result blocks must come before any other content in a user message`
+        results.push(String(b.tool_use_id))
+      } else {
+        sawOther = true
+      }
+    }
+    const unexpected = results.filter((id) => !toolUses.includes(id))
+    if (unexpected.length > 0) {
+      return `messages.${i}.content.0: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${unexpected.join(', ')}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`
+    }
+    const missing = toolUses.filter((id) => !results.includes(id))
+    if (missing.length > 0) {
+      return `messages.${i - 1}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`
+    }
+    toolUses = m.role === 'assistant' ? blocks.filter(isObj).filter((b) => b.type === 'tool_use').map((b) => String(b.id)) : []
+  }
+  return null
+}
+
+/** Starts a mock upstream on 127.0.0.1 on a free port. */
+export async function startMockUpstream (opts: MockOptions = {}): Promise<MockUpstream> {
+  const server = createServer({ keepAliveTimeout: 5_000 })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => { server.off('error', reject); resolve() })
+  })
+  return new MockUpstream(server, opts)
+}

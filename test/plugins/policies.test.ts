@@ -1,0 +1,111 @@
+import t from 'tap'
+import { bearer, build, FakeClock, KEY_A, KEY_B, KEY_OTHER_ORG } from '../helper.js'
+
+const chatBody = (model = 'demo/gpt', extra: Record<string, unknown> = {}) => ({ model, messages: [{ role: 'user', content: 'Count to three' }], ...extra })
+
+t.test('rate limit: per IP, before auth, 429 with Retry-After in both shapes', async (t) => {
+  const clock = new FakeClock()
+  const app = await build(t, { plugins: [{ name: 'rate-limit', options: { max: 3, window_s: 60 } }, { name: 'auth' }] }, { clock })
+  for (let i = 0; i < 3; i++) t.equal((await app.inject({ method: 'GET', url: '/v1/models' })).statusCode, 401, 'counted without a key')
+  const limited = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
+  t.equal(limited.statusCode, 429)
+  t.same(limited.json().error.code, 429)
+  t.equal(limited.json().error.message, 'You are being rate limited.')
+  t.equal(limited.headers['retry-after'], '60')
+  const messages = await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: {} })
+  t.equal(messages.statusCode, 429)
+  t.same(messages.json(), { type: 'error', error: { type: 'rate_limit_error', message: 'You are being rate limited.' } })
+  const other = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A), remoteAddress: '10.0.0.9' })
+  t.equal(other.statusCode, 200, 'another IP has its own count')
+  clock.advance(60_000)
+  t.equal((await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })).statusCode, 200, 'a new window')
+})
+
+t.test('rate limit: trust_proxy takes the client IP from X-Forwarded-For', async (t) => {
+  const app = await build(t, { server: { trust_proxy: true }, plugins: [{ name: 'rate-limit', options: { max: 1, window_s: 60 } }, { name: 'auth' }] })
+  const h = (ip: string) => ({ ...bearer(KEY_A), 'x-forwarded-for': ip })
+  t.equal((await app.inject({ method: 'GET', url: '/v1/models', headers: h('203.0.113.1') })).statusCode, 200)
+  t.equal((await app.inject({ method: 'GET', url: '/v1/models', headers: h('203.0.113.1') })).statusCode, 429)
+  t.equal((await app.inject({ method: 'GET', url: '/v1/models', headers: h('203.0.113.2') })).statusCode, 200)
+})
+
+t.test('idempotency: duplicates 409, per API key, failures release the key, trace-id fallback', async (t) => {
+  const app = await build(t, { plugins: [{ name: 'auth' }, { name: 'idempotency' }] })
+  const post = (key: string, headers: Record<string, string>, body = chatBody()) =>
+    app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...bearer(key), ...headers }, payload: body })
+  t.equal((await post(KEY_A, { 'idempotency-key': 'k1' })).statusCode, 200)
+  const dup = await post(KEY_A, { 'idempotency-key': 'k1' })
+  t.equal(dup.statusCode, 409)
+  t.equal(dup.json().error.code, 'duplicate_request')
+  t.equal(dup.headers['x-should-retry'], 'false')
+  t.equal((await post(KEY_OTHER_ORG, { 'idempotency-key': 'k1' })).statusCode, 200, 'the same key under another API key is another request')
+
+  const failed = await post(KEY_A, { 'idempotency-key': 'k2' }, { model: 'demo/gpt' } as never)
+  t.equal(failed.statusCode, 400)
+  t.equal((await post(KEY_A, { 'idempotency-key': 'k2' })).statusCode, 200, 'a failed request released its key')
+
+  t.equal((await post(KEY_A, { 'x-svc-trace-id': 'client-trace-1' })).statusCode, 200)
+  t.equal((await post(KEY_A, { 'x-svc-trace-id': 'client-trace-1' })).statusCode, 409, 'the client trace id serves as the key')
+  const m = await app.inject({ method: 'POST', url: '/v1/messages', headers: { ...bearer(KEY_A), 'idempotency-key': 'k1' }, payload: { model: 'demo/claude', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(m.statusCode, 409, 'shared by both endpoints')
+  t.equal(m.json().type, 'error')
+})
+
+t.test('idempotency: expired keys are taken again', async (t) => {
+  const clock = new FakeClock()
+  const app = await build(t, { plugins: [{ name: 'auth' }, { name: 'idempotency', options: { ttl_s: 10 } }] }, { clock })
+  const post = () => app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...bearer(KEY_A), 'idempotency-key': 'e' }, payload: chatBody() })
+  t.equal((await post()).statusCode, 200)
+  t.equal((await post()).statusCode, 409)
+  clock.advance(10_001)
+  t.equal((await post()).statusCode, 200)
+  t.equal(app.gw.store.idempotency.sweep(clock.now() + 20_000), 1, 'swept once expired')
+})
+
+t.test('quota: tokens per minute per project, usd per day per org, UTC windows, Retry-After', async (t) => {
+  const clock = new FakeClock(Date.UTC(2026, 0, 15, 12, 0, 30))
+  const tenants = [
+    { org: 'acme', quota: { usd: 1, per: 'day' }, projects: [{ id: 'web', quota: { tokens: 50, per: 'minute' }, keys: [{ key: KEY_A }] }] },
+    { org: 'zeta', projects: [{ id: 'app', keys: [{ key: KEY_OTHER_ORG }] }] }
+  ]
+  const app = await build(t, { tenants, plugins: [{ name: 'auth' }, { name: 'quota' }] }, { clock })
+  const post = (key = KEY_A) => app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(key), payload: chatBody() })
+  let admitted = 0
+  let res = await post()
+  while (res.statusCode === 200 && admitted < 100) { admitted++; await new Promise((r) => setImmediate(r)); res = await post() }
+  t.ok(admitted >= 1 && admitted < 100, `admitted ${admitted} calls before the token quota`)
+  t.equal(res.statusCode, 429)
+  t.equal(res.json().error.code, 429)
+  t.equal(res.headers['retry-after'], '30', 'seconds to the minute\'s end')
+  t.match(res.json().error.message, /acme\/web/)
+  t.equal((await post(KEY_OTHER_ORG)).statusCode, 200, 'other tenants are not affected')
+  const m = await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: { model: 'demo/claude', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(m.statusCode, 429, 'the messages endpoint shares the quota')
+  t.equal(m.json().error.type, 'rate_limit_error')
+  clock.advance(30_000)
+  t.equal((await post()).statusCode, 200, 'the next minute starts afresh')
+})
+
+t.test('balance: 402 when the org cannot pay, then success after a top-up; 403 without an org', async (t) => {
+  const tenants = [{ org: 'acme', balance_usd: 0, projects: [{ id: 'web', keys: [{ key: KEY_A }, { key: KEY_B, models: ['anthropic/*'] }] }] }]
+  const app = await build(t, { tenants, plugins: [{ name: 'auth' }, { name: 'balance' }] })
+  const post = () => app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chatBody('demo/gpt', { max_tokens: 100 }) })
+  const refused = await post()
+  t.equal(refused.statusCode, 402)
+  t.equal(refused.json().error.code, 402)
+  t.equal(refused.headers['x-should-retry'], 'false')
+  const m = await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: { model: 'demo/claude', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(m.statusCode, 402)
+  t.equal(m.json().error.type, 'billing_error')
+  app.gw.store.orgs.credit('acme', 1_000_000_000)
+  const ok = await post()
+  t.equal(ok.statusCode, 200)
+  await new Promise((r) => setTimeout(r, 20))
+  const org = app.gw.store.orgs.get('acme')!
+  t.equal(org.held_nano, 0, 'the hold was settled')
+  t.ok(org.spent_nano > 0 && org.balance_nano === 1_000_000_000 - org.spent_nano, 'the real charge was debited')
+
+  const anon = await build(t, { tenants, plugins: [{ name: 'balance' }] })
+  const noOrg = await anon.inject({ method: 'POST', url: '/v1/chat/completions', payload: chatBody() })
+  t.equal(noOrg.statusCode, 403)
+})

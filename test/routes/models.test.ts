@@ -1,0 +1,86 @@
+import t from 'tap'
+import { bearer, build, KEY_A, KEY_B } from '../helper.js'
+
+t.test('GET /v1/models lists the active models the key may see, without prices', async (t) => {
+  const app = await build(t)
+  const res = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
+  t.equal(res.statusCode, 200)
+  const body = res.json()
+  t.equal(body.object, 'list')
+  const ids = body.data.map((m: { id: string }) => m.id)
+  t.same(ids, ['demo/gpt', 'demo/claude', 'anthropic/claude-x', 'openai/no-price'])
+  const keys = new Set<string>()
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) v.forEach(walk)
+    else if (v !== null && typeof v === 'object') for (const [k, x] of Object.entries(v)) { keys.add(k); walk(x) }
+  }
+  walk(body)
+  t.notOk([...keys].some((k) => /price|pricing|cost|rate/i.test(k)), 'no price field anywhere in the payload')
+  t.same(body.data[0], {
+    id: 'demo/gpt',
+    object: 'model',
+    name: 'demo/gpt',
+    context_length: 128000,
+    architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] },
+    supported_parameters: ['temperature', 'top_p', 'max_tokens', 'stop', 'stop_sequences', 'tools', 'tool_choice', 'user', 'metadata'],
+    default_parameters: {}
+  })
+})
+
+t.test('a key with models: ["anthropic/*"] sees only those', async (t) => {
+  const app = await build(t)
+  const res = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_B) })
+  t.same(res.json().data.map((m: { id: string }) => m.id), ['anthropic/claude-x'])
+  const hidden = await app.inject({ method: 'GET', url: '/v1/models/demo/gpt', headers: bearer(KEY_B) })
+  t.equal(hidden.statusCode, 404)
+  t.equal(hidden.json().error.code, 'model_not_found')
+})
+
+t.test('GET /v1/models/{id} with slashes; deprecated and offline models are 404', async (t) => {
+  const app = await build(t)
+  const ok = await app.inject({ method: 'GET', url: '/v1/models/anthropic/claude-x', headers: bearer(KEY_A) })
+  t.equal(ok.statusCode, 200)
+  t.equal(ok.json().id, 'anthropic/claude-x')
+  t.equal(ok.json().object, 'model')
+  for (const id of ['anthropic/claude-old', 'anthropic/claude-gone', 'nobody/nothing']) {
+    const res = await app.inject({ method: 'GET', url: `/v1/models/${id}`, headers: bearer(KEY_A) })
+    t.equal(res.statusCode, 404, id)
+    t.equal(res.json().error.code, 'model_not_found', id)
+    t.match(res.json().error.message, id)
+  }
+  const list = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
+  t.notOk(list.body.includes('claude-old') || list.body.includes('claude-gone'), 'hidden from the list')
+})
+
+t.test('GET /v1/models/ without an id is 400', async (t) => {
+  const app = await build(t)
+  const res = await app.inject({ method: 'GET', url: '/v1/models/', headers: bearer(KEY_A) })
+  t.equal(res.statusCode, 400)
+  t.equal(res.json().error.code, 400)
+  t.equal(res.headers['x-should-retry'], 'false')
+})
+
+t.test('limit: default 500, 1..1000, anything else 400', async (t) => {
+  const app = await build(t)
+  const get = (q: string) => app.inject({ method: 'GET', url: `/v1/models${q}`, headers: bearer(KEY_A) })
+  t.equal((await get('?limit=1')).json().data.length, 1)
+  t.equal((await get('?limit=2')).json().data.length, 2)
+  t.equal((await get('?limit=1000')).json().data.length, 4)
+  t.equal((await get('')).json().data.length, 4)
+  for (const bad of ['0', '1001', '-1', '1.5', 'abc', '', '10000', '1e2']) {
+    const res = await get(`?limit=${bad}`)
+    t.equal(res.statusCode, 400, `limit=${bad}`)
+    t.match(res.json().error.message, /1 to 1000/)
+  }
+  t.equal((await get('?limit=5&limit=6')).statusCode, 400, 'a repeated limit is not an integer')
+})
+
+t.test('embeddings and images answer 501', async (t) => {
+  const app = await build(t)
+  for (const url of ['/v1/embeddings', '/v1/images/generations']) {
+    const res = await app.inject({ method: 'POST', url, headers: bearer(KEY_A), payload: { model: 'x', input: 'y' } })
+    t.equal(res.statusCode, 501, url)
+    t.equal(res.json().error.code, 501)
+    t.ok(res.headers['x-svc-trace-id'])
+  }
+})

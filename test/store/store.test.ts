@@ -1,0 +1,57 @@
+import t from 'tap'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import { Store } from '../../plugins/store/index.js'
+import { hashKey } from '../../plugins/store/keys.js'
+import { testConfig, KEY_A } from '../helper.js'
+
+t.test('a file database is in WAL mode and migrations apply once', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mg-store-'))
+  const file = join(dir, 'sub', 'gw.db')
+  const a = new Store(file)
+  const b = new Store(file) // a second worker opening the same file
+  t.equal(a.db.pragma('journal_mode', { simple: true }), 'wal')
+  const version = a.db.pragma('user_version', { simple: true })
+  t.ok(Number(version) >= 2)
+  t.equal(b.db.pragma('user_version', { simple: true }), version)
+  a.close(); b.close()
+  const raw = new Database(file)
+  t.ok(raw.prepare("SELECT name FROM sqlite_master WHERE name = 'api_keys'").get())
+  raw.close()
+})
+
+t.test('tenants sync: orgs keep their balance across restarts, config keys follow the config', async (t) => {
+  const store = new Store(':memory:')
+  t.teardown(() => store.close())
+  const config = testConfig()
+  store.syncTenants(config, 1000)
+  t.equal(store.orgs.get('acme')?.balance_nano, 25_000_000_000)
+  store.orgs.credit('acme', 5)
+  store.syncTenants(config, 2000)
+  t.equal(store.orgs.get('acme')?.balance_nano, 25_000_000_005, 'a restart does not reset the balance')
+  const id = store.keys.verify(KEY_A)?.id
+  t.ok(id)
+  store.syncTenants(config, 3000)
+  t.equal(store.keys.verify(KEY_A)?.id, id, 'config keys keep their id')
+
+  const without = testConfig({ tenants: [{ org: 'acme', projects: [{ id: 'web' }] }] })
+  store.syncTenants(without, 4000)
+  t.equal(store.keys.verify(KEY_A), undefined, 'a key removed from the config is revoked')
+})
+
+t.test('created keys: shown once, stored as a hash, revocable', async (t) => {
+  const store = new Store(':memory:')
+  t.teardown(() => store.close())
+  store.syncTenants(testConfig(), 1000)
+  const k = store.keys.create({ org: 'acme', project: 'web', models: ['demo/*'], name: 'cli', source: 'cli' }, 1000)
+  t.match(k.key, /^mg-[A-Za-z0-9_-]{43}$/)
+  t.equal(store.keys.verify(k.key)?.id, k.id)
+  t.same(store.keys.verify(k.key)?.models, ['demo/*'])
+  const row = store.db.prepare('SELECT hash FROM api_keys WHERE id = ?').get(k.id) as { hash: string }
+  t.equal(row.hash, hashKey(k.key))
+  t.ok(store.keys.revoke(k.id, 2000))
+  t.equal(store.keys.verify(k.key), undefined)
+  t.notOk(store.keys.revoke(k.id, 3000), 'revoking twice changes nothing')
+})
