@@ -396,6 +396,9 @@ t.test('fault: resetMidStream cuts a stream after K frames, and a JSON body half
   await t.rejects(anthropic().messages.stream({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] }).finalMessage(), 'nothing but headers')
   mock.faults.resetMidStream = { afterFrames: 1, times: 1 }
   await t.rejects(post('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'x' }] }, OPENAI_AUTH), 'a JSON body cut halfway')
+  mock.faults.resetMidStream = { afterFrames: 1000, times: 1 }
+  await t.rejects(post('/v1/chat/completions', { model: 'm', stream: true, messages: [{ role: 'user', content: 'x' }] }, OPENAI_AUTH), 'every frame, then a reset instead of the end')
+  t.equal(mock.requests[mock.requests.length - 1]?.reset, true)
 })
 
 t.test('fault: hang never answers; a client abort is seen by waitForClose', async (t) => {

@@ -27,8 +27,9 @@ import type { Json, Protocol } from '../plugins/translation/types.js'
 // name it mentions, else the first) or "use all tools" (every tool, unless parallel calls are
 // off). Tool arguments are sampled from the tool's schema. On Messages, an unforced tool call
 // is preceded by a text block "I will use <name>.", and `thinking` adds a thinking block first.
-// max_tokens cuts the text (finish_reason length / stop_reason max_tokens; tool calls are never
-// cut); stop / stop_sequences cut before the first match (stop_reason stop_sequence).
+// max_tokens cuts the answer text, one token a word (finish_reason length / stop_reason
+// max_tokens; thinking and tool calls are never cut); stop / stop_sequences cut before the first
+// match (stop_reason stop_sequence).
 
 export interface RecordedRequest {
   method: string
@@ -75,7 +76,7 @@ export interface Faults {
   delayMs?: number | DelayFault
   /** Read the request, then destroy the socket without answering. */
   resetBeforeResponse?: boolean | FaultScope
-  /** Send the headers and this many frames, then destroy the socket. */
+  /** Send the headers and this many frames (all of them at most, without the end), then destroy the socket. */
   resetMidStream?: number | ResetMidStreamFault
   /** Read the request and never answer. */
   hang?: boolean | FaultScope
@@ -138,7 +139,7 @@ export class MockUpstream {
   private readonly sockets = new Set<Socket>()
   private readonly lives = new Set<AbortController>()
   private readonly waiters = new Set<() => void>()
-  private queue: Array<CannedAnswer | ScriptFn | { fn: ScriptFn }> = []
+  private queue: Array<CannedAnswer | { fn: ScriptFn }> = []
   private handler: ScriptFn | null = null
   private seq = 0
   private arrived = 0
@@ -449,7 +450,7 @@ export class MockUpstream {
       chunks = [text.slice(0, half), text.slice(half)]
     }
     rec.status = d.status
-    if (chunks.length === 1 && resetAt === undefined) {
+    if (!d.stream && chunks.length === 1) {
       res.writeHead(d.status, { ...d.headers, 'content-length': String(Buffer.byteLength(chunks[0] as string)) })
       res.end(chunks[0])
       return
@@ -462,7 +463,7 @@ export class MockUpstream {
     const slowMs = slow === undefined ? 0 : typeof slow === 'number' ? slow : slow.ms
     let flushed: Promise<void> = Promise.resolve()
     for (let i = 0; i <= chunks.length; i++) {
-      if (i === resetAfter) {
+      if (resetAfter !== -1 && i === Math.min(resetAfter, chunks.length)) {
         // the frames before the reset reach the client first
         await flushed
         this.destroy(rec, res)

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { clientAborted, type CallInfo } from '../../plugins/context.js'
 import {
-  ModelNotFound, NoProvider, RequestTimeout, StreamIdleTimeout, UpstreamClientError, UpstreamStreamError,
+  ModelNotFound, NoProvider, UnsupportedOnUpstream, RequestTimeout, StreamIdleTimeout, UpstreamClientError, UpstreamStreamError,
   UpstreamUnavailable, type GatewayError
 } from '../../plugins/errors.js'
 import { errorEvent, serialize, SseParser } from '../../plugins/translation/sse.js'
@@ -82,6 +82,10 @@ export function callHandler (fastify: FastifyInstance, client: Protocol) {
 
     const candidates = upstreams.candidates(model.providers)
     if (candidates.length === 0) throw new NoProvider({ model: model.id })
+    // checked on the client's body: `n` is dropped as unsupported before translation would see it
+    if (client === 'openai' && typeof body.n === 'number' && body.n > 1 && candidates.some((u) => u.protocol === 'messages')) {
+      throw new UnsupportedOnUpstream({ feature: 'n > 1', model: model.id })
+    }
 
     const controller = new AbortController()
     reply.raw.once('close', () => {
