@@ -1,0 +1,124 @@
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../app.js'
+import { estimatePromptTokens } from '../../plugins/billing.js'
+import { fromRoot } from '../../paths.js'
+import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { KEY_A, KEY_B, mockCatalog, settled, testConfig } from '../helper.js'
+
+async function start (t: import('tap').Test, overrides: Record<string, unknown>) {
+  const mock: MockUpstream = await startMockUpstream()
+  const app: FastifyInstance = await buildApp(testConfig({ ...mockCatalog(mock), ...overrides }))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+  t.teardown(async () => { await app.close(); await mock.close() })
+  const post = (body: unknown, headers: Record<string, string> = {}, key = KEY_A) =>
+    fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
+  return { app, mock, base, post }
+}
+
+const chat = (content = 'hello', extra: Record<string, unknown> = {}) => ({ model: 'openai/gpt-test', messages: [{ role: 'user', content }], ...extra })
+
+t.test('20 concurrent requests with one Idempotency-Key: exactly one reaches the upstream', async (t) => {
+  const { mock, post } = await start(t, { plugins: [{ name: 'auth' }, { name: 'idempotency' }] })
+  mock.faults = { delayMs: 100 }
+  const results = await Promise.all(Array.from({ length: 20 }, async () => { const r = await post(chat(), { 'idempotency-key': 'same-key' }); await r.text(); return r }))
+  const statuses = results.map((r) => r.status).sort()
+  t.equal(statuses.filter((s) => s === 200).length, 1)
+  t.equal(statuses.filter((s) => s === 409).length, 19)
+  t.equal(mock.requests.length, 1, 'one went upstream')
+  const other = await post(chat(), { 'idempotency-key': 'same-key' }, KEY_B.replace('-b-', '-a-'))
+  t.equal(other.status, 409, 'the same API key still sees it')
+})
+
+t.test('50 concurrent calls on a balance that covers 5: never below zero, all holds released', async (t) => {
+  // worst case of one call: (prompt estimate + max_tokens 100) × $15/M at the output rate
+  const tenants = [{ org: 'acme', balance_usd: 0, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
+  const { app, mock, post } = await start(t, { tenants, plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage', options: { flush_interval_ms: 5 } }] })
+  const body = chat('covers five', { max_tokens: 100 })
+  const oneHold = (estimatePromptTokens(body) + 100) * 15_000
+  app.gw.store.orgs.credit('acme', oneHold * 5 + Math.floor(oneHold / 2))
+  mock.faults = { delayMs: 150 }
+  const results = await Promise.all(Array.from({ length: 50 }, async () => { const r = await post(body); await r.text(); return r }))
+  const ok = results.filter((r) => r.status === 200).length
+  const refused = results.filter((r) => r.status === 402).length
+  t.equal(ok, 5, 'five calls admitted at once')
+  t.equal(refused, 45)
+  await settled()
+  const org = app.gw.store.orgs.get('acme')!
+  t.equal(org.held_nano, 0, 'every hold settled')
+  t.ok(org.balance_nano >= 0)
+  t.equal(org.balance_nano + org.spent_nano, oneHold * 5 + Math.floor(oneHold / 2), 'what was spent is what left the balance')
+  app.gw.usageWriter?.flush()
+  const spent = app.gw.store.usage.totals({ org: 'acme' }).cost_nano
+  t.equal(org.spent_nano, spent, 'the ledger agrees with the usage records')
+  t.equal(app.gw.store.db.prepare('SELECT count(*) AS n FROM holds').get().n, 0)
+})
+
+t.test('by default no prompt or completion text reaches the SQLite files; store_content keeps it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mg-content-'))
+  const secret = 'Zanzibar-purple-elephant-1984'
+  for (const store of [false, true]) {
+    const file = join(dir, `gw-${String(store)}.db`)
+    const { app, post } = await start(t, { store: { sqlite: file }, plugins: [{ name: 'auth' }, { name: 'usage', options: { store_content: store } }] })
+    for (const stream of [false, true]) {
+      const res = await post(chat(secret, { stream }))
+      t.equal(res.status, 200)
+      await res.text()
+    }
+    await settled()
+    await app.close()
+    const bytes = readdirSync(dir).filter((f) => f.startsWith(`gw-${String(store)}.db`)).map((f) => readFileSync(join(dir, f)).toString('latin1')).join('')
+    t.equal(bytes.includes(secret), store, store ? 'kept with store_content' : 'nothing stored by default')
+  }
+})
+
+t.test('a SIGTERM during load loses no record of a completed response', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const dir = mkdtempSync(join(tmpdir(), 'mg-kill-'))
+  const db = join(dir, 'gw.db')
+  const cfg = join(dir, 'gw.json')
+  const c = mockCatalog(mock)
+  writeFileSync(cfg, JSON.stringify({
+    server: { port: 0 },
+    store: { sqlite: db },
+    plugins: [{ name: 'auth' }, { name: 'usage', options: { flush_interval_ms: 1000, batch_size: 100000 } }],
+    providers: c.providers,
+    models: c.models,
+    tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
+  }))
+  const child = spawn(process.execPath, ['--import', '@tapjs/typescript/import', fromRoot('cli.ts'), 'serve', '--config', cfg, '--port', '0'], { cwd: fromRoot(), env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => { out += String(d); const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out); if (m !== null) resolve(Number(m[1])) })
+    child.on('exit', (code) => reject(new Error(`gateway exited ${code}`)))
+  })
+  let completed = 0
+  let stop = false
+  const worker = async (): Promise<void> => {
+    while (!stop) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' }, body: JSON.stringify(chat('load')) })
+        if (res.status === 200) { await res.json(); completed++ }
+      } catch { return }
+    }
+  }
+  const workers = Array.from({ length: 8 }, worker)
+  await new Promise((r) => setTimeout(r, 700))
+  child.kill('SIGTERM')
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve))
+  stop = true
+  await Promise.all(workers)
+  t.equal(code, 0, 'a graceful exit')
+  t.ok(completed > 10, `${completed} completed responses`)
+  const raw = new Database(db, { readonly: true })
+  const n = (raw.prepare('SELECT count(*) AS n FROM usage_records').get() as { n: number }).n
+  raw.close()
+  t.ok(n >= completed, `every completed response has its record (${n} records, ${completed} responses)`)
+})
