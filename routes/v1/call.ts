@@ -115,7 +115,8 @@ export function callHandler (fastify: FastifyInstance, client: Protocol) {
       try {
         res = await upstream.request({ path: pair.path, headers: upstream.protocol === 'messages' ? forwarded : {}, body: payload, signal: controller.signal })
       } catch (err) {
-        if (controller.signal.aborted) return reply
+        // the client left while we waited: end the request; nothing is written to a closed socket
+        if (controller.signal.aborted) throw new UpstreamUnavailable({}, { cause: err })
         upstreams.failed(upstream.id)
         if (isTimeout(err)) timeouts++
         lastError = err
