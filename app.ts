@@ -75,6 +75,20 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     if (opts.store === undefined) store.close()
   })
 
+  // While draining, keep-alive connections whose request was in flight when close() began go
+  // idle afterwards; Node reaps idle sockets only at the moment close() is called, so keep
+  // reaping until the server is closed, or a client that holds its connection open delays exit.
+  let reaper: NodeJS.Timeout | null = null
+  app.addHook('preClose', (done) => {
+    reaper = setInterval(() => app.server.closeIdleConnections(), 50)
+    reaper.unref()
+    done()
+  })
+  app.addHook('onClose', (_instance, done) => {
+    if (reaper !== null) clearInterval(reaper)
+    done()
+  })
+
   app.addHook('onRequest', (request, reply, done) => {
     reply.header(headers.trace, request.id)
     done()
