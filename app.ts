@@ -14,6 +14,7 @@ import { Store } from './plugins/store/index.js'
 import { Upstreams } from './plugins/upstream/index.js'
 import v1Routes from './routes/v1/index.js'
 import adminRoutes from './routes/admin/index.js'
+import consoleRoutes from './routes/console/index.js'
 
 export interface BuildOptions {
   logger?: FastifyServerOptions['logger']
@@ -141,6 +142,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     await v1.register(v1Routes)
   }, { prefix: '/v1' })
   await app.register(adminRoutes, { prefix: '/admin/v1' })
+  await app.register(consoleRoutes, { prefix: '/console' })
 
   return app
 }

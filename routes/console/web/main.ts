@@ -1,0 +1,221 @@
+// The developer console: a marketplace of the catalog's models with their prices, and a project's
+// usage once signed in with an API key (kept in sessionStorage, sent only to this gateway).
+
+interface Pricing { input: string, cached_input: string, cached_input_configured: boolean, output: string }
+interface Model { id: string, name: string, vendor: string, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
+interface Quota { limit: string, used: string, unit: string, per: string, resets_at: string }
+interface Me { org: string, project: string, key: { name: string, hint: string }, balance_usd: string, held_usd: string, spent_usd: string, org_quota: Quota | null, project_quota: Quota | null }
+interface Bucket { start: string, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string }
+interface Usage { range: string, bucket_s: number, buckets: Bucket[], totals: Omit<Bucket, 'start'> }
+interface Call { created_at: string, model: string, endpoint: string, status: string, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number }
+
+const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T
+const KEY = 'modelgate.apiKey'
+const API = `${(import.meta as unknown as { env: { BASE_URL: string } }).env.BASE_URL}api`
+
+function el (tag: string, attrs: Record<string, string> = {}, ...children: Array<Node | string>): HTMLElement {
+  const e = document.createElement(tag)
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v)
+  e.append(...children)
+  return e
+}
+
+const fmtInt = new Intl.NumberFormat('en-US')
+const context = (n: number): string => n >= 1_000_000 ? `${+(n / 1_000_000).toFixed(2)}M` : n >= 1000 ? `${Math.round(n / 1000)}K` : String(n)
+const usd = (s: string): string => `$${s}`
+
+// ---- tabs -------------------------------------------------------------------------------------
+const tabs = [$('tab-market'), $('tab-usage')]
+function select (tab: HTMLElement): void {
+  for (const t of tabs) {
+    const on = t === tab
+    t.setAttribute('aria-selected', String(on))
+    t.tabIndex = on ? 0 : -1
+    $(t.getAttribute('aria-controls') as string).hidden = !on
+  }
+  history.replaceState(null, '', tab.id === 'tab-usage' ? '#usage' : '#marketplace')
+  if (tab.id === 'tab-usage' && sessionStorage.getItem(KEY) !== null) void loadUsage()
+}
+tabs.forEach((t, i) => {
+  t.addEventListener('click', () => select(t))
+  t.addEventListener('keydown', (e) => {
+    if (e.key !== 'ArrowRight' && e.key !== 'ArrowLeft') return
+    const next = tabs[(i + (e.key === 'ArrowRight' ? 1 : tabs.length - 1)) % tabs.length] as HTMLElement
+    next.focus()
+    select(next)
+  })
+})
+
+// ---- marketplace ------------------------------------------------------------------------------
+let models: Model[] = []
+
+function card (m: Model): HTMLElement {
+  const badges = el('div', { class: 'badges' },
+    ...m.input_modalities.map((x) => el('span', { class: 'badge' }, `in: ${x}`)),
+    ...m.output_modalities.map((x) => el('span', { class: 'badge' }, `out: ${x}`)),
+    el('span', { class: 'badge' }, `${context(m.context_length)} context`))
+  const price = m.pricing === null
+    ? el('p', { class: 'noprice' }, 'No public price')
+    : el('dl', { class: 'prices', 'aria-label': 'Price per million tokens' },
+      el('div', {}, el('dt', {}, 'Input / 1M'), el('dd', {}, usd(m.pricing.input))),
+      el('div', {}, el('dt', {}, 'Cached input / 1M'), el('dd', {}, usd(m.pricing.cached_input))),
+      el('div', {}, el('dt', {}, 'Output / 1M'), el('dd', {}, usd(m.pricing.output))))
+  const params = el('details', {}, el('summary', {}, `${m.supported_parameters.length} supported parameters`), el('p', {}, m.supported_parameters.join(', ') || 'none'))
+  return el('li', { class: 'card model', 'data-id': m.id }, el('h3', {}, m.name), el('div', { class: 'id' }, m.id), badges, price, params)
+}
+
+function renderModels (): void {
+  const q = ($<HTMLInputElement>('q').value).trim().toLowerCase()
+  const vendor = $<HTMLSelectElement>('vendor').value
+  const modality = $<HTMLSelectElement>('modality').value
+  const sort = $<HTMLSelectElement>('sort').value
+  const price = (m: Model): number => m.pricing === null ? Number.NaN : Number(m.pricing.input)
+  const list = models
+    .filter((m) => q === '' || m.name.toLowerCase().includes(q) || m.id.toLowerCase().includes(q))
+    .filter((m) => vendor === '' || m.vendor === vendor)
+    .filter((m) => modality === '' || m.input_modalities.includes(modality))
+    .sort((a, b) => {
+      if (sort === 'price-asc' || sort === 'price-desc') {
+        const pa = price(a); const pb = price(b)
+        if (Number.isNaN(pa) || Number.isNaN(pb)) return Number.isNaN(pa) ? (Number.isNaN(pb) ? 0 : 1) : -1 // no price last
+        return sort === 'price-asc' ? pa - pb : pb - pa
+      }
+      if (sort === 'context-desc') return b.context_length - a.context_length
+      if (sort === 'context-asc') return a.context_length - b.context_length
+      return a.name.localeCompare(b.name)
+    })
+  $('models').replaceChildren(...list.map(card))
+  $('count').textContent = `${list.length} of ${models.length} models`
+}
+
+async function loadModels (): Promise<void> {
+  const res = await fetch(`${API}/models`)
+  models = ((await res.json()) as { data: Model[] }).data
+  const fill = (id: string, values: string[]): void => {
+    for (const v of [...new Set(values)].sort()) $(id).append(el('option', { value: v }, v))
+  }
+  fill('vendor', models.map((m) => m.vendor))
+  fill('modality', models.flatMap((m) => m.input_modalities))
+  renderModels()
+}
+for (const id of ['q', 'vendor', 'modality', 'sort']) $(id).addEventListener('input', renderModels)
+$('filters').addEventListener('submit', (e) => e.preventDefault())
+
+// ---- usage ------------------------------------------------------------------------------------
+async function api<T> (path: string): Promise<T> {
+  const res = await fetch(`${API}${path}`, { headers: { authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}` } })
+  const body = await res.json() as T & { error?: { message: string } }
+  if (!res.ok) throw Object.assign(new Error(body.error?.message ?? `HTTP ${res.status}`), { status: res.status })
+  return body
+}
+
+/** A bar chart (stacked when several series) as SVG, with a title and a text alternative. */
+function chart (title: string, labels: string[], series: Array<{ name: string, values: number[], color: string }>, format: (n: number) => string): SVGSVGElement {
+  const W = 560; const H = 180; const L = 48; const B = 22; const T = 8
+  const totals = labels.map((_, i) => series.reduce((s, x) => s + (x.values[i] ?? 0), 0))
+  const max = Math.max(1e-12, ...totals)
+  const ns = 'http://www.w3.org/2000/svg'
+  const svg = document.createElementNS(ns, 'svg')
+  svg.setAttribute('viewBox', `0 0 ${W} ${H}`)
+  svg.setAttribute('role', 'img')
+  const t = document.createElementNS(ns, 'title')
+  t.textContent = `${title}: total ${format(totals.reduce((a, b) => a + b, 0))} over ${labels.length} periods`
+  svg.append(t)
+  const add = (tag: string, attrs: Record<string, string | number>, text?: string): void => {
+    const e = document.createElementNS(ns, tag)
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v))
+    if (text !== undefined) e.textContent = text
+    svg.append(e)
+  }
+  for (const f of [0, 0.5, 1]) {
+    const y = T + (H - B - T) * (1 - f)
+    add('line', { x1: L, x2: W, y1: y, y2: y, stroke: 'currentColor', 'stroke-opacity': 0.15 })
+    add('text', { x: L - 6, y: y + 3, 'text-anchor': 'end' }, format(max * f))
+  }
+  const bw = (W - L) / Math.max(1, labels.length)
+  labels.forEach((label, i) => {
+    let y = H - B
+    for (const s of series) {
+      const h = ((s.values[i] ?? 0) / max) * (H - B - T)
+      if (h > 0) add('rect', { x: L + i * bw + bw * 0.15, y: y - h, width: bw * 0.7, height: h, fill: s.color, rx: 1.5 })
+      y -= h
+    }
+    if (labels.length <= 12 || i % Math.ceil(labels.length / 8) === 0) add('text', { x: L + i * bw + bw / 2, y: H - 6, 'text-anchor': 'middle' }, label)
+  })
+  return svg
+}
+
+function stat (label: string, value: string): HTMLElement {
+  return el('div', { class: 'stat' }, el('div', { class: 'v' }, value), el('div', { class: 'l' }, label))
+}
+
+function quotaView (name: string, q: Quota | null): HTMLElement {
+  if (q === null) return el('p', { class: 'muted' }, `${name}: no quota`)
+  const pct = Math.min(100, (Number(q.used) / Math.max(Number(q.limit), 1e-12)) * 100)
+  const unit = q.unit === 'usd' ? 'USD' : 'tokens'
+  return el('div', {},
+    el('p', {}, `${name}: ${q.used} of ${q.limit} ${unit} per ${q.per} (resets ${new Date(q.resets_at).toLocaleString()})`),
+    el('div', { class: 'meter', role: 'progressbar', 'aria-label': `${name} quota used`, 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': String(Math.round(pct)) }, el('span', { style: `width:${pct}%` })))
+}
+
+async function loadUsage (): Promise<void> {
+  const range = $<HTMLSelectElement>('range').value
+  try {
+    const [me, usage, calls] = await Promise.all([api<Me>('/me'), api<Usage>(`/usage?range=${range}`), api<{ data: Call[] }>('/calls?limit=25')])
+    $('signin').hidden = true
+    $('dashboard').hidden = false
+    $('who').textContent = `Project ${me.org}/${me.project} · key ${me.key.name || me.key.hint}`
+    const t = usage.totals
+    $('stats').replaceChildren(
+      stat('Calls', fmtInt.format(t.calls)), stat('Input tokens', fmtInt.format(t.prompt_tokens)), stat('Cached input tokens', fmtInt.format(t.cached_input_tokens)),
+      stat('Output tokens', fmtInt.format(t.completion_tokens)), stat('Spend', usd(t.cost_usd)), stat('Balance', usd(me.balance_usd)))
+    const labels = usage.buckets.map((b) => usage.bucket_s < 86_400 ? new Date(b.start).getHours().toString().padStart(2, '0') + 'h' : new Date(b.start).toLocaleDateString(undefined, { month: 'short', day: 'numeric' }))
+    const css = getComputedStyle(document.documentElement)
+    const color = (v: string): string => css.getPropertyValue(v).trim()
+    $('chart-calls').replaceChildren(chart('Calls', labels, [{ name: 'calls', values: usage.buckets.map((b) => b.calls), color: color('--in') }], (n) => fmtInt.format(Math.round(n))))
+    $('chart-tokens').replaceChildren(chart('Tokens', labels, [
+      { name: 'input', values: usage.buckets.map((b) => b.prompt_tokens - b.cached_input_tokens), color: color('--in') },
+      { name: 'cached input', values: usage.buckets.map((b) => b.cached_input_tokens), color: color('--cached') },
+      { name: 'output', values: usage.buckets.map((b) => b.completion_tokens), color: color('--out') }
+    ], (n) => n >= 1000 ? `${+(n / 1000).toFixed(1)}k` : String(Math.round(n))))
+    $('chart-spend').replaceChildren(chart('Spend', labels, [{ name: 'spend', values: usage.buckets.map((b) => Number(b.cost_usd)), color: color('--out') }], (n) => `$${n < 0.01 ? n.toPrecision(2) : n.toFixed(2)}`))
+    $('quota').replaceChildren(
+      el('p', {}, `Balance ${usd(me.balance_usd)} · held ${usd(me.held_usd)} · spent ${usd(me.spent_usd)}`),
+      quotaView('Organization', me.org_quota), quotaView('Project', me.project_quota))
+    const rows = calls.data.map((c) => el('tr', {},
+      el('td', {}, new Date(c.created_at).toLocaleString()), el('td', {}, c.model), el('td', {}, c.endpoint + (c.stream ? ' (stream)' : '')), el('td', {}, c.status),
+      el('td', { class: 'num' }, fmtInt.format(c.prompt_tokens)), el('td', { class: 'num' }, fmtInt.format(c.cached_input_tokens)), el('td', { class: 'num' }, fmtInt.format(c.completion_tokens)),
+      el('td', { class: 'num' }, c.cost_usd), el('td', { class: 'num' }, `${c.latency_ms} ms`)))
+    const body = $('calls').querySelector('tbody') as HTMLElement
+    body.replaceChildren(...(rows.length > 0 ? rows : [el('tr', {}, el('td', { colspan: '9', class: 'muted' }, 'No calls yet.'))]))
+  } catch (err) {
+    const status = (err as { status?: number }).status
+    sessionStorage.removeItem(KEY)
+    $('dashboard').hidden = true
+    $('signin').hidden = false
+    const msg = $('signin-error')
+    msg.hidden = false
+    msg.textContent = status === 401 ? 'That API key was not accepted. Check it and try again.' : `Could not load usage: ${(err as Error).message}`
+  }
+}
+
+$('signin').addEventListener('submit', (e) => {
+  e.preventDefault()
+  const key = $<HTMLInputElement>('apikey').value.trim()
+  if (key === '') return
+  sessionStorage.setItem(KEY, key)
+  $('signin-error').hidden = true
+  $<HTMLInputElement>('apikey').value = ''
+  void loadUsage()
+})
+$('signout').addEventListener('click', () => {
+  sessionStorage.removeItem(KEY)
+  $('dashboard').hidden = true
+  $('signin').hidden = false
+  $<HTMLInputElement>('apikey').focus()
+})
+$('refresh').addEventListener('click', () => { void loadUsage() })
+$('range').addEventListener('input', () => { void loadUsage() })
+
+void loadModels()
+if (location.hash === '#usage') select($('tab-usage'))

@@ -1,0 +1,111 @@
+import t from 'tap'
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { chromium, type Browser } from 'playwright-core'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../app.js'
+import { fromRoot } from '../../paths.js'
+import { KEY_A, KEY_B, settled, testConfig } from '../helper.js'
+
+// The developer console in headless Chromium (Debian's /usr/bin/chromium via playwright-core).
+
+const CHROMIUM = '/usr/bin/chromium'
+
+if (!existsSync(CHROMIUM)) {
+  t.skip('Chromium is not installed at /usr/bin/chromium (.ci/run installs it)')
+} else {
+  if (!existsSync(fromRoot('dist', 'console', 'index.html'))) {
+    execFileSync(process.execPath, [fromRoot('node_modules', 'vite', 'bin', 'vite.js'), 'build', '--config', fromRoot('routes', 'console', 'vite.config.ts'), '--logLevel', 'warn'], { cwd: fromRoot() })
+  }
+
+  let app: FastifyInstance
+  let base: string
+  let browser: Browser
+
+  t.before(async () => {
+    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'usage', options: { flush_interval_ms: 5 } }] }))
+    await app.listen({ host: '127.0.0.1', port: 0 })
+    base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
+  })
+  t.teardown(async () => { await browser?.close(); await app?.close() })
+
+  // real calls through the gateway, so the usage views show what metering recorded
+  async function seedUsage (): Promise<void> {
+    for (const [model, stream] of [['demo/gpt', false], ['demo/claude', true], ['demo/gpt', true]] as const) {
+      const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' }, body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello console' }] }) })
+      await res.text()
+    }
+    await settled()
+  }
+
+  t.test('the marketplace lists active models with prices and "No public price", and filters', async (t) => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } })
+    await page.goto(`${base}/console`)
+    await page.waitForSelector('#models li')
+    const ids = await page.$$eval('#models li', (els) => els.map((e) => e.getAttribute('data-id')))
+    t.same([...ids].sort(), ['anthropic/claude-x', 'demo/claude', 'demo/gpt', 'openai/no-price'])
+    t.notOk(ids.includes('anthropic/claude-old') || ids.includes('anthropic/claude-gone'), 'deprecated and offline models hidden')
+    const gpt = await page.textContent('[data-id="demo/gpt"]')
+    t.match(gpt, /Input \/ 1M\$1/)
+    t.match(gpt, /Cached input \/ 1M\$0\.5/)
+    t.match(gpt, /Output \/ 1M\$2/)
+    t.match(await page.textContent('[data-id="openai/no-price"]'), /No public price/)
+    await page.screenshot({ path: fromRoot('test', 'screenshots', 'marketplace.png'), fullPage: true })
+
+    await page.fill('#q', 'claude')
+    t.same(await page.$$eval('#models li', (els) => els.map((e) => e.getAttribute('data-id')).sort()), ['anthropic/claude-x', 'demo/claude'], 'search')
+    await page.fill('#q', '')
+    await page.selectOption('#vendor', 'openai')
+    t.same(await page.$$eval('#models li', (els) => els.map((e) => e.getAttribute('data-id'))), ['openai/no-price'], 'vendor filter')
+    await page.selectOption('#vendor', '')
+    await page.selectOption('#modality', 'image')
+    t.notOk((await page.$$eval('#models li', (els) => els.map((e) => e.getAttribute('data-id')))).includes('openai/no-price'), 'modality filter')
+    await page.selectOption('#modality', '')
+    await page.selectOption('#sort', 'price-asc')
+    const sorted = await page.$$eval('#models li', (els) => els.map((e) => e.getAttribute('data-id')))
+    t.equal(sorted.at(-1), 'openai/no-price', 'models with no price sort last')
+    await page.close()
+  })
+
+  t.test('signing in with a key shows that project\'s usage; a wrong key shows an error', async (t) => {
+    await seedUsage()
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } })
+    await page.goto(`${base}/console/#usage`)
+    await page.fill('#apikey', 'mg-wrong-key-000000000000000000')
+    await page.click('#signin button[type=submit]')
+    await page.waitForSelector('#signin-error:not([hidden])')
+    t.match(await page.textContent('#signin-error'), /not accepted/)
+    await page.fill('#apikey', KEY_A)
+    await page.click('#signin button[type=submit]')
+    await page.waitForSelector('#dashboard:not([hidden])')
+    await page.waitForSelector('#calls tbody tr td')
+    t.match(await page.textContent('#who'), /acme\/web/)
+    t.match(await page.textContent('#stats'), /3\s*Calls/)
+    t.equal(await page.$$eval('#calls tbody tr', (rows) => rows.length), 3)
+    t.equal(await page.$$eval('#dashboard svg', (s) => s.length), 3, 'three charts')
+    t.match(await page.textContent('#quota'), /Balance \$25/)
+    t.equal(await page.evaluate(() => sessionStorage.getItem('modelgate.apiKey')), KEY_A, 'the key is kept for the tab only')
+    await page.screenshot({ path: fromRoot('test', 'screenshots', 'usage.png'), fullPage: true })
+    await page.click('#signout')
+    t.equal(await page.evaluate(() => sessionStorage.getItem('modelgate.apiKey')), null)
+    await page.close()
+  })
+
+  t.test('another project\'s key sees none of these calls', async (t) => {
+    const res = await fetch(`${base}/console/api/calls`, { headers: { authorization: `Bearer ${KEY_B.replace('-b-', '-z-')}` } })
+    t.equal(res.status, 200)
+    t.same((await res.json() as { data: unknown[] }).data, [])
+  })
+
+  t.test('readable on a phone: no horizontal scrolling at 375 px', async (t) => {
+    const page = await browser.newPage({ viewport: { width: 375, height: 800 }, deviceScaleFactor: 2 })
+    await page.goto(`${base}/console/`)
+    await page.waitForSelector('#models li')
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)
+    t.ok(overflow <= 0, `no horizontal overflow (${overflow}px)`)
+    await page.screenshot({ path: fromRoot('test', 'screenshots', 'marketplace-phone.png'), fullPage: false })
+    await page.keyboard.press('Tab')
+    await page.close()
+  })
+}
