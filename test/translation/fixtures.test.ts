@@ -1,0 +1,121 @@
+import t from 'tap'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { isGatewayError } from '../../plugins/errors.js'
+import { pairFor } from '../../plugins/translation/index.js'
+import { serialize, SseParser } from '../../plugins/translation/sse.js'
+import type { Protocol, SseEvent, TranslateCtx } from '../../plugins/translation/types.js'
+import { fromRoot } from '../../paths.js'
+
+// Every folder under test/fixtures/<pair>/<case>/ is a case; a new case needs no code. Streams are
+// replayed whole, one byte at a time, and split at seeded random byte boundaries, and compared
+// frame by frame (event name and parsed JSON) with the expected client stream.
+
+const ROOT = fromRoot('test', 'fixtures')
+const PAIRS: Record<string, [Protocol, Protocol]> = {
+  'chat-to-messages': ['openai', 'messages'],
+  'messages-to-chat': ['messages', 'openai'],
+  'passthrough-openai': ['openai', 'openai'],
+  'passthrough-messages': ['messages', 'messages']
+}
+const BASE_CTX: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1700000000, includeUsage: false, flatten: false, defaultMaxTokens: 4096 }
+
+function mulberry32 (seed: number): () => number {
+  let a = seed
+  return () => {
+    a = (a + 0x6D2B79F5) | 0
+    let x = Math.imul(a ^ (a >>> 15), 1 | a)
+    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+function splits (bytes: Buffer, seed: number): Buffer[] {
+  const rand = mulberry32(seed)
+  const out: Buffer[] = []
+  let i = 0
+  while (i < bytes.length) {
+    const n = 1 + Math.floor(rand() * 40)
+    out.push(bytes.subarray(i, i + n))
+    i += n
+  }
+  return out
+}
+
+interface Frame { event: string | null, data: unknown }
+const normal = (evs: SseEvent[]): Frame[] => evs.map((e) => ({ event: e.event ?? null, data: e.data === '[DONE]' ? '[DONE]' : JSON.parse(e.data) }))
+const parseAll = (text: string): SseEvent[] => { const p = new SseParser(); return [...p.push(text), ...p.end()] }
+
+const read = (dir: string, file: string): unknown => JSON.parse(readFileSync(join(dir, file), 'utf8'))
+const has = (dir: string, file: string): boolean => existsSync(join(dir, file))
+
+for (const [pairName, [client, upstream]] of Object.entries(PAIRS)) {
+  const pair = pairFor(client, upstream)
+  for (const name of readdirSync(join(ROOT, pairName)).sort()) {
+    const dir = join(ROOT, pairName, name)
+    t.test(`${pairName}/${name}`, async (t) => {
+      const ctx: TranslateCtx = { ...BASE_CTX, ...(has(dir, 'ctx.json') ? read(dir, 'ctx.json') as Partial<TranslateCtx> : {}) }
+      if (has(dir, 'error.json')) {
+        const want = read(dir, 'error.json') as { key: string, status: number }
+        let thrown: unknown
+        try { pair.request(read(dir, 'client-request.json') as Record<string, unknown>, ctx) } catch (err) { thrown = err }
+        t.ok(isGatewayError(thrown), 'a gateway error')
+        t.match(thrown, { key: want.key, statusCode: want.status })
+      } else if (has(dir, 'client-request.json')) {
+        t.same(pair.request(read(dir, 'client-request.json') as Record<string, unknown>, ctx), read(dir, 'upstream-request.json'), 'upstream request')
+      }
+      if (has(dir, 'upstream-response.json')) {
+        const out = pair.response(read(dir, 'upstream-response.json') as Record<string, unknown>, ctx)
+        t.same(out.body, has(dir, 'client-response.json') ? read(dir, 'client-response.json') : null, 'client response')
+      }
+      if (has(dir, 'upstream-error.json')) {
+        const e = read(dir, 'upstream-error.json') as { status: number, body: unknown }
+        t.same(pair.error(e.status, e.body), read(dir, 'client-error.json'), 'client error')
+      }
+      if (has(dir, 'upstream-stream.txt')) {
+        const bytes = readFileSync(join(dir, 'upstream-stream.txt'))
+        const expected = normal(parseAll(readFileSync(join(dir, 'client-stream.txt'), 'utf8')))
+        const ways: Array<[string, Buffer[]]> = [['whole', [bytes]], ['byte by byte', [...bytes].map((b) => Buffer.from([b]))]]
+        for (let seed = 1; seed <= 6; seed++) ways.push([`random split, seed ${seed}`, splits(bytes, seed)])
+        for (const [how, chunks] of ways) {
+          const parser = new SseParser()
+          const mapper = pair.stream(ctx)
+          let text = ''
+          for (const c of chunks) for (const f of parser.push(c)) for (const ev of mapper.push(f)) text += serialize(ev)
+          for (const f of parser.end()) for (const ev of mapper.push(f)) text += serialize(ev)
+          for (const ev of mapper.end()) text += serialize(ev)
+          const frames = parseAll(text)
+          t.same(normal(frames), expected, `client stream (${how})`)
+          if (has(dir, 'usage.json')) t.same(mapper.usage(), read(dir, 'usage.json'), `usage (${how})`)
+          if (client === 'messages') t.ok(frames.every((f) => f.event === (JSON.parse(f.data) as { type: string }).type), 'every Messages frame names its type')
+          else {
+            const chunksOut = frames.filter((f) => f.data !== '[DONE]').map((f) => JSON.parse(f.data) as { id?: string, created?: number, error?: unknown }).filter((c) => c.error === undefined)
+            t.equal(new Set(chunksOut.map((c) => `${c.id}/${c.created}`)).size <= 1, true, 'one id and created on every chunk')
+          }
+        }
+      }
+    })
+  }
+}
+
+t.test('stop reasons map both ways, every value', async (t) => {
+  const toChat = pairFor('openai', 'messages')
+  const toMessages = pairFor('messages', 'openai')
+  const table: Array<[string, string]> = [['end_turn', 'stop'], ['stop_sequence', 'stop'], ['pause_turn', 'stop'], ['max_tokens', 'length'], ['model_context_window_exceeded', 'length'], ['tool_use', 'tool_calls'], ['refusal', 'content_filter']]
+  for (const [stop, finish] of table) {
+    const out = toChat.response({ content: [{ type: 'text', text: 'x' }], stop_reason: stop, usage: { input_tokens: 1, output_tokens: 1 } }, BASE_CTX).body as { choices: Array<{ finish_reason: string }> }
+    t.equal(out.choices[0]?.finish_reason, finish, `${stop} → ${finish}`)
+  }
+  for (const [finish, stop] of [['stop', 'end_turn'], ['length', 'max_tokens'], ['tool_calls', 'tool_use'], ['content_filter', 'refusal']]) {
+    const out = toMessages.response({ choices: [{ index: 0, message: { role: 'assistant', content: 'x' }, finish_reason: finish }], usage: { prompt_tokens: 1, completion_tokens: 1 } }, BASE_CTX).body as { stop_reason: string }
+    t.equal(out.stop_reason, stop, `${finish} → ${stop}`)
+  }
+})
+
+t.test('sse framing: CRLF, comments, multi-line data, a split multi-byte character', async (t) => {
+  const p = new SseParser()
+  const euro = Buffer.from('data: {"a":"€"}\n\n')
+  const out = [...p.push(': keep-alive\r\n\r\nevent: x\r\ndata: 1\r\ndata: 2\r\n\r\n'), ...p.push(euro.subarray(0, 13)), ...p.push(euro.subarray(13)), ...p.end()]
+  t.same(out.map((e) => [e.event ?? null, e.data]), [['x', '1\n2'], [null, '{"a":"€"}']])
+  t.equal(serialize(out[1]!), 'data: {"a":"€"}\n\n', 'an unchanged frame is relayed byte for byte')
+})
