@@ -70,12 +70,18 @@ async function serve (args: Args): Promise<void> {
     config.server.port = Number(port)
   }
   if (args.host !== undefined) config.server.host = args.host
-  const workers = args.workers === undefined ? 1 : Number(args.workers)
+  const workers = args.workers === undefined ? defaultWorkers(config) : Number(args.workers)
   if (!Number.isInteger(workers) || workers < 1) throw new UsageError(`--workers: a whole number >= 1, or omit it (cores here: ${availableParallelism()})`)
 
+  // node:cluster: the workers share the port; every policy's state is in the shared SQLite file.
   if (workers > 1 && cluster.isPrimary) {
-    banner(config, workers)
     for (let i = 0; i < workers; i++) cluster.fork()
+    let announced = false
+    cluster.on('listening', (_worker, address) => {
+      if (announced) return
+      announced = true
+      banner(config, workers, address.port)
+    })
     let stopping = false
     cluster.on('exit', (worker, code) => {
       if (!stopping) process.stderr.write(`modelgate: worker ${worker.process.pid} exited with ${code}\n`)
@@ -95,13 +101,17 @@ async function serve (args: Args): Promise<void> {
     : { level: process.env.LOG_LEVEL ?? 'info' }
   const app = await buildApp(config, { logger })
   await app.listen({ host: config.server.host, port: config.server.port })
-  if (cluster.isPrimary) banner(config, 1, app)
+  const address = app.server.address()
+  if (cluster.isPrimary) banner(config, 1, typeof address === 'object' && address !== null ? address.port : config.server.port)
   installShutdown(app, config.server.shutdown_timeout_s)
 }
 
-function banner (config: Config, workers: number, app?: FastifyInstance): void {
-  const address = app?.server.address()
-  const port = typeof address === 'object' && address !== null ? address.port : config.server.port
+// One worker per core, except for an in-memory store, which a worker cannot share.
+function defaultWorkers (config: Config): number {
+  return config.store.sqlite === ':memory:' ? 1 : availableParallelism()
+}
+
+function banner (config: Config, workers: number, port: number): void {
   const url = `http://${config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host}:${port}`
   const demo = config.tenants[0]?.projects[0]?.keys[0]
   const lines = [

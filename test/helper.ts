@@ -110,3 +110,31 @@ export function mockCatalog (mock: { openaiBaseUrl: string, messagesBaseUrl: str
 
 /** Lets end-of-response work (metering, ledger, idempotency) that follows a response run. */
 export const settled = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
+
+export interface SpawnedGateway { port: number, exited: Promise<number | null>, kill: (signal?: NodeJS.Signals) => void }
+
+/** `modelgate serve` in a child process on a config written to a temp file; killed when the test ends. */
+export async function spawnGateway (t: Teardown, config: Record<string, unknown>, args: string[] = []): Promise<SpawnedGateway> {
+  const { spawn } = await import('node:child_process')
+  const { mkdtempSync, writeFileSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const { fromRoot } = await import('../paths.js')
+  const file = join(mkdtempSync(join(tmpdir(), 'mg-serve-')), 'gw.json')
+  writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config }))
+  const child = spawn(process.execPath, ['--import', '@tapjs/typescript/import', fromRoot('cli.ts'), 'serve', '--config', file, ...args], {
+    cwd: fromRoot(), env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'inherit']
+  })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => {
+      out += String(d)
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)
+      if (m !== null) resolve(Number(m[1]))
+    })
+    void exited.then((code) => reject(new Error(`gateway exited with ${String(code)} before listening`)))
+  })
+  return { port, exited, kill: (signal = 'SIGTERM') => child.kill(signal) }
+}

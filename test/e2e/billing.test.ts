@@ -1,15 +1,13 @@
 import t from 'tap'
-import { spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { estimatePromptTokens } from '../../plugins/billing.js'
-import { fromRoot } from '../../paths.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
-import { KEY_A, KEY_B, mockCatalog, settled, testConfig } from '../helper.js'
+import { KEY_A, KEY_B, mockCatalog, settled, spawnGateway, testConfig } from '../helper.js'
 
 async function start (t: import('tap').Test, overrides: Record<string, unknown>) {
   const mock: MockUpstream = await startMockUpstream()
@@ -81,24 +79,17 @@ t.test('by default no prompt or completion text reaches the SQLite files; store_
 t.test('a SIGTERM during load loses no record of a completed response', async (t) => {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
-  const dir = mkdtempSync(join(tmpdir(), 'mg-kill-'))
-  const db = join(dir, 'gw.db')
-  const cfg = join(dir, 'gw.json')
+  const db = join(mkdtempSync(join(tmpdir(), 'mg-kill-')), 'gw.db')
   const c = mockCatalog(mock)
-  writeFileSync(cfg, JSON.stringify({
-    server: { port: 0 },
+  // two workers: records written by both land in the one SQLite file
+  const gw = await spawnGateway(t, {
     store: { sqlite: db },
     plugins: [{ name: 'auth' }, { name: 'usage', options: { flush_interval_ms: 1000, batch_size: 100000 } }],
     providers: c.providers,
     models: c.models,
     tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
-  }))
-  const child = spawn(process.execPath, ['--import', '@tapjs/typescript/import', fromRoot('cli.ts'), 'serve', '--config', cfg, '--port', '0'], { cwd: fromRoot(), env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    child.stdout.on('data', (d: Buffer) => { out += String(d); const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out); if (m !== null) resolve(Number(m[1])) })
-    child.on('exit', (code) => reject(new Error(`gateway exited ${code}`)))
-  })
+  }, ['--workers', '2'])
+  const port = gw.port
   let completed = 0
   let stop = false
   const worker = async (): Promise<void> => {
@@ -112,8 +103,8 @@ t.test('a SIGTERM during load loses no record of a completed response', async (t
   }
   const workers = Array.from({ length: 8 }, worker)
   await new Promise((r) => setTimeout(r, 700))
-  child.kill('SIGTERM')
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve))
+  gw.kill('SIGTERM')
+  const code = await gw.exited
   stop = true
   await Promise.all(workers)
   t.equal(code, 0, 'a graceful exit')
