@@ -11,6 +11,7 @@ import {
 import { localize, negotiateLocale } from './plugins/i18n/index.js'
 import { registerChain } from './plugins/registry.js'
 import { Store } from './plugins/store/index.js'
+import { DeferredWriter } from './plugins/store/deferred.js'
 import { Upstreams } from './plugins/upstream/index.js'
 import v1Routes from './routes/v1/index.js'
 import adminRoutes from './routes/admin/index.js'
@@ -63,7 +64,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const store = opts.store ?? new Store(config.store.sqlite)
   store.syncTenants(config, clock.now())
   const upstreams = new Upstreams(config, clock)
-  const gw: Gateway = { config, store, catalog: new Catalog(config.models), upstreams, clock, headers, events: new EventEmitter(), usageWriter: null }
+  const gw: Gateway = { config, store, catalog: new Catalog(config.models), upstreams, clock, headers, events: new EventEmitter(), writer: new DeferredWriter(store.db, 5, 1000, (err) => { app.log.error({ err }, 'queued writes not committed yet; retrying') }) }
   app.decorate('gw', gw)
   app.addHook('onClose', async () => { await upstreams.close() })
   app.decorateRequest('principal', null)
@@ -72,7 +73,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   // is still queued gets its turn, queued usage records are committed, then the store closes.
   app.addHook('onClose', async () => {
     await new Promise((resolve) => setImmediate(resolve))
-    gw.usageWriter?.flush()
+    gw.writer.flush()
     if (opts.store === undefined) store.close()
   })
 

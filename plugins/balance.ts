@@ -44,7 +44,8 @@ export default definePlugin({
           store.ledger.release(holdId)
           return
         }
-        store.ledger.settle(holdId, settle(call, model.price).cost)
+        const cost = settle(call, model.price).cost
+        fastify.gw.writer.add(() => { store.ledger.settle(holdId, cost) })
       })
     })
   }

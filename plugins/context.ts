@@ -4,6 +4,7 @@ import type { Config } from '../config/schema.js'
 import type { Catalog } from './catalog.js'
 import type { Store } from './store/index.js'
 import type { Upstreams } from './upstream/index.js'
+import type { DeferredWriter } from './store/deferred.js'
 import type { Usage } from './translation/types.js'
 import type { ErrorFamily } from './errors.js'
 import type { Settlement } from './billing.js'
@@ -51,8 +52,8 @@ export interface Gateway {
   headers: HeaderNames
   /** 'key-revoked' (keyId): caches that hold keys drop them. */
   events: EventEmitter
-  /** Set by the usage plugin: commits queued usage records now (readers call it first). */
-  usageWriter: { flush: () => void } | null
+  /** Post-response writes, committed in batches (plugins/store/deferred.ts); readers flush() first. */
+  writer: DeferredWriter
 }
 
 declare module 'fastify' {

@@ -42,7 +42,10 @@ export default definePlugin({
       afterResponse(reply, () => {
         // an answer that started with a success status was billed; anything else frees the key
         const billed = reply.raw.headersSent && reply.statusCode < 400
-        if (billed) store.idempotency.complete(scope, key, request.id, clock.now(), ttlMs)
+        // completing can wait for the next batch (the key refuses duplicates either way); a release
+        // cannot, since the client may retry at once
+        const now = clock.now()
+        if (billed) fastify.gw.writer.add(() => { store.idempotency.complete(scope, key, request.id, now, ttlMs) })
         else store.idempotency.release(scope, key, request.id)
       })
     })

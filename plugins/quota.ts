@@ -77,7 +77,7 @@ export default definePlugin({
       const tokens = usage.prompt_tokens + usage.completion_tokens
       if (tokens === 0 && cost === 0) return
       const now = clock.now()
-      for (const r of rules) store.quota.add(r.scope, quotaWindow(r.quota.per, now).start, tokens, cost)
+      fastify.gw.writer.add(() => { for (const r of rules) store.quota.add(r.scope, quotaWindow(r.quota.per, now).start, tokens, cost) })
     }
 
     fastify.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {

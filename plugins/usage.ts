@@ -3,58 +3,22 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { settle } from './billing.js'
 import { afterResponse, type CallInfo } from './context.js'
 import { definePlugin } from './registry.js'
-import type { ContentRow, UsageRepository, UsageRow } from './store/usage.js'
+import type { UsageRow } from './store/usage.js'
 
 // Phases: preHandler (watch the response), then when it is over, finished or aborted. One usage record per metered call that reached the upstream stage
-// (PRODUCT.md §4), written off the response path: records are queued and committed in batched
-// transactions every flush_interval_ms (or at batch_size), and the queue is flushed when the app
-// closes, so a graceful stop (SIGTERM) loses none. Prompt and completion text are stored only
+// (PRODUCT.md §4), written off the response path: queued on the app's deferred writer and
+// committed in batched transactions every flush_interval_ms (or at batch_size), with the other
+// post-response writes; the queue is flushed when the app closes, so a graceful stop loses none. Prompt and completion text are stored only
 // with store_content, and swept after retention_days.
 
 const options = Type.Object({
   store_content: Type.Boolean({ default: false }),
   retention_days: Type.Number({ default: 30, exclusiveMinimum: 0 }),
   batch_size: Type.Integer({ default: 500, minimum: 1 }),
-  flush_interval_ms: Type.Integer({ default: 50, minimum: 0 })
+  flush_interval_ms: Type.Integer({ default: 5, minimum: 0 })
 }, { additionalProperties: false })
 
 const DAY_MS = 86_400_000
-
-/** Queues rows and commits them in batches. */
-export class UsageWriter {
-  private rows: UsageRow[] = []
-  private contents: ContentRow[] = []
-  private timer: NodeJS.Timeout | null = null
-
-  constructor (private readonly repo: UsageRepository, private readonly batchSize: number, private readonly intervalMs: number, private readonly onError: (err: unknown) => void) {}
-
-  add (row: UsageRow, content?: ContentRow): void {
-    this.rows.push(row)
-    if (content !== undefined) this.contents.push(content)
-    if (this.rows.length >= this.batchSize) this.flush()
-    else if (this.timer === null) this.timer = setTimeout(() => this.flush(), this.intervalMs)
-  }
-
-  flush (): void {
-    if (this.timer !== null) { clearTimeout(this.timer); this.timer = null }
-    if (this.rows.length === 0) return
-    const rows = this.rows
-    const contents = this.contents
-    this.rows = []
-    this.contents = []
-    try {
-      this.repo.insertMany(rows, contents)
-    } catch (err) {
-      // keep them for the next flush rather than lose them (SQLITE_BUSY under heavy contention)
-      this.rows = rows.concat(this.rows)
-      this.contents = contents.concat(this.contents)
-      this.onError(err)
-      if (this.timer === null) this.timer = setTimeout(() => this.flush(), Math.max(this.intervalMs, 100))
-    }
-  }
-
-  get pending (): number { return this.rows.length }
-}
 
 export function recordStatus (call: CallInfo, reply: FastifyReply): NonNullable<CallInfo['status']> {
   return call.status ?? (reply.statusCode < 400 ? 'ok' : 'upstream_error')
@@ -65,8 +29,8 @@ export default definePlugin({
   options,
   plugin: async (fastify, opts) => {
     const { store, catalog, clock } = fastify.gw
-    const writer = new UsageWriter(store.usage, opts.batch_size, opts.flush_interval_ms, (err) => fastify.log.error({ err }, 'usage records not written yet; retrying'))
-    fastify.gw.usageWriter = writer
+    const writer = fastify.gw.writer
+    writer.configure(opts.flush_interval_ms, opts.batch_size)
 
     let sweeper: NodeJS.Timeout | null = null
     if (opts.store_content) {
@@ -77,7 +41,6 @@ export default definePlugin({
     }
     fastify.addHook('onClose', async () => {
       if (sweeper !== null) clearInterval(sweeper)
-      writer.flush()
     })
 
     const record = (request: FastifyRequest, reply: FastifyReply): void => {
@@ -112,7 +75,7 @@ export default definePlugin({
       const content = opts.store_content
         ? { usage_id: row.id, created_at: row.created_at, request: JSON.stringify(call.requestBody ?? null), response: call.responseText ?? call.relayedText ?? null }
         : undefined
-      writer.add(row, content)
+      writer.add(() => { store.usage.insert(row, content) })
     }
 
     fastify.addHook('preHandler', async (request, reply) => {

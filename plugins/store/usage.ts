@@ -83,6 +83,11 @@ export class UsageRepository {
     return this.totalsStmt.get(this.params(f)) as UsageTotals
   }
 
+  insert (row: UsageRow, content?: ContentRow): void {
+    this.insertStmt.run(row)
+    if (content !== undefined) this.insertContentStmt.run(content)
+  }
+
   count (): number { return (this.countStmt.get() as { n: number }).n }
 
   sweepContent (olderThan: number): number {

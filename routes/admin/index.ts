@@ -70,7 +70,7 @@ const admin: FastifyPluginAsync = async (fastify) => {
     const limit = Number(limitText)
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
     if (q.cursor !== undefined && cursor === undefined) throw new InvalidCursor()
-    fastify.gw.usageWriter?.flush()
+    fastify.gw.writer.flush()
     const rows = store.usage.page({ org: q.org, project: q.project, key_id: q.key_id, model: q.model, since: isoTime(q, 'since'), until: isoTime(q, 'until') }, limit + 1, cursor)
     const page = rows.slice(0, limit)
     const last = page[page.length - 1]

@@ -77,7 +77,7 @@ const consoleRoutes: FastifyPluginAsync = async (fastify) => {
     const range = (request.query as { range?: string }).range ?? '24h'
     if (!(range in RANGES)) throw new InvalidQuery({ param: 'range', reason: 'one of 24h, 7d, 30d' })
     const { span, bucket } = RANGES[range as keyof typeof RANGES]
-    fastify.gw.usageWriter?.flush()
+    fastify.gw.writer.flush()
     const now = clock.now()
     const since = Math.floor((now - span) / bucket) * bucket + bucket
     const rows = new Map(queries.buckets(key.org, key.project, since, bucket).map((b) => [b.t, b]))
@@ -96,7 +96,7 @@ const consoleRoutes: FastifyPluginAsync = async (fastify) => {
     const key = principal(request)
     const text = (request.query as { limit?: string }).limit ?? '50'
     if (!/^\d{1,3}$/.test(text) || Number(text) < 1 || Number(text) > 500) throw new InvalidQuery({ param: 'limit', reason: 'an integer from 1 to 500' })
-    fastify.gw.usageWriter?.flush()
+    fastify.gw.writer.flush()
     return { object: 'list', data: store.usage.page({ org: key.org, project: key.project }, Number(text)).map(usageRecord) }
   })
 

@@ -48,11 +48,12 @@ t.test('50 concurrent calls on a balance that covers 5: never below zero, all ho
   t.equal(ok, 5, 'five calls admitted at once')
   t.equal(refused, 45)
   await settled()
+  app.gw.writer.flush()
   const org = app.gw.store.orgs.get('acme')!
   t.equal(org.held_nano, 0, 'every hold settled')
   t.ok(org.balance_nano >= 0)
   t.equal(org.balance_nano + org.spent_nano, oneHold * 5 + Math.floor(oneHold / 2), 'what was spent is what left the balance')
-  app.gw.usageWriter?.flush()
+  app.gw.writer.flush()
   const spent = app.gw.store.usage.totals({ org: 'acme' }).cost_nano
   t.equal(org.spent_nano, spent, 'the ledger agrees with the usage records')
   t.equal(app.gw.store.db.prepare('SELECT count(*) AS n FROM holds').get().n, 0)

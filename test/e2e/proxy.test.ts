@@ -28,7 +28,7 @@ async function start (t: Tap.Test, overrides: Record<string, unknown> = {}): Pro
 
 declare global { namespace Tap { type Test = import('tap').Test } }
 
-const records = (app: FastifyInstance) => { app.gw.usageWriter?.flush(); return app.gw.store.usage.page({}, 100) }
+const records = (app: FastifyInstance) => { app.gw.writer.flush(); return app.gw.store.usage.page({}, 100) }
 
 t.test('openai SDK: create, stream, and the strict stream helper, through an OpenAI upstream', async (t) => {
   const { openai, mock, app } = await start(t)

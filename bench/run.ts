@@ -1,0 +1,188 @@
+// npm run bench [-- --quick] : measures, side by side in one run on this machine, the fixed-
+// response upstream directly, a bare Fastify + @fastify/reply-from proxy, a bare Fastify handler
+// over an undici pool, modelgate with every plugin on, and Portkey when installed (PORTKEY_DIR or
+// /tmp/portkey). Prints a table and writes bench/results/<time>.json and latest.json.
+// Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
+import { cpus, tmpdir, totalmem } from 'node:os'
+import { join } from 'node:path'
+import autocannon from 'autocannon'
+import { fromRoot } from '../paths.js'
+import { Store } from '../plugins/store/index.js'
+import type { UsageRow } from '../plugins/store/usage.js'
+
+const QUICK = process.argv.includes('--quick')
+const DURATION = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 3 : 10))
+const KEY = 'mg-bench-key-0123456789abcdef'
+const children: ChildProcess[] = []
+process.on('exit', () => { for (const c of children) c.kill('SIGKILL') })
+
+async function start (cmd: string, args: string[], env: Record<string, string> = {}): Promise<number> {
+  const child = spawn(cmd, args, { cwd: fromRoot(), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  children.push(child)
+  return await new Promise((resolve, reject) => {
+    let out = ''
+    child.stdout!.on('data', (d: Buffer) => {
+      out += String(d)
+      const m = /listening (\d+)|listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)
+      if (m !== null) resolve(Number(m[1] ?? m[2]))
+    })
+    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${String(code)}`)))
+  })
+}
+
+function gatewayConfig (upstream: number, db: string): Record<string, unknown> {
+  const model = (id: string, provider: string): Record<string, unknown> => ({
+    id, name: id, provider, upstream_model: 'bench', context_length: 128000, max_output_tokens: 4096,
+    architecture: { input_modalities: ['text'], output_modalities: ['text'] },
+    supported_parameters: ['temperature', 'max_tokens'], pricing: { input: 1, cached_input: 0.5, output: 2 }
+  })
+  return {
+    server: { port: 0, request_timeout_s: 30 },
+    store: { sqlite: db },
+    plugins: [
+      { name: 'cors' }, { name: 'rate-limit', options: { max: 1_000_000_000, window_s: 60 } }, { name: 'auth' },
+      { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }
+    ],
+    providers: [
+      { id: 'up-openai', protocol: 'openai', base_url: `http://127.0.0.1:${upstream}/v1`, api_key: 'x' },
+      { id: 'up-messages', protocol: 'messages', base_url: `http://127.0.0.1:${upstream}`, api_key: 'x' }
+    ],
+    models: [model('bench/openai', 'up-openai'), model('bench/claude', 'up-messages')],
+    tenants: [{ org: 'bench', balance_usd: 1_000_000, quota: { tokens: 1_000_000_000_000, per: 'day' }, projects: [{ id: 'p', keys: [{ key: KEY }] }] }]
+  }
+}
+
+const chatBody = (model: string, stream = false): string => JSON.stringify({ model, stream, max_tokens: 64, messages: [{ role: 'user', content: 'Say twenty words.' }] })
+const headers = { 'content-type': 'application/json', authorization: `Bearer ${KEY}` }
+
+interface Load { rps: number, p50: number, p99: number, errors: number }
+
+let idempotencyKeys = 0
+
+async function load (url: string, body: string, connections: number, idempotent = false): Promise<Load> {
+  const r = await autocannon({
+    url, method: 'POST', body, headers, connections, duration: DURATION,
+    // a fresh Idempotency-Key per request, so the idempotency plugin does its real work
+    ...(idempotent ? { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `k-${process.pid}-${idempotencyKeys++}` } }) }] } : {})
+  })
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.non2xx + r.errors }
+}
+
+interface StreamLoad { streamsPerS: number, chunksPerS: number, ttfbP50: number, ttfbP99: number, errors: number }
+
+/** `concurrency` clients open streams back to back for the duration; time to first byte and chunks. */
+async function streamLoad (url: string, body: string, concurrency: number): Promise<StreamLoad> {
+  const end = Date.now() + DURATION * 1000
+  const ttfb: number[] = []
+  let chunks = 0
+  let streams = 0
+  let errors = 0
+  const started = Date.now()
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (Date.now() < end) {
+      const t0 = performance.now()
+      try {
+        const res = await fetch(url, { method: 'POST', headers, body })
+        if (res.status !== 200 || res.body === null) { errors++; await res.text(); continue }
+        let first = true
+        const decoder = new TextDecoder()
+        for await (const part of res.body) {
+          if (first) { ttfb.push(performance.now() - t0); first = false }
+          chunks += decoder.decode(part as Uint8Array, { stream: true }).split('\n\n').length - 1
+        }
+        streams++
+      } catch { errors++ }
+    }
+  }))
+  const secs = (Date.now() - started) / 1000
+  ttfb.sort((a, b) => a - b)
+  const pct = (p: number): number => ttfb.length === 0 ? NaN : ttfb[Math.min(ttfb.length - 1, Math.floor(ttfb.length * p))] as number
+  return { streamsPerS: streams / secs, chunksPerS: chunks / secs, ttfbP50: pct(0.5), ttfbP99: pct(0.99), errors }
+}
+
+/** Usage records committed per second into a SQLite file, in the usage plugin's batches of 500. */
+function ledgerWrites (): number {
+  const dir = mkdtempSync(join(tmpdir(), 'mg-bench-ledger-'))
+  const store = new Store(join(dir, 'ledger.db'))
+  const row = (i: number): UsageRow => ({ id: `u${i}`, created_at: Date.now(), trace_id: `t${i}`, org_id: 'o', project_id: 'p', key_id: 'k', endpoint: 'chat.completions', model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 123, latency_ms: 3, ttft_ms: 1 })
+  let i = 0
+  const t0 = performance.now()
+  while (performance.now() - t0 < 2000) {
+    const batch: UsageRow[] = []
+    for (let k = 0; k < 500; k++) batch.push(row(i++))
+    store.usage.insertMany(batch, [])
+  }
+  const rate = i / ((performance.now() - t0) / 1000)
+  store.close()
+  return rate
+}
+
+const fmt = (n: number, d = 0): string => Number.isFinite(n) ? n.toFixed(d) : 'n/a'
+const ratio = (a: number, b: number | undefined): string => b === undefined || !Number.isFinite(b) || b === 0 ? 'n/a' : (a / b).toFixed(2)
+
+async function main (): Promise<void> {
+  if (!existsSync(fromRoot('dist', 'cli.js'))) throw new Error('run `npm run build` first (npm install does it)')
+  const upstream = await start(process.execPath, [fromRoot('bench', 'upstream.mjs')])
+  const up = `http://127.0.0.1:${upstream}`
+  const replyFrom = await start(process.execPath, [fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'reply-from' })
+  const undiciProxy = await start(process.execPath, [fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'undici' })
+  const dir = mkdtempSync(join(tmpdir(), 'mg-bench-'))
+  const cfg = join(dir, 'gateway.json')
+  writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream, join(dir, 'gw.db'))))
+  const gateway = await start(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const portkeyDir = process.env.PORTKEY_DIR ?? '/tmp/portkey'
+  const portkey = existsSync(join(portkeyDir, 'node_modules', '@portkey-ai', 'gateway')) ? 'installed but not wired: see bench/README.md' : 'not installed'
+
+  const targets: Record<string, string> = {
+    upstream: `${up}/v1/chat/completions`,
+    'reply-from': `http://127.0.0.1:${replyFrom}/v1/chat/completions`,
+    'undici handler': `http://127.0.0.1:${undiciProxy}/v1/chat/completions`
+  }
+  const mg = `http://127.0.0.1:${gateway}`
+  const results: Record<string, unknown> = {
+    machine: { cpus: cpus().length, model: cpus()[0]?.model, memory_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
+    duration_s: DURATION,
+    portkey
+  }
+  process.stderr.write(`bench: ${DURATION}s per case; upstream, two bare proxies and modelgate (all plugins on, 1 worker) in separate processes\n`)
+
+  const throughput: Record<string, Load> = {}
+  for (const [name, url] of Object.entries(targets)) throughput[name] = await load(url, chatBody('bench/openai'), 32)
+  throughput['modelgate passthrough'] = await load(`${mg}/v1/chat/completions`, chatBody('bench/openai'), 32, true)
+  throughput['modelgate translated'] = await load(`${mg}/v1/chat/completions`, chatBody('bench/claude'), 32, true)
+  const single: Record<string, Load> = {}
+  single['reply-from'] = await load(targets['reply-from'] as string, chatBody('bench/openai'), 1)
+  single.modelgate = await load(`${mg}/v1/chat/completions`, chatBody('bench/openai'), 1, true)
+  const streaming: Record<string, StreamLoad> = {}
+  streaming.upstream = await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)
+  streaming['reply-from'] = await streamLoad(`${targets['reply-from'] as string}`, chatBody('bench/openai', true), 16)
+  streaming['modelgate passthrough'] = await streamLoad(`${mg}/v1/chat/completions`, chatBody('bench/openai', true), 16)
+  streaming['modelgate translated'] = await streamLoad(`${mg}/v1/chat/completions`, chatBody('bench/claude', true), 16)
+  const ledger = ledgerWrites()
+
+  const bare = throughput['reply-from']?.rps
+  console.log('\nNon-streaming chat, 32 connections')
+  console.log('target                    req/s    p50 ms  p99 ms  errors  ×reply-from')
+  for (const [name, r] of Object.entries(throughput)) console.log(`${name.padEnd(24)} ${fmt(r.rps).padStart(7)} ${fmt(r.p50, 1).padStart(8)} ${fmt(r.p99, 1).padStart(7)} ${String(r.errors).padStart(7)}  ${ratio(r.rps, bare).padStart(10)}`)
+  const added50 = (single.modelgate?.p50 ?? NaN) - (single['reply-from']?.p50 ?? NaN)
+  const added99 = (single.modelgate?.p99 ?? NaN) - (single['reply-from']?.p99 ?? NaN)
+  console.log(`\nAdded latency at 1 connection over the bare proxy: p50 ${fmt(added50, 2)} ms, p99 ${fmt(added99, 2)} ms (autocannon reports whole milliseconds)`)
+  console.log('\nStreaming chat (22 chunks a stream), 16 concurrent streams')
+  console.log('target                  streams/s  chunks/s  ttfb p50 ms  ttfb p99 ms  errors')
+  for (const [name, r] of Object.entries(streaming)) console.log(`${name.padEnd(24)} ${fmt(r.streamsPerS).padStart(8)} ${fmt(r.chunksPerS).padStart(9)} ${fmt(r.ttfbP50, 2).padStart(12)} ${fmt(r.ttfbP99, 2).padStart(12)} ${String(r.errors).padStart(7)}`)
+  const translatedRatio = (streaming['modelgate translated']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
+  console.log(`\nTranslated / passthrough stream throughput: ${fmt(translatedRatio, 2)} (target ≥ 0.70)`)
+  console.log(`modelgate (all plugins) / bare reply-from proxy, non-streaming: ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, bare)} (target ≥ 0.80)`)
+  console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
+  console.log(`Portkey: ${portkey}`)
+
+  Object.assign(results, { throughput, single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger, ratios: { modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN) } })
+  mkdirSync(fromRoot('bench', 'results'), { recursive: true })
+  const json = JSON.stringify(results, null, 2)
+  writeFileSync(fromRoot('bench', 'results', `${new Date().toISOString().replace(/[:.]/g, '-')}.json`), json)
+  writeFileSync(fromRoot('bench', 'results', 'latest.json'), json)
+}
+
+main().then(() => process.exit(0), (err: unknown) => { console.error(err); process.exit(1) })

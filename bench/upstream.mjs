@@ -1,0 +1,44 @@
+// A fixed-response upstream that costs almost nothing: canned answers for both protocols,
+// JSON or SSE (20 content chunks) depending on the request's `stream`. PACE_MS paces stream
+// chunks (the memory bench holds 1,000 streams open with it). Prints its port on stdout.
+import { createServer } from 'node:http'
+
+const PACE_MS = Number(process.env.PACE_MS ?? 0)
+const CHUNKS = 20
+const usageO = { prompt_tokens: 25, completion_tokens: CHUNKS, total_tokens: 25 + CHUNKS, prompt_tokens_details: { cached_tokens: 5 } }
+const chatJson = JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion', created: 1700000000, model: 'bench', choices: [{ index: 0, message: { role: 'assistant', content: 'word '.repeat(CHUNKS).trim() }, finish_reason: 'stop', logprobs: null }], usage: usageO })
+const msgJson = JSON.stringify({ id: 'msg_bench', type: 'message', role: 'assistant', model: 'bench', content: [{ type: 'text', text: 'word '.repeat(CHUNKS).trim() }], stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 20, cache_read_input_tokens: 5, cache_creation_input_tokens: 0, output_tokens: CHUNKS } })
+const chunk = (delta, finish = null) => `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created: 1700000000, model: 'bench', choices: [{ index: 0, delta, finish_reason: finish }], usage: null })}\n\n`
+const chatFrames = [chunk({ role: 'assistant', content: '' }), ...Array.from({ length: CHUNKS }, () => chunk({ content: 'word ' })), chunk({}, 'stop'),
+  `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created: 1700000000, model: 'bench', choices: [], usage: usageO })}\n\n`, 'data: [DONE]\n\n']
+const ev = (type, data) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
+const msgFrames = [ev('message_start', { message: { id: 'msg_bench', type: 'message', role: 'assistant', model: 'bench', content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 20, cache_read_input_tokens: 5, cache_creation_input_tokens: 0, output_tokens: 1 } } }),
+  ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
+  ...Array.from({ length: CHUNKS }, () => ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'word ' } })),
+  ev('content_block_stop', { index: 0 }), ev('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: CHUNKS } }), ev('message_stop', {})]
+
+const server = createServer((req, res) => {
+  let body = ''
+  req.setEncoding('utf8')
+  req.on('data', (d) => { body += d })
+  req.on('end', () => {
+    const messages = req.url.endsWith('/messages')
+    const stream = body.includes('"stream":true')
+    if (!stream) {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(messages ? msgJson : chatJson)
+      return
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    const frames = messages ? msgFrames : chatFrames
+    if (PACE_MS === 0) { res.end(frames.join('')); return }
+    let i = 0
+    const timer = setInterval(() => {
+      if (i < frames.length) res.write(frames[i++])
+      if (i >= frames.length) { clearInterval(timer); res.end() }
+    }, PACE_MS)
+    res.on('close', () => clearInterval(timer))
+  })
+})
+server.keepAliveTimeout = 60_000
+server.listen(0, '127.0.0.1', () => process.stdout.write(`listening ${server.address().port}\n`))

@@ -1,0 +1,53 @@
+import type { DB } from './db.js'
+
+/**
+ * Writes that follow a response (usage records, ledger settles, quota counts, idempotency
+ * completions) are queued and committed together in one transaction every `intervalMs` (or at
+ * `maxOps`), off the response path: one commit for many calls instead of several per call.
+ * Admission writes (holds, rate-limit counts, idempotency keys) never come here: they decide
+ * whether a request runs and stay synchronous. Readers that must see everything call flush();
+ * closing the app flushes, so a graceful stop loses nothing.
+ */
+export class DeferredWriter {
+  private ops: Array<() => void> = []
+  private timer: NodeJS.Timeout | null = null
+  private readonly run: (ops: Array<() => void>) => void
+
+  constructor (db: DB, private intervalMs: number, private maxOps: number, private readonly onError: (err: unknown) => void) {
+    this.run = db.transaction((ops: Array<() => void>) => { for (const op of ops) op() })
+  }
+
+  configure (intervalMs: number, maxOps: number): void {
+    this.intervalMs = intervalMs
+    this.maxOps = maxOps
+  }
+
+  add (op: () => void): void {
+    this.ops.push(op)
+    if (this.ops.length >= this.maxOps) this.flush()
+    else if (this.timer === null) {
+      this.timer = setTimeout(() => this.flush(), this.intervalMs)
+      this.timer.unref()
+    }
+  }
+
+  flush (): void {
+    if (this.timer !== null) { clearTimeout(this.timer); this.timer = null }
+    if (this.ops.length === 0) return
+    const ops = this.ops
+    this.ops = []
+    try {
+      this.run(ops)
+    } catch (err) {
+      // rolled back whole: keep them for the next flush rather than lose them (SQLITE_BUSY)
+      this.ops = ops.concat(this.ops)
+      this.onError(err)
+      if (this.timer === null) {
+        this.timer = setTimeout(() => this.flush(), Math.max(this.intervalMs, 100))
+        this.timer.unref()
+      }
+    }
+  }
+
+  get pending (): number { return this.ops.length }
+}
