@@ -1,4 +1,5 @@
 import { UnsupportedOnUpstream } from '../errors.js'
+import { parseToolArguments, textOf } from './content.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
 import { errorBody } from '../errors.js'
@@ -19,22 +20,6 @@ export const FINISH_REASON: Record<string, string> = {
 }
 
 const finishOf = (stop: unknown): string => FINISH_REASON[String(stop)] ?? 'stop'
-
-function parseArgs (text: unknown): Json {
-  if (typeof text !== 'string' || text.trim() === '') return {}
-  try {
-    const v = JSON.parse(text) as unknown
-    return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as Json : { value: v }
-  } catch {
-    return { raw: text }
-  }
-}
-
-function plainText (content: unknown): string {
-  if (typeof content === 'string') return content
-  if (!Array.isArray(content)) return ''
-  return (content as Json[]).filter((p) => p?.type === 'text' && typeof p.text === 'string').map((p) => p.text as string).join('\n')
-}
 
 function imageBlock (url: string): Json {
   const m = /^data:([^;,]+);base64,(.*)$/s.exec(url)
@@ -97,7 +82,7 @@ function request (body: Json, ctx: TranslateCtx): Json {
     switch (m.role) {
       case 'system':
       case 'developer': {
-        const text = plainText(m.content)
+        const text = textOf(m.content)
         if (text !== '') system.push(text)
         break
       }
@@ -108,13 +93,13 @@ function request (body: Json, ctx: TranslateCtx): Json {
         const content = blocks(m.content, ctx).filter((b) => b.type === 'text')
         for (const tc of (Array.isArray(m.tool_calls) ? m.tool_calls : []) as Json[]) {
           const fn = tc.function as Json | undefined
-          content.push({ type: 'tool_use', id: tc.id, name: fn?.name, input: parseArgs(fn?.arguments) })
+          content.push({ type: 'tool_use', id: tc.id, name: fn?.name, input: parseToolArguments(fn?.arguments) })
         }
         push('assistant', content)
         break
       }
       case 'tool': {
-        const text = typeof m.content === 'string' ? m.content : plainText(m.content)
+        const text = typeof m.content === 'string' ? m.content : textOf(m.content)
         push('user', [{ type: 'tool_result', tool_use_id: m.tool_call_id, content: text }])
         break
       }

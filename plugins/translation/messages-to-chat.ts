@@ -1,4 +1,5 @@
 import { errorBody } from '../errors.js'
+import { parseToolArguments, textOf } from './content.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
@@ -16,22 +17,6 @@ export const STOP_REASON: Record<string, string> = {
 }
 
 const stopOf = (finish: unknown): string => STOP_REASON[String(finish)] ?? 'end_turn'
-
-function textOf (content: unknown): string {
-  if (typeof content === 'string') return content
-  if (!Array.isArray(content)) return ''
-  return (content as Json[]).filter((b) => b?.type === 'text' && typeof b.text === 'string').map((b) => b.text as string).join('\n')
-}
-
-function parseInput (args: unknown): Json {
-  if (typeof args !== 'string' || args.trim() === '') return {}
-  try {
-    const v = JSON.parse(args) as unknown
-    return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as Json : { value: v }
-  } catch {
-    return { raw: args }
-  }
-}
 
 /** A Messages user block → an OpenAI content part (null: no equivalent, dropped). */
 function part (block: Json, ctx: TranslateCtx): Json | null {
@@ -112,7 +97,7 @@ function response (body: Json, ctx: TranslateCtx) {
   if (text !== '') content.push({ type: 'text', text })
   for (const tc of (Array.isArray(message.tool_calls) ? message.tool_calls : []) as Json[]) {
     const fn = (tc.function ?? {}) as Json
-    content.push({ type: 'tool_use', id: tc.id, name: fn.name, input: parseInput(fn.arguments) })
+    content.push({ type: 'tool_use', id: tc.id, name: fn.name, input: parseToolArguments(fn.arguments) })
   }
   const usage = usageFromOpenAI(body.usage)
   return {
