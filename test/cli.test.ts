@@ -78,6 +78,25 @@ t.test('credits add', async (t) => {
   t.equal(bad.code, 2)
 })
 
+t.test('usage: records and totals from the same store', async (t) => {
+  const { file, db } = tempConfig()
+  await cli(['keys', 'list', '--config', file]) // creates the database and tenants
+  const { default: Database } = await import('better-sqlite3')
+  const raw = new Database(db)
+  const insert = raw.prepare(`INSERT INTO usage_records VALUES (?, ?, ?, 'acme', 'web', 'k', 'chat.completions', 'demo/gpt', 'demo', 0, 'ok', ?, ?, ?, ?, ?, 5, 1)`)
+  insert.run('u1', Date.parse('2026-01-01T00:00:00Z'), 't1', 100, 20, 10, 110, 1_500_000)
+  insert.run('u2', Date.parse('2026-02-01T00:00:00Z'), 't2', 50, 0, 5, 55, 2)
+  raw.close()
+  const res = await cli(['usage', '--org', 'acme', '--json', '--config', file])
+  t.equal(res.code, 0, res.stderr)
+  const out = JSON.parse(res.stdout)
+  t.same(out.totals, { calls: 2, prompt_tokens: 150, cached_input_tokens: 20, completion_tokens: 15, total_tokens: 165, cost_usd: '0.001500002' })
+  t.equal(out.data[0].id, 'u2', 'newest first')
+  const since = await cli(['usage', '--since', '2026-01-15', '--config', file])
+  t.match(since.stdout, /total: 1 calls/)
+  t.equal((await cli(['usage', '--since', 'soon', '--config', file])).code, 2)
+})
+
 t.test('unknown commands print the usage', async (t) => {
   const res = await cli(['frobnicate'])
   t.equal(res.code, 2)
