@@ -8,7 +8,7 @@ import { ConsoleQueries } from '../../plugins/store/console-queries.js'
 import { fromRoot } from '../../paths.js'
 import { usageRecord } from '../admin/usage-record.js'
 
-// The developer console (PRODUCT.md §5): the page, built by Vite into dist/console and served as
+// The developer console (PRODUCT.md §5): the page, bundled by esbuild into dist/console and served as
 // static files, and its small JSON API under /console/api. The marketplace is public; the usage
 // views need an API key (Bearer) and show only that key's project.
 
