@@ -45,20 +45,16 @@ export function pluginSchemas (): Map<string, TSchema> {
   return new Map(KNOWN.map((p) => [p.name, p.options]))
 }
 
-export function knownPlugin (name: string): GatewayPlugin | undefined {
-  return byName.get(name)
-}
-
 /**
  * Registers the enabled plugins of the config's chain, in config order, into `scope` (the
  * encapsulated /v1 scope). Options were validated and defaulted by the config loader.
  */
 export async function registerChain (scope: FastifyInstance, entries: PluginEntry[]): Promise<void> {
+  const enabled = new Set(entries.filter((e) => e.enabled).map((e) => e.name))
   for (const entry of entries) {
     if (!entry.enabled) continue
     const def = byName.get(entry.name)
     if (def === undefined) throw new Error(`unknown plugin ${entry.name}`)
-    const enabled = new Set(entries.filter((e) => e.enabled).map((e) => e.name))
     const missing = (def.dependencies ?? []).filter((d) => !enabled.has(d))
     if (missing.length > 0) throw new Error(`plugin ${def.name} needs ${missing.join(', ')} enabled before it`)
     await scope.register(fp(def.plugin, { name: `modelgate-${def.name}`, fastify: '5.x', dependencies: (def.dependencies ?? []).map((d) => `modelgate-${d}`) }), entry.options ?? {})

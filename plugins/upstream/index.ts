@@ -27,8 +27,6 @@ export class Upstreams {
     }
   }
 
-  get (id: string): UpstreamClient | undefined { return this.clients.get(id) }
-
   /**
    * The model's providers to try, in config order: healthy ones first, then unhealthy ones as
    * a last resort. Providers with no credentials are not usable and never tried.
