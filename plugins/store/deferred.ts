@@ -38,16 +38,37 @@ export class DeferredWriter {
     this.ops = []
     try {
       this.run(ops)
+      return
     } catch (err) {
-      // rolled back whole: keep them for the next flush rather than lose them (SQLITE_BUSY)
-      this.ops = ops.concat(this.ops)
-      this.onError(err)
-      if (this.timer === null) {
-        this.timer = setTimeout(() => this.flush(), Math.max(this.intervalMs, 100))
-        this.timer.unref()
+      if (isBusy(err)) return this.retryLater(ops, err)
+    }
+    // the batch rolled back whole: run each alone, so one bad write cannot hold back the rest
+    const busy: Array<() => void> = []
+    let busyErr: unknown
+    for (const op of ops) {
+      try {
+        this.run([op])
+      } catch (err) {
+        if (isBusy(err)) { busy.push(op); busyErr = err } else this.onError(err)
       }
+    }
+    if (busy.length > 0) this.retryLater(busy, busyErr)
+  }
+
+  // another process holds the write lock: keep them for the next flush rather than lose them
+  private retryLater (ops: Array<() => void>, err: unknown): void {
+    this.ops = ops.concat(this.ops)
+    this.onError(err)
+    if (this.timer === null) {
+      this.timer = setTimeout(() => this.flush(), Math.max(this.intervalMs, 100))
+      this.timer.unref()
     }
   }
 
   get pending (): number { return this.ops.length }
+}
+
+function isBusy (err: unknown): boolean {
+  const code = (err as { code?: string }).code
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED'
 }

@@ -50,7 +50,7 @@ export class UsageRepository {
   private readonly countStmt
   readonly insertMany: (rows: UsageRow[], contents: ContentRow[]) => void
 
-  constructor (private readonly db: DB) {
+  constructor (db: DB) {
     this.insertStmt = db.prepare(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
       prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms)
       VALUES (@id, @created_at, @trace_id, @org_id, @project_id, @key_id, @endpoint, @model, @provider, @stream, @status,

@@ -23,6 +23,14 @@ t.test('the trace header is on every response: 200, 401, 404, 501, health', asyn
   }
 })
 
+t.test('HEAD / and GET / answer without a key (Claude Code probes the base URL first)', async (t) => {
+  const app = await build(t)
+  const head = await app.inject({ method: 'HEAD', url: '/' })
+  t.equal(head.statusCode, 200)
+  t.ok(head.headers['x-svc-trace-id'])
+  t.equal((await app.inject({ method: 'GET', url: '/' })).json().api, '/v1')
+})
+
 t.test('the client cannot choose the trace id', async (t) => {
   const app = await build(t)
   const res = await app.inject({ method: 'GET', url: '/v1/models', headers: { ...bearer(KEY_A), 'x-svc-trace-id': 'mine', 'request-id': 'mine' } })
