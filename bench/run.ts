@@ -1,13 +1,17 @@
 // npm run bench [-- --quick] : measures, side by side in one run on this machine, the fixed-
 // response upstream directly, a bare Fastify + @fastify/reply-from proxy, a bare Fastify handler
-// over an undici pool, modelgate with every plugin on, and Portkey when installed (PORTKEY_DIR or
-// /tmp/portkey). Prints a table and writes bench/results/<time>.json and latest.json.
+// over an undici pool, modelgate with every plugin on (one worker, and one per core), and the
+// Portkey gateway when it is installed (PORTKEY_DIR, default /tmp/portkey:
+// `npm install --prefix /tmp/portkey @portkey-ai/gateway`; it is kept out of this project's
+// dependencies). Prints a table and writes bench/results/<time>.json and latest.json.
 // Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { cpus, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
+import { Pool } from 'undici'
 import { fromRoot } from '../paths.js'
 import { Store } from '../plugins/store/index.js'
 import type { UsageRow } from '../plugins/store/usage.js'
@@ -54,26 +58,82 @@ function gatewayConfig (upstream: number, db: string): Record<string, unknown> {
   }
 }
 
+/** A port nobody listens on now, for a server that cannot be told to pick one itself. */
+async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number }
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+/** Portkey's server from its npm package, on a port of ours; undefined when it is not installed. */
+async function startPortkey (dir: string): Promise<number | undefined> {
+  const entry = join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js')
+  if (!existsSync(entry)) return undefined
+  const port = await freePort()
+  const child = spawn(process.execPath, [entry, `--port=${port}`, '--headless'], { cwd: dir, env: { ...process.env, NODE_ENV: 'production' }, stdio: 'ignore' })
+  children.push(child)
+  for (let i = 0; i < 100; i++) {
+    try {
+      await fetch(`http://127.0.0.1:${port}/`)
+      return port
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+  throw new Error('Portkey did not start listening within 10 s')
+}
+
 const chatBody = (model: string, stream = false): string => JSON.stringify({ model, stream, max_tokens: 64, messages: [{ role: 'user', content: 'Say twenty words.' }] })
-const headers = { 'content-type': 'application/json', authorization: `Bearer ${KEY}` }
+const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${KEY}` }
+/** What Portkey needs to forward to our upstream as an OpenAI-compatible host. */
+const portkeyHeaders = (upstream: string): Record<string, string> => ({ ...headers, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${upstream}/v1` })
 
 interface Load { rps: number, p50: number, p99: number, errors: number }
 
 let idempotencyKeys = 0
 
-async function load (url: string, body: string, connections: number, idempotent = false): Promise<Load> {
+async function load (url: string, body: string, connections: number, idempotent = false, extra = headers): Promise<Load> {
   const r = await autocannon({
-    url, method: 'POST', body, headers, connections, duration: DURATION,
+    url, method: 'POST', body, headers: extra, connections, duration: DURATION,
     // a fresh Idempotency-Key per request, so the idempotency plugin does its real work
     ...(idempotent ? { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `k-${process.pid}-${idempotencyKeys++}` } }) }] } : {})
   })
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.non2xx + r.errors }
 }
 
+/**
+ * One connection, one request at a time for the duration, timed with performance.now() (autocannon
+ * rounds latencies to whole milliseconds, too coarse for added latency).
+ */
+async function sequential (url: string, body: string, idempotent = false, extra = headers): Promise<Load> {
+  const { origin, pathname } = new URL(url)
+  const pool = new Pool(origin, { connections: 1 })
+  const times: number[] = []
+  let errors = 0
+  const end = Date.now() + DURATION * 1000
+  while (Date.now() < end) {
+    const h = idempotent ? { ...extra, 'idempotency-key': `s-${process.pid}-${idempotencyKeys++}` } : extra
+    const t0 = performance.now()
+    const res = await pool.request({ method: 'POST', path: pathname, headers: h, body })
+    await res.body.text()
+    times.push(performance.now() - t0)
+    if (res.statusCode !== 200) errors++
+  }
+  await pool.close()
+  times.sort((a, b) => a - b)
+  const pct = (p: number): number => times[Math.min(times.length - 1, Math.floor(times.length * p))] as number
+  return { rps: times.length / DURATION, p50: pct(0.5), p99: pct(0.99), errors }
+}
+
 interface StreamLoad { streamsPerS: number, chunksPerS: number, ttfbP50: number, ttfbP99: number, errors: number }
 
 /** `concurrency` clients open streams back to back for the duration; time to first byte and chunks. */
-async function streamLoad (url: string, body: string, concurrency: number): Promise<StreamLoad> {
+async function streamLoad (url: string, body: string, concurrency: number, extra = headers): Promise<StreamLoad> {
   const end = Date.now() + DURATION * 1000
   const ttfb: number[] = []
   let chunks = 0
@@ -84,7 +144,7 @@ async function streamLoad (url: string, body: string, concurrency: number): Prom
     while (Date.now() < end) {
       const t0 = performance.now()
       try {
-        const res = await fetch(url, { method: 'POST', headers, body })
+        const res = await fetch(url, { method: 'POST', headers: extra, body })
         if (res.status !== 200 || res.body === null) { errors++; await res.text(); continue }
         let first = true
         const decoder = new TextDecoder()
@@ -132,8 +192,13 @@ async function main (): Promise<void> {
   const cfg = join(dir, 'gateway.json')
   writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream, join(dir, 'gw.db'))))
   const gateway = await start(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const cfgAll = join(dir, 'gateway-all-cores.json')
+  writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream, join(dir, 'gw-all-cores.db'))))
+  const allCores = await start(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
   const portkeyDir = process.env.PORTKEY_DIR ?? '/tmp/portkey'
-  const portkey = existsSync(join(portkeyDir, 'node_modules', '@portkey-ai', 'gateway')) ? 'installed but not wired: see bench/README.md' : 'not installed'
+  const portkeyPort = await startPortkey(portkeyDir)
+  const portkey = portkeyPort === undefined ? `not installed in ${portkeyDir}` : 'installed'
+  const pk = portkeyPort === undefined ? undefined : `http://127.0.0.1:${portkeyPort}/v1/chat/completions`
 
   const targets: Record<string, string> = {
     upstream: `${up}/v1/chat/completions`,
@@ -146,39 +211,55 @@ async function main (): Promise<void> {
     duration_s: DURATION,
     portkey
   }
-  process.stderr.write(`bench: ${DURATION}s per case; upstream, two bare proxies and modelgate (all plugins on, 1 worker) in separate processes\n`)
+  process.stderr.write(`bench: ${DURATION}s per case; upstream, two bare proxies, modelgate (all plugins on; 1 worker and ${cpus().length}) and Portkey (${portkey}) in separate processes\n`)
 
   const throughput: Record<string, Load> = {}
   for (const [name, url] of Object.entries(targets)) throughput[name] = await load(url, chatBody('bench/openai'), 32)
   throughput['modelgate passthrough'] = await load(`${mg}/v1/chat/completions`, chatBody('bench/openai'), 32, true)
   throughput['modelgate translated'] = await load(`${mg}/v1/chat/completions`, chatBody('bench/claude'), 32, true)
+  throughput[`modelgate ${cpus().length} workers`] = await load(`http://127.0.0.1:${allCores}/v1/chat/completions`, chatBody('bench/openai'), 32, true)
+  if (pk !== undefined) throughput.portkey = await load(pk, chatBody('bench'), 32, false, portkeyHeaders(up))
   const single: Record<string, Load> = {}
-  single['reply-from'] = await load(targets['reply-from'] as string, chatBody('bench/openai'), 1)
-  single.modelgate = await load(`${mg}/v1/chat/completions`, chatBody('bench/openai'), 1, true)
+  single['reply-from'] = await sequential(targets['reply-from'] as string, chatBody('bench/openai'))
+  single.modelgate = await sequential(`${mg}/v1/chat/completions`, chatBody('bench/openai'), true)
+  if (pk !== undefined) single.portkey = await sequential(pk, chatBody('bench'), false, portkeyHeaders(up))
   const streaming: Record<string, StreamLoad> = {}
   streaming.upstream = await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)
   streaming['reply-from'] = await streamLoad(`${targets['reply-from'] as string}`, chatBody('bench/openai', true), 16)
   streaming['modelgate passthrough'] = await streamLoad(`${mg}/v1/chat/completions`, chatBody('bench/openai', true), 16)
   streaming['modelgate translated'] = await streamLoad(`${mg}/v1/chat/completions`, chatBody('bench/claude', true), 16)
+  if (pk !== undefined) streaming.portkey = await streamLoad(pk, chatBody('bench', true), 16, portkeyHeaders(up))
   const ledger = ledgerWrites()
 
   const bare = throughput['reply-from']?.rps
+  const pkRps = throughput.portkey?.rps
+  const pkStreamErrors = streaming.portkey?.errors ?? 0
   console.log('\nNon-streaming chat, 32 connections')
-  console.log('target                    req/s    p50 ms  p99 ms  errors  ×reply-from')
-  for (const [name, r] of Object.entries(throughput)) console.log(`${name.padEnd(24)} ${fmt(r.rps).padStart(7)} ${fmt(r.p50, 1).padStart(8)} ${fmt(r.p99, 1).padStart(7)} ${String(r.errors).padStart(7)}  ${ratio(r.rps, bare).padStart(10)}`)
+  console.log('target                    req/s    p50 ms  p99 ms  errors  ×reply-from  ×portkey')
+  for (const [name, r] of Object.entries(throughput)) console.log(`${name.padEnd(24)} ${fmt(r.rps).padStart(7)} ${fmt(r.p50, 1).padStart(8)} ${fmt(r.p99, 1).padStart(7)} ${String(r.errors).padStart(7)}  ${ratio(r.rps, bare).padStart(10)}  ${ratio(r.rps, pkRps).padStart(8)}`)
+  console.log('\nOne connection: p50 / p99 ms')
+  for (const [name, r] of Object.entries(single)) console.log(`${name.padEnd(24)} ${fmt(r.p50, 2).padStart(6)} ${fmt(r.p99, 2).padStart(7)}`)
   const added50 = (single.modelgate?.p50 ?? NaN) - (single['reply-from']?.p50 ?? NaN)
   const added99 = (single.modelgate?.p99 ?? NaN) - (single['reply-from']?.p99 ?? NaN)
-  console.log(`\nAdded latency at 1 connection over the bare proxy: p50 ${fmt(added50, 2)} ms, p99 ${fmt(added99, 2)} ms (autocannon reports whole milliseconds)`)
+  console.log(`\nAdded latency at 1 connection over the bare proxy: p50 ${fmt(added50, 2)} ms, p99 ${fmt(added99, 2)} ms (target ≤ 0.5 / ≤ 2)`)
   console.log('\nStreaming chat (22 chunks a stream), 16 concurrent streams')
   console.log('target                  streams/s  chunks/s  ttfb p50 ms  ttfb p99 ms  errors')
   for (const [name, r] of Object.entries(streaming)) console.log(`${name.padEnd(24)} ${fmt(r.streamsPerS).padStart(8)} ${fmt(r.chunksPerS).padStart(9)} ${fmt(r.ttfbP50, 2).padStart(12)} ${fmt(r.ttfbP99, 2).padStart(12)} ${String(r.errors).padStart(7)}`)
   const translatedRatio = (streaming['modelgate translated']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
+  if (pkStreamErrors > 0) console.log('(Portkey answered its streams with errors: on Node 20 it fails with "TypeError: immutable" when it rewrites the streamed response\'s headers)')
   console.log(`\nTranslated / passthrough stream throughput: ${fmt(translatedRatio, 2)} (target ≥ 0.70)`)
   console.log(`modelgate (all plugins) / bare reply-from proxy, non-streaming: ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, bare)} (target ≥ 0.80)`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
-  console.log(`Portkey: ${portkey}`)
+  console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} (target ≥ 10; Portkey ${portkey})`)
 
-  Object.assign(results, { throughput, single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger, ratios: { modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN) } })
+  Object.assign(results, {
+    throughput, single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
+    ratios: {
+      modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN),
+      modelgate_all_cores_over_reply_from: (throughput[`modelgate ${cpus().length} workers`]?.rps ?? NaN) / (bare ?? NaN),
+      modelgate_over_portkey: pkRps === undefined ? null : (throughput['modelgate passthrough']?.rps ?? NaN) / pkRps
+    }
+  })
   mkdirSync(fromRoot('bench', 'results'), { recursive: true })
   const json = JSON.stringify(results, null, 2)
   writeFileSync(fromRoot('bench', 'results', `${new Date().toISOString().replace(/[:.]/g, '-')}.json`), json)

@@ -12,11 +12,15 @@ import { definePlugin } from './registry.js'
 // USD, per UTC minute, hour, day or month. A call is refused with 429 (numeric code 429;
 // Messages: rate_limit_error) while the window's settled usage is at or over the limit, with
 // Retry-After = seconds until the window resets. Usage counts when it is settled, so calls in
-// flight when the limit is reached may take a window slightly past it.
+// flight when the limit is reached may take a window slightly past it. Each worker reads a
+// scope's usage from the store at most every READ_EVERY_MS and adds its own counts to what it
+// read at once, so other workers' usage is seen within that delay.
 
 const options = Type.Object({}, { additionalProperties: false })
 
 export type QuotaPer = QuotaConfig['per']
+
+const READ_EVERY_MS = 20
 
 /** Start of the UTC window containing t, and the start of the next one. */
 export function quotaWindow (per: QuotaPer, t: number): { start: number, end: number } {
@@ -70,6 +74,17 @@ export default definePlugin({
       return rules
     }
 
+    // scope → its usage in the current window, as last read plus this worker's counts since
+    const seen = new Map<string, { start: number, readAt: number, tokens: number, cost_nano: number }>()
+    const usedIn = (scope: string, start: number, now: number): { tokens: number, cost_nano: number } => {
+      let u = seen.get(scope)
+      if (u === undefined || u.start !== start || now - u.readAt >= READ_EVERY_MS || now < u.readAt) {
+        u = { start, readAt: now, ...store.quota.used(scope, start) }
+        seen.set(scope, u)
+      }
+      return u
+    }
+
     const count = (request: FastifyRequest, rules: QuotaRule[]): void => {
       const call = request.call
       if (call === null) return
@@ -77,7 +92,12 @@ export default definePlugin({
       const tokens = usage.prompt_tokens + usage.completion_tokens
       if (tokens === 0 && cost === 0) return
       const now = clock.now()
-      fastify.gw.writer.add(() => { for (const r of rules) store.quota.add(r.scope, quotaWindow(r.quota.per, now).start, tokens, cost) })
+      const starts = rules.map((r) => quotaWindow(r.quota.per, now).start)
+      rules.forEach((r, i) => {
+        const u = seen.get(r.scope)
+        if (u !== undefined && u.start === starts[i]) { u.tokens += tokens; u.cost_nano += cost }
+      })
+      fastify.gw.writer.add(() => { rules.forEach((r, i) => { store.quota.add(r.scope, starts[i] as number, tokens, cost) }) })
     }
 
     fastify.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
@@ -88,7 +108,7 @@ export default definePlugin({
       const now = clock.now()
       for (const r of rules) {
         const w = quotaWindow(r.quota.per, now)
-        const used = store.quota.used(r.scope, w.start)
+        const used = usedIn(r.scope, w.start, now)
         const over = 'tokens' in r.quota ? used.tokens >= r.quota.tokens : used.cost_nano >= usdToNano(r.quota.usd)
         if (over) {
           const retryAfter = Math.max(1, Math.ceil((w.end - now) / 1000))

@@ -42,19 +42,28 @@ export class IdempotencyRepository {
 export class RateLimitRepository {
   private readonly incrStmt
   private readonly sweepStmt
+  readonly take: (key: string, now: number, windowMs: number, max: number, most: number) => { count: number, reset_at: number, granted: number }
 
   constructor (db: DB) {
-    this.incrStmt = db.prepare<Record<string, unknown>, { count: number, reset_at: number }>(`INSERT INTO rate_limits (key, count, reset_at) VALUES (@key, 1, @reset)
+    this.incrStmt = db.prepare<Record<string, unknown>, { count: number, reset_at: number }>(`INSERT INTO rate_limits (key, count, reset_at) VALUES (@key, @n, @reset)
       ON CONFLICT(key) DO UPDATE SET
-        count = CASE WHEN rate_limits.reset_at <= @now THEN 1 ELSE rate_limits.count + 1 END,
+        count = CASE WHEN rate_limits.reset_at <= @now THEN @n ELSE rate_limits.count + @n END,
         reset_at = CASE WHEN rate_limits.reset_at <= @now THEN @reset ELSE rate_limits.reset_at END
       RETURNING count, reset_at`)
+    const peek = db.prepare<[string, number], { count: number }>('SELECT count FROM rate_limits WHERE key = ? AND reset_at > ?')
     this.sweepStmt = db.prepare('DELETE FROM rate_limits WHERE reset_at <= ?')
+    this.take = db.transaction((key: string, now: number, windowMs: number, max: number, most: number) => {
+      const remaining = max - (peek.get(key, now)?.count ?? 0)
+      // hits handed out ahead only while the limit is far: near it every hit is counted alone
+      const n = remaining >= most * 16 ? most : 1
+      const { count, reset_at: resetAt } = this.incrStmt.get({ key, now, reset: now + windowMs, n }) as { count: number, reset_at: number }
+      return { count, reset_at: resetAt, granted: n }
+    }).immediate
   }
 
   /** Counts one hit in the key's fixed window; returns the count so far and when the window resets. */
   incr (key: string, now: number, windowMs: number): { count: number, reset_at: number } {
-    return this.incrStmt.get({ key, now, reset: now + windowMs }) as { count: number, reset_at: number }
+    return this.incrStmt.get({ key, now, reset: now + windowMs, n: 1 }) as { count: number, reset_at: number }
   }
 
   sweep (now: number): number { return this.sweepStmt.run(now).changes }

@@ -29,6 +29,32 @@ t.test('rate limit: trust_proxy takes the client IP from X-Forwarded-For', async
   t.equal((await app.inject({ method: 'GET', url: '/v1/models', headers: h('203.0.113.2') })).statusCode, 200)
 })
 
+t.test('rate limit: a high limit is counted 64 hits a write, and two workers never pass it', async (t) => {
+  const { mkdtempSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const sqlite = join(mkdtempSync(join(tmpdir(), 'mg-rate-')), 'gw.db')
+  const max = 1100
+  const plugins = [{ name: 'rate-limit', options: { max, window_s: 600 } }]
+  const a = await build(t, { store: { sqlite }, plugins })
+  const b = await build(t, { store: { sqlite }, plugins })
+  const counted = (): number => (a.gw.store.db.prepare('SELECT count FROM rate_limits').get() as { count: number }).count
+  const first = await a.inject({ method: 'GET', url: '/v1/models' })
+  t.equal(first.statusCode, 200)
+  t.equal(counted(), 64, 'one write counted 64 hits ahead')
+  t.equal(first.headers['x-ratelimit-remaining'], String(max - 1), 'the client sees its own hit only')
+  let admitted = 1
+  let refused = 0
+  for (let i = 1; i < 1200; i++) {
+    const res = await (i % 2 === 0 ? a : b).inject({ method: 'GET', url: '/v1/models' })
+    if (res.statusCode === 200) admitted++
+    else if (res.statusCode === 429) refused++
+  }
+  t.ok(admitted <= max, `${admitted} admitted, never over the limit of ${max}`)
+  t.ok(admitted >= max - 2 * 63, 'at most 63 hits per worker counted ahead and unused')
+  t.equal(admitted + refused, 1200)
+})
+
 t.test('idempotency: duplicates 409, per API key, failures release the key, trace-id fallback', async (t) => {
   const app = await build(t, { plugins: [{ name: 'auth' }, { name: 'idempotency' }] })
   const post = (key: string, headers: Record<string, string>, body = chatBody()) =>

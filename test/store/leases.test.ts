@@ -1,0 +1,87 @@
+import t from 'tap'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Leases } from '../../plugins/store/leases.js'
+import { DeferredWriter } from '../../plugins/store/deferred.js'
+import { Store } from '../../plugins/store/index.js'
+import { testConfig } from '../helper.js'
+
+// Balance leases: one worker's holds come out of an amount reserved in the store, so most holds
+// cost no write; two workers on one file never hand out more than the balance between them.
+
+function worker (file: string): { store: Store, writer: DeferredWriter, leases: Leases } {
+  const store = new Store(file)
+  const writer = new DeferredWriter(store.db, 1000, 100_000, (err) => { throw err })
+  return { store, writer, leases: new Leases(store.ledger, writer) }
+}
+
+const org = (s: Store) => s.orgs.get('acme')!
+const leaseRows = (s: Store): number => (s.db.prepare('SELECT count(*) AS n FROM holds').get() as { n: number }).n
+
+t.test('ledger leases: reserved under the balance guard, at most an eighth of the rest ahead', async (t) => {
+  const s = new Store(':memory:')
+  t.teardown(() => s.close())
+  s.syncTenants(testConfig(), 0)
+  s.db.prepare('UPDATE organizations SET balance_nano = 1000 WHERE id = ?').run('acme')
+  t.equal(s.ledger.lease('L', 'acme', 100, 10_000, 0), 100 + Math.floor(900 / 8), 'need plus an eighth of what is left')
+  t.equal(s.ledger.lease('L', 'acme', 2000, 2000, 0), 0, 'more than is free: nothing')
+  t.equal(org(s).held_nano, 212)
+  t.equal(s.ledger.consume('L', 'acme', 50, 80, 5), 80, 'the whole charge is debited')
+  t.match(org(s), { balance_nano: 920, held_nano: 162, spent_nano: 80 })
+  s.ledger.giveBack('L', 'acme', 162)
+  t.match(org(s), { held_nano: 0 })
+  t.equal(leaseRows(s), 0, 'an empty lease leaves no row')
+})
+
+t.test('a busy worker takes few leases; an idle one gives its lease back', async (t) => {
+  const { store, writer, leases } = worker(':memory:')
+  t.teardown(() => store.close())
+  store.syncTenants(testConfig(), 0)
+  store.db.prepare('UPDATE organizations SET balance_nano = 1000000000 WHERE id = ?').run('acme')
+  let reservations = 0
+  const lease = store.ledger.lease
+  Object.defineProperty(store.ledger, 'lease', { value: (...a: Parameters<typeof lease>) => { reservations++; return lease(...a) } })
+  let held = 0
+  for (let i = 0; i < 100; i++) if (leases.hold('acme', 1000, 0)) held++
+  t.equal(held, 100)
+  t.ok(reservations <= 100 / 16, `100 holds in flight took ${reservations} reservations`)
+  for (let i = 0; i < 100; i++) leases.end('acme', 1000, 400, 0)
+  writer.flush()
+  t.match(org(store), { balance_nano: 1_000_000_000 - 40_000, held_nano: 0, spent_nano: 40_000 }, 'charges debited, lease given back')
+  t.equal(leaseRows(store), 0)
+})
+
+t.test('two workers on one file never hold more than the balance', async (t) => {
+  const file = join(mkdtempSync(join(tmpdir(), 'mg-leases-')), 'gw.db')
+  const a = worker(file)
+  const b = worker(file)
+  t.teardown(() => { a.store.close(); b.store.close() })
+  a.store.syncTenants(testConfig(), 0)
+  a.store.db.prepare('UPDATE organizations SET balance_nano = 10500 WHERE id = ?').run('acme')
+  const admitted = { a: 0, b: 0 }
+  for (let i = 0; i < 40; i++) {
+    if (a.leases.hold('acme', 1000, 0)) admitted.a++
+    if (b.leases.hold('acme', 1000, 0)) admitted.b++
+  }
+  t.equal(admitted.a + admitted.b, 10, `ten holds of 1,000 in 10,500 (${admitted.a} + ${admitted.b})`)
+  t.ok(admitted.a > 0 && admitted.b > 0, 'both workers got some')
+  t.ok(org(a.store).held_nano <= 10_500)
+  for (let i = 0; i < admitted.a; i++) a.leases.end('acme', 1000, 1000, 0)
+  for (let i = 0; i < admitted.b; i++) b.leases.end('acme', 1000, 0, 0)
+  a.writer.flush()
+  b.writer.flush()
+  t.match(org(a.store), { balance_nano: 10_500 - admitted.a * 1000, held_nano: 0, spent_nano: admitted.a * 1000 })
+  t.equal(leaseRows(a.store), 0)
+})
+
+t.test('a dead worker\'s lease is released as stale', async (t) => {
+  const { store, leases } = worker(':memory:')
+  t.teardown(() => store.close())
+  store.syncTenants(testConfig(), 0)
+  store.db.prepare('UPDATE organizations SET balance_nano = 100000 WHERE id = ?').run('acme')
+  t.ok(leases.hold('acme', 1000, 1000))
+  t.ok(org(store).held_nano >= 1000)
+  t.equal(store.ledger.releaseOlderThan(5000), 1)
+  t.equal(org(store).held_nano, 0)
+})
