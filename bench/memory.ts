@@ -1,9 +1,11 @@
-// Memory under load (PRODUCT.md §7): 1,000 concurrent open streams through one gateway, then
-// 100,000 non-streaming requests in a row; RSS of the gateway process before, at peak and after,
-// and the usage records counted in its SQLite file after a graceful stop.
+// Memory under load (PRODUCT.md §7): 1,000 concurrent open streams through one gateway (every
+// plugin on), then 100,000 non-streaming requests; RSS of the gateway process before, at peak and
+// after, and the usage records counted in its SQLite file after a graceful stop. Growth over the
+// 100,000 is read after a forced garbage collection (bench/gc-probe.mjs) at both ends, starting
+// after a warm-up of WARMUP requests: a raw reading mostly measures when V8 last collected.
 //   npm run build && TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/memory.ts [--quick]
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
@@ -13,6 +15,7 @@ import { fromRoot } from '../paths.js'
 const QUICK = process.argv.includes('--quick')
 const STREAMS = QUICK ? 200 : 1000
 const REQUESTS = Number(process.env.MEM_REQUESTS ?? (QUICK ? 10_000 : 100_000))
+const WARMUP = Number(process.env.MEM_WARMUP ?? (QUICK ? 2_000 : 5_000))
 const KEY = 'mg-bench-key-0123456789abcdef'
 
 const rssMb = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
@@ -32,12 +35,23 @@ async function main (): Promise<void> {
   const db = join(dir, 'gw.db')
   writeFileSync(join(dir, 'c.json'), JSON.stringify({
     server: { port: 0, request_timeout_s: 60 }, store: { sqlite: db },
-    plugins: [{ name: 'rate-limit', options: { max: 1e9 } }, { name: 'auth' }, { name: 'idempotency' }, { name: 'quota' }, { name: 'usage' }, { name: 'diagnostics' }],
+    plugins: [{ name: 'cors' }, { name: 'rate-limit', options: { max: 1e9 } }, { name: 'auth' }, { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }],
     providers: [{ id: 'u', protocol: 'openai', base_url: `http://127.0.0.1:${up.port}/v1`, api_key: 'x', connections: 2000 }],
     models: [{ id: 'b/o', name: 'b', provider: 'u', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }],
-    tenants: [{ org: 'o', quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: KEY }] }] }]
+    tenants: [{ org: 'o', balance_usd: 1_000_000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: KEY }] }] }]
   }))
-  const gw = await startChild([fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error' })
+  const probeOut = join(dir, 'probe.jsonl')
+  const gw = await startChild(['--expose-gc', '--import', fromRoot('bench', 'gc-probe.mjs'), fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error', MEM_PROBE_OUT: probeOut })
+  let probes = 0
+  const afterGc = async (): Promise<{ rss_mb: number, heap_used_mb: number, external_mb: number }> => {
+    gw.child.kill('SIGUSR2')
+    probes++
+    for (;;) {
+      const lines = existsSync(probeOut) ? readFileSync(probeOut, 'utf8').trim().split('\n') : []
+      if (lines.length >= probes) return JSON.parse(lines[probes - 1] as string)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
   const url = `http://127.0.0.1:${gw.port}/v1/chat/completions`
   const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }
   const pid = gw.child.pid as number
@@ -54,8 +68,13 @@ async function main (): Promise<void> {
   }))
   clearInterval(poll)
   const afterStreams = rssMb(pid)
-  const r = await autocannon({ url, method: 'POST', headers, connections: 32, amount: REQUESTS, body: JSON.stringify({ model: 'b/o', messages: [{ role: 'user', content: 'x' }] }) })
+  const chat = JSON.stringify({ model: 'b/o', messages: [{ role: 'user', content: 'x' }] })
+  const warm = await autocannon({ url, method: 'POST', headers, connections: 32, amount: WARMUP, body: chat })
+  const baseRaw = rssMb(pid)
+  const base = await afterGc()
+  const r = await autocannon({ url, method: 'POST', headers, connections: 32, amount: REQUESTS, body: chat })
   const afterRequests = rssMb(pid)
+  const end = await afterGc()
   gw.child.kill('SIGTERM')
   await new Promise((resolve) => gw.child.on('exit', resolve))
   up.child.kill()
@@ -63,11 +82,18 @@ async function main (): Promise<void> {
   const records = (raw.prepare('SELECT count(*) AS n FROM usage_records').get() as { n: number }).n
   raw.close()
   const ok = r.requests.total - r.non2xx
+  const warmOk = warm.requests.total - warm.non2xx
   const result = {
     streams: { concurrent: STREAMS, completed, rss_before_mb: before, rss_peak_mb: peak, rss_after_mb: afterStreams },
-    requests: { sent: r.requests.total, ok, rss_before_mb: afterStreams, rss_after_mb: afterRequests, growth_pct: (afterRequests / afterStreams - 1) * 100 },
+    requests: {
+      warmup: WARMUP,
+      sent: r.requests.total,
+      ok,
+      raw: { rss_before_mb: baseRaw, rss_after_mb: afterRequests, growth_pct: (afterRequests / baseRaw - 1) * 100 },
+      after_gc: { before: base, after: end, rss_growth_pct: (end.rss_mb / base.rss_mb - 1) * 100 }
+    },
     usage_records: records,
-    records_expected: completed + ok
+    records_expected: completed + warmOk + ok
   }
   console.log(JSON.stringify(result, null, 2))
   mkdirSync(fromRoot('bench', 'results'), { recursive: true })
