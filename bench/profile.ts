@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
-const dir = mkdtempSync(join(tmpdir(), 'prof-'))
+const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), "prof-"))
 const up = spawn(process.execPath, [fromRoot('bench', 'upstream.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] })
 const upPort = await new Promise<number>((r) => up.stdout.on('data', (d) => r(Number(/listening (\d+)/.exec(String(d))![1]))))
 const plugins = (process.env.PLUGINS ?? 'cors,rate-limit,auth,idempotency,quota,balance,usage,diagnostics').split(',').filter(Boolean).map((name) => ({ name, ...(name === 'rate-limit' ? { options: { max: 1e9 } } : {}) }))

@@ -18,6 +18,11 @@ import type { UsageRow } from '../plugins/store/usage.js'
 
 const QUICK = process.argv.includes('--quick')
 const DURATION = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 3 : 10))
+// Each case runs DURATION seconds in all, split into ROUNDS slices run in turn with the other
+// cases, and each figure is the median of its slices: a neighbour's burst on this shared machine
+// then hits every case alike instead of one of them.
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 3))
+const SLICE = Math.max(2, Math.round(DURATION / ROUNDS))
 const KEY = 'mg-bench-key-0123456789abcdef'
 const children: ChildProcess[] = []
 process.on('exit', () => { for (const c of children) c.kill('SIGKILL') })
@@ -99,7 +104,7 @@ let idempotencyKeys = 0
 
 async function load (url: string, body: string, connections: number, idempotent = false, extra = headers): Promise<Load> {
   const r = await autocannon({
-    url, method: 'POST', body, headers: extra, connections, duration: DURATION,
+    url, method: 'POST', body, headers: extra, connections, duration: SLICE,
     // a fresh Idempotency-Key per request, so the idempotency plugin does its real work
     ...(idempotent ? { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `k-${process.pid}-${idempotencyKeys++}` } }) }] } : {})
   })
@@ -115,7 +120,7 @@ async function sequential (url: string, body: string, idempotent = false, extra 
   const pool = new Pool(origin, { connections: 1 })
   const times: number[] = []
   let errors = 0
-  const end = Date.now() + DURATION * 1000
+  const end = Date.now() + SLICE * 1000
   while (Date.now() < end) {
     const h = idempotent ? { ...extra, 'idempotency-key': `s-${process.pid}-${idempotencyKeys++}` } : extra
     const t0 = performance.now()
@@ -127,14 +132,14 @@ async function sequential (url: string, body: string, idempotent = false, extra 
   await pool.close()
   times.sort((a, b) => a - b)
   const pct = (p: number): number => times[Math.min(times.length - 1, Math.floor(times.length * p))] as number
-  return { rps: times.length / DURATION, p50: pct(0.5), p99: pct(0.99), errors }
+  return { rps: times.length / SLICE, p50: pct(0.5), p99: pct(0.99), errors }
 }
 
 interface StreamLoad { streamsPerS: number, chunksPerS: number, ttfbP50: number, ttfbP99: number, errors: number }
 
 /** `concurrency` clients open streams back to back for the duration; time to first byte and chunks. */
 async function streamLoad (url: string, body: string, concurrency: number, extra = headers): Promise<StreamLoad> {
-  const end = Date.now() + DURATION * 1000
+  const end = Date.now() + SLICE * 1000
   const ttfb: number[] = []
   let chunks = 0
   let streams = 0
@@ -179,6 +184,24 @@ function ledgerWrites (): number {
   return rate
 }
 
+/** Every case once per round, in the same order; each figure is the median of its rounds (errors: the sum). */
+async function inRounds<T extends object> (cases: Array<[string, () => Promise<T>]>): Promise<Record<string, T>> {
+  const runs = new Map<string, T[]>()
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const [name, run] of cases) runs.set(name, [...(runs.get(name) ?? []), await run()])
+  }
+  const median = (xs: number[]): number => { const v = [...xs].sort((a, b) => a - b); return v.length % 2 === 1 ? v[(v.length - 1) / 2] as number : ((v[v.length / 2 - 1] as number) + (v[v.length / 2] as number)) / 2 }
+  const out: Record<string, T> = {}
+  for (const [name, rs] of runs) {
+    const keys = Object.keys(rs[0] as object) as Array<keyof T>
+    out[name] = Object.fromEntries(keys.map((k) => {
+      const xs = rs.map((r) => r[k] as number)
+      return [k, k === 'errors' ? xs.reduce((a, b) => a + b, 0) : median(xs)]
+    })) as T
+  }
+  return out
+}
+
 const fmt = (n: number, d = 0): string => Number.isFinite(n) ? n.toFixed(d) : 'n/a'
 const ratio = (a: number, b: number | undefined): string => b === undefined || !Number.isFinite(b) || b === 0 ? 'n/a' : (a / b).toFixed(2)
 
@@ -209,26 +232,38 @@ async function main (): Promise<void> {
   const results: Record<string, unknown> = {
     machine: { cpus: cpus().length, model: cpus()[0]?.model, memory_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
     duration_s: DURATION,
+    rounds: ROUNDS,
     portkey
   }
-  process.stderr.write(`bench: ${DURATION}s per case; upstream, two bare proxies, modelgate (all plugins on; 1 worker and ${cpus().length}) and Portkey (${portkey}) in separate processes\n`)
+  process.stderr.write(`bench: ${DURATION}s per case in ${ROUNDS} rounds (medians); upstream, two bare proxies, modelgate (all plugins on; 1 worker and ${cpus().length}) and Portkey (${portkey}) in separate processes\n`)
 
-  const throughput: Record<string, Load> = {}
-  for (const [name, url] of Object.entries(targets)) throughput[name] = await load(url, chatBody('bench/openai'), 32)
-  throughput['modelgate passthrough'] = await load(`${mg}/v1/chat/completions`, chatBody('bench/openai'), 32, true)
-  throughput['modelgate translated'] = await load(`${mg}/v1/chat/completions`, chatBody('bench/claude'), 32, true)
-  throughput[`modelgate ${cpus().length} workers`] = await load(`http://127.0.0.1:${allCores}/v1/chat/completions`, chatBody('bench/openai'), 32, true)
-  if (pk !== undefined) throughput.portkey = await load(pk, chatBody('bench'), 32, false, portkeyHeaders(up))
-  const single: Record<string, Load> = {}
-  single['reply-from'] = await sequential(targets['reply-from'] as string, chatBody('bench/openai'))
-  single.modelgate = await sequential(`${mg}/v1/chat/completions`, chatBody('bench/openai'), true)
-  if (pk !== undefined) single.portkey = await sequential(pk, chatBody('bench'), false, portkeyHeaders(up))
-  const streaming: Record<string, StreamLoad> = {}
-  streaming.upstream = await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)
-  streaming['reply-from'] = await streamLoad(`${targets['reply-from'] as string}`, chatBody('bench/openai', true), 16)
-  streaming['modelgate passthrough'] = await streamLoad(`${mg}/v1/chat/completions`, chatBody('bench/openai', true), 16)
-  streaming['modelgate translated'] = await streamLoad(`${mg}/v1/chat/completions`, chatBody('bench/claude', true), 16)
-  if (pk !== undefined) streaming.portkey = await streamLoad(pk, chatBody('bench', true), 16, portkeyHeaders(up))
+  // warm-up, not measured: every server's JIT and connection pools
+  const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), `${mg}/v1/chat/completions`, `http://127.0.0.1:${allCores}/v1/chat/completions`].map((url) => [url, chatBody('bench/openai'), headers])
+  if (pk !== undefined) warm.push([pk, chatBody('bench'), portkeyHeaders(up)])
+  for (const [url, body, h] of warm) await autocannon({ url, method: 'POST', body, headers: h, connections: 32, duration: 1 })
+  const mgChat = `${mg}/v1/chat/completions`
+  const throughputCases: Array<[string, () => Promise<Load>]> = Object.entries(targets).map(([name, url]) => [name, async () => await load(url, chatBody('bench/openai'), 32)])
+  throughputCases.push(
+    ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32, true)],
+    ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32, true)],
+    [`modelgate ${cpus().length} workers`, async () => await load(`http://127.0.0.1:${allCores}/v1/chat/completions`, chatBody('bench/openai'), 32, true)]
+  )
+  if (pk !== undefined) throughputCases.push(['portkey', async () => await load(pk, chatBody('bench'), 32, false, portkeyHeaders(up))])
+  const throughput = await inRounds(throughputCases)
+  const singleCases: Array<[string, () => Promise<Load>]> = [
+    ['reply-from', async () => await sequential(targets['reply-from'] as string, chatBody('bench/openai'))],
+    ['modelgate', async () => await sequential(mgChat, chatBody('bench/openai'), true)]
+  ]
+  if (pk !== undefined) singleCases.push(['portkey', async () => await sequential(pk, chatBody('bench'), false, portkeyHeaders(up))])
+  const single = await inRounds(singleCases)
+  const streamCases: Array<[string, () => Promise<StreamLoad>]> = [
+    ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)],
+    ['reply-from', async () => await streamLoad(targets['reply-from'] as string, chatBody('bench/openai', true), 16)],
+    ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 16)],
+    ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 16)]
+  ]
+  if (pk !== undefined) streamCases.push(['portkey', async () => await streamLoad(pk, chatBody('bench', true), 16, portkeyHeaders(up))])
+  const streaming = await inRounds(streamCases)
   const ledger = ledgerWrites()
 
   const bare = throughput['reply-from']?.rps
