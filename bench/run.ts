@@ -264,6 +264,13 @@ async function main (): Promise<void> {
   ]
   if (pk !== undefined) streamCases.push(['portkey', async () => await streamLoad(pk, chatBody('bench', true), 16, portkeyHeaders(up))])
   const streaming = await inRounds(streamCases)
+  // one stream at a time: the time to first byte a gateway adds, without queueing behind others
+  const streamOne = await inRounds<StreamLoad>([
+    ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 1)],
+    ['reply-from', async () => await streamLoad(targets['reply-from'] as string, chatBody('bench/openai', true), 1)],
+    ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 1)],
+    ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 1)]
+  ])
   const ledger = ledgerWrites()
 
   const bare = throughput['reply-from']?.rps
@@ -281,6 +288,9 @@ async function main (): Promise<void> {
   console.log('target                  streams/s  chunks/s  ttfb p50 ms  ttfb p99 ms  errors')
   for (const [name, r] of Object.entries(streaming)) console.log(`${name.padEnd(24)} ${fmt(r.streamsPerS).padStart(8)} ${fmt(r.chunksPerS).padStart(9)} ${fmt(r.ttfbP50, 2).padStart(12)} ${fmt(r.ttfbP99, 2).padStart(12)} ${String(r.errors).padStart(7)}`)
   const translatedRatio = (streaming['modelgate translated']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
+  console.log('\nStreaming chat, one stream at a time: time to first byte, ms')
+  console.log('target                    p50      p99     p50 over the upstream')
+  for (const [name, r] of Object.entries(streamOne)) console.log(`${name.padEnd(24)} ${fmt(r.ttfbP50, 2).padStart(5)} ${fmt(r.ttfbP99, 2).padStart(8)} ${fmt(r.ttfbP50 - (streamOne.upstream?.ttfbP50 ?? NaN), 2).padStart(10)}`)
   if (pkStreamErrors > 0) console.log('(Portkey answered its streams with errors: on Node 20 it fails with "TypeError: immutable" when it rewrites the streamed response\'s headers)')
   console.log(`\nTranslated / passthrough stream throughput: ${fmt(translatedRatio, 2)} (target ≥ 0.70)`)
   console.log(`modelgate (all plugins) / bare reply-from proxy, non-streaming: ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, bare)} (target ≥ 0.80)`)
@@ -288,7 +298,7 @@ async function main (): Promise<void> {
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} (target ≥ 10; Portkey ${portkey})`)
 
   Object.assign(results, {
-    throughput, single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
+    throughput, single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, streaming_one_at_a_time: streamOne, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
     ratios: {
       modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN),
       modelgate_all_cores_over_reply_from: (throughput[`modelgate ${cpus().length} workers`]?.rps ?? NaN) / (bare ?? NaN),

@@ -1,6 +1,6 @@
 import cors from '@fastify/cors'
 import { Type } from '@sinclair/typebox'
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { definePlugin } from './registry.js'
 
 // Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
@@ -35,15 +35,18 @@ export default definePlugin({
       exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, 'Retry-After', 'x-should-retry'],
       allowedHeaders: [...fixed]
     }
-    await fastify.register(cors, {
-      hook: 'onRequest',
-      // per request only to add the X-Stainless-* headers a preflight asks for (they have many names)
-      delegator: (request: FastifyRequest, cb: (err: Error | null, o: typeof base) => void) => {
-        if (request.method !== 'OPTIONS') { cb(null, base); return }
+    // static options: @fastify/cors re-normalizes delegated options on every request
+    await fastify.register(cors, { hook: 'onRequest', ...base })
+    // a preflight is answered by @fastify/cors in its onRequest hook; the X-Stainless-* headers it
+    // asks for (they have many names) are added to its allow list on the way out
+    const allowList = base.allowedHeaders.join(', ')
+    fastify.addHook('onSend', (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, p: unknown) => void) => {
+      if (request.method === 'OPTIONS') {
         const asked = String(request.headers['access-control-request-headers'] ?? '').split(',').map((h) => h.trim().toLowerCase())
-        const stainless = asked.filter((h) => h.startsWith('x-stainless-'))
-        cb(null, stainless.length === 0 ? base : { ...base, allowedHeaders: [...fixed, ...stainless] })
+        const stainless = asked.filter((h) => h.startsWith('x-stainless-') && !fixed.has(h))
+        if (stainless.length > 0 && reply.hasHeader('access-control-allow-headers')) reply.header('access-control-allow-headers', [allowList, ...stainless].join(', '))
       }
-    } as unknown as Parameters<typeof cors>[1])
+      done(null, payload)
+    })
   }
 })

@@ -97,7 +97,10 @@ export default definePlugin({
         const u = seen.get(r.scope)
         if (u !== undefined && u.start === starts[i]) { u.tokens += tokens; u.cost_nano += cost }
       })
-      fastify.gw.writer.add(() => { rules.forEach((r, i) => { store.quota.add(r.scope, starts[i] as number, tokens, cost) }) })
+      rules.forEach((r, i) => {
+        const start = starts[i] as number
+        fastify.gw.writer.sum(`quota:${r.scope}:${start}`, [tokens, cost], ([t, c]) => { store.quota.add(r.scope, start, t as number, c as number) })
+      })
     }
 
     fastify.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {

@@ -10,6 +10,7 @@ import type { DB } from './db.js'
  */
 export class DeferredWriter {
   private ops: Array<() => void> = []
+  private readonly sums = new Map<string, { totals: number[], sealed: boolean }>()
   private timer: NodeJS.Timeout | null = null
   private readonly run: (ops: Array<() => void>) => void
 
@@ -29,6 +30,27 @@ export class DeferredWriter {
       this.timer = setTimeout(() => this.flush(), this.intervalMs)
       this.timer.unref()
     }
+  }
+
+  /**
+   * Adds `amounts` to the write pending under `key` in this batch; the first call of a batch
+   * queues it, and `apply` then runs once with the sums (a balance debit or a quota count: one
+   * statement per batch instead of one per call). Calls made after the batch started running
+   * go to the next one.
+   */
+  sum (key: string, amounts: number[], apply: (totals: number[]) => void): void {
+    let entry = this.sums.get(key)
+    if (entry === undefined) {
+      const e = { totals: amounts.map(() => 0), sealed: false }
+      this.sums.set(key, e)
+      this.add(() => {
+        // sealed for good: a batch that rolls back runs this again with the same totals
+        if (!e.sealed) { e.sealed = true; this.sums.delete(key) }
+        apply(e.totals)
+      })
+      entry = e
+    }
+    for (let i = 0; i < amounts.length; i++) entry.totals[i] = (entry.totals[i] ?? 0) + (amounts[i] ?? 0)
   }
 
   flush (): void {

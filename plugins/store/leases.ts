@@ -48,7 +48,7 @@ export class Leases {
     if (charge > 0) {
       const fromLease = Math.min(charge, amount)
       lease.leased -= fromLease
-      this.writer.add(() => { this.ledger.consume(id, org, fromLease, charge, now) })
+      this.writer.sum(`consume:${id}`, [fromLease, charge], ([taken, charged]) => { this.ledger.consume(id, org, taken as number, charged as number, now) })
     }
     if (lease.inUse === 0) {
       const rest = lease.leased

@@ -47,3 +47,34 @@ t.test('a busy database keeps the writes for later', async (t) => {
   t.equal(count(), 1)
   t.equal(writer.pending, 0)
 })
+
+t.test('sums: one write per key and batch, with the totals; later calls go to the next batch', async (t) => {
+  const { writer } = setup()
+  const applied: Array<[string, number[]]> = []
+  const sum = (key: string, a: number, b: number): void => { writer.sum(key, [a, b], (totals) => applied.push([key, totals])) }
+  sum('x', 1, 10)
+  sum('y', 5, 0)
+  sum('x', 2, 20)
+  t.equal(writer.pending, 2, 'one queued write per key')
+  writer.flush()
+  t.same(applied, [['x', [3, 30]], ['y', [5, 0]]])
+  sum('x', 4, 40)
+  writer.flush()
+  t.same(applied[2], ['x', [4, 40]], 'a new batch starts from zero')
+})
+
+t.test('sums: a batch that rolls back is applied again with the same totals', async (t) => {
+  const { db, writer, errors } = setup()
+  db.exec('CREATE TABLE total (n INTEGER NOT NULL)')
+  db.exec('INSERT INTO total VALUES (0)')
+  const add = db.prepare('UPDATE total SET n = n + ?')
+  let busy = true
+  writer.sum('n', [2], ([n]) => { add.run(n); if (busy) throw Object.assign(new Error('locked'), { code: 'SQLITE_BUSY' }) })
+  writer.sum('n', [3], () => t.fail('the second call joins the first write'))
+  writer.flush()
+  t.equal((db.prepare('SELECT n FROM total').get() as { n: number }).n, 0, 'rolled back')
+  t.equal(errors.length, 1)
+  busy = false
+  writer.flush()
+  t.equal((db.prepare('SELECT n FROM total').get() as { n: number }).n, 5, 'applied once, with both amounts')
+})
