@@ -69,6 +69,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   app.addHook('onClose', async () => { await upstreams.close() })
   app.decorateRequest('principal', null)
   app.decorateRequest('call', null)
+  app.decorateReply('afterResponseFns', null)
   // Registered first, so it runs last: end-of-response work (metering, ledger, idempotency) that
   // is still queued gets its turn, queued usage records are committed, then the store closes.
   app.addHook('onClose', async () => {

@@ -64,6 +64,10 @@ declare module 'fastify' {
     principal: Principal | null
     call: CallInfo | null
   }
+  interface FastifyReply {
+    /** Callbacks of afterResponse, once the first is registered (decorated null in app.ts). */
+    afterResponseFns: Array<() => void> | null
+  }
   interface FastifyContextConfig {
     /** Error shape of the route family (default 'openai', the numeric-code shape). */
     family?: ErrorFamily
@@ -79,11 +83,25 @@ declare module 'fastify' {
 /**
  * Runs fn once the response is over: sent in full, failed, or abandoned by the client. Fastify's
  * onResponse does not run when the client goes away, and billing must not miss those calls. The
- * callback is deferred to a microtask so that every 'close' listener, the route handler's own
- * (registered later), has run first.
+ * callbacks run in the order they were added, in a microtask, so that every 'close' listener,
+ * the route handler's own (registered later), has run first.
  */
 export function afterResponse (reply: FastifyReply, fn: () => void): void {
-  reply.raw.once('close', () => queueMicrotask(fn))
+  if (reply.afterResponseFns === null) {
+    // one listener per response for every plugin's callbacks (Node warns past ten listeners)
+    const fns: Array<() => void> = []
+    reply.afterResponseFns = fns
+    reply.raw.once('close', () => queueMicrotask(() => {
+      for (const f of fns) {
+        try {
+          f()
+        } catch (err) {
+          reply.log.error({ err }, 'end-of-response work failed')
+        }
+      }
+    }))
+  }
+  reply.afterResponseFns.push(fn)
 }
 
 /** The client went away before the whole response was written. */

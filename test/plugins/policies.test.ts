@@ -135,3 +135,20 @@ t.test('balance: 402 when the org cannot pay, then success after a top-up; 403 w
   const noOrg = await anon.inject({ method: 'POST', url: '/v1/chat/completions', payload: chatBody() })
   t.equal(noOrg.statusCode, 403)
 })
+
+t.test('every plugin on a streamed call: one close listener for all end-of-response work, no listener warning', async (t) => {
+  const warnings: Error[] = []
+  const onWarning = (w: Error): void => { warnings.push(w) }
+  process.on('warning', onWarning)
+  t.teardown(() => { process.off('warning', onWarning) })
+  const tenants = [{ org: 'acme', balance_usd: 10, quota: { tokens: 1_000_000, per: 'day' }, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
+  const plugins = ['cors', 'rate-limit', 'auth', 'idempotency', 'quota', 'balance', 'usage', 'diagnostics'].map((name) => ({ name }))
+  const app = await build(t, { tenants, plugins })
+  for (let i = 0; i < 3; i++) {
+    const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...bearer(KEY_A), 'idempotency-key': `w${i}`, origin: 'https://app.example' }, payload: chatBody('demo/gpt', { stream: true }) })
+    t.equal(res.statusCode, 200)
+    t.match(res.body, /\[DONE\]/)
+  }
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(warnings.filter((w) => w.name === 'MaxListenersExceededWarning').map((w) => w.message), [])
+})
