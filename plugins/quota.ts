@@ -92,15 +92,12 @@ export default definePlugin({
       const tokens = usage.prompt_tokens + usage.completion_tokens
       if (tokens === 0 && cost === 0) return
       const now = clock.now()
-      const starts = rules.map((r) => quotaWindow(r.quota.per, now).start)
-      rules.forEach((r, i) => {
+      for (const r of rules) {
+        const start = quotaWindow(r.quota.per, now).start
         const u = seen.get(r.scope)
-        if (u !== undefined && u.start === starts[i]) { u.tokens += tokens; u.cost_nano += cost }
-      })
-      rules.forEach((r, i) => {
-        const start = starts[i] as number
+        if (u !== undefined && u.start === start) { u.tokens += tokens; u.cost_nano += cost }
         fastify.gw.writer.sum(`quota:${r.scope}:${start}`, [tokens, cost], ([t, c]) => { store.quota.add(r.scope, start, t as number, c as number) })
-      })
+      }
     }
 
     fastify.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {

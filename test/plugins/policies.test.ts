@@ -152,3 +152,23 @@ t.test('every plugin on a streamed call: one close listener for all end-of-respo
   await new Promise((resolve) => setImmediate(resolve))
   t.same(warnings.filter((w) => w.name === 'MaxListenersExceededWarning').map((w) => w.message), [])
 })
+
+t.test('quota across workers: one worker sees what another counted within 20 ms', async (t) => {
+  const { mkdtempSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const sqlite = join(mkdtempSync(join(tmpdir(), 'mg-quota-')), 'gw.db')
+  const clock = new FakeClock(Date.UTC(2026, 0, 15, 12, 0, 0))
+  const tenants = [{ org: 'acme', projects: [{ id: 'web', quota: { tokens: 1, per: 'hour' }, keys: [{ key: KEY_A }] }] }]
+  const a = await build(t, { store: { sqlite }, tenants, plugins: [{ name: 'auth' }, { name: 'quota' }] }, { clock })
+  const b = await build(t, { store: { sqlite }, tenants, plugins: [{ name: 'auth' }, { name: 'quota' }] }, { clock })
+  const post = (app: typeof a, model = 'demo/gpt') => app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chatBody(model) })
+  t.equal((await post(b, 'demo/missing')).statusCode, 404, 'b reads the quota (nothing used yet) on a call that counts nothing')
+  t.equal((await post(a)).statusCode, 200)
+  await new Promise((resolve) => setImmediate(resolve))
+  a.gw.writer.flush()
+  t.equal((await post(a)).statusCode, 429, 'a counted its own call at once')
+  t.equal((await post(b)).statusCode, 200, 'b still goes by its read of 0 ms ago')
+  clock.advance(20)
+  t.equal((await post(b)).statusCode, 429, 'b reads again after 20 ms and sees a\'s call')
+})

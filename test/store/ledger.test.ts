@@ -8,39 +8,20 @@ function store (): Store {
   return s
 }
 
-t.test('holds never overdraw; settle debits the real charge; release frees the hold', async (t) => {
+t.test('leases never overdraw; a charge is debited, capped at the balance; stale leases are released', async (t) => {
   const s = store()
   t.teardown(() => s.close())
   s.db.prepare('UPDATE organizations SET balance_nano = 500 WHERE id = ?').run('acme')
-  const ok: boolean[] = []
-  for (let i = 0; i < 50; i++) ok.push(s.ledger.hold(`h${i}`, 'acme', 100, 0))
-  t.equal(ok.filter(Boolean).length, 5, 'a balance that covers 5 holds takes 5')
+  const got: number[] = []
+  for (let i = 0; i < 50; i++) got.push(s.ledger.lease(`L${i}`, 'acme', 100, 100, 0))
+  t.equal(got.filter((n) => n === 100).length, 5, 'a balance that covers 5 reservations takes 5')
+  t.equal(got.filter((n) => n === 0).length, 45)
   t.equal(s.orgs.get('acme')?.held_nano, 500)
-  for (let i = 0; i < 5; i++) t.equal(s.ledger.settle(`h${i}`, 60), 60)
-  const org = s.orgs.get('acme')
-  t.equal(org?.held_nano, 0, 'all holds released')
-  t.equal(org?.balance_nano, 200)
-  t.equal(org?.spent_nano, 300)
-  t.equal(s.ledger.settle('h0', 60), 0, 'a hold settles once')
-  t.notOk(s.ledger.release('h1'), 'nothing left to release')
-})
-
-t.test('a charge above what remains is capped at the balance', async (t) => {
-  const s = store()
-  t.teardown(() => s.close())
-  s.db.prepare('UPDATE organizations SET balance_nano = 100 WHERE id = ?').run('acme')
-  t.ok(s.ledger.hold('x', 'acme', 100, 0))
-  t.equal(s.ledger.settle('x', 1000), 100)
-  t.equal(s.orgs.get('acme')?.balance_nano, 0)
-})
-
-t.test('stale holds are released', async (t) => {
-  const s = store()
-  t.teardown(() => s.close())
-  t.ok(s.ledger.hold('old', 'acme', 10, 1000))
-  t.ok(s.ledger.hold('new', 'acme', 10, 9000))
-  t.equal(s.ledger.releaseOlderThan(5000), 1)
-  t.equal(s.orgs.get('acme')?.held_nano, 10)
+  t.equal(s.ledger.consume('L0', 'acme', 100, 1000, 0), 500, 'a charge above the balance is capped at it')
+  t.match(s.orgs.get('acme'), { balance_nano: 0, held_nano: 400, spent_nano: 500 })
+  s.db.prepare("UPDATE holds SET created_at = 9000 WHERE id IN ('L3', 'L4')").run()
+  t.equal(s.ledger.releaseOlderThan(5000), 3, 'the leases untouched since before t, the spent one included')
+  t.equal(s.orgs.get('acme')?.held_nano, 200)
 })
 
 t.test('usage records: batched insert, filters, cursor pages', async (t) => {
