@@ -17,7 +17,10 @@ const args = process.env.PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : []
 const gw = spawn(process.execPath, [...args, fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { env: { ...process.env, LOG_LEVEL: 'error' }, stdio: ['ignore', 'pipe', 'inherit'] })
 const port = await new Promise<number>((r) => { let o = ''; gw.stdout.on('data', (d) => { o += d; const m = /127\.0\.0\.1:(\d+)/.exec(o); if (m) r(Number(m[1])) }) })
 let n = 0
-const res = await autocannon({ url: `http://127.0.0.1:${port}/v1/chat/completions`, method: 'POST', connections: 32, duration: 5, body: JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers: { 'content-type': 'application/json', authorization: 'Bearer mg-bench-key-0123456789abcdef' } })
+const headers = { 'content-type': 'application/json', authorization: 'Bearer mg-bench-key-0123456789abcdef' }
+// IDEM=1: a fresh Idempotency-Key per call
+const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `p-${process.pid}-${n++}` } }) }] : undefined
+const res = await autocannon({ url: `http://127.0.0.1:${port}/v1/chat/completions`, method: 'POST', connections: 32, duration: 5, body: JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
 console.log(process.env.PLUGINS ?? 'all', 'rps', Math.round(res.requests.average), 'p50', res.latency.p50, 'non2xx', res.non2xx)
 gw.kill('SIGTERM'); await new Promise((r) => gw.on('exit', r)); up.kill()
 if (process.env.PROF) {

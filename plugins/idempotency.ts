@@ -9,7 +9,8 @@ import { definePlugin } from './registry.js'
 // that failed without being billed (any 4xx/5xx answer) releases its key so the client can
 // retry with it. Without the header, the client's {prefix}Trace-ID request header serves as the
 // key when trace_fallback is on. Applies to routes whose config says `metered`; the atomic
-// UPSERT in the shared store lets exactly one of many concurrent duplicates through.
+// UPSERT in the shared store lets exactly one of many concurrent duplicates through. The keys
+// taken during one turn of the event loop are committed together (store/grouped.ts).
 
 const options = Type.Object({
   ttl_s: Type.Number({ default: 86_400, exclusiveMinimum: 0 }),
@@ -38,7 +39,7 @@ export default definePlugin({
       if (typeof key !== 'string' || key === '') return
       if (key.length > MAX_KEY_LENGTH) key = key.slice(0, MAX_KEY_LENGTH)
       const scope = request.principal?.keyId ?? 'anonymous'
-      if (!store.idempotency.acquire(scope, key, request.id, clock.now(), ttlMs)) throw new DuplicateRequest()
+      if (!await store.idempotency.acquireGrouped(scope, key, request.id, clock.now(), ttlMs)) throw new DuplicateRequest()
       afterResponse(reply, () => {
         // an answer that started with a success status was billed; anything else frees the key
         const billed = reply.raw.headersSent && reply.statusCode < 400

@@ -1,4 +1,5 @@
 import type { DB } from './db.js'
+import { grouped } from './grouped.js'
 
 // Small repositories behind the admission policies. Each operation is one atomic statement or
 // transaction on the shared SQLite file, so the workers of one machine agree; the same methods
@@ -9,6 +10,8 @@ export class IdempotencyRepository {
   private readonly doneStmt
   private readonly releaseStmt
   private readonly sweepStmt
+  /** acquire(), group-committed with the other acquires of the same event-loop turn. */
+  readonly acquireGrouped: (scope: string, key: string, trace: string, now: number, ttlMs: number) => Promise<boolean>
 
   constructor (db: DB) {
     // a row that expired is taken over; a live one (in flight or done) refuses the newcomer
@@ -19,6 +22,7 @@ export class IdempotencyRepository {
     this.doneStmt = db.prepare("UPDATE idempotency_keys SET state = 'done', expires_at = @expires WHERE scope = @scope AND idem_key = @key AND trace_id = @trace")
     this.releaseStmt = db.prepare('DELETE FROM idempotency_keys WHERE scope = @scope AND idem_key = @key AND trace_id = @trace')
     this.sweepStmt = db.prepare('DELETE FROM idempotency_keys WHERE expires_at <= ?')
+    this.acquireGrouped = grouped(db, (scope: string, key: string, trace: string, now: number, ttlMs: number) => this.acquire(scope, key, trace, now, ttlMs))
   }
 
   /** True when this request now owns the key. */

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream'
 import type { Json, Protocol } from '../translation/types.js'
-import type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
+import type { CallAbort, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 
 // The built-in demo upstream: answers in-process, in either protocol, with the bytes a real
 // provider would send (JSON or SSE, usage included), so a fresh install serves real requests
@@ -399,7 +399,7 @@ function abortError (): Error {
 }
 
 /** A body that emits `frames` one by one, `delayMs` apart; abort (or destroy) stops it and its timer at once. */
-function paced (frames: string[], delayMs: number, signal: AbortSignal): Readable {
+function paced (frames: string[], delayMs: number, signal: CallAbort): Readable {
   let i = 0
   let timer: NodeJS.Timeout | null = null
   const push = (): void => {
@@ -420,8 +420,8 @@ function paced (frames: string[], delayMs: number, signal: AbortSignal): Readabl
   })
   // An aborted HTTP body errors with an AbortError; without a listener that would crash the process.
   const onAbort = (): void => { stream.destroy(stream.listenerCount('error') > 0 ? abortError() : undefined) }
-  signal.addEventListener('abort', onAbort, { once: true })
-  stream.once('close', () => signal.removeEventListener('abort', onAbort))
+  signal.once('abort', onAbort)
+  stream.once('close', () => signal.removeListener('abort', onAbort))
   return stream
 }
 

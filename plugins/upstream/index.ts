@@ -5,6 +5,7 @@ import { createHttpClient } from './http.js'
 import type { UpstreamClient } from './types.js'
 
 export type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
+export { CallAbort } from './types.js'
 
 // After this many consecutive failures (5xx, reset, refused, timeout) a provider is marked
 // unhealthy for COOLDOWN_MS and is tried only when no healthy provider of the model is left.

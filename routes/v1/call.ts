@@ -8,7 +8,7 @@ import {
 import { errorEvent, serialize, SseParser } from '../../plugins/translation/sse.js'
 import { pairFor } from '../../plugins/translation/index.js'
 import type { Json, Protocol, StreamMapper, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
-import type { UpstreamClient, UpstreamResponse } from '../../plugins/upstream/index.js'
+import { CallAbort, type UpstreamClient, type UpstreamResponse } from '../../plugins/upstream/index.js'
 import { applyParameters, checkBody, checkMedia } from '../../plugins/validation.js'
 
 // The handler shared by POST /v1/chat/completions (client protocol 'openai') and POST
@@ -29,10 +29,15 @@ function isTimeout (err: unknown): boolean {
   return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
 }
 
-export async function readText (body: Readable): Promise<string> {
-  const chunks: Buffer[] = []
-  for await (const chunk of body) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk as Buffer)
-  return Buffer.concat(chunks).toString('utf8')
+/** A whole body as UTF-8 text; rejects with the body's error (an upstream timeout, a reset). */
+export function readText (body: Readable): Promise<string> {
+  // listened to directly: an async iterator costs a promise per chunk on the hottest path
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    body.on('data', (chunk: Buffer | string) => { chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk) })
+    body.once('end', () => { resolve(chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8')) })
+    body.once('error', reject)
+  })
 }
 
 function parseJson (text: string): unknown {
@@ -87,10 +92,10 @@ export function callHandler (fastify: FastifyInstance, client: Protocol) {
       throw new UnsupportedOnUpstream({ feature: 'n > 1', model: model.id })
     }
 
-    const controller = new AbortController()
+    const abort = new CallAbort()
     reply.raw.once('close', () => {
       if (clientAborted(reply)) {
-        controller.abort()
+        abort.abort()
         call.status = 'client_aborted'
       }
     })
@@ -113,10 +118,10 @@ export function callHandler (fastify: FastifyInstance, client: Protocol) {
       }
       let res: UpstreamResponse
       try {
-        res = await upstream.request({ path: pair.path, headers: upstream.protocol === 'messages' ? forwarded : {}, body: payload, signal: controller.signal })
+        res = await upstream.request({ path: pair.path, headers: upstream.protocol === 'messages' ? forwarded : {}, body: payload, signal: abort })
       } catch (err) {
         // the client left while we waited: end the request; nothing is written to a closed socket
-        if (controller.signal.aborted) throw new UpstreamUnavailable({}, { cause: err })
+        if (abort.aborted) throw new UpstreamUnavailable({}, { cause: err })
         upstreams.failed(upstream.id)
         if (isTimeout(err)) timeouts++
         lastError = err
@@ -140,7 +145,7 @@ export function callHandler (fastify: FastifyInstance, client: Protocol) {
         throw new UpstreamClientError(res.statusCode, shaped, `upstream ${upstream.id} answered ${res.statusCode}`)
       }
       return stream
-        ? relayStream(request, reply, res, pair, ctx, upstream, controller)
+        ? relayStream(request, reply, res, pair, ctx, upstream, abort)
         : await relayJson(reply, res, pair, ctx, call, upstream)
     }
     call.status = timeouts > 0 && timeouts === candidates.length ? 'timeout' : 'upstream_error'
@@ -170,7 +175,7 @@ export function callHandler (fastify: FastifyInstance, client: Protocol) {
     return reply.send(out.body === null ? text : out.body)
   }
 
-  function relayStream (request: FastifyRequest, reply: FastifyReply, res: UpstreamResponse, pair: TranslatorPair, ctx: TranslateCtx, upstream: UpstreamClient, controller: AbortController): FastifyReply {
+  function relayStream (request: FastifyRequest, reply: FastifyReply, res: UpstreamResponse, pair: TranslatorPair, ctx: TranslateCtx, upstream: UpstreamClient, abort: CallAbort): FastifyReply {
     const call = request.call as CallInfo
     const parser = new SseParser()
     const mapper: StreamMapper = pair.stream(ctx)
@@ -182,7 +187,7 @@ export function callHandler (fastify: FastifyInstance, client: Protocol) {
         if (paused) { paused = false; source.resume() }
       },
       destroy (err, cb) {
-        if (!done) controller.abort()
+        if (!done) abort.abort()
         cb(err)
       }
     })
@@ -222,7 +227,7 @@ export function callHandler (fastify: FastifyInstance, client: Protocol) {
       out.push(null)
     })
     source.on('error', (err: Error) => {
-      if (done || controller.signal.aborted) {
+      if (done || abort.aborted) {
         settle('client_aborted')
         out.destroy()
         return

@@ -3,6 +3,7 @@ import { ModelNotFound, MissingField, InvalidField, UpstreamClientError, Upstrea
 import { countTokens } from '../../plugins/translation/tokenizer.js'
 import { pairFor } from '../../plugins/translation/index.js'
 import type { Json } from '../../plugins/translation/types.js'
+import { CallAbort } from '../../plugins/upstream/index.js'
 import { checkBody } from '../../plugins/validation.js'
 import { callHandler, readText } from './call.js'
 
@@ -30,11 +31,11 @@ const messages: FastifyPluginAsync = async (fastify) => {
       const v = request.headers[name]
       if (typeof v === 'string') headers[name] = v
     }
-    const controller = new AbortController()
-    reply.raw.once('close', () => { if (!reply.raw.writableFinished) controller.abort() })
+    const abort = new CallAbort()
+    reply.raw.once('close', () => { if (!reply.raw.writableFinished) abort.abort() })
     let res
     try {
-      res = await upstream.request({ path: '/v1/messages/count_tokens', headers, body: JSON.stringify({ ...body, model: model.upstreamModel }), signal: controller.signal })
+      res = await upstream.request({ path: '/v1/messages/count_tokens', headers, body: JSON.stringify({ ...body, model: model.upstreamModel }), signal: abort })
     } catch (err) {
       throw new UpstreamUnavailable({}, { cause: err })
     }

@@ -6,7 +6,7 @@ import OpenAI from 'openai'
 import t from 'tap'
 import type { Json, Protocol } from '../../plugins/translation/types.js'
 import { createDemoClient } from '../../plugins/upstream/demo.js'
-import type { UpstreamClient, UpstreamResponse } from '../../plugins/upstream/types.js'
+import { CallAbort, type UpstreamClient, type UpstreamResponse } from '../../plugins/upstream/types.js'
 
 // The demo provider must produce what a real upstream would: checked on the raw bytes, and by
 // the official SDKs reading them over a tiny HTTP bridge with their strict stream helpers.
@@ -26,7 +26,7 @@ async function text (body: Readable): Promise<string> {
   return out
 }
 
-async function call (client: UpstreamClient, body: Json, signal = new AbortController().signal): Promise<UpstreamResponse> {
+async function call (client: UpstreamClient, body: Json, signal = new CallAbort()): Promise<UpstreamResponse> {
   const path = client.protocol === 'openai' ? '/chat/completions' : '/v1/messages'
   return await client.request({ path, headers: {}, body: JSON.stringify(body), signal })
 }
@@ -52,9 +52,9 @@ async function bridge (t: { teardown: (fn: () => unknown) => void }, delayMs = 0
     req.on('data', (c: Buffer) => chunks.push(c))
     req.on('end', () => {
       const protocol: Protocol = req.url?.startsWith('/v1/messages') === true ? 'messages' : 'openai'
-      const controller = new AbortController()
+      const controller = new CallAbort()
       res.once('close', () => controller.abort())
-      clients[protocol].request({ path: (req.url ?? '').replace(/^\/v1\/chat/, '/chat'), headers: {}, body: Buffer.concat(chunks).toString('utf8'), signal: controller.signal })
+      clients[protocol].request({ path: (req.url ?? '').replace(/^\/v1\/chat/, '/chat'), headers: {}, body: Buffer.concat(chunks).toString('utf8'), signal: controller })
         .then((up) => {
           res.writeHead(up.statusCode, up.headers as Record<string, string>)
           up.body.on('error', () => res.destroy())
@@ -199,7 +199,7 @@ t.test('tool calls: arguments from the schema when forced or asked for; text aft
 
 t.test('count_tokens, bad JSON and unknown paths answer like a provider', async (t) => {
   const messages = createDemoClient('demo-messages', 'messages', { chunkDelayMs: 0 })
-  const signal = new AbortController().signal
+  const signal = new CallAbort()
   const count = await messages.request({ path: '/v1/messages/count_tokens', headers: {}, body: JSON.stringify({ model: 'claude-sim', messages: [{ role: 'user', content: 'hi' }] }), signal })
   const n = (JSON.parse(await text(count.body)) as { input_tokens: number }).input_tokens
   t.ok(Number.isInteger(n) && n > 0)
@@ -220,8 +220,8 @@ t.test('count_tokens, bad JSON and unknown paths answer like a provider', async 
 t.test('abort: the stream stops at once, errors with AbortError, and leaves no timer behind', async (t) => {
   const client = createDemoClient('demo', 'openai', { chunkDelayMs: 50 })
   const before = timeouts()
-  const controller = new AbortController()
-  const res = await call(client, { model: 'gpt-sim', stream: true, messages: [{ role: 'user', content: 'a long one' }] }, controller.signal)
+  const controller = new CallAbort()
+  const res = await call(client, { model: 'gpt-sim', stream: true, messages: [{ role: 'user', content: 'a long one' }] }, controller)
   const got: string[] = []
   const ended = new Promise<Error | null>((resolve) => {
     res.body.on('data', (c: Buffer | string) => {
@@ -238,9 +238,9 @@ t.test('abort: the stream stops at once, errors with AbortError, and leaves no t
   await new Promise((resolve) => setImmediate(resolve))
   t.equal(timeouts(), before, 'no timer left running')
 
-  const aborted = new AbortController()
+  const aborted = new CallAbort()
   aborted.abort()
-  await t.rejects(call(client, { model: 'gpt-sim', messages: [{ role: 'user', content: 'x' }] }, aborted.signal), { name: 'AbortError' })
+  await t.rejects(call(client, { model: 'gpt-sim', messages: [{ role: 'user', content: 'x' }] }, aborted), { name: 'AbortError' })
 })
 
 t.test('close() ends the streams still running', async (t) => {

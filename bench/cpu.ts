@@ -1,0 +1,59 @@
+// CPU time per request of each proxy (µs of user+system CPU the proxy process spends per call),
+// read from /proc/<pid>/stat around a fixed number of calls. Unlike requests/s it barely moves
+// when the load generator and upstream compete for the same cores, so it is the figure to watch
+// while cutting the hot path. Linux only; needs a build (npm run build).
+//   TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/cpu.ts [N]
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import autocannon from 'autocannon'
+import { fromRoot } from '../paths.js'
+
+const N = Number(process.argv[2] ?? 20000)
+const TICK_US = 1e6 / 100 // USER_HZ
+const dir = mkdtempSync(join(tmpdir(), 'cpu-'))
+const procs: ChildProcess[] = []
+function start (args: string[], env: Record<string, string> = {}): Promise<{ port: number, pid: number }> {
+  const p = spawn(process.execPath, args, { env: { ...process.env, LOG_LEVEL: 'error', ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  procs.push(p)
+  return new Promise((resolve) => { let o = ''; p.stdout!.on('data', (d) => { o += d; const m = /(?:listening |127\.0\.0\.1:)(\d+)/.exec(o); if (m) resolve({ port: Number(m[1]), pid: p.pid! }) }) })
+}
+const cpuTicks = (pid: number): number => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' '); return Number(f[11]) + Number(f[12]) }
+const up = await start([fromRoot('bench', 'upstream.mjs')])
+const base = `http://127.0.0.1:${up.port}`
+const all = (process.env.PLUGINS ?? 'cors,rate-limit,auth,idempotency,quota,balance,usage,diagnostics')
+function gwConfig (name: string, list: string): string {
+  const plugins = list.split(',').filter(Boolean).map((n) => ({ name: n, ...(n === 'rate-limit' ? { options: { max: 1e9 } } : {}) }))
+  const f = join(dir, `${name}.json`)
+  writeFileSync(f, JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, `${name}.db`) }, plugins, providers: [{ id: 'u', protocol: 'openai', base_url: `${base}/v1`, api_key: 'x' }], models: [{ id: 'b/o', name: 'b', provider: 'u', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }], tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: 'mg-bench-key-0123456789abcdef' }] }] }] }))
+  return f
+}
+const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
+  ['reply-from', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
+  ['undici handler', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'undici' })],
+  ['modelgate, no plugins', () => start([fromRoot('dist', 'cli.js'), 'serve', '--config', gwConfig('none', ''), '--workers', '1'])],
+  [`modelgate, ${all === '' ? 'none' : all.split(',').length + ' plugins'}`, () => start([fromRoot('dist', 'cli.js'), 'serve', '--config', gwConfig('all', all), '--workers', '1'])]
+]
+const body = JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
+const headers = { 'content-type': 'application/json', authorization: 'Bearer mg-bench-key-0123456789abcdef' }
+const ROUNDS = Number(process.env.ROUNDS ?? 3)
+const targets = []
+for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], rps: [] as number[], non2xx: 0 })
+let k = 0
+for (let round = 0; round <= ROUNDS; round++) {
+  for (const t of targets) {
+    const url = `http://127.0.0.1:${t.port}/v1/chat/completions`
+    // IDEM=1: a fresh Idempotency-Key per call, so the idempotency plugin does its real work
+    const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }] : undefined
+    const c0 = cpuTicks(t.pid)
+    const r = await autocannon({ url, method: 'POST', connections: 32, amount: round === 0 ? 3000 : N, body, headers, ...(requests ? { requests } : {}) })
+    if (round === 0) continue // warm-up
+    t.us.push((cpuTicks(t.pid) - c0) * TICK_US / N)
+    t.rps.push(r.requests.average)
+    t.non2xx += r.non2xx
+  }
+}
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+for (const t of targets) console.log(`${t.name.padEnd(28)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  ${Math.round(median(t.rps))} req/s  non2xx ${t.non2xx}`)
+for (const p of procs) p.kill('SIGTERM')
