@@ -1,14 +1,14 @@
-import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
 import { Catalog } from './plugins/catalog.js'
-import { systemClock, type Clock, type Gateway, type HeaderNames } from './plugins/context.js'
+import { systemClock, traceId, type Clock, type Gateway, type HeaderNames } from './plugins/context.js'
 import {
   errorBody, Internal, InvalidBody, InvalidJson, isGatewayError, RequestTooLarge, RouteNotFound,
   UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
 } from './plugins/errors.js'
 import { localize, negotiateLocale } from './plugins/i18n/index.js'
+import { lazyChildLogger } from './plugins/lazy-logger.js'
 import { registerChain } from './plugins/registry.js'
 import { Store } from './plugins/store/index.js'
 import { DeferredWriter } from './plugins/store/deferred.js'
@@ -52,8 +52,9 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     logger: opts.logger ?? false,
     bodyLimit: Math.floor(config.server.body_limit_mb * 1024 * 1024),
     trustProxy: config.server.trust_proxy,
-    genReqId: () => randomUUID(),
+    genReqId: () => traceId(),
     logController: new LogController({ requestIdLogLabel: 'trace_id' }),
+    childLoggerFactory: lazyChildLogger,
     // the trace id is always the gateway's own (PRODUCT.md §6.4), never taken from the client
     requestIdHeader: false,
     return503OnClosing: true,

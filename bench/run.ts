@@ -102,11 +102,13 @@ interface Load { rps: number, p50: number, p99: number, errors: number }
 
 let idempotencyKeys = 0
 
-async function load (url: string, body: string, connections: number, idempotent = false, extra = headers): Promise<Load> {
+async function load (url: string, body: string, connections: number, extra = headers): Promise<Load> {
   const r = await autocannon({
     url, method: 'POST', body, headers: extra, connections, duration: SLICE,
-    // a fresh Idempotency-Key per request, so the idempotency plugin does its real work
-    ...(idempotent ? { requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `k-${process.pid}-${idempotencyKeys++}` } }) }] } : {})
+    // A fresh Idempotency-Key per request, so modelgate's idempotency plugin does its real work.
+    // Every target gets it (the proxies forward it, the upstream ignores it): building each
+    // request costs autocannon CPU on the cores the targets share, and it must cost all alike.
+    requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...extra, 'idempotency-key': `k-${process.pid}-${idempotencyKeys++}` } }) }]
   })
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.non2xx + r.errors }
 }
@@ -115,14 +117,14 @@ async function load (url: string, body: string, connections: number, idempotent 
  * One connection, one request at a time for the duration, timed with performance.now() (autocannon
  * rounds latencies to whole milliseconds, too coarse for added latency).
  */
-async function sequential (url: string, body: string, idempotent = false, extra = headers): Promise<Load> {
+async function sequential (url: string, body: string, extra = headers): Promise<Load> {
   const { origin, pathname } = new URL(url)
   const pool = new Pool(origin, { connections: 1 })
   const times: number[] = []
   let errors = 0
   const end = Date.now() + SLICE * 1000
   while (Date.now() < end) {
-    const h = idempotent ? { ...extra, 'idempotency-key': `s-${process.pid}-${idempotencyKeys++}` } : extra
+    const h = { ...extra, 'idempotency-key': `s-${process.pid}-${idempotencyKeys++}` }
     const t0 = performance.now()
     const res = await pool.request({ method: 'POST', path: pathname, headers: h, body })
     await res.body.text()
@@ -244,17 +246,17 @@ async function main (): Promise<void> {
   const mgChat = `${mg}/v1/chat/completions`
   const throughputCases: Array<[string, () => Promise<Load>]> = Object.entries(targets).map(([name, url]) => [name, async () => await load(url, chatBody('bench/openai'), 32)])
   throughputCases.push(
-    ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32, true)],
-    ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32, true)],
-    [`modelgate ${cpus().length} workers`, async () => await load(`http://127.0.0.1:${allCores}/v1/chat/completions`, chatBody('bench/openai'), 32, true)]
+    ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32)],
+    ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32)],
+    [`modelgate ${cpus().length} workers`, async () => await load(`http://127.0.0.1:${allCores}/v1/chat/completions`, chatBody('bench/openai'), 32)]
   )
-  if (pk !== undefined) throughputCases.push(['portkey', async () => await load(pk, chatBody('bench'), 32, false, portkeyHeaders(up))])
+  if (pk !== undefined) throughputCases.push(['portkey', async () => await load(pk, chatBody('bench'), 32, portkeyHeaders(up))])
   const throughput = await inRounds(throughputCases)
   const singleCases: Array<[string, () => Promise<Load>]> = [
     ['reply-from', async () => await sequential(targets['reply-from'] as string, chatBody('bench/openai'))],
-    ['modelgate', async () => await sequential(mgChat, chatBody('bench/openai'), true)]
+    ['modelgate', async () => await sequential(mgChat, chatBody('bench/openai'))]
   ]
-  if (pk !== undefined) singleCases.push(['portkey', async () => await sequential(pk, chatBody('bench'), false, portkeyHeaders(up))])
+  if (pk !== undefined) singleCases.push(['portkey', async () => await sequential(pk, chatBody('bench'), portkeyHeaders(up))])
   const single = await inRounds(singleCases)
   const streamCases: Array<[string, () => Promise<StreamLoad>]> = [
     ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)],

@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache'
 import { hashKey, type ApiKey } from './store/keys.js'
 import { Unauthorized } from './errors.js'
 import { definePlugin } from './registry.js'
-import type { Principal } from './context.js'
+import { syncHook, type Principal } from './context.js'
 
 // Phase: onRequest. Sets request.principal from `Authorization: Bearer <key>` (and `x-api-key`
 // on routes whose config has apiKeyHeader, i.e. /v1/messages). Verified keys are cached by hash
@@ -37,7 +37,7 @@ export default definePlugin({
 
     const toPrincipal = (k: ApiKey): Principal => ({ keyId: k.id, org: k.org, project: k.project, models: k.models })
 
-    fastify.addHook('onRequest', async (request) => {
+    fastify.addHook('onRequest', syncHook((request) => {
       const config = request.routeOptions.config
       if (config.auth === false || request.method === 'OPTIONS') return
       let key = bearer(request.headers.authorization)
@@ -60,6 +60,6 @@ export default definePlugin({
         byKeyId.set(principal.keyId, hash)
       }
       request.principal = principal
-    })
+    }))
   }
 })

@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import { estimatePromptTokens, settle } from './billing.js'
-import { afterResponse } from './context.js'
+import { afterResponse, syncHook } from './context.js'
 import { InsufficientBalance, NoOrgContext } from './errors.js'
 import { definePlugin } from './registry.js'
 import { Leases } from './store/leases.js'
@@ -28,7 +27,7 @@ export default definePlugin({
     store.ledger.releaseOlderThan(clock.now() - opts.stale_hold_s * 1000)
     const leases = new Leases(store.ledger, fastify.gw.writer)
 
-    fastify.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
+    fastify.addHook('preHandler', syncHook((request, reply) => {
       if (request.routeOptions.config.metered !== true) return
       const principal = request.principal
       if (principal === null) throw new NoOrgContext()
@@ -46,6 +45,6 @@ export default definePlugin({
         const billed = call !== null && (call.provider !== null || call.status !== null)
         leases.end(org, worstCase, billed ? settle(call, model.price).cost : 0, clock.now())
       })
-    })
+    }))
   }
 })

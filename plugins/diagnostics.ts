@@ -12,13 +12,14 @@ export default definePlugin({
   options,
   plugin: async (fastify) => {
     const names = fastify.gw.headers
-    fastify.addHook('onSend', async (request, reply, payload) => {
+    fastify.addHook('onSend', (request, reply, payload, done) => {
       const call = request.call
-      if (call === null) return payload
-      reply.header(names.model, call.model)
-      if (call.provider !== null) reply.header(names.provider, call.provider)
-      if (call.dropped.length > 0) reply.header(names.droppedParams, call.dropped.join(','))
-      return payload
+      if (call !== null) {
+        reply.header(names.model, call.model)
+        if (call.provider !== null) reply.header(names.provider, call.provider)
+        if (call.dropped.length > 0) reply.header(names.droppedParams, call.dropped.join(','))
+      }
+      done(null, payload)
     })
   }
 })

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import type { QuotaConfig } from '../config/schema.js'
 import { settle } from './billing.js'
-import { afterResponse } from './context.js'
+import { afterResponse, syncHook } from './context.js'
 import { QuotaExceeded } from './errors.js'
 import { nanoToUsd, usdToNano } from './money.js'
 import { definePlugin } from './registry.js'
@@ -100,7 +100,7 @@ export default definePlugin({
       }
     }
 
-    fastify.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
+    fastify.addHook('preHandler', syncHook((request, reply) => {
       const principal = request.principal
       if (request.routeOptions.config.metered !== true || principal === null) return
       const rules = rulesFor(principal.org, principal.project)
@@ -120,6 +120,6 @@ export default definePlugin({
         }
       }
       afterResponse(reply, () => count(request, rules))
-    })
+    }))
   }
 })

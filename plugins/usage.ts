@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { settle } from './billing.js'
-import { afterResponse, type CallInfo } from './context.js'
+import { afterResponse, syncHook, type CallInfo } from './context.js'
 import { definePlugin } from './registry.js'
 import type { UsageRow } from './store/usage.js'
 
@@ -78,8 +78,8 @@ export default definePlugin({
       writer.add(() => { store.usage.insert(row, content) })
     }
 
-    fastify.addHook('preHandler', async (request, reply) => {
+    fastify.addHook('preHandler', syncHook((request, reply) => {
       if (request.routeOptions.config.metered === true) afterResponse(reply, () => record(request, reply))
-    })
+    }))
   }
 })

@@ -1,4 +1,7 @@
 import t from 'tap'
+import { pino } from 'pino'
+import { lazyChildLogger } from '../../plugins/lazy-logger.js'
+import { traceId } from '../../plugins/context.js'
 import { Writable } from 'node:stream'
 import { bearer, build, KEY_A } from '../helper.js'
 
@@ -55,4 +58,46 @@ t.test('every log line of a request carries its trace id', async (t) => {
   const mine = lines.filter((l) => l.trace_id === id)
   t.ok(mine.length >= 2, 'request and response lines')
   t.ok(lines.filter((l) => 'req' in l || 'res' in l).every((l) => typeof l.trace_id === 'string'))
+})
+
+t.test('at level warn a request logs nothing unless it warns, and then with its trace id', async (t) => {
+  const lines: Array<Record<string, unknown>> = []
+  const stream = new Writable({
+    write (chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l !== '') lines.push(JSON.parse(l)); cb() }
+  })
+  const app = await build(t, {}, { logger: { level: 'warn', stream } })
+  const quiet = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
+  t.equal(quiet.statusCode, 200)
+  t.equal(lines.length, 0)
+
+  // the factory on its own, over a pino logger whose child() is counted
+  const parent = pino({ level: 'warn' }, stream)
+  let children = 0
+  const child = parent.child
+  parent.child = function (this: typeof parent, ...a: Parameters<typeof child>) { children++; return child.apply(this, a) } as typeof child
+  const log = lazyChildLogger(parent, { trace_id: 'tr-1' }, {})
+  log.info('not shown')
+  log.debug('not shown')
+  t.equal(children, 0, 'no child made for calls below the level')
+  log.warn({ probe: true }, 'shown')
+  log.error('also shown')
+  t.equal(children, 1, 'one child, made at the first enabled call')
+  log.child({ extra: 1 }).warn('from a child')
+  t.same(lines.map((l) => l.msg), ['shown', 'also shown', 'from a child'])
+  t.ok(lines.every((l) => l.trace_id === 'tr-1'), 'all carry the bindings')
+  t.equal(lines[2]?.extra, 1)
+  t.equal(log.level, 'warn')
+  t.equal(lazyChildLogger(parent, { trace_id: 'tr-2' }, { level: 'debug' }).level, 'debug', 'a child with its own level is made at once')
+})
+
+t.test('trace ids are version 7 UUIDs: unique, and ordered by the millisecond they were made in', async (t) => {
+  const v7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+  const ids = Array.from({ length: 10_000 }, (_, i) => traceId(1_700_000_000_000 + Math.floor(i / 100)))
+  t.ok(ids.every((id) => v7.test(id)), 'the v7 layout with the RFC 9562 variant')
+  t.equal(new Set(ids).size, ids.length, 'no repeats')
+  t.equal(parseInt(ids[0]!.replace('-', '').slice(0, 12), 16), 1_700_000_000_000, 'the first 48 bits are the milliseconds')
+  t.ok(ids.every((id, i) => i % 100 !== 0 || i === 0 || ids[i - 1]! < id), 'each millisecond sorts after the one before')
+  const app = await build(t)
+  const res = await app.inject({ method: 'GET', url: '/healthz' })
+  t.match(res.headers['x-svc-trace-id'], v7, 'the gateway answers with one')
 })
