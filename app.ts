@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events'
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import Fastify, { LogController, type FastifyContextConfig, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
 import { Catalog } from './plugins/catalog.js'
 import { systemClock, traceId, type Clock, type Gateway, type HeaderNames } from './plugins/context.js'
@@ -70,6 +70,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   app.addHook('onClose', async () => { await upstreams.close() })
   app.decorateRequest('principal', null)
   app.decorateRequest('call', null)
+  app.decorateRequest('routeConfig', null as unknown as FastifyContextConfig)
   app.decorateReply('afterResponseFns', null)
   // Registered first, so it runs last: end-of-response work (metering, ledger, idempotency) that
   // is still queued gets its turn, queued usage records are committed, then the store closes.
@@ -94,6 +95,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   })
 
   app.addHook('onRequest', (request, reply, done) => {
+    request.routeConfig = request.routeOptions.config
     reply.header(headers.trace, request.id)
     done()
   })

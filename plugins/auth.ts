@@ -38,7 +38,7 @@ export default definePlugin({
     const toPrincipal = (k: ApiKey): Principal => ({ keyId: k.id, org: k.org, project: k.project, models: k.models })
 
     fastify.addHook('onRequest', syncHook((request) => {
-      const config = request.routeOptions.config
+      const config = request.routeConfig
       if (config.auth === false || request.method === 'OPTIONS') return
       let key = bearer(request.headers.authorization)
       if (key === undefined && config.apiKeyHeader === true) {

@@ -28,7 +28,7 @@ export default definePlugin({
     const leases = new Leases(store.ledger, fastify.gw.writer)
 
     fastify.addHook('preHandler', syncHook((request, reply) => {
-      if (request.routeOptions.config.metered !== true) return
+      if (request.routeConfig.metered !== true) return
       const principal = request.principal
       if (principal === null) throw new NoOrgContext()
       const body = request.body as Json | null

@@ -33,7 +33,7 @@ export default definePlugin({
     fastify.addHook('onClose', async () => { clearInterval(sweeper) })
 
     fastify.addHook('preHandler', async (request, reply) => {
-      if (request.routeOptions.config.metered !== true) return
+      if (request.routeConfig.metered !== true) return
       let key = request.headers['idempotency-key']
       if (key === undefined && opts.trace_fallback) key = request.headers[traceHeader]
       if (typeof key !== 'string' || key === '') return

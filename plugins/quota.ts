@@ -102,7 +102,7 @@ export default definePlugin({
 
     fastify.addHook('preHandler', syncHook((request, reply) => {
       const principal = request.principal
-      if (request.routeOptions.config.metered !== true || principal === null) return
+      if (request.routeConfig.metered !== true || principal === null) return
       const rules = rulesFor(principal.org, principal.project)
       if (rules.length === 0) return
       const now = clock.now()

@@ -28,7 +28,8 @@ const AHEAD = 64
 
 /**
  * The @fastify/rate-limit store interface over the shared SQLite counters. Below a limit of
- * 16 × AHEAD every hit is one atomic UPSERT. Above it, while the key's window is at least that
+ * 16 × AHEAD every hit is one atomic UPSERT, group-committed with the other hits of the same
+ * event-loop turn (store/grouped.ts). Above it, while the key's window is at least that
  * far from the limit, the worker adds AHEAD hits at once and counts them down locally, so only
  * one hit in AHEAD writes; near the limit it counts hit by hit again. Hits counted ahead but not
  * used by the end of the window only make the count higher, never let a request past `max`.
@@ -50,8 +51,9 @@ function sqliteStore (repo: RateLimitRepository, clock: Clock, windowMs: number,
           return
         }
         if (max < AHEAD * 16) {
-          const { count, reset_at: resetAt } = repo.incr(key, now, timeWindow)
-          cb(null, { current: count, ttl: Math.max(0, resetAt - now) })
+          repo.incrGrouped(key, now, timeWindow).then(
+            ({ count, reset_at: resetAt }) => { cb(null, { current: count, ttl: Math.max(0, resetAt - now) }) },
+            (err: Error) => { cb(err) })
           return
         }
         const { count, reset_at: resetAt, granted } = repo.take(key, now, timeWindow, max, AHEAD)

@@ -79,7 +79,7 @@ export default definePlugin({
     }
 
     fastify.addHook('preHandler', syncHook((request, reply) => {
-      if (request.routeOptions.config.metered === true) afterResponse(reply, () => record(request, reply))
+      if (request.routeConfig.metered === true) afterResponse(reply, () => record(request, reply))
     }))
   }
 })

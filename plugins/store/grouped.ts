@@ -14,8 +14,9 @@ import type { DB } from './db.js'
 export function grouped<A extends unknown[], R> (db: DB, fn: (...args: A) => R): (...args: A) => Promise<R> {
   interface Pending { args: A, resolve: (r: R) => void, reject: (err: unknown) => void }
   let queue: Pending[] = []
-  const runGroup = db.transaction((items: Pending[]) => items.map((p) => fn(...p.args)))
-  const runOne = db.transaction((args: A) => fn(...args))
+  // IMMEDIATE: the write lock is taken (waiting up to busy_timeout) before anything is read
+  const runGroup = db.transaction((items: Pending[]) => items.map((p) => fn(...p.args))).immediate
+  const runOne = db.transaction((args: A) => fn(...args)).immediate
 
   const drain = (): void => {
     const items = queue

@@ -47,6 +47,8 @@ export class RateLimitRepository {
   private readonly incrStmt
   private readonly sweepStmt
   readonly take: (key: string, now: number, windowMs: number, max: number, most: number) => { count: number, reset_at: number, granted: number }
+  /** incr(), group-committed with the other hits of the same event-loop turn. */
+  readonly incrGrouped: (key: string, now: number, windowMs: number) => Promise<{ count: number, reset_at: number }>
 
   constructor (db: DB) {
     this.incrStmt = db.prepare<Record<string, unknown>, { count: number, reset_at: number }>(`INSERT INTO rate_limits (key, count, reset_at) VALUES (@key, @n, @reset)
@@ -63,6 +65,7 @@ export class RateLimitRepository {
       const { count, reset_at: resetAt } = this.incrStmt.get({ key, now, reset: now + windowMs, n }) as { count: number, reset_at: number }
       return { count, reset_at: resetAt, granted: n }
     }).immediate
+    this.incrGrouped = grouped(db, (key: string, now: number, windowMs: number) => this.incr(key, now, windowMs))
   }
 
   /** Counts one hit in the key's fixed window; returns the count so far and when the window resets. */

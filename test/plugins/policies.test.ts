@@ -29,6 +29,23 @@ t.test('rate limit: trust_proxy takes the client IP from X-Forwarded-For', async
   t.equal((await app.inject({ method: 'GET', url: '/v1/models', headers: h('203.0.113.2') })).statusCode, 200)
 })
 
+t.test('rate limit: concurrent hits on two workers, group-committed per turn, admit exactly max', async (t) => {
+  const { mkdtempSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const sqlite = join(mkdtempSync(join(tmpdir(), 'mg-rate-')), 'gw.db')
+  const max = 25
+  const plugins = [{ name: 'rate-limit', options: { max, window_s: 600 } }]
+  const a = await build(t, { store: { sqlite }, plugins })
+  const b = await build(t, { store: { sqlite }, plugins })
+  // all 60 in flight at once: each app commits the hits of one event-loop turn together
+  const all = await Promise.all(Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).inject({ method: 'GET', url: '/v1/models' })))
+  const codes = all.map((r) => r.statusCode)
+  t.equal(codes.filter((c) => c === 200).length, max, 'exactly max admitted')
+  t.equal(codes.filter((c) => c === 429).length, 60 - max, 'the rest refused')
+  t.equal((a.gw.store.db.prepare('SELECT count FROM rate_limits').get() as { count: number }).count, 60, 'every hit counted once')
+})
+
 t.test('rate limit: a high limit is counted 64 hits a write, and two workers never pass it', async (t) => {
   const { mkdtempSync } = await import('node:fs')
   const { tmpdir } = await import('node:os')

@@ -17,7 +17,8 @@ t.test('calls of one event-loop turn share one transaction, each with its own an
   const counted = {
     transaction: (f: (...a: unknown[]) => unknown) => {
       const tx = db.transaction(f)
-      return Object.assign((...a: unknown[]) => { transactions++; return tx(...a) }, tx)
+      const counting = (run: (...a: unknown[]) => unknown) => (...a: unknown[]) => { transactions++; return run(...a) }
+      return Object.assign(counting(tx), { deferred: counting(tx.deferred), immediate: counting(tx.immediate), exclusive: counting(tx.exclusive) })
     }
   } as unknown as typeof db
   const take = grouped(counted, (id: number) => insert.run(id).changes > 0)
