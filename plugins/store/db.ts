@@ -7,6 +7,12 @@ export type DB = Database.Database
 
 const MIGRATIONS_DIR = fromRoot('plugins', 'store', 'migrations')
 
+/** Another connection (another worker) held the lock for longer than busy_timeout. */
+export function isBusy (err: unknown): boolean {
+  const code = (err as { code?: string }).code
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED'
+}
+
 /** Opens (creating if needed) the SQLite database in WAL mode and applies pending migrations. */
 export function openDatabase (file: string): DB {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })

@@ -1,4 +1,4 @@
-import type { DB } from './db.js'
+import { isBusy, type DB } from './db.js'
 
 /**
  * Writes that follow a response (usage records, ledger settles, quota counts, idempotency
@@ -88,9 +88,4 @@ export class DeferredWriter {
   }
 
   get pending (): number { return this.ops.length }
-}
-
-function isBusy (err: unknown): boolean {
-  const code = (err as { code?: string }).code
-  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED'
 }

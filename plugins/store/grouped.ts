@@ -1,4 +1,4 @@
-import type { DB } from './db.js'
+import { isBusy, type DB } from './db.js'
 
 /**
  * Group commit for an admission write that cannot wait for the deferred batch (it decides
@@ -9,7 +9,9 @@ import type { DB } from './db.js'
  * atomicity: two calls for the same row in one group see each other's write in call order.
  *
  * When the group's transaction fails, each call is run again in a transaction of its own, so
- * a call that fails alone rejects alone and the others still get their answer.
+ * a call that fails alone rejects alone and the others still get their answer. When it failed
+ * because another worker held the lock past busy_timeout, every call of the group rejects at
+ * once: rerunning them one by one would only block the event loop that long again for each.
  */
 export function grouped<A extends unknown[], R> (db: DB, fn: (...args: A) => R): (...args: A) => Promise<R> {
   interface Pending { args: A, resolve: (r: R) => void, reject: (err: unknown) => void }
@@ -24,7 +26,11 @@ export function grouped<A extends unknown[], R> (db: DB, fn: (...args: A) => R):
     let results: R[]
     try {
       results = runGroup(items)
-    } catch {
+    } catch (err) {
+      if (isBusy(err)) {
+        for (const p of items) p.reject(err)
+        return
+      }
       for (const p of items) {
         try {
           p.resolve(runOne(p.args))

@@ -32,7 +32,10 @@ export class Leases {
     if (free < amount) {
       const need = amount - free
       const added = this.ledger.lease(lease.id, org, need, need + amount * LEASE_CALLS, now)
-      if (added === 0) return false
+      if (added === 0) {
+        if (lease.inUse === 0) this.byOrg.delete(org) // nothing held here: keep no entry for a refused org
+        return false
+      }
       lease.leased += added
     }
     lease.inUse += amount

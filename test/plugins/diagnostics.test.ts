@@ -5,6 +5,15 @@ import { traceId } from '../../plugins/context.js'
 import { Writable } from 'node:stream'
 import { bearer, build, KEY_A } from '../helper.js'
 
+/** A stream for a pino logger, and the JSON lines written to it. */
+function jsonLines (): { lines: Array<Record<string, unknown>>, stream: Writable } {
+  const lines: Array<Record<string, unknown>> = []
+  const stream = new Writable({
+    write (chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l !== '') lines.push(JSON.parse(l)); cb() }
+  })
+  return { lines, stream }
+}
+
 t.test('the trace header is on every response: 200, 401, 404, 501, health', async (t) => {
   const app = await build(t)
   const seen = new Set<string>()
@@ -48,10 +57,7 @@ t.test('a custom header_prefix is used everywhere', async (t) => {
 })
 
 t.test('every log line of a request carries its trace id', async (t) => {
-  const lines: Array<Record<string, unknown>> = []
-  const stream = new Writable({
-    write (chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l !== '') lines.push(JSON.parse(l)); cb() }
-  })
+  const { lines, stream } = jsonLines()
   const app = await build(t, {}, { logger: { level: 'info', stream } })
   const res = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
   const id = res.headers['x-svc-trace-id']
@@ -61,10 +67,7 @@ t.test('every log line of a request carries its trace id', async (t) => {
 })
 
 t.test('at level warn a request logs nothing unless it warns, and then with its trace id', async (t) => {
-  const lines: Array<Record<string, unknown>> = []
-  const stream = new Writable({
-    write (chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l !== '') lines.push(JSON.parse(l)); cb() }
-  })
+  const { lines, stream } = jsonLines()
   const app = await build(t, {}, { logger: { level: 'warn', stream } })
   const quiet = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
   t.equal(quiet.statusCode, 200)

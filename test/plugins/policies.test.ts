@@ -1,5 +1,11 @@
 import t from 'tap'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { bearer, build, FakeClock, KEY_A, KEY_B, KEY_OTHER_ORG } from '../helper.js'
+
+/** A fresh SQLite file that two apps (two workers) can share. */
+const tempSqlite = (): string => join(mkdtempSync(join(tmpdir(), 'mg-policies-')), 'gw.db')
 
 const chatBody = (model = 'demo/gpt', extra: Record<string, unknown> = {}) => ({ model, messages: [{ role: 'user', content: 'Count to three' }], ...extra })
 
@@ -30,10 +36,7 @@ t.test('rate limit: trust_proxy takes the client IP from X-Forwarded-For', async
 })
 
 t.test('rate limit: concurrent hits on two workers, group-committed per turn, admit exactly max', async (t) => {
-  const { mkdtempSync } = await import('node:fs')
-  const { tmpdir } = await import('node:os')
-  const { join } = await import('node:path')
-  const sqlite = join(mkdtempSync(join(tmpdir(), 'mg-rate-')), 'gw.db')
+  const sqlite = tempSqlite()
   const max = 25
   const plugins = [{ name: 'rate-limit', options: { max, window_s: 600 } }]
   const a = await build(t, { store: { sqlite }, plugins })
@@ -47,10 +50,7 @@ t.test('rate limit: concurrent hits on two workers, group-committed per turn, ad
 })
 
 t.test('rate limit: a high limit is counted 64 hits a write, and two workers never pass it', async (t) => {
-  const { mkdtempSync } = await import('node:fs')
-  const { tmpdir } = await import('node:os')
-  const { join } = await import('node:path')
-  const sqlite = join(mkdtempSync(join(tmpdir(), 'mg-rate-')), 'gw.db')
+  const sqlite = tempSqlite()
   const max = 1100
   const plugins = [{ name: 'rate-limit', options: { max, window_s: 600 } }]
   const a = await build(t, { store: { sqlite }, plugins })
@@ -171,10 +171,7 @@ t.test('every plugin on a streamed call: one close listener for all end-of-respo
 })
 
 t.test('quota across workers: one worker sees what another counted within 20 ms', async (t) => {
-  const { mkdtempSync } = await import('node:fs')
-  const { tmpdir } = await import('node:os')
-  const { join } = await import('node:path')
-  const sqlite = join(mkdtempSync(join(tmpdir(), 'mg-quota-')), 'gw.db')
+  const sqlite = tempSqlite()
   const clock = new FakeClock(Date.UTC(2026, 0, 15, 12, 0, 0))
   const tenants = [{ org: 'acme', projects: [{ id: 'web', quota: { tokens: 1, per: 'hour' }, keys: [{ key: KEY_A }] }] }]
   const a = await build(t, { store: { sqlite }, tenants, plugins: [{ name: 'auth' }, { name: 'quota' }] }, { clock })

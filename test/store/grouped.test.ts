@@ -48,3 +48,17 @@ t.test('the group runs inside a transaction', async (t) => {
   const inTx = grouped(db, () => db.inTransaction)
   t.same(await Promise.all([inTx(), inTx()]), [true, true])
 })
+
+t.test('a group refused because another worker held the lock rejects every call at once, with no reruns', async (t) => {
+  const { db, count } = setup()
+  let calls = 0
+  const take = grouped(db, () => {
+    calls++
+    throw Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })
+  })
+  const results = await Promise.allSettled([take(), take(), take()])
+  t.same(results.map((r) => r.status), ['rejected', 'rejected', 'rejected'])
+  t.match((results[0] as PromiseRejectedResult).reason, { code: 'SQLITE_BUSY' })
+  t.equal(calls, 1, 'not rerun one by one (each rerun would wait busy_timeout again)')
+  t.equal(count(), 0)
+})
