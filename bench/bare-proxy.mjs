@@ -19,3 +19,5 @@ if (process.env.KIND === 'undici') {
 }
 await app.listen({ port: 0, host: '127.0.0.1' })
 process.stdout.write(`listening ${app.server.address().port}\n`)
+// a clean exit on SIGTERM, so that --cpu-prof (bench/profile.ts BASELINE=1) writes its profile
+process.once('SIGTERM', () => { app.close().then(() => process.exit(0)) })
