@@ -7,31 +7,32 @@ import { grouped } from './grouped.js'
 
 export class IdempotencyRepository {
   private readonly acquireStmt
-  private readonly doneStmt
+  private readonly extendStmt
   private readonly releaseStmt
   private readonly sweepStmt
   /** acquire(), group-committed with the other acquires of the same event-loop turn. */
   readonly acquireGrouped: (scope: string, key: string, trace: string, now: number, ttlMs: number) => Promise<boolean>
 
   constructor (db: DB) {
-    // a row that expired is taken over; a live one (in flight or done) refuses the newcomer
-    this.acquireStmt = db.prepare(`INSERT INTO idempotency_keys (scope, idem_key, state, trace_id, created_at, expires_at)
-      VALUES (@scope, @key, 'in_flight', @trace, @now, @expires)
-      ON CONFLICT(scope, idem_key) DO UPDATE SET state = 'in_flight', trace_id = @trace, created_at = @now, expires_at = @expires
+    // a row that expired is taken over; a live one (in flight or answered) refuses the newcomer
+    this.acquireStmt = db.prepare(`INSERT INTO idempotency_keys (scope, idem_key, trace_id, created_at, expires_at)
+      VALUES (@scope, @key, @trace, @now, @expires)
+      ON CONFLICT(scope, idem_key) DO UPDATE SET trace_id = @trace, created_at = @now, expires_at = @expires
       WHERE idempotency_keys.expires_at <= @now`)
-    this.doneStmt = db.prepare("UPDATE idempotency_keys SET state = 'done', expires_at = @expires WHERE scope = @scope AND idem_key = @key AND trace_id = @trace")
+    this.extendStmt = db.prepare('UPDATE idempotency_keys SET expires_at = @expires WHERE scope = @scope AND idem_key = @key AND trace_id = @trace AND expires_at < @expires')
     this.releaseStmt = db.prepare('DELETE FROM idempotency_keys WHERE scope = @scope AND idem_key = @key AND trace_id = @trace')
     this.sweepStmt = db.prepare('DELETE FROM idempotency_keys WHERE expires_at <= ?')
     this.acquireGrouped = grouped(db, (scope: string, key: string, trace: string, now: number, ttlMs: number) => this.acquire(scope, key, trace, now, ttlMs))
   }
 
-  /** True when this request now owns the key. */
+  /** True when this request now owns the key, which then refuses repeats until now + ttlMs. */
   acquire (scope: string, key: string, trace: string, now: number, ttlMs: number): boolean {
     return this.acquireStmt.run({ scope, key, trace, now, expires: now + ttlMs }).changes > 0
   }
 
-  complete (scope: string, key: string, trace: string, now: number, ttlMs: number): void {
-    this.doneStmt.run({ scope, key, trace, expires: now + ttlMs })
+  /** Keeps the key of request `trace` until `expires` at least. */
+  extend (scope: string, key: string, trace: string, expires: number): void {
+    this.extendStmt.run({ scope, key, trace, expires })
   }
 
   release (scope: string, key: string, trace: string): void {

@@ -2,7 +2,8 @@ import t from 'tap'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { bearer, build, FakeClock, KEY_A, KEY_B, KEY_OTHER_ORG } from '../helper.js'
+import { bearer, build, FakeClock, KEY_A, KEY_B, KEY_OTHER_ORG, mockCatalog, settled } from '../helper.js'
+import { startMockUpstream } from '../mock-upstream.js'
 
 /** A fresh SQLite file that two apps (two workers) can share. */
 const tempSqlite = (): string => join(mkdtempSync(join(tmpdir(), 'mg-policies-')), 'gw.db')
@@ -94,15 +95,40 @@ t.test('idempotency: duplicates 409, per API key, failures release the key, trac
   t.equal(m.json().type, 'error')
 })
 
-t.test('idempotency: expired keys are taken again', async (t) => {
+t.test('idempotency: a key refuses repeats for ttl_s after the answer, then is taken again', async (t) => {
   const clock = new FakeClock()
   const app = await build(t, { plugins: [{ name: 'auth' }, { name: 'idempotency', options: { ttl_s: 10 } }] }, { clock })
   const post = () => app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...bearer(KEY_A), 'idempotency-key': 'e' }, payload: chatBody() })
+  const row = () => app.gw.store.db.prepare("SELECT created_at, expires_at FROM idempotency_keys WHERE idem_key = 'e'").get() as { created_at: number, expires_at: number }
   t.equal((await post()).statusCode, 200)
-  t.equal((await post()).statusCode, 409)
-  clock.advance(10_001)
-  t.equal((await post()).statusCode, 200)
+  await settled()
+  app.gw.writer.flush()
+  t.equal(row().expires_at - row().created_at, 10_100, 'a quick call keeps the expiry it was taken with: ttl plus 1% slack')
+  t.equal(app.gw.writer.pending, 0, 'and costs no second write')
+  clock.advance(10_000)
+  t.equal((await post()).statusCode, 409, 'still refused ttl_s after the answer')
+  clock.advance(100)
+  t.equal((await post()).statusCode, 200, 'taken again once the slack is over too')
   t.equal(app.gw.store.idempotency.sweep(clock.now() + 20_000), 1, 'swept once expired')
+})
+
+t.test('idempotency: a call that outlasts the slack keeps its key ttl_s after its answer', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const clock = new FakeClock()
+  const app = await build(t, { ...mockCatalog(mock), plugins: [{ name: 'auth' }, { name: 'idempotency', options: { ttl_s: 10 } }] }, { clock })
+  mock.script(() => { clock.advance(5_000); return undefined }) // the upstream takes 5 s of the gateway's time
+  const post = () => app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...bearer(KEY_A), 'idempotency-key': 'long' }, payload: chatBody('openai/gpt-test') })
+  t.equal((await post()).statusCode, 200)
+  await settled()
+  app.gw.writer.flush()
+  const row = app.gw.store.db.prepare("SELECT created_at, expires_at FROM idempotency_keys WHERE idem_key = 'long'").get() as { created_at: number, expires_at: number }
+  t.equal(row.expires_at - row.created_at, 15_000, 'moved to ttl_s after the answer')
+  mock.script(null)
+  clock.advance(9_999)
+  t.equal((await post()).statusCode, 409)
+  clock.advance(1)
+  t.equal((await post()).statusCode, 200)
 })
 
 t.test('quota: tokens per minute per project, usd per day per org, UTC windows, Retry-After', async (t) => {
