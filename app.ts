@@ -12,6 +12,7 @@ import { lazyChildLogger } from './plugins/lazy-logger.js'
 import { registerChain } from './plugins/registry.js'
 import { Store } from './plugins/store/index.js'
 import { DeferredWriter } from './plugins/store/deferred.js'
+import { startCheckpointer } from './plugins/store/checkpointer.js'
 import { Upstreams } from './plugins/upstream/index.js'
 import v1Routes from './routes/v1/index.js'
 import adminRoutes from './routes/admin/index.js'
@@ -67,6 +68,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const upstreams = new Upstreams(config, clock)
   const gw: Gateway = { config, store, catalog: new Catalog(config.models), upstreams, clock, headers, events: new EventEmitter(), writer: new DeferredWriter(store.db, 5, 1000, (err) => { app.log.error({ err }, 'queued writes not committed yet; retrying') }) }
   app.decorate('gw', gw)
+  const checkpointer = store.db.memory ? null : startCheckpointer(store.db, (message) => { app.log.error({ message }, 'WAL checkpoint failed') })
   app.addHook('onClose', async () => { await upstreams.close() })
   app.decorateRequest('principal', null)
   app.decorateRequest('call', null)
@@ -77,6 +79,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   app.addHook('onClose', async () => {
     await new Promise((resolve) => setImmediate(resolve))
     gw.writer.flush()
+    await checkpointer?.stop()
     if (opts.store === undefined) store.close()
   })
 
