@@ -17,11 +17,13 @@ import { Store } from '../plugins/store/index.js'
 import type { UsageRow } from '../plugins/store/usage.js'
 
 const QUICK = process.argv.includes('--quick')
-const DURATION = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 3 : 10))
+const DURATION = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 3 : 15))
 // Each case runs DURATION seconds in all, split into ROUNDS slices run in turn with the other
 // cases, and each figure is the median of its slices: a neighbour's burst on this shared machine
-// then hits every case alike instead of one of them.
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 3))
+// then hits every case alike instead of one of them. Every other round runs the cases in reverse
+// order: on this machine a case measured right after another ran up to 30% faster or slower
+// depending on its place, and a fixed order put that on the same cases every round.
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 5))
 const SLICE = Math.max(2, Math.round(DURATION / ROUNDS))
 const KEY = 'mg-bench-key-0123456789abcdef'
 const children: ChildProcess[] = []
@@ -186,13 +188,15 @@ function ledgerWrites (): number {
   return rate
 }
 
-/** Every case once per round, in the same order; each figure is the median of its rounds (errors: the sum). */
-async function inRounds<T extends object> (cases: Array<[string, () => Promise<T>]>): Promise<Record<string, T>> {
+/**
+ * Every case once per round, in reverse order every other round; each figure is the median of
+ * its rounds (errors: the sum). `runs` keeps each round's figures, for paired ratios.
+ */
+async function inRounds<T extends object> (cases: Array<[string, () => Promise<T>]>): Promise<{ median: Record<string, T>, runs: Map<string, T[]> }> {
   const runs = new Map<string, T[]>()
   for (let r = 0; r < ROUNDS; r++) {
-    for (const [name, run] of cases) runs.set(name, [...(runs.get(name) ?? []), await run()])
+    for (const [name, run] of r % 2 === 0 ? cases : [...cases].reverse()) runs.set(name, [...(runs.get(name) ?? []), await run()])
   }
-  const median = (xs: number[]): number => { const v = [...xs].sort((a, b) => a - b); return v.length % 2 === 1 ? v[(v.length - 1) / 2] as number : ((v[v.length / 2 - 1] as number) + (v[v.length / 2] as number)) / 2 }
   const out: Record<string, T> = {}
   for (const [name, rs] of runs) {
     const keys = Object.keys(rs[0] as object) as Array<keyof T>
@@ -201,7 +205,16 @@ async function inRounds<T extends object> (cases: Array<[string, () => Promise<T
       return [k, k === 'errors' ? xs.reduce((a, b) => a + b, 0) : median(xs)]
     })) as T
   }
-  return out
+  return { median: out, runs }
+}
+
+const median = (xs: number[]): number => { const v = [...xs].sort((a, b) => a - b); return v.length === 0 ? NaN : v.length % 2 === 1 ? v[(v.length - 1) / 2] as number : ((v[v.length / 2 - 1] as number) + (v[v.length / 2] as number)) / 2 }
+
+/** The median over rounds of a's requests/s over b's in the same round: the two shared that round's machine. */
+function pairedRatio (runs: Map<string, Load[]>, a: string, b: string): number {
+  const xs = runs.get(a); const ys = runs.get(b)
+  if (xs === undefined || ys === undefined) return NaN
+  return median(xs.map((x, i) => x.rps / (ys[i]?.rps ?? NaN)))
 }
 
 const fmt = (n: number, d = 0): string => Number.isFinite(n) ? n.toFixed(d) : 'n/a'
@@ -251,13 +264,13 @@ async function main (): Promise<void> {
     [`modelgate ${cpus().length} workers`, async () => await load(`http://127.0.0.1:${allCores}/v1/chat/completions`, chatBody('bench/openai'), 32)]
   )
   if (pk !== undefined) throughputCases.push(['portkey', async () => await load(pk, chatBody('bench'), 32, portkeyHeaders(up))])
-  const throughput = await inRounds(throughputCases)
+  const { median: throughput, runs: throughputRuns } = await inRounds(throughputCases)
   const singleCases: Array<[string, () => Promise<Load>]> = [
     ['reply-from', async () => await sequential(targets['reply-from'] as string, chatBody('bench/openai'))],
     ['modelgate', async () => await sequential(mgChat, chatBody('bench/openai'))]
   ]
   if (pk !== undefined) singleCases.push(['portkey', async () => await sequential(pk, chatBody('bench'), portkeyHeaders(up))])
-  const single = await inRounds(singleCases)
+  const { median: single } = await inRounds(singleCases)
   const streamCases: Array<[string, () => Promise<StreamLoad>]> = [
     ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)],
     ['reply-from', async () => await streamLoad(targets['reply-from'] as string, chatBody('bench/openai', true), 16)],
@@ -265,9 +278,9 @@ async function main (): Promise<void> {
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 16)]
   ]
   if (pk !== undefined) streamCases.push(['portkey', async () => await streamLoad(pk, chatBody('bench', true), 16, portkeyHeaders(up))])
-  const streaming = await inRounds(streamCases)
+  const { median: streaming } = await inRounds(streamCases)
   // one stream at a time: the time to first byte a gateway adds, without queueing behind others
-  const streamOne = await inRounds<StreamLoad>([
+  const { median: streamOne } = await inRounds<StreamLoad>([
     ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 1)],
     ['reply-from', async () => await streamLoad(targets['reply-from'] as string, chatBody('bench/openai', true), 1)],
     ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 1)],
@@ -295,16 +308,24 @@ async function main (): Promise<void> {
   for (const [name, r] of Object.entries(streamOne)) console.log(`${name.padEnd(24)} ${fmt(r.ttfbP50, 2).padStart(5)} ${fmt(r.ttfbP99, 2).padStart(8)} ${fmt(r.ttfbP50 - (streamOne.upstream?.ttfbP50 ?? NaN), 2).padStart(10)}`)
   if (pkStreamErrors > 0) console.log('(Portkey answered its streams with errors: on Node 20 it fails with "TypeError: immutable" when it rewrites the streamed response\'s headers)')
   console.log(`\nTranslated / passthrough stream throughput: ${fmt(translatedRatio, 2)} (target ≥ 0.70)`)
-  console.log(`modelgate (all plugins) / bare reply-from proxy, non-streaming: ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, bare)} (target ≥ 0.80)`)
+  const pairedBare = pairedRatio(throughputRuns, 'modelgate passthrough', 'reply-from')
+  const pairedPk = pairedRatio(throughputRuns, 'modelgate passthrough', 'portkey')
+  console.log(`modelgate (all plugins) / bare reply-from proxy, non-streaming: ${fmt(pairedBare, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, bare)} of the medians (target ≥ 0.80)`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
-  console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} (target ≥ 10; Portkey ${portkey})`)
+  console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
 
   Object.assign(results, {
-    throughput, single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, streaming_one_at_a_time: streamOne, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
+    throughput, throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])), single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, streaming_one_at_a_time: streamOne, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
     ratios: {
       modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN),
       modelgate_all_cores_over_reply_from: (throughput[`modelgate ${cpus().length} workers`]?.rps ?? NaN) / (bare ?? NaN),
-      modelgate_over_portkey: pkRps === undefined ? null : (throughput['modelgate passthrough']?.rps ?? NaN) / pkRps
+      modelgate_over_portkey: pkRps === undefined ? null : (throughput['modelgate passthrough']?.rps ?? NaN) / pkRps,
+      // the median over rounds of the two cases' ratio in the same round
+      paired: {
+        modelgate_over_reply_from: pairedBare,
+        modelgate_all_cores_over_reply_from: pairedRatio(throughputRuns, `modelgate ${cpus().length} workers`, 'reply-from'),
+        modelgate_over_portkey: pkRps === undefined ? null : pairedPk
+      }
     }
   })
   mkdirSync(fromRoot('bench', 'results'), { recursive: true })
