@@ -1,9 +1,10 @@
 import { isBusy, type DB } from './db.js'
 
 /**
- * Writes that follow a response (usage records, ledger settles, quota counts, idempotency
- * completions) are queued and committed together in one transaction every `intervalMs` (or at
- * `maxOps`), off the response path: one commit for many calls instead of several per call.
+ * Writes that follow a response (usage records, ledger settles, quota counts, the idempotency
+ * expiry of a long call) are queued and committed together in one transaction every
+ * `intervalMs` (or at `maxOps`), off the response path: one commit for many calls instead of
+ * several per call.
  * Admission writes (holds, rate-limit counts, idempotency keys) never come here: they decide
  * whether a request runs and stay synchronous. Readers that must see everything call flush();
  * closing the app flushes, so a graceful stop loses nothing.
