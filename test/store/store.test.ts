@@ -1,8 +1,10 @@
 import t from 'tap'
-import { mkdtempSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
+import { fromRoot } from '../../paths.js'
+import { migrate, openDatabase } from '../../plugins/store/db.js'
 import { Store } from '../../plugins/store/index.js'
 import { hashKey } from '../../plugins/store/keys.js'
 import { testConfig, KEY_A } from '../helper.js'
@@ -20,6 +22,23 @@ t.test('a file database is in WAL mode and migrations apply once', async (t) => 
   const raw = new Database(file)
   t.ok(raw.prepare("SELECT name FROM sqlite_master WHERE name = 'api_keys'").get())
   raw.close()
+})
+
+t.test('migration 004 keeps the idempotency keys of a database made before it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mg-store-'))
+  const upTo3 = join(dir, 'migrations')
+  const all = fromRoot('plugins', 'store', 'migrations')
+  mkdirSync(upTo3)
+  for (const f of readdirSync(all).filter((f) => /^00[1-3]_/.test(f))) copyFileSync(join(all, f), join(upTo3, f))
+  const file = join(dir, 'gw.db')
+  const old = new Database(file)
+  t.equal(migrate(old, upTo3), 3)
+  old.prepare("INSERT INTO idempotency_keys (scope, idem_key, state, trace_id, created_at, expires_at) VALUES ('key_1', 'k', 'done', 'tr', 1, 100)").run()
+  old.close()
+  const db = openDatabase(file)
+  t.teardown(() => db.close())
+  t.ok(Number(db.pragma('user_version', { simple: true })) >= 4)
+  t.same(db.prepare('SELECT * FROM idempotency_keys').all(), [{ scope: 'key_1', idem_key: 'k', trace_id: 'tr', created_at: 1, expires_at: 100 }], 'the row is kept, without its state')
 })
 
 t.test('tenants sync: orgs keep their balance across restarts, config keys follow the config', async (t) => {
