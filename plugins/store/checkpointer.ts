@@ -20,8 +20,15 @@ const { workerData, parentPort } = require('node:worker_threads')
 const Database = require(workerData.driver)
 const db = new Database(workerData.file)
 db.pragma('busy_timeout = 5000')
+let last = '', lastAt = 0 // a failure that repeats is reported once a minute, not five times a second
 const timer = setInterval(() => {
-  try { db.pragma('wal_checkpoint(PASSIVE)') } catch (err) { parentPort.postMessage(String(err && err.message || err)) }
+  try {
+    db.pragma('wal_checkpoint(PASSIVE)')
+    last = ''
+  } catch (err) {
+    const message = String((err && err.message) || err)
+    if (message !== last || Date.now() - lastAt >= 60000) { parentPort.postMessage(message); last = message; lastAt = Date.now() }
+  }
 }, workerData.intervalMs)
 parentPort.on('message', () => { clearInterval(timer); db.close(); parentPort.close() })
 `

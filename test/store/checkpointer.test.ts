@@ -65,3 +65,12 @@ t.test('an app on :memory: has no WAL and no thread', async (t) => {
   t.teardown(() => app.close())
   t.equal(app.gw.store.db.pragma('wal_autocheckpoint', { simple: true }), 1000, 'SQLite\'s default')
 })
+
+t.test('a thread that cannot open the file says so', async (t) => {
+  const errors: string[] = []
+  const fake = { pragma: () => undefined, name: join(tmpdir(), 'mg-no-such-dir', 'deeper', 'gw.db') } as unknown as Store['db']
+  const checkpointer = startCheckpointer(fake, (m) => errors.push(m), 20)
+  await checkpointer.stop()
+  t.equal(errors.length, 1)
+  t.match(errors[0], /directory does not exist/)
+})
