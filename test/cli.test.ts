@@ -4,7 +4,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { createServer } from 'node:net'
 import { fromRoot } from '../paths.js'
+import { spawnGateway } from './helper.js'
 
 const run = promisify(execFile)
 const TSX = ['--import', '@tapjs/typescript/import']
@@ -101,4 +103,41 @@ t.test('unknown commands print the usage', async (t) => {
   const res = await cli(['frobnicate'])
   t.equal(res.code, 2)
   t.match(res.stderr, /modelgate keys create/)
+})
+
+/** A port nobody listens on right now. */
+async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number }
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+t.test('serve: the port from PORT, or from --port over it; --host', async (t) => {
+  const fromEnv = await freePort()
+  const a = await spawnGateway(t, {}, ['--workers', '1', '--host', '127.0.0.2'], { PORT: String(fromEnv) })
+  t.equal(a.port, fromEnv, 'PORT')
+  t.equal((await fetch(`http://127.0.0.2:${a.port}/`)).status, 200, 'on the --host address')
+  await t.rejects(fetch(`http://127.0.0.1:${a.port}/`), 'and only there')
+  a.kill()
+  t.equal(await a.exited, 0)
+  const fromFlag = await freePort()
+  const b = await spawnGateway(t, {}, ['--workers', '1', '--port', String(fromFlag)], { PORT: '1' })
+  t.equal(b.port, fromFlag, '--port wins over PORT')
+  b.kill()
+  t.equal(await b.exited, 0)
+})
+
+t.test('serve: a port that is not one is a usage error', async (t) => {
+  for (const bad of ['http', '70000', '-1']) {
+    const res = await cli(['serve', '--port', bad])
+    t.equal(res.code, 2, bad)
+    t.match(res.stderr, /--port/, 'named in the message')
+  }
+  const res = await cli(['serve'], { PORT: 'eighty' })
+  t.equal(res.code, 2, 'from PORT as well')
 })

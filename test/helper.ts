@@ -114,7 +114,7 @@ export const settled = async (): Promise<void> => { await new Promise((resolve) 
 export interface SpawnedGateway { port: number, exited: Promise<number | null>, kill: (signal?: NodeJS.Signals) => void }
 
 /** `modelgate serve` in a child process on a config written to a temp file; killed when the test ends. */
-export async function spawnGateway (t: Teardown, config: Record<string, unknown>, args: string[] = []): Promise<SpawnedGateway> {
+export async function spawnGateway (t: Teardown, config: Record<string, unknown>, args: string[] = [], env: Record<string, string> = {}): Promise<SpawnedGateway> {
   const { spawn } = await import('node:child_process')
   const { mkdtempSync, writeFileSync } = await import('node:fs')
   const { tmpdir } = await import('node:os')
@@ -123,7 +123,7 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   const file = join(mkdtempSync(join(tmpdir(), 'mg-serve-')), 'gw.json')
   writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config }))
   const child = spawn(process.execPath, ['--import', '@tapjs/typescript/import', fromRoot('cli.ts'), 'serve', '--config', file, ...args], {
-    cwd: fromRoot(), env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'inherit']
+    cwd: fromRoot(), env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'inherit']
   })
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
@@ -131,7 +131,7 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
     let out = ''
     child.stdout.on('data', (d: Buffer) => {
       out += String(d)
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)
+      const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out)
       if (m !== null) resolve(Number(m[1]))
     })
     void exited.then((code) => reject(new Error(`gateway exited with ${String(code)} before listening`)))
