@@ -4,11 +4,12 @@
 // while cutting the hot path. Linux only; needs a build (npm run build).
 //   TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/cpu.ts [N]
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
+import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 
 const N = Number(process.argv[2] ?? 20000)
 const TICK_US = 1e6 / 100 // USER_HZ
@@ -22,13 +23,8 @@ function start (args: string[], env: Record<string, string> = {}): Promise<{ por
 const cpuTicks = (pid: number): number => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' '); return Number(f[11]) + Number(f[12]) }
 const up = await start([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
-const all = (process.env.PLUGINS ?? 'cors,rate-limit,auth,idempotency,quota,balance,usage,diagnostics')
-function gwConfig (name: string, list: string): string {
-  const plugins = list.split(',').filter(Boolean).map((n) => ({ name: n, ...(n === 'rate-limit' ? { options: { max: 1e9 } } : {}) }))
-  const f = join(dir, `${name}.json`)
-  writeFileSync(f, JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, `${name}.db`) }, plugins, providers: [{ id: 'u', protocol: 'openai', base_url: `${base}/v1`, api_key: 'x' }], models: [{ id: 'b/o', name: 'b', provider: 'u', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }], tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: 'mg-bench-key-0123456789abcdef' }] }] }] }))
-  return f
-}
+const all = (process.env.PLUGINS ?? ALL_PLUGINS)
+const gwConfig = (name: string, list: string): string => writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list)
 const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
   ['reply-from', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
   ['undici handler', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'undici' })],
@@ -36,7 +32,7 @@ const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
   [`modelgate, ${all === '' ? 'none' : all.split(',').length + ' plugins'}`, () => start([fromRoot('dist', 'cli.js'), 'serve', '--config', gwConfig('all', all), '--workers', '1'])]
 ]
 const body = JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
-const headers = { 'content-type': 'application/json', authorization: 'Bearer mg-bench-key-0123456789abcdef' }
+const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 const ROUNDS = Number(process.env.ROUNDS ?? 3)
 const targets = []
 for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], rps: [] as number[], non2xx: 0 })

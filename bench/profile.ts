@@ -4,23 +4,23 @@
 // reply-from proxy instead, to compare. Needs a build (npm run build).
 //   PROF=1 TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/profile.ts
 import { spawn } from 'node:child_process'
-import { mkdtempSync, writeFileSync, readdirSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
+import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), "prof-"))
 const up = spawn(process.execPath, [fromRoot('bench', 'upstream.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] })
 const upPort = await new Promise<number>((r) => up.stdout.on('data', (d) => r(Number(/listening (\d+)/.exec(String(d))![1]))))
-const plugins = (process.env.PLUGINS ?? 'cors,rate-limit,auth,idempotency,quota,balance,usage,diagnostics').split(',').filter(Boolean).map((name) => ({ name, ...(name === 'rate-limit' ? { options: { max: 1e9 } } : {}) }))
-writeFileSync(join(dir, 'c.json'), JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, 'gw.db') }, plugins, providers: [{ id: 'u', protocol: 'openai', base_url: `http://127.0.0.1:${upPort}/v1`, api_key: 'x' }], models: [{ id: 'b/o', name: 'b', provider: 'u', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }], tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: 'mg-bench-key-0123456789abcdef' }] }] }] }))
+writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${upPort}`, process.env.PLUGINS ?? ALL_PLUGINS)
 const args = process.env.PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : []
 const gw = process.env.BASELINE
   ? spawn(process.execPath, [...args, fromRoot('bench', 'bare-proxy.mjs')], { env: { ...process.env, UPSTREAM: `http://127.0.0.1:${upPort}`, KIND: 'reply-from' }, stdio: ['ignore', 'pipe', 'inherit'] })
   : spawn(process.execPath, [...args, fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { env: { ...process.env, LOG_LEVEL: 'error' }, stdio: ['ignore', 'pipe', 'inherit'] })
 const port = await new Promise<number>((r) => { let o = ''; gw.stdout.on('data', (d) => { o += d; const m = /(?:listening |127\.0\.0\.1:)(\d+)/.exec(o); if (m) r(Number(m[1])) }) })
 let n = 0
-const headers = { 'content-type': 'application/json', authorization: 'Bearer mg-bench-key-0123456789abcdef' }
+const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 // IDEM=1: a fresh Idempotency-Key per call
 const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `p-${process.pid}-${n++}` } }) }] : undefined
 const res = await autocannon({ url: `http://127.0.0.1:${port}/v1/chat/completions`, method: 'POST', connections: 32, duration: Number(process.env.DURATION ?? 5), body: JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
