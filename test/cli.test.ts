@@ -105,29 +105,20 @@ t.test('unknown commands print the usage', async (t) => {
   t.match(res.stderr, /modelgate keys create/)
 })
 
-/** A port nobody listens on right now. */
-async function freePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number }
-      srv.close(() => resolve(port))
-    })
-  })
-}
-
-t.test('serve: the port from PORT, or from --port over it; --host', async (t) => {
-  const fromEnv = await freePort()
-  const a = await spawnGateway(t, {}, ['--workers', '1', '--host', '127.0.0.2'], { PORT: String(fromEnv) })
-  t.equal(a.port, fromEnv, 'PORT')
+t.test('serve: PORT over the config\'s port, --port over PORT; --host', async (t) => {
+  // a port taken on every address: a gateway that tried to listen on it would exit at once
+  const taken = createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '0.0.0.0', resolve))
+  t.teardown(() => { taken.close() })
+  const busy = (taken.address() as { port: number }).port
+  const a = await spawnGateway(t, { server: { port: busy } }, ['--workers', '1', '--host', '127.0.0.2'], { PORT: '0' })
+  t.not(a.port, busy, 'PORT')
   t.equal((await fetch(`http://127.0.0.2:${a.port}/`)).status, 200, 'on the --host address')
   await t.rejects(fetch(`http://127.0.0.1:${a.port}/`), 'and only there')
   a.kill()
   t.equal(await a.exited, 0)
-  const fromFlag = await freePort()
-  const b = await spawnGateway(t, {}, ['--workers', '1', '--port', String(fromFlag)], { PORT: '1' })
-  t.equal(b.port, fromFlag, '--port wins over PORT')
+  const b = await spawnGateway(t, {}, ['--workers', '1', '--port', '0'], { PORT: String(busy) })
+  t.not(b.port, busy, '--port wins over PORT')
   b.kill()
   t.equal(await b.exited, 0)
 })
