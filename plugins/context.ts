@@ -43,6 +43,10 @@ export interface CallInfo {
   settled?: Settlement
 }
 
+// traceId()'s time part, made once per millisecond
+let prefixMs = -1
+let prefix = ''
+
 /**
  * A request's trace id: a UUID in the version 7 layout, 48 bits of Unix milliseconds then random
  * bits (taken from randomUUID's pooled entropy). Unique like any random UUID, and ordered by
@@ -58,9 +62,6 @@ export function traceId (now = Date.now()): string {
   }
   return prefix + randomUUID().slice(15) // randomUUID(): xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx
 }
-// the time part, made once per millisecond
-let prefixMs = -1
-let prefix = ''
 
 /** The app's services, decorated on the root instance as `fastify.gw`. */
 export interface Gateway {

@@ -37,6 +37,7 @@ export interface Checkpointer { stop: () => Promise<void> }
 
 /** Starts checkpointing `db`'s file (not ':memory:') on a thread; `onError` hears its failures. */
 export function startCheckpointer (db: DB, onError: (message: string) => void, intervalMs = INTERVAL_MS): Checkpointer {
+  const own = db.pragma('wal_autocheckpoint', { simple: true }) as number
   db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`)
   const driver = createRequire(import.meta.url).resolve('better-sqlite3')
   const worker = new Worker(THREAD, { eval: true, workerData: { driver, file: db.name, intervalMs } })
@@ -45,11 +46,13 @@ export function startCheckpointer (db: DB, onError: (message: string) => void, i
   worker.unref()
   const exited = new Promise<void>((resolve) => worker.once('exit', () => { resolve() }))
   return {
-    // the thread closes its connection and ends once a checkpoint under way is done
+    // the thread closes its connection and ends once a checkpoint under way is done; the
+    // connection checkpoints on its own again (it may outlive the app: a store passed to buildApp)
     stop: async () => {
       worker.ref() // the process waits for it now
       worker.postMessage('stop')
       await exited
+      if (db.open) db.pragma(`wal_autocheckpoint = ${own}`)
     }
   }
 }

@@ -2,11 +2,15 @@ import t from 'tap'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { bearer, build, FakeClock, KEY_A, KEY_B, KEY_OTHER_ORG, mockCatalog, settled } from '../helper.js'
+import type { FastifyInstance } from 'fastify'
+import { bearer, build, FakeClock, type BuildExtras, KEY_A, KEY_B, KEY_OTHER_ORG, mockCatalog, settled } from '../helper.js'
 import { startMockUpstream } from '../mock-upstream.js'
 
-/** A fresh SQLite file that two apps (two workers) can share. */
-const tempSqlite = (): string => join(mkdtempSync(join(tmpdir(), 'mg-policies-')), 'gw.db')
+/** Two apps (two workers) sharing a fresh SQLite file. */
+async function twoWorkers (t: Parameters<typeof build>[0], overrides: Record<string, unknown>, extras: BuildExtras = {}): Promise<[FastifyInstance, FastifyInstance]> {
+  const sqlite = join(mkdtempSync(join(tmpdir(), 'mg-policies-')), 'gw.db')
+  return [await build(t, { ...overrides, store: { sqlite } }, extras), await build(t, { ...overrides, store: { sqlite } }, extras)]
+}
 
 const chatBody = (model = 'demo/gpt', extra: Record<string, unknown> = {}) => ({ model, messages: [{ role: 'user', content: 'Count to three' }], ...extra })
 
@@ -37,11 +41,8 @@ t.test('rate limit: trust_proxy takes the client IP from X-Forwarded-For', async
 })
 
 t.test('rate limit: concurrent hits on two workers, group-committed per turn, admit exactly max', async (t) => {
-  const sqlite = tempSqlite()
   const max = 25
-  const plugins = [{ name: 'rate-limit', options: { max, window_s: 600 } }]
-  const a = await build(t, { store: { sqlite }, plugins })
-  const b = await build(t, { store: { sqlite }, plugins })
+  const [a, b] = await twoWorkers(t, { plugins: [{ name: 'rate-limit', options: { max, window_s: 600 } }] })
   // all 60 in flight at once: each app commits the hits of one event-loop turn together
   const all = await Promise.all(Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).inject({ method: 'GET', url: '/v1/models' })))
   const codes = all.map((r) => r.statusCode)
@@ -51,11 +52,8 @@ t.test('rate limit: concurrent hits on two workers, group-committed per turn, ad
 })
 
 t.test('rate limit: a high limit is counted 64 hits a write, and two workers never pass it', async (t) => {
-  const sqlite = tempSqlite()
   const max = 1100
-  const plugins = [{ name: 'rate-limit', options: { max, window_s: 600 } }]
-  const a = await build(t, { store: { sqlite }, plugins })
-  const b = await build(t, { store: { sqlite }, plugins })
+  const [a, b] = await twoWorkers(t, { plugins: [{ name: 'rate-limit', options: { max, window_s: 600 } }] })
   const counted = (): number => (a.gw.store.db.prepare('SELECT count FROM rate_limits').get() as { count: number }).count
   const first = await a.inject({ method: 'GET', url: '/v1/models' })
   t.equal(first.statusCode, 200)
@@ -197,11 +195,9 @@ t.test('every plugin on a streamed call: one close listener for all end-of-respo
 })
 
 t.test('quota across workers: one worker sees what another counted within 20 ms', async (t) => {
-  const sqlite = tempSqlite()
   const clock = new FakeClock(Date.UTC(2026, 0, 15, 12, 0, 0))
   const tenants = [{ org: 'acme', projects: [{ id: 'web', quota: { tokens: 1, per: 'hour' }, keys: [{ key: KEY_A }] }] }]
-  const a = await build(t, { store: { sqlite }, tenants, plugins: [{ name: 'auth' }, { name: 'quota' }] }, { clock })
-  const b = await build(t, { store: { sqlite }, tenants, plugins: [{ name: 'auth' }, { name: 'quota' }] }, { clock })
+  const [a, b] = await twoWorkers(t, { tenants, plugins: [{ name: 'auth' }, { name: 'quota' }] }, { clock })
   const post = (app: typeof a, model = 'demo/gpt') => app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chatBody(model) })
   t.equal((await post(b, 'demo/missing')).statusCode, 404, 'b reads the quota (nothing used yet) on a call that counts nothing')
   t.equal((await post(a)).statusCode, 200)

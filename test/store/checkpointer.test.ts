@@ -40,6 +40,7 @@ t.test('the thread copies what the WAL holds into the database file', async (t) 
   t.ok(await fileGrows(file, before, 1_000_000, 5_000), 'the pages reached the database file')
   await checkpointer.stop()
   t.same(errors, [])
+  t.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), 1000, 'stopped: the connection checkpoints on its own again')
   t.same(store.db.prepare('SELECT count(*) AS n FROM filler').get(), { n: 256 }, 'the connection is untouched')
 })
 
