@@ -4,13 +4,14 @@
 // reply-from proxy instead, to compare. Needs a build (npm run build).
 //   PROF=1 TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/profile.ts
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
 import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
-const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), "prof-"))
+const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), 'prof-'))
+mkdirSync(dir, { recursive: true })
 const up = spawn(process.execPath, [fromRoot('bench', 'upstream.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] })
 const upPort = await new Promise<number>((r) => up.stdout.on('data', (d) => r(Number(/listening (\d+)/.exec(String(d))![1]))))
 writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${upPort}`, process.env.PLUGINS ?? ALL_PLUGINS)
@@ -27,7 +28,8 @@ const res = await autocannon({ url: `http://127.0.0.1:${port}/v1/chat/completion
 console.log(process.env.BASELINE ? 'reply-from' : process.env.PLUGINS ?? 'all', 'rps', Math.round(res.requests.average), 'p50', res.latency.p50, 'non2xx', res.non2xx)
 gw.kill('SIGTERM'); await new Promise((r) => gw.on('exit', r)); up.kill()
 if (process.env.PROF) {
-  const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile'))!
+  // the gateway's main thread (thread 0) of this run, not the checkpoint thread or an earlier run
+  const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile') && x.includes(`.${gw.pid}.0.`))!
   const prof = JSON.parse(readFileSync(join(dir, f), 'utf8'))
   const self = new Map<string, number>()
   const dt = prof.timeDeltas as number[]; const idx = new Map(prof.nodes.map((nd: any, i: number) => [nd.id, nd]))

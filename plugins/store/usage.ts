@@ -1,3 +1,4 @@
+import type { Statement } from 'better-sqlite3'
 import type { DB } from './db.js'
 
 /** A usage_records row (PRODUCT.md §4's UsageRecord with money in nano-dollars). */
@@ -37,31 +38,29 @@ export interface Cursor { created_at: number, id: string }
 
 export interface UsageTotals { calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, total_tokens: number, cost_nano: number }
 
-const FILTER = `(@org IS NULL OR org_id = @org) AND (@project IS NULL OR project_id = @project)
-  AND (@key_id IS NULL OR key_id = @key_id) AND (@model IS NULL OR model = @model)
-  AND (@since IS NULL OR created_at >= @since) AND (@until IS NULL OR created_at < @until)`
+// Each filter's condition. A statement holds only the conditions of the filters given, so that
+// SQLite can pick the index that fits (org, org + project, or time alone): a prepared
+// `(@org IS NULL OR org_id = @org)` would be planned once for every case, as a scan.
+const CONDITIONS: Array<[keyof UsageFilter, string]> = [
+  ['org', 'org_id = @org'], ['project', 'project_id = @project'], ['key_id', 'key_id = @key_id'],
+  ['model', 'model = @model'], ['since', 'created_at >= @since'], ['until', 'created_at < @until']
+]
 
 export class UsageRepository {
   private readonly insertStmt
   private readonly insertContentStmt
-  private readonly pageStmt
-  private readonly totalsStmt
+  /** page and totals statements by the filters they hold (at most 2 × 2 × 64 shapes) */
+  private readonly shapes = new Map<string, Statement<Record<string, unknown>, unknown>>()
   private readonly sweepStmt
   private readonly countStmt
   readonly insertMany: (rows: UsageRow[], contents: ContentRow[]) => void
 
-  constructor (db: DB) {
+  constructor (private readonly db: DB) {
     this.insertStmt = db.prepare(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
       prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms)
       VALUES (@id, @created_at, @trace_id, @org_id, @project_id, @key_id, @endpoint, @model, @provider, @stream, @status,
       @prompt_tokens, @cached_input_tokens, @completion_tokens, @total_tokens, @cost_nano, @latency_ms, @ttft_ms)`)
     this.insertContentStmt = db.prepare('INSERT INTO usage_content (usage_id, created_at, request, response) VALUES (@usage_id, @created_at, @request, @response)')
-    this.pageStmt = db.prepare<Record<string, unknown>, UsageRow>(`SELECT * FROM usage_records WHERE ${FILTER}
-      AND (@c_at IS NULL OR created_at < @c_at OR (created_at = @c_at AND id < @c_id))
-      ORDER BY created_at DESC, id DESC LIMIT @limit`)
-    this.totalsStmt = db.prepare<Record<string, unknown>, UsageTotals>(`SELECT count(*) AS calls, coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
-      coalesce(sum(cached_input_tokens), 0) AS cached_input_tokens, coalesce(sum(completion_tokens), 0) AS completion_tokens,
-      coalesce(sum(total_tokens), 0) AS total_tokens, coalesce(sum(cost_nano), 0) AS cost_nano FROM usage_records WHERE ${FILTER}`)
     this.sweepStmt = db.prepare('DELETE FROM usage_content WHERE created_at < ?')
     this.countStmt = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM usage_records')
     this.insertMany = db.transaction((rows: UsageRow[], contents: ContentRow[]) => {
@@ -70,17 +69,54 @@ export class UsageRepository {
     })
   }
 
-  private params (f: UsageFilter): Record<string, unknown> {
-    return { org: f.org ?? null, project: f.project ?? null, key_id: f.key_id ?? null, model: f.model ?? null, since: f.since ?? null, until: f.until ?? null }
+  /** The filters given, as statement parameters, and the WHERE clause that holds them. */
+  private where (f: UsageFilter, cursor: Cursor | undefined): { params: Record<string, unknown>, sql: string } {
+    const params: Record<string, unknown> = {}
+    const conds: string[] = []
+    for (const [name, cond] of CONDITIONS) {
+      const v = f[name]
+      if (v === undefined) continue
+      params[name] = v
+      conds.push(cond)
+    }
+    if (cursor !== undefined) {
+      params.c_at = cursor.created_at
+      params.c_id = cursor.id
+      conds.push('(created_at, id) < (@c_at, @c_id)')
+    }
+    return { params, sql: conds.length === 0 ? '' : `WHERE ${conds.join(' AND ')}` }
+  }
+
+  private statement (kind: 'page' | 'totals', where: string): Statement<Record<string, unknown>, unknown> {
+    const key = `${kind} ${where}`
+    let stmt = this.shapes.get(key)
+    if (stmt === undefined) {
+      stmt = this.db.prepare<Record<string, unknown>, unknown>(kind === 'page'
+        ? `SELECT * FROM usage_records ${where} ORDER BY created_at DESC, id DESC LIMIT @limit`
+        : `SELECT count(*) AS calls, coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
+          coalesce(sum(cached_input_tokens), 0) AS cached_input_tokens, coalesce(sum(completion_tokens), 0) AS completion_tokens,
+          coalesce(sum(total_tokens), 0) AS total_tokens, coalesce(sum(cost_nano), 0) AS cost_nano FROM usage_records ${where}`)
+      this.shapes.set(key, stmt)
+    }
+    return stmt
   }
 
   /** Newest first; pass the last row's cursor to get the next page. */
   page (f: UsageFilter, limit: number, cursor?: Cursor): UsageRow[] {
-    return this.pageStmt.all({ ...this.params(f), c_at: cursor?.created_at ?? null, c_id: cursor?.id ?? null, limit })
+    const { params, sql } = this.where(f, cursor)
+    return this.statement('page', sql).all({ ...params, limit }) as UsageRow[]
   }
 
   totals (f: UsageFilter): UsageTotals {
-    return this.totalsStmt.get(this.params(f)) as UsageTotals
+    const { params, sql } = this.where(f, undefined)
+    return this.statement('totals', sql).get(params) as UsageTotals
+  }
+
+  /** SQLite's plan for page(f): which index it searches, and whether it sorts (for tests). */
+  planOfPage (f: UsageFilter, cursor?: Cursor): string[] {
+    const { params, sql } = this.where(f, cursor)
+    const rows = this.db.prepare(`EXPLAIN QUERY PLAN SELECT * FROM usage_records ${sql} ORDER BY created_at DESC, id DESC LIMIT @limit`).all({ ...params, limit: 1 }) as Array<{ detail: string }>
+    return rows.map((r) => r.detail)
   }
 
   insert (row: UsageRow, content?: ContentRow): void {

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { Store } from '../../plugins/store/index.js'
+import type { UsageFilter } from '../../plugins/store/usage.js'
 import { testConfig } from '../helper.js'
 
 function store (): Store {
@@ -45,4 +46,59 @@ t.test('usage records: batched insert, filters, cursor pages', async (t) => {
   t.equal(seen.length, 20, 'every acme record once, across pages')
   t.equal(new Set(seen).size, 20)
   t.same(s.usage.totals({ org: 'acme' }), { calls: 20, prompt_tokens: 200, cached_input_tokens: 20, completion_tokens: 100, total_tokens: 300, cost_nano: 140 })
+})
+
+t.test('usage pages search the index that fits their filter, newest first without a sort', async (t) => {
+  const s = store()
+  t.teardown(() => s.close())
+  const cursor = { created_at: 1000, id: 'u1' }
+  const cases: Array<[UsageFilter, string]> = [
+    [{}, 'usage_time'],
+    [{ org: 'acme' }, 'usage_org_time (org_id=?'],
+    [{ org: 'acme', model: 'm' }, 'usage_org_time (org_id=?'],
+    [{ org: 'acme', since: 1 }, 'usage_org_time (org_id=? AND created_at>?'],
+    [{ org: 'acme', project: 'web' }, 'usage_project_time (org_id=? AND project_id=?'],
+    [{ since: 1, until: 2 }, 'usage_time (created_at>? AND created_at<?)']
+  ]
+  for (const [filter, index] of cases) {
+    for (const c of [undefined, cursor]) {
+      const plan = s.usage.planOfPage(filter, c).join('; ')
+      t.match(plan, `USING INDEX ${index}`, `${JSON.stringify(filter)}${c === undefined ? '' : ' after a cursor'}: ${plan}`)
+      t.notMatch(plan, /TEMP B-TREE/, 'no sort: the index is read backwards')
+    }
+  }
+  t.match(s.usage.planOfPage({ org: 'acme' }, cursor).join(), '(created_at,id)<(?,?)', 'the cursor is a range of the index, not a filter on every row')
+})
+
+t.test('usage filters combine: every page and total agrees with the rows', async (t) => {
+  const s = store()
+  t.teardown(() => s.close())
+  const rows = Array.from({ length: 40 }, (_, i) => ({
+    id: `u${String(i).padStart(3, '0')}`, created_at: 1000 + Math.floor(i / 3), trace_id: `t${i}`, org_id: i % 2 === 0 ? 'acme' : 'zeta', project_id: i % 4 < 2 ? 'web' : 'app',
+    key_id: `k${i % 3}`, endpoint: 'chat.completions', model: i % 5 === 0 ? 'big' : 'small', provider: 'p', stream: 0, status: 'ok',
+    prompt_tokens: i, cached_input_tokens: 0, completion_tokens: 1, total_tokens: i + 1, cost_nano: 2 * i, latency_ms: 1, ttft_ms: null
+  }))
+  s.usage.insertMany(rows, [])
+  const filters: UsageFilter[] = [{}, { org: 'acme' }, { org: 'zeta', project: 'app' }, { project: 'web' }, { key_id: 'k1' }, { model: 'big' },
+    { since: 1005, until: 1010 }, { org: 'acme', since: 1003 }, { org: 'acme', project: 'web', key_id: 'k0', until: 1011 }]
+  for (const f of filters) {
+    const want = rows.filter((r) => (f.org === undefined || r.org_id === f.org) && (f.project === undefined || r.project_id === f.project) &&
+      (f.key_id === undefined || r.key_id === f.key_id) && (f.model === undefined || r.model === f.model) &&
+      (f.since === undefined || r.created_at >= f.since) && (f.until === undefined || r.created_at < f.until))
+      .sort((a, b) => b.created_at - a.created_at || (a.id < b.id ? 1 : -1))
+    const got: string[] = []
+    let cursor
+    for (;;) {
+      const page = s.usage.page(f, 4, cursor)
+      got.push(...page.map((r) => r.id))
+      const last = page[page.length - 1]
+      if (page.length < 4 || last === undefined) break
+      cursor = { created_at: last.created_at, id: last.id }
+    }
+    t.same(got, want.map((r) => r.id), `pages of ${JSON.stringify(f)}, newest first`)
+    t.same(s.usage.totals(f), {
+      calls: want.length, prompt_tokens: want.reduce((a, r) => a + r.prompt_tokens, 0), cached_input_tokens: 0,
+      completion_tokens: want.length, total_tokens: want.reduce((a, r) => a + r.total_tokens, 0), cost_nano: want.reduce((a, r) => a + r.cost_nano, 0)
+    }, `totals of ${JSON.stringify(f)}`)
+  }
 })

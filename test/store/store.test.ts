@@ -41,6 +41,28 @@ t.test('migration 004 keeps the idempotency keys of a database made before it', 
   t.same(db.prepare('SELECT * FROM idempotency_keys').all(), [{ scope: 'key_1', idem_key: 'k', trace_id: 'tr', created_at: 1, expires_at: 100 }], 'the row is kept, without its state')
 })
 
+t.test('migration 005 turns the usage indexes ascending and keeps the records', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mg-store-'))
+  const upTo4 = join(dir, 'migrations')
+  const all = fromRoot('plugins', 'store', 'migrations')
+  mkdirSync(upTo4)
+  for (const f of readdirSync(all).filter((f) => /^00[1-4]_/.test(f))) copyFileSync(join(all, f), join(upTo4, f))
+  const file = join(dir, 'gw.db')
+  const old = new Database(file)
+  t.equal(migrate(old, upTo4), 4)
+  const insert = old.prepare(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
+    prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms) VALUES (?, ?, ?, 'acme', 'web', 'k', 'messages', 'm', 'p', 0, 'ok', 1, 0, 1, 2, 3, 4, null)`)
+  for (let i = 0; i < 3; i++) insert.run(`u${i}`, 1000 + i, `t${i}`)
+  old.close()
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 5)
+  const indexes = store.db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'usage_records' AND sql IS NOT NULL ORDER BY name").all() as Array<{ name: string, sql: string }>
+  t.same(indexes.map((i) => i.name), ['usage_org_time', 'usage_project_time', 'usage_time'])
+  for (const i of indexes) t.notMatch(i.sql, /DESC/, `${i.name} is ascending`)
+  t.same(store.usage.page({ org: 'acme' }, 10).map((r) => r.id), ['u2', 'u1', 'u0'], 'the records are kept, newest first')
+})
+
 t.test('tenants sync: orgs keep their balance across restarts, config keys follow the config', async (t) => {
   const store = new Store(':memory:')
   t.teardown(() => store.close())
