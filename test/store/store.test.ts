@@ -24,15 +24,21 @@ t.test('a file database is in WAL mode and migrations apply once', async (t) => 
   raw.close()
 })
 
-t.test('migration 004 keeps the idempotency keys of a database made before it', async (t) => {
+/** A database file as a release that stopped at migration `version` left it, still open. */
+function databaseAt (version: number): { file: string, old: Database.Database } {
   const dir = mkdtempSync(join(tmpdir(), 'mg-store-'))
-  const upTo3 = join(dir, 'migrations')
+  const upTo = join(dir, 'migrations')
   const all = fromRoot('plugins', 'store', 'migrations')
-  mkdirSync(upTo3)
-  for (const f of readdirSync(all).filter((f) => /^00[1-3]_/.test(f))) copyFileSync(join(all, f), join(upTo3, f))
+  mkdirSync(upTo)
+  for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= version)) copyFileSync(join(all, f), join(upTo, f))
   const file = join(dir, 'gw.db')
   const old = new Database(file)
-  t.equal(migrate(old, upTo3), 3)
+  if (migrate(old, upTo) !== version) throw new Error(`migrations up to ${version} did not apply`)
+  return { file, old }
+}
+
+t.test('migration 004 keeps the idempotency keys of a database made before it', async (t) => {
+  const { file, old } = databaseAt(3)
   old.prepare("INSERT INTO idempotency_keys (scope, idem_key, state, trace_id, created_at, expires_at) VALUES ('key_1', 'k', 'done', 'tr', 1, 100)").run()
   old.close()
   const db = openDatabase(file)
@@ -42,14 +48,7 @@ t.test('migration 004 keeps the idempotency keys of a database made before it', 
 })
 
 t.test('migration 005 turns the usage indexes ascending and keeps the records', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'mg-store-'))
-  const upTo4 = join(dir, 'migrations')
-  const all = fromRoot('plugins', 'store', 'migrations')
-  mkdirSync(upTo4)
-  for (const f of readdirSync(all).filter((f) => /^00[1-4]_/.test(f))) copyFileSync(join(all, f), join(upTo4, f))
-  const file = join(dir, 'gw.db')
-  const old = new Database(file)
-  t.equal(migrate(old, upTo4), 4)
+  const { file, old } = databaseAt(4)
   const insert = old.prepare(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
     prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms) VALUES (?, ?, ?, 'acme', 'web', 'k', 'messages', 'm', 'p', 0, 'ok', 1, 0, 1, 2, 3, 4, null)`)
   for (let i = 0; i < 3; i++) insert.run(`u${i}`, 1000 + i, `t${i}`)
