@@ -6,7 +6,8 @@ import { isBusy, type DB } from './db.js'
  * `intervalMs` (or at `maxOps`), off the response path: one commit for many calls instead of
  * several per call.
  * Admission writes (holds, rate-limit counts, idempotency keys) never come here: they decide
- * whether a request runs and stay synchronous. Readers that must see everything call flush();
+ * whether a request runs, so each is committed before its request goes on (the rate-limit hits
+ * and idempotency keys of one event-loop turn together, store/grouped.ts). Readers that must see everything call flush();
  * closing the app flushes, so a graceful stop loses nothing.
  */
 export class DeferredWriter {

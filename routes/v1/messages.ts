@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
+import { clientAborted } from '../../plugins/context.js'
 import { ModelNotFound, MissingField, InvalidField, UpstreamClientError, UpstreamUnavailable } from '../../plugins/errors.js'
 import { countTokens } from '../../plugins/translation/tokenizer.js'
 import { pairFor } from '../../plugins/translation/index.js'
@@ -32,7 +33,7 @@ const messages: FastifyPluginAsync = async (fastify) => {
       if (typeof v === 'string') headers[name] = v
     }
     const abort = new CallAbort()
-    reply.raw.once('close', () => { if (!reply.raw.writableFinished) abort.abort() })
+    reply.raw.once('close', () => { if (clientAborted(reply)) abort.abort() })
     let res
     try {
       res = await upstream.request({ path: '/v1/messages/count_tokens', headers, body: JSON.stringify({ ...body, model: model.upstreamModel }), signal: abort })
