@@ -14,7 +14,8 @@ export class LedgerRepository {
   readonly lease: (id: string, org: string, need: number, want: number, now: number) => number
   /**
    * Calls of lease `id` ended with charges: `fromLease` leaves the lease (and the held amount)
-   * and `charge` is debited, capped at the balance. Returns the debit.
+   * and `charge` is debited, capped at the balance; the row goes when nothing is left (the
+   * lease was given back before these charges were written). Returns the debit.
    */
   readonly consume: (id: string, org: string, fromLease: number, charge: number, now: number) => number
   /** Gives `amount` of lease `id` back to the organization; the row goes when nothing is left. */
@@ -48,6 +49,7 @@ export class LedgerRepository {
       const debit = Math.max(0, Math.min(amount, balance))
       charge.run({ debit, fromLease, org })
       shrinkLease.run({ id, amount: fromLease, now })
+      dropEmptyLease.run(id)
       return debit
     }).immediate
     this.giveBack = db.transaction((id: string, org: string, amount: number): void => {

@@ -20,8 +20,9 @@ t.test('leases never overdraw; a charge is debited, capped at the balance; stale
   t.equal(s.orgs.get('acme')?.held_nano, 500)
   t.equal(s.ledger.consume('L0', 'acme', 100, 1000, 0), 500, 'a charge above the balance is capped at it')
   t.match(s.orgs.get('acme'), { balance_nano: 0, held_nano: 400, spent_nano: 500 })
+  t.notOk(s.db.prepare("SELECT 1 FROM holds WHERE id = 'L0'").get(), 'a lease spent to nothing leaves no row')
   s.db.prepare("UPDATE holds SET created_at = 9000 WHERE id IN ('L3', 'L4')").run()
-  t.equal(s.ledger.releaseOlderThan(5000), 3, 'the leases untouched since before t, the spent one included')
+  t.equal(s.ledger.releaseOlderThan(5000), 2, 'the leases untouched since before t')
   t.equal(s.orgs.get('acme')?.held_nano, 200)
 })
 
