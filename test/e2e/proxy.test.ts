@@ -193,6 +193,20 @@ t.test('a client abort closes the upstream request and is metered as client_abor
   t.ok((row?.prompt_tokens ?? 0) > 0, 'input estimated from the request')
 })
 
+t.test('a client that gives up on count_tokens closes its upstream request', async (t) => {
+  const { base, mock, app } = await start(t)
+  mock.faults = { hang: true }
+  const controller = new AbortController()
+  const pending = fetch(`${base}/v1/messages/count_tokens`, { method: 'POST', signal: controller.signal, headers: { 'x-api-key': KEY_A, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' }, body: JSON.stringify({ model: 'anthropic/claude-test', messages: [{ role: 'user', content: 'how many tokens is this' }] }) })
+  await mock.waitForRequests(1)
+  t.equal(mock.requests[0]?.path, '/v1/messages/count_tokens', 'forwarded to the Messages upstream, which never answers')
+  controller.abort()
+  await t.rejects(pending)
+  const closed = await mock.waitForClose(1, 3000)
+  t.match(closed, [{ path: '/v1/messages/count_tokens', closedEarly: true, status: null }], 'the upstream request was closed, not left hanging')
+  t.equal(records(app).length, 0, 'count_tokens is not metered')
+})
+
 t.test('an idle upstream stream ends with an error event in the client\'s format', async (t) => {
   const { base, mock, app } = await start(t, { server: { request_timeout_s: 0.3 } })
   mock.faults = { idleMidStreamMs: { ms: 1500, afterFrames: 2 } }
