@@ -58,7 +58,7 @@ export function testConfig (overrides: Overrides = {}): Config {
 
 export interface BuildExtras { clock?: Clock, logger?: FastifyServerOptions['logger'] }
 
-interface Teardown { teardown: (fn: () => unknown) => void }
+export interface Teardown { teardown: (fn: () => unknown) => void }
 
 /** An app on ':memory:' built from testConfig(overrides), closed when the test ends. */
 export async function build (t: Teardown, overrides: Overrides = {}, extras: BuildExtras = {}): Promise<FastifyInstance> {

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { Leases } from '../../plugins/store/leases.js'
 import { DeferredWriter } from '../../plugins/store/deferred.js'
 import { Store } from '../../plugins/store/index.js'
-import { testConfig } from '../helper.js'
+import { testConfig, type Teardown } from '../helper.js'
 
 // Balance leases: one worker's holds come out of an amount reserved in the store, so most holds
 // cost no write; two workers on one file never hand out more than the balance between them.
@@ -18,6 +18,18 @@ function worker (file: string, onError = (err: unknown): void => { throw err }):
 
 const org = (s: Store) => s.orgs.get('acme')!
 const leaseRows = (s: Store): number => (s.db.prepare('SELECT count(*) AS n FROM holds').get() as { n: number }).n
+
+/** One worker on ':memory:' whose org 'acme' has `balance`; `reserved` gets the amount of each lease reservation. */
+function watchedWorker (t: Teardown, balance: number): ReturnType<typeof worker> & { reserved: number[] } {
+  const w = worker(':memory:')
+  t.teardown(() => w.store.close())
+  w.store.syncTenants(testConfig(), 0)
+  w.store.db.prepare('UPDATE organizations SET balance_nano = ? WHERE id = ?').run(balance, 'acme')
+  const reserved: number[] = []
+  const lease = w.store.ledger.lease
+  Object.defineProperty(w.store.ledger, 'lease', { value: (...a: Parameters<typeof lease>) => { const n = lease(...a); reserved.push(n); return n } })
+  return { ...w, reserved }
+}
 
 t.test('ledger leases: reserved under the balance guard, at most an eighth of the rest ahead', async (t) => {
   const s = new Store(':memory:')
@@ -35,17 +47,11 @@ t.test('ledger leases: reserved under the balance guard, at most an eighth of th
 })
 
 t.test('a busy worker takes few leases; an idle one gives its lease back', async (t) => {
-  const { store, writer, leases } = worker(':memory:')
-  t.teardown(() => store.close())
-  store.syncTenants(testConfig(), 0)
-  store.db.prepare('UPDATE organizations SET balance_nano = 1000000000 WHERE id = ?').run('acme')
-  let reservations = 0
-  const lease = store.ledger.lease
-  Object.defineProperty(store.ledger, 'lease', { value: (...a: Parameters<typeof lease>) => { reservations++; return lease(...a) } })
+  const { store, writer, leases, reserved } = watchedWorker(t, 1_000_000_000)
   let held = 0
   for (let i = 0; i < 100; i++) if (leases.hold('acme', 1000, 0)) held++
   t.equal(held, 100)
-  t.ok(reservations <= 100 / 16, `100 holds in flight took ${reservations} reservations`)
+  t.ok(reserved.length <= 100 / 16, `100 holds in flight took ${reserved.length} reservations`)
   for (let i = 0; i < 100; i++) leases.end('acme', 1000, 400, 0)
   writer.flush()
   t.match(org(store), { balance_nano: 1_000_000_000 - 40_000, held_nano: 0, spent_nano: 40_000 }, 'charges debited, lease given back')
@@ -53,13 +59,7 @@ t.test('a busy worker takes few leases; an idle one gives its lease back', async
 })
 
 t.test('under a steady load the lease grows, so reservations get rare; it is sized afresh after idling', async (t) => {
-  const { store, writer, leases } = worker(':memory:')
-  t.teardown(() => store.close())
-  store.syncTenants(testConfig(), 0)
-  store.db.prepare('UPDATE organizations SET balance_nano = 1000000000000 WHERE id = ?').run('acme')
-  const sizes: number[] = []
-  const lease = store.ledger.lease
-  Object.defineProperty(store.ledger, 'lease', { value: (...a: Parameters<typeof lease>) => { const n = lease(...a); sizes.push(n); return n } })
+  const { store, writer, leases, reserved: sizes } = watchedWorker(t, 1_000_000_000_000)
   // 32 calls in flight; each one that ends is charged 90% of its hold and a new one starts
   const CALLS = 4000
   let refused = 0
@@ -83,17 +83,11 @@ t.test('under a steady load the lease grows, so reservations get rare; it is siz
 })
 
 t.test('an idle lease is given back with the next batch, unless a call takes from it first', async (t) => {
-  const { store, writer, leases } = worker(':memory:')
-  t.teardown(() => store.close())
-  store.syncTenants(testConfig(), 0)
-  store.db.prepare('UPDATE organizations SET balance_nano = 1000000000 WHERE id = ?').run('acme')
-  let reservations = 0
-  const lease = store.ledger.lease
-  Object.defineProperty(store.ledger, 'lease', { value: (...a: Parameters<typeof lease>) => { reservations++; return lease(...a) } })
+  const { store, writer, leases, reserved } = watchedWorker(t, 1_000_000_000)
   t.ok(leases.hold('acme', 1000, 0))
   leases.end('acme', 1000, 400, 0) // nothing in flight: the give-back is queued
   t.ok(leases.hold('acme', 1000, 0), 'a call before the batch')
-  t.equal(reservations, 1, 'takes from the same lease: no second reservation')
+  t.equal(reserved.length, 1, 'takes from the same lease: no second reservation')
   writer.flush()
   t.ok(org(store).held_nano >= 1000, 'the batch keeps the lease, which is in use again')
   t.equal(leaseRows(store), 1)
@@ -102,7 +96,7 @@ t.test('an idle lease is given back with the next batch, unless a call takes fro
   t.match(org(store), { balance_nano: 1_000_000_000 - 800, held_nano: 0, spent_nano: 800 }, 'idle through a batch: given back')
   t.equal(leaseRows(store), 0)
   t.ok(leases.hold('acme', 1000, 0))
-  t.equal(reservations, 2, 'a lease given back is forgotten: the next call reserves anew')
+  t.equal(reserved.length, 2, 'a lease given back is forgotten: the next call reserves anew')
   leases.end('acme', 1000, 0, 0)
   writer.flush()
   t.equal(org(store).held_nano, 0)
