@@ -1,14 +1,15 @@
 import { isBusy, type DB } from './db.js'
 
 /**
- * Writes that follow a response (usage records, ledger settles, quota counts, the idempotency
- * expiry of a long call) are queued and committed together in one transaction every
- * `intervalMs` (or at `maxOps`), off the response path: one commit for many calls instead of
- * several per call.
- * Admission writes (holds, rate-limit counts, idempotency keys) never come here: they decide
- * whether a request runs, so each is committed before its request goes on (the rate-limit hits
- * and idempotency keys of one event-loop turn together, store/grouped.ts). Readers that must see everything call flush();
- * closing the app flushes, so a graceful stop loses nothing.
+ * Writes that follow a response (usage records, ledger settles, lease give-backs, quota counts,
+ * the idempotency expiry of a long call) are queued and committed together in one transaction
+ * every `intervalMs` (or at `maxOps`), off the response path: one commit for many calls instead
+ * of several per call.
+ * Admission writes (lease reservations, rate-limit counts, idempotency keys) never come here:
+ * they decide whether a request runs, so each is committed before its request goes on (the
+ * rate-limit hits and idempotency keys of one event-loop turn together, store/grouped.ts).
+ * Readers that must see everything call flush(); closing the app flushes, so a graceful stop
+ * loses nothing.
  */
 export class DeferredWriter {
   private ops: Array<() => void> = []

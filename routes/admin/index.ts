@@ -38,6 +38,9 @@ const admin: FastifyPluginAsync = async (fastify) => {
     if (token === '') throw new RouteNotFound({ method: request.method, url: request.url.split('?')[0] ?? request.url })
     const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
     if (m === null || !timingSafeEqual(digest(m[1] as string), expected)) throw new AdminUnauthorized()
+    // what calls have written but the deferred writer not yet committed (usage records,
+    // charges, lease give-backs, quota counts) is part of every answer here
+    fastify.gw.writer.flush()
   })
 
   const quotaOf = (rule: QuotaRule | undefined): Record<string, unknown> | null => {
@@ -70,7 +73,6 @@ const admin: FastifyPluginAsync = async (fastify) => {
     const limit = Number(limitText)
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
     if (q.cursor !== undefined && cursor === undefined) throw new InvalidCursor()
-    fastify.gw.writer.flush()
     const rows = store.usage.page({ org: q.org, project: q.project, key_id: q.key_id, model: q.model, since: isoTime(q, 'since'), until: isoTime(q, 'until') }, limit + 1, cursor)
     const page = rows.slice(0, limit)
     const last = page[page.length - 1]

@@ -55,6 +55,7 @@ const consoleRoutes: FastifyPluginAsync = async (fastify) => {
 
   fastify.get('/api/me', async (request) => {
     const key = principal(request)
+    fastify.gw.writer.flush() // the charges, lease give-backs and quota counts of ended calls
     const org = store.orgs.get(key.org)
     const tenant = config.tenants.find((t) => t.org === key.org)
     const now = clock.now()

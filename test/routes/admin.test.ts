@@ -63,6 +63,16 @@ t.test('orgs: view and credits top-up, exact decimals', async (t) => {
   t.equal((await app.inject({ method: 'GET', url: '/admin/v1/orgs/ghost', headers: admin })).statusCode, 404)
 })
 
+t.test('orgs: once a call has ended, held_usd is back to 0 and spent_usd is its charge', async (t) => {
+  const app = await build(t, { ...withUsage, plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage', options: { flush_interval_ms: 60_000 } }] })
+  await chat(app)
+  // the batch of writes is a minute away: the admin API commits it before it reads
+  const org = (await app.inject({ method: 'GET', url: '/admin/v1/orgs/acme', headers: admin })).json()
+  t.equal(org.held_usd, '0', 'the lease was given back')
+  t.ok(Number(org.spent_usd) > 0, `spent ${org.spent_usd}`)
+  t.equal(Number(org.balance_usd) + Number(org.spent_usd), 25)
+})
+
 t.test('usage: records of real calls, filters and cursor', async (t) => {
   const app = await build(t, withUsage)
   for (let i = 0; i < 5; i++) await chat(app)
