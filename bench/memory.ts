@@ -11,12 +11,12 @@ import { join } from 'node:path'
 import autocannon from 'autocannon'
 import Database from 'better-sqlite3'
 import { fromRoot } from '../paths.js'
+import { BENCH_KEY } from './small-config.js'
 
 const QUICK = process.argv.includes('--quick')
 const STREAMS = QUICK ? 200 : 1000
 const REQUESTS = Number(process.env.MEM_REQUESTS ?? (QUICK ? 10_000 : 100_000))
 const WARMUP = Number(process.env.MEM_WARMUP ?? (QUICK ? 2_000 : 5_000))
-const KEY = 'mg-bench-key-0123456789abcdef'
 
 const rssMb = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
 
@@ -38,7 +38,7 @@ async function main (): Promise<void> {
     plugins: [{ name: 'cors' }, { name: 'rate-limit', options: { max: 1e9 } }, { name: 'auth' }, { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }],
     providers: [{ id: 'u', protocol: 'openai', base_url: `http://127.0.0.1:${up.port}/v1`, api_key: 'x', connections: 2000 }],
     models: [{ id: 'b/o', name: 'b', provider: 'u', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }],
-    tenants: [{ org: 'o', balance_usd: 1_000_000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: KEY }] }] }]
+    tenants: [{ org: 'o', balance_usd: 1_000_000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY }] }] }]
   }))
   const probeOut = join(dir, 'probe.jsonl')
   const gw = await startChild(['--expose-gc', '--import', fromRoot('bench', 'gc-probe.mjs'), fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error', MEM_PROBE_OUT: probeOut })
@@ -53,7 +53,7 @@ async function main (): Promise<void> {
     }
   }
   const url = `http://127.0.0.1:${gw.port}/v1/chat/completions`
-  const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }
+  const headers = { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json' }
   const pid = gw.child.pid as number
   const before = rssMb(pid)
   let peak = before

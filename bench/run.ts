@@ -15,6 +15,7 @@ import { Pool } from 'undici'
 import { fromRoot } from '../paths.js'
 import { Store } from '../plugins/store/index.js'
 import type { UsageRow } from '../plugins/store/usage.js'
+import { BENCH_KEY } from './small-config.js'
 
 const QUICK = process.argv.includes('--quick')
 const DURATION = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 3 : 15))
@@ -25,7 +26,6 @@ const DURATION = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 3 : 15))
 // depending on its place, and a fixed order put that on the same cases every round.
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 5))
 const SLICE = Math.max(2, Math.round(DURATION / ROUNDS))
-const KEY = 'mg-bench-key-0123456789abcdef'
 const children: ChildProcess[] = []
 process.on('exit', () => { for (const c of children) c.kill('SIGKILL') })
 
@@ -61,7 +61,7 @@ function gatewayConfig (upstream: number, db: string): Record<string, unknown> {
       { id: 'up-messages', protocol: 'messages', base_url: `http://127.0.0.1:${upstream}`, api_key: 'x' }
     ],
     models: [model('bench/openai', 'up-openai'), model('bench/claude', 'up-messages')],
-    tenants: [{ org: 'bench', balance_usd: 1_000_000, quota: { tokens: 1_000_000_000_000, per: 'day' }, projects: [{ id: 'p', keys: [{ key: KEY }] }] }]
+    tenants: [{ org: 'bench', balance_usd: 1_000_000, quota: { tokens: 1_000_000_000_000, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY }] }] }]
   }
 }
 
@@ -96,7 +96,7 @@ async function startPortkey (dir: string): Promise<number | undefined> {
 }
 
 const chatBody = (model: string, stream = false): string => JSON.stringify({ model, stream, max_tokens: 64, messages: [{ role: 'user', content: 'Say twenty words.' }] })
-const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${KEY}` }
+const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 /** What Portkey needs to forward to our upstream as an OpenAI-compatible host. */
 const portkeyHeaders = (upstream: string): Record<string, string> => ({ ...headers, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${upstream}/v1` })
 

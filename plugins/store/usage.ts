@@ -49,6 +49,8 @@ const CONDITIONS: Array<[keyof UsageFilter, string]> = [
   ['model', 'model = @model'], ['since', 'created_at >= @since'], ['until', 'created_at < @until']
 ]
 
+const pageSql = (where: string): string => `SELECT * FROM usage_records ${where} ORDER BY created_at DESC, id DESC LIMIT @limit`
+
 export class UsageRepository {
   private readonly insertStmt
   private readonly insertContentStmt
@@ -94,7 +96,7 @@ export class UsageRepository {
     let stmt = this.shapes.get(key)
     if (stmt === undefined) {
       stmt = this.db.prepare<Record<string, unknown>, unknown>(kind === 'page'
-        ? `SELECT * FROM usage_records ${where} ORDER BY created_at DESC, id DESC LIMIT @limit`
+        ? pageSql(where)
         : `SELECT count(*) AS calls, coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
           coalesce(sum(cached_input_tokens), 0) AS cached_input_tokens, coalesce(sum(completion_tokens), 0) AS completion_tokens,
           coalesce(sum(total_tokens), 0) AS total_tokens, coalesce(sum(cost_nano), 0) AS cost_nano FROM usage_records ${where}`)
@@ -117,7 +119,7 @@ export class UsageRepository {
   /** SQLite's plan for page(f): which index it searches, and whether it sorts (for tests). */
   planOfPage (f: UsageFilter, cursor?: Cursor): string[] {
     const { params, sql } = this.where(f, cursor)
-    const rows = this.db.prepare(`EXPLAIN QUERY PLAN SELECT * FROM usage_records ${sql} ORDER BY created_at DESC, id DESC LIMIT @limit`).all({ ...params, limit: 1 }) as Array<{ detail: string }>
+    const rows = this.db.prepare(`EXPLAIN QUERY PLAN ${pageSql(sql)}`).all({ ...params, limit: 1 }) as Array<{ detail: string }>
     return rows.map((r) => r.detail)
   }
 
