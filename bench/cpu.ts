@@ -1,7 +1,8 @@
 // CPU time per request of each proxy (µs of user+system CPU the proxy process spends per call),
 // read from /proc/<pid>/stat around a fixed number of calls. Unlike requests/s it barely moves
 // when the load generator and upstream compete for the same cores, so it is the figure to watch
-// while cutting the hot path. Linux only; needs a build (npm run build).
+// while cutting the hot path. CUMULATIVE=1 adds the plugins one at a time (see below). Linux
+// only; needs a build (npm run build).
 //   TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/cpu.ts [N]
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync } from 'node:fs'
@@ -20,22 +21,34 @@ function start (args: string[], env: Record<string, string> = {}): Promise<{ por
   procs.push(p)
   return new Promise((resolve) => { let o = ''; p.stdout!.on('data', (d) => { o += d; const m = /(?:listening |127\.0\.0\.1:)(\d+)/.exec(o); if (m) resolve({ port: Number(m[1]), pid: p.pid! }) }) })
 }
-const cpuTicks = (pid: number): number => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' '); return Number(f[11]) + Number(f[12]) }
+const ticksOf = (stat: string): number => { const f = readFileSync(stat, 'utf8').split(') ')[1]!.split(' '); return Number(f[11]) + Number(f[12]) }
+// the whole process (every thread), and its main thread alone (the event loop; the rest is
+// SQLite's checkpoint thread, V8's GC helpers and libuv's pool)
+const cpuTicks = (pid: number): number => ticksOf(`/proc/${pid}/stat`)
+const mainTicks = (pid: number): number => ticksOf(`/proc/${pid}/task/${pid}/stat`)
 const up = await start([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
 const all = (process.env.PLUGINS ?? ALL_PLUGINS)
 const gwConfig = (name: string, list: string): string => writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list)
+const gateway = (name: string, list: string) => () => start([fromRoot('dist', 'cli.js'), 'serve', '--config', gwConfig(name, list), '--workers', '1'])
 const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
   ['reply-from', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
   ['undici handler', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'undici' })],
-  ['modelgate, no plugins', () => start([fromRoot('dist', 'cli.js'), 'serve', '--config', gwConfig('none', ''), '--workers', '1'])],
-  [`modelgate, ${all === '' ? 'none' : all.split(',').length + ' plugins'}`, () => start([fromRoot('dist', 'cli.js'), 'serve', '--config', gwConfig('all', all), '--workers', '1'])]
+  ['modelgate, no plugins', gateway('none', '')]
 ]
+if (process.env.CUMULATIVE) {
+  // CUMULATIVE=1: one gateway per prefix of the plugin list (in PLUGINS' order), so each row's
+  // difference from the one above is what that plugin costs a call
+  const names = all.split(',').filter(Boolean)
+  names.forEach((_, i) => cases.push([`+ ${names[i]}`, gateway(`p${i}`, names.slice(0, i + 1).join(','))]))
+} else {
+  cases.push([`modelgate, ${all === '' ? 'none' : all.split(',').length + ' plugins'}`, gateway('all', all)])
+}
 const body = JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
 const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 const ROUNDS = Number(process.env.ROUNDS ?? 3)
 const targets = []
-for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], rps: [] as number[], non2xx: 0 })
+for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], main: [] as number[], rps: [] as number[], non2xx: 0 })
 let k = 0
 for (let round = 0; round <= ROUNDS; round++) {
   for (const t of targets) {
@@ -43,13 +56,15 @@ for (let round = 0; round <= ROUNDS; round++) {
     // IDEM=1: a fresh Idempotency-Key per call, so the idempotency plugin does its real work
     const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }] : undefined
     const c0 = cpuTicks(t.pid)
+    const m0 = mainTicks(t.pid)
     const r = await autocannon({ url, method: 'POST', connections: 32, amount: round === 0 ? 3000 : N, body, headers, ...(requests ? { requests } : {}) })
     if (round === 0) continue // warm-up
     t.us.push((cpuTicks(t.pid) - c0) * TICK_US / N)
+    t.main.push((mainTicks(t.pid) - m0) * TICK_US / N)
     t.rps.push(r.requests.average)
     t.non2xx += r.non2xx
   }
 }
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
-for (const t of targets) console.log(`${t.name.padEnd(28)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  ${Math.round(median(t.rps))} req/s  non2xx ${t.non2xx}`)
+for (const t of targets) console.log(`${t.name.padEnd(28)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  main thread ${median(t.main).toFixed(0)}  ${Math.round(median(t.rps))} req/s  non2xx ${t.non2xx}`)
 for (const p of procs) p.kill('SIGTERM')
