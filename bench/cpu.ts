@@ -1,8 +1,9 @@
 // CPU time per request of each proxy (µs of user+system CPU the proxy process spends per call),
-// read from /proc/<pid>/stat around a fixed number of calls. Unlike requests/s it barely moves
-// when the load generator and upstream compete for the same cores, so it is the figure to watch
-// while cutting the hot path. CUMULATIVE=1 adds the plugins one at a time (see below). Linux
-// only; needs a build (npm run build).
+// read from /proc/<pid>/stat around a fixed number of calls. It moves less than requests/s when
+// the load generator and upstream compete for the same cores, but on a shared machine single
+// rounds of one build still differ by a quarter: compare medians of many interleaved rounds
+// (ROUNDS). CUMULATIVE=1 adds the plugins one at a time (see below). Linux only; needs a build
+// (npm run build).
 //   TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/cpu.ts [N]
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync } from 'node:fs'
@@ -29,8 +30,8 @@ const mainTicks = (pid: number): number => ticksOf(`/proc/${pid}/task/${pid}/sta
 const up = await start([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
 const all = (process.env.PLUGINS ?? ALL_PLUGINS)
-const gwConfig = (name: string, list: string): string => writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list)
-const gateway = (name: string, list: string) => () => start([fromRoot('dist', 'cli.js'), 'serve', '--config', gwConfig(name, list), '--workers', '1'])
+const gateway = (name: string, list: string) => () =>
+  start([fromRoot('dist', 'cli.js'), 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'])
 const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
   ['reply-from', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
   ['undici handler', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'undici' })],
@@ -40,7 +41,7 @@ if (process.env.CUMULATIVE) {
   // CUMULATIVE=1: one gateway per prefix of the plugin list (in PLUGINS' order), so each row's
   // difference from the one above is what that plugin costs a call
   const names = all.split(',').filter(Boolean)
-  names.forEach((_, i) => cases.push([`+ ${names[i]}`, gateway(`p${i}`, names.slice(0, i + 1).join(','))]))
+  names.forEach((name, i) => cases.push([`+ ${name}`, gateway(`p${i}`, names.slice(0, i + 1).join(','))]))
 } else {
   cases.push([`modelgate, ${all === '' ? 'none' : all.split(',').length + ' plugins'}`, gateway('all', all)])
 }

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import autocannon from 'autocannon'
 import Database from 'better-sqlite3'
 import { fromRoot } from '../paths.js'
-import { BENCH_KEY } from './small-config.js'
+import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 
 const QUICK = process.argv.includes('--quick')
 const STREAMS = QUICK ? 200 : 1000
@@ -33,13 +33,7 @@ async function main (): Promise<void> {
   const up = await startChild([fromRoot('bench', 'upstream.mjs')], { PACE_MS: '40' })
   const dir = mkdtempSync(join(tmpdir(), 'mg-mem-'))
   const db = join(dir, 'gw.db')
-  writeFileSync(join(dir, 'c.json'), JSON.stringify({
-    server: { port: 0, request_timeout_s: 60 }, store: { sqlite: db },
-    plugins: [{ name: 'cors' }, { name: 'rate-limit', options: { max: 1e9 } }, { name: 'auth' }, { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }],
-    providers: [{ id: 'u', protocol: 'openai', base_url: `http://127.0.0.1:${up.port}/v1`, api_key: 'x', connections: 2000 }],
-    models: [{ id: 'b/o', name: 'b', provider: 'u', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }],
-    tenants: [{ org: 'o', balance_usd: 1_000_000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY }] }] }]
-  }))
+  writeSmallConfig(join(dir, 'c.json'), db, `http://127.0.0.1:${up.port}`, ALL_PLUGINS, { connections: 2000, timeoutS: 60 })
   const probeOut = join(dir, 'probe.jsonl')
   const gw = await startChild(['--expose-gc', '--import', fromRoot('bench', 'gc-probe.mjs'), fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error', MEM_PROBE_OUT: probeOut })
   let probes = 0

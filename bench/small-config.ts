@@ -1,20 +1,23 @@
 import { writeFileSync } from 'node:fs'
 
-// The one-model gateway config that bench/cpu.ts and bench/profile.ts run: the plugins named in
-// `plugins` (comma-separated; the rate limit set out of reach), one OpenAI-protocol provider at
-// `upstream`, one tenant with a balance and a quota that never run out.
+// The one-model gateway config that bench/cpu.ts, bench/profile.ts and bench/memory.ts run: the
+// plugins named in `plugins` (comma-separated; the rate limit set out of reach), one
+// OpenAI-protocol provider at `upstream`, one tenant with a balance and a quota that never run out.
 
 export const ALL_PLUGINS = 'cors,rate-limit,auth,idempotency,quota,balance,usage,diagnostics'
 export const BENCH_KEY = 'mg-bench-key-0123456789abcdef'
 
-/** Writes the config to `file` (the store next to it, in `db`) and returns `file`. */
-export function writeSmallConfig (file: string, db: string, upstream: string, plugins: string): string {
+/**
+ * Writes the config to `file` (the store in `db`) and returns `file`. `connections` sizes the
+ * upstream pool (the provider default otherwise); `timeoutS` is the server's request timeout.
+ */
+export function writeSmallConfig (file: string, db: string, upstream: string, plugins: string, opts: { connections?: number, timeoutS?: number } = {}): string {
   const list = plugins.split(',').filter(Boolean).map((name) => ({ name, ...(name === 'rate-limit' ? { options: { max: 1e9 } } : {}) }))
   writeFileSync(file, JSON.stringify({
-    server: { port: 0 },
+    server: { port: 0, ...(opts.timeoutS === undefined ? {} : { request_timeout_s: opts.timeoutS }) },
     store: { sqlite: db },
     plugins: list,
-    providers: [{ id: 'u', protocol: 'openai', base_url: `${upstream}/v1`, api_key: 'x' }],
+    providers: [{ id: 'u', protocol: 'openai', base_url: `${upstream}/v1`, api_key: 'x', ...(opts.connections === undefined ? {} : { connections: opts.connections }) }],
     models: [{ id: 'b/o', name: 'b', provider: 'u', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }],
     tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY }] }] }]
   }))
