@@ -6,15 +6,15 @@
 // (npm run build).
 //   TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/cpu.ts [N]
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
+import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 
 const N = Number(process.argv[2] ?? 20000)
-const TICK_US = 1e6 / 100 // USER_HZ
 const dir = mkdtempSync(join(tmpdir(), 'cpu-'))
 const procs: ChildProcess[] = []
 function start (args: string[], env: Record<string, string> = {}): Promise<{ port: number, pid: number }> {
@@ -22,11 +22,6 @@ function start (args: string[], env: Record<string, string> = {}): Promise<{ por
   procs.push(p)
   return new Promise((resolve) => { let o = ''; p.stdout!.on('data', (d) => { o += d; const m = /(?:listening |127\.0\.0\.1:)(\d+)/.exec(o); if (m) resolve({ port: Number(m[1]), pid: p.pid! }) }) })
 }
-const ticksOf = (stat: string): number => { const f = readFileSync(stat, 'utf8').split(') ')[1]!.split(' '); return Number(f[11]) + Number(f[12]) }
-// the whole process (every thread), and its main thread alone (the event loop; the rest is
-// SQLite's checkpoint thread, V8's GC helpers and libuv's pool)
-const cpuTicks = (pid: number): number => ticksOf(`/proc/${pid}/stat`)
-const mainTicks = (pid: number): number => ticksOf(`/proc/${pid}/task/${pid}/stat`)
 const up = await start([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
 const all = (process.env.PLUGINS ?? ALL_PLUGINS)
@@ -56,12 +51,12 @@ for (let round = 0; round <= ROUNDS; round++) {
     const url = `http://127.0.0.1:${t.port}/v1/chat/completions`
     // IDEM=1: a fresh Idempotency-Key per call, so the idempotency plugin does its real work
     const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }] : undefined
-    const c0 = cpuTicks(t.pid)
-    const m0 = mainTicks(t.pid)
+    const c0 = processCpuUs(t.pid)
+    const m0 = mainThreadCpuUs(t.pid)
     const r = await autocannon({ url, method: 'POST', connections: 32, amount: round === 0 ? 3000 : N, body, headers, ...(requests ? { requests } : {}) })
     if (round === 0) continue // warm-up
-    t.us.push((cpuTicks(t.pid) - c0) * TICK_US / N)
-    t.main.push((mainTicks(t.pid) - m0) * TICK_US / N)
+    t.us.push((processCpuUs(t.pid) - c0) / N)
+    t.main.push((mainThreadCpuUs(t.pid) - m0) / N)
     t.rps.push(r.requests.average)
     t.non2xx += r.non2xx
   }

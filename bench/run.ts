@@ -15,6 +15,7 @@ import { Pool } from 'undici'
 import { fromRoot } from '../paths.js'
 import { Store } from '../plugins/store/index.js'
 import type { UsageRow } from '../plugins/store/usage.js'
+import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { BENCH_KEY } from './small-config.js'
 
 const QUICK = process.argv.includes('--quick')
@@ -29,7 +30,9 @@ const SLICE = Math.max(2, Math.round(DURATION / ROUNDS))
 const children: ChildProcess[] = []
 process.on('exit', () => { for (const c of children) c.kill('SIGKILL') })
 
-async function start (cmd: string, args: string[], env: Record<string, string> = {}): Promise<number> {
+interface Server { port: number, pid: number }
+
+async function start (cmd: string, args: string[], env: Record<string, string> = {}): Promise<Server> {
   const child = spawn(cmd, args, { cwd: fromRoot(), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
   children.push(child)
   return await new Promise((resolve, reject) => {
@@ -37,7 +40,7 @@ async function start (cmd: string, args: string[], env: Record<string, string> =
     child.stdout!.on('data', (d: Buffer) => {
       out += String(d)
       const m = /listening (\d+)|listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)
-      if (m !== null) resolve(Number(m[1] ?? m[2]))
+      if (m !== null) resolve({ port: Number(m[1] ?? m[2]), pid: child.pid! })
     })
     child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${String(code)}`)))
   })
@@ -78,7 +81,7 @@ async function freePort (): Promise<number> {
 }
 
 /** Portkey's server from its npm package, on a port of ours; undefined when it is not installed. */
-async function startPortkey (dir: string): Promise<number | undefined> {
+async function startPortkey (dir: string): Promise<Server | undefined> {
   const entry = join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js')
   if (!existsSync(entry)) return undefined
   const port = await freePort()
@@ -87,7 +90,7 @@ async function startPortkey (dir: string): Promise<number | undefined> {
   for (let i = 0; i < 100; i++) {
     try {
       await fetch(`http://127.0.0.1:${port}/`)
-      return port
+      return { port, pid: child.pid! }
     } catch {
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
@@ -100,11 +103,17 @@ const headers: Record<string, string> = { 'content-type': 'application/json', au
 /** What Portkey needs to forward to our upstream as an OpenAI-compatible host. */
 const portkeyHeaders = (upstream: string): Record<string, string> => ({ ...headers, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${upstream}/v1` })
 
-interface Load { rps: number, p50: number, p99: number, errors: number }
+/**
+ * `cpuUs` / `mainUs`: the target process's CPU per request (all its threads / its main thread
+ * alone), in µs; NaN where it spans several processes (the cluster) or /proc is missing.
+ */
+interface Load { rps: number, p50: number, p99: number, errors: number, cpuUs?: number, mainUs?: number }
 
 let idempotencyKeys = 0
 
-async function load (url: string, body: string, connections: number, extra = headers): Promise<Load> {
+async function load (url: string, body: string, connections: number, extra = headers, pid = NaN): Promise<Load> {
+  const cpu0 = processCpuUs(pid)
+  const main0 = mainThreadCpuUs(pid)
   const r = await autocannon({
     url, method: 'POST', body, headers: extra, connections, duration: SLICE,
     // A fresh Idempotency-Key per request, so modelgate's idempotency plugin does its real work.
@@ -112,7 +121,11 @@ async function load (url: string, body: string, connections: number, extra = hea
     // request costs autocannon CPU on the cores the targets share, and it must cost all alike.
     requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...extra, 'idempotency-key': `k-${process.pid}-${idempotencyKeys++}` } }) }]
   })
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.non2xx + r.errors }
+  return {
+    rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.non2xx + r.errors,
+    cpuUs: (processCpuUs(pid) - cpu0) / r.requests.total,
+    mainUs: (mainThreadCpuUs(pid) - main0) / r.requests.total
+  }
 }
 
 /**
@@ -223,27 +236,24 @@ const ratio = (a: number, b: number | undefined): string => b === undefined || !
 async function main (): Promise<void> {
   if (!existsSync(fromRoot('dist', 'cli.js'))) throw new Error('run `npm run build` first (npm install does it)')
   const upstream = await start(process.execPath, [fromRoot('bench', 'upstream.mjs')])
-  const up = `http://127.0.0.1:${upstream}`
+  const up = `http://127.0.0.1:${upstream.port}`
   const replyFrom = await start(process.execPath, [fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'reply-from' })
   const undiciProxy = await start(process.execPath, [fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'undici' })
   const dir = mkdtempSync(join(tmpdir(), 'mg-bench-'))
   const cfg = join(dir, 'gateway.json')
-  writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream, join(dir, 'gw.db'))))
+  writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw.db'))))
   const gateway = await start(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgAll = join(dir, 'gateway-all-cores.json')
-  writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream, join(dir, 'gw-all-cores.db'))))
+  writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-all-cores.db'))))
   const allCores = await start(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
   const portkeyDir = process.env.PORTKEY_DIR ?? '/tmp/portkey'
-  const portkeyPort = await startPortkey(portkeyDir)
-  const portkey = portkeyPort === undefined ? `not installed in ${portkeyDir}` : 'installed'
-  const pk = portkeyPort === undefined ? undefined : `http://127.0.0.1:${portkeyPort}/v1/chat/completions`
+  const portkeyServer = await startPortkey(portkeyDir)
+  const portkey = portkeyServer === undefined ? `not installed in ${portkeyDir}` : 'installed'
+  const pk = portkeyServer === undefined ? undefined : `http://127.0.0.1:${portkeyServer.port}/v1/chat/completions`
 
-  const targets: Record<string, string> = {
-    upstream: `${up}/v1/chat/completions`,
-    'reply-from': `http://127.0.0.1:${replyFrom}/v1/chat/completions`,
-    'undici handler': `http://127.0.0.1:${undiciProxy}/v1/chat/completions`
-  }
-  const mg = `http://127.0.0.1:${gateway}`
+  const chatUrl = (s: Server): string => `http://127.0.0.1:${s.port}/v1/chat/completions`
+  const targets: Record<string, Server> = { upstream, 'reply-from': replyFrom, 'undici handler': undiciProxy }
+  const mg = `http://127.0.0.1:${gateway.port}`
   const results: Record<string, unknown> = {
     machine: { cpus: cpus().length, model: cpus()[0]?.model, memory_gb: Math.round(totalmem() / 2 ** 30), node: process.version },
     duration_s: DURATION,
@@ -253,27 +263,28 @@ async function main (): Promise<void> {
   process.stderr.write(`bench: ${DURATION}s per case in ${ROUNDS} rounds (medians); upstream, two bare proxies, modelgate (all plugins on; 1 worker and ${cpus().length}) and Portkey (${portkey}) in separate processes\n`)
 
   // warm-up, not measured: every server's JIT and connection pools
-  const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), `${mg}/v1/chat/completions`, `http://127.0.0.1:${allCores}/v1/chat/completions`].map((url) => [url, chatBody('bench/openai'), headers])
+  const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), gateway, allCores].map((s) => [chatUrl(s), chatBody('bench/openai'), headers])
   if (pk !== undefined) warm.push([pk, chatBody('bench'), portkeyHeaders(up)])
   for (const [url, body, h] of warm) await autocannon({ url, method: 'POST', body, headers: h, connections: 32, duration: 1 })
   const mgChat = `${mg}/v1/chat/completions`
-  const throughputCases: Array<[string, () => Promise<Load>]> = Object.entries(targets).map(([name, url]) => [name, async () => await load(url, chatBody('bench/openai'), 32)])
+  const throughputCases: Array<[string, () => Promise<Load>]> = Object.entries(targets).map(([name, s]) => [name, async () => await load(chatUrl(s), chatBody('bench/openai'), 32, headers, s.pid)])
   throughputCases.push(
-    ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32)],
-    ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32)],
-    [`modelgate ${cpus().length} workers`, async () => await load(`http://127.0.0.1:${allCores}/v1/chat/completions`, chatBody('bench/openai'), 32)]
+    ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32, headers, gateway.pid)],
+    ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32, headers, gateway.pid)],
+    // its CPU is spread over the cluster's workers: not read
+    [`modelgate ${cpus().length} workers`, async () => await load(chatUrl(allCores), chatBody('bench/openai'), 32)]
   )
-  if (pk !== undefined) throughputCases.push(['portkey', async () => await load(pk, chatBody('bench'), 32, portkeyHeaders(up))])
+  if (pk !== undefined) throughputCases.push(['portkey', async () => await load(pk, chatBody('bench'), 32, portkeyHeaders(up), portkeyServer!.pid)])
   const { median: throughput, runs: throughputRuns } = await inRounds(throughputCases)
   const singleCases: Array<[string, () => Promise<Load>]> = [
-    ['reply-from', async () => await sequential(targets['reply-from'] as string, chatBody('bench/openai'))],
+    ['reply-from', async () => await sequential(chatUrl(replyFrom), chatBody('bench/openai'))],
     ['modelgate', async () => await sequential(mgChat, chatBody('bench/openai'))]
   ]
   if (pk !== undefined) singleCases.push(['portkey', async () => await sequential(pk, chatBody('bench'), portkeyHeaders(up))])
   const { median: single } = await inRounds(singleCases)
   const streamCases: Array<[string, () => Promise<StreamLoad>]> = [
     ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)],
-    ['reply-from', async () => await streamLoad(targets['reply-from'] as string, chatBody('bench/openai', true), 16)],
+    ['reply-from', async () => await streamLoad(chatUrl(replyFrom), chatBody('bench/openai', true), 16)],
     ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 16)],
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 16)]
   ]
@@ -282,7 +293,7 @@ async function main (): Promise<void> {
   // one stream at a time: the time to first byte a gateway adds, without queueing behind others
   const { median: streamOne } = await inRounds<StreamLoad>([
     ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 1)],
-    ['reply-from', async () => await streamLoad(targets['reply-from'] as string, chatBody('bench/openai', true), 1)],
+    ['reply-from', async () => await streamLoad(chatUrl(replyFrom), chatBody('bench/openai', true), 1)],
     ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 1)],
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 1)]
   ])
@@ -292,8 +303,8 @@ async function main (): Promise<void> {
   const pkRps = throughput.portkey?.rps
   const pkStreamErrors = streaming.portkey?.errors ?? 0
   console.log('\nNon-streaming chat, 32 connections')
-  console.log('target                    req/s    p50 ms  p99 ms  errors  ×reply-from  ×portkey')
-  for (const [name, r] of Object.entries(throughput)) console.log(`${name.padEnd(24)} ${fmt(r.rps).padStart(7)} ${fmt(r.p50, 1).padStart(8)} ${fmt(r.p99, 1).padStart(7)} ${String(r.errors).padStart(7)}  ${ratio(r.rps, bare).padStart(10)}  ${ratio(r.rps, pkRps).padStart(8)}`)
+  console.log('target                    req/s    p50 ms  p99 ms  errors  ×reply-from  ×portkey  CPU µs/call (main thread)')
+  for (const [name, r] of Object.entries(throughput)) console.log(`${name.padEnd(24)} ${fmt(r.rps).padStart(7)} ${fmt(r.p50, 1).padStart(8)} ${fmt(r.p99, 1).padStart(7)} ${String(r.errors).padStart(7)}  ${ratio(r.rps, bare).padStart(10)}  ${ratio(r.rps, pkRps).padStart(8)}  ${fmt(r.cpuUs ?? NaN).padStart(8)} (${fmt(r.mainUs ?? NaN)})`)
   console.log('\nOne connection: p50 / p99 ms')
   for (const [name, r] of Object.entries(single)) console.log(`${name.padEnd(24)} ${fmt(r.p50, 2).padStart(6)} ${fmt(r.p99, 2).padStart(7)}`)
   const added50 = (single.modelgate?.p50 ?? NaN) - (single['reply-from']?.p50 ?? NaN)
@@ -311,6 +322,12 @@ async function main (): Promise<void> {
   const pairedBare = pairedRatio(throughputRuns, 'modelgate passthrough', 'reply-from')
   const pairedPk = pairedRatio(throughputRuns, 'modelgate passthrough', 'portkey')
   console.log(`modelgate (all plugins) / bare reply-from proxy, non-streaming: ${fmt(pairedBare, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, bare)} of the medians (target ≥ 0.80)`)
+  // CPU per request moves less than requests/s when the load generator and the upstream compete
+  // for the same cores: what the gateway costs, beside what it reached on this machine
+  const mgLoad = throughput['modelgate passthrough']; const bareLoad = throughput['reply-from']
+  const cpuOverBare = (mgLoad?.cpuUs ?? NaN) / (bareLoad?.cpuUs ?? NaN)
+  const mainOverBare = (mgLoad?.mainUs ?? NaN) / (bareLoad?.mainUs ?? NaN)
+  console.log(`  CPU per request, modelgate / bare reply-from proxy: ${fmt(cpuOverBare, 2)} (main thread ${fmt(mainOverBare, 2)}; medians of the rounds)`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
 
@@ -320,6 +337,7 @@ async function main (): Promise<void> {
       modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN),
       modelgate_all_cores_over_reply_from: (throughput[`modelgate ${cpus().length} workers`]?.rps ?? NaN) / (bare ?? NaN),
       modelgate_over_portkey: pkRps === undefined ? null : (throughput['modelgate passthrough']?.rps ?? NaN) / pkRps,
+      cpu_per_request_modelgate_over_reply_from: { process: cpuOverBare, main_thread: mainOverBare },
       // the median over rounds of the two cases' ratio in the same round
       paired: {
         modelgate_over_reply_from: pairedBare,
