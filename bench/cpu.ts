@@ -5,31 +5,25 @@
 // (ROUNDS). CUMULATIVE=1 adds the plugins one at a time (see below). Linux only; needs a build
 // (npm run build).
 //   TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/cpu.ts [N]
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
+import { startServer, stopServers, type Server } from './servers.js'
 import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 
 const N = Number(process.argv[2] ?? 20000)
 const dir = mkdtempSync(join(tmpdir(), 'cpu-'))
-const procs: ChildProcess[] = []
-function start (args: string[], env: Record<string, string> = {}): Promise<{ port: number, pid: number }> {
-  const p = spawn(process.execPath, args, { env: { ...process.env, LOG_LEVEL: 'error', ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
-  procs.push(p)
-  return new Promise((resolve) => { let o = ''; p.stdout!.on('data', (d) => { o += d; const m = /(?:listening |127\.0\.0\.1:)(\d+)/.exec(o); if (m) resolve({ port: Number(m[1]), pid: p.pid! }) }) })
-}
-const up = await start([fromRoot('bench', 'upstream.mjs')])
+const up = await startServer([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
 const all = (process.env.PLUGINS ?? ALL_PLUGINS)
 const gateway = (name: string, list: string) => () =>
-  start([fromRoot('dist', 'cli.js'), 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'])
-const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
-  ['reply-from', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
-  ['undici handler', () => start([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'undici' })],
+  startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'], { LOG_LEVEL: 'error' })
+const cases: Array<[string, () => Promise<Server>]> = [
+  ['reply-from', () => startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
+  ['undici handler', () => startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'undici' })],
   ['modelgate, no plugins', gateway('none', '')]
 ]
 if (process.env.CUMULATIVE) {
@@ -63,4 +57,4 @@ for (let round = 0; round <= ROUNDS; round++) {
 }
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 for (const t of targets) console.log(`${t.name.padEnd(28)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  main thread ${median(t.main).toFixed(0)}  ${Math.round(median(t.rps))} req/s  non2xx ${t.non2xx}`)
-for (const p of procs) p.kill('SIGTERM')
+await stopServers()

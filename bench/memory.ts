@@ -4,13 +4,13 @@
 // 100,000 is read after a forced garbage collection (bench/gc-probe.mjs) at both ends, starting
 // after a warm-up of WARMUP requests: a raw reading mostly measures when V8 last collected.
 //   npm run build && TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/memory.ts [--quick]
-import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import Database from 'better-sqlite3'
 import { fromRoot } from '../paths.js'
+import { startServer, stopServers } from './servers.js'
 import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 
 const QUICK = process.argv.includes('--quick')
@@ -20,22 +20,13 @@ const WARMUP = Number(process.env.MEM_WARMUP ?? (QUICK ? 2_000 : 5_000))
 
 const rssMb = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
 
-async function startChild (args: string[], env: Record<string, string>) {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
-  const port = await new Promise<number>((resolve) => {
-    let out = ''
-    child.stdout!.on('data', (d: Buffer) => { out += String(d); const m = /listening (\d+)|127\.0\.0\.1:(\d+)/.exec(out); if (m !== null) resolve(Number(m[1] ?? m[2])) })
-  })
-  return { child, port }
-}
-
 async function main (): Promise<void> {
-  const up = await startChild([fromRoot('bench', 'upstream.mjs')], { PACE_MS: '40' })
+  const up = await startServer([fromRoot('bench', 'upstream.mjs')], { PACE_MS: '40' })
   const dir = mkdtempSync(join(tmpdir(), 'mg-mem-'))
   const db = join(dir, 'gw.db')
   writeSmallConfig(join(dir, 'c.json'), db, `http://127.0.0.1:${up.port}`, ALL_PLUGINS, { connections: 2000, timeoutS: 60 })
   const probeOut = join(dir, 'probe.jsonl')
-  const gw = await startChild(['--expose-gc', '--import', fromRoot('bench', 'gc-probe.mjs'), fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error', MEM_PROBE_OUT: probeOut })
+  const gw = await startServer(['--expose-gc', '--import', fromRoot('bench', 'gc-probe.mjs'), fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error', MEM_PROBE_OUT: probeOut })
   let probes = 0
   const afterGc = async (): Promise<{ rss_mb: number, heap_used_mb: number, external_mb: number }> => {
     gw.child.kill('SIGUSR2')
@@ -48,7 +39,7 @@ async function main (): Promise<void> {
   }
   const url = `http://127.0.0.1:${gw.port}/v1/chat/completions`
   const headers = { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json' }
-  const pid = gw.child.pid as number
+  const pid = gw.pid
   const before = rssMb(pid)
   let peak = before
   const poll = setInterval(() => { peak = Math.max(peak, rssMb(pid)) }, 50)
@@ -69,9 +60,7 @@ async function main (): Promise<void> {
   const r = await autocannon({ url, method: 'POST', headers, connections: 32, amount: REQUESTS, body: chat })
   const afterRequests = rssMb(pid)
   const end = await afterGc()
-  gw.child.kill('SIGTERM')
-  await new Promise((resolve) => gw.child.on('exit', resolve))
-  up.child.kill()
+  await stopServers() // the gateway commits what it still holds as it stops
   const raw = new Database(db, { readonly: true })
   const records = (raw.prepare('SELECT count(*) AS n FROM usage_records').get() as { n: number }).n
   raw.close()

@@ -3,30 +3,28 @@
 // gateway with --cpu-prof and prints the top self-time functions; BASELINE=1 profiles the bare
 // reply-from proxy instead, to compare. Needs a build (npm run build).
 //   PROF=1 TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/profile.ts
-import { spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
+import { startServer, stopServers } from './servers.js'
 import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), 'prof-'))
 mkdirSync(dir, { recursive: true })
-const up = spawn(process.execPath, [fromRoot('bench', 'upstream.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] })
-const upPort = await new Promise<number>((r) => up.stdout.on('data', (d) => r(Number(/listening (\d+)/.exec(String(d))![1]))))
-writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${upPort}`, process.env.PLUGINS ?? ALL_PLUGINS)
+const up = await startServer([fromRoot('bench', 'upstream.mjs')])
+writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${up.port}`, process.env.PLUGINS ?? ALL_PLUGINS)
 const args = process.env.PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : []
 const gw = process.env.BASELINE
-  ? spawn(process.execPath, [...args, fromRoot('bench', 'bare-proxy.mjs')], { env: { ...process.env, UPSTREAM: `http://127.0.0.1:${upPort}`, KIND: 'reply-from' }, stdio: ['ignore', 'pipe', 'inherit'] })
-  : spawn(process.execPath, [...args, fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { env: { ...process.env, LOG_LEVEL: 'error' }, stdio: ['ignore', 'pipe', 'inherit'] })
-const port = await new Promise<number>((r) => { let o = ''; gw.stdout.on('data', (d) => { o += d; const m = /(?:listening |127\.0\.0\.1:)(\d+)/.exec(o); if (m) r(Number(m[1])) }) })
+  ? await startServer([...args, fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: `http://127.0.0.1:${up.port}`, KIND: 'reply-from' })
+  : await startServer([...args, fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error' })
 let n = 0
 const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 // IDEM=1: a fresh Idempotency-Key per call
 const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `p-${process.pid}-${n++}` } }) }] : undefined
-const res = await autocannon({ url: `http://127.0.0.1:${port}/v1/chat/completions`, method: 'POST', connections: 32, duration: Number(process.env.DURATION ?? 5), body: JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
+const res = await autocannon({ url: `http://127.0.0.1:${gw.port}/v1/chat/completions`, method: 'POST', connections: 32, duration: Number(process.env.DURATION ?? 5), body: JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
 console.log(process.env.BASELINE ? 'reply-from' : process.env.PLUGINS ?? 'all', 'rps', Math.round(res.requests.average), 'p50', res.latency.p50, 'non2xx', res.non2xx)
-gw.kill('SIGTERM'); await new Promise((r) => gw.on('exit', r)); up.kill()
+await stopServers() // a clean exit, so that --cpu-prof writes the gateway's profile
 if (process.env.PROF) {
   // the gateway's main thread (thread 0) of this run, not the checkpoint thread or an earlier run
   const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile') && x.includes(`.${gw.pid}.0.`))!

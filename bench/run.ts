@@ -5,7 +5,7 @@
 // `npm install --prefix /tmp/portkey @portkey-ai/gateway`; it is kept out of this project's
 // dependencies). Prints a table and writes bench/results/<time>.json and latest.json.
 // Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { cpus, tmpdir, totalmem } from 'node:os'
@@ -16,6 +16,7 @@ import { fromRoot } from '../paths.js'
 import { Store } from '../plugins/store/index.js'
 import type { UsageRow } from '../plugins/store/usage.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
+import { startServer, own, type Server } from './servers.js'
 import { BENCH_KEY } from './small-config.js'
 
 const QUICK = process.argv.includes('--quick')
@@ -27,24 +28,6 @@ const DURATION = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 3 : 15))
 // depending on its place, and a fixed order put that on the same cases every round.
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 5))
 const SLICE = Math.max(2, Math.round(DURATION / ROUNDS))
-const children: ChildProcess[] = []
-process.on('exit', () => { for (const c of children) c.kill('SIGKILL') })
-
-interface Server { port: number, pid: number }
-
-async function start (cmd: string, args: string[], env: Record<string, string> = {}): Promise<Server> {
-  const child = spawn(cmd, args, { cwd: fromRoot(), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
-  children.push(child)
-  return await new Promise((resolve, reject) => {
-    let out = ''
-    child.stdout!.on('data', (d: Buffer) => {
-      out += String(d)
-      const m = /listening (\d+)|listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)
-      if (m !== null) resolve({ port: Number(m[1] ?? m[2]), pid: child.pid! })
-    })
-    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${String(code)}`)))
-  })
-}
 
 function gatewayConfig (upstream: number, db: string): Record<string, unknown> {
   const model = (id: string, provider: string): Record<string, unknown> => ({
@@ -86,11 +69,11 @@ async function startPortkey (dir: string): Promise<Server | undefined> {
   if (!existsSync(entry)) return undefined
   const port = await freePort()
   const child = spawn(process.execPath, [entry, `--port=${port}`, '--headless'], { cwd: dir, env: { ...process.env, NODE_ENV: 'production' }, stdio: 'ignore' })
-  children.push(child)
+  own(child)
   for (let i = 0; i < 100; i++) {
     try {
       await fetch(`http://127.0.0.1:${port}/`)
-      return { port, pid: child.pid! }
+      return { port, pid: child.pid!, child }
     } catch {
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
@@ -235,17 +218,17 @@ const ratio = (a: number, b: number | undefined): string => b === undefined || !
 
 async function main (): Promise<void> {
   if (!existsSync(fromRoot('dist', 'cli.js'))) throw new Error('run `npm run build` first (npm install does it)')
-  const upstream = await start(process.execPath, [fromRoot('bench', 'upstream.mjs')])
+  const upstream = await startServer([fromRoot('bench', 'upstream.mjs')])
   const up = `http://127.0.0.1:${upstream.port}`
-  const replyFrom = await start(process.execPath, [fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'reply-from' })
-  const undiciProxy = await start(process.execPath, [fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'undici' })
+  const replyFrom = await startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'reply-from' })
+  const undiciProxy = await startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'undici' })
   const dir = mkdtempSync(join(tmpdir(), 'mg-bench-'))
   const cfg = join(dir, 'gateway.json')
   writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw.db'))))
-  const gateway = await start(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const gateway = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgAll = join(dir, 'gateway-all-cores.json')
   writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-all-cores.db'))))
-  const allCores = await start(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
+  const allCores = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
   const portkeyDir = process.env.PORTKEY_DIR ?? '/tmp/portkey'
   const portkeyServer = await startPortkey(portkeyDir)
   const portkey = portkeyServer === undefined ? `not installed in ${portkeyDir}` : 'installed'
