@@ -26,7 +26,7 @@ export interface Principal {
 
 /** What the route handler learned about the call, for metering, diagnostics and the ledger. */
 export interface CallInfo {
-  endpoint: 'chat.completions' | 'messages'
+  endpoint: 'chat.completions' | 'messages' | 'responses'
   model: string
   provider: string | null
   stream: boolean

@@ -9,7 +9,8 @@ import type { Json, Protocol } from './translation/types.js'
 /** The fields the gateway reads itself; they are never dropped as unsupported. */
 const STRUCTURAL: Record<Protocol, ReadonlySet<string>> = {
   openai: new Set(['model', 'messages', 'stream', 'stream_options']),
-  messages: new Set(['model', 'messages', 'max_tokens', 'system', 'stream'])
+  messages: new Set(['model', 'messages', 'max_tokens', 'system', 'stream']),
+  responses: new Set(['model', 'input', 'stream'])
 }
 
 export function checkBody (body: unknown, protocol: Protocol): Json {

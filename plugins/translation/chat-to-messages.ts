@@ -3,7 +3,7 @@ import { parseToolArguments, textOf } from './content.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
 import { errorBody } from '../errors.js'
-import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
+import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toOpenAIUsage, usageFromMessages } from './usage.js'
 
 // An OpenAI Chat Completions client in front of a Messages upstream (PROTOCOLS.md "Mapping,
@@ -68,7 +68,7 @@ function toolChoice (choice: unknown, parallel: unknown): Json | undefined {
   return out
 }
 
-function request (body: Json, ctx: TranslateCtx): Json {
+function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   if (typeof body.n === 'number' && body.n > 1) throw new UnsupportedOnUpstream({ feature: 'n > 1', model: ctx.model })
   const system: string[] = []
   const turns: Array<{ role: 'user' | 'assistant', content: Json[] }> = []
@@ -128,7 +128,7 @@ function request (body: Json, ctx: TranslateCtx): Json {
   }
   const choice = toolChoice(body.tool_choice, body.parallel_tool_calls)
   if (choice !== undefined) out.tool_choice = choice
-  return out
+  return { body: out, dropped: [] }
 }
 
 function response (body: Json, ctx: TranslateCtx) {

@@ -5,12 +5,15 @@ import type { Protocol, TranslatorPair } from './types.js'
 
 export type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
 
-const PAIRS: Record<Protocol, Record<Protocol, TranslatorPair>> = {
+const PAIRS: Record<Protocol, Partial<Record<Protocol, TranslatorPair>>> = {
   openai: { openai: openaiPassthrough, messages: chatToMessages },
-  messages: { messages: messagesPassthrough, openai: messagesToChat }
+  messages: { messages: messagesPassthrough, openai: messagesToChat },
+  responses: {}
 }
 
 /** The pair for a client protocol in front of an upstream protocol. */
 export function pairFor (client: Protocol, upstream: Protocol): TranslatorPair {
-  return PAIRS[client][upstream]
+  const pair = PAIRS[client][upstream]
+  if (pair === undefined) throw new Error(`no translator from ${client} clients to ${upstream} upstreams`)
+  return pair
 }

@@ -2,7 +2,7 @@ import { errorBody } from '../errors.js'
 import { parseToolArguments, textOf } from './content.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
-import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
+import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toMessagesUsage, usageFromOpenAI } from './usage.js'
 
 // A Messages client in front of an OpenAI Chat Completions upstream (PROTOCOLS.md "Mapping,
@@ -30,7 +30,7 @@ function part (block: Json, ctx: TranslateCtx): Json | null {
   return null
 }
 
-function request (body: Json, ctx: TranslateCtx): Json {
+function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const messages: Json[] = []
   const system = textOf(body.system)
   if (system !== '') messages.push({ role: 'system', content: system })
@@ -86,7 +86,7 @@ function request (body: Json, ctx: TranslateCtx): Json {
     else if (choice.type === 'tool') out.tool_choice = { type: 'function', function: { name: choice.name } }
     if (choice.disable_parallel_tool_use === true) out.parallel_tool_calls = false
   }
-  return out
+  return { body: out, dropped: [] }
 }
 
 function response (body: Json, ctx: TranslateCtx) {

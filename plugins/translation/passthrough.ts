@@ -27,10 +27,10 @@ export const openaiPassthrough: TranslatorPair = {
   client: 'openai',
   upstream: 'openai',
   path: '/chat/completions',
-  request (body: Json, ctx: TranslateCtx): Json {
+  request (body: Json, ctx: TranslateCtx) {
     const out: Json = { ...body, model: ctx.upstreamModel }
     if (body.stream === true) out.stream_options = { ...(body.stream_options as Json | undefined), include_usage: true }
-    return out
+    return { body: out, dropped: [] }
   },
   response (body: Json) {
     return { body: null, usage: usageFromOpenAI(body.usage) }
@@ -79,8 +79,8 @@ export const messagesPassthrough: TranslatorPair = {
   client: 'messages',
   upstream: 'messages',
   path: '/v1/messages',
-  request (body: Json, ctx: TranslateCtx): Json {
-    return { ...body, model: ctx.upstreamModel }
+  request (body: Json, ctx: TranslateCtx) {
+    return { body: { ...body, model: ctx.upstreamModel }, dropped: [] }
   },
   response (body: Json) {
     return { body: null, usage: usageFromMessages(body.usage) }

@@ -1,35 +1,47 @@
-// The contract between the route handlers and the protocol translators (STYLE.md "Translation").
-// A pair maps one client protocol onto one upstream protocol; passthrough is a pair too, which
-// only extracts usage. Pairs are pure: no I/O, no clock, no module state; ids and time come in ctx.
+// The contract between the gateway's call pipeline and the protocol translators. A pair maps one
+// client protocol onto one upstream protocol; passthrough is a pair too, which only extracts
+// usage. Pairs are pure: no I/O, no clock, no module state; ids and time come in through ctx.
 
-export type Protocol = 'openai' | 'messages'
+/**
+ * A wire protocol. Clients speak 'openai' (Chat Completions), 'messages' (Anthropic Messages) or
+ * 'responses' (OpenAI Responses). Upstreams speak 'openai' or 'messages', and 'responses' only
+ * for a provider that serves the Responses API itself (its `responses: true` option).
+ */
+export type Protocol = 'openai' | 'messages' | 'responses'
 
 export type Json = Record<string, unknown>
 
-/** Token usage of one call, normalised (PRODUCT.md §4): prompt_tokens counts all input, cached included. */
+/** Token usage of one call, normalised: prompt_tokens counts all input, cached included. */
 export interface Usage {
   prompt_tokens: number
   cached_input_tokens: number
   completion_tokens: number
   /** Anthropic's cache_creation_input_tokens (part of prompt_tokens); 0 for OpenAI upstreams. */
   cache_creation_input_tokens: number
+  /** Output tokens spent on reasoning (part of completion_tokens), when the upstream says. */
+  reasoning_tokens?: number
 }
 
 export interface TranslateCtx {
-  /** Catalog model id the client asked for (what the client sees as `model` is the upstream's answer). */
+  /** Catalog model id the client asked for. */
   model: string
   /** Name sent upstream (`upstream_model`). */
   upstreamModel: string
-  /** An id for generated objects when the upstream gives none (e.g. `chatcmpl-…`, `msg_…`), from the trace id. */
+  /** An id for generated objects when the upstream gives none (e.g. `chatcmpl-…`, `msg_…`, `resp_…`), from the trace id. */
   id: string
-  /** Unix seconds, for `created`. */
+  /** Unix seconds, for `created` / `created_at`. */
   created: number
   /** The client asked for the usage chunk (OpenAI client: stream_options.include_usage). */
   includeUsage: boolean
   /** translation.flatten: the spec's simplified cross-protocol behaviour. */
   flatten: boolean
-  /** max_tokens sent to a Messages upstream when the OpenAI client gave none. */
+  /** max_tokens sent to a Messages upstream when the client gave none. */
   defaultMaxTokens: number
+  /**
+   * The model's supported_parameters: a parameter with no equivalent in the upstream protocol
+   * is still sent when the model lists it (an OpenAI-compatible server that takes `top_k`).
+   */
+  supported?: ReadonlySet<string>
 }
 
 /** One SSE frame. `raw`, when set, is the frame's exact text as received (with its trailing blank line). */
@@ -50,6 +62,23 @@ export interface StreamMapper {
   relayedText: () => string
   /** True once the upstream reported the end of the message (finish_reason / message_stop). */
   finished: () => boolean
+  /**
+   * Frames that tell the client the stream failed after it started (an upstream reset, an idle
+   * timeout), in its own protocol; the relay writes them, then ends the stream. Pairs without
+   * it get the generic error frame of their client protocol (sse.ts errorEvent).
+   */
+  fail?: (error: { status: number, message: string, code?: string | number, type?: string }) => SseEvent[]
+}
+
+/** The upstream request body, and the client fields that could not be mapped onto it. */
+export interface TranslatedRequest {
+  body: Json
+  /**
+   * Client fields dropped because the upstream protocol has no equivalent: top-level names
+   * (`seed`), or `field.kind` for one kind of entry in a list (`tools.web_search`). Listed in
+   * the {prefix}Dropped-Params response header with those dropped as unsupported by the model.
+   */
+  dropped: string[]
 }
 
 export interface TranslatedResponse {
@@ -61,10 +90,10 @@ export interface TranslatedResponse {
 export interface TranslatorPair {
   client: Protocol
   upstream: Protocol
-  /** Upstream path below the provider's base_url: '/chat/completions' or '/v1/messages'. */
+  /** Upstream path below the provider's base_url: '/chat/completions', '/v1/messages' or '/responses'. */
   path: string
-  /** The upstream request body. Throws a GatewayError (plugins/errors.ts) when it cannot be mapped. */
-  request: (body: Json, ctx: TranslateCtx) => Json
+  /** The upstream request. Throws a GatewayError (plugins/errors.ts) when it cannot be mapped. */
+  request: (body: Json, ctx: TranslateCtx) => TranslatedRequest
   response: (body: Json, ctx: TranslateCtx) => TranslatedResponse
   /** An upstream error status and body → the client's error body (status is kept). */
   error: (status: number, body: unknown) => Json

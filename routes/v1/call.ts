@@ -17,7 +17,7 @@ import { applyParameters, checkBody, checkMedia } from '../../plugins/validation
 // translator pair, streaming or not. What it learns (provider, usage, timing, status) goes on
 // request.call for the usage, ledger and diagnostics plugins.
 
-const ENDPOINT: Record<Protocol, CallInfo['endpoint']> = { openai: 'chat.completions', messages: 'messages' }
+const ENDPOINT: Record<Protocol, CallInfo['endpoint']> = { openai: 'chat.completions', messages: 'messages', responses: 'responses' }
 
 // Client headers a Messages upstream needs to see (PRODUCT.md §6.9); nothing else is forwarded.
 const FORWARDED_TO_MESSAGES = ['anthropic-version', 'anthropic-beta'] as const
@@ -113,7 +113,8 @@ export function callHandler (fastify: FastifyInstance, client: Protocol) {
       const pair = pairFor(client, upstream.protocol)
       let payload = payloads.get(upstream.protocol)
       if (payload === undefined) {
-        payload = JSON.stringify(pair.request(params, ctx))
+        const translated = pair.request(params, ctx)
+        payload = JSON.stringify(translated.body)
         payloads.set(upstream.protocol, payload)
       }
       let res: UpstreamResponse
