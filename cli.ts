@@ -6,9 +6,12 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import { ConfigError, configPath, loadConfig } from './config/load.js'
 import type { Config } from './config/schema.js'
-import { Store } from './plugins/store/index.js'
+import { openStore } from './plugins/store/index.js'
+import type { Store } from './plugins/store/types.js'
 import { nanoToUsd, parseUsd } from './plugins/money.js'
 import { usageRecord } from './routes/admin/usage-record.js'
+import { describeOptions } from './plugins/plugin-options.js'
+import { builtinPlugins, definitionOf } from './plugins/registry.js'
 
 const USAGE = `modelgate: a self-hosted model gateway
 
@@ -19,6 +22,7 @@ const USAGE = `modelgate: a self-hosted model gateway
   modelgate usage [--org O] [--project P] [--since ISO] [--limit N] [--json] [--config FILE]
   modelgate credits add --org O --amount-usd N [--config FILE]
   modelgate config check FILE
+  modelgate plugins [--config FILE] [--json]
 
 The config is --config FILE, else $MODELGATE_CONFIG, else config/gateway.yaml.`
 
@@ -48,22 +52,22 @@ function fail (message: string, code = 1): never {
   process.exit(code)
 }
 
-function readConfig (args: Args): Config {
-  return loadConfig(configPath(args))
+async function readConfig (args: Args): Promise<Config> {
+  return await loadConfig(configPath(args))
 }
 
-function withStore<T> (config: Config, fn: (store: Store) => T): T {
-  const store = new Store(config.store.sqlite)
+async function withStore<T> (config: Config, fn: (store: Store) => Promise<T>): Promise<T> {
+  const store = openStore(config)
   try {
-    store.syncTenants(config, Date.now())
-    return fn(store)
+    await store.syncTenants(config, Date.now())
+    return await fn(store)
   } finally {
-    store.close()
+    await store.close()
   }
 }
 
 async function serve (args: Args): Promise<void> {
-  const config = readConfig(args)
+  const config = await readConfig(args)
   const port = args.port ?? process.env.PORT
   if (port !== undefined) {
     if (!/^\d+$/.test(port) || Number(port) > 65535) throw new UsageError(`--port: not a port number: ${port}`)
@@ -143,20 +147,20 @@ function installShutdown (app: FastifyInstance, timeoutS: number): void {
   process.on('SIGINT', () => shutdown('SIGINT'))
 }
 
-function keys (sub: string | undefined, rest: string[], args: Args): void {
-  const config = readConfig(args)
-  withStore(config, (store) => {
+async function keys (sub: string | undefined, rest: string[], args: Args): Promise<void> {
+  const config = await readConfig(args)
+  await withStore(config, async (store) => {
     if (sub === 'create') {
       if (args.org === undefined || args.project === undefined) throw new UsageError('keys create needs --org and --project')
-      const org = store.orgs.get(args.org)
+      const org = await store.orgs.get(args.org)
       if (org === undefined) throw new UsageError(`no organization ${args.org} (tenants come from the config)`)
-      if (!store.orgs.projects(args.org).some((p) => p.id === args.project)) throw new UsageError(`no project ${args.project} in ${args.org}`)
+      if (!(await store.orgs.projects(args.org)).some((p) => p.id === args.project)) throw new UsageError(`no project ${args.project} in ${args.org}`)
       const models = args.models === undefined ? ['*'] : args.models.split(',').map((s) => s.trim()).filter((s) => s !== '')
-      const created = store.keys.create({ org: args.org, project: args.project, models, name: args.name ?? '', source: 'cli' }, Date.now())
+      const created = await store.keys.create({ org: args.org, project: args.project, models, name: args.name ?? '', source: 'cli' }, Date.now())
       process.stdout.write(`${created.key}\n`)
       process.stderr.write(`created ${created.id} for ${created.org}/${created.project} (models: ${created.models.join(',')}); the key is shown only once\n`)
     } else if (sub === 'list') {
-      const list = store.keys.list(args.org, args.project)
+      const list = await store.keys.list(args.org, args.project)
       if (args.json === true) { process.stdout.write(JSON.stringify(list, null, 2) + '\n'); return }
       for (const k of list) {
         process.stdout.write(`${k.id}\t${k.org}/${k.project}\t${k.hint}\t${k.name || '-'}\t${k.models.join(',')}\t${k.revoked ? 'revoked' : 'active'}\t${new Date(k.created_at).toISOString()}\n`)
@@ -164,8 +168,8 @@ function keys (sub: string | undefined, rest: string[], args: Args): void {
     } else if (sub === 'revoke') {
       const id = rest[0]
       if (id === undefined) throw new UsageError('keys revoke needs a key id (see keys list)')
-      if (store.keys.get(id) === undefined) throw new UsageError(`no key ${id}`)
-      store.keys.revoke(id, Date.now())
+      if (await store.keys.get(id) === undefined) throw new UsageError(`no key ${id}`)
+      await store.keys.revoke(id, Date.now())
       process.stdout.write(`${id} revoked\n`)
     } else {
       throw new UsageError(`unknown keys command ${sub ?? ''}`)
@@ -173,27 +177,27 @@ function keys (sub: string | undefined, rest: string[], args: Args): void {
   })
 }
 
-function credits (sub: string | undefined, args: Args): void {
+async function credits (sub: string | undefined, args: Args): Promise<void> {
   if (sub !== 'add') throw new UsageError('credits add --org O --amount-usd N')
   if (args.org === undefined || args['amount-usd'] === undefined) throw new UsageError('credits add needs --org and --amount-usd')
   const amount = parseUsd(args['amount-usd'])
   if (amount === undefined || amount <= 0) throw new UsageError(`--amount-usd: a positive decimal amount, at most 9 decimals: ${args['amount-usd']}`)
-  withStore(readConfig(args), (store) => {
-    if (!store.orgs.credit(args.org as string, amount)) throw new UsageError(`no organization ${args.org}`)
-    const org = store.orgs.get(args.org as string)
+  await withStore(await readConfig(args), async (store) => {
+    if (!await store.orgs.credit(args.org as string, amount)) throw new UsageError(`no organization ${args.org}`)
+    const org = await store.orgs.get(args.org as string)
     process.stdout.write(`${args.org}: balance ${nanoToUsd(org?.balance_nano ?? 0)} USD\n`)
   })
 }
 
-function usage (args: Args): void {
+async function usage (args: Args): Promise<void> {
   const since = args.since === undefined ? undefined : Date.parse(args.since)
   if (since !== undefined && Number.isNaN(since)) throw new UsageError(`--since: not an ISO date: ${args.since}`)
   const limit = args.limit === undefined ? 50 : Number(args.limit)
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError('--limit: an integer from 1 to 10000')
-  withStore(readConfig(args), (store) => {
+  await withStore(await readConfig(args), async (store) => {
     const filter = { org: args.org, project: args.project, since }
-    const records = store.usage.page(filter, limit).map(usageRecord)
-    const t = store.usage.totals(filter)
+    const records = (await store.usage.page(filter, limit)).map(usageRecord)
+    const t = await store.usage.totals(filter)
     const totals = { calls: t.calls, prompt_tokens: t.prompt_tokens, cached_input_tokens: t.cached_input_tokens, completion_tokens: t.completion_tokens, total_tokens: t.total_tokens, cost_usd: nanoToUsd(t.cost_nano) }
     if (args.json === true) { process.stdout.write(JSON.stringify({ totals, data: records }, null, 2) + '\n'); return }
     for (const r of records) {
@@ -203,6 +207,39 @@ function usage (args: Args): void {
   })
 }
 
+async function plugins (args: Args): Promise<void> {
+  const describe = (schema: object | undefined, values?: Record<string, unknown>): string[] =>
+    describeOptions(schema).map((o) => `      ${o.name}: ${o.type}${o.required ? ' (required)' : ''}${o.default !== undefined ? `, default ${JSON.stringify(o.default)}` : ''}${values !== undefined && o.name in values ? ` = ${JSON.stringify(values[o.name])}` : ''}${o.description !== undefined ? `  ${o.description}` : ''}`)
+  const file = configPath(args)
+  let config: Config | undefined
+  try {
+    config = await loadConfig(file)
+  } catch (err) {
+    if (args.config !== undefined || process.env.MODELGATE_CONFIG !== undefined) throw err
+  }
+  if (args.json === true) {
+    const entries = config?.plugins.map((e) => ({ ...e, builtin: e.module === undefined, description: definitionOf(e)?.description ?? null, schema: definitionOf(e)?.options ?? null })) ?? null
+    process.stdout.write(JSON.stringify({ builtin: builtinPlugins().map((p) => ({ name: p.name, description: p.description ?? null, scope: p.scope ?? 'api', options: describeOptions(p.options) })), config: entries }, null, 2) + '\n')
+    return
+  }
+  const lines = ['built-in plugins:']
+  for (const p of builtinPlugins()) {
+    lines.push(`  ${p.name}${p.description === undefined ? '' : ` - ${p.description}`}`)
+    lines.push(...describe(p.options))
+  }
+  if (config === undefined) {
+    lines.push('', `(no config at ${file}: only the built-ins are listed)`)
+  } else {
+    lines.push('', `the chain of ${file}, in order:`)
+    config.plugins.forEach((e, i) => {
+      const def = definitionOf(e)
+      lines.push(`  ${i + 1}. ${e.name}${e.module === undefined ? '' : ` (from ${e.module})`}${e.enabled ? '' : ' [disabled]'}`)
+      lines.push(...describe(def?.options, e.options))
+    })
+  }
+  process.stdout.write(lines.join('\n') + '\n')
+}
+
 async function main (argv: string[]): Promise<void> {
   const { values: args, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true })
   const [command, sub, ...rest] = positionals
@@ -210,13 +247,14 @@ async function main (argv: string[]): Promise<void> {
   switch (command) {
     case undefined:
     case 'serve': return await serve(args)
-    case 'keys': return keys(sub, rest, args)
-    case 'credits': return credits(sub, args)
-    case 'usage': return usage(args)
+    case 'keys': return await keys(sub, rest, args)
+    case 'credits': return await credits(sub, args)
+    case 'usage': return await usage(args)
+    case 'plugins': return await plugins(args)
     case 'config': {
       if (sub !== 'check') throw new UsageError('config check FILE')
       const file = rest[0] ?? configPath(args)
-      loadConfig(file)
+      await loadConfig(file)
       process.stdout.write(`${file}: ok\n`)
       return
     }

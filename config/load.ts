@@ -1,14 +1,17 @@
 import { readFileSync } from 'node:fs'
-import { extname } from 'node:path'
+import { dirname, extname, resolve } from 'node:path'
 import { Value } from '@sinclair/typebox/value'
 import type { TSchema } from '@sinclair/typebox'
 import YAML from 'yaml'
-import { ConfigSchema, type Config } from './schema.js'
-import { pluginSchemas } from '../plugins/registry.js'
+import { ConfigSchema, type Config, type PluginEntry } from './schema.js'
+import type { GatewayPlugin } from '../plugins/api.js'
+import { checkOptions } from '../plugins/plugin-options.js'
+import { builtinPlugin, builtinPlugins, loadPlugin, resolveModule } from '../plugins/registry.js'
 
 // Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
-// applies defaults, validates it and the options of every plugin entry, and reports every
-// problem at once, each with its path: `models[3].pricing.input: must be >= 0`.
+// applies defaults, validates it, loads the plugins it names from outside the project, validates
+// the options of every plugin entry against that plugin's own schema, and reports every problem
+// at once, each with its path: `models[3].pricing.input: must be >= 0`.
 
 export class ConfigError extends Error {
   readonly problems: string[]
@@ -121,8 +124,76 @@ function semanticChecks (config: Config, problems: string[]): void {
   if (duplicates(keys).length > 0) problems.push('tenants: the same API key is listed twice')
 }
 
-/** Validates a parsed config object. `source` names it in the error message. */
-export function parseConfig (raw: unknown, env: Env = process.env, source = '(inline)'): Config {
+/** What loading the modules of a config's external plugins gave: the plugin, or why not. */
+export type LoadedModules = Map<number, { resolved: string, plugin: GatewayPlugin } | { error: string }>
+
+function checkPlugins (entries: PluginEntry[], loaded: LoadedModules, problems: string[]): void {
+  const known = builtinPlugins().map((p) => p.name).join(', ')
+  entries.forEach((entry, i) => {
+    if (entry === null || typeof entry !== 'object' || typeof entry.name !== 'string') return
+    let def: GatewayPlugin | undefined
+    if (entry.module === undefined) {
+      def = builtinPlugin(entry.name)
+      if (def === undefined) {
+        problems.push(`plugins[${i}].name: unknown plugin ${JSON.stringify(entry.name)} (built-in: ${known}; a plugin from outside the project needs \`module\`)`)
+        return
+      }
+    } else {
+      if (builtinPlugin(entry.name) !== undefined) {
+        problems.push(`plugins[${i}].name: ${entry.name} is a built-in plugin; give the plugin from ${entry.module} another name`)
+        return
+      }
+      const l = loaded.get(i)
+      if (l === undefined) { problems.push(`plugins[${i}].module: not loaded (load the config with loadConfig or resolveConfig)`); return }
+      if ('error' in l) { problems.push(`plugins[${i}].module: ${l.error}`); return }
+      entry.module = l.resolved
+      def = l.plugin
+    }
+    entry.options = { ...(entry.options ?? {}) }
+    const found = def.options === undefined ? [] : checkOptions(def.options, entry.options, `plugins[${i}].options`)
+    problems.push(...found)
+    if (found.length === 0 && def.validate !== undefined) {
+      try {
+        for (const p of def.validate(entry.options)) problems.push(`plugins[${i}].options.${p}`)
+      } catch (err) {
+        problems.push(`plugins[${i}].options: ${(err as Error).message}`)
+      }
+    }
+  })
+  for (const name of duplicates(entries.map((p) => p.name))) problems.push(`plugins: ${name} is listed twice`)
+  const enabled = new Set<string>()
+  entries.forEach((entry, i) => {
+    if (entry?.enabled !== true) return
+    const def = entry.module === undefined ? builtinPlugin(entry.name) : (loaded.get(i) as { plugin?: GatewayPlugin } | undefined)?.plugin
+    for (const d of def?.dependencies ?? []) if (!enabled.has(d)) problems.push(`plugins[${i}]: ${entry.name} needs ${d} enabled before it`)
+    enabled.add(entry.name)
+  })
+}
+
+/** Loads the module of every plugin entry that has one, relative to `baseDir`. */
+export async function loadPluginModules (raw: unknown, baseDir: string, env: Env = process.env): Promise<LoadedModules> {
+  const out: LoadedModules = new Map()
+  const plugins = (raw as { plugins?: unknown } | null)?.plugins
+  if (!Array.isArray(plugins)) return out
+  for (const [i, entry] of plugins.entries()) {
+    const spec = (entry as { module?: unknown } | null)?.module
+    if (typeof spec !== 'string' || spec === '') continue
+    const text = substitute(spec, '', env, [])
+    try {
+      const resolved = resolveModule(text as string, baseDir)
+      out.set(i, { resolved, plugin: await loadPlugin(resolved) })
+    } catch (err) {
+      out.set(i, { error: `cannot load ${String(text)}: ${(err as Error).message}` })
+    }
+  }
+  return out
+}
+
+/**
+ * Validates a parsed config object. `source` names it in the error message. Plugins from outside
+ * the project must be loaded first (`loaded`, from loadPluginModules); resolveConfig does both.
+ */
+export function parseConfig (raw: unknown, env: Env = process.env, source = '(inline)', loaded: LoadedModules = new Map()): Config {
   const problems: string[] = []
   const substituted = substitute(raw ?? {}, '', env, problems)
   if (substituted === null || typeof substituted !== 'object' || Array.isArray(substituted)) {
@@ -131,26 +202,20 @@ export function parseConfig (raw: unknown, env: Env = process.env, source = '(in
   const config = prepare<Config>(ConfigSchema, substituted)
   check(ConfigSchema, config, '', problems)
 
-  const schemas = pluginSchemas()
-  if (Array.isArray(config.plugins)) {
-    config.plugins.forEach((entry, i) => {
-      if (entry === null || typeof entry !== 'object' || typeof entry.name !== 'string') return
-      const schema = schemas.get(entry.name)
-      if (schema === undefined) {
-        problems.push(`plugins[${i}].name: unknown plugin ${JSON.stringify(entry.name)} (known: ${[...schemas.keys()].join(', ')})`)
-        return
-      }
-      entry.options = prepare<Record<string, unknown>>(schema, entry.options ?? {})
-      check(schema, entry.options, `/plugins/${i}/options`, problems)
-    })
-    for (const name of duplicates(config.plugins.map((p) => p.name))) problems.push(`plugins: ${name} is listed twice`)
-  }
+  if (Array.isArray(config.plugins)) checkPlugins(config.plugins, loaded, problems)
   if (problems.length === 0) semanticChecks(config, problems)
   if (problems.length > 0) throw new ConfigError(source, problems)
   return config
 }
 
-export function loadConfig (file: string, env: Env = process.env): Config {
+/** Loads the plugin modules a config names (paths relative to `baseDir`), then validates it. */
+export async function resolveConfig (raw: unknown, opts: { env?: Env, baseDir?: string, source?: string } = {}): Promise<Config> {
+  const env = opts.env ?? process.env
+  const loaded = await loadPluginModules(raw, opts.baseDir ?? process.cwd(), env)
+  return parseConfig(raw, env, opts.source, loaded)
+}
+
+export async function loadConfig (file: string, env: Env = process.env): Promise<Config> {
   let text: string
   try {
     text = readFileSync(file, 'utf8')
@@ -163,7 +228,7 @@ export function loadConfig (file: string, env: Env = process.env): Config {
   } catch (err) {
     throw new ConfigError(file, [`(file): not valid ${extname(file) === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message}`])
   }
-  return parseConfig(raw, env, file)
+  return await resolveConfig(raw, { env, baseDir: dirname(resolve(file)), source: file })
 }
 
 export function configPath (argv: { config?: string }, env: Env = process.env): string {

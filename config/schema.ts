@@ -36,7 +36,9 @@ export const AdminSchema = Type.Object({
 }, { ...Closed, default: {} })
 
 export const PluginEntrySchema = Type.Object({
-  name: Type.String({ minLength: 1 }),
+  name: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.@/-]+$' }),
+  // a plugin from outside the project: a file path (relative to the config file) or a package name
+  module: Type.Optional(Type.String({ minLength: 1 })),
   enabled: Type.Boolean({ default: true }),
   options: Type.Optional(Type.Record(Type.String(), Type.Unknown()))
 }, Closed)
@@ -49,7 +51,11 @@ export const ProviderSchema = Type.Object({
   // `builtin: demo` answers in-process (the demo catalog); no base_url then.
   builtin: Type.Optional(Type.Literal('demo')),
   connections: Type.Integer({ default: 128, minimum: 1 }),
-  headers: Type.Optional(Type.Record(Type.String(), Type.String()))
+  headers: Type.Optional(Type.Record(Type.String(), Type.String())),
+  // an OpenAI-protocol provider that serves POST /responses itself: Responses calls go through as they are
+  responses: Type.Boolean({ default: false }),
+  // /passthrough/{id}/* reaches this provider's own API (for keys granted it)
+  passthrough: Type.Boolean({ default: false })
 }, Closed)
 
 export const ModelSchema = Type.Object({
@@ -76,7 +82,8 @@ export const ModelSchema = Type.Object({
 export const KeyEntrySchema = Type.Object({
   key: Type.String({ minLength: 16 }),
   name: Type.String({ default: '' }),
-  models: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] })
+  models: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] }),
+  passthrough: Type.Array(Type.String({ minLength: 1 }), { default: [] })
 }, Closed)
 
 export const ProjectSchema = Type.Object({

@@ -1,65 +1,83 @@
 import { Type } from '@sinclair/typebox'
 import { LRUCache } from 'lru-cache'
-import { hashKey, type ApiKey } from './store/keys.js'
+import { hash } from 'node:crypto'
+import { definePlugin, type Principal } from './api.js'
 import { Unauthorized } from './errors.js'
-import { definePlugin } from './registry.js'
-import { syncHook, type Principal } from './context.js'
+import { isPromise, type ApiKey } from './store/types.js'
 
 // Phase: onRequest. Sets request.principal from `Authorization: Bearer <key>` (and `x-api-key`
-// on routes whose config has apiKeyHeader, i.e. /v1/messages). Verified keys are cached by hash
-// for cache_ttl_s, and dropped from the cache at once when revoked in this process; other
-// workers see a revocation within cache_ttl_s.
+// on routes whose config has apiKeyHeader: the Messages routes). Verified keys are cached by the
+// key's hash for cache_ttl_s; a revoked key is dropped from the cache as soon as the store says
+// so (at once in this process, within a second in the other workers of the store).
 
 const options = Type.Object({
   cache_size: Type.Integer({ default: 10_000, minimum: 0 }),
   cache_ttl_s: Type.Number({ default: 10, minimum: 0 })
 }, { additionalProperties: false })
 
+const BEARER = /^Bearer\s+(\S+)\s*$/i
+
 function bearer (header: string | undefined): string | undefined {
   if (header === undefined) return undefined
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
-  return m?.[1]
+  return BEARER.exec(header)?.[1]
 }
+
+const toPrincipal = (k: ApiKey): Principal => ({ keyId: k.id, org: k.org, project: k.project, models: k.models, passthrough: k.passthrough })
 
 export default definePlugin({
   name: 'auth',
+  description: 'API keys: Authorization: Bearer (and x-api-key on /v1/messages); 401 otherwise',
   options,
   plugin: async (fastify, opts) => {
-    const { store } = fastify.gw
+    const { keys } = fastify.gateway.store
     const cache = opts.cache_size > 0 && opts.cache_ttl_s > 0
       ? new LRUCache<string, Principal>({ max: opts.cache_size, ttl: opts.cache_ttl_s * 1000 })
       : null
-    const byKeyId = new Map<string, string>()
-    fastify.gw.events.on('key-revoked', (keyId: string) => {
-      const hash = byKeyId.get(keyId)
-      if (hash !== undefined) { cache?.delete(hash); byKeyId.delete(keyId) }
-    })
+    const hashByKeyId = new Map<string, string>()
+    if (cache !== null) {
+      keys.onRevoked((keyId) => {
+        const h = hashByKeyId.get(keyId)
+        if (h !== undefined) { cache.delete(h); hashByKeyId.delete(keyId) }
+      })
+    }
+    const admit = (request: { principal: Principal | null }, h: string, found: ApiKey | undefined): void => {
+      if (found === undefined) throw new Unauthorized()
+      const principal = toPrincipal(found)
+      if (cache !== null) {
+        cache.set(h, principal)
+        hashByKeyId.set(principal.keyId, h)
+      }
+      request.principal = principal
+    }
 
-    const toPrincipal = (k: ApiKey): Principal => ({ keyId: k.id, org: k.org, project: k.project, models: k.models })
-
-    fastify.addHook('onRequest', syncHook((request) => {
+    fastify.addHook('onRequest', (request, _reply, done) => {
       const config = request.routeConfig
-      if (config.auth === false || request.method === 'OPTIONS') return
+      if (config.auth === false || request.method === 'OPTIONS') { done(); return }
       let key = bearer(request.headers.authorization)
       if (key === undefined && config.apiKeyHeader === true) {
         const h = request.headers['x-api-key']
         if (typeof h === 'string' && h !== '') key = h.trim()
       }
-      if (key === undefined) throw new Unauthorized()
-      const hash = hashKey(key)
-      const cached = cache?.get(hash)
+      if (key === undefined) { done(new Unauthorized()); return }
+      const h = hash('sha256', key, 'hex')
+      const cached = cache?.get(h)
       if (cached !== undefined) {
         request.principal = cached
+        done()
         return
       }
-      const found = store.keys.verify(key)
-      if (found === undefined) throw new Unauthorized()
-      const principal = toPrincipal(found)
-      if (cache !== null) {
-        cache.set(hash, principal)
-        byKeyId.set(principal.keyId, hash)
+      try {
+        const found = keys.verify(key)
+        if (isPromise(found)) {
+          found.then((k) => { admit(request, h, k); done() }).catch(done)
+          return
+        }
+        admit(request, h, found)
+      } catch (err) {
+        done(err as Error)
+        return
       }
-      request.principal = principal
-    }))
+      done()
+    })
   }
 })

@@ -1,10 +1,12 @@
 import type { Price } from './catalog.js'
 import type { Usage } from './translation/types.js'
 
-// The spec's billing rule, exact in integer nano-dollars:
+// The billing rule, exact in integer nano-dollars:
 //   (prompt − cached) × input + cached × cached_input + completion × output
 // Prices are nano-dollars per token (catalog.ts), so a charge is a sum of integer products and
 // a million small charges add up to exactly the charge of their summed tokens.
+
+export const ZERO_USAGE: Readonly<Usage> = Object.freeze({ prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 })
 
 export function chargeOf (usage: Usage | null, price: Price | null): number {
   if (usage === null || price === null) return 0
@@ -24,45 +26,75 @@ export interface Settlement {
   estimated: boolean
 }
 
-const ZERO: Usage = { prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 }
-
 export interface SettleInput {
+  /** The client got part of an answer: the call is charged. Otherwise it costs nothing. */
+  billed: boolean
+  /** Usage the upstream reported; null when it reported none. */
   usage: Usage | null
-  status: string | null
-  stream: boolean
-  relayedText?: string
-  requestBody?: unknown
-  settled?: Settlement
+  /** The call ended normally (the upstream finished its answer). */
+  complete: boolean
+  /** Output text relayed to the client, for estimating output when usage never came. */
+  relayedText: string
+  /** The client body, for estimating input when usage never came. */
+  requestBody: unknown
 }
 
 /**
- * The usage a call is billed for, computed once per call and shared by the usage, quota and
- * ledger plugins. Reported usage is used as it is. When the upstream never reported it (a client
- * abort or upstream failure mid-stream, or an upstream that sends no usage), the input is
- * estimated from the request and the output from the text relayed to the client; a reported
- * output count lower than what was relayed is raised to it.
+ * The usage a call is billed for. A call that never got an answer to its client (refused, or
+ * failed before the first byte) costs nothing. Reported usage is used as it is; when the
+ * upstream never reported it (a client abort or upstream failure mid-stream, or an upstream that
+ * sends no usage), the input is estimated from the request and the output from the text relayed;
+ * a reported output count lower than what was relayed is raised to it.
  */
 export function settle (call: SettleInput, price: Price | null): Settlement {
-  if (call.settled !== undefined) return call.settled
-  let usage = call.usage ?? ZERO
+  if (!call.billed) return { usage: { ...ZERO_USAGE }, cost: 0, estimated: false }
+  let usage = call.usage
   let estimated = false
-  const relayed = call.relayedText ?? ''
-  if (call.usage === null && (call.stream || call.status === 'ok')) {
-    const messages = (call.requestBody as { messages?: unknown, system?: unknown } | undefined)
-    const prompt = messages === undefined ? 0 : estimateTokens(JSON.stringify([messages.system ?? '', messages.messages ?? []]))
-    usage = { ...ZERO, prompt_tokens: prompt, completion_tokens: estimateTokens(relayed) }
+  if (usage === null) {
+    usage = { ...ZERO_USAGE, prompt_tokens: estimateTokens(promptText(call.requestBody)), completion_tokens: estimateTokens(call.relayedText) }
     estimated = true
-  } else if (call.usage !== null && call.status !== 'ok' && relayed !== '') {
-    const out = estimateTokens(relayed)
+  } else if (!call.complete && call.relayedText !== '') {
+    const out = estimateTokens(call.relayedText)
     if (out > usage.completion_tokens) { usage = { ...usage, completion_tokens: out }; estimated = true }
   }
-  const settled = { usage, cost: chargeOf(usage, price), estimated }
-  call.settled = settled
-  return settled
+  return { usage, cost: chargeOf(usage, price), estimated }
+}
+
+// The text of a request's prompt (system, messages or input, instructions), for an estimate.
+function promptText (body: unknown): string {
+  const texts: string[] = []
+  visitText(body, (text) => { texts.push(text) })
+  return texts.join('\n')
+}
+
+const PROMPT_FIELDS = ['system', 'messages', 'input', 'instructions'] as const
+
+/**
+ * Calls `fn` with every string inside the prompt fields of a request, skipping base64 payloads.
+ * Iterative, so a hostile nesting depth cannot overflow the stack.
+ */
+function visitText (body: unknown, fn: (text: string, key: string) => void, onObject?: (o: Record<string, unknown>) => void): void {
+  if (body === null || typeof body !== 'object') return
+  const stack: Array<[unknown, string]> = []
+  for (const field of PROMPT_FIELDS) stack.push([(body as Record<string, unknown>)[field], field])
+  stack.push([(body as Record<string, unknown>).tools, 'tools'])
+  while (stack.length > 0) {
+    const [node, key] = stack.pop() as [unknown, string]
+    if (typeof node === 'string') {
+      if (key !== 'data' && !node.startsWith('data:')) fn(node, key)
+    } else if (Array.isArray(node)) {
+      for (let i = node.length - 1; i >= 0; i--) stack.push([node[i], key])
+    } else if (node !== null && typeof node === 'object') {
+      const o = node as Record<string, unknown>
+      onObject?.(o)
+      for (const k in o) stack.push([o[k], k])
+    }
+  }
 }
 
 // An image costs at most about 1,600 input tokens on the providers we know of.
 const IMAGE_TOKENS = 1_600
+const IMAGE_TYPES = new Set(['image', 'image_url', 'input_image'])
 
 /**
  * An upper bound of a request's input tokens, for holds: one token per character of text (a
@@ -71,20 +103,6 @@ const IMAGE_TOKENS = 1_600
  */
 export function estimatePromptTokens (body: unknown): number {
   let tokens = 0
-  const visit = (node: unknown, key: string): void => {
-    if (typeof node === 'string') {
-      if (key === 'data' || node.startsWith('data:')) return
-      tokens += node.length
-    } else if (Array.isArray(node)) {
-      for (const v of node) visit(v, key)
-    } else if (node !== null && typeof node === 'object') {
-      const o = node as Record<string, unknown>
-      if (o.type === 'image' || o.type === 'image_url') tokens += IMAGE_TOKENS
-      for (const k in o) visit(o[k], k)
-    }
-  }
-  visit((body as { messages?: unknown })?.messages, '')
-  visit((body as { system?: unknown })?.system, '')
-  visit((body as { tools?: unknown })?.tools, '')
+  visitText(body, (text) => { tokens += text.length }, (o) => { if (IMAGE_TYPES.has(o.type as string)) tokens += IMAGE_TOKENS })
   return tokens
 }

@@ -1,7 +1,7 @@
 import cors from '@fastify/cors'
 import { Type } from '@sinclair/typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { definePlugin } from './registry.js'
+import { definePlugin } from './api.js'
 
 // Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
 // the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: the spec's
@@ -21,9 +21,10 @@ const FIXED_HEADERS = [
 
 export default definePlugin({
   name: 'cors',
+  description: 'CORS for browsers: preflights answered before auth; the headers of the official SDKs allowed',
   options,
   plugin: async (fastify, opts) => {
-    const names = fastify.gw.headers
+    const names = fastify.gateway.headers
     const fixed = new Set([...FIXED_HEADERS, names.trace.toLowerCase()])
     const allowAny = opts.origins.includes('*')
     const allowed = new Set(opts.origins)

@@ -31,6 +31,8 @@ export interface GatewayError extends Error {
   headers?: Record<string, string>
   /** For errors relayed from an upstream: its own message, which is not localized. */
   upstreamMessage?: string
+  /** false: the message is shown as it is in every locale (a plugin's own refusal). */
+  localized?: boolean
 }
 
 export function format (template: string, params: Params): string {
@@ -76,6 +78,7 @@ export const RequestTimeout = define('request_timeout', { status: 408, openaiTyp
 export const StreamIdleTimeout = define('stream_idle_timeout', { status: 408, openaiType: 'timeout_error' })
 export const DuplicateRequest = define('duplicate_request', { status: 409, code: 'duplicate_request', openaiType: 'invalid_request_error', retry: false })
 export const RequestTooLarge = define('request_too_large', { status: 413, code: 'request_too_large', openaiType: 'invalid_request_error', messagesType: 'request_too_large', retry: false })
+export const ContentBlocked = define('content_blocked', { status: 400, code: 'content_blocked', openaiType: 'invalid_request_error', messagesType: 'invalid_request_error', retry: false })
 export const QuotaExceeded = define('quota_exceeded', { status: 429, code: 429, openaiType: 'quota_exceeded' })
 export const RateLimited = define('rate_limited', { status: 429, code: 429, openaiType: 'rate_limit_error' })
 export const NotImplemented = define('not_implemented', { status: 501, openaiType: 'not_implemented', retry: false })
@@ -88,6 +91,28 @@ export const OrgNotFound = define('org_not_found', { status: 404, code: 'org_not
 export const KeyNotFound = define('key_not_found', { status: 404, code: 'key_not_found', retry: false })
 export const InvalidCursor = define('invalid_cursor', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const InvalidQuery = define('invalid_query', { status: 400, openaiType: 'invalid_request_error', retry: false })
+
+/**
+ * A plugin's own refusal of a call (`fastify.gateway.refusal({...})`): its status, code and
+ * message, shown as they are in every locale, in the route family's shape.
+ */
+export class Refusal extends Error implements GatewayError {
+  readonly code = 'MG_PLUGIN_REFUSAL'
+  readonly statusCode: number
+  readonly key: MessageKey = 'internal'
+  readonly params: Params = {}
+  readonly spec: ErrorSpec
+  readonly headers?: Record<string, string>
+  readonly localized = false
+  constructor (s: { status: number, code?: string | number, message: string, type?: string, headers?: Record<string, string>, retry?: boolean }) {
+    super(s.message)
+    if (!Number.isInteger(s.status) || s.status < 400 || s.status > 599) throw new RangeError(`a refusal's status must be 400-599, not ${s.status}`)
+    this.name = 'Refusal'
+    this.statusCode = s.status
+    this.spec = { status: s.status, code: s.code, openaiType: s.type, retry: s.retry }
+    if (s.headers !== undefined) this.headers = s.headers
+  }
+}
 
 /**
  * An upstream 4xx relayed to the client: its status is kept and its body re-shaped into the

@@ -1,125 +1,70 @@
 import { Type } from '@sinclair/typebox'
-import type { FastifyRequest } from 'fastify'
-import type { QuotaConfig } from '../config/schema.js'
-import { settle } from './billing.js'
-import { afterResponse, syncHook } from './context.js'
+import { definePlugin } from './api.js'
 import { QuotaExceeded } from './errors.js'
-import { nanoToUsd, usdToNano } from './money.js'
-import { definePlugin } from './registry.js'
+import { amountOf, limitOf, quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from './quota-windows.js'
+import { isPromise, type QuotaUsage } from './store/types.js'
 
-// Phases: preHandler (admission), then when the response is over (count the settled usage).
+// Gateway hooks: onAdmission (refuse a scope over its quota), onCallEnd (count the call).
 // Quotas come from the tenants in the config: per organization and per project, in tokens or
 // USD, per UTC minute, hour, day or month. A call is refused with 429 (numeric code 429;
-// Messages: rate_limit_error) while the window's settled usage is at or over the limit, with
-// Retry-After = seconds until the window resets. Usage counts when it is settled, so calls in
-// flight when the limit is reached may take a window slightly past it. Each worker reads a
-// scope's usage from the store at most every READ_EVERY_MS and adds its own counts to what it
-// read at once, so other workers' usage is seen within that delay.
+// Messages: rate_limit_error), with Retry-After = seconds until the window resets, when the
+// window's usage is at or over the limit. Every admission reads the store, and an ended call is
+// counted there before its answer's last byte is sent: once the calls that ended have reached a
+// quota, the next call is refused whichever worker or instance serves it. Calls admitted while
+// others are still running may take the window past the limit by at most what those use.
 
 const options = Type.Object({}, { additionalProperties: false })
 
-export type QuotaPer = QuotaConfig['per']
-
-const READ_EVERY_MS = 20
-
-/** Start of the UTC window containing t, and the start of the next one. */
-export function quotaWindow (per: QuotaPer, t: number): { start: number, end: number } {
-  const size = per === 'minute' ? 60_000 : per === 'hour' ? 3_600_000 : per === 'day' ? 86_400_000 : 0
-  if (size > 0) {
-    const start = Math.floor(t / size) * size
-    return { start, end: start + size }
-  }
-  const d = new Date(t)
-  return { start: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1), end: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) }
-}
-
-export interface QuotaRule { scope: string, kind: 'organization' | 'project', id: string, quota: QuotaConfig }
-
-export interface QuotaStatus { limit: string, used: string, unit: 'tokens' | 'usd', per: QuotaPer, resets_at: string }
-
-/** Used and limit of a quota in its current window, as the admin API and console show them. */
-export function quotaStatus (rule: QuotaRule, used: { tokens: number, cost_nano: number }, now: number): QuotaStatus {
-  const w = quotaWindow(rule.quota.per, now)
-  const tokens = 'tokens' in rule.quota
-  return {
-    limit: tokens ? String((rule.quota as { tokens: number }).tokens) : nanoToUsd(usdToNano((rule.quota as { usd: number }).usd)),
-    used: tokens ? String(used.tokens) : nanoToUsd(used.cost_nano),
-    unit: tokens ? 'tokens' : 'usd',
-    per: rule.quota.per,
-    resets_at: new Date(w.end).toISOString()
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The quotas this call counts against (quota plugin). */
+    quotaRules: QuotaRule[] | null
   }
 }
 
 export default definePlugin({
   name: 'quota',
+  description: 'token or USD quotas per org and project per UTC window (set in tenants): 429',
   options,
   plugin: async (fastify) => {
-    const { store, clock, catalog, config } = fastify.gw
-    const byOrg = new Map<string, QuotaRule>()
-    const byProject = new Map<string, QuotaRule>()
-    for (const t of config.tenants) {
-      if (t.quota !== undefined) byOrg.set(t.org, { scope: `org:${t.org}`, kind: 'organization', id: t.org, quota: t.quota })
-      for (const p of t.projects) {
-        if (p.quota !== undefined) byProject.set(`${t.org}/${p.id}`, { scope: `project:${t.org}/${p.id}`, kind: 'project', id: `${t.org}/${p.id}`, quota: p.quota })
-      }
-    }
-    if (byOrg.size === 0 && byProject.size === 0) return
+    const { store, clock, config } = fastify.gateway
+    const rules = new QuotaRules(config)
+    if (rules.empty) return
+    fastify.decorateRequest('quotaRules', null)
 
-    const rulesFor = (org: string, project: string): QuotaRule[] => {
-      const rules: QuotaRule[] = []
-      const o = byOrg.get(org)
-      if (o !== undefined) rules.push(o)
-      const p = byProject.get(`${org}/${project}`)
-      if (p !== undefined) rules.push(p)
-      return rules
+    const refuse = (r: QuotaRule, used: QuotaUsage, now: number): never => {
+      const retryAfter = Math.max(1, Math.ceil((quotaWindow(r.quota.per, now).end - now) / 1000))
+      const status = quotaStatus(r, used, now)
+      throw new QuotaExceeded(
+        { scope: r.kind, id: r.id, used: status.used, limit: status.limit, unit: status.unit === 'usd' ? 'USD' : 'tokens', per: r.quota.per, retry_after: retryAfter },
+        { headers: { 'retry-after': String(retryAfter) } }
+      )
     }
 
-    // scope → its usage in the current window, as last read plus this worker's counts since
-    const seen = new Map<string, { start: number, readAt: number, tokens: number, cost_nano: number }>()
-    const usedIn = (scope: string, start: number, now: number): { tokens: number, cost_nano: number } => {
-      let u = seen.get(scope)
-      if (u === undefined || u.start !== start || now - u.readAt >= READ_EVERY_MS || now < u.readAt) {
-        u = { start, readAt: now, ...store.quota.used(scope, start) }
-        seen.set(scope, u)
-      }
-      return u
-    }
-
-    const count = (request: FastifyRequest, rules: QuotaRule[]): void => {
-      const call = request.call
-      if (call === null) return
-      const { usage, cost } = settle(call, catalog.get(call.model)?.price ?? null)
-      const tokens = usage.prompt_tokens + usage.completion_tokens
-      if (tokens === 0 && cost === 0) return
+    fastify.gateway.addHook('onAdmission', ({ request, principal }) => {
+      if (principal === null) return
+      const mine = rules.for(principal.org, principal.project)
+      if (mine.length === 0) return
       const now = clock.now()
-      for (const r of rules) {
-        const start = quotaWindow(r.quota.per, now).start
-        const u = seen.get(r.scope)
-        if (u !== undefined && u.start === start) { u.tokens += tokens; u.cost_nano += cost }
-        fastify.gw.writer.sum(`quota:${r.scope}:${start}`, [tokens, cost], ([t, c]) => { store.quota.add(r.scope, start, t as number, c as number) })
+      const pending: Array<Promise<void>> = []
+      for (const r of mine) {
+        const used = store.quota.used(r.scope, quotaWindow(r.quota.per, now).start)
+        const check = (u: QuotaUsage): void => { if (amountOf(r.quota, u) >= limitOf(r.quota)) refuse(r, u, now) }
+        if (isPromise(used)) pending.push(used.then(check))
+        else check(used)
       }
-    }
+      request.quotaRules = mine
+      if (pending.length > 0) return Promise.all(pending)
+    })
 
-    fastify.addHook('preHandler', syncHook((request, reply) => {
-      const principal = request.principal
-      if (request.routeConfig.metered !== true || principal === null) return
-      const rules = rulesFor(principal.org, principal.project)
-      if (rules.length === 0) return
+    fastify.gateway.addHook('onCallEnd', (outcome, { request }) => {
+      const mine = request.quotaRules
+      if (mine === null || !outcome.billed) return
+      const tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens
+      if (tokens === 0 && outcome.costNano === 0) return
       const now = clock.now()
-      for (const r of rules) {
-        const w = quotaWindow(r.quota.per, now)
-        const used = usedIn(r.scope, w.start, now)
-        const over = 'tokens' in r.quota ? used.tokens >= r.quota.tokens : used.cost_nano >= usdToNano(r.quota.usd)
-        if (over) {
-          const retryAfter = Math.max(1, Math.ceil((w.end - now) / 1000))
-          const status = quotaStatus(r, used, now)
-          throw new QuotaExceeded(
-            { scope: r.kind, id: r.id, used: status.used, limit: status.limit, unit: status.unit === 'usd' ? 'USD' : 'tokens', per: r.quota.per, retry_after: retryAfter },
-            { headers: { 'retry-after': String(retryAfter) } }
-          )
-        }
-      }
-      afterResponse(reply, () => count(request, rules))
-    }))
+      const counts = mine.map((r) => store.quota.count(r.scope, quotaWindow(r.quota.per, now).start, tokens, outcome.costNano))
+      if (counts.some(isPromise)) return Promise.all(counts)
+    })
   }
 })

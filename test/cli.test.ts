@@ -9,11 +9,12 @@ import { fromRoot } from '../paths.js'
 import { spawnGateway } from './helper.js'
 
 const run = promisify(execFile)
-const TSX = ['--import', '@tapjs/typescript/import']
+// the built CLI (npm test builds first): a child process that compiled the sources would take seconds
+const CLI = fromRoot('dist', 'cli.js')
 
 async function cli (args: string[], env: Record<string, string> = {}): Promise<{ code: number, stdout: string, stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [...TSX, fromRoot('cli.ts'), ...args], { env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1', ...env }, cwd: fromRoot() })
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, cwd: fromRoot() })
     return { code: 0, stdout, stderr }
   } catch (err) {
     const e = err as { code: number, stdout: string, stderr: string }

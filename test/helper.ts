@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { buildApp } from '../app.js'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import type { Clock } from '../plugins/context.js'
+import type { Clock } from '../plugins/api.js'
+import { SqliteStore } from '../plugins/store/sqlite/index.js'
 
 export const KEY_A = 'mg-test-key-a-0123456789abcdef'
 export const KEY_B = 'mg-test-key-b-0123456789abcdef'
@@ -108,6 +109,13 @@ export function mockCatalog (mock: { openaiBaseUrl: string, messagesBaseUrl: str
   }
 }
 
+/** The SQLite store behind an app, for tests that look at its tables. */
+export function sqliteOf (app: FastifyInstance): SqliteStore {
+  const store = app.gateway.store
+  if (!(store instanceof SqliteStore)) throw new Error('not a SQLite store')
+  return store
+}
+
 /** Lets end-of-response work (metering, ledger, idempotency) that follows a response run. */
 export const settled = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
 
@@ -122,8 +130,9 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   const { fromRoot } = await import('../paths.js')
   const file = join(mkdtempSync(join(tmpdir(), 'mg-serve-')), 'gw.json')
   writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config }))
-  const child = spawn(process.execPath, ['--import', '@tapjs/typescript/import', fromRoot('cli.ts'), 'serve', '--config', file, ...args], {
-    cwd: fromRoot(), env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'inherit']
+  // the built CLI (npm test builds first): compiling the sources in each child would take seconds
+  const child = spawn(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', file, ...args], {
+    cwd: fromRoot(), env: { ...process.env, LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'inherit']
   })
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })

@@ -21,6 +21,7 @@ export const de: Catalog = {
   duplicate_request: "Eine Anfrage mit diesem Idempotenzschlüssel wurde bereits empfangen.",
   request_too_large: "Der Anfragetext überschreitet das Limit von {limit_mb} MB.",
   quota_exceeded: "Nutzungskontingent für {scope} {id} überschritten: {used} von {limit} {unit} in diesem Zeitraum ({per}). Erneut versuchen in {retry_after} s.",
+  content_blocked: "Die Anfrage wurde durch die Inhaltsregel {rule} blockiert.",
   rate_limited: "Ihre Anfragen werden gedrosselt.",
   not_implemented: "Dieser Endpunkt ist noch nicht verfügbar.",
   upstream_unavailable: "Kein Upstream-Anbieter konnte die Anfrage bearbeiten.",

@@ -22,6 +22,7 @@ export const en = {
   duplicate_request: 'A request with this idempotency key was already received.',
   request_too_large: 'The request body exceeds the limit of {limit_mb} MB.',
   quota_exceeded: 'Usage quota exceeded for {scope} {id}: {used} of {limit} {unit} this {per}. Retry after {retry_after} s.',
+  content_blocked: 'The request was blocked by the content rule {rule}.',
   rate_limited: 'You are being rate limited.',
   not_implemented: 'This endpoint is not available yet.',
   upstream_unavailable: 'No upstream provider could serve the request.',

@@ -21,6 +21,7 @@ export const es: Catalog = {
   duplicate_request: "Ya se recibió una solicitud con esta clave de idempotencia.",
   request_too_large: "El cuerpo de la solicitud supera el límite de {limit_mb} MB.",
   quota_exceeded: "Cuota de uso superada para {scope} {id}: {used} de {limit} {unit} en este periodo ({per}). Reintente en {retry_after} s.",
+  content_blocked: "La solicitud fue bloqueada por la regla de contenido {rule}.",
   rate_limited: "Se ha limitado la frecuencia de sus solicitudes.",
   not_implemented: "Este endpoint aún no está disponible.",
   upstream_unavailable: "Ningún proveedor upstream pudo atender la solicitud.",

@@ -21,6 +21,7 @@ export const fr: Catalog = {
   duplicate_request: "Une requête avec cette clé d'idempotence a déjà été reçue.",
   request_too_large: "Le corps de la requête dépasse la limite de {limit_mb} Mo.",
   quota_exceeded: "Quota d'utilisation dépassé pour {scope} {id} : {used} sur {limit} {unit} sur cette période ({per}). Réessayez dans {retry_after} s.",
+  content_blocked: "La requête a été bloquée par la règle de contenu {rule}.",
   rate_limited: "Vous êtes soumis à une limitation de débit.",
   not_implemented: "Ce point d'accès n'est pas encore disponible.",
   upstream_unavailable: "Aucun fournisseur en amont n'a pu traiter la requête.",

@@ -21,6 +21,7 @@ export const ja: Catalog = {
   duplicate_request: "この冪等キーのリクエストはすでに受信済みです。",
   request_too_large: "リクエスト本文が上限の {limit_mb} MB を超えています。",
   quota_exceeded: "{scope} {id} の利用クォータを超えました: 期間 ({per}) の使用量 {used} / {limit} {unit}。{retry_after} 秒後に再試行してください。",
+  content_blocked: "リクエストはコンテンツルール {rule} によってブロックされました。",
   rate_limited: "レート制限中です。",
   not_implemented: "このエンドポイントはまだ利用できません。",
   upstream_unavailable: "リクエストを処理できる上流プロバイダーがありません。",

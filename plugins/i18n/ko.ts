@@ -21,6 +21,7 @@ export const ko: Catalog = {
   duplicate_request: "이 멱등성 키를 가진 요청을 이미 받았습니다.",
   request_too_large: "요청 본문이 {limit_mb} MB 제한을 초과합니다.",
   quota_exceeded: "{scope} {id}의 사용량 할당량을 초과했습니다: 기간({per}) 사용량 {used} / {limit} {unit}. {retry_after}초 후에 다시 시도하세요.",
+  content_blocked: "요청이 콘텐츠 규칙 {rule}에 의해 차단되었습니다.",
   rate_limited: "요청 속도 제한에 걸렸습니다.",
   not_implemented: "이 엔드포인트는 아직 사용할 수 없습니다.",
   upstream_unavailable: "요청을 처리할 수 있는 업스트림 공급자가 없습니다.",

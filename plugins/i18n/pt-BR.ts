@@ -21,6 +21,7 @@ export const ptBR: Catalog = {
   duplicate_request: "Uma requisição com esta chave de idempotência já foi recebida.",
   request_too_large: "O corpo da requisição excede o limite de {limit_mb} MB.",
   quota_exceeded: "Cota de uso excedida para {scope} {id}: {used} de {limit} {unit} neste período ({per}). Tente novamente em {retry_after} s.",
+  content_blocked: "A solicitação foi bloqueada pela regra de conteúdo {rule}.",
   rate_limited: "Você está sendo limitado por excesso de requisições.",
   not_implemented: "Este endpoint ainda não está disponível.",
   upstream_unavailable: "Nenhum provedor upstream conseguiu atender a requisição.",

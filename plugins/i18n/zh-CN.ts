@@ -21,6 +21,7 @@ export const zhCN: Catalog = {
   duplicate_request: "已收到使用此幂等键的请求。",
   request_too_large: "请求体超过 {limit_mb} MB 的限制。",
   quota_exceeded: "{scope} {id} 的用量配额已用尽：{per} 窗口内已用 {used} / {limit} {unit}。请在 {retry_after} 秒后重试。",
+  content_blocked: "请求被内容规则 {rule} 拦截。",
   rate_limited: "请求过于频繁，已被限流。",
   not_implemented: "此端点暂不可用。",
   upstream_unavailable: "没有可处理此请求的上游服务商。",

@@ -21,6 +21,7 @@ export const zhTW: Catalog = {
   duplicate_request: "已收到使用此冪等金鑰的請求。",
   request_too_large: "請求本文超過 {limit_mb} MB 的上限。",
   quota_exceeded: "{scope} {id} 的用量配額已用完：{per} 視窗內已用 {used} / {limit} {unit}。請於 {retry_after} 秒後再試。",
+  content_blocked: "請求被內容規則 {rule} 攔截。",
   rate_limited: "請求過於頻繁，已受到速率限制。",
   not_implemented: "此端點尚未開放。",
   upstream_unavailable: "沒有上游供應商能處理此請求。",

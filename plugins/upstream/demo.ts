@@ -443,6 +443,7 @@ export function createDemoClient (id: string, protocol: Protocol, opts: DemoOpti
   return {
     id,
     protocol,
+    responses: false,
     async request (req: UpstreamRequest): Promise<UpstreamResponse> {
       if (req.signal.aborted) throw abortError()
       seq++

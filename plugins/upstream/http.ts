@@ -28,6 +28,7 @@ export function createHttpClient (provider: ProviderConfig, opts: HttpClientOpti
   return {
     id: provider.id,
     protocol: provider.protocol,
+    responses: provider.responses,
     async request (req: UpstreamRequest): Promise<UpstreamResponse> {
       const headers: Record<string, string> = { ...req.headers, ...fixed }
       if (provider.protocol === 'messages' && headers['anthropic-version'] === undefined) headers['anthropic-version'] = '2023-06-01'

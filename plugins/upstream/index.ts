@@ -1,5 +1,5 @@
 import type { Config, ProviderConfig } from '../../config/schema.js'
-import type { Clock } from '../context.js'
+import type { Clock } from '../api.js'
 import { createDemoClient } from './demo.js'
 import { createHttpClient } from './http.js'
 import type { UpstreamClient } from './types.js'
@@ -27,6 +27,9 @@ export class Upstreams {
       this.health.set(p.id, { failures: 0, unhealthyUntil: 0 })
     }
   }
+
+  /** The client of a provider, usable or not. */
+  get (id: string): UpstreamClient | undefined { return this.clients.get(id) }
 
   /**
    * The model's providers to try, in config order: healthy ones first, then unhealthy ones as

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream'
 import type { Protocol } from '../translation/types.js'
 
 export interface UpstreamRequest {
-  /** Path below the provider's base_url: '/chat/completions' (openai) or '/v1/messages' (messages). */
+  /** Path below the provider's base_url: '/chat/completions', '/v1/messages' or '/responses'. */
   path: string
   /** Extra headers from the client to forward (anthropic-version, anthropic-beta); credentials are the provider's own. */
   headers: Record<string, string>
@@ -36,7 +36,10 @@ export interface UpstreamResponse {
 /** One configured provider: an HTTP pool, or the built-in demo answered in-process. */
 export interface UpstreamClient {
   readonly id: string
+  /** 'openai' or 'messages'. */
   readonly protocol: Protocol
+  /** The provider serves the Responses API itself (Responses calls go through unchanged). */
+  readonly responses: boolean
   request: (req: UpstreamRequest) => Promise<UpstreamResponse>
   close: () => Promise<void>
 }

@@ -1,7 +1,7 @@
 import { nanoToUsd } from '../../plugins/money.js'
-import type { UsageRow } from '../../plugins/store/usage.js'
+import type { UsageRow } from '../../plugins/store/types.js'
 
-/** A usage_records row as the API shows it (PRODUCT.md §4 UsageRecord). */
+/** A usage_records row as the API shows it (the UsageRecord of the admin API). */
 export function usageRecord (r: UsageRow): Record<string, unknown> {
   return {
     id: r.id,

@@ -1,27 +1,34 @@
 import { existsSync } from 'node:fs'
 import fastifyStatic from '@fastify/static'
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
-import { InvalidQuery, Unauthorized } from '../../plugins/errors.js'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import type { FastifyRequest } from 'fastify'
+import { Unauthorized } from '../../plugins/errors.js'
 import { nanoToUsd, usdToNano } from '../../plugins/money.js'
-import { quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/quota.js'
-import { ConsoleQueries } from '../../plugins/store/console-queries.js'
+import { quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from '../../plugins/quota-windows.js'
+import type { ApiKey, UsageBucket } from '../../plugins/store/types.js'
 import { fromRoot } from '../../paths.js'
 import { usageRecord } from '../admin/usage-record.js'
 
-// The developer console (PRODUCT.md §5): the page, bundled by esbuild into dist/console and served as
-// static files, and its small JSON API under /console/api. The marketplace is public; the usage
-// views need an API key (Bearer) and show only that key's project.
+// The developer console: the page, bundled by esbuild into dist/console and served as static
+// files, and its small JSON API under /console/api. The marketplace is public; the usage views
+// need an API key (Bearer) and show only that key's project.
 
 const RANGES = { '24h': { span: 86_400_000, bucket: 3_600_000 }, '7d': { span: 7 * 86_400_000, bucket: 86_400_000 }, '30d': { span: 30 * 86_400_000, bucket: 86_400_000 } } as const
 
-const consoleRoutes: FastifyPluginAsync = async (fastify) => {
-  const { store, catalog, config, clock } = fastify.gw
-  const queries = new ConsoleQueries(store.db)
+const UsageQuery = Type.Object({ range: Type.Union([Type.Literal('24h'), Type.Literal('7d'), Type.Literal('30d')], { default: '24h' }) })
+const CallsQuery = Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 500, default: 50 }) })
+
+const COUNTS = ['calls', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'cost_nano'] as const
+
+const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  const { store, catalog, config, clock } = fastify.gateway
+  const quotas = new QuotaRules(config)
   const root = fromRoot('dist', 'console')
 
-  const principal = (request: FastifyRequest) => {
+  const keyOf = async (request: FastifyRequest): Promise<ApiKey> => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
-    const key = m === null ? undefined : store.keys.verify(m[1] as string)
+    const key = m === null ? undefined : await store.keys.verify(m[1] as string)
     if (key === undefined) throw new Unauthorized()
     return key
   }
@@ -54,13 +61,11 @@ const consoleRoutes: FastifyPluginAsync = async (fastify) => {
   }))
 
   fastify.get('/api/me', async (request) => {
-    const key = principal(request)
-    fastify.gw.writer.flush() // the charges, lease give-backs and quota counts of ended calls
-    const org = store.orgs.get(key.org)
-    const tenant = config.tenants.find((t) => t.org === key.org)
+    const key = await keyOf(request)
+    await store.flush() // lease give-backs the store delays
+    const org = await store.orgs.get(key.org)
     const now = clock.now()
-    const quota = (rule: QuotaRule | null) => rule === null ? null : quotaStatus(rule, store.quota.used(rule.scope, quotaWindow(rule.quota.per, now).start), now)
-    const projectQuota = tenant?.projects.find((p) => p.id === key.project)?.quota
+    const quota = async (rule: QuotaRule | undefined) => rule === undefined ? null : quotaStatus(rule, await store.quota.used(rule.scope, quotaWindow(rule.quota.per, now).start), now)
     return {
       org: key.org,
       project: key.project,
@@ -68,37 +73,32 @@ const consoleRoutes: FastifyPluginAsync = async (fastify) => {
       balance_usd: nanoToUsd(org?.balance_nano ?? 0),
       held_usd: nanoToUsd(org?.held_nano ?? 0),
       spent_usd: nanoToUsd(org?.spent_nano ?? 0),
-      org_quota: quota(tenant?.quota === undefined ? null : { scope: `org:${key.org}`, kind: 'organization', id: key.org, quota: tenant.quota }),
-      project_quota: quota(projectQuota === undefined ? null : { scope: `project:${key.org}/${key.project}`, kind: 'project', id: `${key.org}/${key.project}`, quota: projectQuota })
+      org_quota: await quota(quotas.org(key.org)),
+      project_quota: await quota(quotas.project(key.org, key.project))
     }
   })
 
-  fastify.get('/api/usage', async (request) => {
-    const key = principal(request)
-    const range = (request.query as { range?: string }).range ?? '24h'
-    if (!(range in RANGES)) throw new InvalidQuery({ param: 'range', reason: 'one of 24h, 7d, 30d' })
-    const { span, bucket } = RANGES[range as keyof typeof RANGES]
-    fastify.gw.writer.flush()
+  fastify.get('/api/usage', { schema: { querystring: UsageQuery } }, async (request) => {
+    const key = await keyOf(request)
+    const range = request.query.range
+    const { span, bucket } = RANGES[range]
     const now = clock.now()
     const since = Math.floor((now - span) / bucket) * bucket + bucket
-    const rows = new Map(queries.buckets(key.org, key.project, since, bucket).map((b) => [b.t, b]))
+    const rows = new Map((await store.usage.buckets(key.org, key.project, since, bucket)).map((b) => [b.t, b]))
     const buckets = []
     const totals = { calls: 0, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0 }
     for (let t = since; t <= now; t += bucket) {
-      const b = rows.get(t) ?? { t, calls: 0, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0 }
-      for (const k of ['calls', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'cost_nano'] as const) totals[k] += b[k]
+      const b: UsageBucket = rows.get(t) ?? { t, calls: 0, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0 }
+      for (const k of COUNTS) totals[k] += b[k]
       buckets.push({ start: new Date(t).toISOString(), calls: b.calls, prompt_tokens: b.prompt_tokens, cached_input_tokens: b.cached_input_tokens, completion_tokens: b.completion_tokens, cost_usd: nanoToUsd(b.cost_nano) })
     }
     const { cost_nano: cost, ...counts } = totals
     return { range, bucket_s: bucket / 1000, buckets, totals: { ...counts, cost_usd: nanoToUsd(cost) } }
   })
 
-  fastify.get('/api/calls', async (request) => {
-    const key = principal(request)
-    const text = (request.query as { limit?: string }).limit ?? '50'
-    if (!/^\d{1,3}$/.test(text) || Number(text) < 1 || Number(text) > 500) throw new InvalidQuery({ param: 'limit', reason: 'an integer from 1 to 500' })
-    fastify.gw.writer.flush()
-    return { object: 'list', data: store.usage.page({ org: key.org, project: key.project }, Number(text)).map(usageRecord) }
+  fastify.get('/api/calls', { schema: { querystring: CallsQuery } }, async (request) => {
+    const key = await keyOf(request)
+    return { object: 'list', data: (await store.usage.page({ org: key.org, project: key.project }, request.query.limit)).map(usageRecord) }
   })
 
   if (existsSync(root)) {

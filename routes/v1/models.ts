@@ -1,28 +1,23 @@
-import type { FastifyPluginAsync } from 'fastify'
-import { InvalidLimit, MissingModelId, ModelNotFound } from '../../plugins/errors.js'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import { MissingModelId, ModelNotFound } from '../../plugins/errors.js'
 
-// GET /v1/models and GET /v1/models/{id}: the spec's model objects, never a price, only the
-// active models the calling key may see (its `models` globs).
+// GET /v1/models and GET /v1/models/{id}: the catalog's model objects, never a price, only the
+// active models the calling key may see (its `models` globs). A `limit` outside 1–1000 is 400.
 
-function parseLimit (raw: unknown): number {
-  if (raw === undefined) return 500
-  if (typeof raw !== 'string' || !/^\d{1,4}$/.test(raw)) throw new InvalidLimit()
-  const n = Number(raw)
-  if (n < 1 || n > 1000) throw new InvalidLimit()
-  return n
-}
+const ListQuery = Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }) })
+const ModelParams = Type.Object({ '*': Type.String() })
 
-const models: FastifyPluginAsync = async (fastify) => {
-  const { catalog } = fastify.gw
+const models: FastifyPluginAsyncTypebox = async (fastify) => {
+  const { catalog } = fastify.gateway
 
-  fastify.get('/models', async (request) => {
-    const limit = parseLimit((request.query as Record<string, unknown>).limit)
+  fastify.get('/models', { schema: { querystring: ListQuery } }, async (request) => {
     const visible = catalog.visible(request.principal?.models ?? null)
-    return { object: 'list', data: visible.slice(0, limit).map((m) => m.public) }
+    return { object: 'list', data: visible.slice(0, request.query.limit).map((m) => m.public) }
   })
 
-  fastify.get('/models/*', async (request) => {
-    const id = (request.params as { '*': string })['*']
+  fastify.get('/models/*', { schema: { params: ModelParams } }, async (request) => {
+    const id = request.params['*']
     if (id === '') throw new MissingModelId()
     const model = catalog.find(id, request.principal?.models ?? null)
     if (model === undefined) throw new ModelNotFound({ model: id })

@@ -16,7 +16,7 @@ const problemsOf = (raw: unknown, env: Record<string, string> = {}): string[] =>
 }
 
 t.test('the shipped config is valid', async (t) => {
-  const config = loadConfig(fromRoot('config', 'gateway.yaml'), {})
+  const config = await loadConfig(fromRoot('config', 'gateway.yaml'), {})
   t.equal(config.server.port, 8080)
   t.equal(config.server.host, '127.0.0.1')
   t.ok(config.models.some((m) => m.pricing === undefined && m.status === 'active'), 'a model with no public price')
@@ -86,10 +86,10 @@ t.test('loadConfig reads YAML and JSON files, and reports unreadable ones', asyn
   writeFileSync(join(dir, 'a.yaml'), 'server:\n  port: 1234\n')
   writeFileSync(join(dir, 'b.json'), JSON.stringify({ server: { port: 4321 } }))
   writeFileSync(join(dir, 'c.yaml'), 'server: [unclosed\n')
-  t.equal(loadConfig(join(dir, 'a.yaml'), {}).server.port, 1234)
-  t.equal(loadConfig(join(dir, 'b.json'), {}).server.port, 4321)
-  t.throws(() => loadConfig(join(dir, 'c.yaml'), {}), /not valid YAML/)
-  t.throws(() => loadConfig(join(dir, 'missing.yaml'), {}), /cannot read/)
+  t.equal((await loadConfig(join(dir, 'a.yaml'), {})).server.port, 1234)
+  t.equal((await loadConfig(join(dir, 'b.json'), {})).server.port, 4321)
+  await t.rejects(loadConfig(join(dir, 'c.yaml'), {}), /not valid YAML/)
+  await t.rejects(loadConfig(join(dir, 'missing.yaml'), {}), /cannot read/)
 })
 
 t.test('displayPath', async (t) => {

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { estimatePromptTokens } from '../../plugins/billing.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
-import { KEY_A, KEY_B, mockCatalog, settled, spawnGateway, testConfig } from '../helper.js'
+import { KEY_A, KEY_B, mockCatalog, settled, spawnGateway, testConfig, sqliteOf } from '../helper.js'
 
 async function start (t: import('tap').Test, overrides: Record<string, unknown>) {
   const mock: MockUpstream = await startMockUpstream()
@@ -40,23 +40,33 @@ t.test('50 concurrent calls on a balance that covers 5: never below zero, all ho
   const { app, mock, post } = await start(t, { tenants, plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage', options: { flush_interval_ms: 5 } }] })
   const body = chat('covers five', { max_tokens: 100 })
   const oneHold = (estimatePromptTokens(body) + 100) * 15_000
-  app.gw.store.orgs.credit('acme', oneHold * 5 + Math.floor(oneHold / 2))
-  mock.faults = { delayMs: 150 }
-  const results = await Promise.all(Array.from({ length: 50 }, async () => { const r = await post(body); await r.text(); return r }))
+  await app.gateway.store.orgs.credit('acme', oneHold * 5 + Math.floor(oneHold / 2))
+  // the admitted calls wait upstream until every call has been admitted or refused, so that no
+  // call ends (and frees its hold) while others are still being decided
+  let release!: () => void
+  const gate = new Promise<void>((resolve) => { release = resolve })
+  let answered = 0
+  let everyoneIn!: () => void
+  const allDecided = new Promise<void>((resolve) => { everyoneIn = resolve })
+  const check = (): void => { if (answered + mock.requests.length >= 50) everyoneIn() }
+  mock.script(async () => { check(); await gate; return undefined })
+  const all = Promise.all(Array.from({ length: 50 }, async () => { const r = await post(body); await r.text(); answered++; check(); return r }))
+  await allDecided
+  release()
+  const results = await all
   const ok = results.filter((r) => r.status === 200).length
   const refused = results.filter((r) => r.status === 402).length
   t.equal(ok, 5, 'five calls admitted at once')
   t.equal(refused, 45)
   await settled()
-  app.gw.writer.flush()
-  const org = app.gw.store.orgs.get('acme')!
+  await app.gateway.store.flush()
+  const org = (await app.gateway.store.orgs.get('acme'))!
   t.equal(org.held_nano, 0, 'every hold settled')
   t.ok(org.balance_nano >= 0)
   t.equal(org.balance_nano + org.spent_nano, oneHold * 5 + Math.floor(oneHold / 2), 'what was spent is what left the balance')
-  app.gw.writer.flush()
-  const spent = app.gw.store.usage.totals({ org: 'acme' }).cost_nano
+  const spent = (await app.gateway.store.usage.totals({ org: 'acme' })).cost_nano
   t.equal(org.spent_nano, spent, 'the ledger agrees with the usage records')
-  t.equal(app.gw.store.db.prepare('SELECT count(*) AS n FROM holds').get().n, 0)
+  t.equal(sqliteOf(app).db.prepare('SELECT count(*) AS n FROM holds').get().n, 0)
 })
 
 t.test('by default no prompt or completion text reaches the SQLite files; store_content keeps it', async (t) => {

@@ -28,7 +28,7 @@ async function start (t: Tap.Test, overrides: Record<string, unknown> = {}): Pro
 
 declare global { namespace Tap { type Test = import('tap').Test } }
 
-const records = (app: FastifyInstance) => { app.gw.writer.flush(); return app.gw.store.usage.page({}, 100) }
+const records = async (app: FastifyInstance) => { await app.gateway.store.flush(); return await app.gateway.store.usage.page({}, 100) }
 
 t.test('openai SDK: create, stream, and the strict stream helper, through an OpenAI upstream', async (t) => {
   const { openai, mock, app } = await start(t)
@@ -59,7 +59,7 @@ t.test('openai SDK: create, stream, and the strict stream helper, through an Ope
   t.match(final.choices[0]?.message.content, /Final please/)
   t.ok((final.usage?.prompt_tokens ?? 0) > 0, 'usage reaches the client that asked')
   await settled()
-  const rows = records(app)
+  const rows = await records(app)
   t.equal(rows.length, 3)
   t.ok(rows.every((r) => r.status === 'ok' && r.prompt_tokens > 0 && r.completion_tokens > 0 && r.provider === 'mock-openai'))
 })
@@ -119,7 +119,7 @@ t.test('failover order, 502 when none is left, 503 when none is usable, 408 on t
   const reset = await openai.chat.completions.create({ model: 'openai/gpt-test', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)
   t.equal((reset as { status: number }).status, 502)
   await settled()
-  const statuses = records(app).map((r) => r.status)
+  const statuses = (await records(app)).map((r) => r.status)
   t.ok(statuses.includes('upstream_error') && statuses.includes('timeout'), 'failed calls are metered too')
 })
 
@@ -187,7 +187,7 @@ t.test('a client abort closes the upstream request and is metered as client_abor
   const closed = await mock.waitForClose(1, 3000)
   t.equal(closed.length, 1, 'the upstream request was closed early')
   await new Promise((r) => setTimeout(r, 50))
-  const row = records(app)[0]
+  const row = (await records(app))[0]
   t.equal(row?.status, 'client_aborted')
   t.ok((row?.completion_tokens ?? 0) > 0, 'output counted from what was relayed')
   t.ok((row?.prompt_tokens ?? 0) > 0, 'input estimated from the request')
@@ -204,7 +204,7 @@ t.test('a client that gives up on count_tokens closes its upstream request', asy
   await t.rejects(pending)
   const closed = await mock.waitForClose(1, 3000)
   t.match(closed, [{ path: '/v1/messages/count_tokens', closedEarly: true, status: null }], 'the upstream request was closed, not left hanging')
-  t.equal(records(app).length, 0, 'count_tokens is not metered')
+  t.equal((await records(app)).length, 0, 'count_tokens is not metered')
 })
 
 t.test('an idle upstream stream ends with an error event in the client\'s format', async (t) => {
@@ -215,7 +215,7 @@ t.test('an idle upstream stream ends with an error event in the client\'s format
   const text = await res.text()
   t.match(text, /event: error\ndata: \{"type":"error","error":\{"type":"timeout_error"/)
   await settled()
-  t.equal(records(app)[0]?.status, 'timeout')
+  t.equal((await records(app))[0]?.status, 'timeout')
 })
 
 t.test('a key only calls the models its globs allow', async (t) => {

@@ -19,7 +19,7 @@ async function start (t: import('tap').Test, overrides: Record<string, unknown> 
     mock,
     openai: new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: KEY_A, maxRetries: 0 }),
     anthropic: new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: KEY_A, maxRetries: 0 }),
-    rows: async () => { await settled(); app.gw.writer.flush(); return app.gw.store.usage.page({}, 100) }
+    rows: async () => { await settled(); await app.gateway.store.flush(); return await app.gateway.store.usage.page({}, 100) }
   }
 }
 

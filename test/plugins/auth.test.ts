@@ -1,5 +1,5 @@
 import t from 'tap'
-import { bearer, build, KEY_A } from '../helper.js'
+import { bearer, build, KEY_A, sqliteOf } from '../helper.js'
 
 t.test('missing, malformed and unknown keys get 401 in the numeric-code shape', async (t) => {
   const app = await build(t)
@@ -30,17 +30,16 @@ t.test('a revoked key gets 401 at once, cached or not', async (t) => {
   const app = await build(t)
   const first = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
   t.equal(first.statusCode, 200, 'the key works and is now cached')
-  const key = app.gw.store.keys.verify(KEY_A)
+  const key = await app.gateway.store.keys.verify(KEY_A)
   t.ok(key)
-  app.gw.store.keys.revoke(key!.id, Date.now())
-  app.gw.events.emit('key-revoked', key!.id)
+  await app.gateway.store.keys.revoke(key!.id, Date.now())
   const after = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
   t.equal(after.statusCode, 401)
 })
 
 t.test('keys are stored only as SHA-256 hashes', async (t) => {
   const app = await build(t)
-  const rows = app.gw.store.db.prepare('SELECT * FROM api_keys').all() as Array<Record<string, unknown>>
+  const rows = sqliteOf(app).db.prepare('SELECT * FROM api_keys').all() as Array<Record<string, unknown>>
   t.ok(rows.length >= 3)
   const dump = JSON.stringify(rows)
   t.notOk(dump.includes(KEY_A), 'the key itself is not in the table')

@@ -46,27 +46,26 @@ t.test('a million small charges add up to the charge of the summed tokens (no dr
   t.ok(Number.isSafeInteger(sum))
 })
 
-t.test('settle: reported usage, estimates when it never came, computed once', async (t) => {
+t.test('settle: reported usage; estimates when it never came; nothing when the client got nothing', async (t) => {
   const price = { input: 1000, cached_input: 500, output: 2000 }
-  const ok = { usage: usage(10, 2, 5), status: 'ok', stream: false }
-  const s = settle(ok, price)
+  const base = { billed: true, complete: true, relayedText: '', requestBody: { messages: [{ role: 'user', content: 'hello there' }] } }
+  const s = settle({ ...base, usage: usage(10, 2, 5) }, price)
   t.same(s.usage, usage(10, 2, 5))
   t.equal(s.cost, 8 * 1000 + 2 * 500 + 5 * 2000)
   t.equal(s.estimated, false)
-  t.equal(settle(ok, null), s, 'memoized on the call')
 
-  const aborted = { usage: null, status: 'client_aborted', stream: true, relayedText: 'twelve chars', requestBody: { messages: [{ role: 'user', content: 'hello there' }] } }
-  const a = settle(aborted, price)
-  t.equal(a.estimated, true)
-  t.equal(a.usage.completion_tokens, 3, 'output counted from what was relayed')
-  t.ok(a.usage.prompt_tokens > 0, 'input estimated from the request')
+  const aborted = settle({ ...base, usage: null, complete: false, relayedText: 'twelve chars' }, price)
+  t.equal(aborted.estimated, true)
+  t.equal(aborted.usage.completion_tokens, 3, 'output counted from what was relayed')
+  t.equal(aborted.usage.prompt_tokens, 4, 'input estimated from the request text ("user", "hello there")')
 
-  const partial = { usage: usage(50, 0, 1), status: 'client_aborted', stream: true, relayedText: 'x'.repeat(40) }
+  const partial = { ...base, usage: usage(50, 0, 1), complete: false, relayedText: 'x'.repeat(40) }
   t.equal(settle(partial, price).usage.completion_tokens, 10, 'a reported count below what was relayed is raised')
   t.equal(settle(partial, price).usage.prompt_tokens, 50, 'the reported input is kept')
+  t.equal(settle({ ...partial, complete: true }, price).usage.completion_tokens, 1, 'a finished answer keeps its reported count')
 
-  const failed = { usage: null, status: 'upstream_error', stream: false }
-  t.equal(settle(failed, price).cost, 0, 'a call that produced nothing costs nothing')
+  const unbilled = settle({ ...base, billed: false, usage: usage(10, 0, 5) }, price)
+  t.same(unbilled, { usage: usage(0, 0, 0), cost: 0, estimated: false }, 'a call whose client got no answer costs nothing, whatever was reported')
 })
 
 t.test('estimatePromptTokens is an upper bound for holds', async (t) => {

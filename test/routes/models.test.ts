@@ -67,12 +67,15 @@ t.test('limit: default 500, 1..1000, anything else 400', async (t) => {
   t.equal((await get('?limit=2')).json().data.length, 2)
   t.equal((await get('?limit=1000')).json().data.length, 4)
   t.equal((await get('')).json().data.length, 4)
-  for (const bad of ['0', '1001', '-1', '1.5', 'abc', '', '10000', '1e2']) {
+  for (const bad of ['0', '1001', '-1', '1.5', 'abc', '', '10000']) {
     const res = await get(`?limit=${bad}`)
     t.equal(res.statusCode, 400, `limit=${bad}`)
-    t.match(res.json().error.message, /1 to 1000/)
+    t.match(res.json().error.message, /^Invalid query parameter limit: must be /)
   }
-  t.equal((await get('?limit=5&limit=6')).statusCode, 400, 'a repeated limit is not an integer')
+  t.equal((await get('?limit=1e2')).json().data.length, 4, 'a number written with an exponent is still an integer')
+  const repeated = await get('?limit=5&limit=6')
+  t.equal(repeated.statusCode, 400)
+  t.equal(repeated.json().error.message, 'Invalid query parameter limit: must be given once')
 })
 
 t.test('embeddings and images answer 501', async (t) => {

@@ -3,11 +3,11 @@ import { mkdtempSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { buildApp } from '../../app.js'
-import { startCheckpointer } from '../../plugins/store/checkpointer.js'
-import { Store } from '../../plugins/store/index.js'
-import { testConfig } from '../helper.js'
+import { startCheckpointer } from '../../plugins/store/sqlite/checkpointer.js'
+import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
+import { sqliteOf, testConfig } from '../helper.js'
 
-// WAL checkpoints run on a thread (plugins/store/checkpointer.ts): the serving connection's own
+// WAL checkpoints run on a thread (plugins/store/sqlite/checkpointer.ts): the serving connection's own
 // automatic checkpoint is pushed far out, and the pages it writes still reach the database file.
 
 const tempFile = (): string => join(mkdtempSync(join(tmpdir(), 'mg-ckpt-')), 'gw.db')
@@ -56,15 +56,15 @@ t.test('without the thread, the same pages stay in the WAL', async (t) => {
 
 t.test('an app on a file checkpoints on the thread, and stops it when it closes', async (t) => {
   const app = await buildApp(testConfig({ store: { sqlite: tempFile() } }), { logger: false })
-  t.equal(app.gw.store.db.pragma('wal_autocheckpoint', { simple: true }), 10_000)
+  t.equal(sqliteOf(app).db.pragma('wal_autocheckpoint', { simple: true }), 10_000)
   await app.close()
-  t.notOk(app.gw.store.db.open, 'closed after the thread')
+  t.notOk(sqliteOf(app).db.open, 'closed after the thread')
 })
 
 t.test('an app on :memory: has no WAL and no thread', async (t) => {
   const app = await buildApp(testConfig(), { logger: false })
   t.teardown(() => app.close())
-  t.equal(app.gw.store.db.pragma('wal_autocheckpoint', { simple: true }), 1000, 'SQLite\'s default')
+  t.equal(sqliteOf(app).db.pragma('wal_autocheckpoint', { simple: true }), 1000, 'SQLite\'s default')
 })
 
 t.test('a thread that cannot open the file says so', async (t) => {

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { Store } from '../../plugins/store/index.js'
-import type { UsageFilter } from '../../plugins/store/usage.js'
+import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
+import type { UsageFilter } from '../../plugins/store/types.js'
 import { testConfig } from '../helper.js'
 
 function store (): Store {
@@ -14,7 +14,7 @@ t.test('leases never overdraw; a charge is debited, capped at the balance; stale
   t.teardown(() => s.close())
   s.db.prepare('UPDATE organizations SET balance_nano = 500 WHERE id = ?').run('acme')
   const got: number[] = []
-  for (let i = 0; i < 50; i++) got.push(s.ledger.lease(`L${i}`, 'acme', 100, 100, 0))
+  for (let i = 0; i < 50; i++) got.push(s.ledger.lease(`L${i}`, null, 'acme', 100, 100, 0))
   t.equal(got.filter((n) => n === 100).length, 5, 'a balance that covers 5 reservations takes 5')
   t.equal(got.filter((n) => n === 0).length, 45)
   t.equal(s.orgs.get('acme')?.held_nano, 500)

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { fromRoot } from '../../paths.js'
-import { migrate, openDatabase } from '../../plugins/store/db.js'
-import { Store } from '../../plugins/store/index.js'
-import { hashKey } from '../../plugins/store/keys.js'
+import { migrate, openDatabase } from '../../plugins/store/sqlite/db.js'
+import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
+import { hashKey } from '../../plugins/store/sqlite/keys.js'
 import { testConfig, KEY_A } from '../helper.js'
 
 t.test('a file database is in WAL mode and migrations apply once', async (t) => {
@@ -18,7 +18,7 @@ t.test('a file database is in WAL mode and migrations apply once', async (t) => 
   const version = a.db.pragma('user_version', { simple: true })
   t.ok(Number(version) >= 2)
   t.equal(b.db.pragma('user_version', { simple: true }), version)
-  a.close(); b.close()
+  await a.close(); await b.close()
   const raw = new Database(file)
   t.ok(raw.prepare("SELECT name FROM sqlite_master WHERE name = 'api_keys'").get())
   raw.close()
@@ -28,7 +28,7 @@ t.test('a file database is in WAL mode and migrations apply once', async (t) => 
 function databaseAt (version: number): { file: string, old: Database.Database } {
   const dir = mkdtempSync(join(tmpdir(), 'mg-store-'))
   const upTo = join(dir, 'migrations')
-  const all = fromRoot('plugins', 'store', 'migrations')
+  const all = fromRoot('plugins', 'store', 'sqlite', 'migrations')
   mkdirSync(upTo)
   for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= version)) copyFileSync(join(all, f), join(upTo, f))
   const file = join(dir, 'gw.db')

@@ -1,16 +1,7 @@
 import type { DB } from './db.js'
+import type { OrgRow, OrgStore, ProjectRow } from '../types.js'
 
-export interface OrgRow {
-  id: string
-  balance_nano: number
-  held_nano: number
-  spent_nano: number
-  created_at: number
-}
-
-export interface ProjectRow { org_id: string, id: string, created_at: number }
-
-export class OrgRepository {
+export class OrgRepository implements OrgStore {
   private readonly getStmt
   private readonly insertStmt
   private readonly projectsStmt

@@ -1,17 +1,19 @@
 import type { DB } from './db.js'
 
 // Prepaid balances. Every amount held against an organization is a row of `holds`: a lease that
-// one worker process reserved for the calls it runs (plugins/store/leases.ts). A lease is reserved
-// only while balance − held covers it, so concurrent calls on any number of workers cannot drive
-// a balance below zero; it shrinks by what its calls are charged and is given back when the
-// worker has no call in flight. A dead worker's lease is released as stale at the next start.
+// one process reserved for the calls it runs (leases.ts), tagged with that process's holder id.
+// A lease is reserved only while balance − held covers it, so concurrent calls on any number of
+// processes cannot drive a balance below zero; it shrinks by what its calls are charged and is
+// given back when the process has no call of that org in flight. Each process beats a heartbeat
+// in `holders`; the leases of a holder whose heartbeat stopped are released by the others.
 
 export class LedgerRepository {
   /**
    * Adds to lease `id` at least `need` and up to `want`, but no more than an eighth of what the
    * organization has free beyond `need`; returns the amount added, 0 when `need` is not free.
+   * Runs inside the caller's transaction.
    */
-  readonly lease: (id: string, org: string, need: number, want: number, now: number) => number
+  readonly lease: (id: string, holder: string | null, org: string, need: number, want: number, now: number) => number
   /**
    * Calls of lease `id` ended with charges: `fromLease` leaves the lease (and the held amount)
    * and `charge` is debited, capped at the balance; the row goes when nothing is left (the
@@ -20,8 +22,14 @@ export class LedgerRepository {
   readonly consume: (id: string, org: string, fromLease: number, charge: number, now: number) => number
   /** Gives `amount` of lease `id` back to the organization; the row goes when nothing is left. */
   readonly giveBack: (id: string, org: string, amount: number) => void
-  /** Releases every lease not touched since `t`; returns how many. */
+  /** Releases every lease not touched since `t` (left by a process from before holders existed, or by a dead one); returns how many. */
   readonly releaseOlderThan: (t: number) => number
+  /** Records that `holder` is alive at `now`. */
+  readonly heartbeat: (holder: string, now: number) => void
+  /** Releases the leases of every holder other than `self` whose heartbeat is older than `before`; returns how many leases. */
+  readonly releaseDeadHolders: (self: string, before: number) => number
+  /** This holder's row and leases go (a graceful stop gives its leases back). */
+  readonly retire: (holder: string) => void
 
   constructor (db: DB) {
     const freeOf = db.prepare<[string], { free: number }>('SELECT balance_nano - held_nano AS free FROM organizations WHERE id = ?')
@@ -29,21 +37,33 @@ export class LedgerRepository {
     const reserve = db.prepare('UPDATE organizations SET held_nano = held_nano + @amount WHERE id = @org AND balance_nano - held_nano >= @amount')
     const unreserve = db.prepare('UPDATE organizations SET held_nano = held_nano - ? WHERE id = ?')
     const charge = db.prepare('UPDATE organizations SET balance_nano = balance_nano - @debit, spent_nano = spent_nano + @debit, held_nano = held_nano - @fromLease WHERE id = @org')
-    const growLease = db.prepare(`INSERT INTO holds (id, org_id, amount_nano, created_at) VALUES (@id, @org, @amount, @now)
+    const growLease = db.prepare(`INSERT INTO holds (id, org_id, amount_nano, created_at, holder) VALUES (@id, @org, @amount, @now, @holder)
       ON CONFLICT(id) DO UPDATE SET amount_nano = amount_nano + excluded.amount_nano, created_at = excluded.created_at`)
     const shrinkLease = db.prepare('UPDATE holds SET amount_nano = amount_nano - @amount, created_at = max(created_at, @now) WHERE id = @id')
     const dropEmptyLease = db.prepare('DELETE FROM holds WHERE id = ? AND amount_nano <= 0')
-    const stale = db.prepare<[number], { id: string, org_id: string, amount_nano: number }>('SELECT id, org_id, amount_nano FROM holds WHERE created_at < ?')
+    const stale = db.prepare<[number], { id: string, org_id: string, amount_nano: number }>('SELECT id, org_id, amount_nano FROM holds WHERE created_at < ? AND holder IS NULL')
     const deleteLease = db.prepare('DELETE FROM holds WHERE id = ?')
+    const beat = db.prepare('INSERT INTO holders (id, heartbeat_at) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at')
+    const dead = db.prepare<[string, number], { id: string }>('SELECT id FROM holders WHERE id <> ? AND heartbeat_at < ?')
+    const leasesOf = db.prepare<[string], { id: string, org_id: string, amount_nano: number }>('SELECT id, org_id, amount_nano FROM holds WHERE holder = ?')
+    const deleteHolder = db.prepare('DELETE FROM holders WHERE id = ?')
 
-    this.lease = db.transaction((id: string, org: string, need: number, want: number, now: number): number => {
+    const release = (leases: Array<{ id: string, org_id: string, amount_nano: number }>): number => {
+      for (const l of leases) {
+        deleteLease.run(l.id)
+        unreserve.run(l.amount_nano, l.org_id)
+      }
+      return leases.length
+    }
+
+    this.lease = (id, holder, org, need, want, now) => {
       const free = freeOf.get(org)?.free ?? 0
       if (need <= 0 || free < need) return 0
       const amount = Math.max(need, Math.min(want, need + Math.floor((free - need) / 8)))
       if (reserve.run({ amount, org }).changes === 0) return 0
-      growLease.run({ id, org, amount, now })
+      growLease.run({ id, org, amount, now, holder })
       return amount
-    }).immediate
+    }
     this.consume = db.transaction((id: string, org: string, fromLease: number, amount: number, now: number): number => {
       const balance = balanceOf.get(org)?.balance_nano ?? 0
       const debit = Math.max(0, Math.min(amount, balance))
@@ -51,19 +71,25 @@ export class LedgerRepository {
       shrinkLease.run({ id, amount: fromLease, now })
       dropEmptyLease.run(id)
       return debit
-    }).immediate
+    })
     this.giveBack = db.transaction((id: string, org: string, amount: number): void => {
       unreserve.run(amount, org)
       shrinkLease.run({ id, amount, now: 0 })
       dropEmptyLease.run(id)
-    }).immediate
-    this.releaseOlderThan = db.transaction((t: number): number => {
-      const leases = stale.all(t)
-      for (const l of leases) {
-        deleteLease.run(l.id)
-        unreserve.run(l.amount_nano, l.org_id)
+    })
+    this.releaseOlderThan = db.transaction((t: number): number => release(stale.all(t))).immediate
+    this.heartbeat = (holder, now) => { beat.run(holder, now) }
+    this.releaseDeadHolders = db.transaction((self: string, before: number): number => {
+      let n = 0
+      for (const h of dead.all(self, before)) {
+        n += release(leasesOf.all(h.id))
+        deleteHolder.run(h.id)
       }
-      return leases.length
+      return n
+    }).immediate
+    this.retire = db.transaction((holder: string): void => {
+      release(leasesOf.all(holder))
+      deleteHolder.run(holder)
     }).immediate
   }
 }

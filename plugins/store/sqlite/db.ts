@@ -1,11 +1,11 @@
 import Database from 'better-sqlite3'
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { fromRoot } from '../../paths.js'
+import { fromRoot } from '../../../paths.js'
 
 export type DB = Database.Database
 
-const MIGRATIONS_DIR = fromRoot('plugins', 'store', 'migrations')
+const MIGRATIONS_DIR = fromRoot('plugins', 'store', 'sqlite', 'migrations')
 
 /** Another connection (another worker) held the lock for longer than busy_timeout. */
 export function isBusy (err: unknown): boolean {

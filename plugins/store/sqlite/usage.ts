@@ -1,45 +1,10 @@
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './db.js'
-
-/** A usage_records row (PRODUCT.md §4's UsageRecord with money in nano-dollars). */
-export interface UsageRow {
-  id: string
-  created_at: number
-  trace_id: string
-  org_id: string | null
-  project_id: string | null
-  key_id: string | null
-  endpoint: string
-  model: string
-  provider: string | null
-  stream: number
-  status: string
-  prompt_tokens: number
-  cached_input_tokens: number
-  completion_tokens: number
-  total_tokens: number
-  cost_nano: number
-  latency_ms: number
-  ttft_ms: number | null
-}
+import type { GroupCommit } from './group-commit.js'
+import type { ContentRow, Cursor, UsageBucket, UsageFilter, UsageRow, UsageStore, UsageTotals } from '../types.js'
 
 const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status',
   'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms'] as const satisfies ReadonlyArray<keyof UsageRow>
-
-export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }
-
-export interface UsageFilter {
-  org?: string
-  project?: string
-  key_id?: string
-  model?: string
-  since?: number
-  until?: number
-}
-
-export interface Cursor { created_at: number, id: string }
-
-export interface UsageTotals { calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, total_tokens: number, cost_nano: number }
 
 // Each filter's condition. A statement holds only the conditions of the filters given, so that
 // SQLite can pick the index that fits (org, org + project, or time alone): a prepared
@@ -51,22 +16,28 @@ const CONDITIONS: Array<[keyof UsageFilter, string]> = [
 
 const pageSql = (where: string): string => `SELECT * FROM usage_records ${where} ORDER BY created_at DESC, id DESC LIMIT @limit`
 
-export class UsageRepository {
+export class UsageRepository implements UsageStore {
   private readonly insertStmt
   private readonly insertContentStmt
   /** page and totals statements by the filters they hold (at most 2 × 2 × 64 shapes) */
   private readonly shapes = new Map<string, Statement<Record<string, unknown>, unknown>>()
   private readonly sweepStmt
   private readonly countStmt
+  private readonly bucketsStmt
   readonly insertMany: (rows: UsageRow[], contents: ContentRow[]) => void
 
-  constructor (private readonly db: DB) {
+  constructor (private readonly db: DB, private readonly commit: GroupCommit) {
     // bound by position: a named binding looks each of the 18 names up on the row object, which
     // made the insert about a quarter slower (batches of 22 records: 18 → 13 µs a record)
     this.insertStmt = db.prepare<unknown[]>(`INSERT INTO usage_records (${USAGE_COLUMNS.join(', ')}) VALUES (${USAGE_COLUMNS.map(() => '?').join(', ')})`)
     this.insertContentStmt = db.prepare('INSERT INTO usage_content (usage_id, created_at, request, response) VALUES (@usage_id, @created_at, @request, @response)')
     this.sweepStmt = db.prepare('DELETE FROM usage_content WHERE created_at < ?')
     this.countStmt = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM usage_records')
+    this.bucketsStmt = db.prepare<Record<string, unknown>, UsageBucket>(`SELECT (created_at / CAST(@size AS INTEGER)) * CAST(@size AS INTEGER) AS t, count(*) AS calls,
+      sum(prompt_tokens) AS prompt_tokens, sum(cached_input_tokens) AS cached_input_tokens,
+      sum(completion_tokens) AS completion_tokens, sum(cost_nano) AS cost_nano
+      FROM usage_records WHERE org_id = @org AND project_id = @project AND created_at >= @since
+      GROUP BY 1 ORDER BY 1`)
     this.insertMany = db.transaction((rows: UsageRow[], contents: ContentRow[]) => {
       for (const row of rows) this.insertRow(row)
       for (const c of contents) this.insertContentStmt.run(c)
@@ -123,9 +94,18 @@ export class UsageRepository {
     return rows.map((r) => r.detail)
   }
 
+  /** Inserted with the other writes of this event-loop turn; resolves once committed. */
+  record (row: UsageRow, content?: ContentRow): Promise<void> {
+    return this.commit.run(() => { this.insert(row, content) }, { retry: true })
+  }
+
   insert (row: UsageRow, content?: ContentRow): void {
     this.insertRow(row)
     if (content !== undefined) this.insertContentStmt.run(content)
+  }
+
+  buckets (org: string, project: string, since: number, size: number): UsageBucket[] {
+    return this.bucketsStmt.all({ org, project, since, size })
   }
 
   private insertRow (r: UsageRow): void {
@@ -137,13 +117,4 @@ export class UsageRepository {
   sweepContent (olderThan: number): number {
     return this.sweepStmt.run(olderThan).changes
   }
-}
-
-export function encodeCursor (c: Cursor): string {
-  return Buffer.from(`${c.created_at}:${c.id}`).toString('base64url')
-}
-
-export function decodeCursor (text: string): Cursor | undefined {
-  const m = /^(\d+):(.+)$/.exec(Buffer.from(text, 'base64url').toString('utf8'))
-  return m === null ? undefined : { created_at: Number(m[1]), id: m[2] as string }
 }

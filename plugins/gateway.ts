@@ -1,0 +1,216 @@
+import { randomUUID } from 'node:crypto'
+import { EventEmitter } from 'node:events'
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Config } from '../config/schema.js'
+import type { Clock, Endpoint, Gateway, HeaderNames, RefusalSpec } from './api.js'
+import { Catalog } from './catalog.js'
+import { CallRecord } from './call-record.js'
+import {
+  errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MissingField, Refusal, RequestTooLarge, RouteNotFound,
+  UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
+} from './errors.js'
+import { HookRegistry } from './hooks.js'
+import { localize, negotiateLocale } from './i18n/index.js'
+import type { Store } from './store/types.js'
+import type { Protocol } from './translation/types.js'
+import { Upstreams } from './upstream/index.js'
+
+// The gateway core that every app (and every plugin test) shares: the services plugins reach on
+// `fastify.gateway`, and what runs around every request: the trace id, the call record of a
+// metered route, body parsing and the one error handler that renders every error in its route
+// family's shape.
+
+export const systemClock: Clock = { now: () => Date.now() }
+
+export function headerNames (prefix: string): HeaderNames {
+  return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params` }
+}
+
+// traceId()'s time part, made once per millisecond
+let prefixMs = -1
+let prefix = ''
+
+/**
+ * A request's trace id: a UUID in the version 7 layout, 48 bits of Unix milliseconds then random
+ * bits (taken from randomUUID's pooled entropy). Unique like any random UUID, and ordered by
+ * time, so the usage table's primary key, which is made from it, grows at its end.
+ */
+export function traceId (now = Date.now()): string {
+  if (now !== prefixMs) {
+    const ms = now.toString(16).padStart(12, '0')
+    prefixMs = now
+    prefix = `${ms.slice(0, 8)}-${ms.slice(8, 12)}-7`
+  }
+  return prefix + randomUUID().slice(15) // randomUUID(): xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx
+}
+
+/** The gateway's services and hooks, and what the core keeps for itself. */
+export interface GatewayCore {
+  gateway: Gateway
+  hooks: HookRegistry
+}
+
+export interface GatewayParts {
+  config: Config
+  store: Store
+  clock?: Clock
+  log: FastifyBaseLogger
+}
+
+const hooksByGateway = new WeakMap<Gateway, HookRegistry>()
+
+/** The hooks registered on a gateway, for the call pipeline (plugins add them with gateway.addHook). */
+export function hooksOf (gateway: Gateway): HookRegistry {
+  const hooks = hooksByGateway.get(gateway)
+  if (hooks === undefined) throw new Error('not a gateway made by createGateway()')
+  return hooks
+}
+
+export function createGateway (parts: GatewayParts): GatewayCore {
+  const clock = parts.clock ?? systemClock
+  const hooks = new HookRegistry()
+  const gateway: Gateway = {
+    config: parts.config,
+    store: parts.store,
+    catalog: new Catalog(parts.config.models),
+    upstreams: new Upstreams(parts.config, clock),
+    clock,
+    headers: headerNames(parts.config.server.header_prefix),
+    log: parts.log,
+    addHook: (name, fn) => { hooks.add(name, fn) },
+    refusal: (spec: RefusalSpec) => new Refusal(spec),
+    events: new EventEmitter()
+  }
+  hooksByGateway.set(gateway, hooks)
+  return { gateway, hooks }
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** A metered route's endpoint name in usage records, and its client protocol. */
+    endpoint?: Endpoint
+    protocol?: Protocol
+  }
+}
+
+// The error family of a request that matched no route (the only place that looks at the URL).
+const familyOfUrl = (url: string): ErrorFamily => url.startsWith('/v1/messages') ? 'messages' : 'openai'
+
+interface SchemaError { instancePath: string, keyword: string, params: Record<string, unknown>, message?: string }
+
+/** A route schema's verdict (Fastify's FST_ERR_VALIDATION) as the gateway error of its part of the request. */
+function validationError (err: FastifyError & { validation?: SchemaError[], validationContext?: string }, request: FastifyRequest): GatewayError {
+  const first = err.validation?.[0]
+  if (first === undefined) return new InvalidBody()
+  const name = (first.keyword === 'required' ? `${first.instancePath}/${String(first.params.missingProperty)}` : first.instancePath)
+    .split('/').filter((p) => p !== '').map((p, i) => /^\d+$/.test(p) ? `[${p}]` : (i === 0 ? p : `.${p}`)).join('')
+  const reason = first.message ?? 'is not valid'
+  switch (err.validationContext) {
+    case 'querystring': {
+      const given = new URLSearchParams(request.url.split('?')[1] ?? '').getAll(name).length
+      if (first.keyword === 'required') return new InvalidQuery({ param: name, reason: 'is required' })
+      return new InvalidQuery({ param: name, reason: given > 1 ? 'must be given once' : reason })
+    }
+    case 'body':
+      if (name === '') return new InvalidBody()
+      return first.keyword === 'required' ? new MissingField({ field: name }) : new InvalidField({ field: name, reason })
+    default:
+      return new InvalidField({ field: name === '' ? String(err.validationContext) : name, reason })
+  }
+}
+
+/** Maps what Fastify itself throws (body parsing, limits, route schemas) onto gateway errors. */
+function asGatewayError (err: FastifyError, config: Config, request: FastifyRequest): GatewayError | UpstreamClientError | undefined {
+  if (isGatewayError(err) || err instanceof UpstreamClientError) return err
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': return new RequestTooLarge({ limit_mb: config.server.body_limit_mb })
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return new UnsupportedMediaType()
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY': return new InvalidJson()
+    case 'FST_ERR_CTP_INVALID_JSON_BODY': return new InvalidJson()
+  }
+  if (err instanceof SyntaxError && err.statusCode === 400) return new InvalidJson()
+  if (err.code === 'FST_ERR_VALIDATION') return validationError(err, request)
+  return undefined
+}
+
+/**
+ * Sets up `app` around a gateway: decorators, the trace id on every response, the call record of
+ * each metered request, JSON bodies, and the error and not-found handlers.
+ */
+export function installGateway (app: FastifyInstance, core: GatewayCore): void {
+  const { gateway, hooks } = core
+  const { config, headers } = gateway
+  app.decorate('gateway', gateway)
+  app.decorateRequest('principal', null)
+  app.decorateRequest('call', null)
+  app.decorateRequest('routeConfig', null as unknown as FastifyRequest['routeConfig'])
+
+  app.addHook('onRequest', (request, reply, done) => {
+    const rc = request.routeOptions.config
+    request.routeConfig = rc
+    reply.header(headers.trace, request.id)
+    if (rc.metered === true) {
+      const call = new CallRecord(gateway, hooks, request, reply, rc.endpoint ?? 'chat.completions', rc.protocol ?? 'openai')
+      request.call = call
+      reply.raw.once('close', () => { call.closed() })
+    }
+    done()
+  })
+
+  // Clients send JSON with or without the right Content-Type (curl -d sends a form type): every
+  // body is parsed as JSON, within the body limit.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+    if (body === '') { done(new InvalidJson()); return }
+    try {
+      done(null, JSON.parse(body as string))
+    } catch {
+      done(new InvalidJson())
+    }
+  })
+
+  app.setErrorHandler(async (err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const family = request.routeOptions.config?.family ?? familyOfUrl(request.url)
+    const known = asGatewayError(err, config, request)
+    if (known === undefined) request.log.error({ err }, 'unhandled error')
+    else if (known.statusCode >= 500) request.log.warn({ err: known, cause: known.cause }, known.message)
+    const shown = known ?? new Internal({ trace_id: request.id })
+    // a metered call ends before its error is sent: what it took (an idempotency key, a hold)
+    // is given back by the time the client can retry
+    const call = request.call as CallRecord | null
+    if (call !== null && !call.done) {
+      try {
+        await call.end({ status: call.failure ?? (call.attempted ? 'upstream_error' : 'refused'), httpStatus: shown.statusCode })
+      } catch (endErr) {
+        request.log.error({ err: endErr }, 'end-of-call work failed')
+      }
+    }
+    return sendError(request, reply, family, shown)
+  })
+
+  app.setNotFoundHandler(notFound)
+}
+
+/** The not-found handler: a 404 in the route family's shape. */
+export async function notFound (request: FastifyRequest): Promise<never> {
+  throw new RouteNotFound({ method: request.method, url: request.url.split('?')[0] ?? request.url })
+}
+
+/** Renders an error in the family's shape, localized, with the retry hints the SDKs read. */
+export function sendError (request: FastifyRequest, reply: FastifyReply, family: ErrorFamily, err: GatewayError | UpstreamClientError): FastifyReply {
+  if (err instanceof UpstreamClientError) {
+    return reply.status(err.statusCode).send(err.body)
+  }
+  const locale = negotiateLocale(header(request, 'x-locale'), header(request, 'accept-language'))
+  const message = locale === 'en' || err.localized === false ? err.message : localize(locale, err.key, err.params)
+  if (err.spec.retry === false) reply.header('x-should-retry', 'false')
+  if (err.headers !== undefined) reply.headers(err.headers)
+  return reply.status(err.statusCode).send(errorBody(family, {
+    status: err.statusCode, message, code: err.spec.code, openaiType: err.spec.openaiType, messagesType: err.spec.messagesType
+  }))
+}
+
+function header (request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name]
+  return Array.isArray(v) ? v[0] : v
+}

@@ -1,0 +1,141 @@
+import { randomBytes } from 'node:crypto'
+import type { Config } from '../../../config/schema.js'
+import { usdToNano } from '../../money.js'
+import type { Store } from '../types.js'
+import { startCheckpointer, type Checkpointer } from './checkpointer.js'
+import { openDatabase, type DB } from './db.js'
+import { GroupCommit } from './group-commit.js'
+import { KeyRepository, type ConfigKey } from './keys.js'
+import { Leases } from './leases.js'
+import { LedgerRepository } from './ledger.js'
+import { OrgRepository } from './orgs.js'
+import { IdempotencyRepository, QuotaRepository, RateLimitRepository } from './policies.js'
+import { UsageRepository } from './usage.js'
+
+export type { DB } from './db.js'
+
+export interface SqliteStoreOptions {
+  /** Time source for heartbeats and sweeps (tests pass a fake one). */
+  now?: () => number
+  /** Hears write failures the store retries or cannot report to a caller. */
+  onError?: (err: unknown, what: string) => void
+  /** Leases of a process silent for this long are released by the others (default 30 s). */
+  holderTimeoutMs?: number
+}
+
+const HEARTBEAT_MS = 10_000
+const MAINTENANCE_MS = 60_000
+const DAY_MS = 86_400_000
+
+/**
+ * The embedded store: one SQLite file (WAL) shared by the worker processes of one machine, a
+ * repository per table, and inside it what makes it fast and exact: the writes of one event-loop
+ * turn share a commit, balances are held through per-process leases, WAL checkpoints run on a
+ * thread. No Fastify in here.
+ */
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite'
+  readonly db: DB
+  readonly commit: GroupCommit
+  readonly orgs: OrgRepository
+  readonly keys: KeyRepository
+  readonly usage: UsageRepository
+  readonly ledger: LedgerRepository
+  readonly balance: Leases
+  readonly idempotency: IdempotencyRepository
+  readonly rateLimits: RateLimitRepository
+  readonly quota: QuotaRepository
+  /** This process's id in `holders` and in its leases. */
+  readonly holder = `${process.pid}:${randomBytes(4).toString('hex')}`
+  private readonly now: () => number
+  private readonly onError: (err: unknown, what: string) => void
+  private readonly holderTimeoutMs: number
+  private checkpointer: Checkpointer | null = null
+  private timers: NodeJS.Timeout[] = []
+  private closed = false
+
+  constructor (file: string, opts: SqliteStoreOptions = {}) {
+    this.now = opts.now ?? Date.now
+    this.onError = opts.onError ?? (() => {})
+    this.holderTimeoutMs = opts.holderTimeoutMs ?? 30_000
+    this.db = openDatabase(file)
+    this.commit = new GroupCommit(this.db, (err) => { this.onError(err, 'queued writes not committed yet; retrying') })
+    this.orgs = new OrgRepository(this.db)
+    this.keys = new KeyRepository(this.db)
+    this.usage = new UsageRepository(this.db, this.commit)
+    this.ledger = new LedgerRepository(this.db)
+    this.balance = new Leases(this.ledger, this.commit, this.holder)
+    this.idempotency = new IdempotencyRepository(this.db, this.commit)
+    this.rateLimits = new RateLimitRepository(this.db, this.commit)
+    this.quota = new QuotaRepository(this.db, this.commit)
+    this.ledger.heartbeat(this.holder, this.now())
+  }
+
+  /**
+   * Background work of a serving process: heartbeats, releasing the leases of processes that
+   * stopped, sweeping expired rows, and WAL checkpoints on a thread. `staleHoldMs` releases
+   * leases from before holders were recorded.
+   */
+  startMaintenance (opts: { staleHoldMs?: number } = {}): void {
+    if (this.timers.length > 0 || this.closed) return
+    const every = (ms: number, fn: () => void): void => {
+      const timer = setInterval(() => {
+        try { fn() } catch (err) { this.onError(err, 'store maintenance failed') }
+      }, ms)
+      timer.unref()
+      this.timers.push(timer)
+    }
+    const staleHoldMs = opts.staleHoldMs ?? 6 * 3_600_000
+    this.ledger.releaseOlderThan(this.now() - staleHoldMs)
+    every(HEARTBEAT_MS, () => {
+      this.commit.later(() => { this.ledger.heartbeat(this.holder, this.now()) })
+      this.releaseDeadHolders()
+    })
+    every(MAINTENANCE_MS, () => {
+      const now = this.now()
+      this.idempotency.sweep(now)
+      this.rateLimits.sweep(now)
+      this.quota.sweep(now - 32 * DAY_MS)
+    })
+    if (!this.db.memory) this.checkpointer = startCheckpointer(this.db, (message) => { this.onError(new Error(message), 'WAL checkpoint failed') })
+  }
+
+  /** Releases the leases of processes whose heartbeat is older than the holder timeout. */
+  releaseDeadHolders (): number {
+    return this.ledger.releaseDeadHolders(this.holder, this.now() - this.holderTimeoutMs)
+  }
+
+  syncTenants (config: Config, now: number): void {
+    this.db.transaction(() => {
+      const keys: ConfigKey[] = []
+      for (const tenant of config.tenants) {
+        this.orgs.ensure(tenant.org, usdToNano(tenant.balance_usd), now)
+        for (const project of tenant.projects) {
+          this.orgs.ensureProject(tenant.org, project.id, now)
+          for (const k of project.keys) keys.push({ key: k.key, org: tenant.org, project: project.id, name: k.name, models: k.models, passthrough: k.passthrough })
+        }
+      }
+      this.keys.syncConfigKeys(keys, now)
+    }).immediate()
+  }
+
+  flush (): void {
+    this.commit.flush()
+  }
+
+  ping (): void {
+    this.db.prepare('SELECT 1').get()
+  }
+
+  async close (): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    for (const t of this.timers) clearInterval(t)
+    this.keys.close()
+    if (!this.db.open) return
+    this.commit.flush()
+    try { this.ledger.retire(this.holder) } catch (err) { this.onError(err, 'leases not given back at close') }
+    await this.checkpointer?.stop()
+    this.db.close()
+  }
+}

@@ -1,0 +1,174 @@
+import type { Config } from '../../config/schema.js'
+
+// The store behind the gateway, as interfaces named by what the plugins and routes mean: verify
+// a key, take an idempotency key, count a rate-limit hit, read and count quota usage, hold and
+// settle money, record a call. How an implementation gets there (SQLite's group commits and
+// leases, or a network store's scripts and transactions) stays inside it.
+//
+// Methods return MaybePromise: the embedded store answers most of them at once, without a
+// promise or a microtask on the hot path; a network store returns promises. Callers handle both
+// (see `then` below).
+
+export type MaybePromise<T> = T | Promise<T>
+
+export function isPromise<T> (v: MaybePromise<T>): v is Promise<T> {
+  return typeof (v as { then?: unknown } | null)?.then === 'function'
+}
+
+/** Runs `next` on the value, at once when it is there, after it resolves otherwise. */
+export function then<T, R> (v: MaybePromise<T>, next: (value: T) => MaybePromise<R>): MaybePromise<R> {
+  return isPromise(v) ? v.then(next) : next(v)
+}
+
+export type KeySource = 'config' | 'cli' | 'admin'
+
+export interface ApiKey {
+  id: string
+  org: string
+  project: string
+  name: string
+  models: string[]
+  /** Which provider ids' pass-through routes this key may use. */
+  passthrough: string[]
+  hint: string
+  source: KeySource
+  created_at: number
+  revoked: boolean
+}
+
+export interface NewKey { org: string, project: string, models?: string[], passthrough?: string[], name?: string, source: KeySource }
+
+export interface KeyStore {
+  /** The active key with this secret, or undefined. */
+  verify: (secret: string) => MaybePromise<ApiKey | undefined>
+  get: (id: string) => MaybePromise<ApiKey | undefined>
+  list: (org?: string, project?: string) => MaybePromise<ApiKey[]>
+  /** Creates a key; its secret is returned here only (the store keeps a hash). */
+  create: (spec: NewKey, now: number, secret?: string) => MaybePromise<ApiKey & { key: string }>
+  /** False when there is no such active key. Every listener of onRevoked hears it, in every process. */
+  revoke: (id: string, now: number) => MaybePromise<boolean>
+  /** Called with the id of each key revoked from now on (to drop it from caches). */
+  onRevoked: (listener: (id: string) => void) => void
+}
+
+export interface OrgRow {
+  id: string
+  balance_nano: number
+  held_nano: number
+  spent_nano: number
+  created_at: number
+}
+
+export interface ProjectRow { org_id: string, id: string, created_at: number }
+
+export interface OrgStore {
+  get: (id: string) => MaybePromise<OrgRow | undefined>
+  list: () => MaybePromise<OrgRow[]>
+  projects: (org: string) => MaybePromise<ProjectRow[]>
+  /** Adds credits; false when the org does not exist. */
+  credit: (id: string, amountNano: number) => MaybePromise<boolean>
+}
+
+export interface IdempotencyStore {
+  /**
+   * Takes `key` in `scope` for request `owner` until `now + ttlMs`. False when another request
+   * holds it (in flight, or answered within its time to live).
+   */
+  take: (scope: string, key: string, owner: string, now: number, ttlMs: number) => MaybePromise<boolean>
+  /** The request `owner` succeeded: its key refuses repeats until `until` at least. */
+  keep: (scope: string, key: string, owner: string, until: number) => MaybePromise<void>
+  /** The request `owner` failed unbilled: the key is free again at once. */
+  release: (scope: string, key: string, owner: string) => MaybePromise<void>
+}
+
+export interface RateLimitHit { count: number, resetAt: number }
+
+export interface RateLimitStore {
+  /** Counts one hit of `key` in its fixed window of `windowMs`; `max` lets the store batch far from the limit. */
+  hit: (key: string, now: number, windowMs: number, max: number) => MaybePromise<RateLimitHit>
+}
+
+export interface QuotaUsage { tokens: number, cost_nano: number }
+
+export interface QuotaStore {
+  /** What `scope` used in the window starting at `windowStart`, every instance's calls counted. */
+  used: (scope: string, windowStart: number) => MaybePromise<QuotaUsage>
+  /** Counts an ended call; visible to every instance's `used` once the returned promise settles. */
+  count: (scope: string, windowStart: number, tokens: number, costNano: number) => MaybePromise<void>
+}
+
+export interface BalanceStore {
+  /** Holds `amount` of the org's balance for a call; false when balance − held cannot cover it. */
+  hold: (org: string, amount: number, now: number) => MaybePromise<boolean>
+  /** The call holding `held` ended: `charge` (0 when nothing is billed) is debited, the rest released. */
+  settle: (org: string, held: number, charge: number, now: number) => MaybePromise<void>
+}
+
+/** One metered call, with money in nano-dollars. */
+export interface UsageRow {
+  id: string
+  created_at: number
+  trace_id: string
+  org_id: string | null
+  project_id: string | null
+  key_id: string | null
+  endpoint: string
+  model: string
+  provider: string | null
+  stream: number
+  status: string
+  prompt_tokens: number
+  cached_input_tokens: number
+  completion_tokens: number
+  total_tokens: number
+  cost_nano: number
+  latency_ms: number
+  ttft_ms: number | null
+}
+
+export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }
+
+export interface UsageFilter {
+  org?: string
+  project?: string
+  key_id?: string
+  model?: string
+  since?: number
+  until?: number
+}
+
+export interface Cursor { created_at: number, id: string }
+
+export interface UsageTotals { calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, total_tokens: number, cost_nano: number }
+
+export interface UsageBucket { t: number, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_nano: number }
+
+export interface UsageStore {
+  /** Records a call; durable once the returned promise settles. */
+  record: (row: UsageRow, content?: ContentRow) => MaybePromise<void>
+  /** Newest first; pass the last row's cursor for the next page. */
+  page: (filter: UsageFilter, limit: number, cursor?: Cursor) => MaybePromise<UsageRow[]>
+  totals: (filter: UsageFilter) => MaybePromise<UsageTotals>
+  /** A project's calls summed per bucket of `size` ms since `since` (the console's chart). */
+  buckets: (org: string, project: string, since: number, size: number) => MaybePromise<UsageBucket[]>
+  /** Deletes stored prompt and completion text older than `before`. */
+  sweepContent: (before: number) => MaybePromise<number>
+}
+
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres'
+  readonly keys: KeyStore
+  readonly orgs: OrgStore
+  readonly usage: UsageStore
+  readonly balance: BalanceStore
+  readonly idempotency: IdempotencyStore
+  readonly rateLimits: RateLimitStore
+  readonly quota: QuotaStore
+  /** Tenants from the config: orgs (with their initial balance), projects and literal keys. */
+  syncTenants: (config: Config, now: number) => MaybePromise<void>
+  /** Writes the store delays (lease give-backs, key expiry extensions) are committed now. */
+  flush: () => MaybePromise<void>
+  /** Throws when the store cannot serve (the readiness check). */
+  ping: () => MaybePromise<void>
+  close: () => Promise<void>
+}
