@@ -312,6 +312,15 @@ function readTools (body: Json, out: Normalised, drop: (name: string) => void): 
   if (typeof body.parallel_tool_calls === 'boolean') out.parallelToolCalls = body.parallel_tool_calls
 }
 
+/**
+ * Whether the model takes a parameter whose support varies from model to model (reasoning
+ * effort, verbosity, Messages' output_config): any of `names` among its supported parameters,
+ * or no list to go by.
+ */
+export function allows (ctx: TranslateCtx, ...names: string[]): boolean {
+  return ctx.supported === undefined || names.some((name) => ctx.supported?.has(name) === true)
+}
+
 /** Reasoning effort as Messages' output_config.effort names it (it has no `none` or `minimal`). */
 export function messagesEffort (effort: string): string | undefined {
   if (effort === 'none' || effort === 'minimal') return 'low'

@@ -1,6 +1,6 @@
 import { textOf } from './content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromChat, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { normalise, type Part } from './responses-request.js'
+import { allows, normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 
 // A Responses client in front of an OpenAI Chat Completions upstream.
@@ -80,8 +80,15 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     if (typeof r.format.description === 'string') schema.description = r.format.description
     out.response_format = { type: 'json_schema', json_schema: schema }
   }
-  if (r.verbosity !== undefined) out.verbosity = r.verbosity
-  if (r.effort !== undefined) out.reasoning_effort = r.effort
+  // refused by the models that do not reason, or have no verbosity setting
+  if (r.verbosity !== undefined) {
+    if (allows(ctx, 'verbosity')) out.verbosity = r.verbosity
+    else dropped.push('text.verbosity')
+  }
+  if (r.effort !== undefined) {
+    if (allows(ctx, 'reasoning_effort', 'reasoning')) out.reasoning_effort = r.effort
+    else dropped.push('reasoning.effort')
+  }
   if (r.user !== undefined) out.user = r.user
   if (r.safetyIdentifier !== undefined) out.safety_identifier = r.safetyIdentifier
   if (r.metadata !== undefined) {

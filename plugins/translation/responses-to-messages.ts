@@ -1,7 +1,7 @@
 import { UnsupportedOnUpstream } from '../errors.js'
 import { parseToolArguments } from './content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromAnthropic, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { messagesEffort, normalise, type Part } from './responses-request.js'
+import { allows, messagesEffort, normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair } from './types.js'
 
 // A Responses client in front of a Messages upstream. Thinking blocks come back as reasoning
@@ -80,12 +80,14 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     if (choice !== undefined) out.tool_choice = choice
   }
 
+  // output_config (structured output, effort) is refused by the models that predate it
   const config: Json = {}
-  if (r.format?.type === 'json_schema') config.format = { type: 'json_schema', schema: r.format.schema ?? {} }
-  else if (r.format !== undefined) dropped.push('text.format') // no "any JSON object" mode on Messages
+  const configured = allows(ctx, 'output_config')
+  if (r.format?.type === 'json_schema' && configured) config.format = { type: 'json_schema', schema: r.format.schema ?? {} }
+  else if (r.format !== undefined) dropped.push('text.format') // json_object: no "any JSON object" mode on Messages
   if (r.effort !== undefined) {
     const effort = messagesEffort(r.effort)
-    if (effort === undefined) dropped.push('reasoning.effort')
+    if (effort === undefined || !configured) dropped.push('reasoning.effort')
     else config.effort = effort
   }
   if (Object.keys(config).length > 0) out.output_config = config
