@@ -132,7 +132,7 @@ export function checkResponsesBody (body: unknown): Json {
 // ---------------------------------------------------------------------------------------------
 // Reading the request
 
-/** Read and acted on by the pairs. */
+/** Read and acted on by the pairs (`stop` is no Responses field, but costs nothing to honour). */
 const MAPPED = new Set([
   'model', 'input', 'stream', 'instructions', 'tools', 'tool_choice', 'parallel_tool_calls', 'max_output_tokens', 'temperature',
   'top_p', 'stop', 'text', 'reasoning', 'metadata', 'user', 'safety_identifier', 'prompt_cache_key'

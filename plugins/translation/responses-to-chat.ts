@@ -34,7 +34,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
         messages.push({ role: 'assistant', content: turn.text })
         break
       case 'call': {
-        const call = { id: turn.id, type: 'function', function: { name: turn.name, arguments: turn.arguments } }
+        const call = { id: turn.id, type: 'function', function: { name: turn.name, arguments: turn.arguments === '' ? '{}' : turn.arguments } }
         // calls made together are one assistant message, after the text the model said with them
         const last = messages[messages.length - 1]
         if (last?.role === 'assistant') last.tool_calls = [...(Array.isArray(last.tool_calls) ? last.tool_calls : []), call]
@@ -42,7 +42,9 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
         break
       }
       case 'result': {
-        if (typeof turn.output !== 'string' && turn.output.some((p) => p.type !== 'text')) dropped.push('input.function_call_output.input_image')
+        // a tool message holds text only
+        const image = 'input.function_call_output.input_image'
+        if (typeof turn.output !== 'string' && turn.output.some((p) => p.type !== 'text') && !dropped.includes(image)) dropped.push(image)
         const content = typeof turn.output === 'string' ? turn.output : turn.output.flatMap((p) => p.type === 'text' ? [p.text] : []).join('\n')
         messages.push({ role: 'tool', tool_call_id: turn.id, content })
         break
