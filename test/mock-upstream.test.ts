@@ -196,6 +196,100 @@ t.test('openai: max_tokens cuts with length; stop cuts before the sequence', asy
   t.equal(stopped.usage, undefined, 'no usage chunk unless asked for')
 })
 
+const NAMESPACE_TOOL = {
+  type: 'namespace' as const,
+  name: 'multi_agent_v1',
+  description: 'Sub-agents',
+  tools: [{ type: 'function' as const, name: 'spawn_agent', parameters: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'] } }]
+}
+const WEATHER_RESPONSES = { type: 'function' as const, name: 'get_weather', description: 'Weather of a city', strict: false, parameters: WEATHER_OPENAI.function.parameters }
+
+t.test('responses SDK: responses.create answers text with usage by the documented formula', async (t) => {
+  mock.cachedTokens = 3
+  const input = [{ role: 'user' as const, content: [{ type: 'input_text' as const, text: 'Hello there, mock upstream' }] }]
+  const res = await openai().responses.create({ model: 'gpt-x', instructions: 'Be brief.', input })
+  t.equal(res.object, 'response')
+  t.match(res.id, /^resp_mock\d+$/)
+  t.equal(res.model, 'gpt-x')
+  t.equal(res.status, 'completed')
+  t.equal(res.output_text, 'Echo: Hello there, mock upstream')
+  t.equal(res.instructions, 'Be brief.')
+  const p = Math.ceil(JSON.stringify(input).length / 4) + Math.ceil(JSON.stringify('Be brief.').length / 4)
+  t.equal(promptTokens(mock.body()), p)
+  t.same(res.usage, { input_tokens: p + 3, input_tokens_details: { cached_tokens: 3 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: p + 3 + 5 })
+  t.equal(mock.requests[0]?.path, '/v1/responses')
+  t.equal(mock.requests[0]?.apiKey, 'sk-test-openai')
+})
+
+t.test('responses SDK: stream().finalResponse() for text and for a forced call to a namespaced tool', async (t) => {
+  const client = openai()
+  const text = await client.responses.stream({ model: 'gpt-x', input: 'stream me please' }).finalResponse()
+  t.equal(text.output_text, 'Echo: stream me please')
+  t.equal(text.status, 'completed')
+  t.equal(text.usage?.output_tokens, 4)
+
+  const body = { model: 'gpt-x', input: 'spawn a helper', tools: [WEATHER_RESPONSES, NAMESPACE_TOOL], tool_choice: 'required' as const }
+  const called = await client.responses.stream(body).finalResponse()
+  const call = called.output[0]
+  if (call?.type !== 'function_call') throw new Error('no function call')
+  t.equal(call.name, 'get_weather', 'required: the first tool')
+  t.same(JSON.parse(call.arguments), { city: 'example city', unit: 'celsius' })
+  t.match(call.call_id, /^call_mock\d+_0$/)
+
+  const spawn = await client.responses.create({ ...body, input: 'use the tool spawn_agent', tool_choice: 'auto' })
+  t.match(spawn.output[0], { type: 'function_call', name: 'spawn_agent', namespace: 'multi_agent_v1', arguments: '{"message":"example message"}', status: 'completed' })
+  t.same(mock.body().tools, body.tools, 'the mock was sent the namespace as it is')
+
+  // the raw stream: every frame named by its type and numbered from 0, created first, completed last
+  const raw = await post('/v1/responses', { model: 'gpt-x', input: 'one two', stream: true }, OPENAI_AUTH)
+  t.match(raw.headers['content-type'], /^text\/event-stream/)
+  const fs = frames(raw.text)
+  const data = fs.map((f) => JSON.parse(f.data) as Json)
+  t.ok(fs.every((f, i) => f.event === data[i]?.type && data[i]?.sequence_number === i))
+  t.same(data.map((d) => d.type), [
+    'response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
+    'response.output_text.delta', 'response.output_text.delta', 'response.output_text.delta',
+    'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed'
+  ])
+})
+
+t.test('responses: a trailing function_call_output is answered with its text; max_output_tokens cuts with status incomplete', async (t) => {
+  const client = openai()
+  const res = await client.responses.create({
+    model: 'gpt-x',
+    tools: [WEATHER_RESPONSES],
+    input: [
+      { role: 'user', content: 'use the tool' },
+      { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+      { type: 'function_call_output', call_id: 'call_1', output: [{ type: 'input_text', text: '21 degrees and sunny' }] }
+    ]
+  })
+  t.equal(res.output_text, 'The tool returned: 21 degrees and sunny')
+
+  const cut = await client.responses.create({ model: 'gpt-x', max_output_tokens: 2, input: 'alpha beta gamma' })
+  t.equal(cut.status, 'incomplete')
+  t.same(cut.incomplete_details, { reason: 'max_output_tokens' })
+  t.equal(cut.output_text, 'Echo: alpha')
+  t.equal(cut.usage?.output_tokens, 2)
+  const streamed = await client.responses.stream({ model: 'gpt-x', max_output_tokens: 2, input: 'alpha beta gamma' }).finalResponse()
+  t.equal(streamed.status, 'incomplete')
+  t.equal(streamed.output_text, 'Echo: alpha')
+})
+
+t.test('responses: refused as OpenAI does (no stored responses, a result without its call, no key)', async (t) => {
+  const previous = await openai().responses.create({ model: 'gpt-x', input: 'and then?', previous_response_id: 'resp_old' }).catch((e: unknown) => e)
+  t.ok(previous instanceof OpenAI.BadRequestError)
+  t.match((previous as InstanceType<typeof OpenAI.BadRequestError>).message, /resp_old/)
+  const orphan = await post('/v1/responses', { model: 'm', input: [{ type: 'function_call_output', call_id: 'call_x', output: 'r' }] }, OPENAI_AUTH)
+  t.equal(orphan.status, 400)
+  t.match(JSON.parse(orphan.text), { error: { type: 'invalid_request_error', message: /call_x/ } })
+  t.equal((await post('/v1/responses', { model: 'm' }, OPENAI_AUTH)).status, 400, 'input is required')
+  const noKey = await post('/v1/responses', { model: 'm', input: 'x' })
+  t.equal(noKey.status, 401)
+  t.match(JSON.parse(noKey.text), { error: { message: /API key/ } })
+  t.equal(noKey.headers['x-request-id'], `req_mock${mock.requests.length}`, 'OpenAI request-id header')
+})
+
 t.test('messages SDK: non-streaming answer with cache counts', async (t) => {
   mock.cachedTokens = 100
   mock.cacheCreationTokens = 7

@@ -3,19 +3,26 @@ import type { AddressInfo, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   completionFrames, completionJson, errorJson, fragments, readRequest, sampleArguments, shapeText, toolsToCall, words,
-  type Completion, type OutputBlock
+  type Completion, type OutputBlock, type RequestView, type ToolDef
 } from '../plugins/upstream/demo.js'
-import type { Json, Protocol } from '../plugins/translation/types.js'
+import { buildResponse, ResponseWriter, type OutputPart, type ResponsesCtx } from '../plugins/translation/responses-output.js'
+import { flatName } from '../plugins/translation/responses-request.js'
+import { serialize } from '../plugins/translation/sse.js'
+import type { Json, Protocol, Usage } from '../plugins/translation/types.js'
 
-// A real HTTP server on 127.0.0.1 that answers like the OpenAI Chat Completions and Anthropic
-// Messages APIs, for the gateway's tests. Answers are deterministic so tests can assert exact
+// A real HTTP server on 127.0.0.1 that answers like the OpenAI Chat Completions, OpenAI Responses
+// (POST /v1/responses, for a provider that serves it natively) and Anthropic Messages APIs, for
+// the gateway's tests. Answers are deterministic so tests can assert exact
 // numbers; fault switches and scripted answers simulate everything a real provider does wrong.
 // The wire rendering is shared with the demo provider (plugins/upstream/demo.ts); what the mock
 // says, and how it counts, is its own:
 //
 //   P = promptTokens(body) = ceil(len(JSON.stringify(body.messages)) / 4)
 //                          + ceil(len(JSON.stringify(body.system)) / 4)   (when system is present)
+//       Responses: ceil(len(JSON.stringify(body.input)) / 4)
+//                + ceil(len(JSON.stringify(body.instructions)) / 4)        (when instructions is a string)
 //   OpenAI:   prompt_tokens = P + cachedTokens, prompt_tokens_details.cached_tokens = cachedTokens
+//   Responses: input_tokens = P + cachedTokens, input_tokens_details.cached_tokens = cachedTokens
 //   Messages: input_tokens = P, cache_read_input_tokens = cachedTokens,
 //             cache_creation_input_tokens = cacheCreationTokens; count_tokens answers P
 //   output:   one token per emitted word (text and thinking), plus ceil(len(arguments JSON) / 4)
@@ -29,7 +36,10 @@ import type { Json, Protocol } from '../plugins/translation/types.js'
 // is preceded by a text block "I will use <name>.", and `thinking` adds a thinking block first.
 // max_tokens cuts the answer text, one token a word (finish_reason length / stop_reason
 // max_tokens; thinking and tool calls are never cut); stop / stop_sequences cut before the first
-// match (stop_reason stop_sequence).
+// match (stop_reason stop_sequence). On /v1/responses the same answer comes as Responses output
+// items: max_output_tokens cuts the text (status incomplete, reason max_output_tokens), function
+// calls come back with the `namespace` of a namespaced tool, and the input's trailing
+// function_call_output items are the tool result.
 
 export interface RecordedRequest {
   method: string
@@ -105,14 +115,15 @@ const chars = (v: unknown): number => JSON.stringify(v ?? null).length
 
 /** The mock's prompt-token count of a request body (see the file's header). */
 export function promptTokens (body: Json): number {
+  if (body.input !== undefined) return Math.ceil(chars(body.input) / 4) + (typeof body.instructions === 'string' ? Math.ceil(chars(body.instructions) / 4) : 0)
   return Math.ceil(chars(body.messages ?? []) / 4) + (body.system === undefined ? 0 : Math.ceil(chars(body.system) / 4))
 }
 
 const ECHO_WORDS = 20
 const firstWords = (text: string): string => words(text.trim()).slice(0, ECHO_WORDS).join('').trim()
 
-type Route = 'chat' | 'messages' | 'count_tokens'
-const ROUTES: Record<string, Route> = { '/v1/chat/completions': 'chat', '/v1/messages': 'messages', '/v1/messages/count_tokens': 'count_tokens' }
+type Route = 'chat' | 'responses' | 'messages' | 'count_tokens'
+const ROUTES: Record<string, Route> = { '/v1/chat/completions': 'chat', '/v1/responses': 'responses', '/v1/messages': 'messages', '/v1/messages/count_tokens': 'count_tokens' }
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' }
 
@@ -220,13 +231,14 @@ export class MockUpstream {
   /** The answer the mock gives a request when nothing is scripted (for a script to adapt). */
   defaultAnswer (req: RecordedRequest): CannedAnswer {
     const route = ROUTES[req.path]
-    const protocol: Protocol = route === 'chat' ? 'openai' : 'messages'
+    const protocol: Protocol = route === 'chat' || route === 'responses' ? 'openai' : 'messages'
     const body = typeof req.body === 'string' ? {} : req.body
     const seq = this.seqOf.get(req) ?? ++this.seq
     const headers = this.idHeaders(protocol, seq)
     if (route === 'count_tokens') return { status: 200, body: { input_tokens: promptTokens(body) }, headers }
-    const completion = this.complete(body, protocol, seq)
+    if (route === 'responses') return this.responsesAnswer(body, seq, headers)
     const view = readRequest(body, protocol)
+    const completion = this.complete(view, protocol, seq, promptTokens(body))
     if (view.stream) return { status: 200, stream: completionFrames(protocol, completion, view.includeUsage), headers, frameDelayMs: this.frameDelayMs }
     return { status: 200, body: completionJson(protocol, completion), headers }
   }
@@ -269,8 +281,38 @@ export class MockUpstream {
     return protocol === 'openai' ? { 'x-request-id': id, 'openai-processing-ms': '1' } : { 'request-id': id }
   }
 
-  private complete (body: Json, protocol: Protocol, seq: number): Completion {
-    const view = readRequest(body, protocol)
+  /** A Responses answer: the completion an OpenAI model gives, as Responses JSON or events. */
+  private responsesAnswer (body: Json, seq: number, headers: Record<string, string>): CannedAnswer {
+    const view = responsesView(body)
+    const c = this.complete(view, 'openai', seq, promptTokens(body))
+    const ctx: ResponsesCtx = { id: `mock${seq}`, created: c.created, model: view.model, clientRequest: body }
+    const usage: Usage = { prompt_tokens: c.usage.input + c.usage.cacheRead, cached_input_tokens: c.usage.cacheRead, completion_tokens: c.usage.output, cache_creation_input_tokens: 0, reasoning_tokens: 0 }
+    const incomplete = c.stopReason === 'max_tokens' ? 'max_output_tokens' : null
+    // the writer names a call back from the flat name the gateway would give a namespaced tool
+    const called = (name: string): string => { const ns = view.namespaces.get(name); return ns === undefined ? name : flatName(ns, name) }
+    if (!view.stream) {
+      const parts = c.blocks.flatMap((b): OutputPart[] => b.type === 'text' ? [{ kind: 'text', text: b.pieces.join('') }] : b.type === 'tool_use' ? [{ kind: 'call', id: b.id, name: called(b.name), arguments: b.pieces.join('') }] : [])
+      return { status: 200, body: buildResponse(ctx, parts, incomplete, usage), headers }
+    }
+    const w = new ResponseWriter(ctx)
+    const frames: string[] = []
+    const flush = (): void => { for (const ev of w.take()) frames.push(serialize(ev)) }
+    w.start()
+    flush()
+    for (const b of c.blocks) {
+      if (b.type === 'thinking') continue
+      const at = b.type === 'text' ? w.message() : w.call(b.id, called(b.name))
+      flush()
+      for (const piece of b.pieces) { w.append(at, piece); flush() }
+      w.close(at)
+      flush()
+    }
+    w.finish(incomplete, usage)
+    flush()
+    return { status: 200, stream: frames, headers, frameDelayMs: this.frameDelayMs }
+  }
+
+  private complete (view: RequestView, protocol: Protocol, seq: number, input: number): Completion {
     const asked = /use (the tool|all tools)/i.test(view.lastUserText)
     const calls = toolsToCall(view, asked, /use all tools/i.test(view.lastUserText))
     const blocks: OutputBlock[] = []
@@ -311,7 +353,7 @@ export class MockUpstream {
       blocks,
       stopReason,
       stopSequence,
-      usage: { input: promptTokens(body), cacheRead: this.cachedTokens, cacheCreation: protocol === 'messages' ? this.cacheCreationTokens : 0, output }
+      usage: { input, cacheRead: this.cachedTokens, cacheCreation: protocol === 'messages' ? this.cacheCreationTokens : 0, output }
     }
   }
 
@@ -415,7 +457,7 @@ export class MockUpstream {
     if (protocol === 'messages' && typeof rec.headers['anthropic-version'] !== 'string') return error(400, 'anthropic-version: header is required')
     if (typeof rec.body === 'string') return error(400, 'The request body is not valid JSON.')
     if (this.validate) {
-      const problem = protocol === 'openai' ? checkChat(rec.body) : checkMessages(rec.body, route === 'count_tokens')
+      const problem = route === 'responses' ? checkResponses(rec.body) : protocol === 'openai' ? checkChat(rec.body) : checkMessages(rec.body, route === 'count_tokens')
       if (problem !== null) return error(400, problem)
     }
 
@@ -507,7 +549,69 @@ export class MockUpstream {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Reading a Responses request (what the simulated model needs of it)
+
+const partsText = (content: unknown): string => typeof content === 'string'
+  ? content
+  : objects(content).filter((p) => typeof p.text === 'string').map((p) => p.text as string).join(' ')
+
+/** The view of a Responses request, and the namespace of each namespaced tool, by its own name. */
+function responsesView (body: Json): RequestView & { namespaces: Map<string, string> } {
+  const items = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : objects(body.input)
+  let lastUserText = ''
+  for (let i = items.length - 1; i >= 0; i--) {
+    const item = items[i] as Json
+    if (item.role === 'user' && (item.type ?? 'message') === 'message') { lastUserText = partsText(item.content); break }
+  }
+  const results: string[] = []
+  for (let i = items.length - 1; i >= 0 && items[i]?.type === 'function_call_output'; i--) results.unshift(partsText(items[i]?.output))
+  const tools: ToolDef[] = []
+  const namespaces = new Map<string, string>()
+  const fn = (t: Json): ToolDef => ({ name: t.name as string, schema: isObj(t.parameters) ? t.parameters : {} })
+  for (const t of objects(body.tools)) {
+    if (t.type === 'function' && typeof t.name === 'string') tools.push(fn(t))
+    if (t.type === 'namespace' && typeof t.name === 'string') {
+      for (const child of objects(t.tools)) {
+        if (child.type === 'function' && typeof child.name === 'string') { tools.push(fn(child)); namespaces.set(child.name, t.name) }
+      }
+    }
+  }
+  const tc = body.tool_choice
+  let toolChoice: RequestView['toolChoice'] = { mode: 'auto', name: null }
+  if (tc === 'none') toolChoice = { mode: 'none', name: null }
+  else if (tc === 'required') toolChoice = { mode: 'any', name: null }
+  else if (isObj(tc) && tc.type === 'function' && typeof tc.name === 'string') toolChoice = { mode: 'tool', name: tc.name }
+  const max = body.max_output_tokens
+  return {
+    model: typeof body.model === 'string' ? body.model : '',
+    stream: body.stream === true,
+    includeUsage: false,
+    tools,
+    toolChoice,
+    parallelToolCalls: body.parallel_tool_calls !== false,
+    lastUserText,
+    toolResult: results.length > 0 ? results.join(' ') : null,
+    maxTokens: typeof max === 'number' && Number.isInteger(max) && max > 0 ? max : null,
+    stop: [],
+    thinking: false,
+    namespaces
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Request checks the real services make (a subset: those a gateway's translation can get wrong)
+
+function checkResponses (body: Json): string | null {
+  if (typeof body.model !== 'string' || body.model === '') return "Missing required parameter: 'model'."
+  if (typeof body.previous_response_id === 'string') return `Previous response with id '${body.previous_response_id}' not found.`
+  if (typeof body.input !== 'string' && !Array.isArray(body.input)) return "Missing required parameter: 'input'."
+  const calls = new Set<string>()
+  for (const item of objects(body.input)) {
+    if (item.type === 'function_call') calls.add(String(item.call_id))
+    if (item.type === 'function_call_output' && !calls.has(String(item.call_id))) return `No tool call found for function call output with call_id ${String(item.call_id)}.`
+  }
+  return null
+}
 
 function checkChat (body: Json): string | null {
   if (typeof body.model !== 'string' || body.model === '') return 'you must provide a model parameter'

@@ -9,6 +9,8 @@ export const de: Catalog = {
   invalid_video_url: "video_url muss eine öffentliche http://- oder https://-URL sein; data:, file:, blob:, private Adressen und Dateiverweise werden nicht akzeptiert.",
   modality_not_supported: "Das Modell {model} akzeptiert keine Eingaben vom Typ {modality}.",
   unsupported_on_upstream: "{feature} wird für das Modell {model} nicht unterstützt.",
+  no_stored_history: "{field} wird nicht unterstützt: Dieser Dienst speichert keinen Gesprächsverlauf. Senden Sie das ganze Gespräch in input.",
+  no_background: "background: true wird nicht unterstützt: Dieser Dienst speichert keine Antworten, die später ausgeführt oder abgerufen werden könnten. Senden Sie die Anfrage ohne background.",
   invalid_limit: "limit muss eine ganze Zahl von 1 bis 1000 sein.",
   missing_model_id: "Eine Modell-ID ist erforderlich: GET /v1/models/{id}.",
   unauthorized: "Ungültiger oder fehlender API-Schlüssel.",

@@ -10,6 +10,8 @@ export const en = {
   invalid_video_url: 'video_url must be a public http:// or https:// URL; data:, file:, blob:, private addresses and file references are not accepted.',
   modality_not_supported: 'The model {model} does not accept {modality} input.',
   unsupported_on_upstream: '{feature} is not supported for the model {model}.',
+  no_stored_history: '{field} is not supported: this service keeps no conversation history. Send the whole conversation in input.',
+  no_background: 'background: true is not supported: this service keeps no responses to run or fetch later. Send the request without background.',
   invalid_limit: 'limit must be an integer from 1 to 1000.',
   missing_model_id: 'A model id is required: GET /v1/models/{id}.',
   unauthorized: 'Invalid or missing API key.',

@@ -9,6 +9,8 @@ export const es: Catalog = {
   invalid_video_url: "video_url debe ser una URL pública http:// o https://; no se aceptan data:, file:, blob:, direcciones privadas ni referencias a archivos.",
   modality_not_supported: "El modelo {model} no acepta entradas de tipo {modality}.",
   unsupported_on_upstream: "{feature} no es compatible con el modelo {model}.",
+  no_stored_history: "{field} no es compatible: este servicio no guarda el historial de la conversación. Envíe la conversación completa en input.",
+  no_background: "background: true no es compatible: este servicio no guarda respuestas para ejecutarlas o recuperarlas más tarde. Envíe la solicitud sin background.",
   invalid_limit: "limit debe ser un número entero entre 1 y 1000.",
   missing_model_id: "Se requiere un id de modelo: GET /v1/models/{id}.",
   unauthorized: "La clave de API no es válida o falta.",

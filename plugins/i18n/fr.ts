@@ -9,6 +9,8 @@ export const fr: Catalog = {
   invalid_video_url: "video_url doit être une URL publique http:// ou https:// ; data:, file:, blob:, les adresses privées et les références de fichier ne sont pas acceptés.",
   modality_not_supported: "Le modèle {model} n'accepte pas d'entrée {modality}.",
   unsupported_on_upstream: "{feature} n'est pas pris en charge pour le modèle {model}.",
+  no_stored_history: "{field} n'est pas pris en charge : ce service ne conserve aucun historique de conversation. Envoyez toute la conversation dans input.",
+  no_background: "background: true n'est pas pris en charge : ce service ne conserve aucune réponse à exécuter ou récupérer plus tard. Envoyez la requête sans background.",
   invalid_limit: "limit doit être un entier compris entre 1 et 1000.",
   missing_model_id: "Un identifiant de modèle est requis : GET /v1/models/{id}.",
   unauthorized: "Clé API non valide ou absente.",

@@ -9,6 +9,8 @@ export const ja: Catalog = {
   invalid_video_url: "video_url は公開された http:// または https:// の URL である必要があります。data:、file:、blob:、プライベートアドレス、ファイル参照は使用できません。",
   modality_not_supported: "モデル {model} は {modality} の入力を受け付けません。",
   unsupported_on_upstream: "モデル {model} では {feature} はサポートされていません。",
+  no_stored_history: "{field} はサポートされていません: このサービスは会話履歴を保持しません。会話全体を input で送信してください。",
+  no_background: "background: true はサポートされていません: このサービスは後で実行・取得するための応答を保持しません。background なしでリクエストを送信してください。",
   invalid_limit: "limit は 1 から 1000 までの整数である必要があります。",
   missing_model_id: "モデル ID が必要です: GET /v1/models/{id}。",
   unauthorized: "API キーが無効か、指定されていません。",

@@ -9,6 +9,8 @@ export const ko: Catalog = {
   invalid_video_url: "video_url은 공개된 http:// 또는 https:// URL이어야 합니다. data:, file:, blob:, 사설 주소와 파일 참조는 허용되지 않습니다.",
   modality_not_supported: "모델 {model}은(는) {modality} 입력을 받지 않습니다.",
   unsupported_on_upstream: "모델 {model}에서는 {feature}을(를) 지원하지 않습니다.",
+  no_stored_history: "{field}은(는) 지원되지 않습니다: 이 서비스는 대화 기록을 보관하지 않습니다. 전체 대화를 input에 담아 보내세요.",
+  no_background: "background: true는 지원되지 않습니다: 이 서비스는 나중에 실행하거나 가져올 응답을 보관하지 않습니다. background 없이 요청을 보내세요.",
   invalid_limit: "limit은 1에서 1000 사이의 정수여야 합니다.",
   missing_model_id: "모델 ID가 필요합니다: GET /v1/models/{id}.",
   unauthorized: "API 키가 올바르지 않거나 없습니다.",

@@ -9,6 +9,8 @@ export const ptBR: Catalog = {
   invalid_video_url: "video_url deve ser uma URL pública http:// ou https://; data:, file:, blob:, endereços privados e referências de arquivo não são aceitos.",
   modality_not_supported: "O modelo {model} não aceita entrada do tipo {modality}.",
   unsupported_on_upstream: "{feature} não é suportado pelo modelo {model}.",
+  no_stored_history: "{field} não é suportado: este serviço não guarda histórico de conversa. Envie a conversa inteira em input.",
+  no_background: "background: true não é suportado: este serviço não guarda respostas para executar ou buscar depois. Envie a requisição sem background.",
   invalid_limit: "limit deve ser um número inteiro de 1 a 1000.",
   missing_model_id: "É necessário um id de modelo: GET /v1/models/{id}.",
   unauthorized: "Chave de API inválida ou ausente.",

@@ -9,6 +9,8 @@ export const zhCN: Catalog = {
   invalid_video_url: "video_url 必须是公开的 http:// 或 https:// URL；不接受 data:、file:、blob:、私有地址和文件引用。",
   modality_not_supported: "模型 {model} 不接受 {modality} 输入。",
   unsupported_on_upstream: "模型 {model} 不支持 {feature}。",
+  no_stored_history: "不支持 {field}：本服务不保存对话历史。请在 input 中发送完整对话。",
+  no_background: "不支持 background: true：本服务不保存可稍后运行或获取的响应。请在不带 background 的情况下发送请求。",
   invalid_limit: "limit 必须是 1 到 1000 之间的整数。",
   missing_model_id: "需要提供模型 ID：GET /v1/models/{id}。",
   unauthorized: "API 密钥无效或缺失。",

@@ -42,6 +42,12 @@ export interface TranslateCtx {
    * is still sent when the model lists it (an OpenAI-compatible server that takes `top_k`).
    */
   supported?: ReadonlySet<string>
+  /**
+   * The client's request body as the pair's request() receives it. A Responses answer echoes
+   * the request's fields (instructions, tools, temperature…) and names namespaced tool calls as
+   * the client declared them, so the Responses pairs read it in response() and stream().
+   */
+  clientRequest?: Json
 }
 
 /** One SSE frame. `raw`, when set, is the frame's exact text as received (with its trailing blank line). */

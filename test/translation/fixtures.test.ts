@@ -16,7 +16,10 @@ const PAIRS: Record<string, [Protocol, Protocol]> = {
   'chat-to-messages': ['openai', 'messages'],
   'messages-to-chat': ['messages', 'openai'],
   'passthrough-openai': ['openai', 'openai'],
-  'passthrough-messages': ['messages', 'messages']
+  'passthrough-messages': ['messages', 'messages'],
+  'responses-to-chat': ['responses', 'openai'],
+  'responses-to-messages': ['responses', 'messages'],
+  'passthrough-responses': ['responses', 'responses']
 }
 const BASE_CTX: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1700000000, includeUsage: false, flatten: false, defaultMaxTokens: 4096 }
 
@@ -54,7 +57,10 @@ for (const [pairName, [client, upstream]] of Object.entries(PAIRS)) {
   for (const name of readdirSync(join(ROOT, pairName)).sort()) {
     const dir = join(ROOT, pairName, name)
     t.test(`${pairName}/${name}`, async (t) => {
-      const ctx: TranslateCtx = { ...BASE_CTX, ...(has(dir, 'ctx.json') ? read(dir, 'ctx.json') as Partial<TranslateCtx> : {}) }
+      // the pair sees the client's request in ctx too (a Responses answer echoes it)
+      const clientRequest = has(dir, 'client-request.json') ? { clientRequest: read(dir, 'client-request.json') as Record<string, unknown> } : {}
+      const given = (has(dir, 'ctx.json') ? read(dir, 'ctx.json') : {}) as Partial<TranslateCtx> & { supported?: string[] }
+      const ctx: TranslateCtx = { ...BASE_CTX, ...clientRequest, ...given, supported: given.supported === undefined ? undefined : new Set(given.supported) }
       if (has(dir, 'error.json')) {
         const want = read(dir, 'error.json') as { key: string, status: number }
         let thrown: unknown
@@ -62,7 +68,9 @@ for (const [pairName, [client, upstream]] of Object.entries(PAIRS)) {
         t.ok(isGatewayError(thrown), 'a gateway error')
         t.match(thrown, { key: want.key, statusCode: want.status })
       } else if (has(dir, 'client-request.json')) {
-        t.same(pair.request(read(dir, 'client-request.json') as Record<string, unknown>, ctx).body, read(dir, 'upstream-request.json'), 'upstream request')
+        const result = pair.request(read(dir, 'client-request.json') as Record<string, unknown>, ctx)
+        t.same(result.body, read(dir, 'upstream-request.json'), 'upstream request')
+        if (has(dir, 'dropped.json')) t.same(result.dropped, read(dir, 'dropped.json'), 'dropped fields')
       }
       if (has(dir, 'upstream-response.json')) {
         const out = pair.response(read(dir, 'upstream-response.json') as Record<string, unknown>, ctx)
