@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import { definePlugin, type ClientEvent, type StreamContext } from './api.js'
 import { mapRequestText, mapResponseText, streamText } from './content-text.js'
 import { ContentBlocked } from './errors.js'
-import { maxMatchLength } from './regex-span.js'
+import { regexShape } from './regex-span.js'
 import { errorEvent } from './translation/sse.js'
 
 // Gateway hooks: onAdmission (the request's text), onResponseBody and onStreamEvent (the
@@ -15,12 +15,13 @@ import { errorEvent } from './translation/sse.js'
 // tool-call arguments.
 //
 // In a streamed answer a match may be split across deltas. Each text block keeps back, unsent,
-// as much of its latest text as a match can span: for a pattern with a bounded length (say
-// `\d{16}`: 16 characters) that length less one; for a pattern with no bound (`+`, `*`, `{n,}`)
-// `max_hold_chars`. A match that reaches the end of what arrived so far is held whole until it
-// stops growing. The rest is sent as soon as it arrives, and a block's held text is sent when the
-// block ends. So a match is caught wherever the deltas split it, unless a pattern with no bound
-// matches more than max_hold_chars characters before it has matched at all.
+// the end of its text that could be the start of a match still growing: at most as much as a
+// match can span (for a pattern with a bounded length, say `\d{16}`, that length less one; for
+// one with no bound, `+`, `*` or `{n,}`, max_hold_chars), and only from a character a match can
+// start with (for `sk-[A-Za-z0-9_-]{20,}`, from an `s`). A match that reaches the end of what
+// arrived so far is held whole until it stops growing. The rest is sent as soon as it arrives,
+// and a block's held text when the block ends. So a match is caught wherever the deltas split it,
+// unless a pattern with no bound spans more than max_hold_chars characters before it matches.
 
 const Rule = Type.Object({
   name: Type.String({ minLength: 1 }),
@@ -38,7 +39,7 @@ const options = Type.Object({
 
 type Options = Static<typeof options>
 
-interface CompiledRule { name: string, re: RegExp, block: boolean, span: number }
+interface CompiledRule { name: string, re: RegExp, block: boolean, span: number, starts: RegExp | null }
 
 interface Match { start: number, end: number, rule: CompiledRule }
 
@@ -86,18 +87,30 @@ export default definePlugin({
   validate: (opts: Options) => {
     const problems: string[] = []
     opts.rules.forEach((r, i) => {
-      try { maxMatchLength(r.pattern, r.flags); new RegExp(r.pattern, r.flags) } catch (err) { problems.push(`rules[${i}].pattern: not a valid regular expression: ${(err as Error).message}`) }
+      try { regexShape(r.pattern, r.flags); new RegExp(r.pattern, r.flags) } catch (err) { problems.push(`rules[${i}].pattern: not a valid regular expression: ${(err as Error).message}`) }
     })
     return problems
   },
   plugin: async (fastify, opts) => {
     const compile = (on: 'request' | 'response'): CompiledRule[] => opts.rules.filter((r) => r.on.includes(on)).map((r) => {
-      const span = maxMatchLength(r.pattern, r.flags)
-      return { name: r.name, re: new RegExp(r.pattern, r.flags.replace(/g/g, '') + 'g'), block: r.action === 'block', span: Number.isFinite(span) ? span : opts.max_hold_chars }
+      const shape = regexShape(r.pattern, r.flags)
+      return { name: r.name, re: new RegExp(r.pattern, r.flags.replace(/g/g, '') + 'g'), block: r.action === 'block', span: Math.min(shape.max, opts.max_hold_chars), starts: shape.starts }
     })
     const onRequest = compile('request')
     const onResponse = compile('response')
-    const hold = Math.min(opts.max_hold_chars, Math.max(0, ...onResponse.map((r) => r.span - 1)))
+
+    /** Where the earliest match that could still grow past the end of `text` may start. */
+    const holdFrom = (text: string): number => {
+      let at = text.length
+      for (const r of onResponse) {
+        for (let i = Math.max(0, text.length - (r.span - 1)); i < at; i++) {
+          if (r.starts === null) { at = i; break }
+          r.starts.lastIndex = i
+          if (r.starts.test(text)) { at = i; break }
+        }
+      }
+      return at
+    }
 
     /** Checks a whole text: throws on a block rule's match, returns it with the redactions. */
     const whole = (rules: CompiledRule[], text: string): string => {
@@ -128,7 +141,7 @@ export default definePlugin({
     const release = (buffer: string, final: boolean): { send: string, keep: string } | null => {
       const found = matches(onResponse, buffer)
       if (found.some((m) => m.rule.block)) return null
-      let cut = final ? buffer.length : Math.max(0, buffer.length - hold)
+      let cut = final ? buffer.length : holdFrom(buffer)
       if (!final) {
         for (const m of found) if (m.end === buffer.length && m.start < cut) cut = m.start
         for (const m of found) if (m.start < cut && m.end > cut) cut = m.end
@@ -183,19 +196,17 @@ export default definePlugin({
         out.push(st.textEvent(state.last.get(block) ?? ev, block, r.send))
       }
       for (const block of closing) state.buffers.delete(block)
-      let main = ev
-      if (deltas.length > 0) {
-        main = st.withDeltas(ev, sent)
-        // a text-only event left with no text is not sent
-        if (closes !== 'all' && closes.length === 0 && [...sent.values()].every((t) => t === '') && isTextOnly(ctx, ev)) main = null as unknown as ClientEvent
-      }
+      // a text-only event whose text is all held back is not sent
+      const empty = deltas.length > 0 && closing.size === 0 && [...sent.values()].every((t) => t === '') && isTextOnly(ctx, ev)
+      if (empty) return out
+      const main = deltas.length > 0 ? st.withDeltas(ev, sent) : ev
       try {
-        if (main !== null) st.mapWholeTexts(main, (text) => whole(onResponse, text))
+        st.mapWholeTexts(main, (text) => whole(onResponse, text))
       } catch {
         state.blocked = true
         return blockedEvent(ctx, rulesName(onResponse))
       }
-      if (main !== null) out.push(main)
+      out.push(main)
       return out
     })
   }

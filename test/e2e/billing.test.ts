@@ -87,6 +87,27 @@ t.test('by default no prompt or completion text reaches the SQLite files; store_
   }
 })
 
+t.test('store_content keeps the prompt and exactly what the client received, streamed or not, translated or not', async (t) => {
+  const { app, post } = await start(t, { plugins: [{ name: 'auth' }, { name: 'usage', options: { store_content: true } }] })
+  const received: string[] = []
+  for (const model of ['openai/gpt-test', 'anthropic/claude-test']) {
+    for (const stream of [false, true]) {
+      const res = await post(chat('Remember the blue heron', { model, stream }))
+      t.equal(res.status, 200)
+      received.push(await res.text())
+    }
+  }
+  const store = sqliteOf(app)
+  const rows = store.db.prepare('SELECT r.stream, r.model, c.request, c.response FROM usage_records r JOIN usage_content c ON c.usage_id = r.id ORDER BY r.created_at, r.id').all() as Array<{ stream: number, model: string, request: string, response: string }>
+  t.equal(rows.length, 4, 'every call has its content')
+  t.same(rows.map((r) => r.response).sort(), [...received].sort(), 'the stored answer is byte for byte what the client got')
+  for (const r of rows) {
+    t.match(JSON.parse(r.request), { messages: [{ role: 'user', content: 'Remember the blue heron' }] }, 'the prompt in the client\'s own shape')
+    if (r.stream === 1) t.match(r.response, /^data: /, 'a stream is kept as the events sent')
+    else t.equal(JSON.parse(r.response).object, 'chat.completion', 'a JSON answer in the client\'s protocol, even from a Messages upstream')
+  }
+})
+
 t.test('a SIGTERM during load loses no record of a completed response', async (t) => {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())

@@ -1,0 +1,242 @@
+import t from 'tap'
+import { execFile } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { Writable } from 'node:stream'
+import Fastify from 'fastify'
+import { buildApp } from '../../app.js'
+import { ConfigError, loadConfig, resolveConfig } from '../../config/load.js'
+import { testGateway, type CallOutcome } from '../../plugins/api.js'
+import { fromRoot } from '../../paths.js'
+import { KEY_A, testConfig } from '../helper.js'
+
+const run = promisify(execFile)
+const BUILTINS = ['auth', 'balance', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage']
+
+t.test('each built-in plugin module can be imported alone, in a process that imported nothing else', async (t) => {
+  for (const name of BUILTINS) {
+    const file = fromRoot('dist', 'plugins', `${name}.js`)
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(file)}); console.log(m.default.name, typeof m.default.plugin)`])
+    t.equal(stdout.trim(), `${name} function`, name)
+  }
+})
+
+t.test('each built-in plugin registers and works on a bare Fastify with the test gateway', async (t) => {
+  const load = async (name: string) => (await import(`../../plugins/${name}.js`)).default
+  const chat = { model: 'test/echo', messages: [{ role: 'user', content: 'hello' }] }
+
+  t.test('auth', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app)
+    await gw.use(await load('auth'))
+    await gw.routes()
+    t.equal((await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat })).statusCode, 401)
+    t.equal((await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: chat })).statusCode, 200)
+    await app.close()
+  })
+  t.test('cors', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app)
+    await gw.use(await load('cors'), { origins: ['https://app.example'] })
+    await gw.routes()
+    const res = await app.inject({ method: 'OPTIONS', url: '/v1/chat/completions', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,x-stainless-os' } })
+    t.equal(res.statusCode, 204)
+    t.match(res.headers['access-control-allow-headers'], /x-stainless-os/)
+    await app.close()
+  })
+  t.test('rate-limit', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app)
+    await gw.use(await load('rate-limit'), { max: 2 })
+    await gw.routes()
+    const codes = []
+    for (let i = 0; i < 3; i++) codes.push((await app.inject({ method: 'GET', url: '/v1/models' })).statusCode)
+    t.same(codes, [200, 200, 429])
+    await app.close()
+  })
+  t.test('idempotency', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app)
+    await gw.use(await load('auth'))
+    await gw.use(await load('idempotency'))
+    await gw.routes()
+    const post = () => app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...gw.auth, 'idempotency-key': 'once' }, payload: chat })
+    t.equal((await post()).statusCode, 200)
+    t.equal((await post()).statusCode, 409)
+    await app.close()
+  })
+  t.test('quota', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app, { config: { tenants: [{ org: 'acme', quota: { tokens: 1, per: 'day' }, projects: [{ id: 'web', keys: [{ key: 'mg-test-gateway-key-0123456789abcdef' }] }] }] } })
+    await gw.use(await load('auth'))
+    await gw.use(await load('quota'))
+    await gw.routes()
+    t.equal((await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: chat })).statusCode, 200)
+    t.equal((await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: chat })).statusCode, 429)
+    await app.close()
+  })
+  t.test('balance', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app)
+    await gw.use(await load('auth'))
+    await gw.use(await load('balance'))
+    await gw.routes()
+    t.equal((await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: chat })).statusCode, 200)
+    await gw.gateway.store.flush()
+    const org = await gw.gateway.store.orgs.get('acme')
+    t.equal(org?.held_nano, 0)
+    t.ok((org?.spent_nano ?? 0) > 0, 'the call was charged')
+    await app.close()
+  })
+  t.test('usage', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app)
+    await gw.use(await load('auth'))
+    await gw.use(await load('usage'))
+    await gw.routes()
+    t.equal((await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: chat })).statusCode, 200)
+    t.equal((await gw.gateway.store.usage.page({}, 10)).length, 1, 'recorded by the time the answer arrived')
+    await app.close()
+  })
+  t.test('diagnostics', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app)
+    await gw.use(await load('diagnostics'))
+    await gw.routes()
+    const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: { ...chat, seed: 1 } })
+    t.equal(res.headers['x-svc-model'], 'test/echo')
+    t.equal(res.headers['x-svc-provider'], 'test-openai')
+    t.equal(res.headers['x-svc-dropped-params'], 'seed')
+    await app.close()
+  })
+  t.test('guardrails', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app)
+    await gw.use(await load('guardrails'), { rules: [{ name: 'no-secrets', pattern: 'hunter2', action: 'block', on: ['request'] }] })
+    await gw.routes()
+    const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: { ...chat, messages: [{ role: 'user', content: 'my password is hunter2' }] } })
+    t.equal(res.statusCode, 400)
+    t.equal(res.json().error.code, 'content_blocked')
+    await app.close()
+  })
+})
+
+interface HookEntry { label: string, hook: string, model?: string, org?: string | null, provider?: string, attempt?: number, outcome?: CallOutcome, body?: Record<string, unknown> }
+const hookLog = (): HookEntry[] => ((globalThis as { __hookLog?: HookEntry[] }).__hookLog ??= [])
+
+/** A config file in a temp folder naming the test recorder and the example plugin by path. */
+function configFile (plugins: unknown[], extra: Record<string, unknown> = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), 'mg-plugins-'))
+  const file = join(dir, 'gw.json')
+  const base = JSON.parse(JSON.stringify(testConfig())) as Record<string, unknown>
+  writeFileSync(file, JSON.stringify({ ...base, plugins, ...extra }))
+  return file
+}
+
+t.test('plugins from outside the project: loaded by path from the config, hooks in config order with model, principal and outcome', async (t) => {
+  const recorder = fromRoot('test', 'fixtures', 'plugins', 'recorder.mjs')
+  const tagger = fromRoot('examples', 'plugins', 'call-tagger.mjs')
+  const file = configFile([
+    { name: 'auth' },
+    { name: 'first', module: recorder, options: { label: 'first' } },
+    { name: 'call-tagger', module: tagger, options: { tag: 'blue' } },
+    { name: 'second', module: recorder, options: { label: 'second' } },
+    { name: 'usage' }
+  ])
+  const config = await loadConfig(file, {})
+  const app = await buildApp(config)
+  t.teardown(() => app.close())
+  hookLog().length = 0
+  const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${KEY_A}` }, payload: { model: 'demo/gpt', messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['x-call-tag'], 'blue', 'the example plugin tagged the answer')
+  const log = hookLog()
+  t.same(log.map((e) => `${e.label}:${e.hook}`), [
+    'first:onAdmission', 'second:onAdmission',
+    'first:onUpstreamRequest', 'second:onUpstreamRequest',
+    'first:onResponseBody', 'second:onResponseBody',
+    'first:onCallEnd', 'second:onCallEnd'
+  ], 'each phase in config order')
+  t.match(log[0], { model: 'demo/gpt', org: 'acme' }, 'admission sees the resolved model and the principal')
+  t.match(log[2], { provider: 'demo', attempt: 1, model: 'gpt-sim' }, 'the upstream attempt sees the provider and the upstream body')
+  const outcome = log[6]?.outcome as CallOutcome
+  t.match(outcome, { endpoint: 'chat.completions', model: 'demo/gpt', provider: 'demo', status: 'ok', httpStatus: 200, billed: true, attempted: true, principal: { org: 'acme', project: 'web' } })
+  t.ok(outcome.usage.prompt_tokens > 0 && outcome.costNano > 0, 'with usage and cost')
+  t.ok(Object.isFrozen(outcome), 'the outcome is immutable')
+  t.equal(log[7]?.outcome, outcome, 'every plugin gets the same record')
+  const tags = await app.inject({ method: 'GET', url: '/v1/call-tags', headers: { authorization: `Bearer ${KEY_A}` } })
+  t.same(tags.json(), { org: 'acme', tag: 'blue', calls: { 'demo/gpt': 1 } }, 'the example plugin counted the call through its outcome')
+})
+
+t.test('a streamed call runs the stream hooks on each client event', async (t) => {
+  const recorder = fromRoot('test', 'fixtures', 'plugins', 'recorder.mjs')
+  const app = await buildApp(await loadConfig(configFile([{ name: 'auth' }, { name: 'rec', module: recorder, options: { label: 'rec' } }]), {}))
+  t.teardown(() => app.close())
+  hookLog().length = 0
+  const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${KEY_A}` }, payload: { model: 'demo/gpt', stream: true, messages: [{ role: 'user', content: 'one two three' }] } })
+  t.equal(res.statusCode, 200)
+  const hooks = hookLog().map((e) => e.hook)
+  t.ok(hooks.filter((h) => h === 'onStreamEvent').length >= 3, 'one call per event')
+  t.equal(hooks.at(-1), 'onCallEnd')
+  t.match(hookLog().at(-1)?.outcome, { stream: true, status: 'ok', billed: true })
+})
+
+t.test('a plugin that throws fails its request with a 500 in the route\'s shape, the trace id logged; the next request is served', async (t) => {
+  const recorder = fromRoot('test', 'fixtures', 'plugins', 'recorder.mjs')
+  const lines: string[] = []
+  const sink = new Writable({ write (chunk, _enc, cb) { lines.push(String(chunk)); cb() } })
+  const config = await loadConfig(configFile([{ name: 'auth' }, { name: 'bad', module: recorder, options: { label: 'bad', throwIn: 'onAdmission' } }]), {})
+  const app = await buildApp(config, { logger: { level: 'error', stream: sink } })
+  t.teardown(() => app.close())
+  const chat = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${KEY_A}` }, payload: { model: 'demo/gpt', messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(chat.statusCode, 500)
+  t.same(Object.keys(chat.json().error).sort(), ['code', 'message', 'type'])
+  const trace = chat.headers['x-svc-trace-id'] as string
+  t.match(chat.json().error.message, trace, 'the message quotes the trace id')
+  t.ok(lines.some((l) => l.includes(trace) && l.includes('bad failed in onAdmission')), 'logged with the trace id')
+  const messages = await app.inject({ method: 'POST', url: '/v1/messages', headers: { authorization: `Bearer ${KEY_A}` }, payload: { model: 'demo/claude', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(messages.statusCode, 500)
+  t.equal(messages.json().type, 'error', 'the Messages shape on /v1/messages')
+  t.equal((await app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: `Bearer ${KEY_A}` } })).statusCode, 200, 'the gateway goes on')
+})
+
+t.test('config check: a missing module, a module with no plugin, and bad options name the entry', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mg-plugins-'))
+  writeFileSync(join(dir, 'not-a-plugin.mjs'), 'export default { hello: 1 }\n')
+  const problems = async (plugins: unknown[]): Promise<string[]> => {
+    try {
+      await resolveConfig({ ...JSON.parse(JSON.stringify(testConfig())), plugins }, { env: {}, baseDir: dir })
+    } catch (err) {
+      if (err instanceof ConfigError) return err.problems
+      throw err
+    }
+    return []
+  }
+  const tagger = fromRoot('examples', 'plugins', 'call-tagger.mjs')
+  t.match(await problems([{ name: 'auth' }, { name: 'x', module: './missing.mjs' }]), [/^plugins\[1\]\.module: cannot load \.\/missing\.mjs: no file /])
+  t.match(await problems([{ name: 'x', module: './not-a-plugin.mjs' }]), [/^plugins\[0\]\.module: cannot load \.\/not-a-plugin\.mjs: exports no plugin/])
+  t.match(await problems([{ name: 'x', module: 'no-such-package-anywhere' }]), [/^plugins\[0\]\.module: cannot load no-such-package-anywhere: cannot find the package/])
+  t.same(await problems([{ name: 'auth' }, { name: 'tagger', module: tagger }]), ['plugins[1].options.tag: is required'])
+  t.same(await problems([{ name: 'tagger', module: tagger, options: { tag: 'x', colour: 'red', header: 5 } }]).then((p) => p.sort()), ['plugins[0].options.colour: is not a known option', 'plugins[0].options.header: must be string'])
+  t.same(await problems([{ name: 'auth', module: tagger, options: { tag: 'x' } }]), [`plugins[0].name: auth is a built-in plugin; give the plugin from ${tagger} another name`])
+  t.same(await problems([{ name: 'guardrails', options: { rules: [{ name: 'r', pattern: '(' }] } }]).then((p) => p.map((l) => l.replace(/:.*$/, ''))), ['plugins[0].options.rules[0].pattern'], 'a plugin\'s own checks')
+  t.same(await problems([{ name: 'auth' }, { name: 'tagger', module: tagger, options: { tag: 'x' } }]), [], 'a good entry')
+})
+
+t.test('modelgate config check and modelgate plugins, on a config with an outside plugin', async (t) => {
+  const cli = fromRoot('dist', 'cli.js')
+  const bad = configFile([{ name: 'tagger', module: fromRoot('examples', 'plugins', 'call-tagger.mjs'), options: { colour: 'red' } }], { store: { sqlite: ':memory:' } })
+  const checked = await run(process.execPath, [cli, 'config', 'check', bad]).then(() => null, (err: { code: number, stderr: string }) => err)
+  t.equal(checked?.code, 2)
+  t.match(checked?.stderr, /plugins\[0\]\.options\.tag: is required/)
+  t.match(checked?.stderr, /plugins\[0\]\.options\.colour: is not a known option/)
+  const good = configFile([{ name: 'auth' }, { name: 'tagger', module: fromRoot('examples', 'plugins', 'call-tagger.mjs'), options: { tag: 'blue' } }], { store: { sqlite: ':memory:' } })
+  const { stdout } = await run(process.execPath, [cli, 'plugins', '--config', good])
+  t.match(stdout, /built-in plugins:/)
+  t.match(stdout, /guardrails - /)
+  t.match(stdout, /2\. tagger \(from file:.*call-tagger\.mjs\)/)
+  t.match(stdout, /tag: string \(required\) = "blue"/)
+  t.match(stdout, /header: string, default "x-call-tag"/)
+})
