@@ -9,7 +9,8 @@ import { fromRoot } from '../../paths.js'
 
 // Every folder under test/fixtures/<pair>/<case>/ is a case; a new case needs no code. Streams are
 // replayed whole, one byte at a time, and split at seeded random byte boundaries, and compared
-// frame by frame (event name and parsed JSON) with the expected client stream.
+// frame by frame (event name and parsed JSON) with the expected client stream. A case's
+// dropped.json lists the client fields request() reports as dropped; without one, none may be.
 
 const ROOT = fromRoot('test', 'fixtures')
 const PAIRS: Record<string, [Protocol, Protocol]> = {
@@ -54,15 +55,19 @@ for (const [pairName, [client, upstream]] of Object.entries(PAIRS)) {
   for (const name of readdirSync(join(ROOT, pairName)).sort()) {
     const dir = join(ROOT, pairName, name)
     t.test(`${pairName}/${name}`, async (t) => {
-      const ctx: TranslateCtx = { ...BASE_CTX, ...(has(dir, 'ctx.json') ? read(dir, 'ctx.json') as Partial<TranslateCtx> : {}) }
+      // ctx.json gives `supported` as a list
+      const given = (has(dir, 'ctx.json') ? read(dir, 'ctx.json') : {}) as Partial<TranslateCtx> & { supported?: string[] }
+      const ctx: TranslateCtx = { ...BASE_CTX, ...given, supported: given.supported === undefined ? undefined : new Set(given.supported) }
       if (has(dir, 'error.json')) {
-        const want = read(dir, 'error.json') as { key: string, status: number }
+        const want = read(dir, 'error.json') as { key: string, status: number, params?: Record<string, unknown> }
         let thrown: unknown
         try { pair.request(read(dir, 'client-request.json') as Record<string, unknown>, ctx) } catch (err) { thrown = err }
         t.ok(isGatewayError(thrown), 'a gateway error')
-        t.match(thrown, { key: want.key, statusCode: want.status })
+        t.match(thrown, { key: want.key, statusCode: want.status, ...(want.params === undefined ? {} : { params: want.params }) })
       } else if (has(dir, 'client-request.json')) {
-        t.same(pair.request(read(dir, 'client-request.json') as Record<string, unknown>, ctx).body, read(dir, 'upstream-request.json'), 'upstream request')
+        const result = pair.request(read(dir, 'client-request.json') as Record<string, unknown>, ctx)
+        t.same(result.body, read(dir, 'upstream-request.json'), 'upstream request')
+        t.same(result.dropped, has(dir, 'dropped.json') ? read(dir, 'dropped.json') : [], 'dropped fields')
       }
       if (has(dir, 'upstream-response.json')) {
         const out = pair.response(read(dir, 'upstream-response.json') as Record<string, unknown>, ctx)
