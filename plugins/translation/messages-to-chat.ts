@@ -84,17 +84,18 @@ function reasoningEffort (body: Json, effort: unknown, ctx: TranslateCtx, droppe
   const fromEffort = mapValue(EFFORT, effort, 'output_config.effort', dropped)
   let fromThinking: ReasoningEffort | undefined
   const thinking = optEntry(body.thinking, 'thinking')
-  switch (thinking?.type) {
-    case undefined: break
-    case 'disabled': fromThinking = 'none'; break
-    case 'adaptive': fromThinking = 'medium'; break
-    case 'enabled': {
-      const budget = thinking.budget_tokens
-      if (typeof budget !== 'number' || !Number.isFinite(budget)) throw new InvalidField({ field: 'thinking.budget_tokens', reason: 'must be a number' })
-      fromThinking = effortForBudget(budget)
-      break
+  if (thinking !== undefined) {
+    switch (thinking.type) {
+      case 'disabled': fromThinking = 'none'; break
+      case 'adaptive': fromThinking = 'medium'; break
+      case 'enabled': {
+        const budget = thinking.budget_tokens
+        if (typeof budget !== 'number' || !Number.isFinite(budget)) throw new InvalidField({ field: 'thinking.budget_tokens', reason: 'must be a number' })
+        fromThinking = effortForBudget(budget)
+        break
+      }
+      default: dropped.add('thinking') // between_tools: no OpenAI equivalent
     }
-    default: dropped.add('thinking') // between_tools: no OpenAI equivalent
   }
   const out = fromThinking === 'none' ? 'none' : fromEffort ?? fromThinking
   if (out === undefined || ctx.supported?.has('reasoning_effort') === true) return out
