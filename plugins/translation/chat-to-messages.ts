@@ -1,47 +1,118 @@
-import { UnsupportedOnUpstream } from '../errors.js'
-import { parseToolArguments, textOf } from './content.js'
+import type { Base64ImageSource, ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
+import { errorBody, InvalidField, UnsupportedOnUpstream } from '../errors.js'
+import { joinText, parseToolArguments, textParts } from './content.js'
+import { Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
-import { errorBody } from '../errors.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toOpenAIUsage, usageFromMessages } from './usage.js'
 
 // An OpenAI Chat Completions client in front of a Messages upstream (PROTOCOLS.md "Mapping,
 // both directions" and the stream recipe "Messages upstream → OpenAI client").
 
-export const FINISH_REASON: Record<string, string> = {
-  end_turn: 'stop',
-  stop_sequence: 'stop',
-  pause_turn: 'stop',
-  max_tokens: 'length',
-  model_context_window_exceeded: 'length',
-  tool_use: 'tool_calls',
-  refusal: 'content_filter'
+type FinishReason = ChatCompletion.Choice['finish_reason']
+
+export const FINISH_REASON: ReadonlyMap<string, FinishReason> = new Map<string, FinishReason>([
+  ['end_turn', 'stop'],
+  ['stop_sequence', 'stop'],
+  ['pause_turn', 'stop'],
+  ['max_tokens', 'length'],
+  ['model_context_window_exceeded', 'length'],
+  ['tool_use', 'tool_calls'],
+  ['refusal', 'content_filter']
+])
+
+const finishOf = (stop: unknown): FinishReason => (typeof stop === 'string' ? FINISH_REASON.get(stop) : undefined) ?? 'stop'
+
+// Every field of a Chat Completions request, and what this pair does with it. `top_k` and
+// `thinking` are Messages fields some OpenAI-style clients send; they reach the pair only when
+// the model lists them, and go up as they are.
+const FIELDS: Record<keyof ChatCompletionCreateParamsBase | 'top_k' | 'thinking', Fate> = {
+  messages: 'mapped',
+  model: 'mapped',
+  max_completion_tokens: 'mapped',
+  max_tokens: 'mapped',
+  n: 'mapped',
+  stop: 'mapped',
+  user: 'mapped',
+  safety_identifier: 'mapped',
+  metadata: 'mapped',
+  tools: 'mapped',
+  tool_choice: 'mapped',
+  parallel_tool_calls: 'mapped',
+  response_format: 'mapped',
+  reasoning_effort: 'mapped',
+  service_tier: 'mapped',
+  stream_options: 'mapped', // include_usage is ctx.includeUsage; include_obfuscation pads nothing here
+  stream: 'passed',
+  temperature: 'passed',
+  top_p: 'passed',
+  top_k: 'passed',
+  thinking: 'passed',
+  audio: 'dropped',
+  frequency_penalty: 'dropped',
+  function_call: 'dropped',
+  functions: 'dropped',
+  logit_bias: 'dropped',
+  logprobs: 'dropped',
+  modalities: 'dropped',
+  moderation: 'dropped',
+  prediction: 'dropped',
+  presence_penalty: 'dropped',
+  prompt_cache_key: 'dropped',
+  prompt_cache_options: 'dropped',
+  prompt_cache_retention: 'dropped',
+  seed: 'dropped',
+  store: 'dropped',
+  top_logprobs: 'dropped',
+  verbosity: 'dropped',
+  // a server-side search the gateway would not meter
+  web_search_options: 'dropped'
 }
 
-const finishOf = (stop: unknown): string => FINISH_REASON[String(stop)] ?? 'stop'
+// OpenAI reasoning efforts → Messages output_config.effort. `none` is left out on purpose: a
+// Messages model reasons only when `thinking` asks it to, so no effort already means none.
+const EFFORT = new Map<string, NonNullable<OutputConfig['effort']>>([
+  ['minimal', 'low'],
+  ['low', 'low'],
+  ['medium', 'medium'],
+  ['high', 'high'],
+  ['xhigh', 'xhigh'],
+  ['max', 'max']
+])
 
-function imageBlock (url: string): Json {
+// `default` is the standard tier on both sides; flex, scale and priority have no Messages equivalent.
+const SERVICE_TIER = new Map<string, NonNullable<MessageCreateParamsBase['service_tier']>>([['auto', 'auto'], ['default', 'standard_only']])
+
+const IMAGE_TYPES: ReadonlySet<string> = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp'])
+const isImageType = (s: string): s is Base64ImageSource['media_type'] => IMAGE_TYPES.has(s)
+
+function imageBlock (url: string, field: string): ContentBlockParam {
   const m = /^data:([^;,]+);base64,(.*)$/s.exec(url)
-  if (m !== null) return { type: 'image', source: { type: 'base64', media_type: m[1], data: m[2] } }
-  return { type: 'image', source: { type: 'url', url } }
+  if (m === null) return { type: 'image', source: { type: 'url', url } }
+  const [, mediaType = '', data = ''] = m
+  if (!isImageType(mediaType)) throw new InvalidField({ field, reason: 'must be a JPEG, PNG, GIF or WebP image' })
+  return { type: 'image', source: { type: 'base64', media_type: mediaType, data } }
 }
 
-/** OpenAI content (string or parts) → Messages blocks; empty text is dropped (Anthropic refuses it). */
-function blocks (content: unknown, ctx: TranslateCtx): Json[] {
+/** A user's OpenAI content (string or parts) → Messages blocks; empty text is dropped (Anthropic refuses it). */
+function userBlocks (content: unknown, field: string, ctx: TranslateCtx): ContentBlockParam[] {
   if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }]
-  if (!Array.isArray(content)) return []
-  const out: Json[] = []
-  for (const part of content as Json[]) {
-    if (part === null || typeof part !== 'object') continue
+  const out: ContentBlockParam[] = []
+  for (const [i, raw] of list(content, field).entries()) {
+    const at = `${field}[${i}]`
+    const part = entry(raw, at)
     switch (part.type) {
-      case 'text':
-        if (typeof part.text === 'string' && part.text !== '') out.push({ type: 'text', text: part.text })
+      case 'text': {
+        const t = text(part.text, `${at}.text`)
+        if (t !== '') out.push({ type: 'text', text: t })
         break
+      }
       case 'image_url': {
         if (ctx.flatten) break // the spec's simplified mode drops images silently
-        const url = typeof part.image_url === 'string' ? part.image_url : (part.image_url as Json | undefined)?.url
-        if (typeof url === 'string') out.push(imageBlock(url))
+        const url = typeof part.image_url === 'string' ? part.image_url : text(entry(part.image_url, `${at}.image_url`).url, `${at}.image_url.url`)
+        out.push(imageBlock(url, `${at}.image_url.url`))
         break
       }
       case 'video_url':
@@ -50,59 +121,147 @@ function blocks (content: unknown, ctx: TranslateCtx): Json[] {
         throw new UnsupportedOnUpstream({ feature: 'Audio input', model: ctx.model })
       case 'file':
         throw new UnsupportedOnUpstream({ feature: 'File input', model: ctx.model })
+      default:
+        throw new InvalidField({ field: `${at}.type`, reason: 'must be text, image_url, input_audio, file or video_url' })
     }
   }
-  return ctx.flatten && out.length > 0 ? [{ type: 'text', text: out.map((b) => b.text as string).join('\n') }] : out
+  if (!ctx.flatten || out.length === 0) return out
+  return [{ type: 'text', text: out.map((b) => b.type === 'text' ? b.text : '').join('\n') }]
 }
 
-function toolChoice (choice: unknown, parallel: unknown): Json | undefined {
-  let out: Json | undefined
+function toolChoice (body: Json, dropped: Dropped): ToolChoice | undefined {
+  const choice = body.tool_choice
+  let out: ToolChoice | undefined
   if (choice === 'auto') out = { type: 'auto' }
   else if (choice === 'none') out = { type: 'none' }
   else if (choice === 'required') out = { type: 'any' }
-  else if (choice !== null && typeof choice === 'object') {
-    const name = ((choice as Json).function as Json | undefined)?.name
-    if (typeof name === 'string') out = { type: 'tool', name }
+  else if (isObj(choice)) {
+    if (choice.type === 'function') out = { type: 'tool', name: text(entry(choice.function, 'tool_choice.function').name, 'tool_choice.function.name') }
+    else if (choice.type === 'allowed_tools') {
+      // the mode maps; the subset it allows does not (Messages offers every tool given)
+      const mode = entry(choice.allowed_tools, 'tool_choice.allowed_tools').mode
+      out = { type: mode === 'required' ? 'any' : 'auto' }
+      dropped.add('tool_choice.allowed_tools')
+    } else if (choice.type === 'custom') dropped.add('tool_choice') // custom tools are dropped
+    else throw new InvalidField({ field: 'tool_choice.type', reason: 'must be function, custom or allowed_tools' })
+  } else if (choice !== undefined && choice !== null) {
+    throw new InvalidField({ field: 'tool_choice', reason: 'must be auto, none, required or an object' })
   }
-  if (parallel === false) out = { ...(out ?? { type: 'auto' }), disable_parallel_tool_use: true }
+  if (optBoolean(body.parallel_tool_calls, 'parallel_tool_calls') === false && out?.type !== 'none') {
+    out = { ...(out ?? { type: 'auto' }), disable_parallel_tool_use: true }
+  }
   return out
 }
 
+function tools (body: Json, dropped: Dropped): Tool[] {
+  const out: Tool[] = []
+  for (const [i, raw] of list(body.tools, 'tools').entries()) {
+    const at = `tools[${i}]`
+    const t = entry(raw, at)
+    if (t.type !== 'function' && t.type !== undefined) { dropped.add(`tools.${kindOf(t.type)}`); continue }
+    const fn = entry(t.function, `${at}.function`)
+    const schema = optEntry(fn.parameters, `${at}.function.parameters`)
+    const tool: Tool = { name: text(fn.name, `${at}.function.name`), input_schema: (schema as Tool.InputSchema | undefined) ?? { type: 'object', properties: {} } }
+    const description = optText(fn.description, `${at}.function.description`)
+    if (description !== undefined) tool.description = description
+    const strict = optBoolean(fn.strict, `${at}.function.strict`)
+    if (strict !== undefined) tool.strict = strict
+    out.push(tool)
+  }
+  return out
+}
+
+/** response_format and reasoning_effort → output_config. */
+function outputConfig (body: Json, dropped: Dropped): OutputConfig | undefined {
+  const out: OutputConfig = {}
+  const format = optEntry(body.response_format, 'response_format')
+  if (format?.type === 'json_schema') {
+    const schema = optEntry(format.json_schema, 'response_format.json_schema')?.schema
+    if (isObj(schema)) out.format = { type: 'json_schema', schema }
+    else dropped.add('response_format')
+  } else if (format !== undefined && format.type !== 'text') {
+    // json_object: Messages has no "any JSON object" mode (a json_schema format wants a closed
+    // schema), and OpenAI already requires the prompt itself to ask for JSON, so the model is
+    // instructed either way; what is lost is the guarantee, and the header says so.
+    dropped.add('response_format')
+  }
+  const effort = body.reasoning_effort === 'none' ? undefined : mapValue(EFFORT, body.reasoning_effort, 'reasoning_effort', dropped)
+  if (effort !== undefined) out.effort = effort
+  return Object.keys(out).length > 0 ? out : undefined
+}
+
+/** user, safety_identifier or metadata.user_id → metadata.user_id: the first one given wins; another, different one is reported. */
+function userId (body: Json, dropped: Dropped): string | undefined {
+  const metadata = optEntry(body.metadata, 'metadata')
+  if (metadata !== undefined && Object.keys(metadata).some((k) => k !== 'user_id' && metadata[k] !== null)) dropped.add('metadata')
+  const given: Array<[string, string | undefined]> = [
+    ['user', optText(body.user, 'user')],
+    ['safety_identifier', optText(body.safety_identifier, 'safety_identifier')],
+    ['metadata', optText(metadata?.user_id, 'metadata.user_id')]
+  ]
+  const chosen = given.find(([, v]) => v !== undefined)?.[1]
+  for (const [name, v] of given) if (v !== undefined && v !== chosen) dropped.add(name)
+  return chosen
+}
+
 function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
-  if (typeof body.n === 'number' && body.n > 1) throw new UnsupportedOnUpstream({ feature: 'n > 1', model: ctx.model })
+  const n = body.n
+  if (n !== undefined && n !== null && (typeof n !== 'number' || !Number.isInteger(n) || n < 1)) throw new InvalidField({ field: 'n', reason: 'must be a positive integer' })
+  if (typeof n === 'number' && n > 1) throw new UnsupportedOnUpstream({ feature: 'n > 1', model: ctx.model })
+  const dropped = new Dropped()
   const system: string[] = []
-  const turns: Array<{ role: 'user' | 'assistant', content: Json[] }> = []
-  const push = (role: 'user' | 'assistant', content: Json[]): void => {
+  const turns: Array<{ role: 'user' | 'assistant', content: ContentBlockParam[] }> = []
+  // tool calls dropped with their custom tools: their results go too
+  const droppedCalls = new Set<string>()
+  const push = (role: 'user' | 'assistant', content: ContentBlockParam[]): void => {
     if (content.length === 0) return
     const last = turns[turns.length - 1]
     if (last !== undefined && last.role === role) last.content.push(...content)
     else turns.push({ role, content: [...content] })
   }
-  for (const m of body.messages as Json[]) {
+  for (const [i, raw] of list(body.messages, 'messages').entries()) {
+    const at = `messages[${i}]`
+    const m = entry(raw, at)
+    if (m.name !== undefined && m.name !== null && m.role !== 'function') dropped.add('messages.name')
     switch (m.role) {
       case 'system':
       case 'developer': {
-        const text = textOf(m.content)
-        if (text !== '') system.push(text)
+        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
+        if (t !== '') system.push(t)
         break
       }
       case 'user':
-        push('user', blocks(m.content, ctx))
+        push('user', userBlocks(m.content, `${at}.content`, ctx))
         break
       case 'assistant': {
-        const content = blocks(m.content, ctx).filter((b) => b.type === 'text')
-        for (const tc of (Array.isArray(m.tool_calls) ? m.tool_calls : []) as Json[]) {
-          const fn = tc.function as Json | undefined
-          content.push({ type: 'tool_use', id: tc.id, name: fn?.name, input: parseToolArguments(fn?.arguments) })
+        const texts = textParts(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
+        const content: ContentBlockParam[] = texts.filter((t) => t !== '').map((t) => ({ type: 'text', text: t }))
+        for (const [j, rawCall] of list(m.tool_calls, `${at}.tool_calls`).entries()) {
+          const cat = `${at}.tool_calls[${j}]`
+          const call = entry(rawCall, cat)
+          if (call.type === 'custom') {
+            dropped.add('messages.tool_calls.custom')
+            if (typeof call.id === 'string') droppedCalls.add(call.id)
+            continue
+          }
+          const fn = entry(call.function, `${cat}.function`)
+          content.push({ type: 'tool_use', id: text(call.id, `${cat}.id`), name: text(fn.name, `${cat}.function.name`), input: parseToolArguments(fn.arguments) })
         }
+        for (const key of ['refusal', 'audio', 'function_call']) if (m[key] !== undefined && m[key] !== null) dropped.add(`messages.${key}`)
         push('assistant', content)
         break
       }
       case 'tool': {
-        const text = typeof m.content === 'string' ? m.content : textOf(m.content)
-        push('user', [{ type: 'tool_result', tool_use_id: m.tool_call_id, content: text }])
+        const id = text(m.tool_call_id, `${at}.tool_call_id`)
+        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
+        if (!droppedCalls.has(id)) push('user', [{ type: 'tool_result', tool_use_id: id, content: t }])
         break
       }
+      case 'function':
+        dropped.add('messages.function')
+        break
+      default:
+        throw new InvalidField({ field: `${at}.role`, reason: 'must be system, developer, user, assistant, tool or function' })
     }
   }
   // tool results lead their user turn (Anthropic wants them before any text)
@@ -112,59 +271,75 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     }
   }
 
-  const out: Json = { model: ctx.upstreamModel, messages: turns }
-  if (system.length > 0) out.system = system.join('\n\n')
-  out.max_tokens = [body.max_completion_tokens, body.max_tokens].find((v) => typeof v === 'number') ?? ctx.defaultMaxTokens
-  for (const key of ['temperature', 'top_p', 'top_k', 'stream', 'thinking', 'metadata']) if (body[key] !== undefined) out[key] = body[key]
-  if (body.stop !== undefined && body.stop !== null) out.stop_sequences = Array.isArray(body.stop) ? body.stop : [body.stop]
-  if (typeof body.user === 'string') out.metadata = { ...(out.metadata as Json | undefined), user_id: body.user }
-  if (Array.isArray(body.tools)) {
-    out.tools = (body.tools as Json[]).map((t) => {
-      const fn = (t.function ?? {}) as Json
-      const tool: Json = { name: fn.name, input_schema: fn.parameters ?? { type: 'object', properties: {} } }
-      if (fn.description !== undefined) tool.description = fn.description
-      return tool
-    })
+  const messages: MessageParam[] = turns
+  const out: MessageCreateParamsBase = {
+    model: ctx.upstreamModel,
+    messages,
+    max_tokens: optCount(body.max_completion_tokens, 'max_completion_tokens') ?? optCount(body.max_tokens, 'max_tokens') ?? ctx.defaultMaxTokens
   }
-  const choice = toolChoice(body.tool_choice, body.parallel_tool_calls)
-  if (choice !== undefined) out.tool_choice = choice
-  return { body: out, dropped: [] }
+  if (system.length > 0) out.system = system.join('\n\n')
+  if (body.stop !== undefined && body.stop !== null) out.stop_sequences = strings(body.stop, 'stop')
+  const user = userId(body, dropped)
+  if (user !== undefined) out.metadata = { user_id: user }
+  const defined = tools(body, dropped)
+  const choice = toolChoice(body, dropped)
+  if (defined.length > 0) {
+    out.tools = defined
+    if (choice !== undefined) out.tool_choice = choice
+  } else if (choice?.type === 'any' || choice?.type === 'tool') {
+    dropped.add('tool_choice') // no tool left to force
+  }
+  const config = outputConfig(body, dropped)
+  if (config !== undefined) out.output_config = config
+  const tier = mapValue(SERVICE_TIER, body.service_tier, 'service_tier', dropped)
+  if (tier !== undefined) out.service_tier = tier
+  const upstream: Json = { ...out }
+  sortFields(body, FIELDS, dropped, upstream)
+  return { body: upstream, dropped: dropped.list() }
 }
 
 function response (body: Json, ctx: TranslateCtx) {
-  const content = Array.isArray(body.content) ? body.content as Json[] : []
-  const text = content.filter((b) => b.type === 'text').map((b) => b.text as string).join('')
-  const toolCalls = content.filter((b) => b.type === 'tool_use').map((b) => ({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }))
+  const content = Array.isArray(body.content) ? body.content.filter(isObj) : []
+  const text = content.filter((b) => b.type === 'text' && typeof b.text === 'string').map((b) => b.text as string).join('')
+  const toolCalls = content.filter((b) => b.type === 'tool_use').map((b) => ({
+    id: typeof b.id === 'string' ? b.id : '',
+    type: 'function' as const,
+    function: { name: typeof b.name === 'string' ? b.name : '', arguments: JSON.stringify(b.input ?? {}) }
+  }))
   const usage = usageFromMessages(body.usage)
-  const message: Json = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, refusal: null }
-  if (toolCalls.length > 0) message.tool_calls = toolCalls
-  const out: Json = {
+  const out: ChatCompletion = {
     id: `chatcmpl-${ctx.id}`,
     object: 'chat.completion',
     created: ctx.created,
     model: ctx.model,
-    choices: [{ index: 0, message, finish_reason: finishOf(body.stop_reason), logprobs: null }]
+    choices: [{
+      index: 0,
+      message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, refusal: null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+      finish_reason: finishOf(body.stop_reason),
+      logprobs: null
+    }]
   }
   if (usage !== null) out.usage = toOpenAIUsage(usage)
-  return { body: out, usage }
+  return { body: { ...out }, usage }
 }
 
 function error (status: number, body: unknown): Json {
-  const type = ((body as { error?: Json } | null)?.error)?.type
+  const e = isObj(body) ? body.error : undefined
+  const type = isObj(e) ? e.type : undefined
   return errorBody('openai', { status, message: upstreamMessage(status, body), openaiType: typeof type === 'string' ? type : undefined })
 }
 
 function stream (ctx: TranslateCtx): StreamMapper {
   const id = `chatcmpl-${ctx.id}`
-  const toolIndex = new Map<number, number>()
+  const toolIndex = new Map<unknown, number>()
   let tools = 0
   let rawUsage: Json | null = null
-  let finishReason: string | null = null
+  let finishReason: FinishReason | null = null
   let done = false
   const text: string[] = []
 
-  const chunk = (delta: Json, finish: string | null = null): SseEvent => {
-    const c: Json = { id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] }
+  const chunk = (delta: ChatCompletionChunk.Choice.Delta, finish: FinishReason | null = null): SseEvent => {
+    const c: ChatCompletionChunk = { id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] }
     if (ctx.includeUsage) c.usage = null
     return frame(c)
   }
@@ -178,36 +353,39 @@ function stream (ctx: TranslateCtx): StreamMapper {
     out.push(DONE)
     return out
   }
+  const objectAt = (o: Json, key: string): Json => isObj(o[key]) ? o[key] as Json : {}
 
   return {
     push (ev: SseEvent): SseEvent[] {
-      let data: Json
-      try { data = JSON.parse(ev.data) as Json } catch { return [] }
+      let data: unknown
+      try { data = JSON.parse(ev.data) } catch { return [] }
+      if (!isObj(data)) return []
       switch (data.type ?? ev.event) {
         case 'message_start':
-          rawUsage = { ...((data.message as Json | undefined)?.usage as Json | undefined) }
+          rawUsage = { ...objectAt(objectAt(data, 'message'), 'usage') }
           return [chunk({ role: 'assistant', content: '' })]
         case 'content_block_start': {
-          const block = data.content_block as Json | undefined
-          if (block?.type === 'tool_use') {
+          const block = objectAt(data, 'content_block')
+          if (block.type === 'tool_use') {
             const i = tools++
-            toolIndex.set(data.index as number, i)
-            return [chunk({ tool_calls: [{ index: i, id: block.id, type: 'function', function: { name: block.name, arguments: '' } }] })]
+            toolIndex.set(data.index, i)
+            const name = typeof block.name === 'string' ? block.name : ''
+            return [chunk({ tool_calls: [{ index: i, id: typeof block.id === 'string' ? block.id : '', type: 'function', function: { name, arguments: '' } }] })]
           }
-          if (block?.type === 'text' && typeof block.text === 'string' && block.text !== '') {
+          if (block.type === 'text' && typeof block.text === 'string' && block.text !== '') {
             text.push(block.text)
             return [chunk({ content: block.text })]
           }
           return []
         }
         case 'content_block_delta': {
-          const d = data.delta as Json | undefined
-          if (d?.type === 'text_delta' && typeof d.text === 'string') {
+          const d = objectAt(data, 'delta')
+          if (d.type === 'text_delta' && typeof d.text === 'string') {
             text.push(d.text)
             return [chunk({ content: d.text })]
           }
-          if (d?.type === 'input_json_delta' && typeof d.partial_json === 'string') {
-            const i = toolIndex.get(data.index as number)
+          if (d.type === 'input_json_delta' && typeof d.partial_json === 'string') {
+            const i = toolIndex.get(data.index)
             if (i === undefined || d.partial_json === '') return []
             text.push(d.partial_json)
             return [chunk({ tool_calls: [{ index: i, function: { arguments: d.partial_json } }] })]
@@ -215,8 +393,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
           return []
         }
         case 'message_delta': {
-          rawUsage = { ...rawUsage, ...(data.usage as Json | undefined) }
-          const stop = (data.delta as Json | undefined)?.stop_reason
+          rawUsage = { ...rawUsage, ...objectAt(data, 'usage') }
+          const stop = objectAt(data, 'delta').stop_reason
           if (stop === undefined || stop === null) return []
           finishReason = finishOf(stop)
           return [chunk({}, finishReason)]
@@ -225,8 +403,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
           if (finishReason === null) { finishReason = 'stop'; return [chunk({}, 'stop'), ...finish()] }
           return finish()
         case 'error': {
-          const e = (data.error ?? {}) as Json
-          return [frame({ error: { message: e.message ?? 'upstream error', type: e.type ?? 'api_error', param: null, code: null } })]
+          const e = objectAt(data, 'error')
+          return [frame({ error: { message: typeof e.message === 'string' ? e.message : 'upstream error', type: typeof e.type === 'string' ? e.type : 'api_error', param: null, code: null } })]
         }
         default:
           return [] // ping, content_block_stop, thinking and signature deltas

@@ -1,5 +1,10 @@
-import { errorBody } from '../errors.js'
-import { parseToolArguments, textOf } from './content.js'
+import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messages'
+import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
+import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
+import type { ReasoningEffort } from 'openai/resources/shared'
+import { errorBody, InvalidField } from '../errors.js'
+import { joinText, parseToolArguments, textOf } from './content.js'
+import { Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
@@ -8,96 +13,280 @@ import { toMessagesUsage, usageFromOpenAI } from './usage.js'
 // A Messages client in front of an OpenAI Chat Completions upstream (PROTOCOLS.md "Mapping,
 // both directions" and the stream recipe "OpenAI upstream → Messages client").
 
-export const STOP_REASON: Record<string, string> = {
-  stop: 'end_turn',
-  length: 'max_tokens',
-  tool_calls: 'tool_use',
-  function_call: 'tool_use',
-  content_filter: 'refusal'
+export const STOP_REASON: ReadonlyMap<string, string> = new Map([
+  ['stop', 'end_turn'],
+  ['length', 'max_tokens'],
+  ['tool_calls', 'tool_use'],
+  ['function_call', 'tool_use'],
+  ['content_filter', 'refusal']
+])
+
+const stopOf = (finish: unknown): string => (typeof finish === 'string' ? STOP_REASON.get(finish) : undefined) ?? 'end_turn'
+
+// Every field of a Messages request (the beta ones included, which Claude Code sends), and what
+// this pair does with it. The SDK no longer types temperature, top_p and top_k; the API takes them.
+const FIELDS: Record<keyof MessageCreateParamsBase | keyof BetaMessageCreateParamsBase | 'temperature' | 'top_p' | 'top_k', Fate> = {
+  messages: 'mapped',
+  model: 'mapped',
+  system: 'mapped',
+  stop_sequences: 'mapped',
+  metadata: 'mapped',
+  tools: 'mapped',
+  tool_choice: 'mapped',
+  thinking: 'mapped',
+  output_config: 'mapped',
+  output_format: 'mapped',
+  service_tier: 'mapped',
+  top_k: 'mapped', // passed only to a model that lists it
+  max_tokens: 'passed',
+  stream: 'passed',
+  temperature: 'passed',
+  top_p: 'passed',
+  betas: 'dropped',
+  billing_policy: 'dropped',
+  cache_control: 'dropped',
+  compaction: 'dropped',
+  container: 'dropped',
+  context_management: 'dropped',
+  diagnostics: 'dropped',
+  fallback_credit_token: 'dropped',
+  fallbacks: 'dropped',
+  inference_geo: 'dropped',
+  mcp_servers: 'dropped',
+  speed: 'dropped',
+  thread: 'dropped',
+  user_profile_id: 'dropped',
+  workspace_id: 'dropped'
 }
 
-const stopOf = (finish: unknown): string => STOP_REASON[String(finish)] ?? 'end_turn'
+// A custom tool's fields; the others (defer_loading, input_examples, allowed_callers…) serve
+// Anthropic's server-side tool machinery. cache_control is reported with the other breakpoints.
+const TOOL_FIELDS: Record<string, Fate> = { type: 'mapped', name: 'mapped', description: 'mapped', input_schema: 'mapped', strict: 'mapped', cache_control: 'mapped' }
 
-/** A Messages user block → an OpenAI content part (null: no equivalent, dropped). */
-function part (block: Json, ctx: TranslateCtx): Json | null {
-  if (block.type === 'text') return typeof block.text === 'string' && block.text !== '' ? { type: 'text', text: block.text } : null
-  if (block.type === 'image') {
-    if (ctx.flatten) return block // the spec's simplified mode leaves image blocks unconverted
-    const source = (block.source ?? {}) as Json
-    if (source.type === 'base64') return { type: 'image_url', image_url: { url: `data:${String(source.media_type)};base64,${String(source.data)}` } }
-    if (source.type === 'url') return { type: 'image_url', image_url: { url: source.url } }
+const EFFORT = new Map<string, ReasoningEffort>([['low', 'low'], ['medium', 'medium'], ['high', 'high'], ['xhigh', 'xhigh'], ['max', 'max']])
+
+const SERVICE_TIER = new Map<string, NonNullable<ChatCompletionCreateParamsBase['service_tier']>>([['auto', 'auto'], ['standard_only', 'default']])
+
+/** An extended-thinking budget → an effort: Claude Code's "think" (4k), "think hard" (10k) and "ultrathink" (32k) land on low, medium, high. */
+function effortForBudget (budget: number): ReasoningEffort {
+  if (budget < 4096) return 'low'
+  if (budget < 16384) return 'medium'
+  return 'high'
+}
+
+/**
+ * thinking and output_config.effort → reasoning_effort. `disabled` is `none`, and wins; an
+ * explicit effort comes next, then the thinking budget; `adaptive` alone is OpenAI's default,
+ * `medium`. Sent only to a model that lists reasoning_effort; otherwise what asked for
+ * reasoning is reported (asking for none from a model that does not reason loses nothing).
+ */
+function reasoningEffort (body: Json, effort: unknown, ctx: TranslateCtx, dropped: Dropped): ReasoningEffort | undefined {
+  const fromEffort = mapValue(EFFORT, effort, 'output_config.effort', dropped)
+  let fromThinking: ReasoningEffort | undefined
+  const thinking = optEntry(body.thinking, 'thinking')
+  if (thinking !== undefined) {
+    switch (thinking.type) {
+      case 'disabled': fromThinking = 'none'; break
+      case 'adaptive': fromThinking = 'medium'; break
+      case 'enabled': {
+        const budget = thinking.budget_tokens
+        if (typeof budget !== 'number' || !Number.isFinite(budget)) throw new InvalidField({ field: 'thinking.budget_tokens', reason: 'must be a number' })
+        fromThinking = effortForBudget(budget)
+        break
+      }
+      default: dropped.add('thinking') // between_tools: no OpenAI equivalent
+    }
   }
+  const out = fromThinking === 'none' ? 'none' : fromEffort ?? fromThinking
+  if (out === undefined || ctx.supported?.has('reasoning_effort') === true) return out
+  if (out !== 'none') {
+    if (fromEffort !== undefined) dropped.add('output_config.effort')
+    if (fromThinking !== undefined) dropped.add('thinking')
+  }
+  return undefined
+}
+
+/** output_config.format (or the beta output_format) → response_format. */
+function responseFormat (format: unknown, field: string, dropped: Dropped): ChatCompletionCreateParamsBase['response_format'] {
+  const f = optEntry(format, field)
+  if (f === undefined) return undefined
+  if (f.type === 'json_schema' && isObj(f.schema)) return { type: 'json_schema', json_schema: { name: 'output', schema: f.schema } }
+  dropped.add(field)
+  return undefined
+}
+
+/** Notes a cache_control breakpoint: OpenAI caches prefixes on its own, with no say from the client. */
+const noteCache = (block: Json, dropped: Dropped): void => {
+  if (block.cache_control !== undefined && block.cache_control !== null) dropped.add('cache_control')
+}
+
+/** A Messages user block → an OpenAI content part (null: none, or nothing to send). */
+function userPart (block: Json, at: string, ctx: TranslateCtx, dropped: Dropped): ChatCompletionContentPart | null {
+  noteCache(block, dropped)
+  switch (block.type) {
+    case 'text': {
+      const t = text(block.text, `${at}.text`)
+      return t === '' ? null : { type: 'text', text: t }
+    }
+    case 'image': {
+      // the spec's simplified mode leaves image blocks unconverted
+      if (ctx.flatten) return block as unknown as ChatCompletionContentPart
+      const source = entry(block.source, `${at}.source`)
+      if (source.type === 'base64') return { type: 'image_url', image_url: { url: `data:${text(source.media_type, `${at}.source.media_type`)};base64,${text(source.data, `${at}.source.data`)}` } }
+      if (source.type === 'url') return { type: 'image_url', image_url: { url: text(source.url, `${at}.source.url`) } }
+      break
+    }
+    case 'document': {
+      const source = entry(block.source, `${at}.source`)
+      if (source.type === 'text') return { type: 'text', text: text(source.data, `${at}.source.data`) }
+      break
+    }
+  }
+  dropped.add(`messages.${kindOf(block.type)}`)
   return null
 }
 
-function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
-  const messages: Json[] = []
-  const system = textOf(body.system)
-  if (system !== '') messages.push({ role: 'system', content: system })
-  for (const m of body.messages as Json[]) {
-    if (m.role === 'system') {
-      // the mid-conversation system entry stays a system message in its place
-      messages.push({ role: 'system', content: textOf(m.content) })
-      continue
+function toolResult (block: Json, at: string, dropped: Dropped): ChatCompletionMessageParam {
+  const t = joinText(block.content ?? '', `${at}.content`, (p) => dropped.add(`messages.tool_result.${kindOf(p.type)}`))
+  return { role: 'tool', tool_call_id: text(block.tool_use_id, `${at}.tool_use_id`), content: block.is_error === true && t === '' ? 'error' : t }
+}
+
+function turn (m: Json, at: string, ctx: TranslateCtx, dropped: Dropped): ChatCompletionMessageParam[] {
+  const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : list(m.content, `${at}.content`).map((b, j) => entry(b, `${at}.content[${j}]`))
+  if (m.role === 'assistant') {
+    const texts: string[] = []
+    const calls: ChatCompletionMessageFunctionToolCall[] = []
+    for (const [j, b] of blocks.entries()) {
+      const bat = `${at}.content[${j}]`
+      noteCache(b, dropped)
+      if (b.type === 'text') texts.push(text(b.text, `${bat}.text`))
+      else if (b.type === 'tool_use') calls.push({ id: text(b.id, `${bat}.id`), type: 'function', function: { name: text(b.name, `${bat}.name`), arguments: JSON.stringify(b.input ?? {}) } })
+      else dropped.add(`messages.${kindOf(b.type)}`) // thinking, server tool blocks
     }
-    const content = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : (Array.isArray(m.content) ? m.content as Json[] : [])
-    if (m.role === 'assistant') {
-      const text = content.filter((b) => b.type === 'text').map((b) => b.text as string).join('')
-      const calls = content.filter((b) => b.type === 'tool_use').map((b) => ({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }))
-      const msg: Json = { role: 'assistant', content: text === '' && calls.length > 0 ? null : text }
-      if (calls.length > 0) msg.tool_calls = calls
-      messages.push(msg)
-      continue
+    const joined = texts.join('')
+    return [calls.length > 0 ? { role: 'assistant', content: joined === '' ? null : joined, tool_calls: calls } : { role: 'assistant', content: joined }]
+  }
+  // a user turn: its tool results first, one tool message each, then what the user said
+  const out: ChatCompletionMessageParam[] = []
+  const parts: ChatCompletionContentPart[] = []
+  for (const [j, b] of blocks.entries()) {
+    const bat = `${at}.content[${j}]`
+    if (b.type === 'tool_result') {
+      noteCache(b, dropped)
+      out.push(toolResult(b, bat, dropped))
+    } else {
+      const p = userPart(b, bat, ctx, dropped)
+      if (p !== null) parts.push(p)
     }
-    // a user turn: its tool results first, one tool message each, then what the user said
-    for (const b of content) {
-      if (b.type === 'tool_result') {
-        const text = typeof b.content === 'string' ? b.content : textOf(b.content)
-        messages.push({ role: 'tool', tool_call_id: b.tool_use_id, content: b.is_error === true && text === '' ? 'error' : text })
-      }
-    }
-    const parts = content.filter((b) => b.type !== 'tool_result').map((b) => part(b, ctx)).filter((p): p is Json => p !== null)
-    if (parts.length === 0) continue
+  }
+  if (parts.length > 0) {
     const onlyText = parts.every((p) => p.type === 'text')
-    messages.push({ role: 'user', content: onlyText ? parts.map((p) => p.text as string).join('\n') : parts })
+    out.push({ role: 'user', content: onlyText ? parts.map((p) => p.type === 'text' ? p.text : '').join('\n') : parts })
+  }
+  return out
+}
+
+function tools (body: Json, dropped: Dropped): ChatCompletionFunctionTool[] {
+  const out: ChatCompletionFunctionTool[] = []
+  for (const [i, raw] of list(body.tools, 'tools').entries()) {
+    const at = `tools[${i}]`
+    const t = entry(raw, at)
+    // a server tool (web_search_20250305, bash_20250124…) runs at Anthropic; nothing upstream runs it
+    if (t.input_schema === undefined && t.type !== undefined && t.type !== null && t.type !== 'custom') { dropped.add(`tools.${kindOf(t.type)}`); continue }
+    noteCache(t, dropped)
+    sortFields(t, TOOL_FIELDS, dropped, undefined, 'tools.')
+    const fn: ChatCompletionFunctionTool['function'] = { name: text(t.name, `${at}.name`), parameters: optEntry(t.input_schema, `${at}.input_schema`) ?? { type: 'object', properties: {} } }
+    const description = optText(t.description, `${at}.description`)
+    if (description !== undefined) fn.description = description
+    const strict = optBoolean(t.strict, `${at}.strict`)
+    if (strict !== undefined) fn.strict = strict
+    out.push({ type: 'function', function: fn })
+  }
+  return out
+}
+
+function toolChoice (body: Json, out: ChatCompletionCreateParamsBase, dropped: Dropped): void {
+  const choice = optEntry(body.tool_choice, 'tool_choice')
+  if (choice === undefined) return
+  let mapped: ChatCompletionCreateParamsBase['tool_choice']
+  switch (choice.type) {
+    case 'auto': mapped = 'auto'; break
+    case 'any': mapped = 'required'; break
+    case 'none': mapped = 'none'; break
+    case 'tool': mapped = { type: 'function', function: { name: text(choice.name, 'tool_choice.name') } }; break
+    default: throw new InvalidField({ field: 'tool_choice.type', reason: 'must be auto, any, tool or none' })
+  }
+  // OpenAI refuses tool_choice and parallel_tool_calls without tools (all of them server tools, say)
+  if (out.tools === undefined) {
+    if (mapped !== 'auto' && mapped !== 'none') dropped.add('tool_choice')
+    return
+  }
+  out.tool_choice = mapped
+  if (optBoolean(choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use') === true) out.parallel_tool_calls = false
+}
+
+function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
+  const dropped = new Dropped()
+  const messages: ChatCompletionMessageParam[] = []
+  const systemText = (content: unknown, field: string): string => {
+    if (Array.isArray(content)) for (const b of content) if (isObj(b)) noteCache(b, dropped)
+    return joinText(content ?? '', field, (p) => dropped.add(`system.${kindOf(p.type)}`))
+  }
+  const system = systemText(body.system, 'system')
+  if (system !== '') messages.push({ role: 'system', content: system })
+  for (const [i, raw] of list(body.messages, 'messages').entries()) {
+    const at = `messages[${i}]`
+    const m = entry(raw, at)
+    // the mid-conversation system entry stays a system message in its place
+    if (m.role === 'system') messages.push({ role: 'system', content: systemText(m.content, `${at}.content`) })
+    else if (m.role === 'user' || m.role === 'assistant') messages.push(...turn(m, at, ctx, dropped))
+    else throw new InvalidField({ field: `${at}.role`, reason: 'must be user, assistant or system' })
   }
 
-  const out: Json = { model: ctx.upstreamModel, messages }
-  for (const key of ['max_tokens', 'temperature', 'top_p', 'stream']) if (body[key] !== undefined) out[key] = body[key]
+  const out: ChatCompletionCreateParamsBase = { model: ctx.upstreamModel, messages }
   if (body.stream === true) out.stream_options = { include_usage: true }
-  if (Array.isArray(body.stop_sequences) && body.stop_sequences.length > 0) out.stop = body.stop_sequences
-  const userId = (body.metadata as Json | undefined)?.user_id
-  if (typeof userId === 'string') out.user = userId
-  if (Array.isArray(body.tools)) {
-    const tools = (body.tools as Json[]).filter((t) => t.input_schema !== undefined || t.type === undefined || t.type === 'custom')
-    if (tools.length > 0) {
-      out.tools = tools.map((t) => {
-        const fn: Json = { name: t.name, parameters: t.input_schema ?? { type: 'object', properties: {} } }
-        if (t.description !== undefined) fn.description = t.description
-        return { type: 'function', function: fn }
-      })
-    }
+  if (body.stop_sequences !== undefined && body.stop_sequences !== null) {
+    const stop = strings(body.stop_sequences, 'stop_sequences')
+    if (stop.length > 0) out.stop = stop
   }
-  const choice = body.tool_choice as Json | undefined
-  if (choice !== undefined && choice !== null) {
-    if (choice.type === 'auto') out.tool_choice = 'auto'
-    else if (choice.type === 'any') out.tool_choice = 'required'
-    else if (choice.type === 'none') out.tool_choice = 'none'
-    else if (choice.type === 'tool') out.tool_choice = { type: 'function', function: { name: choice.name } }
-    if (choice.disable_parallel_tool_use === true) out.parallel_tool_calls = false
+  const metadata = optEntry(body.metadata, 'metadata')
+  if (metadata !== undefined) {
+    const user = optText(metadata.user_id, 'metadata.user_id')
+    if (user !== undefined) out.user = user
+    if (Object.keys(metadata).some((k) => k !== 'user_id' && metadata[k] !== null)) dropped.add('metadata')
   }
-  return { body: out, dropped: [] }
+  const defined = tools(body, dropped)
+  if (defined.length > 0) out.tools = defined
+  toolChoice(body, out, dropped)
+  const config = optEntry(body.output_config, 'output_config')
+  if (config !== undefined) sortFields(config, { format: 'mapped', effort: 'mapped' }, dropped, undefined, 'output_config.')
+  const format = responseFormat(config?.format, 'output_config.format', dropped)
+  const betaFormat = responseFormat(body.output_format, 'output_format', dropped)
+  if (format !== undefined || betaFormat !== undefined) out.response_format = format ?? betaFormat
+  const effort = reasoningEffort(body, config?.effort, ctx, dropped)
+  if (effort !== undefined) out.reasoning_effort = effort
+  const tier = mapValue(SERVICE_TIER, body.service_tier, 'service_tier', dropped)
+  if (tier !== undefined) out.service_tier = tier
+
+  const upstream: Json = { ...out }
+  sortFields(body, FIELDS, dropped, upstream)
+  // top_k is no OpenAI field, but OpenAI-compatible servers (vLLM, SGLang) take it
+  if (body.top_k !== undefined && body.top_k !== null) {
+    if (ctx.supported?.has('top_k') === true) upstream.top_k = body.top_k
+    else dropped.add('top_k')
+  }
+  return { body: upstream, dropped: dropped.list() }
 }
 
 function response (body: Json, ctx: TranslateCtx) {
-  const choice = ((body.choices as Json[] | undefined) ?? [])[0] ?? {}
-  const message = (choice.message ?? {}) as Json
+  const choice = (Array.isArray(body.choices) ? body.choices.find(isObj) : undefined) ?? {}
+  const message = isObj(choice.message) ? choice.message : {}
   const content: Json[] = []
-  const text = typeof message.content === 'string' ? message.content : textOf(message.content)
-  if (text !== '') content.push({ type: 'text', text })
-  for (const tc of (Array.isArray(message.tool_calls) ? message.tool_calls : []) as Json[]) {
-    const fn = (tc.function ?? {}) as Json
-    content.push({ type: 'tool_use', id: tc.id, name: fn.name, input: parseToolArguments(fn.arguments) })
+  const t = typeof message.content === 'string' ? message.content : textOf(message.content)
+  if (t !== '') content.push({ type: 'text', text: t })
+  for (const tc of Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObj) : []) {
+    const fn = isObj(tc.function) ? tc.function : {}
+    content.push({ type: 'tool_use', id: typeof tc.id === 'string' ? tc.id : '', name: typeof fn.name === 'string' ? fn.name : '', input: parseToolArguments(fn.arguments) })
   }
   const usage = usageFromOpenAI(body.usage)
   return {
@@ -159,16 +348,17 @@ function stream (ctx: TranslateCtx): StreamMapper {
   return {
     push (frameIn: SseEvent): SseEvent[] {
       if (frameIn.data === '[DONE]') return [...start(), ...close(), ...stop()]
-      let chunk: Json
-      try { chunk = JSON.parse(frameIn.data) as Json } catch { return [] }
+      let chunk: unknown
+      try { chunk = JSON.parse(frameIn.data) } catch { return [] }
+      if (!isObj(chunk)) return []
       if (chunk.error !== undefined) {
-        const e = (typeof chunk.error === 'object' && chunk.error !== null ? chunk.error : { message: String(chunk.error) }) as Json
-        return [ev('error', { error: { type: 'api_error', message: String(e.message ?? 'upstream error') } })]
+        const e = isObj(chunk.error) ? chunk.error : { message: String(chunk.error) }
+        return [ev('error', { error: { type: 'api_error', message: typeof e.message === 'string' ? e.message : 'upstream error' } })]
       }
       const out = start()
       if (chunk.usage !== undefined && chunk.usage !== null) usage = usageFromOpenAI(chunk.usage)
-      for (const c of (Array.isArray(chunk.choices) ? chunk.choices : []) as Json[]) {
-        const delta = (c.delta ?? {}) as Json
+      for (const c of Array.isArray(chunk.choices) ? chunk.choices.filter(isObj) : []) {
+        const delta = isObj(c.delta) ? c.delta : {}
         if (typeof delta.content === 'string' && delta.content !== '') {
           if (open?.kind !== 'text') {
             out.push(...close())
@@ -178,14 +368,14 @@ function stream (ctx: TranslateCtx): StreamMapper {
           text.push(delta.content)
           out.push(ev('content_block_delta', { index: open.index, delta: { type: 'text_delta', text: delta.content } }))
         }
-        for (const tc of (Array.isArray(delta.tool_calls) ? delta.tool_calls : []) as Json[]) {
-          const fn = (tc.function ?? {}) as Json
+        for (const tc of Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isObj) : []) {
+          const fn = isObj(tc.function) ? tc.function : {}
           const key = typeof tc.index === 'number' ? tc.index : 0
           if (typeof tc.id === 'string' && tc.id !== '') {
             out.push(...close())
             open = { index: nextIndex++, kind: 'tool' }
             toolBlocks.set(key, open.index)
-            out.push(ev('content_block_start', { index: open.index, content_block: { type: 'tool_use', id: tc.id, name: fn.name, input: {} } }))
+            out.push(ev('content_block_start', { index: open.index, content_block: { type: 'tool_use', id: tc.id, name: typeof fn.name === 'string' ? fn.name : '', input: {} } }))
           }
           const index = toolBlocks.get(key)
           if (index !== undefined && typeof fn.arguments === 'string' && fn.arguments !== '') {

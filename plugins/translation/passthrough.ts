@@ -1,4 +1,5 @@
-import { errorBody } from '../errors.js'
+import { errorBody, messagesTypeFor, openaiTypeFor } from '../errors.js'
+import { isObj } from './fields.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
 import { usageFromMessages, usageFromOpenAI } from './usage.js'
 
@@ -9,7 +10,7 @@ import { usageFromMessages, usageFromOpenAI } from './usage.js'
 function parse (data: string): Json | null {
   try {
     const v = JSON.parse(data) as unknown
-    return v !== null && typeof v === 'object' ? v as Json : null
+    return isObj(v) ? v : null
   } catch {
     return null
   }
@@ -17,8 +18,8 @@ function parse (data: string): Json | null {
 
 /** The message of an upstream error body, whatever its shape. */
 export function upstreamMessage (status: number, body: unknown): string {
-  const e = (body as { error?: unknown } | null)?.error
-  if (e !== null && typeof e === 'object' && typeof (e as Json).message === 'string') return (e as Json).message as string
+  const e = isObj(body) ? body.error : undefined
+  if (isObj(e) && typeof e.message === 'string') return e.message
   if (typeof e === 'string') return e
   return `The upstream provider answered ${status}.`
 }
@@ -29,15 +30,27 @@ export const openaiPassthrough: TranslatorPair = {
   path: '/chat/completions',
   request (body: Json, ctx: TranslateCtx) {
     const out: Json = { ...body, model: ctx.upstreamModel }
-    if (body.stream === true) out.stream_options = { ...(body.stream_options as Json | undefined), include_usage: true }
+    if (body.stream === true) out.stream_options = { ...(isObj(body.stream_options) ? body.stream_options : {}), include_usage: true }
     return { body: out, dropped: [] }
   },
   response (body: Json) {
     return { body: null, usage: usageFromOpenAI(body.usage) }
   },
   error (status: number, body: unknown): Json {
-    const e = (body as { error?: unknown } | null)?.error
-    if (e !== null && typeof e === 'object') return body as Json
+    // the upstream's body goes back as it is, with what the numeric-code shape promises filled
+    // in: many OpenAI-compatible servers answer `code: null`, or no code at all
+    if (isObj(body) && isObj(body.error)) {
+      const e = body.error
+      return {
+        ...body,
+        error: {
+          ...e,
+          code: e.code ?? status,
+          message: typeof e.message === 'string' ? e.message : upstreamMessage(status, body),
+          type: typeof e.type === 'string' ? e.type : openaiTypeFor(status)
+        }
+      }
+    }
     return errorBody('openai', { status, message: upstreamMessage(status, body) })
   },
   stream (ctx: TranslateCtx): StreamMapper {
@@ -50,18 +63,16 @@ export const openaiPassthrough: TranslatorPair = {
         const chunk = parse(ev.data)
         if (chunk === null) return [ev]
         if (chunk.usage !== undefined && chunk.usage !== null) usage = usageFromOpenAI(chunk.usage)
-        const choices = chunk.choices as Json[] | undefined
+        const choices = chunk.choices
         if (Array.isArray(choices)) {
           if (choices.length === 0 && usage !== null && !ctx.includeUsage) return []
-          for (const c of choices) {
+          for (const c of choices.filter(isObj)) {
             if (c.finish_reason !== null && c.finish_reason !== undefined) finished = true
-            const delta = c.delta as Json | undefined
-            if (typeof delta?.content === 'string') text.push(delta.content)
-            if (Array.isArray(delta?.tool_calls)) {
-              for (const tc of delta.tool_calls as Json[]) {
-                const args = (tc.function as Json | undefined)?.arguments
-                if (typeof args === 'string') text.push(args)
-              }
+            const delta = isObj(c.delta) ? c.delta : {}
+            if (typeof delta.content === 'string') text.push(delta.content)
+            for (const tc of Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isObj) : []) {
+              const args = isObj(tc.function) ? tc.function.arguments : undefined
+              if (typeof args === 'string') text.push(args)
             }
           }
         }
@@ -86,7 +97,11 @@ export const messagesPassthrough: TranslatorPair = {
     return { body: null, usage: usageFromMessages(body.usage) }
   },
   error (status: number, body: unknown): Json {
-    if ((body as Json | null)?.type === 'error') return body as Json
+    if (isObj(body) && body.type === 'error' && isObj(body.error)) {
+      const e = body.error
+      if (typeof e.type === 'string' && typeof e.message === 'string') return body
+      return { ...body, error: { ...e, type: typeof e.type === 'string' ? e.type : messagesTypeFor(status), message: upstreamMessage(status, body) } }
+    }
     return errorBody('messages', { status, message: upstreamMessage(status, body) })
   },
   stream (): StreamMapper {
@@ -99,19 +114,21 @@ export const messagesPassthrough: TranslatorPair = {
         const data = parse(ev.data)
         if (data === null) return [ev]
         switch (data.type) {
-          case 'message_start':
-            raw = { ...((data.message as Json | undefined)?.usage as Json | undefined) }
+          case 'message_start': {
+            const usage = isObj(data.message) ? data.message.usage : undefined
+            raw = isObj(usage) ? { ...usage } : {}
             seen = true
             break
+          }
           case 'message_delta':
             // counts in message_delta are cumulative: they replace what message_start said
-            raw = { ...raw, ...(data.usage as Json | undefined) }
+            if (isObj(data.usage)) raw = { ...raw, ...data.usage }
             seen = true
             break
           case 'content_block_delta': {
-            const d = data.delta as Json | undefined
-            if (typeof d?.text === 'string') text.push(d.text)
-            else if (typeof d?.partial_json === 'string') text.push(d.partial_json)
+            const d = isObj(data.delta) ? data.delta : {}
+            if (typeof d.text === 'string') text.push(d.text)
+            else if (typeof d.partial_json === 'string') text.push(d.partial_json)
             break
           }
           case 'message_stop':

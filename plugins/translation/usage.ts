@@ -1,3 +1,4 @@
+import type { CompletionUsage } from 'openai/resources/completions'
 import type { Usage } from './types.js'
 
 // Usage normalised per PRODUCT.md §4 and mapped back per PROTOCOLS.md's Usage paragraph.
@@ -29,7 +30,7 @@ export function usageFromMessages (u: unknown): Usage | null {
   }
 }
 
-export function toOpenAIUsage (u: Usage): Record<string, unknown> {
+export function toOpenAIUsage (u: Usage): CompletionUsage {
   return {
     prompt_tokens: u.prompt_tokens,
     completion_tokens: u.completion_tokens,
