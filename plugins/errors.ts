@@ -69,6 +69,7 @@ export const ModalityNotSupported = define('modality_not_supported', { status: 4
 export const UnsupportedOnUpstream = define('unsupported_on_upstream', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const NoStoredHistory = define('no_stored_history', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const NoBackground = define('no_background', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const NoStoredResponse = define('no_stored_response', { status: 404, code: 'response_not_found', openaiType: 'invalid_request_error', retry: false })
 export const InvalidLimit = define('invalid_limit', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const MissingModelId = define('missing_model_id', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const Unauthorized = define('unauthorized', { status: 401, openaiType: 'authentication_error', retry: false })

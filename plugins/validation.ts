@@ -1,6 +1,7 @@
 import { isIP } from 'node:net'
 import type { CatalogModel } from './catalog.js'
 import { InvalidBody, InvalidField, InvalidVideoUrl, MissingField, ModalityNotSupported } from './errors.js'
+import { checkResponsesBody } from './translation/responses-request.js'
 import type { Json, Protocol } from './translation/types.js'
 
 // Checks made before anything is forwarded (spec "Endpoints" rules 1–4, PRODUCT.md §6.5), as
@@ -10,10 +11,29 @@ import type { Json, Protocol } from './translation/types.js'
 const STRUCTURAL: Record<Protocol, ReadonlySet<string>> = {
   openai: new Set(['model', 'messages', 'stream', 'stream_options']),
   messages: new Set(['model', 'messages', 'max_tokens', 'system', 'stream']),
-  responses: new Set(['model', 'input', 'stream'])
+  // and what the service itself decides (nothing is stored, no history is kept)
+  responses: new Set(['model', 'input', 'instructions', 'stream', 'store', 'include', 'client_metadata', 'stream_options', 'truncation', 'previous_response_id', 'conversation', 'background'])
 }
 
+/**
+ * The names a Responses field has among a model's supported_parameters, which name the Chat
+ * Completions fields: `max_output_tokens` is supported when `max_tokens` is, and so on.
+ */
+const RESPONSES_ALIASES: Record<string, readonly string[]> = {
+  max_output_tokens: ['max_output_tokens', 'max_tokens', 'max_completion_tokens'],
+  text: ['text', 'response_format'],
+  reasoning: ['reasoning', 'reasoning_effort'],
+  safety_identifier: ['safety_identifier', 'user']
+}
+const CHAT_TO_RESPONSES = new Map<string, string>([['max_tokens', 'max_output_tokens'], ['max_completion_tokens', 'max_output_tokens']])
+
+const supports = (model: CatalogModel, protocol: Protocol, key: string): boolean =>
+  protocol === 'responses' && Object.hasOwn(RESPONSES_ALIASES, key)
+    ? (RESPONSES_ALIASES[key] as readonly string[]).some((name) => model.supportedParameters.has(name))
+    : model.supportedParameters.has(key)
+
 export function checkBody (body: unknown, protocol: Protocol): Json {
+  if (protocol === 'responses') return checkResponsesBody(body)
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidBody()
   const b = body as Json
   if (b.model === undefined || b.model === null || b.model === '') throw new MissingField({ field: 'model' })
@@ -47,15 +67,16 @@ export function applyParameters (body: Json, model: CatalogModel, protocol: Prot
   const out: Json = {}
   const dropped: string[] = []
   for (const key in body) {
-    if (structural.has(key) || model.supportedParameters.has(key)) out[key] = body[key]
+    if (structural.has(key) || supports(model, protocol, key)) out[key] = body[key]
     else dropped.push(key)
   }
-  for (const [key, value] of Object.entries(model.config.default_parameters)) {
+  for (const [name, value] of Object.entries(model.config.default_parameters)) {
+    const key = protocol === 'responses' ? CHAT_TO_RESPONSES.get(name) ?? name : name
     if (out[key] === undefined && !dropped.includes(key)) out[key] = value
   }
   const cap = model.config.max_output_tokens
   if (cap !== undefined) {
-    for (const key of ['max_tokens', 'max_completion_tokens']) {
+    for (const key of ['max_tokens', 'max_completion_tokens', 'max_output_tokens']) {
       if (typeof out[key] === 'number' && (out[key] as number) > cap) out[key] = cap
     }
   }
@@ -75,6 +96,7 @@ export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol)
       switch (p.type) {
         case 'image_url':
         case 'image':
+        case 'input_image':
           need('image')
           break
         case 'video_url': {
@@ -94,6 +116,10 @@ export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol)
           break
       }
     }
+  }
+  if (protocol === 'responses') {
+    for (const item of Array.isArray(body.input) ? body.input as Json[] : []) visitParts(item.type === 'function_call_output' ? item.output : item.content)
+    return
   }
   for (const m of body.messages as Json[]) visitParts(m.content)
   if (protocol === 'messages') visitParts(body.system)

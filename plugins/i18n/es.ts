@@ -11,6 +11,7 @@ export const es: Catalog = {
   unsupported_on_upstream: "{feature} no es compatible con el modelo {model}.",
   no_stored_history: "{field} no es compatible: este servicio no guarda el historial de la conversación. Envíe la conversación completa en input.",
   no_background: "background: true no es compatible: este servicio no guarda respuestas para ejecutarlas o recuperarlas más tarde. Envíe la solicitud sin background.",
+  no_stored_response: "No existe la respuesta {id}: este servicio no guarda respuestas. La respuesta se devolvió en la solicitud que la creó.",
   invalid_limit: "limit debe ser un número entero entre 1 y 1000.",
   missing_model_id: "Se requiere un id de modelo: GET /v1/models/{id}.",
   unauthorized: "La clave de API no es válida o falta.",

@@ -61,10 +61,13 @@ export class StreamRelay extends Transform {
   private held = ''
   private failed: UpstreamFailure | null = null
   private sent: string[] | null
+  /** Responses events are numbered; hooks that add or drop events make the mapper's numbers wrong. */
+  private sequence: number | null
 
   constructor (private readonly opts: RelayOptions) {
     super({ writableObjectMode: true })
     this.sent = opts.keepContent === true ? [] : null
+    this.sequence = opts.protocol === 'responses' && opts.hooks !== undefined ? 0 : null
   }
 
   /** Usage as far as the upstream reported it. */
@@ -130,12 +133,20 @@ export class StreamRelay extends Transform {
   private write_ (frames: SseEvent[]): void {
     if (frames.length === 0) return
     let text = ''
-    for (const ev of frames) text += serialize(ev)
+    for (const ev of frames) text += serialize(this.sequence === null ? ev : this.numbered(ev))
     if (text === '') return
     this.opts.onFirstByte()
     this.sent?.push(text)
     if (this.holding) this.held += text
     else this.push(text)
+  }
+
+  private numbered (ev: SseEvent): SseEvent {
+    const data = parseData(ev.data)
+    if (data === null || typeof data.sequence_number !== 'number') return ev
+    data.sequence_number = (this.sequence as number)
+    this.sequence = (this.sequence as number) + 1
+    return frame(data, ev.event)
   }
 
   /** Frames through the stream hooks (none: as they are, byte for byte). */

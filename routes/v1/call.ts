@@ -70,7 +70,9 @@ function translateCtx (gateway: Gateway, request: FastifyRequest, call: CallReco
     includeUsage: protocol === 'openai' && call.stream && (body.stream_options as Json | undefined)?.include_usage === true,
     flatten: gateway.config.translation.flatten,
     defaultMaxTokens: Math.min(gateway.config.translation.default_max_tokens, model.config.max_output_tokens ?? Infinity),
-    supported: model.supportedParameters
+    supported: model.supportedParameters,
+    // a Responses answer echoes the request's settings
+    clientRequest: protocol === 'responses' ? body : undefined
   }
 }
 

@@ -3,11 +3,13 @@ import chatCompletions from './chat-completions.js'
 import messages from './messages.js'
 import models from './models.js'
 import notImplemented from './not-implemented.js'
+import responses from './responses.js'
 
 const v1: FastifyPluginAsync = async (fastify) => {
   await fastify.register(chatCompletions)
   await fastify.register(messages)
   await fastify.register(models)
+  await fastify.register(responses)
   await fastify.register(notImplemented)
 }
 
