@@ -26,7 +26,7 @@ t.test('the shipped config is valid', async (t) => {
 
 t.test('defaults are applied', async (t) => {
   const config = parseConfig({}, {})
-  t.same(config.server, { host: '127.0.0.1', port: 8080, body_limit_mb: 64, request_timeout_s: 120, header_prefix: 'X-SVC-', trust_proxy: false, shutdown_timeout_s: 30 })
+  t.same(config.server, { host: '127.0.0.1', port: 8080, body_limit_mb: 64, request_timeout_s: 120, header_prefix: 'X-SVC-', trust_proxy: false, shutdown_timeout_s: 30, media_urls: { resolve_hosts: false } })
   t.equal(config.store.sqlite, 'data/modelgate.db')
   t.equal(config.admin.token, '')
 })
