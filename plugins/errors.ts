@@ -34,7 +34,7 @@ export interface GatewayError extends Error {
 }
 
 export function format (template: string, params: Params): string {
-  return template.replace(/\{(\w+)\}/g, (whole, name: string) => name in params ? String(params[name]) : whole)
+  return template.replace(/\{(\w+)\}/g, (whole, name: string) => Object.hasOwn(params, name) ? String(params[name]) : whole)
 }
 
 export type GatewayErrorClass = new (params?: Params, opts?: { cause?: unknown, headers?: Record<string, string> }) => GatewayError

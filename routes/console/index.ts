@@ -76,7 +76,7 @@ const consoleRoutes: FastifyPluginAsync = async (fastify) => {
   fastify.get('/api/usage', async (request) => {
     const key = principal(request)
     const range = (request.query as { range?: string }).range ?? '24h'
-    if (!(range in RANGES)) throw new InvalidQuery({ param: 'range', reason: 'one of 24h, 7d, 30d' })
+    if (!Object.hasOwn(RANGES, range)) throw new InvalidQuery({ param: 'range', reason: 'one of 24h, 7d, 30d' })
     const { span, bucket } = RANGES[range as keyof typeof RANGES]
     fastify.gw.writer.flush()
     const now = clock.now()
