@@ -4,7 +4,7 @@ import type { Config } from './config/schema.js'
 import { Catalog } from './plugins/catalog.js'
 import { systemClock, traceId, type Clock, type Gateway, type HeaderNames } from './plugins/context.js'
 import {
-  errorBody, Internal, InvalidBody, InvalidJson, isGatewayError, RequestTooLarge, RouteNotFound,
+  BodyTooDeep, errorBody, Internal, InvalidBody, InvalidJson, isGatewayError, RequestTooLarge, RouteNotFound,
   UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
 } from './plugins/errors.js'
 import { localize, negotiateLocale } from './plugins/i18n/index.js'
@@ -14,6 +14,7 @@ import { Store } from './plugins/store/index.js'
 import { DeferredWriter } from './plugins/store/deferred.js'
 import { startCheckpointer } from './plugins/store/checkpointer.js'
 import { Upstreams } from './plugins/upstream/index.js'
+import { MAX_JSON_DEPTH, nestedDeeperThan } from './plugins/validation.js'
 import v1Routes from './routes/v1/index.js'
 import adminRoutes from './routes/admin/index.js'
 import consoleRoutes from './routes/console/index.js'
@@ -104,15 +105,19 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   })
 
   // Clients send JSON with or without the right Content-Type (curl -d sends a form type): every
-  // body is parsed as JSON, within the body limit.
+  // body is parsed as JSON, within the body limit and MAX_JSON_DEPTH.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
     if (body === '') { done(new InvalidJson()); return }
+    let parsed: unknown
     try {
-      done(null, JSON.parse(body as string))
+      parsed = JSON.parse(body as string)
     } catch {
       done(new InvalidJson())
+      return
     }
+    if (nestedDeeperThan(parsed, MAX_JSON_DEPTH)) done(new BodyTooDeep({ max: MAX_JSON_DEPTH }))
+    else done(null, parsed)
   })
 
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {

@@ -13,6 +13,27 @@ const STRUCTURAL: Record<Protocol, ReadonlySet<string>> = {
   responses: new Set(['model', 'input', 'stream'])
 }
 
+/**
+ * How deep a request body may nest objects and arrays. Real requests (tool schemas included) stay
+ * far below it; a body nested thousands deep would overflow the stack of every recursive walk
+ * after parsing (JSON.stringify, token estimates), so it is refused where it is parsed.
+ */
+export const MAX_JSON_DEPTH = 64
+
+/** Does a parsed JSON value nest objects and arrays more than `max` levels deep? Not recursive. */
+export function nestedDeeperThan (value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]]
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [node, depth] = top
+    if (node === null || typeof node !== 'object') continue
+    if (depth > max) return true
+    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+    }
+  }
+  return false
+}
+
 export function checkBody (body: unknown, protocol: Protocol): Json {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidBody()
   const b = body as Json

@@ -4,14 +4,13 @@ import {
   AdminUnauthorized, InvalidCursor, InvalidField, InvalidQuery, KeyNotFound, MissingField, OrgNotFound, RouteNotFound
 } from '../../plugins/errors.js'
 import { nanoToUsd, parseUsd } from '../../plugins/money.js'
+import { singleValued, type Query } from '../../plugins/query.js'
 import { quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/quota.js'
 import { decodeCursor, encodeCursor } from '../../plugins/store/usage.js'
 import { usageRecord } from './usage-record.js'
 
 // The admin API (PRODUCT.md §4) under /admin/v1: Bearer admin.token, numeric-code errors, JSON.
 // With no admin token configured every admin path answers 404, as if it did not exist.
-
-type Query = Record<string, string | undefined>
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
 
@@ -67,7 +66,7 @@ const admin: FastifyPluginAsync = async (fastify) => {
   }
 
   fastify.get('/usage', async (request) => {
-    const q = request.query as Query
+    const q = singleValued(request.query)
     const limitText = q.limit ?? '100'
     if (!/^\d{1,5}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 10_000) throw new InvalidQuery({ param: 'limit', reason: 'an integer from 1 to 10000' })
     const limit = Number(limitText)
@@ -108,7 +107,7 @@ const admin: FastifyPluginAsync = async (fastify) => {
   })
 
   fastify.get('/keys', async (request) => {
-    const q = request.query as Query
+    const q = singleValued(request.query)
     return {
       object: 'list',
       data: store.keys.list(q.org, q.project).map((k) => ({ id: k.id, org: k.org, project: k.project, models: k.models, name: k.name, created_at: new Date(k.created_at).toISOString(), revoked: k.revoked }))

@@ -3,6 +3,7 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { InvalidQuery, Unauthorized } from '../../plugins/errors.js'
 import { nanoToUsd, usdToNano } from '../../plugins/money.js'
+import { singleValued } from '../../plugins/query.js'
 import { quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/quota.js'
 import { ConsoleQueries } from '../../plugins/store/console-queries.js'
 import { fromRoot } from '../../paths.js'
@@ -75,7 +76,7 @@ const consoleRoutes: FastifyPluginAsync = async (fastify) => {
 
   fastify.get('/api/usage', async (request) => {
     const key = principal(request)
-    const range = (request.query as { range?: string }).range ?? '24h'
+    const range = singleValued(request.query).range ?? '24h'
     if (!Object.hasOwn(RANGES, range)) throw new InvalidQuery({ param: 'range', reason: 'one of 24h, 7d, 30d' })
     const { span, bucket } = RANGES[range as keyof typeof RANGES]
     fastify.gw.writer.flush()
@@ -95,7 +96,7 @@ const consoleRoutes: FastifyPluginAsync = async (fastify) => {
 
   fastify.get('/api/calls', async (request) => {
     const key = principal(request)
-    const text = (request.query as { limit?: string }).limit ?? '50'
+    const text = singleValued(request.query).limit ?? '50'
     if (!/^\d{1,3}$/.test(text) || Number(text) < 1 || Number(text) > 500) throw new InvalidQuery({ param: 'limit', reason: 'an integer from 1 to 500' })
     fastify.gw.writer.flush()
     return { object: 'list', data: store.usage.page({ org: key.org, project: key.project }, Number(text)).map(usageRecord) }
