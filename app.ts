@@ -4,12 +4,13 @@ import type { Config } from './config/schema.js'
 import { Catalog } from './plugins/catalog.js'
 import { systemClock, traceId, type Clock, type Gateway, type HeaderNames } from './plugins/context.js'
 import {
-  BodyTooDeep, errorBody, Internal, InvalidBody, InvalidJson, isGatewayError, RequestTooLarge, RouteNotFound,
-  UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
+  BodyTooDeep, errorBody, Internal, InvalidBody, InvalidJson, InvalidUrl, isGatewayError, RequestTooLarge, RouteNotFound,
+  UnsupportedMediaType, UpstreamClientError, UrlTooLong, type ErrorFamily, type GatewayError
 } from './plugins/errors.js'
 import { localize, negotiateLocale } from './plugins/i18n/index.js'
 import { lazyChildLogger } from './plugins/lazy-logger.js'
 import { registerChain } from './plugins/registry.js'
+import { clientErrorHandler, serverTimeouts } from './plugins/server-limits.js'
 import { Store } from './plugins/store/index.js'
 import { DeferredWriter } from './plugins/store/deferred.js'
 import { startCheckpointer } from './plugins/store/checkpointer.js'
@@ -29,6 +30,8 @@ export interface BuildOptions {
 export function headerNames (prefix: string): HeaderNames {
   return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params` }
 }
+
+const MAX_PARAM_LENGTH = 1000
 
 // The error family of a request that matched no route (the only place that looks at the URL).
 const familyOfUrl = (url: string): ErrorFamily => url.startsWith('/v1/messages') ? 'messages' : 'openai'
@@ -61,7 +64,16 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     requestIdHeader: false,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    routerOptions: { maxParamLength: 1000 }
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    ...serverTimeouts(config.server),
+    clientErrorHandler: clientErrorHandler(config.server),
+    // what the router refuses before any hook runs: a malformed percent-escape, an overlong parameter
+    frameworkErrors: (err, request, reply) => {
+      reply.header(headers.trace, request.id)
+      const known = err.code === 'FST_ERR_BAD_URL' ? new InvalidUrl() : err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? new UrlTooLong({ max: MAX_PARAM_LENGTH }) : undefined
+      if (known === undefined) request.log.error({ err }, 'unhandled framework error')
+      sendError(request, reply, familyOfUrl(request.url), known ?? new Internal({ trace_id: request.id }))
+    }
   })
 
   const store = opts.store ?? new Store(config.store.sqlite)
