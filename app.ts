@@ -9,6 +9,7 @@ import {
 } from './plugins/errors.js'
 import { localize, negotiateLocale } from './plugins/i18n/index.js'
 import { lazyChildLogger } from './plugins/lazy-logger.js'
+import { redactingLogger } from './plugins/log-redaction.js'
 import { registerChain } from './plugins/registry.js'
 import { clientErrorHandler, serverTimeouts } from './plugins/server-limits.js'
 import { Store } from './plugins/store/index.js'
@@ -54,7 +55,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const clock = opts.clock ?? systemClock
   const headers = headerNames(config.server.header_prefix)
   const app = Fastify({
-    logger: opts.logger ?? false,
+    logger: redactingLogger(opts.logger),
     bodyLimit: Math.floor(config.server.body_limit_mb * 1024 * 1024),
     trustProxy: config.server.trust_proxy,
     genReqId: () => traceId(),
