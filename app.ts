@@ -4,7 +4,7 @@ import type { Config } from './config/schema.js'
 import { Catalog } from './plugins/catalog.js'
 import { systemClock, traceId, type Clock, type Gateway, type HeaderNames } from './plugins/context.js'
 import {
-  BodyTooDeep, errorBody, Internal, InvalidBody, InvalidJson, InvalidUrl, isGatewayError, RequestTooLarge, RouteNotFound,
+  BodyTooDeep, errorBody, Internal, InvalidBody, InvalidJson, InvalidUrl, isGatewayError, MalformedRequest, RequestTooLarge, RouteNotFound,
   UnsupportedMediaType, UpstreamClientError, UrlTooLong, type ErrorFamily, type GatewayError
 } from './plugins/errors.js'
 import { localize, negotiateLocale } from './plugins/i18n/index.js'
@@ -136,6 +136,12 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const family = request.routeOptions.config?.family ?? familyOfUrl(request.url)
     const known = asGatewayError(err, config)
+    // the client closed its connection, or client_timeout_s cut it off, while its body was read:
+    // not the gateway's error, and no one is left to read the answer
+    if (known === undefined && err.code === 'ECONNRESET' && request.raw.destroyed) {
+      request.log.info({ err }, 'connection closed before the request was read')
+      return sendError(request, reply, family, new MalformedRequest())
+    }
     if (known === undefined) {
       request.log.error({ err }, 'unhandled error')
       return sendError(request, reply, family, new Internal({ trace_id: request.id }))

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { connect, type Socket } from 'node:net'
+import { Writable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { startMockUpstream } from '../mock-upstream.js'
@@ -13,8 +14,9 @@ declare global { namespace Tap { type Test = import('tap').Test } }
 
 const TIMEOUTS = { headers_timeout_s: 0.2, client_timeout_s: 0.4, keep_alive_timeout_s: 0.2 }
 
-async function listen (t: Tap.Test, overrides: Record<string, unknown> = {}): Promise<{ app: FastifyInstance, port: number }> {
-  const app = await buildApp(testConfig({ ...overrides, server: { ...TIMEOUTS, ...(overrides.server as object | undefined) } }))
+async function listen (t: Tap.Test, overrides: Record<string, unknown> = {}, log?: Writable): Promise<{ app: FastifyInstance, port: number }> {
+  const logger = log === undefined ? false : { level: 'info', stream: log }
+  const app = await buildApp(testConfig({ ...overrides, server: { ...TIMEOUTS, ...(overrides.server as object | undefined) } }), { logger })
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => app.close())
   const address = app.server.address()
@@ -62,7 +64,8 @@ t.test('a client trickling its headers is cut off with a 408', async (t) => {
 })
 
 t.test('a client trickling its body is cut off with a 408, in the Messages shape on /v1/messages', async (t) => {
-  const { port } = await listen(t)
+  let logs = ''
+  const { port, app } = await listen(t, {}, new Writable({ write (chunk: Buffer, _enc, cb) { logs += chunk.toString(); cb() } }))
   const chat = await slowClient(port, `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${KEY_A}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`, DRIP)
   t.ok(chat.closed)
   t.equal(chat.status, 408)
@@ -71,6 +74,9 @@ t.test('a client trickling its body is cut off with a 408, in the Messages shape
   t.ok(messages.closed)
   t.equal(messages.status, 408)
   t.same(JSON.parse(messages.body), { type: 'error', error: { type: 'timeout_error', message: 'The request was not received in full within 0.4 s.' } })
+  await app.close()
+  t.match(logs, /connection closed before the request was read/)
+  t.notMatch(logs, /"level":50/, 'a client cut off is not logged as the gateway\'s error')
 })
 
 t.test('an idle keep-alive connection and a silent one are closed', async (t) => {
