@@ -1,9 +1,12 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api.js'
-import { createGateway, installGateway, notFound, traceId } from './plugins/gateway.js'
+import { Internal, InvalidUrl, UrlTooLong } from './plugins/errors.js'
+import { createGateway, familyOfUrl, installGateway, notFound, sendError, traceId } from './plugins/gateway.js'
 import { lazyChildLogger } from './plugins/lazy-logger.js'
+import { redactingLogger } from './plugins/log-redaction.js'
 import { registerChain } from './plugins/registry.js'
+import { clientErrorHandler, serverTimeouts } from './plugins/server-limits.js'
 import { openStore } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
 import v1Routes from './routes/v1/index.js'
@@ -19,9 +22,12 @@ export interface BuildOptions {
 
 export { headerNames } from './plugins/gateway.js'
 
+const MAX_PARAM_LENGTH = 1000
+
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
+  const traceHeader = `${config.server.header_prefix}Trace-ID`
   const app = Fastify({
-    logger: opts.logger ?? false,
+    logger: redactingLogger(opts.logger),
     bodyLimit: Math.floor(config.server.body_limit_mb * 1024 * 1024),
     trustProxy: config.server.trust_proxy,
     genReqId: () => traceId(),
@@ -31,7 +37,16 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     requestIdHeader: false,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    routerOptions: { maxParamLength: 1000 }
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    ...serverTimeouts(config.server),
+    clientErrorHandler: clientErrorHandler(config.server),
+    // what the router refuses before any hook runs: a malformed percent-escape, an overlong parameter
+    frameworkErrors: (err, request, reply) => {
+      reply.header(traceHeader, request.id)
+      const known = err.code === 'FST_ERR_BAD_URL' ? new InvalidUrl() : err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? new UrlTooLong({ max: MAX_PARAM_LENGTH }) : undefined
+      if (known === undefined) request.log.error({ err }, 'unhandled framework error')
+      sendError(request, reply, familyOfUrl(request.url), known ?? new Internal({ trace_id: request.id }))
+    }
   })
 
   const clock = opts.clock

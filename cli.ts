@@ -115,14 +115,21 @@ function defaultWorkers (config: Config): number {
   return config.store.sqlite === ':memory:' ? 1 : availableParallelism()
 }
 
+// The key config/gateway.yaml ships for local trials. It is printed by the banner when it is the
+// configured key; no other key is ever printed (they are secrets, and stdout often ends up in logs).
+const SHIPPED_DEMO_KEY = 'mg-demo-local-only-0123456789abcdef'
+
 function banner (config: Config, workers: number, port: number): void {
   const url = `http://${config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host}:${port}`
-  const demo = config.tenants[0]?.projects[0]?.keys[0]
   const lines = [
     `modelgate listening on ${url} (${workers} worker${workers > 1 ? 's' : ''})`,
     `  API:      ${url}/v1   console: ${url}/console`
   ]
-  if (demo !== undefined) lines.push(`  demo key: ${demo.key}`, `  try:      curl ${url}/v1/chat/completions -H 'Authorization: Bearer ${demo.key}' -H 'Content-Type: application/json' -d '{"model":"demo/echo-1","messages":[{"role":"user","content":"Hello"}]}'`)
+  if (config.tenants.some((t) => t.projects.some((p) => p.keys.some((k) => k.key === SHIPPED_DEMO_KEY)))) {
+    lines.push(`  demo key: ${SHIPPED_DEMO_KEY} (for local trials only)`, `  try:      curl ${url}/v1/chat/completions -H 'Authorization: Bearer ${SHIPPED_DEMO_KEY}' -H 'Content-Type: application/json' -d '{"model":"demo/echo-1","messages":[{"role":"user","content":"Hello"}]}'`)
+  } else {
+    lines.push('  API keys: the tenants\' keys in the config, or `modelgate keys create --org O --project P`')
+  }
   process.stdout.write(lines.join('\n') + '\n')
 }
 

@@ -96,6 +96,9 @@ function duplicates (values: string[]): string[] {
 }
 
 function semanticChecks (config: Config, problems: string[]): void {
+  const server = config.server
+  if (server.headers_timeout_s > server.client_timeout_s) problems.push('server.headers_timeout_s: must be <= server.client_timeout_s (the headers are part of the request)')
+  if (server.idle_timeout_s !== undefined && server.idle_timeout_s <= server.request_timeout_s) problems.push('server.idle_timeout_s: must be > server.request_timeout_s (or the gateway\'s own timeout errors could not be sent)')
   const providerIds = new Set(config.providers.map((p) => p.id))
   for (const id of duplicates(config.providers.map((p) => p.id))) problems.push(`providers: the id ${id} is used twice`)
   config.providers.forEach((p, i) => {

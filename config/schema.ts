@@ -24,7 +24,18 @@ export const ServerSchema = Type.Object({
   request_timeout_s: Type.Number({ default: 120, exclusiveMinimum: 0 }),
   header_prefix: Type.String({ default: 'X-SVC-', pattern: '^[A-Za-z0-9-]*$' }),
   trust_proxy: Type.Boolean({ default: false }),
-  shutdown_timeout_s: Type.Number({ default: 30, minimum: 0 })
+  shutdown_timeout_s: Type.Number({ default: 30, minimum: 0 }),
+  // Slow clients (plugins/server-limits.ts): headers, then the whole request, must arrive in time;
+  // idle keep-alive and silent connections are closed. None of them limits a response's length.
+  headers_timeout_s: Type.Number({ default: 30, exclusiveMinimum: 0 }),
+  client_timeout_s: Type.Number({ default: 120, exclusiveMinimum: 0 }),
+  keep_alive_timeout_s: Type.Number({ default: 72, exclusiveMinimum: 0 }),
+  idle_timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+  // Media URLs in requests are checked by their text (plugins/media-url.ts); resolve_hosts also
+  // looks their host names up and refuses names that resolve to a non-public address.
+  media_urls: Type.Object({
+    resolve_hosts: Type.Boolean({ default: false })
+  }, { ...Closed, default: {} })
 }, { ...Closed, default: {} })
 
 export const StoreSchema = Type.Object({

@@ -37,7 +37,9 @@ export default definePlugin({
       allowedHeaders: [...fixed]
     }
     // static options: @fastify/cors re-normalizes delegated options on every request
-    await fastify.register(cors, { hook: 'onRequest', ...base })
+    // strictPreflight off: an OPTIONS without Origin or Access-Control-Request-Method is answered
+    // like a preflight (204) instead of with @fastify/cors's own text/plain 400
+    await fastify.register(cors, { hook: 'onRequest', strictPreflight: false, ...base })
     // a preflight is answered by @fastify/cors in its onRequest hook; the X-Stainless-* headers it
     // asks for (they have many names) are added to its allow list on the way out
     const allowList = base.allowedHeaders.join(', ')

@@ -36,7 +36,7 @@ export interface GatewayError extends Error {
 }
 
 export function format (template: string, params: Params): string {
-  return template.replace(/\{(\w+)\}/g, (whole, name: string) => name in params ? String(params[name]) : whole)
+  return template.replace(/\{(\w+)\}/g, (whole, name: string) => Object.hasOwn(params, name) ? String(params[name]) : whole)
 }
 
 export type GatewayErrorClass = new (params?: Params, opts?: { cause?: unknown, headers?: Record<string, string> }) => GatewayError
@@ -65,6 +65,10 @@ export const UnsupportedMediaType = define('unsupported_media_type', { status: 4
 export const MissingField = define('missing_field', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const InvalidField = define('invalid_field', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const InvalidVideoUrl = define('invalid_video_url', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const InvalidImageUrl = define('invalid_image_url', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const BodyTooDeep = define('body_too_deep', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const InvalidUrl = define('invalid_url', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const MalformedRequest = define('malformed_request', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const ModalityNotSupported = define('modality_not_supported', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const UnsupportedOnUpstream = define('unsupported_on_upstream', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const NoStoredHistory = define('no_stored_history', { status: 400, openaiType: 'invalid_request_error', retry: false })
@@ -77,11 +81,14 @@ export const InsufficientBalance = define('insufficient_balance', { status: 402,
 export const NoOrgContext = define('no_org_context', { status: 403, openaiType: 'permission_error', retry: false })
 export const ModelNotFound = define('model_not_found', { status: 404, code: 'model_not_found', openaiType: 'invalid_request_error', retry: false })
 export const RouteNotFound = define('route_not_found', { status: 404, openaiType: 'invalid_request_error', retry: false })
+export const ClientTimeout = define('client_timeout', { status: 408, openaiType: 'timeout_error' })
 export const RequestTimeout = define('request_timeout', { status: 408, openaiType: 'timeout_error' })
 export const StreamIdleTimeout = define('stream_idle_timeout', { status: 408, openaiType: 'timeout_error' })
 export const DuplicateRequest = define('duplicate_request', { status: 409, code: 'duplicate_request', openaiType: 'invalid_request_error', retry: false })
 export const RequestTooLarge = define('request_too_large', { status: 413, code: 'request_too_large', openaiType: 'invalid_request_error', messagesType: 'request_too_large', retry: false })
 export const ContentBlocked = define('content_blocked', { status: 400, code: 'content_blocked', openaiType: 'invalid_request_error', messagesType: 'invalid_request_error', retry: false })
+export const UrlTooLong = define('url_too_long', { status: 414, openaiType: 'invalid_request_error', retry: false })
+export const HeadersTooLarge = define('headers_too_large', { status: 431, openaiType: 'invalid_request_error', retry: false })
 export const QuotaExceeded = define('quota_exceeded', { status: 429, code: 429, openaiType: 'quota_exceeded' })
 export const RateLimited = define('rate_limited', { status: 429, code: 429, openaiType: 'rate_limit_error' })
 export const NotImplemented = define('not_implemented', { status: 501, openaiType: 'not_implemented', retry: false })

@@ -1,6 +1,6 @@
-import { isIP } from 'node:net'
 import type { CatalogModel } from './catalog.js'
-import { InvalidBody, InvalidField, InvalidVideoUrl, MissingField, ModalityNotSupported } from './errors.js'
+import { InvalidBody, InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, ModalityNotSupported } from './errors.js'
+import { firstHostResolvingToBlockedAddress, mediaUrlProblem, type DataUris, type Lookup, type NamedHost } from './media-url.js'
 import { checkResponsesBody } from './translation/responses-request.js'
 import type { Json, Protocol } from './translation/types.js'
 
@@ -13,6 +13,27 @@ const STRUCTURAL: Record<Protocol, ReadonlySet<string>> = {
   messages: new Set(['model', 'messages', 'max_tokens', 'system', 'stream']),
   // and what the service itself decides (nothing is stored, no history is kept)
   responses: new Set(['model', 'input', 'instructions', 'stream', 'store', 'include', 'client_metadata', 'stream_options', 'truncation', 'previous_response_id', 'conversation', 'background'])
+}
+
+/**
+ * How deep a request body may nest objects and arrays. Real requests (tool schemas included) stay
+ * far below it; a body nested thousands deep would overflow the stack of every recursive walk
+ * after parsing (JSON.stringify, token estimates), so it is refused where it is parsed.
+ */
+export const MAX_JSON_DEPTH = 64
+
+/** Does a parsed JSON value nest objects and arrays more than `max` levels deep? Not recursive. */
+export function nestedDeeperThan (value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]]
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [node, depth] = top
+    if (node === null || typeof node !== 'object') continue
+    if (depth > max) return true
+    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+    }
+  }
+  return false
 }
 
 /**
@@ -83,25 +104,45 @@ export function applyParameters (body: Json, model: CatalogModel, protocol: Prot
   return { body: out, dropped }
 }
 
-/** Refuses media the model cannot take and every video_url that is not a public http(s) URL. */
-export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol): void {
+/**
+ * Refuses media the model cannot take and every media URL that plugins/media-url.ts does not
+ * allow: chat image_url (string or {url}) and video_url, Messages image and document url sources
+ * (in content, tool_result content and system). Returns the URLs' host names, for the optional
+ * DNS check (checkMediaHostsByDns).
+ */
+export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol): NamedHost[] {
+  const named: NamedHost[] = []
   const need = (modality: string): void => {
     if (!model.inputModalities.has(modality)) throw new ModalityNotSupported({ model: model.id, modality })
   }
-  const visitParts = (content: unknown): void => {
+  const image = (url: unknown, dataUris: DataUris, field: string): void => {
+    if (mediaUrlProblem(url, dataUris, (host) => named.push({ host, kind: 'image', field })) !== undefined) throw new InvalidImageUrl({ field })
+  }
+  const visitParts = (content: unknown, path: string): void => {
     if (!Array.isArray(content)) return
-    for (const part of content) {
+    for (const [i, part] of content.entries()) {
       if (part === null || typeof part !== 'object') continue
       const p = part as Json
+      const at = `${path}[${i}]`
       switch (p.type) {
         case 'image_url':
-        case 'image':
-        case 'input_image':
+        case 'input_image': {
+          // chat: image_url (a string or {url}); Responses: image_url (a string), or file_id
+          const v = p.image_url
+          if (v !== undefined || p.type === 'image_url') image(typeof v === 'string' ? v : (v as Json | null | undefined)?.url, 'image', `${at}.image_url`)
           need('image')
           break
+        }
+        case 'image':
+        case 'document': {
+          const source = p.source as Json | null | undefined
+          if (source?.type === 'url') image(source.url, 'none', `${at}.source.url`)
+          if (p.type === 'image') need('image')
+          break
+        }
         case 'video_url': {
           const url = (p.video_url as Json | undefined)?.url
-          if (typeof url !== 'string' || !isPublicHttpUrl(url)) throw new InvalidVideoUrl()
+          if (mediaUrlProblem(url, 'none', (host) => named.push({ host, kind: 'video', field: `${at}.video_url.url` })) !== undefined) throw new InvalidVideoUrl()
           need('video')
           break
         }
@@ -112,66 +153,31 @@ export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol)
           need('audio')
           break
         case 'tool_result':
-          visitParts(p.content)
+          visitParts(p.content, `${at}.content`)
           break
       }
     }
   }
   if (protocol === 'responses') {
-    for (const item of Array.isArray(body.input) ? body.input as Json[] : []) visitParts(item.type === 'function_call_output' ? item.output : item.content)
-    return
+    for (const [i, item] of (Array.isArray(body.input) ? body.input as Json[] : []).entries()) {
+      if (item === null || typeof item !== 'object') continue
+      if (item.type === 'function_call_output') visitParts(item.output, `input[${i}].output`)
+      else visitParts(item.content, `input[${i}].content`)
+    }
+    return named
   }
-  for (const m of body.messages as Json[]) visitParts(m.content)
-  if (protocol === 'messages') visitParts(body.system)
+  for (const [i, m] of (body.messages as Json[]).entries()) visitParts(m.content, `messages[${i}].content`)
+  if (protocol === 'messages') visitParts(body.system, 'system')
+  return named
 }
 
-const BLOCKED_HOST_SUFFIXES = ['.localhost', '.local', '.internal', '.lan', '.home.arpa']
-
-/** http(s), a host that is not loopback, private, link-local or otherwise internal. */
-export function isPublicHttpUrl (raw: string): boolean {
-  let url: URL
-  try {
-    url = new URL(raw)
-  } catch {
-    return false
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return false
-  if (url.username !== '' || url.password !== '') return false
-  const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '')
-  if (host === '' || host === 'localhost' || !host.includes('.') && isIP(host) === 0) return false
-  if (BLOCKED_HOST_SUFFIXES.some((s) => host.endsWith(s))) return false
-  const family = isIP(host)
-  if (family === 4) return isPublicIPv4(host)
-  if (family === 6) return isPublicIPv6(host)
-  return true
-}
-
-function isPublicIPv4 (ip: string): boolean {
-  const [a, b] = ip.split('.').map(Number) as [number, number]
-  if (a === 0 || a === 10 || a === 127) return false // this network, private, loopback
-  if (a === 169 && b === 254) return false // link-local (cloud metadata)
-  if (a === 172 && b >= 16 && b <= 31) return false
-  if (a === 192 && b === 168) return false
-  if (a === 100 && b >= 64 && b <= 127) return false // carrier-grade NAT
-  if (a >= 224) return false // multicast, reserved, broadcast
-  return true
-}
-
-function isPublicIPv6 (ip: string): boolean {
-  const v = ip.toLowerCase()
-  if (v === '::' || v === '::1') return false
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(v)
-  if (mapped !== null) return isPublicIPv4(mapped[1] as string)
-  // the URL parser writes IPv4-mapped addresses in hex: ::ffff:7f00:1
-  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(v)
-  if (hex !== null) {
-    const hi = parseInt(hex[1] as string, 16)
-    const lo = parseInt(hex[2] as string, 16)
-    return isPublicIPv4(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`)
-  }
-  const first = parseInt(v.split(':')[0] || '0', 16)
-  if ((first & 0xfe00) === 0xfc00) return false // unique local fc00::/7
-  if ((first & 0xffc0) === 0xfe80) return false // link-local fe80::/10
-  if ((first & 0xff00) === 0xff00) return false // multicast
-  return true
+/**
+ * With `server.media_urls.resolve_hosts` on, after checkMedia: refuses a call whose media URL
+ * names a host that does not resolve or resolves to an address that is not public.
+ */
+export async function checkMediaHostsByDns (hosts: NamedHost[], lookup?: Lookup): Promise<void> {
+  if (hosts.length === 0) return
+  const bad = await firstHostResolvingToBlockedAddress(hosts, lookup)
+  if (bad === undefined) return
+  throw bad.kind === 'video' ? new InvalidVideoUrl() : new InvalidImageUrl({ field: bad.field })
 }

@@ -119,7 +119,13 @@ export function sqliteOf (app: FastifyInstance): SqliteStore {
 /** Lets end-of-response work (metering, ledger, idempotency) that follows a response run. */
 export const settled = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
 
-export interface SpawnedGateway { port: number, exited: Promise<number | null>, kill: (signal?: NodeJS.Signals) => void }
+export interface SpawnedGateway {
+  port: number
+  exited: Promise<number | null>
+  kill: (signal?: NodeJS.Signals) => void
+  /** Resolves with everything written to stdout so far, once it matches `re`. */
+  stdout: (re: RegExp) => Promise<string>
+}
 
 /** `modelgate serve` in a child process on a config written to a temp file; killed when the test ends. */
 export async function spawnGateway (t: Teardown, config: Record<string, unknown>, args: string[] = [], env: Record<string, string> = {}): Promise<SpawnedGateway> {
@@ -136,14 +142,19 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   })
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    child.stdout.on('data', (d: Buffer) => {
-      out += String(d)
-      const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out)
-      if (m !== null) resolve(Number(m[1]))
-    })
-    void exited.then((code) => reject(new Error(`gateway exited with ${String(code)} before listening`)))
+  let out = ''
+  child.stdout.on('data', (d: Buffer) => { out += String(d) })
+  const stdout = async (re: RegExp): Promise<string> => await new Promise((resolve, reject) => {
+    const check = (): void => {
+      if (!re.test(out)) return
+      child.stdout.off('data', check)
+      resolve(out)
+    }
+    child.stdout.on('data', check)
+    check()
+    void exited.then((code) => reject(new Error(`gateway exited with ${String(code)}; its output: ${out}`)))
   })
-  return { port, exited, kill: (signal = 'SIGTERM') => child.kill(signal) }
+  const listening = await stdout(/listening on http:\/\/[^/]+:(\d+)/)
+  const port = Number(/listening on http:\/\/[^/]+:(\d+)/.exec(listening)?.[1])
+  return { port, exited, kill: (signal = 'SIGTERM') => child.kill(signal), stdout }
 }

@@ -16,24 +16,26 @@ export const CATALOGS = { en, 'zh-CN': zhCN, 'zh-TW': zhTW, ja, ko, es, fr, de, 
 export type Locale = keyof typeof CATALOGS
 export const LOCALES = Object.keys(CATALOGS) as Locale[]
 
-// Tags that name a supported locale by another spelling, or a region of it.
-const ALIASES: Record<string, Locale> = {
-  zh: 'zh-CN', 'zh-hans': 'zh-CN', 'zh-sg': 'zh-CN', 'zh-my': 'zh-CN',
-  'zh-hant': 'zh-TW', 'zh-hk': 'zh-TW', 'zh-mo': 'zh-TW',
-  pt: 'pt-BR', 'pt-pt': 'pt-BR'
-}
-const BY_LOWER = new Map<string, Locale>(LOCALES.map((l) => [l.toLowerCase(), l]))
+// Lower-case tag → locale: each locale's own tag, and tags that name it by another spelling or a
+// region of it. A Map, not a plain object: a client's tag such as `constructor` or `__proto__`
+// must not find a property of Object.prototype.
+const BY_LOWER = new Map<string, Locale>([
+  ...LOCALES.map((l): [string, Locale] => [l.toLowerCase(), l]),
+  ['zh', 'zh-CN'], ['zh-hans', 'zh-CN'], ['zh-sg', 'zh-CN'], ['zh-my', 'zh-CN'],
+  ['zh-hant', 'zh-TW'], ['zh-hk', 'zh-TW'], ['zh-mo', 'zh-TW'],
+  ['pt', 'pt-BR'], ['pt-pt', 'pt-BR']
+])
 
 /** A language tag → a supported locale, or undefined. `zh-Hant-TW` → zh-TW, `fr-CA` → fr. */
 export function matchLocale (tag: string): Locale | undefined {
   const t = tag.trim().toLowerCase().replace(/_/g, '-')
   if (t === '') return undefined
-  const exact = BY_LOWER.get(t) ?? ALIASES[t]
+  const exact = BY_LOWER.get(t)
   if (exact !== undefined) return exact
   const parts = t.split('-')
   for (let n = parts.length - 1; n >= 1; n--) {
     const prefix = parts.slice(0, n).join('-')
-    const hit = BY_LOWER.get(prefix) ?? ALIASES[prefix]
+    const hit = BY_LOWER.get(prefix)
     if (hit !== undefined) return hit
   }
   return undefined

@@ -50,12 +50,18 @@ function positiveInt (v: unknown): number | null {
   return typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : null
 }
 
+// How much of a request is read: the start of the last user message (enough to quote it and to
+// spot a tool's name in it) and the first tools (OpenAI's own limit). Searching a whole large
+// message for each of many tool names would cost their product.
+const READ_CHARS = 10_000
+const READ_TOOLS = 128
+
 export function readRequest (body: Json, protocol: Protocol): RequestView {
   const messages = objects(body.messages)
   const last = messages[messages.length - 1]
   let lastUserText = ''
   for (let i = messages.length - 1; i >= 0; i--) {
-    if (messages[i]?.role === 'user') { lastUserText = textOf(messages[i]?.content); break }
+    if (messages[i]?.role === 'user') { lastUserText = textOf(messages[i]?.content).slice(0, READ_CHARS); break }
   }
 
   let toolResult: string | null = null
@@ -69,7 +75,7 @@ export function readRequest (body: Json, protocol: Protocol): RequestView {
   }
 
   const tools: ToolDef[] = []
-  for (const t of objects(body.tools)) {
+  for (const t of objects(body.tools).slice(0, READ_TOOLS)) {
     if (protocol === 'openai') {
       const fn = t.function
       if (t.type === 'function' && isObj(fn) && typeof fn.name === 'string') tools.push({ name: fn.name, schema: isObj(fn.parameters) ? fn.parameters : {} })

@@ -26,7 +26,7 @@ t.test('the shipped config is valid', async (t) => {
 
 t.test('defaults are applied', async (t) => {
   const config = parseConfig({}, {})
-  t.same(config.server, { host: '127.0.0.1', port: 8080, body_limit_mb: 64, request_timeout_s: 120, header_prefix: 'X-SVC-', trust_proxy: false, shutdown_timeout_s: 30 })
+  t.same(config.server, { host: '127.0.0.1', port: 8080, body_limit_mb: 64, request_timeout_s: 120, header_prefix: 'X-SVC-', trust_proxy: false, shutdown_timeout_s: 30, headers_timeout_s: 30, client_timeout_s: 120, keep_alive_timeout_s: 72, media_urls: { resolve_hosts: false } })
   t.equal(config.store.sqlite, 'data/modelgate.db')
   t.equal(config.admin.token, '')
 })
@@ -95,4 +95,10 @@ t.test('loadConfig reads YAML and JSON files, and reports unreadable ones', asyn
 t.test('displayPath', async (t) => {
   t.equal(displayPath('/models/3/pricing/input'), 'models[3].pricing.input')
   t.equal(displayPath(''), '(root)')
+})
+
+t.test('client timeouts must fit together', async (t) => {
+  t.match(problemsOf({ server: { headers_timeout_s: 60, client_timeout_s: 30 } }).join('\n'), /server\.headers_timeout_s: must be <= server\.client_timeout_s/)
+  t.match(problemsOf({ server: { request_timeout_s: 120, idle_timeout_s: 60 } }).join('\n'), /server\.idle_timeout_s: must be > server\.request_timeout_s/)
+  t.same(problemsOf({ server: { headers_timeout_s: 5, client_timeout_s: 5, idle_timeout_s: 121 } }), [])
 })

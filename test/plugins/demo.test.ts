@@ -5,7 +5,7 @@ import type { Readable } from 'node:stream'
 import OpenAI from 'openai'
 import t from 'tap'
 import type { Json, Protocol } from '../../plugins/translation/types.js'
-import { createDemoClient } from '../../plugins/upstream/demo.js'
+import { createDemoClient, readRequest, toolsToCall } from '../../plugins/upstream/demo.js'
 import { CallAbort, type UpstreamClient, type UpstreamResponse } from '../../plugins/upstream/types.js'
 
 // The demo provider must produce what a real upstream would: checked on the raw bytes, and by
@@ -281,4 +281,12 @@ t.test('the official SDKs read the demo with their strict helpers', async (t) =>
   t.equal(created.type, 'message')
   const counted = await anthropic.messages.countTokens({ model: 'claude-sim', messages: [{ role: 'user', content: 'hello' }] })
   t.ok(counted.input_tokens > 0)
+})
+
+t.test('the demo reads a bounded part of a request: the start of the last user message, the first 128 tools', async (t) => {
+  const tools = Array.from({ length: 5_000 }, (_, i) => ({ type: 'function', function: { name: `tool_${i}`, parameters: { type: 'object' } } }))
+  const view = readRequest({ model: 'demo/x', messages: [{ role: 'user', content: 'x'.repeat(1_000_000) + ' tool_4999' }], tools }, 'openai')
+  t.equal(view.tools.length, 128)
+  t.equal(view.lastUserText.length, 10_000)
+  t.same(toolsToCall(view, true, false).map((x) => x.name), ['tool_0'], 'a name past what is read is not seen')
 })

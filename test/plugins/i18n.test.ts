@@ -49,3 +49,46 @@ t.test('each locale renders the errors of a real request; codes and types stay E
     t.equal(m.json().error.message, localize(locale, 'unauthorized', {}), `${locale} via Accept-Language`)
   }
 })
+
+t.test('tags that name Object.prototype properties are unknown locales, never a crash', async (t) => {
+  const TAGS = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__', 'constructor-x', 'toString-zh']
+  for (const tag of TAGS) {
+    t.equal(negotiateLocale(tag, undefined), 'en', `X-Locale ${tag}`)
+    t.equal(negotiateLocale(undefined, `${tag}, fr;q=0.5`), 'fr', `Accept-Language ${tag}`)
+  }
+  const app = await build(t, { admin: { token: 'admin-token-0123456789' } })
+  const paths: Array<{ method: 'GET' | 'POST', url: string, status: number, family: 'openai' | 'messages', headers?: Record<string, string>, payload?: string }> = [
+    { method: 'POST', url: '/v1/chat/completions', status: 401, family: 'openai' },
+    { method: 'POST', url: '/v1/chat/completions', status: 400, family: 'openai', headers: bearer(KEY_A), payload: '{nope' },
+    { method: 'POST', url: '/v1/chat/completions', status: 400, family: 'openai', headers: bearer(KEY_A), payload: '{"model":"demo/gpt"}' },
+    { method: 'GET', url: '/v1/models/none/such', status: 404, family: 'openai', headers: bearer(KEY_A) },
+    { method: 'GET', url: '/v1/no-such-route', status: 404, family: 'openai', headers: bearer(KEY_A) },
+    { method: 'POST', url: '/v1/messages', status: 401, family: 'messages' },
+    { method: 'POST', url: '/v1/messages', status: 400, family: 'messages', headers: { 'x-api-key': KEY_A }, payload: '[]' },
+    { method: 'POST', url: '/v1/messages/count_tokens', status: 404, family: 'messages', headers: { 'x-api-key': KEY_A }, payload: '{"model":"none","messages":[{"role":"user","content":"x"}]}' },
+    { method: 'GET', url: '/admin/v1/orgs/acme', status: 401, family: 'openai' },
+    { method: 'GET', url: '/admin/v1/orgs/nope', status: 404, family: 'openai', headers: bearer('admin-token-0123456789') },
+    { method: 'GET', url: '/console/api/me', status: 401, family: 'openai' },
+    { method: 'GET', url: '/console/api/usage?range=constructor', status: 400, family: 'openai', headers: bearer(KEY_A) },
+    { method: 'GET', url: '/console/api/usage?range=toString', status: 400, family: 'openai', headers: bearer(KEY_A) }
+  ]
+  for (const tag of TAGS) {
+    for (const headers of [{ 'x-locale': tag }, { 'accept-language': tag }, { 'accept-language': `${tag};q=0.9, ${tag}-x` }]) {
+      for (const p of paths) {
+        const res = await app.inject({ method: p.method, url: p.url, headers: { 'content-type': 'application/json', ...p.headers, ...headers }, payload: p.payload })
+        const name = `${p.method} ${p.url} ${JSON.stringify(headers)}`
+        t.equal(res.statusCode, p.status, name)
+        const body = res.json()
+        if (p.family === 'messages') {
+          t.equal(body.type, 'error', name)
+          t.type(body.error.type, 'string', name)
+        } else {
+          t.ok(typeof body.error.code === 'number' || typeof body.error.code === 'string', name)
+          t.type(body.error.type, 'string', name)
+        }
+        t.type(body.error.message, 'string', name)
+        t.notMatch(body.error.message, /^Internal error/, name)
+      }
+    }
+  }
+})

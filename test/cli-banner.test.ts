@@ -1,0 +1,26 @@
+import t from 'tap'
+import { spawnGateway } from './helper.js'
+
+// The start banner of `modelgate serve` (a file of its own: cli.test.ts already spawns many gateways).
+
+t.test('serve: the banner prints the shipped demo key, and no other key', async (t) => {
+  const DEMO = 'mg-demo-local-only-0123456789abcdef'
+  const tenant = (key: string): Record<string, unknown> => ({ tenants: [{ org: 'demo', projects: [{ id: 'playground', keys: [{ key }] }] }] })
+  const cases: Array<[string, Record<string, unknown>, Record<string, string>, string | null]> = [
+    ['the shipped demo key', tenant(DEMO), {}, DEMO],
+    ['an operator key in the config', tenant('mg-operator-secret-0123456789abcdef'), {}, null],
+    ['MODELGATE_DEMO_KEY', tenant('${MODELGATE_DEMO_KEY:-' + DEMO + '}'), { MODELGATE_DEMO_KEY: 'mg-from-the-env-0123456789abcdef' }, null]
+  ]
+  for (const [name, config, env, shown] of cases) {
+    const gw = await spawnGateway(t, config, ['--workers', '1'], env)
+    const out = await gw.stdout(/demo key:|API keys:/)
+    if (shown !== null) {
+      t.match(out, `demo key: ${shown}`, name)
+    } else {
+      t.notMatch(out, /mg-/, `${name}: no key printed`)
+      t.match(out, /API keys: the tenants' keys in the config, or `modelgate keys create/, name)
+    }
+    gw.kill()
+    await gw.exited
+  }
+})
