@@ -6,11 +6,12 @@ import type { Clock, Endpoint, Gateway, HeaderNames, RefusalSpec } from './api.j
 import { Catalog } from './catalog.js'
 import { CallRecord } from './call-record.js'
 import {
-  errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MissingField, Refusal, RequestTooLarge, RouteNotFound,
+  BodyTooDeep, errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MalformedRequest, MissingField, Refusal, RequestTooLarge, RouteNotFound,
   UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
 } from './errors.js'
 import { HookRegistry } from './hooks.js'
 import { localize, negotiateLocale } from './i18n/index.js'
+import { MAX_JSON_DEPTH, nestedDeeperThan } from './validation.js'
 import type { Store } from './store/types.js'
 import type { Protocol } from './translation/types.js'
 import { Upstreams } from './upstream/index.js'
@@ -94,7 +95,7 @@ declare module 'fastify' {
 }
 
 // The error family of a request that matched no route (the only place that looks at the URL).
-const familyOfUrl = (url: string): ErrorFamily => url.startsWith('/v1/messages') ? 'messages' : 'openai'
+export const familyOfUrl = (url: string): ErrorFamily => url.startsWith('/v1/messages') ? 'messages' : 'openai'
 
 interface SchemaError { instancePath: string, keyword: string, params: Record<string, unknown>, message?: string }
 
@@ -158,23 +159,31 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
   })
 
   // Clients send JSON with or without the right Content-Type (curl -d sends a form type): every
-  // body is parsed as JSON, within the body limit.
+  // body is parsed as JSON, within the body limit and MAX_JSON_DEPTH.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
     if (body === '') { done(new InvalidJson()); return }
+    let parsed: unknown
     try {
-      done(null, JSON.parse(body as string))
+      parsed = JSON.parse(body as string)
     } catch {
       done(new InvalidJson())
+      return
     }
+    if (nestedDeeperThan(parsed, MAX_JSON_DEPTH)) done(new BodyTooDeep({ max: MAX_JSON_DEPTH }))
+    else done(null, parsed)
   })
 
   app.setErrorHandler(async (err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const family = request.routeOptions.config?.family ?? familyOfUrl(request.url)
     const known = asGatewayError(err, config, request)
-    if (known === undefined) request.log.error({ err }, 'unhandled error')
+    // the client closed its connection, or client_timeout_s cut it off, while its body was read:
+    // not the gateway's error, and no one is left to read the answer
+    const gone = known === undefined && err.code === 'ECONNRESET' && request.raw.destroyed
+    if (gone) request.log.info({ err }, 'connection closed before the request was read')
+    else if (known === undefined) request.log.error({ err }, 'unhandled error')
     else if (known.statusCode >= 500) request.log.warn({ err: known, cause: known.cause }, known.message)
-    const shown = known ?? new Internal({ trace_id: request.id })
+    const shown = known ?? (gone ? new MalformedRequest() : new Internal({ trace_id: request.id }))
     // a metered call ends before its error is sent: what it took (an idempotency key, a hold)
     // is given back by the time the client can retry
     const call = request.call as CallRecord | null

@@ -14,7 +14,7 @@ import { relay, StreamRelay, type RelayEnd } from '../../plugins/translation/rel
 import type { Json, Protocol, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
 import { dispatch, isTimeout, messagesHeaders, parseJson, readText, type Answer } from '../../plugins/upstream/dispatch.js'
 import { CallAbort, type UpstreamClient } from '../../plugins/upstream/types.js'
-import { applyParameters, checkBody, checkMedia } from '../../plugins/validation.js'
+import { applyParameters, checkBody, checkMedia, checkMediaHostsByDns } from '../../plugins/validation.js'
 
 // The handler of every metered call route: POST /v1/chat/completions ('openai' clients),
 // /v1/messages ('messages') and /v1/responses ('responses'). Admit the call, send it to the
@@ -50,12 +50,14 @@ function admit (gateway: Gateway, hooks: HookRegistry, request: FastifyRequest, 
   if (model === undefined) throw new ModelNotFound({ model: valid.model as string })
   call.model = model
   call.stream = valid.stream === true
-  checkMedia(valid, model, protocol)
+  const hosts = checkMedia(valid, model, protocol)
   const { body, dropped } = applyParameters(valid, model, protocol)
   call.dropped = dropped
   call.requestBody = body
   const ctx: AdmissionContext = { request, reply, call, principal: request.principal, model, body, keepContent: () => { call.keepContent = true } }
-  return then(runSeries(hooks.onAdmission, ctx), () => {
+  // the operator's choice: media hosts resolved and checked too (a DNS lookup per call)
+  const resolved = gateway.config.server.media_urls.resolve_hosts && hosts.length > 0 ? checkMediaHostsByDns(hosts) : undefined
+  return then(then(resolved, () => runSeries(hooks.onAdmission, ctx)), () => {
     call.requestBody = ctx.body
     return { model, body: ctx.body }
   })

@@ -5,12 +5,8 @@ import { bearer, build, KEY_A, mockCatalog } from '../helper.js'
 // error.code is always present in the numeric-code shape: an upstream 4xx relayed on the OpenAI
 // pass-through path (an OpenAI client, an OpenAI-protocol model) keeps a code the upstream gave
 // and takes the HTTP status where the upstream gave none (code null or missing).
-//
-// TODO for the translators' owner: openaiPassthrough.error in plugins/translation/passthrough.ts
-// returns the upstream body unchanged; it must set error.code to the status when it is null or
-// absent. Remove the `todo` below once it does.
 
-t.test('a relayed OpenAI upstream 4xx with code null carries the status as its code', { todo: 'openaiPassthrough.error keeps code: null (plugins/translation/passthrough.ts)' }, async (t) => {
+t.test('a relayed OpenAI upstream 4xx with code null carries the status as its code', async (t) => {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
   const app = await build(t, mockCatalog(mock))
