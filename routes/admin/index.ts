@@ -37,7 +37,7 @@ const NewKeyBody = Type.Object({
 })
 
 // a decimal string keeps every digit; a JSON number is taken as it prints
-const CreditsBody = Type.Object({ amount_usd: Type.Unsafe<string | number>({ type: ['string', 'number'] }) })
+const CreditsBody = Type.Object({ amount_usd: Type.Union([Type.String(), Type.Number()]) })
 
 const OrgParams = Type.Object({ org: Type.String() })
 const KeyParams = Type.Object({ id: Type.String() })

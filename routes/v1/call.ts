@@ -182,7 +182,7 @@ function relayStream (gateway: Gateway, hooks: HookRegistry, request: FastifyReq
   })
   call.progress = relayStream
   reply.headers(SSE_HEADERS)
-  return reply.send(relay(answer.res.body, relayStream, (err) => { request.log.warn({ err }, 'stream relay failed') }))
+  return reply.send(relay(answer.res.body, relayStream))
 }
 
 const bodyOf = (err: GatewayError) => ({ status: err.statusCode, message: err.message, code: err.spec.code, openaiType: err.spec.openaiType, messagesType: err.spec.messagesType })
