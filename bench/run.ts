@@ -13,8 +13,8 @@ import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { Pool } from 'undici'
 import { fromRoot } from '../paths.js'
-import { Store } from '../plugins/store/index.js'
-import type { UsageRow } from '../plugins/store/usage.js'
+import { SqliteStore } from '../plugins/store/sqlite/index.js'
+import type { UsageRow } from '../plugins/store/types.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { startServer, own, type Server } from './servers.js'
 import { BENCH_KEY } from './small-config.js'
@@ -29,7 +29,11 @@ const DURATION = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 3 : 15))
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 5))
 const SLICE = Math.max(2, Math.round(DURATION / ROUNDS))
 
-function gatewayConfig (upstream: number, db: string): Record<string, unknown> {
+// The guardrails plugin's cost is measured on calls it finds nothing in: two rules of the kinds
+// operators write (a secret's shape with no upper length, and a bounded number pattern).
+const GUARDRAILS = { name: 'guardrails', options: { rules: [{ name: 'keys', pattern: 'sk-[A-Za-z0-9_-]{20,}' }, { name: 'cards', pattern: '\\b\\d{4}[ -]?\\d{4}[ -]?\\d{4}[ -]?\\d{4}\\b', action: 'block' }] } }
+
+function gatewayConfig (upstream: number, db: string, extraPlugins: Array<Record<string, unknown>> = []): Record<string, unknown> {
   const model = (id: string, provider: string): Record<string, unknown> => ({
     id, name: id, provider, upstream_model: 'bench', context_length: 128000, max_output_tokens: 4096,
     architecture: { input_modalities: ['text'], output_modalities: ['text'] },
@@ -40,7 +44,8 @@ function gatewayConfig (upstream: number, db: string): Record<string, unknown> {
     store: { sqlite: db },
     plugins: [
       { name: 'cors' }, { name: 'rate-limit', options: { max: 1_000_000_000, window_s: 60 } }, { name: 'auth' },
-      { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }
+      { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' },
+      ...extraPlugins
     ],
     providers: [
       { id: 'up-openai', protocol: 'openai', base_url: `http://127.0.0.1:${upstream}/v1`, api_key: 'x' },
@@ -81,6 +86,7 @@ async function startPortkey (dir: string): Promise<Server | undefined> {
   throw new Error('Portkey did not start listening within 10 s')
 }
 
+const responsesBody = (model: string): string => JSON.stringify({ model, stream: true, max_output_tokens: 64, input: 'Say twenty words.' })
 const chatBody = (model: string, stream = false): string => JSON.stringify({ model, stream, max_tokens: 64, messages: [{ role: 'user', content: 'Say twenty words.' }] })
 const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 /** What Portkey needs to forward to our upstream as an OpenAI-compatible host. */
@@ -170,7 +176,7 @@ async function streamLoad (url: string, body: string, concurrency: number, extra
 /** Usage records committed per second into a SQLite file, in the usage plugin's batches of 500. */
 function ledgerWrites (): number {
   const dir = mkdtempSync(join(tmpdir(), 'mg-bench-ledger-'))
-  const store = new Store(join(dir, 'ledger.db'))
+  const store = new SqliteStore(join(dir, 'ledger.db'))
   const row = (i: number): UsageRow => ({ id: `u${i}`, created_at: Date.now(), trace_id: `t${i}`, org_id: 'o', project_id: 'p', key_id: 'k', endpoint: 'chat.completions', model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 123, latency_ms: 3, ttft_ms: 1 })
   let i = 0
   const t0 = performance.now()
@@ -180,7 +186,7 @@ function ledgerWrites (): number {
     store.usage.insertMany(batch, [])
   }
   const rate = i / ((performance.now() - t0) / 1000)
-  store.close()
+  void store.close()
   return rate
 }
 
@@ -226,6 +232,9 @@ async function main (): Promise<void> {
   const cfg = join(dir, 'gateway.json')
   writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw.db'))))
   const gateway = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const cfgGuard = join(dir, 'gateway-guardrails.json')
+  writeFileSync(cfgGuard, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-guardrails.db'), [GUARDRAILS])))
+  const guarded = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgGuard, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgAll = join(dir, 'gateway-all-cores.json')
   writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-all-cores.db'))))
   const allCores = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
@@ -246,7 +255,7 @@ async function main (): Promise<void> {
   process.stderr.write(`bench: ${DURATION}s per case in ${ROUNDS} rounds (medians); upstream, two bare proxies, modelgate (all plugins on; 1 worker and ${cpus().length}) and Portkey (${portkey}) in separate processes\n`)
 
   // warm-up, not measured: every server's JIT and connection pools
-  const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), gateway, allCores].map((s) => [chatUrl(s), chatBody('bench/openai'), headers])
+  const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), gateway, guarded, allCores].map((s) => [chatUrl(s), chatBody('bench/openai'), headers])
   if (pk !== undefined) warm.push([pk, chatBody('bench'), portkeyHeaders(up)])
   for (const [url, body, h] of warm) await autocannon({ url, method: 'POST', body, headers: h, connections: 32, duration: 1 })
   const mgChat = `${mg}/v1/chat/completions`
@@ -254,6 +263,7 @@ async function main (): Promise<void> {
   throughputCases.push(
     ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32, headers, gateway.pid)],
     ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32, headers, gateway.pid)],
+    ['modelgate + guardrails', async () => await load(chatUrl(guarded), chatBody('bench/openai'), 32, headers, guarded.pid)],
     // its CPU is spread over the cluster's workers: not read
     [`modelgate ${cpus().length} workers`, async () => await load(chatUrl(allCores), chatBody('bench/openai'), 32)]
   )
@@ -269,7 +279,9 @@ async function main (): Promise<void> {
     ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)],
     ['reply-from', async () => await streamLoad(chatUrl(replyFrom), chatBody('bench/openai', true), 16)],
     ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 16)],
-    ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 16)]
+    ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 16)],
+    ['modelgate Responses → chat', async () => await streamLoad(`${mg}/v1/responses`, responsesBody('bench/openai'), 16)],
+    ['modelgate + guardrails', async () => await streamLoad(chatUrl(guarded), chatBody('bench/openai', true), 16)]
   ]
   if (pk !== undefined) streamCases.push(['portkey', async () => await streamLoad(pk, chatBody('bench', true), 16, portkeyHeaders(up))])
   const { median: streaming } = await inRounds(streamCases)
@@ -302,6 +314,11 @@ async function main (): Promise<void> {
   for (const [name, r] of Object.entries(streamOne)) console.log(`${name.padEnd(24)} ${fmt(r.ttfbP50, 2).padStart(5)} ${fmt(r.ttfbP99, 2).padStart(8)} ${fmt(r.ttfbP50 - (streamOne.upstream?.ttfbP50 ?? NaN), 2).padStart(10)}`)
   if (pkStreamErrors > 0) console.log('(Portkey answered its streams with errors: on Node 20 it fails with "TypeError: immutable" when it rewrites the streamed response\'s headers)')
   console.log(`\nTranslated / passthrough stream throughput: ${fmt(translatedRatio, 2)} (target ≥ 0.70)`)
+  const responsesRatio = (streaming['modelgate Responses → chat']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
+  console.log(`Translated Responses / chat passthrough stream throughput: ${fmt(responsesRatio, 2)} (target ≥ 0.70)`)
+  const guardStream = (streaming['modelgate + guardrails']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
+  const guardCpu = (throughput['modelgate + guardrails']?.cpuUs ?? NaN) / (throughput['modelgate passthrough']?.cpuUs ?? NaN)
+  console.log(`Guardrails (2 rules, no match): CPU per request ${fmt(guardCpu, 2)}× modelgate without it; stream throughput ${fmt(guardStream, 2)}×`)
   const pairedBare = pairedRatio(throughputRuns, 'modelgate passthrough', 'reply-from')
   const pairedPk = pairedRatio(throughputRuns, 'modelgate passthrough', 'portkey')
   console.log(`modelgate (all plugins) / bare reply-from proxy, non-streaming: ${fmt(pairedBare, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, bare)} of the medians (target ≥ 0.80)`)
@@ -315,6 +332,8 @@ async function main (): Promise<void> {
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
 
   Object.assign(results, {
+    responses_translated_over_passthrough: responsesRatio,
+    guardrails: { cpu_per_request_over_modelgate: guardCpu, stream_throughput_over_modelgate: guardStream },
     throughput, throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])), single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, streaming_one_at_a_time: streamOne, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
     ratios: {
       modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN),

@@ -1,0 +1,52 @@
+// CPU per call of this build against another checkout's build, in interleaved rounds, with no
+// plugins and with PLUGINS (default: all eight), beside the bare reply-from proxy. For judging
+// a change to the hot path: build both (npm run build in each), then
+//   BASELINE=/path/to/other/checkout TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/ab.ts [N]
+// STREAM=1 measures streamed calls instead; ROUNDS (default 4) rounds after a warm-up.
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import autocannon from 'autocannon'
+import { fromRoot } from '../paths.js'
+import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
+import { startServer, stopServers } from './servers.js'
+import { BENCH_KEY, writeSmallConfig } from './small-config.js'
+
+const N = Number(process.argv[2] ?? 20000)
+const PLUGINS = process.env.PLUGINS ?? 'cors,rate-limit,auth,idempotency,quota,balance,usage,diagnostics'
+const BASELINE = process.env.BASELINE
+if (BASELINE === undefined) throw new Error('BASELINE=/path/to/another/checkout (built) is needed')
+const dir = mkdtempSync(join(tmpdir(), 'ab-'))
+const up = await startServer([fromRoot('bench', 'upstream.mjs')])
+const base = `http://127.0.0.1:${up.port}`
+const gw = (root: string, name: string, list: string) => startServer([`${root}/dist/cli.js`, 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'], { LOG_LEVEL: 'error' })
+const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
+  ['reply-from', () => startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
+  ['baseline, no plugins', () => gw(BASELINE, 'old0', '')],
+  ['this, no plugins', () => gw(fromRoot(), 'new0', '')],
+  ['baseline, plugins', () => gw(BASELINE, 'old', PLUGINS)],
+  ['this, plugins', () => gw(fromRoot(), 'new', PLUGINS)]
+]
+const body = JSON.stringify({ model: 'b/o', max_tokens: 10, stream: process.env.STREAM === '1', messages: [{ role: 'user', content: 'hi' }] })
+const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
+const ROUNDS = Number(process.env.ROUNDS ?? 4)
+const targets = []
+for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], main: [] as number[], rps: [] as number[], non2xx: 0 })
+let k = 0
+for (let round = 0; round <= ROUNDS; round++) {
+  for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
+    const url = `http://127.0.0.1:${t.port}/v1/chat/completions`
+    const requests = [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }]
+    const c0 = processCpuUs(t.pid)
+    const m0 = mainThreadCpuUs(t.pid)
+    const r = await autocannon({ url, method: 'POST', connections: 32, amount: round === 0 ? 3000 : N, body, headers, requests })
+    if (round === 0) continue
+    t.us.push((processCpuUs(t.pid) - c0) / N)
+    t.main.push((mainThreadCpuUs(t.pid) - m0) / N)
+    t.rps.push(r.requests.average)
+    t.non2xx += r.non2xx
+  }
+}
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+for (const t of targets) console.log(`${t.name.padEnd(20)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  main ${median(t.main).toFixed(0)}  ${Math.round(median(t.rps))} req/s  non2xx ${t.non2xx}`)
+await stopServers()
