@@ -186,3 +186,25 @@ t.test('no change when nothing matches: the same answers as without the plugin',
     }
   }
 })
+
+t.test('the Responses API: requests, whole answers and streams (deltas, the .done events and response.completed)', async (t) => {
+  const { app, mock } = await setup(t, [{ ...KEY_RULE }])
+  const post = (body: Record<string, unknown>) => app.inject({ method: 'POST', url: '/v1/responses', headers: bearer(KEY_A), payload: { model: 'openai/gpt-test', ...body } })
+  const json = await post({ input: `say ${SECRET}` })
+  t.equal(json.statusCode, 200)
+  t.notMatch(JSON.stringify(mock.body()), SECRET, 'the request was redacted before it went upstream')
+  t.notMatch(json.body, SECRET)
+  const text = `Your key is ${SECRET}, keep it.`
+  for (const i of [14, 20, 30]) {
+    mock.enqueue({ stream: chatFrames([text.slice(0, i), text.slice(i)]) })
+    const res = await post({ input: 'x', stream: true })
+    const p = new SseParser()
+    const events = [...p.push(res.body), ...p.end()].map((e) => JSON.parse(e.data) as Record<string, any>)
+    const deltas = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('')
+    t.equal(deltas, 'Your key is [REDACTED], keep it.', `split at ${i}: the deltas`)
+    t.equal(events.find((e) => e.type === 'response.output_text.done')?.text, 'Your key is [REDACTED], keep it.', 'the .done text')
+    t.equal(events.at(-1)?.response?.output?.[0]?.content?.[0]?.text, 'Your key is [REDACTED], keep it.', 'response.completed')
+    t.same(events.map((e) => e.sequence_number), events.map((_, n) => n), 'sequence numbers still run from 0 without gaps')
+    t.notMatch(res.body, /ABCDEFGH/)
+  }
+})
