@@ -1,10 +1,14 @@
 #!/usr/bin/env node
 import cluster from 'node:cluster'
+import { randomBytes } from 'node:crypto'
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
+import { join, relative, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { FastifyInstance } from 'fastify'
-import { buildApp } from './app.js'
+import YAML from 'yaml'
 import { ConfigError, configPath, loadConfig } from './config/load.js'
+import { fromRoot } from './paths.js'
 import type { Config } from './config/schema.js'
 import { openStore } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
@@ -13,18 +17,47 @@ import { usageRecord } from './routes/admin/usage-record.js'
 import { describeOptions } from './plugins/plugin-options.js'
 import { builtinPlugins, definitionOf } from './plugins/registry.js'
 
-const USAGE = `modelgate: a self-hosted model gateway
+const VERSION = (JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as { version: string }).version
 
-  modelgate serve [--config FILE] [--port N] [--host H] [--workers N] [--pretty]
-  modelgate keys create --org O --project P [--models GLOB,GLOB] [--name NAME] [--config FILE]
-  modelgate keys list [--org O] [--project P] [--config FILE]
-  modelgate keys revoke ID [--config FILE]
-  modelgate usage [--org O] [--project P] [--since ISO] [--limit N] [--json] [--config FILE]
-  modelgate credits add --org O --amount-usd N [--config FILE]
-  modelgate config check FILE
-  modelgate plugins [--config FILE] [--json]
+const CONFIG_RULE = 'The config is --config FILE, else $MODELGATE_CONFIG, else config/gateway.yaml, else gateway.yaml (in the current folder).'
 
-The config is --config FILE, else $MODELGATE_CONFIG, else config/gateway.yaml.`
+// Each command's usage, shown by `modelgate <command> --help` and with its usage errors.
+const HELP: Record<string, string> = {
+  serve: `modelgate serve [--config FILE] [--port N] [--host H] [--workers N] [--pretty]
+
+Serves the config's gateway. PORT does what --port does. --workers defaults to one per core
+(one for a :memory: store); the workers share the port and the store. --pretty: readable logs.`,
+  init: `modelgate init [DIR]
+
+Writes a starter gateway.yaml (the demo catalog, answered in-process, so it works with no
+provider key) and data/ into DIR (default: the current folder), never overwriting. Creates an API
+key for the demo tenant and an admin token, and prints both once. Then, in DIR: modelgate serve`,
+  keys: `modelgate keys create --org O --project P [--models GLOB,GLOB] [--name NAME] [--config FILE]
+modelgate keys list [--org O] [--project P] [--json] [--config FILE]
+modelgate keys revoke ID [--config FILE]
+
+A created key is printed once; only its SHA-256 is stored.`,
+  usage: `modelgate usage [--org O] [--project P] [--since ISO] [--limit N] [--json] [--config FILE]
+
+Usage records, newest first, and their totals.`,
+  credits: `modelgate credits add --org O --amount-usd N [--config FILE]
+
+Tops up an organization's prepaid balance (exact to the nano-dollar).`,
+  config: `modelgate config check [FILE]
+
+Validates a config (plugin modules and their options included) and lists every problem with its
+path. Exit status 2 when it is not valid.`,
+  plugins: `modelgate plugins [--config FILE] [--json]
+
+Lists the built-in plugins and the config's chain, with every option and its default.`
+}
+
+const USAGE = `modelgate ${VERSION}: a self-hosted model gateway
+
+${Object.values(HELP).map((h) => h.split('\n\n')[0]?.split('\n').map((l) => `  ${l}`).join('\n')).join('\n')}
+  modelgate --version
+
+${CONFIG_RULE} \`modelgate <command> --help\` tells more.`
 
 const OPTIONS = {
   config: { type: 'string' },
@@ -40,12 +73,15 @@ const OPTIONS = {
   limit: { type: 'string' },
   json: { type: 'boolean' },
   'amount-usd': { type: 'string' },
-  help: { type: 'boolean', short: 'h' }
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'v' }
 } as const
 
 type Args = ReturnType<typeof parseArgs<{ options: typeof OPTIONS, allowPositionals: true }>>['values']
 
-class UsageError extends Error {}
+class UsageError extends Error {
+  constructor (message: string, readonly command?: string) { super(message) }
+}
 
 function fail (message: string, code = 1): never {
   process.stderr.write(message.endsWith('\n') ? message : message + '\n')
@@ -70,12 +106,12 @@ async function serve (args: Args): Promise<void> {
   const config = await readConfig(args)
   const port = args.port ?? process.env.PORT
   if (port !== undefined) {
-    if (!/^\d+$/.test(port) || Number(port) > 65535) throw new UsageError(`--port: not a port number: ${port}`)
+    if (!/^\d+$/.test(port) || Number(port) > 65535) throw new UsageError(`--port: not a port number: ${port}`, 'serve')
     config.server.port = Number(port)
   }
   if (args.host !== undefined) config.server.host = args.host
   const workers = args.workers === undefined ? defaultWorkers(config) : Number(args.workers)
-  if (!Number.isInteger(workers) || workers < 1) throw new UsageError(`--workers: a whole number >= 1, or omit it (cores here: ${availableParallelism()})`)
+  if (!Number.isInteger(workers) || workers < 1) throw new UsageError(`--workers: a whole number >= 1, or omit it (cores here: ${availableParallelism()})`, 'serve')
 
   // node:cluster: the workers share the port; every policy's state is in the shared SQLite file.
   if (workers > 1 && cluster.isPrimary) {
@@ -103,6 +139,8 @@ async function serve (args: Args): Promise<void> {
   const logger = args.pretty === true
     ? { level: process.env.LOG_LEVEL ?? 'info', transport: { target: 'pino-pretty' } }
     : { level: process.env.LOG_LEVEL ?? 'info' }
+  // loaded here, not at the top: a cluster's primary, and every other command, never need the app
+  const { buildApp } = await import('./app.js')
   const app = await buildApp(config, { logger })
   await app.listen({ host: config.server.host, port: config.server.port })
   const address = app.server.address()
@@ -158,10 +196,10 @@ async function keys (sub: string | undefined, rest: string[], args: Args): Promi
   const config = await readConfig(args)
   await withStore(config, async (store) => {
     if (sub === 'create') {
-      if (args.org === undefined || args.project === undefined) throw new UsageError('keys create needs --org and --project')
+      if (args.org === undefined || args.project === undefined) throw new UsageError('keys create needs --org and --project', 'keys')
       const org = await store.orgs.get(args.org)
-      if (org === undefined) throw new UsageError(`no organization ${args.org} (tenants come from the config)`)
-      if (!(await store.orgs.projects(args.org)).some((p) => p.id === args.project)) throw new UsageError(`no project ${args.project} in ${args.org}`)
+      if (org === undefined) throw new UsageError(`no organization ${args.org} (tenants come from the config)`, 'keys')
+      if (!(await store.orgs.projects(args.org)).some((p) => p.id === args.project)) throw new UsageError(`no project ${args.project} in ${args.org}`, 'keys')
       const models = args.models === undefined ? ['*'] : args.models.split(',').map((s) => s.trim()).filter((s) => s !== '')
       const created = await store.keys.create({ org: args.org, project: args.project, models, name: args.name ?? '', source: 'cli' }, Date.now())
       process.stdout.write(`${created.key}\n`)
@@ -174,23 +212,23 @@ async function keys (sub: string | undefined, rest: string[], args: Args): Promi
       }
     } else if (sub === 'revoke') {
       const id = rest[0]
-      if (id === undefined) throw new UsageError('keys revoke needs a key id (see keys list)')
-      if (await store.keys.get(id) === undefined) throw new UsageError(`no key ${id}`)
+      if (id === undefined) throw new UsageError('keys revoke needs a key id (see keys list)', 'keys')
+      if (await store.keys.get(id) === undefined) throw new UsageError(`no key ${id}`, 'keys')
       await store.keys.revoke(id, Date.now())
       process.stdout.write(`${id} revoked\n`)
     } else {
-      throw new UsageError(`unknown keys command ${sub ?? ''}`)
+      throw new UsageError(`unknown keys command ${sub ?? ''}`, 'keys')
     }
   })
 }
 
 async function credits (sub: string | undefined, args: Args): Promise<void> {
-  if (sub !== 'add') throw new UsageError('credits add --org O --amount-usd N')
-  if (args.org === undefined || args['amount-usd'] === undefined) throw new UsageError('credits add needs --org and --amount-usd')
+  if (sub !== 'add') throw new UsageError('credits add --org O --amount-usd N', 'credits')
+  if (args.org === undefined || args['amount-usd'] === undefined) throw new UsageError('credits add needs --org and --amount-usd', 'credits')
   const amount = parseUsd(args['amount-usd'])
-  if (amount === undefined || amount <= 0) throw new UsageError(`--amount-usd: a positive decimal amount, at most 9 decimals: ${args['amount-usd']}`)
+  if (amount === undefined || amount <= 0) throw new UsageError(`--amount-usd: a positive decimal amount, at most 9 decimals: ${args['amount-usd']}`, 'credits')
   await withStore(await readConfig(args), async (store) => {
-    if (!await store.orgs.credit(args.org as string, amount)) throw new UsageError(`no organization ${args.org}`)
+    if (!await store.orgs.credit(args.org as string, amount)) throw new UsageError(`no organization ${args.org}`, 'credits')
     const org = await store.orgs.get(args.org as string)
     process.stdout.write(`${args.org}: balance ${nanoToUsd(org?.balance_nano ?? 0)} USD\n`)
   })
@@ -198,9 +236,9 @@ async function credits (sub: string | undefined, args: Args): Promise<void> {
 
 async function usage (args: Args): Promise<void> {
   const since = args.since === undefined ? undefined : Date.parse(args.since)
-  if (since !== undefined && Number.isNaN(since)) throw new UsageError(`--since: not an ISO date: ${args.since}`)
+  if (since !== undefined && Number.isNaN(since)) throw new UsageError(`--since: not an ISO date: ${args.since}`, 'usage')
   const limit = args.limit === undefined ? 50 : Number(args.limit)
-  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError('--limit: an integer from 1 to 10000')
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError('--limit: an integer from 1 to 10000', 'usage')
   await withStore(await readConfig(args), async (store) => {
     const filter = { org: args.org, project: args.project, since }
     const records = (await store.usage.page(filter, limit)).map(usageRecord)
@@ -247,19 +285,68 @@ async function plugins (args: Args): Promise<void> {
   process.stdout.write(lines.join('\n') + '\n')
 }
 
+/**
+ * `modelgate init [DIR]`: the shipped config's catalog and chain with a demo tenant whose key is
+ * made here (stored as a hash, printed once) and an admin token of its own, and data/ for the
+ * store. Never overwrites: an existing gateway.yaml is an error.
+ */
+async function init (dirArg: string | undefined): Promise<void> {
+  const dir = resolve(dirArg ?? '.')
+  const file = join(dir, 'gateway.yaml')
+  if (existsSync(file)) throw new UsageError(`${file} exists already; init never overwrites a config (pick another folder, or move it away)`, 'init')
+  mkdirSync(join(dir, 'data'), { recursive: true })
+  const adminToken = 'mga-' + randomBytes(24).toString('base64url')
+  const doc = YAML.parseDocument(readFileSync(fromRoot('config', 'gateway.yaml'), 'utf8'))
+  doc.commentBefore = ` modelgate: the config modelgate init wrote (${new Date().toISOString().slice(0, 10)}).
+ Serve it from this folder with: modelgate serve (the store is data/modelgate.db, relative to the
+ folder you serve from). The demo/* models answer in-process, with no provider key; set
+ OPENAI_API_KEY / ANTHROPIC_API_KEY for the others. Keep this file private: it holds the admin
+ token (or set MODELGATE_ADMIN_TOKEN and remove it here).`
+  const token = doc.createNode(`\${MODELGATE_ADMIN_TOKEN:-${adminToken}}`)
+  token.comment = ' made by modelgate init'
+  doc.setIn(['admin', 'token'], token)
+  // the demo tenant's key lives in the store (created below), not in this file
+  doc.setIn(['tenants', 0, 'projects', 0, 'keys'], doc.createNode([]))
+  writeFileSync(file, doc.toString({ lineWidth: 0 }), { flag: 'wx', mode: 0o600 })
+  chmodSync(file, 0o600)
+  const config = await loadConfig(file, { ...process.env, MODELGATE_DB: join(dir, 'data', 'modelgate.db') })
+  const tenant = config.tenants[0]
+  const project = tenant?.projects[0]
+  let key = ''
+  if (tenant !== undefined && project !== undefined) {
+    await withStore(config, async (store) => {
+      key = (await store.keys.create({ org: tenant.org, project: project.id, name: 'demo', models: ['*'], source: 'cli' }, Date.now())).key
+    })
+  }
+  const shown = (path: string): string => { const r = relative(process.cwd(), path); return r === '' ? '.' : r.startsWith('..') ? path : r }
+  process.stdout.write([
+    `modelgate: wrote ${shown(file)} and ${shown(join(dir, 'data'))}/`,
+    '',
+    `  API key (${tenant?.org ?? '-'}/${project?.id ?? '-'}): ${key}`,
+    `  admin token:            ${adminToken}`,
+    '',
+    'The key is shown only this once (the store keeps its hash); the admin token is in gateway.yaml.',
+    `Next: ${shown(dir) === '.' ? '' : `cd ${shown(dir)} && `}modelgate serve`,
+    ''
+  ].join('\n'))
+}
+
 async function main (argv: string[]): Promise<void> {
   const { values: args, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true })
   const [command, sub, ...rest] = positionals
-  if (args.help === true || command === 'help') { process.stdout.write(USAGE + '\n'); return }
+  if (args.version === true) { process.stdout.write(`${VERSION}\n`); return }
+  if (command === 'help') { process.stdout.write((HELP[sub ?? ''] ?? USAGE) + '\n'); return }
+  if (args.help === true) { process.stdout.write((command === undefined ? USAGE : HELP[command] ?? USAGE) + '\n'); return }
   switch (command) {
     case undefined:
     case 'serve': return await serve(args)
+    case 'init': return await init(sub)
     case 'keys': return await keys(sub, rest, args)
     case 'credits': return await credits(sub, args)
     case 'usage': return await usage(args)
     case 'plugins': return await plugins(args)
     case 'config': {
-      if (sub !== 'check') throw new UsageError('config check FILE')
+      if (sub !== 'check') throw new UsageError('config check [FILE]', 'config')
       const file = rest[0] ?? configPath(args)
       await loadConfig(file)
       process.stdout.write(`${file}: ok\n`)
@@ -271,6 +358,7 @@ async function main (argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((err: unknown) => {
   if (err instanceof ConfigError) fail(err.message, 2)
-  if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true) fail(`modelgate: ${(err as Error).message}\n\n${USAGE}`, 2)
+  if (err instanceof UsageError) fail(`modelgate: ${err.message}\n\n${(err.command !== undefined ? HELP[err.command] : undefined) ?? USAGE}`, 2)
+  if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true) fail(`modelgate: ${(err as Error).message}\n\n${USAGE}`, 2)
   fail(`modelgate: ${(err as Error).stack ?? String(err)}`)
 })

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { dirname, extname, resolve } from 'node:path'
 import { Value } from '@sinclair/typebox/value'
 import type { TSchema } from '@sinclair/typebox'
@@ -234,6 +234,13 @@ export async function loadConfig (file: string, env: Env = process.env): Promise
   return await resolveConfig(raw, { env, baseDir: dirname(resolve(file)), source: file })
 }
 
-export function configPath (argv: { config?: string }, env: Env = process.env): string {
-  return argv.config ?? env.MODELGATE_CONFIG ?? 'config/gateway.yaml'
+/**
+ * Which config a command reads: --config FILE, else $MODELGATE_CONFIG, else config/gateway.yaml
+ * (a checkout of the project), else gateway.yaml (a folder made by `modelgate init`), both in
+ * the current folder.
+ */
+export function configPath (argv: { config?: string }, env: Env = process.env, exists: (file: string) => boolean = existsSync): string {
+  if (argv.config !== undefined) return argv.config
+  if (env.MODELGATE_CONFIG !== undefined && env.MODELGATE_CONFIG !== '') return env.MODELGATE_CONFIG
+  return exists('config/gateway.yaml') || !exists('gateway.yaml') ? 'config/gateway.yaml' : 'gateway.yaml'
 }

@@ -1,0 +1,102 @@
+import t from 'tap'
+import { execFile, spawn } from 'node:child_process'
+import { builtinModules } from 'node:module'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { fromRoot } from '../paths.js'
+
+// The package as users get it: `npm pack` makes a tarball of what a `modelgate` command needs
+// and nothing else; laid out as `npm install -g` lays it out (the package under
+// <prefix>/lib/node_modules, the command in <prefix>/bin), it inits a folder and serves it from
+// there. Its dependencies come from this project's own install: fetching them would need the
+// registry, and no test uses the network. That every module the built code imports is a
+// dependency (not a devDependency) is checked on its own.
+
+const run = promisify(execFile)
+
+t.test('npm pack, then init and serve from an empty folder with the packed command', async (t) => {
+  const work = mkdtempSync(join(tmpdir(), 'mg-pack-'))
+  // --ignore-scripts: `npm test` built dist/ already, and a rebuild now would pull it from under the other tests
+  const { stdout: packed } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: fromRoot() })
+  const [info] = JSON.parse(packed) as Array<{ filename: string, files: Array<{ path: string }> }>
+  const files = info!.files.map((f) => f.path)
+  for (const needed of ['dist/cli.js', 'dist/app.js', 'dist/console/index.html', 'config/gateway.yaml', 'plugins/store/sqlite/migrations/001_tenants.sql', 'README.md', 'LICENSE', 'docs/plugins.md', 'examples/plugins/call-tagger.mjs']) {
+    t.ok(files.includes(needed), `the tarball has ${needed}`)
+  }
+  t.same(files.filter((f) => /^(test|bench|\.ci)\//.test(f) || f.endsWith('.ts')), [], 'no tests, benchmarks, CI script or TypeScript sources')
+
+  const prefix = join(work, 'prefix')
+  const pkg = join(prefix, 'lib', 'node_modules', 'modelgate')
+  mkdirSync(pkg, { recursive: true })
+  mkdirSync(join(prefix, 'bin'))
+  await run('tar', ['xzf', join(work, info!.filename), '--strip-components=1', '-C', pkg])
+  symlinkSync(fromRoot('node_modules'), join(pkg, 'node_modules'))
+  const bin = join(prefix, 'bin', 'modelgate')
+  symlinkSync(join('..', 'lib', 'node_modules', 'modelgate', 'dist', 'cli.js'), bin)
+
+  const version = JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')).version as string
+  t.equal((await run(bin, ['--version'])).stdout.trim(), version, 'modelgate --version')
+  t.match((await run(bin, ['serve', '--help'])).stdout, /modelgate serve \[--config FILE\]/, 'help on a command')
+
+  const folder = join(work, 'my-gateway')
+  mkdirSync(folder)
+  const init = await run(bin, ['init'], { cwd: folder })
+  const key = /API key \([^)]*\): (\S+)/.exec(init.stdout)?.[1]
+  t.ok(key?.startsWith('mg-'), 'init prints a new API key')
+  t.notMatch(init.stdout, /mg-demo-local-only/, 'not the public demo key')
+  t.same(readdirSync(folder).sort(), ['data', 'gateway.yaml'])
+  const again = await run(bin, ['init'], { cwd: folder }).then(() => 0, (err: { code: number }) => err.code)
+  t.equal(again, 2, 'a second init refuses to overwrite')
+
+  const child = spawn(bin, ['serve', '--workers', '1'], { cwd: folder, env: { ...process.env, PORT: '0', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  let err = ''
+  child.stderr.on('data', (d: Buffer) => { err += String(d) })
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => {
+      out += String(d)
+      const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out)
+      if (m !== null) resolve(Number(m[1]))
+    })
+    child.once('exit', (code) => { reject(new Error(`modelgate serve exited with ${String(code)}: ${err}`)) })
+  })
+  const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key ?? ''}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'demo/echo-1', messages: [{ role: 'user', content: 'Hello from the packed command' }] })
+  })
+  t.equal(res.status, 200, 'the demo chat call answers')
+  t.match(((await res.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content, /Hello from the packed command/)
+  t.equal((await fetch(`http://127.0.0.1:${port}/console/`)).status, 200, 'the console is in the package')
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  child.kill('SIGTERM')
+  t.equal(await exited, 0, 'stops cleanly')
+})
+
+t.test('every module the built code imports is a dependency or a Node built-in', async (t) => {
+  const pkg = JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as { dependencies: Record<string, string> }
+  const deps = new Set(Object.keys(pkg.dependencies))
+  const builtins = new Set(builtinModules)
+  const missing = new Set<string>()
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name)
+      if (entry.isDirectory()) { if (entry.name !== 'console') walk(path); continue }
+      if (!entry.name.endsWith('.js')) continue
+      const code = readFileSync(path, 'utf8')
+      for (const m of code.matchAll(/(?:^|[\s;])(?:import|export)\b[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/gm)) {
+        const spec = m[1] ?? m[2] ?? ''
+        if (spec.startsWith('.') || spec.startsWith('node:')) continue
+        const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0] ?? spec
+        if (!deps.has(name) && !builtins.has(name)) missing.add(`${name} (${path.slice(fromRoot().length + 1)})`)
+      }
+    }
+  }
+  walk(fromRoot('dist'))
+  t.same([...missing], [], 'imported but not a dependency')
+  // modules loaded by name at run time rather than imported
+  t.ok(deps.has('pino-pretty'), 'pino-pretty, the --pretty log transport')
+})
