@@ -1,4 +1,4 @@
-// Memory under load (PRODUCT.md §7): 1,000 concurrent open streams through one gateway (every
+// Memory under load (the targets in bench/README.md): 1,000 concurrent open streams through one gateway (every
 // plugin on), then 100,000 non-streaming requests; RSS of the gateway process before, at peak and
 // after, and the usage records counted in its SQLite file after a graceful stop. Growth over the
 // 100,000 is read after a forced garbage collection (bench/gc-probe.mjs) at both ends, starting

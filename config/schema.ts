@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 
-// The config file's schema (PRODUCT.md §3). Every object is closed: an unknown key is a mistake
+// The config file's schema (docs/configuration.md). Every object is closed: an unknown key is a mistake
 // the operator wants to hear about. Plugin options are validated separately, against each
 // plugin's own schema (see plugins/registry.ts), so that a plugin owns its options.
 

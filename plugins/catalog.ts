@@ -32,7 +32,7 @@ function toCatalogModel (m: ModelConfig): CatalogModel {
     ? null
     : {
         input: pricePerToken(m.pricing.input),
-        // no cached rate configured: cached input bills at the input rate (the spec's billing rule)
+        // no cached rate configured: cached input bills at the input rate (the billing rule, docs/api.md)
         cached_input: pricePerToken(m.pricing.cached_input ?? m.pricing.input),
         output: pricePerToken(m.pricing.output)
       }

@@ -4,8 +4,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { definePlugin } from './api.js'
 
 // Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
-// the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: the spec's
-// four, the ones the official SDKs and Claude Code send (PRODUCT.md §6.10), and any X-Stainless-*
+// the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: Authorization,
+// Content-Type, Accept-Language and X-Locale, the ones the official SDKs and Claude Code send, and any X-Stainless-*
 // header the browser asks for. Exposed: the diagnostic headers, Retry-After and x-should-retry.
 
 const options = Type.Object({

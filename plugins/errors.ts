@@ -1,12 +1,12 @@
 import createError, { type FastifyErrorConstructor } from '@fastify/error'
 import { en, type MessageKey } from './i18n/en.js'
 
-// Every error the gateway answers with, in one place (STYLE.md "Errors"). Hooks and handlers
+// Every error the gateway answers with, in one place. Hooks and handlers
 // throw these; the error handler in app.ts renders them in the route family's shape:
 //   numeric-code shape  {error: {code, message, type}}            (chat, models, admin, others)
 //   Messages shape      {type: "error", error: {type, message}}   (/v1/messages)
-// `code` is what the spec gives for error.code (a number or a string); where the spec gives
-// none, the HTTP status is used, so that error.code is always present and machine-readable.
+// `code` is the documented error.code (a number or a string; docs/api.md); where none is
+// documented, the HTTP status is used, so that error.code is always present and machine-readable.
 
 export type Params = Record<string, string | number>
 
@@ -126,7 +126,7 @@ export class Refusal extends Error implements GatewayError {
 
 /**
  * An upstream 4xx relayed to the client: its status is kept and its body re-shaped into the
- * client's error shape by the translator pair (PRODUCT.md §6.11); the body is sent as it is.
+ * client's error shape by the translator pair; the body is sent as it is.
  */
 export class UpstreamClientError extends Error {
   readonly statusCode: number
@@ -143,7 +143,7 @@ export function isGatewayError (err: unknown): err is GatewayError {
   return err instanceof Error && typeof (err as Partial<GatewayError>).key === 'string' && (err as Partial<GatewayError>).spec !== undefined
 }
 
-// Anthropic's error types by status (PROTOCOLS.md), with PRODUCT.md §6.2's choices for 408/502/503.
+// Anthropic's error types by status, with the gateway's own choices for 408/502/503 (docs/api.md).
 const MESSAGES_TYPES: Record<number, string> = {
   400: 'invalid_request_error',
   401: 'authentication_error',

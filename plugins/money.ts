@@ -1,5 +1,5 @@
 // Money is an integer number of nano-dollars (1e-9 USD) from the config loader to the API, where
-// it becomes a decimal string (PRODUCT.md §6.14). JS numbers hold integers exactly up to 2^53,
+// it becomes a decimal string. JS numbers hold integers exactly up to 2^53,
 // about 9 million dollars in nano-dollars, per value.
 
 export const NANO_PER_USD = 1_000_000_000

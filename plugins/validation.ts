@@ -4,7 +4,7 @@ import { firstHostResolvingToBlockedAddress, mediaUrlProblem, type DataUris, typ
 import { checkResponsesBody } from './translation/responses-request.js'
 import type { Json, Protocol } from './translation/types.js'
 
-// Checks made before anything is forwarded (spec "Endpoints" rules 1–4, PRODUCT.md §6.5), as
+// Checks made before anything is forwarded (docs/api.md), as
 // pure functions of the client's body and the catalog model.
 
 /** The fields the gateway reads itself; they are never dropped as unsupported. */
@@ -81,7 +81,7 @@ export interface ParamResult { body: Json, dropped: string[] }
 
 /**
  * default_parameters fill omitted fields; fields outside supported_parameters are dropped and
- * reported (PRODUCT.md §6.5). A max_tokens above the model's declared output cap is lowered to it.
+ * reported. A max_tokens above the model's declared output cap is lowered to it.
  */
 export function applyParameters (body: Json, model: CatalogModel, protocol: Protocol): ParamResult {
   const structural = STRUCTURAL[protocol]

@@ -9,7 +9,7 @@ import { ptBR } from './pt-BR.js'
 import { zhCN } from './zh-CN.js'
 import { zhTW } from './zh-TW.js'
 
-// Localized error messages (PRODUCT.md §6.12): X-Locale first, then Accept-Language with its
+// Localized error messages: X-Locale first, then Accept-Language with its
 // q-values, then English. Codes and types are never translated; only the message is.
 
 export const CATALOGS = { en, 'zh-CN': zhCN, 'zh-TW': zhTW, ja, ko, es, fr, de, 'pt-BR': ptBR } satisfies Record<string, Catalog>

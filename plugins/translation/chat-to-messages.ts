@@ -8,8 +8,8 @@ import { DONE, frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toOpenAIUsage, usageFromMessages } from './usage.js'
 
-// An OpenAI Chat Completions client in front of a Messages upstream (PROTOCOLS.md "Mapping,
-// both directions" and the stream recipe "Messages upstream → OpenAI client").
+// An OpenAI Chat Completions client in front of a Messages upstream: requests, answers and
+// streams mapped both ways (how each field maps: docs/api.md).
 
 type FinishReason = ChatCompletion.Choice['finish_reason']
 

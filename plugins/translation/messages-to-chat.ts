@@ -10,8 +10,8 @@ import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toMessagesUsage, usageFromOpenAI } from './usage.js'
 
-// A Messages client in front of an OpenAI Chat Completions upstream (PROTOCOLS.md "Mapping,
-// both directions" and the stream recipe "OpenAI upstream → Messages client").
+// A Messages client in front of an OpenAI Chat Completions upstream: requests, answers and
+// streams mapped both ways (how each field maps: docs/api.md).
 
 export const STOP_REASON: ReadonlyMap<string, string> = new Map([
   ['stop', 'end_turn'],

@@ -1,7 +1,7 @@
 import type { CompletionUsage } from 'openai/resources/completions'
 import type { Usage } from './types.js'
 
-// Usage normalised per PRODUCT.md §4 and mapped back per PROTOCOLS.md's Usage paragraph.
+// Usage normalised (prompt_tokens counts all input, cached included) and mapped back to each protocol.
 
 const n = (v: unknown): number => typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0
 

@@ -4,7 +4,7 @@ import type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.
 
 // One keep-alive undici pool per provider. The provider's own credentials are set here and
 // nowhere else; the client's key never leaves the gateway. headersTimeout bounds the wait for
-// the upstream to start answering, bodyTimeout the idle gap inside a body (PRODUCT.md §6.7).
+// the upstream to start answering, bodyTimeout the idle gap inside a body (server.request_timeout_s).
 
 export interface HttpClientOptions { timeoutMs: number }
 

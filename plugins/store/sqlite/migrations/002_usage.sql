@@ -1,4 +1,4 @@
--- One record per metered call (PRODUCT.md §4 UsageRecord). cost is INTEGER nano-dollars.
+-- One record per metered call (the admin API's UsageRecord). cost is INTEGER nano-dollars.
 CREATE TABLE usage_records (
   id                   TEXT PRIMARY KEY,
   created_at           INTEGER NOT NULL,     -- ms since epoch, when the call started

@@ -1,6 +1,6 @@
 -- Admission policies' shared state, so that every worker of one machine sees the same counts.
 
--- Idempotency-Key per API key (PRODUCT.md §6.3).
+-- Idempotency-Key per API key.
 CREATE TABLE idempotency_keys (
   scope       TEXT NOT NULL,                 -- the API key id (or "anonymous")
   idem_key    TEXT NOT NULL,
