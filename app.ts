@@ -3,6 +3,7 @@ import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api.js'
 import { createGateway, installGateway, notFound, traceId } from './plugins/gateway.js'
 import { lazyChildLogger } from './plugins/lazy-logger.js'
+import { installOperations, standaloneRuntime, type Runtime } from './plugins/operations.js'
 import { registerChain } from './plugins/registry.js'
 import { openStore } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
@@ -15,6 +16,10 @@ export interface BuildOptions {
   clock?: Clock
   /** An already open store (several apps may share one); otherwise opened from the config, and closed with the app. */
   store?: Store
+  /** What outlives a configuration in a serving process (metrics, provider health, reload); made for this app alone otherwise. */
+  runtime?: Runtime
+  /** Fastify's serverFactory: a reloadable server hands requests to the handler it receives (server.ts). */
+  serverFactory?: FastifyServerOptions['serverFactory']
 }
 
 export { headerNames } from './plugins/gateway.js'
@@ -31,7 +36,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     requestIdHeader: false,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    routerOptions: { maxParamLength: 1000 }
+    routerOptions: { maxParamLength: 1000 },
+    ...(opts.serverFactory === undefined ? {} : { serverFactory: opts.serverFactory })
   })
 
   const clock = opts.clock
@@ -39,8 +45,11 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const store = opts.store ?? openStore(config, { now: clock?.now, onError: (err, what) => { app.log.error({ err }, what) } })
   if (ownStore) (store as ReturnType<typeof openStore>).startMaintenance()
   await store.syncTenants(config, (clock ?? { now: Date.now }).now())
-  const core = createGateway({ config, store, clock, log: app.log })
+  const runtime = opts.runtime ?? standaloneRuntime()
+  const core = createGateway({ config, store, clock, log: app.log, health: runtime.health })
   installGateway(app, core)
+  if (opts.runtime === undefined) app.addHook('onClose', async () => { runtime.metrics.close() })
+  await installOperations(app, core, config, store, runtime)
   app.addHook('onClose', async () => { await core.gateway.upstreams.close() })
   // Registered first, so it runs last: end-of-call work still queued gets its turn, then the
   // store commits what it holds and closes.
@@ -68,7 +77,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   app.get('/readyz', async (_request, reply) => {
     try {
       await store.ping()
-      return { status: 'ready' }
+      // the providers' breakers, for the operator: a provider outage does not make the gateway unready
+      return { status: 'ready', providers: core.gateway.upstreams.status() }
     } catch {
       return reply.status(503).send({ status: 'unavailable' })
     }
@@ -84,7 +94,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     await registerChain(app, v1, config.plugins, 'api')
     await v1.register(v1Routes)
   }, { prefix: '/v1' })
-  await app.register(adminRoutes, { prefix: '/admin/v1' })
+  await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload })
   await app.register(consoleRoutes, { prefix: '/console' })
 
   return app
