@@ -101,6 +101,9 @@ export class GatewayServer {
   /** The current generation's app. */
   get app (): FastifyInstance { return this.current.app }
 
+  /** Generations not closed yet: the current one, and older ones with requests in flight. */
+  get open (): number { return this.generations.size }
+
   async listen (): Promise<AddressInfo> {
     const config = effective(this.opts.config, this.opts)
     await new Promise<void>((resolve, reject) => {
