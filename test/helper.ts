@@ -119,7 +119,7 @@ export function sqliteOf (app: FastifyInstance): SqliteStore {
 /** Lets end-of-response work (metering, ledger, idempotency) that follows a response run. */
 export const settled = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
 
-export interface SpawnedGateway { port: number, exited: Promise<number | null>, kill: (signal?: NodeJS.Signals) => void }
+export interface SpawnedGateway { port: number, exited: Promise<number | null>, kill: (signal?: NodeJS.Signals) => void, configFile: string }
 
 /** `modelgate serve` in a child process on a config written to a temp file; killed when the test ends. */
 export async function spawnGateway (t: Teardown, config: Record<string, unknown>, args: string[] = [], env: Record<string, string> = {}): Promise<SpawnedGateway> {
@@ -145,5 +145,5 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
     })
     void exited.then((code) => reject(new Error(`gateway exited with ${String(code)} before listening`)))
   })
-  return { port, exited, kill: (signal = 'SIGTERM') => child.kill(signal) }
+  return { port, exited, kill: (signal = 'SIGTERM') => child.kill(signal), configFile: file }
 }
