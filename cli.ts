@@ -89,10 +89,10 @@ async function serve (args: Args): Promise<void> {
   if (workers > 1 && cluster.isPrimary) {
     servePrimary()
     for (let i = 0; i < workers; i++) cluster.fork()
-    let announced = false
+    // announced once every worker listens, so that the first connections reach all of them
+    let listening = 0
     cluster.on('listening', (_worker, address) => {
-      if (announced) return
-      announced = true
+      if (++listening !== workers) return
       banner(config, workers, address.port)
       writePidFile(config, address.port)
     })

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -37,13 +38,19 @@ t.test('two workers: one scrape sums both; modelgate reload and SIGHUP reload bo
   }
   const gw = await spawnGateway(t, config, ['--workers', '2'])
   const base = `http://127.0.0.1:${gw.port}`
-  // a fresh connection each: the primary hands connections to the workers in turn
-  const call = async (model: string): Promise<number> => {
-    const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', connection: 'close' }, body: JSON.stringify({ model, messages: [{ role: 'user', content: 'x' }] }) })
-    await res.text()
-    return res.status
-  }
-  const scrape = async (): Promise<string> => await (await fetch(`${base}/metrics`, { headers: { connection: 'close' } })).text()
+  // a fresh connection each (fetch keeps its connections alive): the primary hands connections
+  // to the workers in turn
+  const send = async (method: string, path: string, body?: string): Promise<{ status: number, text: string }> => await new Promise((resolve, reject) => {
+    const req = request(`${base}${path}`, { method, agent: false, headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' } }, (res) => {
+      let text = ''
+      res.on('data', (c: Buffer) => { text += String(c) })
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, text }) })
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+  const call = async (model: string): Promise<number> => (await send('POST', '/v1/chat/completions', JSON.stringify({ model, messages: [{ role: 'user', content: 'x' }] }))).status
+  const scrape = async (): Promise<string> => (await send('GET', '/metrics')).text
 
   const statuses = await Promise.all(Array.from({ length: 20 }, async () => await call('openai/gpt-test')))
   t.same(statuses, Array(20).fill(200))
