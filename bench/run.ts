@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { Pool } from 'undici'
 import { fromRoot } from '../paths.js'
-import { Store } from '../plugins/store/index.js'
+import { SqliteStore } from '../plugins/store/sqlite/index.js'
 import type { UsageRow } from '../plugins/store/usage.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { startServer, own, type Server } from './servers.js'
@@ -29,7 +29,7 @@ const DURATION = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 3 : 15))
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 5))
 const SLICE = Math.max(2, Math.round(DURATION / ROUNDS))
 
-function gatewayConfig (upstream: number, db: string): Record<string, unknown> {
+function gatewayConfig (upstream: number, db: string, metrics = true): Record<string, unknown> {
   const model = (id: string, provider: string): Record<string, unknown> => ({
     id, name: id, provider, upstream_model: 'bench', context_length: 128000, max_output_tokens: 4096,
     architecture: { input_modalities: ['text'], output_modalities: ['text'] },
@@ -47,6 +47,8 @@ function gatewayConfig (upstream: number, db: string): Record<string, unknown> {
       { id: 'up-messages', protocol: 'messages', base_url: `http://127.0.0.1:${upstream}`, api_key: 'x' }
     ],
     models: [model('bench/openai', 'up-openai'), model('bench/claude', 'up-messages')],
+    // on: every call's figures are counted (as in the default config); /metrics itself is not scraped
+    metrics: { enabled: metrics },
     tenants: [{ org: 'bench', balance_usd: 1_000_000, quota: { tokens: 1_000_000_000_000, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY }] }] }]
   }
 }
@@ -170,7 +172,7 @@ async function streamLoad (url: string, body: string, concurrency: number, extra
 /** Usage records committed per second into a SQLite file, in the usage plugin's batches of 500. */
 function ledgerWrites (): number {
   const dir = mkdtempSync(join(tmpdir(), 'mg-bench-ledger-'))
-  const store = new Store(join(dir, 'ledger.db'))
+  const store = new SqliteStore(join(dir, 'ledger.db'))
   const row = (i: number): UsageRow => ({ id: `u${i}`, created_at: Date.now(), trace_id: `t${i}`, org_id: 'o', project_id: 'p', key_id: 'k', endpoint: 'chat.completions', model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 123, latency_ms: 3, ttft_ms: 1 })
   let i = 0
   const t0 = performance.now()
@@ -206,11 +208,11 @@ async function inRounds<T extends object> (cases: Array<[string, () => Promise<T
 
 const median = (xs: number[]): number => { const v = [...xs].sort((a, b) => a - b); return v.length === 0 ? NaN : v.length % 2 === 1 ? v[(v.length - 1) / 2] as number : ((v[v.length / 2 - 1] as number) + (v[v.length / 2] as number)) / 2 }
 
-/** The median over rounds of a's requests/s over b's in the same round: the two shared that round's machine. */
-function pairedRatio (runs: Map<string, Load[]>, a: string, b: string): number {
+/** The median over rounds of a's figure over b's in the same round (requests/s by default): the two shared that round's machine. */
+function pairedRatio (runs: Map<string, Load[]>, a: string, b: string, figure: 'rps' | 'cpuUs' = 'rps'): number {
   const xs = runs.get(a); const ys = runs.get(b)
   if (xs === undefined || ys === undefined) return NaN
-  return median(xs.map((x, i) => x.rps / (ys[i]?.rps ?? NaN)))
+  return median(xs.map((x, i) => (x[figure] ?? NaN) / (ys[i]?.[figure] ?? NaN)))
 }
 
 const fmt = (n: number, d = 0): string => Number.isFinite(n) ? n.toFixed(d) : 'n/a'
@@ -226,6 +228,9 @@ async function main (): Promise<void> {
   const cfg = join(dir, 'gateway.json')
   writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw.db'))))
   const gateway = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const cfgOff = join(dir, 'gateway-metrics-off.json')
+  writeFileSync(cfgOff, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-off.db'), false)))
+  const metricsOff = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgOff, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgAll = join(dir, 'gateway-all-cores.json')
   writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-all-cores.db'))))
   const allCores = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
@@ -246,7 +251,7 @@ async function main (): Promise<void> {
   process.stderr.write(`bench: ${DURATION}s per case in ${ROUNDS} rounds (medians); upstream, two bare proxies, modelgate (all plugins on; 1 worker and ${cpus().length}) and Portkey (${portkey}) in separate processes\n`)
 
   // warm-up, not measured: every server's JIT and connection pools
-  const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), gateway, allCores].map((s) => [chatUrl(s), chatBody('bench/openai'), headers])
+  const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), gateway, metricsOff, allCores].map((s) => [chatUrl(s), chatBody('bench/openai'), headers])
   if (pk !== undefined) warm.push([pk, chatBody('bench'), portkeyHeaders(up)])
   for (const [url, body, h] of warm) await autocannon({ url, method: 'POST', body, headers: h, connections: 32, duration: 1 })
   const mgChat = `${mg}/v1/chat/completions`
@@ -254,6 +259,7 @@ async function main (): Promise<void> {
   throughputCases.push(
     ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32, headers, gateway.pid)],
     ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32, headers, gateway.pid)],
+    ['modelgate metrics off', async () => await load(chatUrl(metricsOff), chatBody('bench/openai'), 32, headers, metricsOff.pid)],
     // its CPU is spread over the cluster's workers: not read
     [`modelgate ${cpus().length} workers`, async () => await load(chatUrl(allCores), chatBody('bench/openai'), 32)]
   )
@@ -311,6 +317,8 @@ async function main (): Promise<void> {
   const cpuOverBare = (mgLoad?.cpuUs ?? NaN) / (bareLoad?.cpuUs ?? NaN)
   const mainOverBare = (mgLoad?.mainUs ?? NaN) / (bareLoad?.mainUs ?? NaN)
   console.log(`  CPU per request, modelgate / bare reply-from proxy: ${fmt(cpuOverBare, 2)} (main thread ${fmt(mainOverBare, 2)}; medians of the rounds)`)
+  const metricsCpu = pairedRatio(throughputRuns, 'modelgate passthrough', 'modelgate metrics off', 'cpuUs')
+  console.log(`Metrics on / off, CPU per request: ${fmt(metricsCpu, 3)} per round (median; target ≤ 1.03), ${fmt(mgLoad?.cpuUs ?? NaN)} / ${fmt(throughput['modelgate metrics off']?.cpuUs ?? NaN)} µs of the medians`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
 
@@ -321,6 +329,7 @@ async function main (): Promise<void> {
       modelgate_all_cores_over_reply_from: (throughput[`modelgate ${cpus().length} workers`]?.rps ?? NaN) / (bare ?? NaN),
       modelgate_over_portkey: pkRps === undefined ? null : (throughput['modelgate passthrough']?.rps ?? NaN) / pkRps,
       cpu_per_request_modelgate_over_reply_from: { process: cpuOverBare, main_thread: mainOverBare },
+      cpu_per_request_metrics_on_over_off: metricsCpu,
       // the median over rounds of the two cases' ratio in the same round
       paired: {
         modelgate_over_reply_from: pairedBare,

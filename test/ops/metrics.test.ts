@@ -128,3 +128,20 @@ t.test('{prefix}Overhead-Ms: on every answer, smaller than the whole call', asyn
   t.equal(refused.status, 401)
   t.ok(refused.headers.get('x-svc-overhead-ms'), 'an error answer has it too')
 })
+
+t.test('the Grafana dashboard is valid JSON and names only series the gateway serves', async (t) => {
+  const { readFileSync } = await import('node:fs')
+  const { fromRoot } = await import('../../paths.js')
+  const dash = JSON.parse(readFileSync(fromRoot('docs', 'grafana-dashboard.json'), 'utf8')) as { panels: Array<{ title: string, targets: Array<{ expr: string }> }> }
+  const { base } = await start(t)
+  const text = await scrape(base)
+  const served = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]))
+  t.ok(dash.panels.length >= 10)
+  for (const p of dash.panels) {
+    for (const { expr } of p.targets) {
+      for (const [name] of expr.matchAll(/\b(?:modelgate|gen_ai)_\w+/g)) {
+        t.ok(served.has(name.replace(/_(bucket|sum|count)$/, '')), `${p.title}: ${name}`)
+      }
+    }
+  }
+})
