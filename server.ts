@@ -62,7 +62,7 @@ const effective = (file: Config, opts: ServeOptions): Config => ({
 export class GatewayServer {
   readonly server: Server
   readonly runtime: Runtime
-  private current!: Generation
+  private current: Generation | undefined = undefined
   private readonly generations = new Set<Generation>()
   private readonly store: Store & { startMaintenance: () => void }
   private reloading: Promise<ReloadResult> = Promise.resolve({ ok: true, changes: [], generation: 1 })
@@ -72,7 +72,8 @@ export class GatewayServer {
 
   private constructor (private readonly opts: ServeOptions) {
     const clock = opts.clock ?? systemClock
-    this.store = openStore(opts.config, { now: clock.now, onError: (err, what) => { this.app.log.error({ err }, what) } })
+    // (the store may speak before the first app, and its logger, exist)
+    this.store = openStore(opts.config, { now: clock.now, onError: (err, what) => { if (this.current === undefined) process.stderr.write(`modelgate: ${what}: ${String(err)}\n`); else this.app.log.error({ err }, what) } })
     const metrics = new Metrics()
     this.link = opts.worker === true ? linkWorker(metrics.registry, async () => await this.reload()) : null
     this.runtime = {
@@ -99,7 +100,7 @@ export class GatewayServer {
   }
 
   /** The current generation's app. */
-  get app (): FastifyInstance { return this.current.app }
+  get app (): FastifyInstance { return (this.current as Generation).app }
 
   /** Generations not closed yet: the current one, and older ones with requests in flight. */
   get open (): number { return this.generations.size }
@@ -119,7 +120,7 @@ export class GatewayServer {
       res.end(JSON.stringify({ error: { code: 503, message: 'The gateway is shutting down.', type: 'overloaded_error' } }))
       return
     }
-    const g = this.current
+    const g = this.current as Generation
     g.inflight++
     res.once('close', () => {
       if (--g.inflight === 0 && g.retired) void this.closeGeneration(g)
@@ -188,7 +189,7 @@ export class GatewayServer {
       this.runtime.metrics.reloaded(false)
       return { ok: false, problems }
     }
-    const old = this.current
+    const old = this.current as Generation
     const changes = configChanges(old.file, file)
     this.current = g
     old.retired = true

@@ -15,6 +15,7 @@ import { Pool } from 'undici'
 import { fromRoot } from '../paths.js'
 import { SqliteStore } from '../plugins/store/sqlite/index.js'
 import type { UsageRow } from '../plugins/store/usage.js'
+import { metricsCostUs } from './metrics-cost.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { startServer, own, type Server } from './servers.js'
 import { BENCH_KEY } from './small-config.js'
@@ -287,6 +288,7 @@ async function main (): Promise<void> {
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 1)]
   ])
   const ledger = ledgerWrites()
+  const metricsUs = metricsCostUs()
 
   const bare = throughput['reply-from']?.rps
   const pkRps = throughput.portkey?.rps
@@ -318,7 +320,8 @@ async function main (): Promise<void> {
   const mainOverBare = (mgLoad?.mainUs ?? NaN) / (bareLoad?.mainUs ?? NaN)
   console.log(`  CPU per request, modelgate / bare reply-from proxy: ${fmt(cpuOverBare, 2)} (main thread ${fmt(mainOverBare, 2)}; medians of the rounds)`)
   const metricsCpu = pairedRatio(throughputRuns, 'modelgate passthrough', 'modelgate metrics off', 'cpuUs')
-  console.log(`Metrics on / off, CPU per request: ${fmt(metricsCpu, 3)} per round (median; target ≤ 1.03), ${fmt(mgLoad?.cpuUs ?? NaN)} / ${fmt(throughput['modelgate metrics off']?.cpuUs ?? NaN)} µs of the medians`)
+  const metricsShare = metricsUs / (mgLoad?.cpuUs ?? NaN)
+  console.log(`Metrics: ${fmt(metricsUs, 2)} µs of CPU per call measured alone, ${fmt(metricsShare * 100, 2)}% of modelgate's CPU per request (target ≤ 3%); gateways with metrics on / off: ${fmt(metricsCpu, 3)} per round (median), ${fmt(mgLoad?.cpuUs ?? NaN)} / ${fmt(throughput['modelgate metrics off']?.cpuUs ?? NaN)} µs of the medians`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
 
@@ -330,6 +333,8 @@ async function main (): Promise<void> {
       modelgate_over_portkey: pkRps === undefined ? null : (throughput['modelgate passthrough']?.rps ?? NaN) / pkRps,
       cpu_per_request_modelgate_over_reply_from: { process: cpuOverBare, main_thread: mainOverBare },
       cpu_per_request_metrics_on_over_off: metricsCpu,
+      metrics_us_per_call: metricsUs,
+      metrics_share_of_cpu_per_request: metricsShare,
       // the median over rounds of the two cases' ratio in the same round
       paired: {
         modelgate_over_reply_from: pairedBare,
