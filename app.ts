@@ -5,6 +5,7 @@ import { Internal, InvalidUrl, UrlTooLong } from './plugins/errors.js'
 import { createGateway, familyOfUrl, installGateway, notFound, sendError, traceId } from './plugins/gateway.js'
 import { lazyChildLogger } from './plugins/lazy-logger.js'
 import { redactingLogger } from './plugins/log-redaction.js'
+import { installOperations, standaloneRuntime, type Runtime } from './plugins/operations.js'
 import { registerChain } from './plugins/registry.js'
 import { clientErrorHandler, serverTimeouts } from './plugins/server-limits.js'
 import { openStore } from './plugins/store/index.js'
@@ -18,6 +19,10 @@ export interface BuildOptions {
   clock?: Clock
   /** An already open store (several apps may share one); otherwise opened from the config, and closed with the app. */
   store?: Store
+  /** What outlives a configuration in a serving process (metrics, provider health, reload); made for this app alone otherwise. */
+  runtime?: Runtime
+  /** Fastify's serverFactory: a reloadable server hands requests to the handler it receives (server.ts). */
+  serverFactory?: FastifyServerOptions['serverFactory']
 }
 
 export { headerNames } from './plugins/gateway.js'
@@ -38,8 +43,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
-    ...serverTimeouts(config.server),
-    clientErrorHandler: clientErrorHandler(config.server),
+    // with a serverFactory the listening server is the caller's, which sets these limits itself (server.ts)
+    ...(opts.serverFactory === undefined ? { ...serverTimeouts(config.server), clientErrorHandler: clientErrorHandler(config.server) } : { serverFactory: opts.serverFactory }),
     // what the router refuses before any hook runs: a malformed percent-escape, an overlong parameter
     frameworkErrors: (err, request, reply) => {
       reply.header(traceHeader, request.id)
@@ -54,8 +59,11 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const store = opts.store ?? openStore(config, { now: clock?.now, onError: (err, what) => { app.log.error({ err }, what) } })
   if (ownStore) (store as ReturnType<typeof openStore>).startMaintenance()
   await store.syncTenants(config, (clock ?? { now: Date.now }).now())
-  const core = createGateway({ config, store, clock, log: app.log })
+  const runtime = opts.runtime ?? standaloneRuntime()
+  const core = createGateway({ config, store, clock, log: app.log, health: runtime.health })
   installGateway(app, core)
+  if (opts.runtime === undefined) app.addHook('onClose', async () => { runtime.metrics.close() })
+  await installOperations(app, core, config, store, runtime)
   app.addHook('onClose', async () => { await core.gateway.upstreams.close() })
   // Registered first, so it runs last: end-of-call work still queued gets its turn, then the
   // store commits what it holds and closes.
@@ -83,7 +91,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   app.get('/readyz', async (_request, reply) => {
     try {
       await store.ping()
-      return { status: 'ready' }
+      // the providers' breakers, for the operator: a provider outage does not make the gateway unready
+      return { status: 'ready', providers: core.gateway.upstreams.status() }
     } catch {
       return reply.status(503).send({ status: 'unavailable' })
     }
@@ -99,7 +108,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     await registerChain(app, v1, config.plugins, 'api')
     await v1.register(v1Routes)
   }, { prefix: '/v1' })
-  await app.register(adminRoutes, { prefix: '/admin/v1' })
+  await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload })
   await app.register(consoleRoutes, { prefix: '/console' })
 
   return app

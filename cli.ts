@@ -1,11 +1,10 @@
 #!/usr/bin/env node
 import cluster from 'node:cluster'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
-import { join, relative, resolve } from 'node:path'
+import { dirname, join, relative, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import type { FastifyInstance } from 'fastify'
 import YAML from 'yaml'
 import { ConfigError, configPath, loadConfig } from './config/load.js'
 import { fromRoot } from './paths.js'
@@ -49,7 +48,13 @@ Validates a config (plugin modules and their options included) and lists every p
 path. Exit status 2 when it is not valid.`,
   plugins: `modelgate plugins [--config FILE] [--json]
 
-Lists the built-in plugins and the config's chain, with every option and its default.`
+Lists the built-in plugins and the config's chain, with every option and its default.`,
+  reload: `modelgate reload [--config FILE]
+
+Makes the running gateway read its config file again (as SIGHUP does). The file is checked first:
+its problems are listed and nothing changes (exit status 2). The gateway is found by the
+modelgate.pid file beside its store; with an admin token it is asked through the admin API, which
+answers what changed, else it is sent SIGHUP.`
 }
 
 const USAGE = `modelgate ${VERSION}: a self-hosted model gateway
@@ -102,30 +107,37 @@ async function withStore<T> (config: Config, fn: (store: Store) => Promise<T>): 
   }
 }
 
-async function serve (args: Args): Promise<void> {
-  const config = await readConfig(args)
+function portOverride (args: Args): number | undefined {
   const port = args.port ?? process.env.PORT
-  if (port !== undefined) {
-    if (!/^\d+$/.test(port) || Number(port) > 65535) throw new UsageError(`--port: not a port number: ${port}`, 'serve')
-    config.server.port = Number(port)
-  }
-  if (args.host !== undefined) config.server.host = args.host
+  if (port === undefined) return undefined
+  if (!/^\d+$/.test(port) || Number(port) > 65535) throw new UsageError(`--port: not a port number: ${port}`, 'serve')
+  return Number(port)
+}
+
+async function serve (args: Args): Promise<void> {
+  const file = configPath(args)
+  const fromFile = await loadConfig(file)
+  const port = portOverride(args)
+  // what serves: the file's config with the command line's address (the file's is kept for reloads)
+  const config: Config = { ...fromFile, server: { ...fromFile.server, port: port ?? fromFile.server.port, host: args.host ?? fromFile.server.host } }
   const workers = args.workers === undefined ? defaultWorkers(config) : Number(args.workers)
   if (!Number.isInteger(workers) || workers < 1) throw new UsageError(`--workers: a whole number >= 1, or omit it (cores here: ${availableParallelism()})`, 'serve')
 
   // node:cluster: the workers share the port; every policy's state is in the shared SQLite file.
   if (workers > 1 && cluster.isPrimary) {
+    ;(await import('./plugins/cluster.js')).servePrimary()
     for (let i = 0; i < workers; i++) cluster.fork()
-    let announced = false
+    // announced once every worker listens, so that the first connections reach all of them
+    let listening = 0
     cluster.on('listening', (_worker, address) => {
-      if (announced) return
-      announced = true
+      if (++listening !== workers) return
       banner(config, workers, address.port)
+      writePidFile(config, address.port)
     })
     let stopping = false
     cluster.on('exit', (worker, code) => {
       if (!stopping) process.stderr.write(`modelgate: worker ${worker.process.pid} exited with ${code}\n`)
-      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(stopping ? 0 : 1)
+      if (Object.keys(cluster.workers ?? {}).length === 0) { removePidFile(config); process.exit(stopping ? 0 : 1) }
     })
     const stop = (): void => {
       stopping = true
@@ -133,6 +145,8 @@ async function serve (args: Args): Promise<void> {
     }
     process.on('SIGTERM', stop)
     process.on('SIGINT', stop)
+    // every worker reads the file again on its own
+    process.on('SIGHUP', () => { for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGHUP') })
     return
   }
 
@@ -140,12 +154,15 @@ async function serve (args: Args): Promise<void> {
     ? { level: process.env.LOG_LEVEL ?? 'info', transport: { target: 'pino-pretty' } }
     : { level: process.env.LOG_LEVEL ?? 'info' }
   // loaded here, not at the top: a cluster's primary, and every other command, never need the app
-  const { buildApp } = await import('./app.js')
-  const app = await buildApp(config, { logger })
-  await app.listen({ host: config.server.host, port: config.server.port })
-  const address = app.server.address()
-  if (cluster.isPrimary) banner(config, 1, typeof address === 'object' && address !== null ? address.port : config.server.port)
-  installShutdown(app, config.server.shutdown_timeout_s)
+  const { GatewayServer } = await import('./server.js')
+  const server = await GatewayServer.start({ file, config: fromFile, host: args.host, port, logger, worker: cluster.isWorker })
+  const address = await server.listen()
+  if (cluster.isPrimary) {
+    banner(config, 1, address.port)
+    writePidFile(config, address.port)
+  }
+  process.on('SIGHUP', () => { void server.reload() })
+  installShutdown(server, config)
 }
 
 // One worker per core, except for an in-memory store, which a worker cannot share.
@@ -172,24 +189,93 @@ function banner (config: Config, workers: number, port: number): void {
 }
 
 // SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the store.
-function installShutdown (app: FastifyInstance, timeoutS: number): void {
+function installShutdown (server: import('./server.js').GatewayServer, config: Config): void {
   let closing = false
   const shutdown = (signal: string): void => {
     if (closing) return
     closing = true
-    app.log.info({ signal }, 'shutting down')
+    server.app.log.info({ signal }, 'shutting down')
     const timer = setTimeout(() => {
-      app.log.error('in-flight requests did not finish in time; exiting')
+      server.app.log.error('in-flight requests did not finish in time; exiting')
       process.exit(1)
-    }, timeoutS * 1000)
+    }, config.server.shutdown_timeout_s * 1000)
     timer.unref()
-    app.close().then(() => process.exit(0), (err: unknown) => {
-      app.log.error({ err }, 'error while closing')
+    server.close().then(() => {
+      if (cluster.isPrimary) removePidFile(config)
+      process.exit(0)
+    }, (err: unknown) => {
+      server.app.log.error({ err }, 'error while closing')
       process.exit(1)
     })
   }
   process.on('SIGTERM', () => shutdown('SIGTERM'))
   process.on('SIGINT', () => shutdown('SIGINT'))
+}
+
+// The running gateway's pid and address, beside its store, so that `modelgate reload` finds it.
+function pidFilePath (config: Config): string | null {
+  return config.store.sqlite === ':memory:' ? null : join(dirname(resolve(config.store.sqlite)), 'modelgate.pid')
+}
+
+function writePidFile (config: Config, port: number): void {
+  const path = pidFilePath(config)
+  if (path === null) return
+  try {
+    writeFileSync(path, JSON.stringify({ pid: process.pid, host: config.server.host, port }) + '\n')
+  } catch (err) {
+    process.stderr.write(`modelgate: cannot write ${path}: ${(err as Error).message} (modelgate reload will not find this gateway)\n`)
+  }
+}
+
+function removePidFile (config: Config): void {
+  const path = pidFilePath(config)
+  if (path === null) return
+  try {
+    const found = JSON.parse(readFileSync(path, 'utf8')) as { pid?: number }
+    if (found.pid === process.pid) unlinkSync(path)
+  } catch {}
+}
+
+/**
+ * `modelgate reload`: checks the file first (its problems, exit status 2), then finds the running
+ * gateway by the pid file beside the store. With an admin token it asks the admin API, which
+ * answers what changed (or the problems it found); without one it sends SIGHUP, and the result
+ * is in the gateway's log.
+ */
+async function reload (args: Args): Promise<void> {
+  const config = await readConfig(args)
+  const path = pidFilePath(config)
+  if (path === null) throw new UsageError('the store is :memory:, so no pid file says where the gateway runs: use POST /admin/v1/reload or send it SIGHUP', 'reload')
+  let found: { pid: number, host: string, port: number }
+  try {
+    found = JSON.parse(readFileSync(path, 'utf8')) as typeof found
+  } catch {
+    fail(`modelgate: no running gateway found (no ${path}); is it serving with this config?`)
+  }
+  if (config.admin.token === '') {
+    try {
+      process.kill(found.pid, 'SIGHUP')
+    } catch (err) {
+      fail(`modelgate: cannot signal the gateway (pid ${found.pid}): ${(err as Error).message}`)
+    }
+    process.stdout.write(`sent SIGHUP to the gateway (pid ${found.pid}); its log says what changed\n`)
+    return
+  }
+  const host = found.host === '0.0.0.0' || found.host === '::' ? '127.0.0.1' : found.host.includes(':') ? `[${found.host}]` : found.host
+  let res: Response
+  try {
+    res = await fetch(`http://${host}:${found.port}/admin/v1/reload`, { method: 'POST', headers: { authorization: `Bearer ${config.admin.token}` } })
+  } catch (err) {
+    fail(`modelgate: the gateway at ${host}:${found.port} did not answer: ${(err as Error).message}`)
+  }
+  const body = await res.json().catch(() => ({})) as { changes?: string[], problems?: string[], workers?: number, error?: { message?: string } }
+  if (res.status === 200) {
+    const changes = body.changes ?? []
+    process.stdout.write(`reloaded${body.workers === undefined ? '' : ` (${body.workers} workers)`}: ${changes.length === 0 ? 'nothing changed' : ''}\n${changes.map((c) => `  ${c}\n`).join('')}`)
+    return
+  }
+  if (res.status === 400 && body.problems !== undefined) fail(`the gateway kept its configuration; problems:\n${body.problems.map((p) => `  - ${p}`).join('\n')}`, 2)
+  fail(`modelgate: the gateway answered ${res.status}: ${body.error?.message ?? ''}`)
 }
 
 async function keys (sub: string | undefined, rest: string[], args: Args): Promise<void> {
@@ -345,6 +431,7 @@ async function main (argv: string[]): Promise<void> {
     case 'credits': return await credits(sub, args)
     case 'usage': return await usage(args)
     case 'plugins': return await plugins(args)
+    case 'reload': return await reload(args)
     case 'config': {
       if (sub !== 'check') throw new UsageError('config check [FILE]', 'config')
       const file = rest[0] ?? configPath(args)

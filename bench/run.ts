@@ -15,6 +15,7 @@ import { Pool } from 'undici'
 import { fromRoot } from '../paths.js'
 import { SqliteStore } from '../plugins/store/sqlite/index.js'
 import type { UsageRow } from '../plugins/store/types.js'
+import { metricsCostUs } from './metrics-cost.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { startServer, own, type Server } from './servers.js'
 import { BENCH_KEY } from './small-config.js'
@@ -33,7 +34,8 @@ const SLICE = Math.max(2, Math.round(DURATION / ROUNDS))
 // operators write (a secret's shape with no upper length, and a bounded number pattern).
 const GUARDRAILS = { name: 'guardrails', options: { rules: [{ name: 'keys', pattern: 'sk-[A-Za-z0-9_-]{20,}' }, { name: 'cards', pattern: '\\b\\d{4}[ -]?\\d{4}[ -]?\\d{4}[ -]?\\d{4}\\b', action: 'block' }] } }
 
-function gatewayConfig (upstream: number, db: string, extraPlugins: Array<Record<string, unknown>> = []): Record<string, unknown> {
+function gatewayConfig (upstream: number, db: string, opts: { metrics?: boolean, extraPlugins?: Array<Record<string, unknown>> } = {}): Record<string, unknown> {
+  const { metrics = true, extraPlugins = [] } = opts
   const model = (id: string, provider: string): Record<string, unknown> => ({
     id, name: id, provider, upstream_model: 'bench', context_length: 128000, max_output_tokens: 4096,
     architecture: { input_modalities: ['text'], output_modalities: ['text'] },
@@ -52,6 +54,8 @@ function gatewayConfig (upstream: number, db: string, extraPlugins: Array<Record
       { id: 'up-messages', protocol: 'messages', base_url: `http://127.0.0.1:${upstream}`, api_key: 'x' }
     ],
     models: [model('bench/openai', 'up-openai'), model('bench/claude', 'up-messages')],
+    // on: every call's figures are counted (as in the default config); /metrics itself is not scraped
+    metrics: { enabled: metrics },
     tenants: [{ org: 'bench', balance_usd: 1_000_000, quota: { tokens: 1_000_000_000_000, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY }] }] }]
   }
 }
@@ -212,11 +216,11 @@ async function inRounds<T extends object> (cases: Array<[string, () => Promise<T
 
 const median = (xs: number[]): number => { const v = [...xs].sort((a, b) => a - b); return v.length === 0 ? NaN : v.length % 2 === 1 ? v[(v.length - 1) / 2] as number : ((v[v.length / 2 - 1] as number) + (v[v.length / 2] as number)) / 2 }
 
-/** The median over rounds of a's requests/s over b's in the same round: the two shared that round's machine. */
-function pairedRatio (runs: Map<string, Load[]>, a: string, b: string): number {
+/** The median over rounds of a's figure over b's in the same round (requests/s by default): the two shared that round's machine. */
+function pairedRatio (runs: Map<string, Load[]>, a: string, b: string, figure: 'rps' | 'cpuUs' = 'rps'): number {
   const xs = runs.get(a); const ys = runs.get(b)
   if (xs === undefined || ys === undefined) return NaN
-  return median(xs.map((x, i) => x.rps / (ys[i]?.rps ?? NaN)))
+  return median(xs.map((x, i) => (x[figure] ?? NaN) / (ys[i]?.[figure] ?? NaN)))
 }
 
 const fmt = (n: number, d = 0): string => Number.isFinite(n) ? n.toFixed(d) : 'n/a'
@@ -233,8 +237,11 @@ async function main (): Promise<void> {
   writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw.db'))))
   const gateway = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgGuard = join(dir, 'gateway-guardrails.json')
-  writeFileSync(cfgGuard, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-guardrails.db'), [GUARDRAILS])))
+  writeFileSync(cfgGuard, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-guardrails.db'), { extraPlugins: [GUARDRAILS] })))
   const guarded = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgGuard, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const cfgOff = join(dir, 'gateway-metrics-off.json')
+  writeFileSync(cfgOff, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-off.db'), { metrics: false })))
+  const metricsOff = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgOff, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgAll = join(dir, 'gateway-all-cores.json')
   writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-all-cores.db'))))
   const allCores = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
@@ -255,7 +262,7 @@ async function main (): Promise<void> {
   process.stderr.write(`bench: ${DURATION}s per case in ${ROUNDS} rounds (medians); upstream, two bare proxies, modelgate (all plugins on; 1 worker and ${cpus().length}) and Portkey (${portkey}) in separate processes\n`)
 
   // warm-up, not measured: every server's JIT and connection pools
-  const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), gateway, guarded, allCores].map((s) => [chatUrl(s), chatBody('bench/openai'), headers])
+  const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), gateway, guarded, metricsOff, allCores].map((s) => [chatUrl(s), chatBody('bench/openai'), headers])
   if (pk !== undefined) warm.push([pk, chatBody('bench'), portkeyHeaders(up)])
   for (const [url, body, h] of warm) await autocannon({ url, method: 'POST', body, headers: h, connections: 32, duration: 1 })
   const mgChat = `${mg}/v1/chat/completions`
@@ -264,6 +271,7 @@ async function main (): Promise<void> {
     ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32, headers, gateway.pid)],
     ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32, headers, gateway.pid)],
     ['modelgate + guardrails', async () => await load(chatUrl(guarded), chatBody('bench/openai'), 32, headers, guarded.pid)],
+    ['modelgate metrics off', async () => await load(chatUrl(metricsOff), chatBody('bench/openai'), 32, headers, metricsOff.pid)],
     // its CPU is spread over the cluster's workers: not read
     [`modelgate ${cpus().length} workers`, async () => await load(chatUrl(allCores), chatBody('bench/openai'), 32)]
   )
@@ -293,6 +301,7 @@ async function main (): Promise<void> {
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 1)]
   ])
   const ledger = ledgerWrites()
+  const metricsUs = metricsCostUs()
 
   const bare = throughput['reply-from']?.rps
   const pkRps = throughput.portkey?.rps
@@ -328,6 +337,9 @@ async function main (): Promise<void> {
   const cpuOverBare = (mgLoad?.cpuUs ?? NaN) / (bareLoad?.cpuUs ?? NaN)
   const mainOverBare = (mgLoad?.mainUs ?? NaN) / (bareLoad?.mainUs ?? NaN)
   console.log(`  CPU per request, modelgate / bare reply-from proxy: ${fmt(cpuOverBare, 2)} (main thread ${fmt(mainOverBare, 2)}; medians of the rounds)`)
+  const metricsCpu = pairedRatio(throughputRuns, 'modelgate passthrough', 'modelgate metrics off', 'cpuUs')
+  const metricsShare = metricsUs / (mgLoad?.cpuUs ?? NaN)
+  console.log(`Metrics: ${fmt(metricsUs, 2)} µs of CPU per call measured alone, ${fmt(metricsShare * 100, 2)}% of modelgate's CPU per request (target ≤ 3%); gateways with metrics on / off: ${fmt(metricsCpu, 3)} per round (median), ${fmt(mgLoad?.cpuUs ?? NaN)} / ${fmt(throughput['modelgate metrics off']?.cpuUs ?? NaN)} µs of the medians`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
 
@@ -340,6 +352,9 @@ async function main (): Promise<void> {
       modelgate_all_cores_over_reply_from: (throughput[`modelgate ${cpus().length} workers`]?.rps ?? NaN) / (bare ?? NaN),
       modelgate_over_portkey: pkRps === undefined ? null : (throughput['modelgate passthrough']?.rps ?? NaN) / pkRps,
       cpu_per_request_modelgate_over_reply_from: { process: cpuOverBare, main_thread: mainOverBare },
+      cpu_per_request_metrics_on_over_off: metricsCpu,
+      metrics_us_per_call: metricsUs,
+      metrics_share_of_cpu_per_request: metricsShare,
       // the median over rounds of the two cases' ratio in the same round
       paired: {
         modelgate_over_reply_from: pairedBare,

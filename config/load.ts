@@ -106,10 +106,15 @@ function semanticChecks (config: Config, problems: string[]): void {
   })
   for (const id of duplicates(config.models.map((m) => m.id))) problems.push(`models: the id ${id} is used twice`)
   config.models.forEach((m, i) => {
-    const refs = Array.isArray(m.provider) ? m.provider : [m.provider]
+    const refs = Array.isArray(m.provider) ? m.provider.map((p) => typeof p === 'string' ? p : p.id) : [m.provider]
     refs.forEach((ref, j) => {
-      if (!providerIds.has(ref)) problems.push(`models[${i}].provider${Array.isArray(m.provider) ? `[${j}]` : ''}: no provider has the id ${ref}`)
+      const path = `models[${i}].provider${Array.isArray(m.provider) ? `[${j}]${typeof m.provider[j] === 'string' ? '' : '.id'}` : ''}`
+      if (!providerIds.has(ref)) problems.push(`${path}: no provider has the id ${ref}`)
     })
+    for (const id of duplicates(refs)) problems.push(`models[${i}].provider: ${id} is listed twice`)
+    if (m.routing === 'weighted' && Array.isArray(m.provider) && m.provider.every((p) => typeof p !== 'string' && p.weight === 0)) {
+      problems.push(`models[${i}].provider: routing weighted needs a weight above 0`)
+    }
     if (m.pricing !== undefined) {
       for (const [field, price] of Object.entries(m.pricing)) {
         if (typeof price === 'number' && Math.abs(Math.round(price * 1000) - price * 1000) > 1e-6) {

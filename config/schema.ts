@@ -69,10 +69,20 @@ export const ProviderSchema = Type.Object({
   passthrough: Type.Boolean({ default: false })
 }, Closed)
 
+// A provider of a model: its id, or its id with a weight (for `routing: weighted`).
+export const ModelProviderSchema = Type.Union([
+  Type.String({ minLength: 1 }),
+  Type.Object({ id: Type.String({ minLength: 1 }), weight: Type.Number({ default: 1, minimum: 0 }) }, Closed)
+])
+
+export const RoutingSchema = Type.Union([Type.Literal('failover'), Type.Literal('weighted'), Type.Literal('latency')], { default: 'failover' })
+
 export const ModelSchema = Type.Object({
   id: Type.String({ minLength: 1 }),
   name: Type.String({ minLength: 1 }),
-  provider: Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })]),
+  provider: Type.Union([Type.String({ minLength: 1 }), Type.Array(ModelProviderSchema, { minItems: 1 })]),
+  // how a call picks among the providers: in order, by weight, or by recent time to first byte
+  routing: RoutingSchema,
   upstream_model: Type.Optional(Type.String({ minLength: 1 })),
   context_length: Type.Integer({ minimum: 1 }),
   max_output_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -110,6 +120,36 @@ export const TenantSchema = Type.Object({
   projects: Type.Array(ProjectSchema, { default: [] })
 }, Closed)
 
+// How calls go to providers, for every model: the circuit breaker, retries of a failure that is
+// safe to repeat, and the latency policy's averaging and exploration.
+export const UpstreamSchema = Type.Object({
+  breaker: Type.Object({
+    failures: Type.Integer({ default: 5, minimum: 1 }),
+    open_s: Type.Number({ default: 30, exclusiveMinimum: 0 })
+  }, { ...Closed, default: {} }),
+  retry: Type.Object({
+    attempts: Type.Integer({ default: 1, minimum: 0, maximum: 10 }),
+    backoff_ms: Type.Number({ default: 50, minimum: 0 })
+  }, { ...Closed, default: {} }),
+  latency: Type.Object({
+    // weight of the newest time to first byte in the moving average
+    smoothing: Type.Number({ default: 0.3, exclusiveMinimum: 0, maximum: 1 }),
+    // share of calls sent to another provider than the fastest, to keep its figure fresh
+    explore: Type.Number({ default: 0.05, minimum: 0, maximum: 1 })
+  }, { ...Closed, default: {} })
+}, { ...Closed, default: {} })
+
+export const MetricsSchema = Type.Object({
+  enabled: Type.Boolean({ default: true }),
+  auth: Type.Union([Type.Literal('admin'), Type.Literal('open')], { default: 'admin' })
+}, { ...Closed, default: {} })
+
+export const TracingSchema = Type.Object({
+  otlp_endpoint: Type.String({ default: '', pattern: '^(https?://.*)?$' }),
+  service_name: Type.String({ default: 'modelgate', minLength: 1 }),
+  headers: Type.Record(Type.String(), Type.String(), { default: {} })
+}, { ...Closed, default: {} })
+
 export const ConfigSchema = Type.Object({
   server: ServerSchema,
   store: StoreSchema,
@@ -121,7 +161,10 @@ export const ConfigSchema = Type.Object({
     flatten: Type.Boolean({ default: false }),
     default_max_tokens: Type.Integer({ default: 4096, minimum: 1 })
   }, { ...Closed, default: {} }),
-  tenants: Type.Array(TenantSchema, { default: [] })
+  tenants: Type.Array(TenantSchema, { default: [] }),
+  upstream: UpstreamSchema,
+  metrics: MetricsSchema,
+  tracing: TracingSchema
 }, Closed)
 
 export type Config = Static<typeof ConfigSchema>
@@ -131,3 +174,5 @@ export type ModelConfig = Static<typeof ModelSchema>
 export type TenantConfig = Static<typeof TenantSchema>
 export type QuotaConfig = Static<typeof QuotaSchema>
 export type PluginEntry = Static<typeof PluginEntrySchema>
+export type Routing = Static<typeof RoutingSchema>
+export type UpstreamConfig = Static<typeof UpstreamSchema>

@@ -39,7 +39,7 @@ export type { Store } from './store/types.js'
 /** Time source; tests pass a fake one so windows and expiries need no sleeping. */
 export interface Clock { now: () => number }
 
-export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string }
+export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, overhead: string }
 
 /** Who is calling: set by the auth plugin on `request.principal`. */
 export interface Principal {
@@ -99,6 +99,10 @@ export interface CallOutcome {
   readonly startedAt: number
   readonly firstByteAt: number | null
   readonly endedAt: number
+  /** The gateway's own time in ms, providers' time excluded, up to the answer's headers; null when none was sent. */
+  readonly overheadMs: number | null
+  /** Time spent waiting on providers, ms (attempts, pauses before retries, a whole answer's transfer). */
+  readonly upstreamMs: number
   readonly dropped: readonly string[]
   /** The client's request and what it received (JSON body, or the stream's bytes), when a plugin asked for them. */
   readonly content: { readonly request: string, readonly response: string | null } | null

@@ -4,6 +4,7 @@ import { settle } from './billing.js'
 import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
 import type { Json, Protocol, Usage } from './translation/types.js'
+import type { AttemptReport } from './upstream/index.js'
 import type { CallAbort } from './upstream/types.js'
 
 /** Where a stream in progress says how far it got, for a call that ends while it runs. */
@@ -48,6 +49,14 @@ export class CallRecord implements CallView {
   progress: RelayProgress | null = null
   /** The status to record if the call ends on an error answer (set before the error is thrown). */
   failure: CallStatus | null = null
+  /** performance.now() when the call began (high resolution, for the overhead and traces). */
+  readonly t0 = performance.now()
+  /** Time spent waiting on providers, ms: attempts, pauses before a retry, reading a whole answer. */
+  upstreamMs = 0
+  /** Every attempt at a provider, in order. */
+  readonly attempts: AttemptReport[] = []
+  /** The gateway's own time up to its answer's headers (ms), once they are set. */
+  overheadMs: number | null = null
   private ended: Promise<void> | undefined | null = null
   private outcome: CallOutcome | null = null
 
@@ -64,6 +73,25 @@ export class CallRecord implements CallView {
   }
 
   get done (): boolean { return this.outcome !== null }
+
+  /** An attempt at a provider ended. */
+  attemptEnded (r: AttemptReport): void {
+    this.attempts.push(r)
+    this.upstreamMs += r.end - r.start
+  }
+
+  /** Time spent waiting on a provider outside an attempt (a retry's pause, a body's transfer). */
+  waited (ms: number): void { this.upstreamMs += ms }
+
+  /**
+   * The answer's headers are about to go out: `{prefix}Overhead-Ms` is the time since the call
+   * began less the time spent waiting on providers (for a stream, up to its first byte).
+   */
+  answering (): void {
+    if (this.overheadMs !== null) return
+    this.overheadMs = Math.max(0, performance.now() - this.t0 - this.upstreamMs)
+    if (!this.reply.raw.headersSent) this.reply.header(this.gateway.headers.overhead, this.overheadMs.toFixed(2))
+  }
 
   /** The first byte of the answer reached the client (or, for a whole JSON answer, arrived). */
   firstByte (): void {
@@ -107,6 +135,8 @@ export class CallRecord implements CallView {
       startedAt: this.startedAt,
       firstByteAt: this.firstByteAt,
       endedAt: now,
+      overheadMs: this.overheadMs,
+      upstreamMs: this.upstreamMs,
       dropped: Object.freeze([...this.dropped]),
       content: this.keepContent ? Object.freeze({ request: JSON.stringify(this.requestBody), response: this.responseContent }) : null
     })

@@ -1,4 +1,4 @@
-import type { ModelConfig } from '../config/schema.js'
+import type { ModelConfig, Routing } from '../config/schema.js'
 import { pricePerToken } from './money.js'
 
 /** Prices in nano-dollars per token. */
@@ -18,7 +18,11 @@ export interface PublicModel {
 export interface CatalogModel {
   id: string
   config: ModelConfig
+  /** Provider ids, in config order. */
   providers: string[]
+  /** Each provider's weight (routing: weighted), in the order of `providers`; 1 when not given. */
+  weights: number[]
+  routing: Routing
   upstreamModel: string
   active: boolean
   price: Price | null
@@ -28,6 +32,7 @@ export interface CatalogModel {
 }
 
 function toCatalogModel (m: ModelConfig): CatalogModel {
+  const refs = Array.isArray(m.provider) ? m.provider : [m.provider]
   const price = m.pricing === undefined
     ? null
     : {
@@ -39,7 +44,9 @@ function toCatalogModel (m: ModelConfig): CatalogModel {
   return {
     id: m.id,
     config: m,
-    providers: Array.isArray(m.provider) ? m.provider : [m.provider],
+    providers: refs.map((r) => typeof r === 'string' ? r : r.id),
+    weights: refs.map((r) => typeof r === 'string' ? 1 : r.weight),
+    routing: m.routing,
     upstreamModel: m.upstream_model ?? m.id,
     active: m.status === 'active',
     price,

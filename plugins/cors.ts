@@ -33,7 +33,7 @@ export default definePlugin({
       credentials: opts.credentials,
       maxAge: opts.max_age_s,
       methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, 'Retry-After', 'x-should-retry'],
+      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.overhead, 'Retry-After', 'x-should-retry'],
       allowedHeaders: [...fixed]
     }
     // static options: @fastify/cors re-normalizes delegated options on every request

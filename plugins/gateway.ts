@@ -14,6 +14,7 @@ import { localize, negotiateLocale } from './i18n/index.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './validation.js'
 import type { Store } from './store/types.js'
 import type { Protocol } from './translation/types.js'
+import type { HealthBook } from './upstream/health.js'
 import { Upstreams } from './upstream/index.js'
 
 // The gateway core that every app (and every plugin test) shares: the services plugins reach on
@@ -24,7 +25,7 @@ import { Upstreams } from './upstream/index.js'
 export const systemClock: Clock = { now: () => Date.now() }
 
 export function headerNames (prefix: string): HeaderNames {
-  return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params` }
+  return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params`, overhead: `${prefix}Overhead-Ms` }
 }
 
 // traceId()'s time part, made once per millisecond
@@ -56,6 +57,8 @@ export interface GatewayParts {
   store: Store
   clock?: Clock
   log: FastifyBaseLogger
+  /** Provider health shared with other configurations of the process. */
+  health?: HealthBook
 }
 
 const hooksByGateway = new WeakMap<Gateway, HookRegistry>()
@@ -74,7 +77,7 @@ export function createGateway (parts: GatewayParts): GatewayCore {
     config: parts.config,
     store: parts.store,
     catalog: new Catalog(parts.config.models),
-    upstreams: new Upstreams(parts.config, clock),
+    upstreams: new Upstreams(parts.config, clock, { health: parts.health }),
     clock,
     headers: headerNames(parts.config.server.header_prefix),
     log: parts.log,
@@ -187,11 +190,14 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
     // a metered call ends before its error is sent: what it took (an idempotency key, a hold)
     // is given back by the time the client can retry
     const call = request.call as CallRecord | null
-    if (call !== null && !call.done) {
-      try {
-        await call.end({ status: call.failure ?? (call.attempted ? 'upstream_error' : 'refused'), httpStatus: shown.statusCode })
-      } catch (endErr) {
-        request.log.error({ err: endErr }, 'end-of-call work failed')
+    if (call !== null) {
+      call.answering()
+      if (!call.done) {
+        try {
+          await call.end({ status: call.failure ?? (call.attempted ? 'upstream_error' : 'refused'), httpStatus: shown.statusCode })
+        } catch (endErr) {
+          request.log.error({ err: endErr }, 'end-of-call work failed')
+        }
       }
     }
     return sendError(request, reply, family, shown)

@@ -125,6 +125,8 @@ export interface SpawnedGateway {
   kill: (signal?: NodeJS.Signals) => void
   /** Resolves with everything written to stdout so far, once it matches `re`. */
   stdout: (re: RegExp) => Promise<string>
+  /** The config file it serves (a test may rewrite it and ask for a reload). */
+  configFile: string
 }
 
 /** `modelgate serve` in a child process on a config written to a temp file; killed when the test ends. */
@@ -156,5 +158,5 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   })
   const listening = await stdout(/listening on http:\/\/[^/]+:(\d+)/)
   const port = Number(/listening on http:\/\/[^/]+:(\d+)/.exec(listening)?.[1])
-  return { port, exited, kill: (signal = 'SIGTERM') => child.kill(signal), stdout }
+  return { port, exited, kill: (signal = 'SIGTERM') => child.kill(signal), stdout, configFile: file }
 }

@@ -168,6 +168,8 @@ export interface Store {
   syncTenants: (config: Config, now: number) => MaybePromise<void>
   /** Writes the store delays (lease give-backs, key expiry extensions) are committed now. */
   flush: () => MaybePromise<void>
+  /** Optional: hears how long each batch of writes took to commit (s) and how many writes it held (metrics). */
+  observeWrites?: (fn: (seconds: number, writes: number) => void) => void
   /** Throws when the store cannot serve (the readiness check). */
   ping: () => MaybePromise<void>
   close: () => Promise<void>

@@ -1,63 +1,116 @@
 import type { Config, ProviderConfig } from '../../config/schema.js'
 import type { Clock } from '../api.js'
 import { createDemoClient } from './demo.js'
+import { HealthBook, type BreakerState, type HealthOptions } from './health.js'
 import { createHttpClient } from './http.js'
+import { orderProviders, type RoutingPolicy } from './routing.js'
 import type { UpstreamClient } from './types.js'
 
 export type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 export { CallAbort } from './types.js'
+export type { RoutingPolicy } from './routing.js'
 
-// After this many consecutive failures (5xx, reset, refused, timeout) a provider is marked
-// unhealthy for COOLDOWN_MS and is tried only when no healthy provider of the model is left.
-const FAILURES_BEFORE_UNHEALTHY = 3
-const COOLDOWN_MS = 30_000
+/** How one attempt at a provider went. */
+export type AttemptOutcome = 'ok' | 'client_error' | 'server_error' | 'network_error' | 'timeout' | 'aborted'
 
-interface Health { failures: number, unhealthyUntil: number }
+/** One attempt, as dispatch reports it (for the breaker, the latency average, metrics and traces). */
+export interface AttemptReport {
+  provider: string
+  /** The catalog model the call is for, when it is a model call. */
+  model: string | null
+  outcome: AttemptOutcome
+  /** The HTTP status, when the provider answered. */
+  status: number | null
+  /** performance.now() at the start of the attempt and when it ended (headers, or the failure). */
+  start: number
+  end: number
+  /** 1 for the call's first attempt, and on. */
+  n: number
+  /** A repeat on the same provider after a failure that was safe to repeat. */
+  retry: boolean
+  /** The first attempt on another provider after a failure. */
+  failover: boolean
+  error?: unknown
+}
+
+export interface UpstreamsOptions {
+  /** Breakers and latency averages; shared by the configurations of one process. */
+  health?: HealthBook
+  /** Random source of the weighted and latency policies (tests pass a seeded one). */
+  random?: () => number
+}
+
+export interface ProviderStatus { state: BreakerState, failures: number, ttfb_ms: number | null }
+
+export function healthOptions (config: Config): HealthOptions {
+  const u = config.upstream
+  return { failures: u.breaker.failures, openMs: u.breaker.open_s * 1000, smoothing: u.latency.smoothing }
+}
 
 export class Upstreams {
+  readonly health: HealthBook
   private readonly clients = new Map<string, UpstreamClient>()
   private readonly usable = new Set<string>()
-  private readonly health = new Map<string, Health>()
+  private readonly random: () => number
+  private readonly explore: number
+  private readonly observers: Array<(r: AttemptReport) => void> = []
 
-  constructor (config: Config, private readonly clock: Clock) {
+  constructor (config: Config, clock: Clock, opts: UpstreamsOptions = {}) {
     const timeoutMs = config.server.request_timeout_s * 1000
+    this.health = opts.health ?? new HealthBook(clock)
+    this.health.options = healthOptions(config)
+    this.random = opts.random ?? Math.random
+    this.explore = config.upstream.latency.explore
     for (const p of config.providers) {
       this.clients.set(p.id, p.builtin === 'demo' ? createDemoClient(p.id, p.protocol) : createHttpClient(p, { timeoutMs }))
       if (isUsable(p)) this.usable.add(p.id)
-      this.health.set(p.id, { failures: 0, unhealthyUntil: 0 })
     }
   }
 
   /** The client of a provider, usable or not. */
   get (id: string): UpstreamClient | undefined { return this.clients.get(id) }
 
+  /** The configured providers' ids. */
+  ids (): string[] { return [...this.clients.keys()] }
+
   /**
-   * The model's providers to try, in config order: healthy ones first, then unhealthy ones as
-   * a last resort. Providers with no credentials are not usable and never tried.
+   * The model's providers to try, in the routing policy's order (config order by default).
+   * Providers with no credentials, and those whose breaker is open, are left out.
    */
-  candidates (providerIds: readonly string[]): UpstreamClient[] {
-    const now = this.clock.now()
-    const healthy: UpstreamClient[] = []
-    const resting: UpstreamClient[] = []
-    for (const id of providerIds) {
-      const client = this.clients.get(id)
-      if (client === undefined || !this.usable.has(id)) continue
-      const h = this.health.get(id) as Health
-      ;(h.unhealthyUntil > now ? resting : healthy).push(client)
+  candidates (providerIds: readonly string[], policy?: RoutingPolicy): UpstreamClient[] {
+    const ids: string[] = []
+    const weights: number[] = []
+    providerIds.forEach((id, i) => {
+      if (!this.clients.has(id) || !this.usable.has(id) || !this.health.usable(id)) return
+      ids.push(id)
+      weights.push(policy?.weights?.[i] ?? 1)
+    })
+    const order = orderProviders(ids, policy === undefined ? undefined : { routing: policy.routing, weights }, { health: this.health, random: this.random, explore: this.explore })
+    return order.map((id) => this.clients.get(id) as UpstreamClient)
+  }
+
+  /** Whether an attempt may go to the provider now (its breaker may have opened meanwhile). */
+  admit (id: string): boolean { return this.health.admit(id) }
+
+  /** Hears every attempt's report. */
+  observe (fn: (r: AttemptReport) => void): void { this.observers.push(fn) }
+
+  /** An attempt ended: the breaker and the latency average learn from it. */
+  report (r: AttemptReport): void {
+    if (r.outcome === 'ok' || r.outcome === 'client_error') this.health.success(r.provider, r.end - r.start)
+    else if (r.outcome === 'aborted') this.health.release(r.provider)
+    else this.health.failure(r.provider)
+    for (const fn of this.observers) fn(r)
+  }
+
+  /** Each configured provider's breaker and latency average (for /readyz). */
+  status (): Record<string, ProviderStatus> {
+    const out: Record<string, ProviderStatus> = {}
+    for (const id of this.clients.keys()) {
+      const h = this.health.of(id)
+      out[id] = { state: h.state, failures: h.failures, ttfb_ms: h.ttfbMs === null ? null : Math.round(h.ttfbMs * 100) / 100 }
     }
-    return healthy.concat(resting)
-  }
-
-  succeeded (id: string): void {
-    const h = this.health.get(id)
-    if (h !== undefined && h.failures !== 0) { h.failures = 0; h.unhealthyUntil = 0 }
-  }
-
-  failed (id: string): void {
-    const h = this.health.get(id)
-    if (h === undefined) return
-    h.failures++
-    if (h.failures >= FAILURES_BEFORE_UNHEALTHY) h.unhealthyUntil = this.clock.now() + COOLDOWN_MS
+    return out
   }
 
   async close (): Promise<void> {

@@ -1,19 +1,18 @@
-import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import {
-  AdminUnauthorized, InvalidCursor, InvalidField, KeyNotFound, OrgNotFound, RouteNotFound
+  InvalidCursor, InvalidField, KeyNotFound, OrgNotFound
 } from '../../plugins/errors.js'
+import { adminGuard } from '../../plugins/admin-token.js'
 import { nanoToUsd, parseUsd } from '../../plugins/money.js'
 import { quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from '../../plugins/quota-windows.js'
 import { decodeCursor, encodeCursor } from '../../plugins/store/cursor.js'
 import { IsoTime, parseIsoTime } from '../schemas.js'
 import { usageRecord } from './usage-record.js'
+import type { ReloadResult } from '../../plugins/operations.js'
 
 // The admin API under /admin/v1: Bearer admin.token, numeric-code errors, JSON. With no admin
 // token configured every admin path answers 404, as if it did not exist.
-
-const digest = (s: string): Buffer => createHash('sha256').update(s).digest()
 
 const UsageQuery = Type.Object({
   org: Type.Optional(Type.String()),
@@ -42,16 +41,18 @@ const CreditsBody = Type.Object({ amount_usd: Type.Union([Type.String(), Type.Nu
 const OrgParams = Type.Object({ org: Type.String() })
 const KeyParams = Type.Object({ id: Type.String() })
 
-const admin: FastifyPluginAsyncTypebox = async (fastify) => {
+export interface AdminOptions {
+  /** Re-reads the configuration file (a serving process); without it POST /reload answers 404. */
+  reload?: () => Promise<ReloadResult>
+}
+
+const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => {
   const { store, config, clock } = fastify.gateway
-  const token = config.admin.token
-  const expected = digest(token)
+  const guard = adminGuard(config.admin.token)
   const quotas = new QuotaRules(config)
 
   fastify.addHook('onRequest', async (request) => {
-    if (token === '') throw new RouteNotFound({ method: request.method, url: request.url.split('?')[0] ?? request.url })
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
-    if (m === null || !timingSafeEqual(digest(m[1] as string), expected)) throw new AdminUnauthorized()
+    guard(request)
     // what the store delays (lease give-backs) is part of every answer here
     await store.flush()
   })
@@ -115,6 +116,20 @@ const admin: FastifyPluginAsyncTypebox = async (fastify) => {
       id: k.id, org: k.org, project: k.project, models: k.models, passthrough: k.passthrough, name: k.name, created_at: new Date(k.created_at).toISOString(), revoked: k.revoked
     }))
   }))
+
+  // Re-reads the config file: 200 with what changed, or 400 with every problem (the running
+  // configuration is kept). With several workers, every worker reloads.
+  const reload = opts.reload
+  if (reload !== undefined) {
+    fastify.post('/reload', async (_request, reply) => {
+      const r = await reload()
+      if (r.ok) return { reloaded: true, changes: r.changes, generation: r.generation, ...(r.workers === undefined ? {} : { workers: r.workers }) }
+      return await reply.status(400).send({
+        error: { code: 'invalid_config', type: 'invalid_request_error', message: `The configuration file has ${r.problems.length} problem(s); the running configuration is kept.` },
+        problems: r.problems
+      })
+    })
+  }
 
   fastify.delete('/keys/:id', { schema: { params: KeyParams } }, async (request) => {
     const { id } = request.params

@@ -12,7 +12,7 @@ import { then, type MaybePromise } from '../../plugins/store/types.js'
 import { pairFor } from '../../plugins/translation/index.js'
 import { relay, StreamRelay, type RelayEnd } from '../../plugins/translation/relay.js'
 import type { Json, Protocol, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
-import { dispatch, isTimeout, messagesHeaders, parseJson, readText, type Answer } from '../../plugins/upstream/dispatch.js'
+import { dispatch, isTimeout, messagesHeaders, parseJson, readText, type Answer, type RetryPolicy } from '../../plugins/upstream/dispatch.js'
 import { CallAbort, type UpstreamClient } from '../../plugins/upstream/types.js'
 import { applyParameters, checkBody, checkMedia, checkMediaHostsByDns } from '../../plugins/validation.js'
 
@@ -83,11 +83,16 @@ function upstreamProtocol (client: Protocol, upstream: UpstreamClient): Protocol
   return client === 'responses' && upstream.responses ? 'responses' : upstream.protocol
 }
 
+export function retryPolicy (gateway: Gateway): RetryPolicy {
+  const r = gateway.config.upstream.retry
+  return { attempts: r.attempts, backoffMs: r.backoff_ms }
+}
+
 async function callUpstream (gateway: Gateway, hooks: HookRegistry, request: FastifyRequest, reply: FastifyReply, call: CallRecord, model: CatalogModel, body: Json, ctx: TranslateCtx): Promise<{ answer: Answer, translated: Translated }> {
   const client = call.protocol
   // `n` may have been dropped as unsupported; towards a Messages upstream it is refused anyway
   const n = (request.body as Json).n
-  if (client === 'openai' && typeof n === 'number' && n > 1 && gateway.upstreams.candidates(model.providers).some((u) => u.protocol === 'messages')) {
+  if (client === 'openai' && typeof n === 'number' && n > 1 && gateway.upstreams.candidates(model.providers, model).some((u) => u.protocol === 'messages')) {
     throw new UnsupportedOnUpstream({ feature: 'n > 1', model: model.id })
   }
   const byProtocol = new Map<Protocol, Translated>()
@@ -107,6 +112,11 @@ async function callUpstream (gateway: Gateway, hooks: HookRegistry, request: Fas
     const answer = await dispatch(gateway.upstreams, {
       request,
       providers: model.providers,
+      policy: model,
+      model: model.id,
+      retry: retryPolicy(gateway),
+      onReport: (r) => { call.attemptEnded(r) },
+      onWait: (ms) => { call.waited(ms) },
       timeoutS: gateway.config.server.request_timeout_s,
       abort: call.abort,
       forwardToMessages: messagesHeaders(request),
@@ -133,8 +143,10 @@ async function callUpstream (gateway: Gateway, hooks: HookRegistry, request: Fas
 
 async function relayJson (gateway: Gateway, hooks: HookRegistry, request: FastifyRequest, reply: FastifyReply, call: CallRecord, answer: Answer, pair: TranslatorPair, ctx: TranslateCtx): Promise<FastifyReply> {
   let text: string
+  const t0 = performance.now()
   try {
     text = await readText(answer.res.body)
+    call.waited(performance.now() - t0)
   } catch (err) {
     call.failure = isTimeout(err) ? 'timeout' : 'upstream_error'
     throw call.failure === 'timeout' ? new RequestTimeout({ seconds: gateway.config.server.request_timeout_s }, { cause: err }) : new UpstreamUnavailable({}, { cause: err })
@@ -153,6 +165,7 @@ async function relayJson (gateway: Gateway, hooks: HookRegistry, request: Fastif
     body = c.body
   }
   if (call.keepContent) call.responseContent = typeof body === 'string' ? body : JSON.stringify(body)
+  call.answering()
   // the call is settled (recorded, charged, counted) before its answer goes out
   await call.end({ status: 'ok', usage: out.usage, complete: true })
   reply.header('content-type', 'application/json; charset=utf-8')
@@ -181,6 +194,7 @@ function relayStream (gateway: Gateway, hooks: HookRegistry, request: FastifyReq
     failure: (end: RelayEnd) => bodyOf(end.status === 'timeout' ? new StreamIdleTimeout({ seconds: timeoutS }) : new UpstreamStreamError())
   })
   call.progress = relayStream
+  call.answering()
   reply.headers(SSE_HEADERS)
   return reply.send(relay(answer.res.body, relayStream))
 }

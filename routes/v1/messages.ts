@@ -6,7 +6,7 @@ import type { Json } from '../../plugins/translation/types.js'
 import { CallAbort } from '../../plugins/upstream/types.js'
 import { dispatch, messagesHeaders, parseJson, readText } from '../../plugins/upstream/dispatch.js'
 import { checkBody } from '../../plugins/validation.js'
-import { callHandler } from './call.js'
+import { callHandler, retryPolicy } from './call.js'
 
 // POST /v1/messages (also with ?beta=true, which is ignored) and POST /v1/messages/count_tokens.
 // Both accept x-api-key as well as Authorization: Bearer and answer errors in the Messages shape.
@@ -33,6 +33,8 @@ const messages: FastifyPluginAsync = async (fastify) => {
       request,
       providers,
       abort,
+      model: model.id,
+      retry: retryPolicy(fastify.gateway),
       timeoutS: gwConfig.server.request_timeout_s,
       forwardToMessages: messagesHeaders(request),
       plan: () => ({ path: '/v1/messages/count_tokens', body: { ...body, model: model.upstreamModel }, protocol: 'messages', error: pair.error })

@@ -115,7 +115,8 @@ t.test('failover order, 502 when none is left, 503 when none is usable, 408 on t
   t.equal(timeout.status, 408)
   t.equal((await timeout.json() as { error: { type: string } }).error.type, 'timeout_error')
 
-  mock.faults = { resetBeforeResponse: { times: 1 } }
+  // a reset before the first byte is repeated once on the same provider (upstream.retry): two fail the call
+  mock.faults = { resetBeforeResponse: { times: 2 } }
   const reset = await openai.chat.completions.create({ model: 'openai/gpt-test', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)
   t.equal((reset as { status: number }).status, 502)
   await settled()

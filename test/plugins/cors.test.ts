@@ -25,7 +25,7 @@ t.test('responses expose the diagnostic headers and Retry-After', async (t) => {
   const res = await app.inject({ method: 'GET', url: '/v1/models', headers: { ...bearer(KEY_A), origin: 'https://app.example' } })
   t.equal(res.statusCode, 200)
   const exposed = String(res.headers['access-control-expose-headers'])
-  for (const h of ['X-SVC-Trace-ID', 'X-SVC-Model', 'X-SVC-Provider', 'X-SVC-Dropped-Params', 'Retry-After', 'x-should-retry']) t.match(exposed, h)
+  for (const h of ['X-SVC-Trace-ID', 'X-SVC-Model', 'X-SVC-Provider', 'X-SVC-Dropped-Params', 'X-SVC-Overhead-Ms', 'Retry-After', 'x-should-retry']) t.match(exposed, h)
   const unauth = await app.inject({ method: 'GET', url: '/v1/models', headers: { origin: 'https://app.example' } })
   t.equal(unauth.statusCode, 401)
   t.equal(unauth.headers['access-control-allow-origin'], '*', 'a browser can read the 401 too')

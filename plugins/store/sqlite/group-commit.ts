@@ -41,6 +41,8 @@ export class GroupCommit {
   private lazyTimer: NodeJS.Timeout | null = null
   private retryTimer: NodeJS.Timeout | null = null
   private readonly sums = new Map<string, { totals: number[], sealed: boolean, done: Promise<void> }>()
+  /** Told each group's commit time (s) and size; metrics set it, nobody else. */
+  onBatch: ((seconds: number, writes: number) => void) | null = null
   private readonly runGroup: (items: Pending[]) => unknown[]
   private readonly runOne: (op: () => unknown) => unknown
 
@@ -116,8 +118,10 @@ export class GroupCommit {
     if (items.length === 0) return
     this.queue = []
     let results: unknown[]
+    const t0 = this.onBatch === null ? 0 : performance.now()
     try {
       results = this.runGroup(items)
+      if (this.onBatch !== null) this.onBatch((performance.now() - t0) / 1000, items.length)
     } catch (err) {
       if (isBusy(err)) { this.busy(items, err); return }
       this.oneByOne(items)

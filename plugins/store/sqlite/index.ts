@@ -123,6 +123,11 @@ export class SqliteStore implements Store {
     this.commit.flush()
   }
 
+  observeWrites (fn: (seconds: number, writes: number) => void): void {
+    const previous = this.commit.onBatch
+    this.commit.onBatch = previous === null ? fn : (s, n) => { previous(s, n); fn(s, n) }
+  }
+
   ping (): void {
     this.db.prepare('SELECT 1').get()
   }

@@ -1,0 +1,90 @@
+import cluster, { type Worker } from 'node:cluster'
+import { AggregatorRegistry, type Registry } from 'prom-client'
+
+// What the workers of `serve --workers N` ask of each other, through the primary (node:cluster
+// IPC): a scrape of /metrics that sums every worker's figures (prom-client's cluster aggregator:
+// the primary asks each worker for its registry and merges them), and a reload asked of one
+// worker (the admin API) that every other worker does too.
+
+const METRICS = 'modelgate:metrics'
+const RELOAD_ALL = 'modelgate:reload-all'
+const RELOAD = 'modelgate:reload'
+const RELOADED = 'modelgate:reloaded'
+
+interface Message { type: string, id: number, text?: string, error?: string, ok?: boolean, workers?: number }
+
+const isMessage = (m: unknown): m is Message => typeof (m as Message | null)?.type === 'string' && (m as Message).type.startsWith('modelgate:')
+
+const REPLY_TIMEOUT_MS = 30_000
+
+/** In the primary: answers the workers' scrapes and reloads. */
+export function servePrimary (): void {
+  const aggregator = new AggregatorRegistry()
+  let next = 0
+  const waiting = new Map<number, (ok: boolean) => void>()
+  cluster.on('message', (worker: Worker, msg: unknown) => {
+    if (!isMessage(msg)) return
+    if (msg.type === METRICS) {
+      aggregator.clusterMetrics().then(
+        (text) => { worker.send({ type: METRICS, id: msg.id, text }) },
+        (err: Error) => { worker.send({ type: METRICS, id: msg.id, error: err.message }) }
+      )
+    } else if (msg.type === RELOADED) {
+      waiting.get(msg.id)?.(msg.ok === true)
+    } else if (msg.type === RELOAD_ALL) {
+      const others = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w !== worker && w.isConnected())
+      void Promise.all(others.map(async (w) => await new Promise<boolean>((resolve) => {
+        const id = next++
+        const timer = setTimeout(() => { waiting.delete(id); resolve(false) }, REPLY_TIMEOUT_MS)
+        waiting.set(id, (ok) => { clearTimeout(timer); waiting.delete(id); resolve(ok) })
+        w.send({ type: RELOAD, id })
+      }))).then((oks) => { worker.send({ type: RELOAD_ALL, id: msg.id, workers: 1 + oks.filter(Boolean).length }) })
+    }
+  })
+}
+
+let asked = 0
+const pending = new Map<number, (m: Message) => void>()
+
+function askPrimary (type: string): Promise<Message> {
+  return new Promise((resolve, reject) => {
+    const id = asked++
+    const timer = setTimeout(() => { pending.delete(id); reject(new Error(`the primary did not answer ${type}`)) }, REPLY_TIMEOUT_MS)
+    pending.set(id, (m) => { clearTimeout(timer); pending.delete(id); resolve(m) })
+    process.send?.({ type, id })
+  })
+}
+
+export interface WorkerLink {
+  /** Every worker's metrics, summed by the primary. */
+  scrape: () => Promise<string>
+  /** Has every other worker reload; resolves with how many workers reloaded, this one included. */
+  reloadOthers: () => Promise<number>
+}
+
+/**
+ * In a worker: answers the primary's requests (its registry's figures; a reload asked by another
+ * worker, done with `reload`) and asks the primary for scrapes and reloads.
+ */
+export function linkWorker (registry: Registry, reload: () => Promise<{ ok: boolean }>): WorkerLink {
+  AggregatorRegistry.setRegistries([registry])
+  // constructed for its side effect: in a worker it answers the primary's requests for figures
+  // eslint-disable-next-line no-new
+  new AggregatorRegistry()
+  process.on('message', (msg: unknown) => {
+    if (!isMessage(msg)) return
+    if (msg.type === RELOAD) {
+      void reload().then((r) => process.send?.({ type: RELOADED, id: msg.id, ok: r.ok }), () => process.send?.({ type: RELOADED, id: msg.id, ok: false }))
+      return
+    }
+    pending.get(msg.id)?.(msg)
+  })
+  return {
+    scrape: async () => {
+      const m = await askPrimary(METRICS)
+      if (m.error !== undefined) throw new Error(`collecting the workers' metrics failed: ${m.error}`)
+      return m.text ?? ''
+    },
+    reloadOthers: async () => (await askPrimary(RELOAD_ALL)).workers ?? 1
+  }
+}
