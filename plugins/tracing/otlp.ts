@@ -1,13 +1,18 @@
-import { request } from 'undici'
+import { SpanKind as OtelSpanKind, SpanStatusCode, TraceFlags, type Attributes, type HrTime } from '@opentelemetry/api'
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
+import { resourceFromAttributes } from '@opentelemetry/resources'
+import { BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base'
 
-// A span exporter speaking OTLP over HTTP with JSON bodies (what every OpenTelemetry collector,
-// Jaeger, Tempo and the like accept on /v1/traces): spans are queued and sent in batches, at
-// most every second or as soon as a batch is full, and dropped (counted) when the queue is full
-// because the collector is slow or away. Sending never delays a call.
+// Spans sent with the OpenTelemetry SDK's OTLP/HTTP exporter (JSON bodies, what every
+// OpenTelemetry collector, Jaeger, Tempo and the like accept on /v1/traces) behind its batch
+// processor: queued, sent in batches at most every second or as soon as a batch is full, and
+// dropped when the queue is full because the collector is slow or away. Sending never delays a
+// call. The spans of a call are made when the call ends, from its record (see index.ts), and
+// handed over as finished spans, so a call pays nothing for tracing while it runs.
 
 export type AttributeValue = string | number | boolean
 
-export const SpanKind = { internal: 1, server: 2, client: 3 } as const
+export const SpanKind = { internal: OtelSpanKind.INTERNAL, server: OtelSpanKind.SERVER, client: OtelSpanKind.CLIENT } as const
 
 export interface SpanData {
   /** 32 hex digits. */
@@ -16,7 +21,7 @@ export interface SpanData {
   spanId: string
   parentSpanId?: string
   name: string
-  kind: number
+  kind: OtelSpanKind
   /** Unix time in ms (fractions allowed). */
   startMs: number
   endMs: number
@@ -32,110 +37,66 @@ export interface ExporterOptions {
   resource: Record<string, AttributeValue>
   /** Hears send failures (once per failing batch). */
   onError: (err: unknown) => void
-  batchSize?: number
-  maxQueue?: number
-  intervalMs?: number
 }
 
-interface OtlpAttribute { key: string, value: { stringValue?: string, intValue?: string, doubleValue?: number, boolValue?: boolean } }
-
-function attributes (attrs: Record<string, AttributeValue | null | undefined>): OtlpAttribute[] {
-  const out: OtlpAttribute[] = []
-  for (const [key, v] of Object.entries(attrs)) {
-    if (v === null || v === undefined) continue
-    if (typeof v === 'string') out.push({ key, value: { stringValue: v } })
-    else if (typeof v === 'boolean') out.push({ key, value: { boolValue: v } })
-    else if (Number.isInteger(v)) out.push({ key, value: { intValue: String(v) } })
-    else out.push({ key, value: { doubleValue: v } })
-  }
-  return out
-}
-
-// nanoseconds as a decimal string, from ms with a fraction, without losing digits to floats
-const nanos = (ms: number): string => {
-  const whole = Math.floor(ms)
-  const frac = Math.round((ms - whole) * 1e6)
-  return (BigInt(whole) * 1_000_000n + BigInt(frac)).toString()
-}
-
-export function encodeSpans (spans: SpanData[], resource: Record<string, AttributeValue>): unknown {
-  return {
-    resourceSpans: [{
-      resource: { attributes: attributes(resource) },
-      scopeSpans: [{
-        scope: { name: 'modelgate' },
-        spans: spans.map((s) => ({
-          traceId: s.traceId,
-          spanId: s.spanId,
-          ...(s.parentSpanId === undefined ? {} : { parentSpanId: s.parentSpanId }),
-          name: s.name,
-          kind: s.kind,
-          startTimeUnixNano: nanos(s.startMs),
-          endTimeUnixNano: nanos(s.endMs),
-          attributes: attributes(s.attributes),
-          status: s.error === undefined ? { code: 1 } : { code: 2, message: s.error }
-        }))
-      }]
-    }]
-  }
+const hrTime = (ms: number): HrTime => {
+  const seconds = Math.floor(ms / 1000)
+  return [seconds, Math.round((ms - seconds * 1000) * 1e6)]
 }
 
 export class OtlpExporter {
-  private queue: SpanData[] = []
-  private timer: NodeJS.Timeout | null = null
-  private sending: Promise<void> = Promise.resolve()
-  /** Spans dropped because the queue was full. */
-  dropped = 0
-  private readonly batchSize: number
-  private readonly maxQueue: number
-  private readonly intervalMs: number
+  private readonly processor: BatchSpanProcessor
+  private readonly resource
 
-  constructor (private readonly opts: ExporterOptions) {
-    this.batchSize = opts.batchSize ?? 512
-    this.maxQueue = opts.maxQueue ?? 8192
-    this.intervalMs = opts.intervalMs ?? 1000
+  constructor (opts: ExporterOptions) {
+    this.resource = resourceFromAttributes(opts.resource)
+    const otlp = new OTLPTraceExporter({ url: opts.endpoint, headers: opts.headers })
+    // the batch processor keeps send failures to itself: this tells the gateway's log
+    const exporter: SpanExporter = {
+      export: (spans, done) => {
+        otlp.export(spans, (result) => {
+          if (result.error !== undefined || result.code !== 0) opts.onError(result.error ?? new Error('the trace collector refused the spans'))
+          done(result)
+        })
+      },
+      shutdown: async () => { await otlp.shutdown() },
+      forceFlush: async () => { await otlp.forceFlush() }
+    }
+    this.processor = new BatchSpanProcessor(exporter, { maxQueueSize: 8192, maxExportBatchSize: 512, scheduledDelayMillis: 1000 })
   }
 
   export (spans: SpanData[]): void {
-    for (const s of spans) {
-      if (this.queue.length >= this.maxQueue) { this.dropped++; continue }
-      this.queue.push(s)
-    }
-    if (this.queue.length >= this.batchSize) { this.send(); return }
-    if (this.timer === null) {
-      this.timer = setTimeout(() => { this.timer = null; this.send() }, this.intervalMs)
-      this.timer.unref()
-    }
+    for (const s of spans) this.processor.onEnd(this.readable(s))
   }
 
-  /** Sends what is queued; resolves once every batch sent so far is answered. */
-  async flush (): Promise<void> {
-    if (this.timer !== null) { clearTimeout(this.timer); this.timer = null }
-    while (this.queue.length > 0) this.send()
-    await this.sending
-  }
+  // a failed send was reported through onError already: closing never fails on it
+  /** Sends what is queued; resolves once it is answered. */
+  async flush (): Promise<void> { await this.processor.forceFlush().catch(() => {}) }
 
-  async shutdown (): Promise<void> { await this.flush() }
+  async shutdown (): Promise<void> { await this.processor.shutdown().catch(() => {}) }
 
-  private send (): void {
-    const batch = this.queue.splice(0, this.batchSize)
-    if (batch.length === 0) return
-    const body = JSON.stringify(encodeSpans(batch, this.opts.resource))
-    // one batch at a time, in order
-    this.sending = this.sending.then(async () => {
-      try {
-        const res = await request(this.opts.endpoint, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...this.opts.headers },
-          body,
-          headersTimeout: 10_000,
-          bodyTimeout: 10_000
-        })
-        await res.body.text()
-        if (res.statusCode >= 300) throw new Error(`the trace collector answered ${res.statusCode}`)
-      } catch (err) {
-        this.opts.onError(err)
-      }
-    })
+  private readable (s: SpanData): ReadableSpan {
+    const attributes: Attributes = {}
+    for (const [k, v] of Object.entries(s.attributes)) if (v !== null && v !== undefined) attributes[k] = v
+    const context = { traceId: s.traceId, spanId: s.spanId, traceFlags: TraceFlags.SAMPLED }
+    return {
+      name: s.name,
+      kind: s.kind,
+      spanContext: () => context,
+      parentSpanContext: s.parentSpanId === undefined ? undefined : { traceId: s.traceId, spanId: s.parentSpanId, traceFlags: TraceFlags.SAMPLED },
+      startTime: hrTime(s.startMs),
+      endTime: hrTime(s.endMs),
+      duration: hrTime(s.endMs - s.startMs),
+      status: s.error === undefined ? { code: SpanStatusCode.OK } : { code: SpanStatusCode.ERROR, message: s.error },
+      attributes,
+      links: [],
+      events: [],
+      ended: true,
+      resource: this.resource,
+      instrumentationScope: { name: 'modelgate' },
+      droppedAttributesCount: 0,
+      droppedEventsCount: 0,
+      droppedLinksCount: 0
+    }
   }
 }
