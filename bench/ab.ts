@@ -1,7 +1,7 @@
 // CPU per call of this build against another checkout's build, in interleaved rounds, with no
 // plugins and with PLUGINS (default: all eight), beside the bare reply-from proxy. For judging
 // a change to the hot path: build both (npm run build in each), then
-//   BASELINE=/path/to/other/checkout TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/ab.ts [N]
+//   BASELINE=/path/to/other/checkout node --import tsx bench/ab.ts [N]
 // STREAM=1 measures streamed calls instead; ROUNDS (default 4) rounds after a warm-up.
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'

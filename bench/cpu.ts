@@ -4,7 +4,7 @@
 // rounds of one build still differ by a quarter: compare medians of many interleaved rounds
 // (ROUNDS). CUMULATIVE=1 adds the plugins one at a time (see below). Linux only; needs a build
 // (npm run build).
-//   TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/cpu.ts [N]
+//   node --import tsx bench/cpu.ts [N]
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

@@ -3,7 +3,7 @@
 // after, and the usage records counted in its SQLite file after a graceful stop. Growth over the
 // 100,000 is read after a forced garbage collection (bench/gc-probe.mjs) at both ends, starting
 // after a warm-up of WARMUP requests: a raw reading mostly measures when V8 last collected.
-//   npm run build && TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/memory.ts [--quick]
+//   npm run build && node --import tsx bench/memory.ts [--quick]
 import { existsSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

@@ -3,7 +3,7 @@
 // over a few models, providers and organizations. A figure in µs that `npm run bench` sets beside
 // the gateway's CPU per call; the on/off comparison of two gateways moves by more than 3% from
 // round to round on a shared machine, this one does not.
-//   TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/metrics-cost.ts
+//   node --import tsx bench/metrics-cost.ts
 import type { CallOutcome } from '../plugins/api.js'
 import { Metrics } from '../plugins/metrics/index.js'
 import type { AttemptReport } from '../plugins/upstream/index.js'

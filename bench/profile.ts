@@ -2,7 +2,7 @@
 // (comma-separated; default: all), 32 connections for $DURATION s (default 5). PROF=1 runs the
 // gateway with --cpu-prof and prints the top self-time functions; BASELINE=1 profiles the bare
 // reply-from proxy instead, to compare. Needs a build (npm run build).
-//   PROF=1 TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import bench/profile.ts
+//   PROF=1 node --import tsx bench/profile.ts
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
