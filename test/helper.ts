@@ -116,6 +116,30 @@ export function sqliteOf (app: FastifyInstance): SqliteStore {
   return store
 }
 
+export interface ListeningGateway {
+  app: FastifyInstance
+  mock: import('./mock-upstream.js').MockUpstream
+  /** http://127.0.0.1:<port> */
+  base: string
+  /** The usage records, newest first. */
+  rows: () => Promise<import('../plugins/store/types.js').UsageRow[]>
+}
+
+/**
+ * A gateway on a real socket in front of a fresh mock upstream (its catalog from mockCatalog),
+ * with auth and usage; `configure` gets the mock and returns the config sections to use. Both
+ * are closed when the test ends.
+ */
+export async function listeningGateway (t: Teardown, configure: (mock: import('./mock-upstream.js').MockUpstream) => Overrides = () => ({})): Promise<ListeningGateway> {
+  const { startMockUpstream } = await import('./mock-upstream.js')
+  const mock = await startMockUpstream()
+  const app = await buildApp(testConfig({ ...mockCatalog(mock), plugins: [{ name: 'auth' }, { name: 'usage' }], ...configure(mock) }))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const port = (app.server.address() as { port: number }).port
+  t.teardown(async () => { await app.close(); await mock.close() })
+  return { app, mock, base: `http://127.0.0.1:${port}`, rows: async () => await app.gateway.store.usage.page({}, 100) }
+}
+
 /** Lets end-of-response work (metering, ledger, idempotency) that follows a response run. */
 export const settled = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
 

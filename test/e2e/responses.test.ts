@@ -1,33 +1,23 @@
 import t from 'tap'
 import OpenAI from 'openai'
-import type { FastifyInstance } from 'fastify'
-import { buildApp } from '../../app.js'
 import { nanoToUsd } from '../../plugins/money.js'
-import { promptTokens, startMockUpstream, type MockUpstream } from '../mock-upstream.js'
-import { KEY_A, mockCatalog, testConfig } from '../helper.js'
+import { promptTokens } from '../mock-upstream.js'
+import { KEY_A, listeningGateway, mockCatalog } from '../helper.js'
 
 // POST /v1/responses with the official openai SDK, over a real socket, against the mock upstream:
 // a model of each upstream protocol, plain text, function calls (streamed and not), a tool round
 // trip, max_output_tokens reached, exact usage and its record; native pass-through to a provider
 // that serves the Responses API; the stateless refusals.
 
-async function start (t: Parameters<typeof buildApp>[1] extends unknown ? import('tap').Test : never, overrides: Record<string, unknown> = {}) {
-  const mock: MockUpstream = await startMockUpstream()
-  const catalog = mockCatalog(mock, [
-    { id: 'openai/native', name: 'native', provider: 'mock-native', upstream_model: 'gpt-native', context_length: 100000, architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] }, supported_parameters: ['temperature', 'max_tokens', 'tools', 'tool_choice'], pricing: { input: 3, cached_input: 0.3, output: 15 } }
-  ])
-  const providers = [...(catalog.providers as unknown[]), { id: 'mock-native', protocol: 'openai', base_url: mock.openaiBaseUrl, api_key: 'sk-native', responses: true }]
-  const app: FastifyInstance = await buildApp(testConfig({ ...catalog, providers, plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }], ...overrides }))
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const port = (app.server.address() as { port: number }).port
-  t.teardown(async () => { await app.close(); await mock.close() })
-  return {
-    app,
-    mock,
-    base: `http://127.0.0.1:${port}`,
-    openai: new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: KEY_A, maxRetries: 0 }),
-    rows: async () => await app.gateway.store.usage.page({}, 100)
-  }
+async function start (t: import('tap').Test) {
+  const gw = await listeningGateway(t, (mock) => {
+    const catalog = mockCatalog(mock, [
+      { id: 'openai/native', name: 'native', provider: 'mock-native', upstream_model: 'gpt-native', context_length: 100000, architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] }, supported_parameters: ['temperature', 'max_tokens', 'tools', 'tool_choice'], pricing: { input: 3, cached_input: 0.3, output: 15 } }
+    ])
+    const providers = [...(catalog.providers as unknown[]), { id: 'mock-native', protocol: 'openai', base_url: mock.openaiBaseUrl, api_key: 'sk-native', responses: true }]
+    return { ...catalog, providers, plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }] }
+  })
+  return { ...gw, openai: new OpenAI({ baseURL: `${gw.base}/v1`, apiKey: KEY_A, maxRetries: 0 }) }
 }
 
 const weather = { type: 'function' as const, name: 'get_weather', description: 'Weather for a city', strict: false, parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }

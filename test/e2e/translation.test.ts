@@ -1,25 +1,18 @@
 import t from 'tap'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
-import type { FastifyInstance } from 'fastify'
-import { buildApp } from '../../app.js'
-import { promptTokens, startMockUpstream, type MockUpstream } from '../mock-upstream.js'
-import { KEY_A, mockCatalog, settled, testConfig } from '../helper.js'
+import { promptTokens } from '../mock-upstream.js'
+import { KEY_A, listeningGateway, settled } from '../helper.js'
 
 // Each official SDK against a mock upstream of the OTHER protocol, as if the upstream spoke its own.
 
 async function start (t: import('tap').Test, overrides: Record<string, unknown> = {}) {
-  const mock: MockUpstream = await startMockUpstream()
-  const app: FastifyInstance = await buildApp(testConfig({ ...mockCatalog(mock), plugins: [{ name: 'auth' }, { name: 'usage', options: { flush_interval_ms: 5 } }], ...overrides }))
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const port = (app.server.address() as { port: number }).port
-  t.teardown(async () => { await app.close(); await mock.close() })
+  const gw = await listeningGateway(t, () => overrides)
   return {
-    app,
-    mock,
-    openai: new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: KEY_A, maxRetries: 0 }),
-    anthropic: new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: KEY_A, maxRetries: 0 }),
-    rows: async () => { await settled(); await app.gateway.store.flush(); return await app.gateway.store.usage.page({}, 100) }
+    ...gw,
+    openai: new OpenAI({ baseURL: `${gw.base}/v1`, apiKey: KEY_A, maxRetries: 0 }),
+    anthropic: new Anthropic({ baseURL: gw.base, apiKey: KEY_A, maxRetries: 0 }),
+    rows: async () => { await settled(); await gw.app.gateway.store.flush(); return await gw.rows() }
   }
 }
 
