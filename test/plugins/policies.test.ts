@@ -204,3 +204,20 @@ t.test('quota across workers: once a call has ended, the other worker refuses th
   t.equal((await post(b)).statusCode, 429, 'the answer came after its usage was counted: b refuses the next call')
   t.equal((await post(a)).statusCode, 429, 'and so does a')
 })
+
+t.test('rate limit: wrong admin tokens and guessed console keys are counted, 429 from the sixth', async (t) => {
+  const app = await build(t, { admin: { token: 'the-real-admin-token-0123456789' }, plugins: [{ name: 'rate-limit', options: { max: 5, window_s: 60 } }, { name: 'auth' }] })
+  for (const [url, label] of [['/admin/v1/usage', 'admin token'], ['/console/api/me', 'console key']] as const) {
+    const codes: number[] = []
+    let limited: Awaited<ReturnType<typeof app.inject>> | undefined
+    for (let i = 0; i < 20; i++) {
+      const res = await app.inject({ method: 'GET', url, headers: bearer(`mg-guess-${i}-0123456789abcdef`), remoteAddress: label === 'admin token' ? '198.51.100.7' : '198.51.100.8' })
+      codes.push(res.statusCode)
+      if (res.statusCode === 429) limited ??= res
+    }
+    t.same(codes.slice(0, 5), [401, 401, 401, 401, 401], `${label}: the first five guesses get 401`)
+    t.same(codes.slice(5), Array(15).fill(429), `${label}: every later guess gets 429`)
+    t.equal(limited?.headers['retry-after'], '60', `${label}: with Retry-After`)
+    t.equal(limited?.json().error.code, 429, `${label}: in the numeric-code shape`)
+  }
+})
