@@ -24,8 +24,11 @@ const NEUTRAL = new Map<string, string>([
   ['tools.eager_input_streaming', 'false']
 ])
 
+// a UTF-16 surrogate without its pair (JSON text may carry one; cutting a name may make one)
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
+
 /** Every character outside [A-Za-z0-9_.-] percent-encoded: safe in a header and in a comma-separated list. */
-const percentEncode = (s: string): string => encodeURIComponent(s).replace(/[!'()*~]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+const percentEncode = (s: string): string => encodeURIComponent(s.replace(LONE_SURROGATE, '\ufffd')).replace(/[!'()*~]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
 
 /** The client fields a pair could not map, in the form the Dropped-Params header lists them. */
 export class Dropped {

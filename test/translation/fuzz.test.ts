@@ -227,3 +227,13 @@ t.test('the fuzzer reaches deep code: a skeleton goes through whole', async (t) 
   t.equal(messages.body.reasoning_effort, 'high')
   t.ok(messages.dropped.includes('tools.web_search'))
 })
+
+t.test('a dropped field or tool type with a lone surrogate, or cut inside a pair, is still listed header-safe', async (t) => {
+  const { Dropped } = await import('../../plugins/translation/fields.js')
+  const d = new Dropped()
+  d.add('\ud800')
+  d.add('x'.repeat(63) + '😀tail')
+  const list = d.list()
+  t.equal(list.length, 2)
+  for (const name of list) t.match(name, /^[\w.%-]+$/, `${name} is header-safe`)
+})
