@@ -8,7 +8,7 @@ import { redactingLogger } from './plugins/log-redaction.js'
 import { installOperations, standaloneRuntime, type Runtime } from './plugins/operations.js'
 import { registerChain } from './plugins/registry.js'
 import { clientErrorHandler, serverTimeouts } from './plugins/server-limits.js'
-import { openStore } from './plugins/store/index.js'
+import { openStore, staleHoldMs } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
 import v1Routes from './routes/v1/index.js'
 import adminRoutes from './routes/admin/index.js'
@@ -57,7 +57,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const clock = opts.clock
   const ownStore = opts.store === undefined
   const store = opts.store ?? openStore(config, { now: clock?.now, onError: (err, what) => { app.log.error({ err }, what) } })
-  if (ownStore) (store as ReturnType<typeof openStore>).startMaintenance()
+  if (ownStore) (store as ReturnType<typeof openStore>).startMaintenance({ staleHoldMs: staleHoldMs(config) })
   await store.syncTenants(config, (clock ?? { now: Date.now }).now())
   const runtime = opts.runtime ?? standaloneRuntime()
   const core = createGateway({ config, store, clock, log: app.log, health: runtime.health })

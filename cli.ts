@@ -135,9 +135,21 @@ async function serve (args: Args): Promise<void> {
       writePidFile(config, address.port)
     })
     let stopping = false
-    cluster.on('exit', (worker, code) => {
-      if (!stopping) process.stderr.write(`modelgate: worker ${worker.process.pid} exited with ${code}\n`)
-      if (Object.keys(cluster.workers ?? {}).length === 0) { removePidFile(config); process.exit(stopping ? 0 : 1) }
+    // A worker that dies is replaced: at once when it had served a while, after a doubling pause
+    // (up to 10 s) when workers keep dying young, so a broken config or store does not spin.
+    const born = new Map<number, number>()
+    cluster.on('fork', (worker) => { born.set(worker.id, Date.now()) })
+    let pauseMs = 0
+    cluster.on('exit', (worker, code, signal) => {
+      const lived = Date.now() - (born.get(worker.id) ?? 0)
+      born.delete(worker.id)
+      if (stopping) {
+        if (Object.keys(cluster.workers ?? {}).length === 0) { removePidFile(config); process.exit(0) }
+        return
+      }
+      pauseMs = lived > 10_000 ? 0 : Math.min(10_000, Math.max(100, pauseMs * 2))
+      process.stderr.write(`modelgate: worker ${worker.process.pid} exited with ${signal ?? code}; starting another${pauseMs > 0 ? ` in ${pauseMs} ms` : ''}\n`)
+      setTimeout(() => { if (!stopping) cluster.fork() }, pauseMs)
     })
     const stop = (): void => {
       stopping = true

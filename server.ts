@@ -11,7 +11,7 @@ import { systemClock } from './plugins/gateway.js'
 import { Metrics } from './plugins/metrics/index.js'
 import type { ReloadResult, Runtime } from './plugins/operations.js'
 import { clientErrorHandler, serverTimeouts } from './plugins/server-limits.js'
-import { openStore } from './plugins/store/index.js'
+import { openStore, staleHoldMs } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
 import { HealthBook } from './plugins/upstream/health.js'
 
@@ -65,7 +65,7 @@ export class GatewayServer {
   readonly runtime: Runtime
   private current: Generation | undefined = undefined
   private readonly generations = new Set<Generation>()
-  private readonly store: Store & { startMaintenance: () => void }
+  private readonly store: Store & { startMaintenance: (o?: { staleHoldMs?: number }) => void }
   private reloading: Promise<ReloadResult> = Promise.resolve({ ok: true, changes: [], generation: 1 })
   private closing = false
   private count = 0
@@ -100,7 +100,7 @@ export class GatewayServer {
       s.runtime.metrics.close()
       throw err
     }
-    s.store.startMaintenance()
+    s.store.startMaintenance({ staleHoldMs: staleHoldMs(opts.config) })
     return s
   }
 

@@ -13,7 +13,8 @@ import { then } from './store/types.js'
 // so concurrent calls on any number of workers or instances cannot overdraw.
 
 const options = Type.Object({
-  // kept so configs that set it stay valid: the store releases what a dead process held
+  // how long the holds of a process that stopped (killed, crashed) may stay before the live
+  // processes release them; read by the store's maintenance (default 30 s)
   stale_hold_s: Type.Optional(Type.Number({ exclusiveMinimum: 0 }))
 }, { additionalProperties: false })
 

@@ -145,6 +145,8 @@ export const settled = async (): Promise<void> => { await new Promise((resolve) 
 
 export interface SpawnedGateway {
   port: number
+  /** The serving process (with --workers, the cluster's primary). */
+  pid: number
   exited: Promise<number | null>
   kill: (signal?: NodeJS.Signals) => void
   /** Resolves with everything written to stdout so far, once it matches `re`. */
@@ -182,5 +184,5 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   })
   const listening = await stdout(/listening on http:\/\/[^/]+:(\d+)/)
   const port = Number(/listening on http:\/\/[^/]+:(\d+)/.exec(listening)?.[1])
-  return { port, exited, kill: (signal = 'SIGTERM') => child.kill(signal), stdout, configFile: file }
+  return { port, pid: child.pid as number, exited, kill: (signal = 'SIGTERM') => child.kill(signal), stdout, configFile: file }
 }

@@ -19,11 +19,12 @@ export interface SqliteStoreOptions {
   now?: () => number
   /** Hears write failures the store retries or cannot report to a caller. */
   onError?: (err: unknown, what: string) => void
-  /** Leases of a process silent for this long are released by the others (default 30 s). */
+  /** Leases of a process silent for this long are released by the others (default 30 s; startMaintenance may set it). */
   holderTimeoutMs?: number
 }
 
 const HEARTBEAT_MS = 10_000
+const LEGACY_LEASE_MS = 6 * 3_600_000
 const MAINTENANCE_MS = 60_000
 const DAY_MS = 86_400_000
 
@@ -49,7 +50,7 @@ export class SqliteStore implements Store {
   readonly holder = `${process.pid}:${randomBytes(4).toString('hex')}`
   private readonly now: () => number
   private readonly onError: (err: unknown, what: string) => void
-  private readonly holderTimeoutMs: number
+  private holderTimeoutMs: number
   private checkpointer: Checkpointer | null = null
   private timers: NodeJS.Timeout[] = []
   private closed = false
@@ -73,8 +74,8 @@ export class SqliteStore implements Store {
 
   /**
    * Background work of a serving process: heartbeats, releasing the leases of processes that
-   * stopped, sweeping expired rows, and WAL checkpoints on a thread. `staleHoldMs` releases
-   * leases from before holders were recorded.
+   * stopped, sweeping expired rows, and WAL checkpoints on a thread. `staleHoldMs` (default
+   * 30 s): how long a process may stay silent before the others release its leases.
    */
   startMaintenance (opts: { staleHoldMs?: number } = {}): void {
     if (this.timers.length > 0 || this.closed) return
@@ -85,9 +86,13 @@ export class SqliteStore implements Store {
       timer.unref()
       this.timers.push(timer)
     }
-    const staleHoldMs = opts.staleHoldMs ?? 6 * 3_600_000
-    this.ledger.releaseOlderThan(this.now() - staleHoldMs)
-    every(HEARTBEAT_MS, () => {
+    // a process silent for staleHoldMs is taken for dead and its leases released; it beats three
+    // times in that span, so a slow turn of its event loop does not cost it its leases
+    if (opts.staleHoldMs !== undefined) this.holderTimeoutMs = opts.staleHoldMs
+    const beatMs = Math.max(50, Math.min(HEARTBEAT_MS, Math.floor(this.holderTimeoutMs / 3)))
+    // leases without a holder were written before holders existed: released once six hours old
+    this.ledger.releaseOlderThan(this.now() - LEGACY_LEASE_MS)
+    every(beatMs, () => {
       this.commit.later(() => { this.ledger.heartbeat(this.holder, this.now()) })
       this.releaseDeadHolders()
     })

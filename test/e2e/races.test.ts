@@ -1,0 +1,168 @@
+import t from 'tap'
+import Database from 'better-sqlite3'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
+
+// Races against `modelgate serve --workers 2`: two processes sharing one SQLite file, driven
+// with many connections at once (a fresh connection per call, so the kernel spreads them over
+// both workers). Quota, balance and key revocation must hold whichever worker serves a call; a
+// worker killed with SIGKILL under load loses no record of a response its clients completed,
+// leaves the ledger balanced, is replaced by the primary, and its balance lease is released by
+// the live worker within stale_hold_s.
+
+const ADMIN = 'races-admin-token-0123456789abcdef'
+const INITIAL_USD = 25
+
+interface Gateway { gw: SpawnedGateway, mock: MockUpstream, db: string, base: string }
+
+async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, tenants?: unknown[]): Promise<Gateway> {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const c = mockCatalog(mock)
+  const db = join(mkdtempSync(join(tmpdir(), 'mg-races-')), 'gw.db')
+  const gw = await spawnGateway(t, {
+    store: { sqlite: db },
+    admin: { token: ADMIN },
+    plugins: [{ name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'quota' }, { name: 'balance', options: { stale_hold_s: 1.5 } }, { name: 'usage' }],
+    providers: c.providers,
+    models: c.models,
+    tenants: tenants ?? [{ org: 'acme', balance_usd: INITIAL_USD, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }],
+    ...extra
+  }, ['--workers', '2'])
+  return { gw, mock, db, base: `http://127.0.0.1:${gw.port}` }
+}
+
+let timedOut = 0
+
+async function chat (g: Gateway, key = KEY_A, extra: Record<string, unknown> = {}): Promise<{ status: number, text: string, trace: string }> {
+  try {
+    const res = await fetch(`${g.base}/v1/chat/completions`, {
+      method: 'POST',
+      signal: AbortSignal.timeout(5000),
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', connection: 'close' },
+      body: JSON.stringify({ model: 'openai/gpt-test', max_tokens: 200, messages: [{ role: 'user', content: 'x' }], ...extra })
+    })
+    return { status: res.status, text: await res.text(), trace: res.headers.get('x-svc-trace-id') ?? '' }
+  } catch (err) {
+    if ((err as Error).name === 'TimeoutError') timedOut++
+    return { status: 0, text: '', trace: '' }
+  }
+}
+
+function ledger (db: string): { balance: number, held: number, spent: number, recorded: number, records: number } {
+  const raw = new Database(db, { readonly: true, fileMustExist: true })
+  try {
+    const org = raw.prepare("SELECT balance_nano AS balance, held_nano AS held, spent_nano AS spent FROM organizations WHERE id = 'acme'").get() as { balance: number, held: number, spent: number }
+    const usage = raw.prepare('SELECT count(*) AS records, coalesce(sum(cost_nano), 0) AS recorded FROM usage_records').get() as { records: number, recorded: number }
+    return { ...org, ...usage }
+  } finally {
+    raw.close()
+  }
+}
+
+/** Polls `check` until it holds or `ms` of wall time passed; returns its last answer. */
+async function eventually<T> (ms: number, fetchValue: () => T | Promise<T>, ok: (v: T) => boolean): Promise<T> {
+  const until = Date.now() + ms
+  for (;;) {
+    const v = await fetchValue()
+    if (ok(v) || Date.now() > until) return v
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+const workerPids = (primary: number): number[] => {
+  try {
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(primary)], { encoding: 'utf8' }).split('\n').map((s) => Number(s.trim())).filter((n) => n > 0)
+  } catch {
+    return []
+  }
+}
+
+t.test('balance: 50 concurrent calls on two workers against a balance that pays for 5 holds', async (t) => {
+  // a hold is the worst case: (1 prompt character + 200 max_tokens) at the output rate, $15 per million
+  const hold = 201 * 15_000
+  const g = await twoWorkers(t, {}, [{ org: 'acme', balance_usd: (5 * hold + 1000) / 1e9, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }])
+  g.mock.faults = { delayMs: 1500 }
+  const results = await Promise.all(Array.from({ length: 50 }, async () => await chat(g)))
+  const ok = results.filter((r) => r.status === 200).length
+  const refused = results.filter((r) => r.status === 402).length
+  t.ok(ok >= 1 && ok <= 5, `${ok} admitted: never more than the balance can hold`)
+  t.equal(ok + refused, 50, 'the others refused with 402')
+  const l = await eventually(5000, () => ledger(g.db), (v) => v.held === 0)
+  t.equal(l.held, 0, 'every hold settled or given back')
+  t.ok(l.balance >= 0, 'never overdrawn')
+  t.equal(l.balance + l.spent, 5 * hold + 1000, 'balance + spent = initial')
+  t.equal(l.spent, l.recorded, 'spent is the sum of the recorded costs')
+  t.equal(l.records, ok, 'one record per answered call')
+})
+
+t.test('quota: once an ended call reached it, both workers refuse the next call', async (t) => {
+  const g = await twoWorkers(t, {}, [{ org: 'acme', balance_usd: INITIAL_USD, projects: [{ id: 'web', quota: { tokens: 1, per: 'hour' }, keys: [{ key: KEY_A }] }] }])
+  t.equal((await chat(g)).status, 200, 'the first call is under the quota')
+  const next = await Promise.all(Array.from({ length: 20 }, async () => await chat(g)))
+  t.same(next.map((r) => r.status), Array(20).fill(429), 'every later call, on either worker, is refused')
+})
+
+t.test('revocation in flight: once the admin API answered, neither worker accepts the key', async (t) => {
+  const g = await twoWorkers(t)
+  const created = await fetch(`${g.base}/admin/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify({ org: 'acme', project: 'web', name: 'doomed' }) })
+  const { id, key } = await created.json() as { id: string, key: string }
+  // warm both workers' caches (cache_ttl_s 60): without revocation messages they would keep trusting it
+  const warm = await Promise.all(Array.from({ length: 10 }, async () => await chat(g, key)))
+  t.same(warm.map((r) => r.status), Array(10).fill(200))
+  g.mock.faults = { delayMs: 300 }
+  const inFlight = Array.from({ length: 10 }, async () => await chat(g, key))
+  const revoked = await fetch(`${g.base}/admin/v1/keys/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${ADMIN}`, connection: 'close' } })
+  t.equal(revoked.status, 200)
+  await Promise.all(inFlight)
+  g.mock.faults = {}
+  // every worker drops it within a second: poll until twenty calls in a row are refused
+  const statuses = await eventually(1000, async () => (await Promise.all(Array.from({ length: 20 }, async () => await chat(g, key)))).map((r) => r.status), (s) => s.every((x) => x === 401))
+  t.same(statuses, Array(20).fill(401), 'refused by both workers within a second')
+})
+
+t.test('kill -9 of a worker under load: completed responses all recorded, ledger balanced, worker replaced, lease released', async (t) => {
+  const g = await twoWorkers(t)
+  await eventually(5000, () => workerPids(g.gw.pid), (p) => p.length === 2)
+  const before = workerPids(g.gw.pid)
+  t.equal(before.length, 2, 'two workers')
+  g.mock.faults = { delayMs: 20 }
+  const completed: string[] = []
+  let failed = 0
+  let stop = false
+  const client = async (): Promise<void> => {
+    while (!stop) {
+      const r = await chat(g)
+      if (r.status === 200 && r.text.includes('chat.completion')) completed.push(r.trace)
+      else failed++
+    }
+  }
+  const clients = Array.from({ length: 12 }, client)
+  await eventually(20_000, () => completed.length, (n) => n >= 60)
+  const victim = before[0] as number
+  process.kill(victim, 'SIGKILL')
+  const atKill = completed.length
+  // the load goes on, served by the live worker and then by the replacement too
+  await eventually(20_000, () => completed.length, (n) => n >= atKill + 60)
+  const after = await eventually(15_000, () => workerPids(g.gw.pid), (p) => p.length === 2 && !p.includes(victim))
+  stop = true
+  await Promise.all(clients)
+  t.equal(after.length, 2, 'the primary forked a replacement')
+  t.notOk(after.includes(victim), 'the dead worker is gone')
+  t.comment(`${completed.length} completed responses, ${failed} calls cut or refused around the kill, ${timedOut} with no answer in 5 s`)
+
+  // the dead worker's lease is released by the live ones once it has been silent for stale_hold_s
+  const l = await eventually(8000, () => ledger(g.db), (v) => v.held === 0)
+  t.equal(l.held, 0, 'no hold left after stale_hold_s')
+  t.equal(l.balance + l.spent, INITIAL_USD * 1e9, 'balance + spent = initial')
+  t.equal(l.spent, l.recorded, 'every charge has its record, and every record its charge')
+  const raw = new Database(g.db, { readonly: true })
+  const recorded = new Set((raw.prepare('SELECT trace_id FROM usage_records').all() as Array<{ trace_id: string }>).map((r) => r.trace_id))
+  raw.close()
+  const missing = completed.filter((trace) => !recorded.has(trace))
+  t.same(missing, [], 'every completed response has its usage record')
+})
