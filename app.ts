@@ -13,6 +13,7 @@ import type { Store } from './plugins/store/types.js'
 import v1Routes from './routes/v1/index.js'
 import adminRoutes from './routes/admin/index.js'
 import consoleRoutes from './routes/console/index.js'
+import passthroughRoutes from './routes/passthrough.js'
 
 export interface BuildOptions {
   logger?: FastifyServerOptions['logger']
@@ -108,6 +109,15 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     await registerChain(app, v1, config.plugins, 'api')
     await v1.register(v1Routes)
   }, { prefix: '/v1' })
+  // each provider's own API, for keys granted it, behind the same chain
+  for (const provider of config.providers) {
+    if (!provider.passthrough || provider.base_url === undefined) continue
+    await app.register(async (scope) => {
+      scope.setNotFoundHandler(notFound)
+      await registerChain(app, scope, config.plugins, 'api', { again: true })
+      await scope.register(passthroughRoutes, { provider })
+    }, { prefix: `/passthrough/${provider.id}` })
+  }
   await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload })
   await app.register(consoleRoutes, { prefix: '/console' })
 

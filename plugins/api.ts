@@ -116,7 +116,11 @@ interface HookContextBase {
 
 export interface AdmissionContext extends HookContextBase {
   readonly principal: Principal | null
-  readonly model: CatalogModel
+  /**
+   * The catalog model called. Null only on a pass-through call whose body names no catalog
+   * model of that provider (or names none at all): it is metered, at no price.
+   */
+  readonly model: CatalogModel | null
   /** The validated client body: change it in place or assign another one. */
   body: Json
   /** Asks the gateway to keep the request and what the client received for `outcome.content`. */

@@ -37,7 +37,7 @@ export default definePlugin({
 
     fastify.gateway.addHook('onAdmission', ({ request, principal, model, body }) => {
       if (principal === null) throw new NoOrgContext()
-      if (model.price === null) return // a free model
+      if (model === null || model.price === null) return // a free model, or a pass-through call with no catalog price
       const maxOut = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens].find((v): v is number => typeof v === 'number' && v > 0) ??
         model.config.max_output_tokens ?? model.config.context_length
       const rate = Math.max(model.price.input, model.price.output)

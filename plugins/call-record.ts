@@ -30,6 +30,8 @@ export interface CallEnd {
  */
 export class CallRecord implements CallView {
   model: CatalogModel | null = null
+  /** The model as the client named it, recorded when it is no catalog model (pass-through calls). */
+  modelName: string | null = null
   provider: string | null = null
   dropped: string[] = []
   stream = false
@@ -121,7 +123,7 @@ export class CallRecord implements CallView {
       traceId: this.request.id,
       endpoint: this.endpoint,
       protocol: this.protocol,
-      model: this.model?.id ?? null,
+      model: this.model?.id ?? this.modelName,
       provider: this.provider,
       stream: this.stream,
       status: how.status,

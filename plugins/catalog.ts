@@ -81,6 +81,20 @@ export class Catalog {
   }
 
   all (): CatalogModel[] { return [...this.byId.values()] }
+
+  /**
+   * The model a provider's own API call names (pass-through): the one of that provider whose
+   * upstream model name is `name`, else the one whose id is `name`.
+   */
+  forUpstream (provider: string, name: string): CatalogModel | undefined {
+    let found: CatalogModel | undefined
+    for (const m of this.byId.values()) {
+      if (!m.providers.includes(provider)) continue
+      if (m.upstreamModel === name) return m
+      if (m.id === name) found = m
+    }
+    return found
+  }
   /** Any model by id, whatever its status (billing a call that started before a change). */
   get (id: string): CatalogModel | undefined { return this.byId.get(id) }
   active (): CatalogModel[] { return this.all().filter((m) => m.active) }

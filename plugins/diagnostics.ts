@@ -15,8 +15,8 @@ export default definePlugin({
     const names = fastify.gateway.headers
     fastify.addHook('onSend', (request, reply, payload, done) => {
       const call = request.call
-      if (call !== null && call.model !== null) {
-        reply.header(names.model, call.model.id)
+      if (call !== null) {
+        if (call.model !== null) reply.header(names.model, call.model.id)
         if (call.provider !== null) reply.header(names.provider, call.provider)
         if (call.dropped.length > 0) reply.header(names.droppedParams, call.dropped.join(','))
       }

@@ -101,6 +101,8 @@ export const OrgNotFound = define('org_not_found', { status: 404, code: 'org_not
 export const KeyNotFound = define('key_not_found', { status: 404, code: 'key_not_found', retry: false })
 export const InvalidCursor = define('invalid_cursor', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const InvalidQuery = define('invalid_query', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const PassthroughForbidden = define('passthrough_forbidden', { status: 403, openaiType: 'permission_error', retry: false })
+export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
 
 /**
  * A plugin's own refusal of a call (`fastify.gateway.refusal({...})`): its status, code and

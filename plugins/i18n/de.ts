@@ -42,5 +42,7 @@ export const de: Catalog = {
   org_not_found: "Organisation {org} nicht gefunden.",
   key_not_found: "API-Schlüssel {id} nicht gefunden.",
   invalid_cursor: "Der Cursor ist ungültig.",
-  invalid_query: "Ungültiger Abfrageparameter {param}: {reason}"
+  invalid_query: "Ungültiger Abfrageparameter {param}: {reason}",
+  passthrough_forbidden: "Dieser API-Schlüssel darf die Durchleitungsrouten des Anbieters {provider} nicht verwenden.",
+  passthrough_path: "Der Durchleitungspfad muss unter dem Basispfad des Anbieters bleiben: keine Punktsegmente, kodierten Schrägstriche, Backslashes oder absoluten URLs."
 }

@@ -43,7 +43,9 @@ export const en = {
   org_not_found: 'Organization {org} not found.',
   key_not_found: 'API key {id} not found.',
   invalid_cursor: 'The cursor is not valid.',
-  invalid_query: 'Invalid query parameter {param}: {reason}'
+  invalid_query: 'Invalid query parameter {param}: {reason}',
+  passthrough_forbidden: 'This API key may not use the pass-through routes of provider {provider}.',
+  passthrough_path: 'The pass-through path must stay under the provider\'s base path: no dot segments, encoded slashes, backslashes or absolute URLs.'
 } as const
 
 export type MessageKey = keyof typeof en

@@ -42,5 +42,7 @@ export const es: Catalog = {
   org_not_found: "No se encontró la organización {org}.",
   key_not_found: "No se encontró la clave de API {id}.",
   invalid_cursor: "El cursor no es válido.",
-  invalid_query: "Parámetro de consulta {param} no válido: {reason}"
+  invalid_query: "Parámetro de consulta {param} no válido: {reason}",
+  passthrough_forbidden: "Esta clave de API no puede usar las rutas de paso directo del proveedor {provider}.",
+  passthrough_path: "La ruta de paso directo debe quedar bajo la ruta base del proveedor: sin segmentos de punto, barras codificadas, barras invertidas ni URL absolutas."
 }

@@ -42,5 +42,7 @@ export const fr: Catalog = {
   org_not_found: "Organisation {org} introuvable.",
   key_not_found: "Clé API {id} introuvable.",
   invalid_cursor: "Le curseur n'est pas valide.",
-  invalid_query: "Paramètre de requête {param} non valide : {reason}"
+  invalid_query: "Paramètre de requête {param} non valide : {reason}",
+  passthrough_forbidden: "Cette clé d'API ne peut pas utiliser les routes de transmission directe du fournisseur {provider}.",
+  passthrough_path: "Le chemin de transmission directe doit rester sous le chemin de base du fournisseur : ni segments point, ni barres obliques encodées, ni barres obliques inverses, ni URL absolues."
 }

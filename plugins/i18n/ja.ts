@@ -42,5 +42,7 @@ export const ja: Catalog = {
   org_not_found: "組織 {org} が見つかりません。",
   key_not_found: "API キー {id} が見つかりません。",
   invalid_cursor: "カーソルが無効です。",
-  invalid_query: "クエリパラメーター {param} が無効です: {reason}"
+  invalid_query: "クエリパラメーター {param} が無効です: {reason}",
+  passthrough_forbidden: "この API キーはプロバイダー {provider} のパススルー経路を使用できません。",
+  passthrough_path: "パススルーのパスはプロバイダーのベースパスの下に留まる必要があります（ドットセグメント、エンコードされたスラッシュ、バックスラッシュ、絶対 URL は使用できません）。"
 }

@@ -42,5 +42,7 @@ export const ptBR: Catalog = {
   org_not_found: "Organização {org} não encontrada.",
   key_not_found: "Chave de API {id} não encontrada.",
   invalid_cursor: "O cursor não é válido.",
-  invalid_query: "Parâmetro de consulta {param} inválido: {reason}"
+  invalid_query: "Parâmetro de consulta {param} inválido: {reason}",
+  passthrough_forbidden: "Esta chave de API não pode usar as rotas de repasse do provedor {provider}.",
+  passthrough_path: "O caminho de repasse deve ficar sob o caminho base do provedor: sem segmentos de ponto, barras codificadas, barras invertidas ou URLs absolutas."
 }

@@ -1,0 +1,264 @@
+import t from 'tap'
+import { createServer, request as httpRequest, type Server } from 'node:http'
+import { readFileSync } from 'node:fs'
+import { Readable } from 'node:stream'
+import { buildApp } from '../../app.js'
+import { pathEscape } from '../../routes/passthrough.js'
+import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { KEY_A, KEY_B, mockCatalog, spawnGateway, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
+import type { FastifyInstance } from 'fastify'
+import type { UsageRow } from '../../plugins/store/types.js'
+
+// /passthrough/{provider}/*: the providers' own APIs behind gateway keys, through
+// @fastify/http-proxy, with the chain's limits and the usage ledger.
+
+interface Gw { app: FastifyInstance, mock: MockUpstream, base: string, rows: () => Promise<UsageRow[]> }
+
+async function gateway (t: Tap.Test, plugins: Array<Record<string, unknown>> = [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }], extra: Record<string, unknown> = {}): Promise<Gw> {
+  const mock = await startMockUpstream()
+  const c = mockCatalog(mock)
+  const providers = (c.providers as Array<Record<string, unknown>>).map((p) => (p.id === 'mock-openai' || p.id === 'mock-messages' ? { ...p, passthrough: true } : p))
+  const app = await buildApp(testConfig({
+    ...c,
+    providers,
+    plugins,
+    tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, passthrough: ['mock-openai', 'mock-messages'] }, { key: KEY_B }] }] }],
+    ...extra
+  }), { logger: false })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(async () => { await app.close(); await mock.close() })
+  const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+  return { app, mock, base, rows: async () => await app.gateway.store.usage.page({}, 100) }
+}
+
+const chatBody = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({ model: 'gpt-upstream-name', messages: [{ role: 'user', content: 'Tell me about herons please' }], ...extra })
+const post = async (url: string, body: unknown, headers: Record<string, string> = { authorization: `Bearer ${KEY_A}` }): Promise<Response> =>
+  await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
+
+t.test('a pass-through chat call: the provider\'s key upstream, the answer as it is, metered like a translated call', async (t) => {
+  const g = await gateway(t)
+  const res = await post(`${g.base}/passthrough/mock-openai/chat/completions`, chatBody(), { authorization: `Bearer ${KEY_A}`, 'x-svc-trace-id': 'client-made', cookie: 'a=b', 'idempotency-key': 'k-1' })
+  t.equal(res.status, 200)
+  const body = await res.json() as { object: string, model: string, usage: { prompt_tokens: number, completion_tokens: number } }
+  t.equal(body.object, 'chat.completion')
+  t.equal(body.model, 'gpt-upstream-name', 'the provider\'s own answer, model name included')
+  t.equal(res.headers.get('x-svc-provider'), 'mock-openai')
+  t.equal(res.headers.get('x-svc-model'), 'openai/gpt-test', 'priced as the catalog model with that upstream name')
+  const up = g.mock.requests.at(-1)
+  t.equal(up?.path, '/v1/chat/completions', 'under the provider\'s base path')
+  t.equal(up?.apiKey, UPSTREAM_OPENAI_KEY, 'the provider\'s key, not the client\'s')
+  for (const h of ['cookie', 'idempotency-key', 'x-svc-trace-id']) t.equal(up?.headers[h], undefined, `${h} not forwarded`)
+  t.notOk(JSON.stringify(up?.headers).includes(KEY_A), 'the gateway key appears nowhere upstream')
+
+  const translated = await post(`${g.base}/v1/chat/completions`, { ...chatBody(), model: 'openai/gpt-test' })
+  t.equal(translated.status, 200)
+  const rows = await g.rows()
+  t.equal(rows.length, 2, 'one record per call: the chain\'s gateway hooks are registered once, whatever the scopes')
+  const [viaTranslation, viaPassthrough] = rows
+  t.match(viaPassthrough, { endpoint: 'passthrough', model: 'openai/gpt-test', provider: 'mock-openai', status: 'ok', stream: 0 })
+  t.equal(viaPassthrough?.prompt_tokens, body.usage.prompt_tokens, 'the provider\'s own usage')
+  for (const k of ['prompt_tokens', 'completion_tokens', 'cached_input_tokens', 'cost_nano'] as const) t.equal(viaPassthrough?.[k], viaTranslation?.[k], `${k} as for the translated call`)
+  t.ok((viaPassthrough?.cost_nano ?? 0) > 0)
+  const org = await g.app.gateway.store.orgs.get('acme')
+  await g.app.gateway.store.flush()
+  t.equal((org?.spent_nano ?? 0) + (org?.balance_nano ?? 0), 25e9, 'charged through the ledger')
+})
+
+t.test('a streamed pass-through call is relayed chunk by chunk and metered from its usage chunk', async (t) => {
+  const g = await gateway(t)
+  g.mock.faults = { slowFramesMs: 30 }
+  const res = await post(`${g.base}/passthrough/mock-openai/chat/completions`, chatBody({ stream: true }))
+  t.equal(res.status, 200)
+  t.match(res.headers.get('content-type'), /text\/event-stream/)
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+  const first = await reader.read()
+  t.match(new TextDecoder().decode(first.value), /^data: /, 'the first frame arrived')
+  t.equal(g.mock.requests.at(-1)?.closed, false, 'while the provider was still sending')
+  let rest = ''
+  for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value)
+  t.match(rest, /data: \[DONE\]/)
+  t.match(g.mock.body(), { stream_options: { include_usage: true } }, 'usage asked for, so every stream is metered')
+  const [row] = await g.rows()
+  t.match(row, { endpoint: 'passthrough', stream: 1, status: 'ok' })
+  t.ok((row?.completion_tokens ?? 0) > 0 && (row?.cost_nano ?? 0) > 0, 'metered from the usage chunk')
+})
+
+t.test('Messages pass-through: x-api-key accepted from the client, the provider\'s x-api-key sent; an unknown model costs 0', async (t) => {
+  const g = await gateway(t)
+  const res = await post(`${g.base}/passthrough/mock-messages/v1/messages`, { model: 'some-new-claude', max_tokens: 20, messages: [{ role: 'user', content: 'hello' }] }, { 'x-api-key': KEY_A })
+  t.equal(res.status, 200)
+  t.equal((await res.json() as { type: string }).type, 'message')
+  const up = g.mock.requests.at(-1)
+  t.equal(up?.apiKey, UPSTREAM_ANTHROPIC_KEY)
+  t.equal(up?.headers['anthropic-version'], '2023-06-01')
+  const [row] = await g.rows()
+  t.match(row, { endpoint: 'passthrough', model: 'some-new-claude', cost_nano: 0 }, 'not in the catalog: recorded with its tokens at cost 0')
+  t.ok((row?.prompt_tokens ?? 0) > 0)
+})
+
+t.test('a key without the grant is refused, in the provider family\'s shape', async (t) => {
+  const g = await gateway(t)
+  const openai = await post(`${g.base}/passthrough/mock-openai/chat/completions`, chatBody(), { authorization: `Bearer ${KEY_B}` })
+  t.equal(openai.status, 403)
+  t.match(await openai.json(), { error: { code: 403, type: 'permission_error' } })
+  const messages = await post(`${g.base}/passthrough/mock-messages/v1/messages`, { model: 'x', max_tokens: 5, messages: [] }, { 'x-api-key': KEY_B })
+  t.equal(messages.status, 403)
+  t.match(await messages.json(), { type: 'error', error: { type: 'permission_error' } })
+  const none = await post(`${g.base}/passthrough/mock-openai/chat/completions`, chatBody(), {})
+  t.equal(none.status, 401)
+  t.equal(g.mock.requests.length, 0, 'nothing reached the provider')
+  const unknown = await post(`${g.base}/passthrough/mock-nokey/chat/completions`, chatBody())
+  t.equal(unknown.status, 404, 'a provider without pass-through has no such routes')
+})
+
+t.test('paths that would leave the provider\'s base path are refused with 400', async (t) => {
+  const forms = ['/../v1/chat/completions', '/%2e%2e/admin', '/files/%2E%2E/%2e%2e/x', '/a%2fb', '/a%2Fb', '/a%5cb', '/a\\b', '//evil.example/x', '/http://evil.example/x', '/./models', '/%ff']
+  for (const f of forms) t.not(pathEscape(f), null, `${f} is an escape`)
+  for (const ok of ['/models', '/chat/completions', '/files/file-abc/content', '/v1/messages/batches/msgbatch_01']) t.equal(pathEscape(ok), null, `${ok} is fine`)
+  const g = await gateway(t)
+  const { port } = new URL(g.base)
+  for (const f of forms) {
+    // a raw request line, as a client could send it (fetch would normalize it)
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port, method: 'GET', path: `/passthrough/mock-openai${f}`, headers: { authorization: `Bearer ${KEY_A}` } }, (res) => { res.resume(); resolve(res.statusCode ?? 0) })
+      req.on('error', reject)
+      req.end()
+    })
+    t.ok(status === 400 || status === 404, `${f}: ${status}`)
+  }
+  t.equal(g.mock.requests.length, 0, 'none reached the provider')
+})
+
+t.test('the rate limit and idempotency apply; upstream 4xx and 5xx come back as they are', async (t) => {
+  const g = await gateway(t, [{ name: 'rate-limit', options: { max: 5, window_s: 60 } }, { name: 'auth' }, { name: 'idempotency' }, { name: 'usage' }])
+  const url = `${g.base}/passthrough/mock-openai/chat/completions`
+  t.equal((await post(url, chatBody(), { authorization: `Bearer ${KEY_A}`, 'idempotency-key': 'once' })).status, 200)
+  const dup = await post(url, chatBody(), { authorization: `Bearer ${KEY_A}`, 'idempotency-key': 'once' })
+  t.equal(dup.status, 409)
+  t.match(await dup.json(), { error: { code: 'duplicate_request' } })
+  g.mock.faults = { status: 429 }
+  const limited = await post(url, chatBody())
+  t.equal(limited.status, 429)
+  t.same(await limited.json(), { error: { message: 'Simulated upstream error 429.', type: 'requests', param: null, code: 'rate_limit_exceeded' } }, 'the provider\'s own body, untouched')
+  g.mock.faults = { status: 500 }
+  const failed = await post(url, chatBody())
+  t.equal(failed.status, 500, 'a provider 5xx keeps its status (no failover here)')
+  t.match(await failed.json(), { error: { message: /Simulated upstream error 500/ } })
+  g.mock.faults = {}
+  const models = await fetch(`${g.base}/passthrough/mock-openai/models`, { headers: { authorization: `Bearer ${KEY_A}` } })
+  t.equal(models.status, 404, 'whatever the provider answers')
+  await models.text()
+  const rows = await g.rows()
+  t.match(rows[0], { endpoint: 'passthrough', prompt_tokens: 0, completion_tokens: 0, cost_nano: 0 }, 'another endpoint: a record with zero tokens')
+  t.equal((await post(url, chatBody())).status, 429, 'the IP rate limit counts pass-through calls')
+})
+
+/** A provider that drains uploads (counting bytes) and serves downloads of any size, holding nothing. */
+async function bulkUpstream (t: Tap.Test): Promise<{ server: Server, url: string, received: () => number }> {
+  let received = 0
+  const server = createServer((req, res) => {
+    if (req.method === 'POST') {
+      req.on('data', (c: Buffer) => { received += c.length })
+      req.on('end', () => { res.setHeader('content-type', 'application/json'); res.end(JSON.stringify({ id: 'file-1', bytes: received })) })
+      return
+    }
+    const size = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('bytes') ?? 0)
+    res.setHeader('content-type', 'application/octet-stream')
+    res.setHeader('content-length', String(size))
+    const chunk = Buffer.alloc(64 * 1024, 120)
+    let sent = 0
+    const pump = (): void => {
+      while (sent < size) {
+        const n = Math.min(chunk.length, size - sent)
+        sent += n
+        if (!res.write(n === chunk.length ? chunk : chunk.subarray(0, n))) { res.once('drain', pump); return }
+      }
+      res.end()
+    }
+    pump()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { server.close() })
+  return { server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}/v1`, received: () => received }
+}
+
+/** The resident set of a process and its peak so far, in MB (Linux /proc). */
+function memoryOf (pid: number): { rss: number, peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN)
+  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 }
+}
+
+async function upload (url: string, size: number): Promise<{ status: number, text: string }> {
+  // generated chunk by chunk, never held whole by the test either
+  const chunk = Buffer.alloc(256 * 1024, 97)
+  let produced = 0
+  const source = new Readable({
+    read () {
+      if (produced >= size) { this.push(null); return }
+      const n = Math.min(chunk.length, size - produced)
+      produced += n
+      this.push(n === chunk.length ? chunk : chunk.subarray(0, n))
+    }
+  })
+  return await new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/octet-stream', 'content-length': String(size) } }, (res) => {
+      let text = ''
+      res.on('data', (d: Buffer) => { text += String(d) })
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, text }) })
+    })
+    req.on('error', reject)
+    source.pipe(req)
+  })
+}
+
+async function download (url: string): Promise<{ status: number, bytes: number }> {
+  const res = await fetch(url, { headers: { authorization: `Bearer ${KEY_A}` } })
+  let bytes = 0
+  for await (const c of res.body as unknown as AsyncIterable<Uint8Array>) bytes += c.length
+  return { status: res.status, bytes }
+}
+
+// Flat memory: nothing is held in proportion to the body. The figure read is the gateway's peak
+// resident set, which also holds the garbage of the transfer's socket buffers until V8 collects
+// it (Buffers count as external memory, collected after some 32-64 MB), so the bound checked is
+// far below the transfer size rather than near zero; the test prints the figures.
+t.test('a 200 MB upload and a 200 MB download pass with flat memory', async (t) => {
+  const bulk = await bulkUpstream(t)
+  // the gateway in a process of its own, so that its memory is its own
+  const gw = await spawnGateway(t, {
+    server: { body_limit_mb: 256 },
+    store: { sqlite: ':memory:' },
+    admin: { token: 'bulk-admin-token-0123456789' },
+    providers: [{ id: 'bulk', protocol: 'openai', base_url: bulk.url, api_key: 'sk-bulk', passthrough: true }],
+    models: [],
+    plugins: [{ name: 'auth' }, { name: 'usage' }],
+    tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, passthrough: ['bulk'] }] }] }]
+  }, ['--workers', '1'])
+  const base = `http://127.0.0.1:${gw.port}/passthrough/bulk`
+  const MB = Number(process.env.PT_MB ?? 200)
+  const SIZE = MB * 1024 * 1024
+  // warm up: pools, buffers and code paths in place before the baseline
+  t.equal((await upload(`${base}/files`, 1024 * 1024)).status, 200)
+  t.equal((await download(`${base}/files/file-1/content?bytes=${1024 * 1024}`)).bytes, 1024 * 1024)
+  const before = memoryOf(gw.pid)
+
+  const up = await upload(`${base}/files`, SIZE)
+  t.equal(up.status, 200)
+  t.equal(JSON.parse(up.text).bytes - 1024 * 1024, SIZE, 'every byte reached the provider')
+  const mid = memoryOf(gw.pid)
+  t.comment(`after the upload: peak ${mid.peak.toFixed(1)} MB, now ${mid.rss.toFixed(1)} MB`)
+  const down = await download(`${base}/files/file-1/content?bytes=${SIZE}`)
+  t.equal(down.status, 200)
+  t.equal(down.bytes, SIZE, 'the whole download arrived')
+  const after = memoryOf(gw.pid)
+  const tooBig = await upload(`${base}/files`, 257 * 1024 * 1024).catch(() => ({ status: 413, text: '' }))
+  t.equal(tooBig.status, 413, 'an upload over the body limit is refused')
+  const growth = after.peak - Math.max(before.peak, before.rss)
+  t.comment(`gateway RSS ${before.rss.toFixed(1)} MB before, peak ${after.peak.toFixed(1)} MB over a ${MB} MB upload and a ${MB} MB download: +${growth.toFixed(1)} MB`)
+  t.ok(growth < MB / 2, `peak RSS grew ${growth.toFixed(1)} MB, far below the ${MB} MB passed each way`)
+  const usage = await fetch(`http://127.0.0.1:${gw.port}/admin/v1/usage`, { headers: { authorization: 'Bearer bulk-admin-token-0123456789' } })
+  const rows = (await usage.json() as { data: Array<Record<string, unknown>> }).data
+  t.ok(rows.length >= 4, 'each call recorded')
+  t.match(rows[0], { endpoint: 'passthrough', provider: 'bulk', prompt_tokens: 0, cost_usd: '0' })
+})
