@@ -31,11 +31,12 @@ Serves the config's gateway. PORT does what --port does. --workers defaults to o
 Writes a starter gateway.yaml (the demo catalog, answered in-process, so it works with no
 provider key) and data/ into DIR (default: the current folder), never overwriting. Creates an API
 key for the demo tenant and an admin token, and prints both once. Then, in DIR: modelgate serve`,
-  keys: `modelgate keys create --org O --project P [--models GLOB,GLOB] [--name NAME] [--config FILE]
+  keys: `modelgate keys create --org O --project P [--models GLOB,GLOB] [--passthrough PROVIDER,PROVIDER] [--name NAME] [--config FILE]
 modelgate keys list [--org O] [--project P] [--json] [--config FILE]
 modelgate keys revoke ID [--config FILE]
 
-A created key is printed once; only its SHA-256 is stored.`,
+A created key is printed once; only its SHA-256 is stored. --passthrough: the providers whose
+/passthrough/{provider}/* routes the key may use (none by default).`,
   usage: `modelgate usage [--org O] [--project P] [--since ISO] [--limit N] [--json] [--config FILE]
 
 Usage records, newest first, and their totals.`,
@@ -73,6 +74,7 @@ const OPTIONS = {
   org: { type: 'string' },
   project: { type: 'string' },
   models: { type: 'string' },
+  passthrough: { type: 'string' },
   name: { type: 'string' },
   since: { type: 'string' },
   limit: { type: 'string' },
@@ -299,7 +301,10 @@ async function keys (sub: string | undefined, rest: string[], args: Args): Promi
       if (org === undefined) throw new UsageError(`no organization ${args.org} (tenants come from the config)`, 'keys')
       if (!(await store.orgs.projects(args.org)).some((p) => p.id === args.project)) throw new UsageError(`no project ${args.project} in ${args.org}`, 'keys')
       const models = args.models === undefined ? ['*'] : args.models.split(',').map((s) => s.trim()).filter((s) => s !== '')
-      const created = await store.keys.create({ org: args.org, project: args.project, models, name: args.name ?? '', source: 'cli' }, Date.now())
+      const passthrough = args.passthrough === undefined ? [] : args.passthrough.split(',').map((s) => s.trim()).filter((s) => s !== '')
+      const unknown = passthrough.filter((id) => !config.providers.some((p) => p.id === id && p.passthrough))
+      if (unknown.length > 0) throw new UsageError(`--passthrough: ${unknown.join(', ')} is not a provider with passthrough: true in the config`, 'keys')
+      const created = await store.keys.create({ org: args.org, project: args.project, models, passthrough, name: args.name ?? '', source: 'cli' }, Date.now())
       process.stdout.write(`${created.key}\n`)
       process.stderr.write(`created ${created.id} for ${created.org}/${created.project} (models: ${created.models.join(',')}); the key is shown only once\n`)
     } else if (sub === 'list') {

@@ -103,7 +103,9 @@ function semanticChecks (config: Config, problems: string[]): void {
   for (const id of duplicates(config.providers.map((p) => p.id))) problems.push(`providers: the id ${id} is used twice`)
   config.providers.forEach((p, i) => {
     if (p.builtin === undefined && p.base_url === undefined) problems.push(`providers[${i}].base_url: is required (or set builtin: demo)`)
+    if (p.passthrough && p.base_url === undefined) problems.push(`providers[${i}].passthrough: needs a base_url (a built-in provider has no API of its own to pass through to)`)
   })
+  const passable = new Set(config.providers.filter((p) => p.passthrough && p.base_url !== undefined).map((p) => p.id))
   for (const id of duplicates(config.models.map((m) => m.id))) problems.push(`models: the id ${id} is used twice`)
   config.models.forEach((m, i) => {
     const refs = Array.isArray(m.provider) ? m.provider.map((p) => typeof p === 'string' ? p : p.id) : [m.provider]
@@ -127,7 +129,12 @@ function semanticChecks (config: Config, problems: string[]): void {
   const keys: string[] = []
   config.tenants.forEach((t, i) => {
     for (const p of duplicates(t.projects.map((p) => p.id))) problems.push(`tenants[${i}].projects: the project ${p} is listed twice`)
-    t.projects.forEach((p) => p.keys.forEach((k) => keys.push(k.key)))
+    t.projects.forEach((p, j) => p.keys.forEach((k, n) => {
+      keys.push(k.key)
+      for (const id of k.passthrough) {
+        if (!passable.has(id)) problems.push(`tenants[${i}].projects[${j}].keys[${n}].passthrough: ${id} is not a provider with passthrough: true`)
+      }
+    }))
   })
   if (duplicates(keys).length > 0) problems.push('tenants: the same API key is listed twice')
 }

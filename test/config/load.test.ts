@@ -102,3 +102,11 @@ t.test('client timeouts must fit together', async (t) => {
   t.match(problemsOf({ server: { request_timeout_s: 120, idle_timeout_s: 60 } }).join('\n'), /server\.idle_timeout_s: must be > server\.request_timeout_s/)
   t.same(problemsOf({ server: { headers_timeout_s: 5, client_timeout_s: 5, idle_timeout_s: 121 } }), [])
 })
+
+t.test('pass-through: only providers with a base_url, and keys name only such providers', async (t) => {
+  const { parseConfig } = await import('../../config/load.js')
+  const base = { providers: [{ id: 'demo', protocol: 'openai', builtin: 'demo', passthrough: true }, { id: 'up', protocol: 'openai', base_url: 'http://127.0.0.1:9/v1' }], models: [], tenants: [{ org: 'o', projects: [{ id: 'p', keys: [{ key: 'mg-0123456789abcdef0123', passthrough: ['up'] }] }] }] }
+  const err = t.throws(() => parseConfig(base, {})) as Error
+  t.match(err.message, /providers\[0\]\.passthrough: needs a base_url/)
+  t.match(err.message, /keys\[0\]\.passthrough: up is not a provider with passthrough: true/)
+})
