@@ -1,7 +1,8 @@
 // Profiles modelgate under load: the fixed upstream, one gateway with the plugins in $PLUGINS
 // (comma-separated; default: all), 32 connections for $DURATION s (default 5). PROF=1 runs the
 // gateway with --cpu-prof and prints the top self-time functions; BASELINE=1 profiles the bare
-// reply-from proxy instead, to compare. Needs a build (npm run build).
+// reply-from proxy instead, to compare. PASSTHROUGH=1 loads /passthrough/u/chat/completions (the
+// provider's own route) instead of /v1/chat/completions. Needs a build (npm run build).
 //   PROF=1 node --import tsx bench/profile.ts
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -22,7 +23,8 @@ let n = 0
 const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 // IDEM=1: a fresh Idempotency-Key per call
 const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `p-${process.pid}-${n++}` } }) }] : undefined
-const res = await autocannon({ url: `http://127.0.0.1:${gw.port}/v1/chat/completions`, method: 'POST', connections: 32, duration: Number(process.env.DURATION ?? 5), body: JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
+const path = process.env.PASSTHROUGH ? '/passthrough/u/chat/completions' : '/v1/chat/completions'
+const res = await autocannon({ url: `http://127.0.0.1:${gw.port}${path}`, method: 'POST', connections: 32, duration: Number(process.env.DURATION ?? 5), body: JSON.stringify({ model: process.env.PASSTHROUGH ? 'b/o' : 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
 console.log(process.env.BASELINE ? 'reply-from' : process.env.PLUGINS ?? 'all', 'rps', Math.round(res.requests.average), 'p50', res.latency.p50, 'non2xx', res.non2xx)
 await stopServers() // a clean exit, so that --cpu-prof writes the gateway's profile
 if (process.env.PROF) {

@@ -50,13 +50,13 @@ function gatewayConfig (upstream: number, db: string, opts: { metrics?: boolean,
       ...extraPlugins
     ],
     providers: [
-      { id: 'up-openai', protocol: 'openai', base_url: `http://127.0.0.1:${upstream}/v1`, api_key: 'x' },
+      { id: 'up-openai', protocol: 'openai', base_url: `http://127.0.0.1:${upstream}/v1`, api_key: 'x', passthrough: true },
       { id: 'up-messages', protocol: 'messages', base_url: `http://127.0.0.1:${upstream}`, api_key: 'x' }
     ],
     models: [model('bench/openai', 'up-openai'), model('bench/claude', 'up-messages')],
     // on: every call's figures are counted (as in the default config); /metrics itself is not scraped
     metrics: { enabled: metrics },
-    tenants: [{ org: 'bench', balance_usd: 1_000_000, quota: { tokens: 1_000_000_000_000, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY }] }] }]
+    tenants: [{ org: 'bench', balance_usd: 1_000_000, quota: { tokens: 1_000_000_000_000, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY, passthrough: ['up-openai'] }] }] }]
   }
 }
 
@@ -270,6 +270,8 @@ async function main (): Promise<void> {
   throughputCases.push(
     ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32, headers, gateway.pid)],
     ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32, headers, gateway.pid)],
+    // the provider's own API through /passthrough (the model named by its upstream name, metered and priced)
+    ['modelgate /passthrough', async () => await load(`${mg}/passthrough/up-openai/chat/completions`, chatBody('bench'), 32, headers, gateway.pid)],
     ['modelgate + guardrails', async () => await load(chatUrl(guarded), chatBody('bench/openai'), 32, headers, guarded.pid)],
     ['modelgate metrics off', async () => await load(chatUrl(metricsOff), chatBody('bench/openai'), 32, headers, metricsOff.pid)],
     // its CPU is spread over the cluster's workers: not read
@@ -340,6 +342,9 @@ async function main (): Promise<void> {
   const metricsCpu = pairedRatio(throughputRuns, 'modelgate passthrough', 'modelgate metrics off', 'cpuUs')
   const metricsShare = metricsUs / (mgLoad?.cpuUs ?? NaN)
   console.log(`Metrics: ${fmt(metricsUs, 2)} µs of CPU per call measured alone, ${fmt(metricsShare * 100, 2)}% of modelgate's CPU per request (target ≤ 3%); gateways with metrics on / off: ${fmt(metricsCpu, 3)} per round (median), ${fmt(mgLoad?.cpuUs ?? NaN)} / ${fmt(throughput['modelgate metrics off']?.cpuUs ?? NaN)} µs of the medians`)
+  const passthroughRoute = pairedRatio(throughputRuns, 'modelgate /passthrough', 'reply-from')
+  results.passthrough_route_over_reply_from = passthroughRoute
+  console.log(`Pass-through route (/passthrough/{provider}, all plugins) / bare reply-from proxy: ${fmt(passthroughRoute, 2)} per round (median), ${ratio(throughput['modelgate /passthrough']?.rps ?? NaN, bare)} of the medians (target ≥ 0.90)`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
 

@@ -17,9 +17,9 @@ export function writeSmallConfig (file: string, db: string, upstream: string, pl
     server: { port: 0, ...(opts.timeoutS === undefined ? {} : { request_timeout_s: opts.timeoutS }) },
     store: { sqlite: db },
     plugins: list,
-    providers: [{ id: 'u', protocol: 'openai', base_url: `${upstream}/v1`, api_key: 'x', ...(opts.connections === undefined ? {} : { connections: opts.connections }) }],
+    providers: [{ id: 'u', protocol: 'openai', base_url: `${upstream}/v1`, api_key: 'x', passthrough: true, ...(opts.connections === undefined ? {} : { connections: opts.connections }) }],
     models: [{ id: 'b/o', name: 'b', provider: 'u', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }],
-    tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY }] }] }]
+    tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY, passthrough: ['u'] }] }] }]
   }))
   return file
 }

@@ -35,9 +35,11 @@ const METERED = /(?:^|\/)(chat\/completions|messages|responses|embeddings)$/
 
 /** How much of a whole (non-SSE) answer is kept to read its usage; a larger one is not metered. */
 const MAX_JSON_ANSWER = 8 * 1024 * 1024
+/** A whole answer up to this size (by its content-length) is read before it is sent, in one write. */
+const SMALL_ANSWER = 256 * 1024
 
 /** Headers that never go to the provider: the client's credentials and the gateway's own. */
-const CLIENT_ONLY = ['authorization', 'x-api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip']
+const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip'])
 
 /** Why the path after the provider's prefix could leave its base path, or null when it cannot. */
 export function pathEscape (rawPath: string): string | null {
@@ -58,17 +60,21 @@ export function pathEscape (rawPath: string): string | null {
 
 /** Reads a request body stream into text, refusing it past `limit` bytes. */
 async function readBody (stream: Readable, limit: number, limitMb: number): Promise<string> {
-  const chunks: Buffer[] = []
-  let size = 0
-  for await (const chunk of stream) {
-    size += (chunk as Buffer).length
-    if (size > limit) {
-      stream.destroy()
-      throw new RequestTooLarge({ limit_mb: limitMb })
-    }
-    chunks.push(chunk as Buffer)
-  }
-  return Buffer.concat(chunks).toString('utf8')
+  return await new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) {
+        stream.destroy()
+        reject(new RequestTooLarge({ limit_mb: limitMb }))
+        return
+      }
+      chunks.push(chunk)
+    })
+    stream.once('end', () => { resolve(chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8')) })
+    stream.once('error', reject)
+  })
 }
 
 /** Counts the bytes of a streamed upload, failing it past the body limit. */
@@ -261,7 +267,11 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
     const ctx: AdmissionContext = { request, reply, call, principal, model: call.model, body, keepContent: () => { call.keepContent = true } }
     await runSeries(hooks.onAdmission, ctx)
     // what goes up: the body as the hooks left it (they may have changed or replaced it)
-    if (parsedBody) replaceBody(request, JSON.stringify(ctx.body))
+    if (parsedBody) {
+      // a JSON body is handed over as the object: the proxy serializes it once, with its length
+      if (/^application\/json\s*(;|$)/i.test(String(request.headers['content-type'] ?? ''))) request.body = ctx.body
+      else replaceBody(request, JSON.stringify(ctx.body))
+    }
     call.attempted = true
     call.answering()
   }
@@ -287,7 +297,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         const out: Record<string, string | string[] | undefined> = {}
         for (const [name, value] of Object.entries(headers)) {
           const lower = name.toLowerCase()
-          if (CLIENT_ONLY.includes(lower) || lower.startsWith(gatewayHeader)) continue
+          if (CLIENT_ONLY.has(lower) || lower.startsWith(gatewayHeader)) continue
           out[lower] = value as string | string[] | undefined
         }
         Object.assign(out, fixed)
@@ -306,6 +316,27 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         const sse = String((res as unknown as { headers: Record<string, unknown> }).headers['content-type'] ?? '').includes('text/event-stream')
         // only the answers of the metered endpoints are read; every other one only passes
         const metered = meteredRequests.has(request as unknown as FastifyRequest) && status < 400
+        const headers = (res as unknown as { headers: Record<string, unknown> }).headers
+        const length = Number(headers['content-length'] ?? NaN)
+        if (metered && !sse && length <= SMALL_ANSWER) {
+          // a small whole answer (most JSON calls) is read, metered, then sent in one write
+          const chunks: Buffer[] = []
+          res.stream.on('data', (c: Buffer) => { chunks.push(c) })
+          res.stream.on('error', (err: Error) => { void reply.send(err) })
+          res.stream.on('end', () => {
+            const body = Buffer.concat(chunks)
+            let usage: Usage | null = null
+            try {
+              const o = JSON.parse(body.toString('utf8')) as unknown
+              if (isObj(o)) usage = usageIn(o, null).usage
+            } catch {}
+            const sent = (): void => { void reply.send(body) }
+            const ended = call.end({ status: 'ok', usage, complete: true })
+            if (ended === undefined) sent()
+            else ended.then(sent, (err: Error) => { void reply.send(err) })
+          })
+          return
+        }
         const tap = new UsageTap(!metered ? 'none' : sse ? 'sse' : 'json', (usage) => call.end({ status: status < 400 ? 'ok' : 'upstream_error', usage: metered ? usage : null, complete: true }))
         call.progress = { usage: () => tap.usage, relayedText: () => '' }
         res.stream.on('error', (err: Error) => { tap.destroy(err) })
