@@ -99,6 +99,9 @@ function semanticChecks (config: Config, problems: string[]): void {
   const server = config.server
   if (server.headers_timeout_s > server.client_timeout_s) problems.push('server.headers_timeout_s: must be <= server.client_timeout_s (the headers are part of the request)')
   if (server.idle_timeout_s !== undefined && server.idle_timeout_s <= server.request_timeout_s) problems.push('server.idle_timeout_s: must be > server.request_timeout_s (or the gateway\'s own timeout errors could not be sent)')
+  if ((config.store.postgres === undefined) !== (config.store.redis === undefined)) {
+    problems.push('store: postgres and redis go together (PostgreSQL keeps the tenants, the ledger and the usage records; Redis the counters, idempotency keys and revocations)')
+  }
   const providerIds = new Set(config.providers.map((p) => p.id))
   for (const id of duplicates(config.providers.map((p) => p.id))) problems.push(`providers: the id ${id} is used twice`)
   config.providers.forEach((p, i) => {

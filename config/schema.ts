@@ -39,7 +39,10 @@ export const ServerSchema = Type.Object({
 }, { ...Closed, default: {} })
 
 export const StoreSchema = Type.Object({
-  sqlite: Type.String({ default: 'data/modelgate.db', minLength: 1 })
+  sqlite: Type.String({ default: 'data/modelgate.db', minLength: 1 }),
+  // several instances share these instead of a SQLite file (both together)
+  postgres: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  redis: Type.Optional(Type.String({ pattern: '^rediss?://' }))
 }, { ...Closed, default: {} })
 
 export const AdminSchema = Type.Object({

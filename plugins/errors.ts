@@ -102,6 +102,7 @@ export const KeyNotFound = define('key_not_found', { status: 404, code: 'key_not
 export const InvalidCursor = define('invalid_cursor', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const InvalidQuery = define('invalid_query', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const PassthroughForbidden = define('passthrough_forbidden', { status: 403, openaiType: 'permission_error', retry: false })
+export const StoreUnavailable = define('store_unavailable', { status: 503, openaiType: 'overloaded_error' })
 export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
 
 /**

@@ -44,5 +44,6 @@ export const de: Catalog = {
   invalid_cursor: "Der Cursor ist ungültig.",
   invalid_query: "Ungültiger Abfrageparameter {param}: {reason}",
   passthrough_forbidden: "Dieser API-Schlüssel darf die Durchleitungsrouten des Anbieters {provider} nicht verwenden.",
-  passthrough_path: "Der Durchleitungspfad muss unter dem Basispfad des Anbieters bleiben: keine Punktsegmente, kodierten Schrägstriche, Backslashes oder absoluten URLs."
+  passthrough_path: "Der Durchleitungspfad muss unter dem Basispfad des Anbieters bleiben: keine Punktsegmente, kodierten Schrägstriche, Backslashes oder absoluten URLs.",
+  store_unavailable: "Der Speicher des Gateways ist gerade nicht erreichbar. Bitte gleich erneut versuchen."
 }

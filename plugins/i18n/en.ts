@@ -45,7 +45,8 @@ export const en = {
   invalid_cursor: 'The cursor is not valid.',
   invalid_query: 'Invalid query parameter {param}: {reason}',
   passthrough_forbidden: 'This API key may not use the pass-through routes of provider {provider}.',
-  passthrough_path: 'The pass-through path must stay under the provider\'s base path: no dot segments, encoded slashes, backslashes or absolute URLs.'
+  passthrough_path: 'The pass-through path must stay under the provider\'s base path: no dot segments, encoded slashes, backslashes or absolute URLs.',
+  store_unavailable: 'The gateway\'s store cannot be reached right now. Retry in a moment.'
 } as const
 
 export type MessageKey = keyof typeof en

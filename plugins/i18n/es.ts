@@ -44,5 +44,6 @@ export const es: Catalog = {
   invalid_cursor: "El cursor no es válido.",
   invalid_query: "Parámetro de consulta {param} no válido: {reason}",
   passthrough_forbidden: "Esta clave de API no puede usar las rutas de paso directo del proveedor {provider}.",
-  passthrough_path: "La ruta de paso directo debe quedar bajo la ruta base del proveedor: sin segmentos de punto, barras codificadas, barras invertidas ni URL absolutas."
+  passthrough_path: "La ruta de paso directo debe quedar bajo la ruta base del proveedor: sin segmentos de punto, barras codificadas, barras invertidas ni URL absolutas.",
+  store_unavailable: "El almacén de la pasarela no está disponible en este momento. Vuelva a intentarlo en un momento."
 }

@@ -44,5 +44,6 @@ export const fr: Catalog = {
   invalid_cursor: "Le curseur n'est pas valide.",
   invalid_query: "Paramètre de requête {param} non valide : {reason}",
   passthrough_forbidden: "Cette clé d'API ne peut pas utiliser les routes de transmission directe du fournisseur {provider}.",
-  passthrough_path: "Le chemin de transmission directe doit rester sous le chemin de base du fournisseur : ni segments point, ni barres obliques encodées, ni barres obliques inverses, ni URL absolues."
+  passthrough_path: "Le chemin de transmission directe doit rester sous le chemin de base du fournisseur : ni segments point, ni barres obliques encodées, ni barres obliques inverses, ni URL absolues.",
+  store_unavailable: "Le stockage de la passerelle est injoignable pour le moment. Réessayez dans un instant."
 }

@@ -44,5 +44,6 @@ export const ja: Catalog = {
   invalid_cursor: "カーソルが無効です。",
   invalid_query: "クエリパラメーター {param} が無効です: {reason}",
   passthrough_forbidden: "この API キーはプロバイダー {provider} のパススルー経路を使用できません。",
-  passthrough_path: "パススルーのパスはプロバイダーのベースパスの下に留まる必要があります（ドットセグメント、エンコードされたスラッシュ、バックスラッシュ、絶対 URL は使用できません）。"
+  passthrough_path: "パススルーのパスはプロバイダーのベースパスの下に留まる必要があります（ドットセグメント、エンコードされたスラッシュ、バックスラッシュ、絶対 URL は使用できません）。",
+  store_unavailable: "ゲートウェイのストアに現在接続できません。しばらくしてから再試行してください。"
 }

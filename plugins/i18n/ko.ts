@@ -44,5 +44,6 @@ export const ko: Catalog = {
   invalid_cursor: "커서가 올바르지 않습니다.",
   invalid_query: "쿼리 매개변수 {param}이(가) 올바르지 않습니다: {reason}",
   passthrough_forbidden: "이 API 키는 공급자 {provider}의 패스스루 경로를 사용할 수 없습니다.",
-  passthrough_path: "패스스루 경로는 공급자의 기본 경로 아래에 있어야 합니다. 점 세그먼트, 인코딩된 슬래시, 백슬래시, 절대 URL은 허용되지 않습니다."
+  passthrough_path: "패스스루 경로는 공급자의 기본 경로 아래에 있어야 합니다. 점 세그먼트, 인코딩된 슬래시, 백슬래시, 절대 URL은 허용되지 않습니다.",
+  store_unavailable: "지금은 게이트웨이 저장소에 연결할 수 없습니다. 잠시 후 다시 시도하세요."
 }

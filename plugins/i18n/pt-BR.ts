@@ -44,5 +44,6 @@ export const ptBR: Catalog = {
   invalid_cursor: "O cursor não é válido.",
   invalid_query: "Parâmetro de consulta {param} inválido: {reason}",
   passthrough_forbidden: "Esta chave de API não pode usar as rotas de repasse do provedor {provider}.",
-  passthrough_path: "O caminho de repasse deve ficar sob o caminho base do provedor: sem segmentos de ponto, barras codificadas, barras invertidas ou URLs absolutas."
+  passthrough_path: "O caminho de repasse deve ficar sob o caminho base do provedor: sem segmentos de ponto, barras codificadas, barras invertidas ou URLs absolutas.",
+  store_unavailable: "O armazenamento do gateway não está acessível no momento. Tente novamente em instantes."
 }

@@ -44,5 +44,6 @@ export const zhCN: Catalog = {
   invalid_cursor: "游标无效。",
   invalid_query: "查询参数 {param} 无效：{reason}",
   passthrough_forbidden: "此 API 密钥不能使用提供商 {provider} 的直通路由。",
-  passthrough_path: "直通路径必须位于提供商的基础路径之下：不允许点段、编码的斜杠、反斜杠或绝对 URL。"
+  passthrough_path: "直通路径必须位于提供商的基础路径之下：不允许点段、编码的斜杠、反斜杠或绝对 URL。",
+  store_unavailable: "网关的存储暂时无法访问，请稍后重试。"
 }

@@ -44,5 +44,6 @@ export const zhTW: Catalog = {
   invalid_cursor: "游標無效。",
   invalid_query: "查詢參數 {param} 無效：{reason}",
   passthrough_forbidden: "此 API 金鑰不能使用供應商 {provider} 的直通路由。",
-  passthrough_path: "直通路徑必須位於供應商的基礎路徑之下：不允許點段、編碼的斜線、反斜線或絕對 URL。"
+  passthrough_path: "直通路徑必須位於供應商的基礎路徑之下：不允許點段、編碼的斜線、反斜線或絕對 URL。",
+  store_unavailable: "閘道的儲存目前無法連線，請稍後再試。"
 }

@@ -1,4 +1,5 @@
 import type { Config } from '../../config/schema.js'
+import { PostgresStore } from './postgres/index.js'
 import { SqliteStore, type SqliteStoreOptions } from './sqlite/index.js'
 import type { Store } from './types.js'
 
@@ -18,5 +19,7 @@ export function staleHoldMs (config: Config): number | undefined {
 
 /** Opens the store the config names. */
 export function openStore (config: Config, opts: StoreOptions = {}): Store & { startMaintenance: (o?: { staleHoldMs?: number }) => void } {
+  const { postgres, redis } = config.store
+  if (postgres !== undefined && redis !== undefined) return new PostgresStore({ postgres, redis, now: opts.now, onError: opts.onError })
   return new SqliteStore(config.store.sqlite, opts)
 }

@@ -1,0 +1,216 @@
+import t from 'tap'
+import pg from 'pg'
+import { Redis } from 'ioredis'
+import { randomBytes } from 'node:crypto'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../app.js'
+import { PostgresStore } from '../../plugins/store/postgres/index.js'
+import type { UsageRow } from '../../plugins/store/types.js'
+import { KEY_A, testConfig } from '../helper.js'
+
+// The PostgreSQL + Redis store, against the machine's PostgreSQL (127.0.0.1:5432) and Redis
+// (127.0.0.1:6379). Each test gets a database of its own (created and dropped here) and a Redis
+// database number or key prefix of its own. "Instances" are several stores, or several gateway
+// apps, on the same database: what one does, the others must see, exactly.
+
+const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+async function services (): Promise<string | null> {
+  const c = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 2000 })
+  try { await c.connect(); await c.query('SELECT 1') } catch (err) { return `PostgreSQL: ${(err as Error).message}` } finally { await c.end().catch(() => {}) }
+  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  try { await r.connect(); await r.ping() } catch (err) { return `Redis: ${(err as Error).message}` } finally { r.disconnect() }
+  return null
+}
+
+/** A fresh database, dropped when the test ends; returns its URL. */
+async function database (t: Tap.Test): Promise<string> {
+  const name = `mg_test_${randomBytes(6).toString('hex')}`
+  const admin = new pg.Client({ connectionString: ADMIN_URL })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  t.teardown(async () => {
+    const c = new pg.Client({ connectionString: ADMIN_URL })
+    await c.connect()
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await c.end()
+  })
+  return ADMIN_URL.replace(/\/postgres$/, `/${name}`)
+}
+
+/** A Redis key prefix of this test's own, its keys deleted when the test ends. */
+function prefix (t: Tap.Test): string {
+  const p = `mgt:${randomBytes(4).toString('hex')}:`
+  t.teardown(async () => {
+    const r = new Redis(REDIS_URL)
+    let cursor = '0'
+    do {
+      const [next, keys] = await r.scan(cursor, 'MATCH', `${p}*`, 'COUNT', 1000)
+      cursor = next
+      if (keys.length > 0) await r.del(...keys)
+    } while (cursor !== '0')
+    r.disconnect()
+  })
+  return p
+}
+
+const tenants = (balanceUsd: number, quota?: Record<string, unknown>): Array<Record<string, unknown>> => [{ org: 'acme', balance_usd: balanceUsd, projects: [{ id: 'web', ...(quota === undefined ? {} : { quota }), keys: [{ key: KEY_A }] }] }]
+
+async function stores (t: Tap.Test, n: number, balanceUsd = 25): Promise<PostgresStore[]> {
+  const url = await database(t)
+  const p = prefix(t)
+  const list = Array.from({ length: n }, () => new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: p }))
+  t.teardown(async () => { await Promise.all(list.map(async (s) => await s.close())) })
+  // all open at once: the migrations run exactly once
+  await Promise.all(list.map(async (s) => { await s.syncTenants(testConfig({ tenants: tenants(balanceUsd) }), Date.now()) }))
+  return list
+}
+
+const row = (i: number, org = 'acme'): UsageRow => ({
+  id: `usage_${i}_${randomBytes(3).toString('hex')}`, created_at: 1_700_000_000_000 + i, trace_id: `t${i}`, org_id: org, project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
+  model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 0, completion_tokens: 5, total_tokens: 15, cost_nano: 100 + i, latency_ms: 1, ttft_ms: null
+})
+
+t.test('PostgreSQL + Redis store', async (t) => {
+  const missing = await services()
+  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+
+  t.test('balance: 50 concurrent holds on three instances against a balance that pays for 5', async (t) => {
+    const hold = 1_000_000
+    const all = await stores(t, 3, 5 * hold / 1e9)
+    const results = await Promise.all(Array.from({ length: 50 }, async (_, i) => await (all[i % 3] as PostgresStore).balance.hold('acme', hold, Date.now())))
+    t.equal(results.filter(Boolean).length, 5, 'exactly five holds taken')
+    const org = await all[1]?.orgs.get('acme')
+    t.match(org, { balance_nano: 5 * hold, held_nano: 5 * hold, spent_nano: 0 })
+    // each instance settles its own holds at a charge below the hold
+    let settled = 0
+    for (const [i, ok] of results.entries()) if (ok) { await (all[i % 3] as PostgresStore).balance.settle('acme', hold, 400_000, Date.now()); settled++ }
+    t.equal(settled, 5)
+    const after = await all[2]?.orgs.get('acme')
+    t.match(after, { held_nano: 0, spent_nano: 5 * 400_000 }, 'every charge applied once, every hold gone')
+    t.equal((after?.balance_nano ?? 0) + (after?.spent_nano ?? 0), 5 * hold, 'balance + spent = initial')
+  })
+
+  t.test('idempotency: 100 concurrent takes of one key on two instances, one wins; keep and release check the owner', async (t) => {
+    const [a, b] = await stores(t, 2) as [PostgresStore, PostgresStore]
+    const wins = await Promise.all(Array.from({ length: 100 }, async (_, i) => await (i % 2 === 0 ? a : b).idempotency.take('key_1', 'k', `owner-${i}`, Date.now(), 60_000)))
+    t.equal(wins.filter(Boolean).length, 1)
+    const owner = `owner-${wins.indexOf(true)}`
+    await b.idempotency.release('key_1', 'k', 'someone-else')
+    t.notOk(await a.idempotency.take('key_1', 'k', 'late', Date.now(), 60_000), 'another owner cannot release it')
+    await a.idempotency.release('key_1', 'k', owner)
+    t.ok(await b.idempotency.take('key_1', 'k', 'next', Date.now(), 60_000), 'free again once its owner released it')
+  })
+
+  t.test('rate limit: 200 concurrent hits on two instances count 1..200 once each', async (t) => {
+    const [a, b] = await stores(t, 2) as [PostgresStore, PostgresStore]
+    const now = Date.now()
+    const hits = await Promise.all(Array.from({ length: 200 }, async (_, i) => await (i % 2 === 0 ? a : b).rateLimits.hit('10.0.0.1', now, 60_000, 100)))
+    t.same(hits.map((h) => h.count).sort((x, y) => x - y), Array.from({ length: 200 }, (_, i) => i + 1))
+    t.equal((await a.rateLimits.hit('10.0.0.1', now + 60_000, 60_000, 100)).count, 1, 'the next window starts again')
+  })
+
+  t.test('quota: concurrent counts from two instances add up exactly', async (t) => {
+    const [a, b] = await stores(t, 2) as [PostgresStore, PostgresStore]
+    await Promise.all(Array.from({ length: 100 }, async (_, i) => { await (i % 2 === 0 ? a : b).quota.count('project:acme/web', 0, 7, 3) }))
+    t.same(await b.quota.used('project:acme/web', 0), { tokens: 700, cost_nano: 300 })
+  })
+
+  t.test('revocation on one instance reaches the others within a second', async (t) => {
+    const [a, b] = await stores(t, 2) as [PostgresStore, PostgresStore]
+    const heard: string[] = []
+    b.keys.onRevoked((id) => { heard.push(id) })
+    const k = await a.keys.create({ org: 'acme', project: 'web', source: 'admin' }, Date.now())
+    t.ok(await b.keys.verify(k.key), 'the other instance knows the key')
+    t.ok(await a.keys.revoke(k.id, Date.now()))
+    const until = Date.now() + 1000
+    while (!heard.includes(k.id) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
+    t.ok(heard.includes(k.id), 'heard by the other instance')
+    t.equal(await b.keys.verify(k.key), undefined, 'and refused there')
+  })
+
+  t.test('usage: 1,000 records from two instances, batched, all there; pages and totals', async (t) => {
+    const [a, b] = await stores(t, 2) as [PostgresStore, PostgresStore]
+    const rows = Array.from({ length: 1000 }, (_, i) => row(i))
+    await Promise.all(rows.map(async (r, i) => { await (i % 2 === 0 ? a : b).usage.record(r) }))
+    const totals = await a.usage.totals({ org: 'acme' })
+    t.match(totals, { calls: 1000, prompt_tokens: 10_000, cost_nano: rows.reduce((s, r) => s + r.cost_nano, 0) })
+    let seen = 0
+    let cursor
+    for (;;) {
+      const page = await b.usage.page({ org: 'acme' }, 300, cursor)
+      seen += page.length
+      if (page.length < 300) break
+      const last = page[page.length - 1] as UsageRow
+      cursor = { created_at: last.created_at, id: last.id }
+    }
+    t.equal(seen, 1000, 'paged through every record once')
+  })
+
+  t.test('an instance that stops beating has its holds released by the others', async (t) => {
+    const [a, b] = await stores(t, 2) as [PostgresStore, PostgresStore]
+    t.ok(await a.balance.hold('acme', 5_000_000, Date.now()))
+    t.equal((await b.orgs.get('acme'))?.held_nano, 5_000_000)
+    // a dies without settling (its heartbeat stops); b, later, takes it for dead
+    const released = await b.releaseDeadHolders(Date.now() + 60_000)
+    t.equal(released, 1)
+    t.equal((await b.orgs.get('acme'))?.held_nano, 0, 'the hold is released')
+    // should a itself come back and settle, the charge still applies, once
+    await a.balance.settle('acme', 5_000_000, 1_000, Date.now())
+    t.match(await b.orgs.get('acme'), { held_nano: 0, spent_nano: 1_000 })
+  })
+
+  t.test('three gateway apps on one PostgreSQL and Redis: idempotency, balance, quota, rate limit, revocation', async (t) => {
+    const url = await database(t)
+    // a Redis database of this test's own
+    const db = 1 + Math.floor(Math.random() * 14)
+    const redis = `${REDIS_URL}/${db}`
+    t.teardown(async () => { const r = new Redis(redis); await r.flushdb(); r.disconnect() })
+    const apps: FastifyInstance[] = []
+    for (let i = 0; i < 3; i++) {
+      const app = await buildApp(testConfig({
+        store: { postgres: url, redis },
+        admin: { token: 'multi-admin-token-0123456789' },
+        plugins: [{ name: 'rate-limit', options: { max: 1000, window_s: 60 } }, { name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }],
+        tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }, { org: 'poor', balance_usd: 0, projects: [{ id: 'p', quota: { tokens: 1, per: 'hour' }, keys: [{ key: 'mg-test-key-poor-0123456789abcdef' }] }] },
+          { org: 'tight', balance_usd: 0.0005, projects: [{ id: 't', keys: [{ key: 'mg-test-key-tight-0123456789abcdef' }] }] }]
+      }), { logger: false })
+      apps.push(app)
+    }
+    t.teardown(async () => { for (const app of apps) await app.close() })
+    const chat = async (i: number, key = KEY_A, headers: Record<string, string> = {}, extra: Record<string, unknown> = {}) => await (apps[i % 3] as FastifyInstance).inject({ method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${key}`, ...headers }, payload: { model: 'demo/gpt', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }], ...extra } })
+
+    const dup = await Promise.all(Array.from({ length: 12 }, async (_, i) => (await chat(i, KEY_A, { 'idempotency-key': 'once' })).statusCode))
+    t.equal(dup.filter((s) => s === 200).length, 1, 'one Idempotency-Key, three instances: one call')
+    t.equal(dup.filter((s) => s === 409).length, 11)
+
+    const poor = 'mg-test-key-poor-0123456789abcdef'
+    const free = { model: 'openai/no-price' }
+    t.equal((await chat(0, poor, {}, free)).statusCode, 200, 'a free model under the quota')
+    const after = await Promise.all([1, 2, 3].map(async (i) => (await chat(i, poor, {}, free)).statusCode))
+    t.same(after, [429, 429, 429], 'once an ended call reached the quota, every instance refuses')
+
+    // a balance that covers a few holds at most: 60 concurrent calls over the three instances
+    const admin = { authorization: 'Bearer multi-admin-token-0123456789' }
+    const tight = 'mg-test-key-tight-0123456789abcdef'
+    const burst = await Promise.all(Array.from({ length: 60 }, async (_, i) => (await chat(i, tight)).statusCode))
+    t.ok(burst.filter((c) => c === 200).length >= 1, `${burst.filter((c) => c === 200).length} answered`)
+    t.same([...new Set(burst)].filter((c) => c !== 200 && c !== 402), [], 'the others refused with 402')
+    const ledger = (await (apps[2] as FastifyInstance).inject({ method: 'GET', url: '/admin/v1/orgs/tight', headers: admin })).json() as { balance_usd: string, held_usd: string, spent_usd: string }
+    t.equal(Number(ledger.held_usd), 0, 'every hold settled')
+    t.ok(Number(ledger.balance_usd) >= 0, 'never overdrawn')
+    t.equal(Math.round((Number(ledger.balance_usd) + Number(ledger.spent_usd)) * 1e9), 500_000, 'balance + spent = initial')
+
+    const created = (await (apps[1] as FastifyInstance).inject({ method: 'POST', url: '/admin/v1/keys', headers: admin, payload: { org: 'acme', project: 'web', name: 'doomed' } })).json() as { id: string, key: string }
+    t.same(await Promise.all([0, 1, 2].map(async (i) => (await chat(i, created.key)).statusCode)), [200, 200, 200], 'the new key works everywhere (and is cached)')
+    t.equal((await (apps[1] as FastifyInstance).inject({ method: 'DELETE', url: `/admin/v1/keys/${created.id}`, headers: admin })).statusCode, 200)
+    const until = Date.now() + 1000
+    let codes: number[] = []
+    do {
+      codes = await Promise.all([0, 1, 2].map(async (i) => (await chat(i, created.key)).statusCode))
+    } while (codes.some((c) => c !== 401) && Date.now() < until)
+    t.same(codes, [401, 401, 401], 'revoked on one instance, refused by all three within a second')
+  })
+})
