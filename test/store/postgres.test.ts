@@ -214,3 +214,74 @@ t.test('PostgreSQL + Redis store', async (t) => {
     t.same(codes, [401, 401, 401], 'revoked on one instance, refused by all three within a second')
   })
 })
+
+/** A TCP relay to a real service that a test can cut and restore, on the same port. */
+async function relay (t: Tap.Test, target: number): Promise<{ port: number, cut: () => Promise<void>, restore: () => Promise<void> }> {
+  const { createServer, connect } = await import('node:net')
+  const sockets = new Set<import('node:net').Socket>()
+  let server = createServer()
+  const handler = (client: import('node:net').Socket): void => {
+    const upstream = connect(target, '127.0.0.1')
+    sockets.add(client); sockets.add(upstream)
+    client.pipe(upstream).pipe(client)
+    const drop = (): void => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream) }
+    client.on('error', drop); upstream.on('error', drop); client.on('close', drop); upstream.on('close', drop)
+  }
+  server.on('connection', handler)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as { port: number }).port
+  t.teardown(() => { for (const s of sockets) s.destroy(); server.close() })
+  return {
+    port,
+    cut: async () => {
+      await new Promise<void>((resolve) => { server.close(() => resolve()); for (const s of sockets) s.destroy() })
+    },
+    restore: async () => {
+      server = createServer()
+      server.on('connection', handler)
+      await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
+    }
+  }
+}
+
+t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /readyz not ready, and back without a restart', async (t) => {
+  const missing = await services()
+  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  const url = await database(t)
+  const pgRelay = await relay(t, 5432)
+  const redisRelay = await relay(t, 6379)
+  const db = 1 + Math.floor(Math.random() * 14)
+  t.teardown(async () => { const r = new Redis(`${REDIS_URL}/${db}`); await r.flushdb(); r.disconnect() })
+  const app = await buildApp(testConfig({
+    store: { postgres: url.replace(':5432/', `:${pgRelay.port}/`), redis: `redis://127.0.0.1:${redisRelay.port}/${db}` },
+    plugins: [{ name: 'rate-limit', options: { max: 1000, window_s: 60 } }, { name: 'auth', options: { cache_size: 0 } }, { name: 'idempotency' }, { name: 'balance' }, { name: 'usage' }],
+    tenants: tenants(25)
+  }), { logger: process.env.PGT_LOG === '1' ? { level: 'error' } : false })
+  t.teardown(async () => { await app.close() })
+  const chat = async (): Promise<{ status: number, body: { error?: { code?: unknown, type?: string } }, retry: string | undefined }> => {
+    const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${KEY_A}` }, payload: { model: 'demo/gpt', messages: [{ role: 'user', content: 'hi' }] } })
+    return { status: res.statusCode, body: res.json(), retry: res.headers['retry-after'] as string | undefined }
+  }
+  t.equal((await chat()).status, 200)
+  t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
+
+  for (const [name, r] of [['Redis', redisRelay], ['PostgreSQL', pgRelay]] as const) {
+    await r.cut()
+    const down = await chat()
+    t.equal(down.status, 503, `${name} gone: 503`)
+    t.match(down.body, { error: { code: 503, type: 'overloaded_error' } })
+    t.equal(down.retry, '1', 'with Retry-After')
+    t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 503, '/readyz: not ready')
+    await r.restore()
+    let back = 0
+    const until = Date.now() + 5000
+    while (back !== 200 && Date.now() < until) {
+      back = (await chat()).status
+      if (back !== 200) await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    t.equal(back, 200, `${name} back: served again without a restart`)
+  }
+  const org = await app.gateway.store.orgs.get('acme')
+  await app.gateway.store.flush()
+  t.equal(org?.held_nano, 0, 'nothing left held by the failed calls')
+})

@@ -59,7 +59,9 @@ const toApiKey = (row: KeyRow): ApiKey => ({
 function unavailable (err: unknown): never {
   const code = (err as { code?: string } | null)?.code ?? ''
   const message = String((err as Error | null)?.message ?? '')
-  if (/^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|57P0[123]|08\d{3})$/.test(code) || /Connection is closed|Stream isn't writeable|enableOfflineQueue|Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message)) {
+  const name = String((err as Error | null)?.name ?? '')
+  if (/^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|57P0[123]|08\d{3})$/.test(code) || name === 'MaxRetriesPerRequestError' ||
+    /Connection is closed|Stream isn't writeable|enableOfflineQueue|Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|max retries per request/i.test(message)) {
     throw new StoreUnavailable({}, { headers: { 'retry-after': '1' } })
   }
   throw err as Error
