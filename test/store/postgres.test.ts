@@ -285,3 +285,66 @@ t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /ready
   await app.gateway.store.flush()
   t.equal(org?.held_nano, 0, 'nothing left held by the failed calls')
 })
+
+t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks the totals', async (t) => {
+  const missing = await services()
+  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  const { mkdtempSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const { execFile } = await import('node:child_process')
+  const { SqliteStore } = await import('../../plugins/store/sqlite/index.js')
+  const { fromRoot } = await import('../../paths.js')
+  const file = join(mkdtempSync(join(tmpdir(), 'mg-migrate-')), 'gw.db')
+  // a SQLite store with tenants, a created key, a revoked one, credits, charges, records and a hold left open
+  const sqlite = new SqliteStore(file)
+  await sqlite.syncTenants(testConfig({ tenants: tenants(25) }), Date.now())
+  const made = await sqlite.keys.create({ org: 'acme', project: 'web', source: 'cli', passthrough: ['x'] }, Date.now())
+  const revoked = await sqlite.keys.create({ org: 'acme', project: 'web', source: 'admin' }, Date.now())
+  await sqlite.keys.revoke(revoked.id, Date.now())
+  await sqlite.orgs.credit('acme', 1_500_000_000)
+  for (let i = 0; i < 3; i++) {
+    t.ok(await sqlite.balance.hold('acme', 2_000_000, Date.now()))
+    await sqlite.balance.settle('acme', 2_000_000, 700_000 + i, Date.now())
+  }
+  await Promise.all(Array.from({ length: 2500 }, async (_, i) => {
+    const r = row(i)
+    await sqlite.usage.record(r, i % 100 === 0 ? { usage_id: r.id, created_at: r.created_at, request: 'q', response: 'a' } : undefined)
+  }))
+  await sqlite.quota.count('project:acme/web', 0, 123, 456)
+  await sqlite.flush()
+  await sqlite.close()
+  // and a hold left open by a process that died (a lease of a gateway killed mid-call)
+  const raw = new (await import('better-sqlite3')).default(file)
+  raw.prepare("INSERT INTO holds (id, org_id, amount_nano, created_at, holder) VALUES ('lease:dead', 'acme', 3000000, 1, 'dead:1')").run()
+  raw.prepare("UPDATE organizations SET held_nano = held_nano + 3000000 WHERE id = 'acme'").run()
+  raw.close()
+
+  const url = await database(t)
+  const run = async (): Promise<{ code: number, out: string }> => await new Promise((resolve) => {
+    execFile(process.execPath, [fromRoot('dist', 'cli.js'), 'store', 'migrate', '--from', file, '--to', url], (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : (err as { code?: number }).code ?? 1, out: stdout + stderr })
+    })
+  })
+  const first = await run()
+  t.equal(first.code, 0, first.out)
+  t.match(first.out, /every total matches/)
+  t.match(first.out, /usage_records\s+2500\s+2500/)
+
+  const p = prefix(t)
+  const store = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: p })
+  t.teardown(async () => { await store.close() })
+  t.equal((await store.keys.verify(made.key))?.id, made.id, 'a key made on SQLite works on PostgreSQL')
+  t.same((await store.keys.get(made.id))?.passthrough, ['x'])
+  t.equal(await store.keys.verify(revoked.key), undefined, 'a revoked key stays revoked')
+  const org = await store.orgs.get('acme')
+  t.equal(org?.held_nano, 3_000_000, 'the open hold came along')
+  t.equal((org?.balance_nano ?? 0) + (org?.spent_nano ?? 0), 26_500_000_000, 'balance + spent = initial + credits')
+  t.same(await store.quota.used('project:acme/web', 0), { tokens: 123, cost_nano: 456 })
+  t.equal(await store.releaseDeadHolders(Date.now() + 1), 1, 'the migrated hold is released like a silent instance\'s')
+  t.equal((await store.orgs.get('acme'))?.held_nano, 0)
+
+  const again = await run()
+  t.equal(again.code, 1, 'a second run refuses a database that is not empty')
+  t.match(again.out, /already holds 1 organization/)
+})

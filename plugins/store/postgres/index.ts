@@ -67,6 +67,34 @@ function unavailable (err: unknown): never {
   throw err as Error
 }
 
+/** Applies the pending migrations, in one transaction under an advisory lock (instances may start together). */
+export async function migrate (pool: pg.Pool): Promise<void> {
+  const client = await pool.connect()
+  try {
+    await client.query('BEGIN')
+    await client.query('SELECT pg_advisory_xact_lock(7461826)')
+    await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)')
+    const done = new Set((await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version))
+    for (const file of readdirSync(MIGRATIONS).filter((f) => /^\d{3}_.*\.sql$/.test(f)).sort()) {
+      const version = Number(file.slice(0, 3))
+      if (done.has(version)) continue
+      await client.query(readFileSync(join(MIGRATIONS, file), 'utf8'))
+      await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [version, file, Date.now()])
+    }
+    await client.query('COMMIT')
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {})
+    throw err
+  } finally {
+    client.release()
+  }
+}
+
+/** A pool whose BIGINT columns come back as numbers. */
+export function pgPool (url: string, max = 10): pg.Pool {
+  return new pg.Pool({ connectionString: url, max, types: TYPES, connectionTimeoutMillis: 2000 })
+}
+
 export interface PostgresStoreOptions {
   postgres: string
   redis: string
@@ -110,7 +138,7 @@ export class PostgresStore implements Store {
     this.prefix = opts.prefix ?? 'mg:'
     this.now = opts.now ?? Date.now
     this.onError = opts.onError ?? (() => {})
-    this.pool = new pg.Pool({ connectionString: opts.postgres, max: opts.connections ?? 10, types: TYPES, connectionTimeoutMillis: 2000 })
+    this.pool = pgPool(opts.postgres, opts.connections ?? 10)
     this.pool.on('error', (err) => { this.onError(err, 'PostgreSQL connection lost; it reconnects on the next query') })
     // fail fast while Redis is away (a 503, not a request that hangs), reconnect by itself
     const redisOptions = { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: (n: number) => Math.min(1000, 50 * n) }
@@ -135,27 +163,8 @@ export class PostgresStore implements Store {
     await Promise.all([this.redis.connect(), this.sub.connect()])
     await this.sub.subscribe(`${this.prefix}revoked`)
     this.sub.on('message', (_channel: string, id: string) => { this.revocations.emit('revoked', id) })
-    const client = await this.pool.connect()
-    try {
-      await client.query('BEGIN')
-      // several instances starting at once apply each migration exactly once
-      await client.query('SELECT pg_advisory_xact_lock(7461826)')
-      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)')
-      const done = new Set((await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version))
-      for (const file of readdirSync(MIGRATIONS).filter((f) => /^\d{3}_.*\.sql$/.test(f)).sort()) {
-        const version = Number(file.slice(0, 3))
-        if (done.has(version)) continue
-        await client.query(readFileSync(join(MIGRATIONS, file), 'utf8'))
-        await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [version, file, Date.now()])
-      }
-      await client.query('INSERT INTO holders (id, heartbeat_at) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at', [this.holder, this.now()])
-      await client.query('COMMIT')
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {})
-      throw err
-    } finally {
-      client.release()
-    }
+    await migrate(this.pool)
+    await this.pool.query('INSERT INTO holders (id, heartbeat_at) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at', [this.holder, this.now()])
   }
 
   /** A query once the store is open; connection failures become 503 store_unavailable. */

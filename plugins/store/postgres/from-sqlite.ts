@@ -1,0 +1,87 @@
+import Database from 'better-sqlite3'
+import type pg from 'pg'
+import { migrate, pgPool } from './index.js'
+
+// `modelgate store migrate --from FILE.db --to postgres://…`: copies a SQLite store (stopped) into
+// an empty PostgreSQL database in one transaction, then reads both back and compares the totals.
+// Open balance holds are copied with the holder `migrated`, which never beats a heartbeat: the
+// first instance on PostgreSQL releases them once stale_hold_s has passed.
+
+const TABLES: Array<{ name: string, columns: string[] }> = [
+  { name: 'organizations', columns: ['id', 'balance_nano', 'held_nano', 'spent_nano', 'created_at'] },
+  { name: 'projects', columns: ['org_id', 'id', 'created_at'] },
+  { name: 'api_keys', columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at', 'revoked_at'] },
+  { name: 'holds', columns: ['id', 'org_id', 'amount_nano', 'holder', 'created_at'] },
+  { name: 'quota_usage', columns: ['scope', 'window_start', 'tokens', 'cost_nano'] },
+  { name: 'usage_records', columns: ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms'] },
+  { name: 'usage_content', columns: ['usage_id', 'created_at', 'request', 'response'] }
+]
+
+const CHUNK = 1000
+
+export interface Totals { organizations: number, balance_nano: number, held_nano: number, spent_nano: number, projects: number, api_keys: number, holds: number, usage_records: number, usage_cost_nano: number, usage_tokens: number }
+
+const TOTALS_SQL = `SELECT
+  (SELECT count(*) FROM organizations) AS organizations,
+  (SELECT coalesce(sum(balance_nano), 0) FROM organizations) AS balance_nano,
+  (SELECT coalesce(sum(held_nano), 0) FROM organizations) AS held_nano,
+  (SELECT coalesce(sum(spent_nano), 0) FROM organizations) AS spent_nano,
+  (SELECT count(*) FROM projects) AS projects,
+  (SELECT count(*) FROM api_keys) AS api_keys,
+  (SELECT count(*) FROM holds) AS holds,
+  (SELECT count(*) FROM usage_records) AS usage_records,
+  (SELECT coalesce(sum(cost_nano), 0) FROM usage_records) AS usage_cost_nano,
+  (SELECT coalesce(sum(total_tokens), 0) FROM usage_records) AS usage_tokens`
+
+export interface MigrationResult { source: Totals, target: Totals, same: boolean }
+
+export async function migrateSqliteToPostgres (file: string, url: string): Promise<MigrationResult> {
+  const db = new Database(file, { readonly: true, fileMustExist: true })
+  const pool = pgPool(url, 2)
+  try {
+    await migrate(pool)
+    const existing = (await pool.query<{ n: number }>('SELECT count(*)::bigint AS n FROM organizations')).rows[0]?.n ?? 0
+    if (existing > 0) throw new Error(`the target already holds ${existing} organization(s): migrate into an empty database`)
+    const client = await pool.connect()
+    try {
+      await client.query('BEGIN')
+      for (const table of TABLES) await copy(db, client, table.name, table.columns)
+      await client.query('COMMIT')
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {})
+      throw err
+    } finally {
+      client.release()
+    }
+    const source = numbers(db.prepare(TOTALS_SQL).get() as Record<string, number>)
+    const target = numbers((await pool.query(TOTALS_SQL)).rows[0] as Record<string, unknown>)
+    return { source, target, same: JSON.stringify(source) === JSON.stringify(target) }
+  } finally {
+    db.close()
+    await pool.end()
+  }
+}
+
+function numbers (row: Record<string, unknown>): Totals {
+  return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as unknown as Totals
+}
+
+async function copy (db: Database.Database, client: pg.PoolClient, table: string, columns: string[]): Promise<void> {
+  // holds written before holders existed have none: they are released like any silent holder's
+  const select = table === 'holds'
+    ? `SELECT id, org_id, amount_nano, coalesce(holder, 'migrated') AS holder, created_at FROM holds`
+    : `SELECT ${columns.join(', ')} FROM ${table}`
+  let batch: unknown[][] = []
+  const flush = async (): Promise<void> => {
+    if (batch.length === 0) return
+    const params: unknown[] = []
+    const values = batch.map((row) => `(${row.map((v) => { params.push(v); return `$${params.length}` }).join(', ')})`)
+    await client.query(`INSERT INTO ${table} (${columns.join(', ')}) VALUES ${values.join(', ')}`, params)
+    batch = []
+  }
+  for (const row of db.prepare(select).raw().iterate() as Iterable<unknown[]>) {
+    batch.push(table === 'holds' ? row.map((v, i) => (i === 3 ? 'migrated' : v)) : row)
+    if (batch.length >= CHUNK) await flush()
+  }
+  await flush()
+}
