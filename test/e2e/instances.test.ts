@@ -1,0 +1,163 @@
+import t from 'tap'
+import pg from 'pg'
+import { Redis } from 'ioredis'
+import { randomBytes } from 'node:crypto'
+import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
+
+// Three gateway processes on their own ports, sharing one PostgreSQL database and one Redis
+// database, driven at once: the IP rate limit, an Idempotency-Key, a balance that pays for five
+// holds, a revocation; then one instance killed with SIGKILL under load.
+
+const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+const ADMIN = 'instances-admin-token-0123456789'
+
+async function reachable (): Promise<string | null> {
+  const c = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 2000 })
+  try { await c.connect() } catch (err) { return `PostgreSQL: ${(err as Error).message}` } finally { await c.end().catch(() => {}) }
+  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  try { await r.connect(); await r.ping() } catch (err) { return `Redis: ${(err as Error).message}` } finally { r.disconnect() }
+  return null
+}
+
+interface Cluster { gws: SpawnedGateway[], mock: MockUpstream, db: pg.Pool, bases: string[], redisUrl: string }
+
+async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[]): Promise<Cluster> {
+  const name = `mg_test_${randomBytes(6).toString('hex')}`
+  const admin = new pg.Client({ connectionString: ADMIN_URL })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = ADMIN_URL.replace(/\/postgres$/, `/${name}`)
+  const redisDb = 1 + Math.floor(Math.random() * 14)
+  const mock = await startMockUpstream()
+  const db = new pg.Pool({ connectionString: url, max: 2 })
+  t.teardown(async () => {
+    await db.end()
+    await mock.close()
+    const r = new Redis(`${REDIS_URL}/${redisDb}`)
+    await r.flushdb()
+    r.disconnect()
+    const c = new pg.Client({ connectionString: ADMIN_URL })
+    await c.connect()
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await c.end()
+  })
+  const c = mockCatalog(mock)
+  const config = { store: { postgres: url, redis: `${REDIS_URL}/${redisDb}` }, admin: { token: ADMIN }, plugins, providers: c.providers, models: c.models, tenants }
+  const gws: SpawnedGateway[] = []
+  // the first one migrates; the others start together
+  gws.push(await spawnGateway(t, config, ['--workers', '1']))
+  gws.push(...await Promise.all([1, 2].map(async () => await spawnGateway(t, config, ['--workers', '1']))))
+  return { gws, mock, db, bases: gws.map((g) => `http://127.0.0.1:${g.port}`), redisUrl: `${REDIS_URL}/${redisDb}` }
+}
+
+async function chat (base: string, headers: Record<string, string> = {}, key = KEY_A): Promise<{ status: number, text: string, trace: string }> {
+  try {
+    const res = await fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      signal: AbortSignal.timeout(5000),
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', connection: 'close', ...headers },
+      body: JSON.stringify({ model: 'openai/gpt-test', max_tokens: 200, messages: [{ role: 'user', content: 'x' }] })
+    })
+    return { status: res.status, text: await res.text(), trace: res.headers.get('x-svc-trace-id') ?? '' }
+  } catch {
+    return { status: 0, text: '', trace: '' }
+  }
+}
+
+async function eventually<T> (ms: number, get: () => Promise<T> | T, ok: (v: T) => boolean): Promise<T> {
+  const until = Date.now() + ms
+  for (;;) {
+    const v = await get()
+    if (ok(v) || Date.now() > until) return v
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+const ledger = async (db: pg.Pool, org = 'acme'): Promise<{ balance: number, held: number, spent: number, holds: number, records: number, recorded: number }> => {
+  const o = (await db.query("SELECT balance_nano::float8 AS balance, held_nano::float8 AS held, spent_nano::float8 AS spent, (SELECT count(*)::int FROM holds) AS holds FROM organizations WHERE id = $1", [org])).rows[0]
+  const u = (await db.query('SELECT count(*)::int AS records, coalesce(sum(cost_nano), 0)::float8 AS recorded FROM usage_records WHERE org_id = $1', [org])).rows[0]
+  return { ...o, ...u }
+}
+
+t.test('three instances on one PostgreSQL and Redis', async (t) => {
+  const missing = await reachable()
+  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+
+  t.test('rate limit, idempotency, balance and revocation across the instances', async (t) => {
+    const hold = 201 * 15_000
+    const initial = 5 * hold + 1000
+    const { bases, mock, db, redisUrl } = await cluster(t,
+      [{ org: 'acme', balance_usd: initial / 1e9, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }, { org: 'big', balance_usd: 100, projects: [{ id: 'b', keys: [{ key: 'mg-test-key-big-0123456789abcdef' }] }] }],
+      [{ name: 'rate-limit', options: { max: 90, window_s: 600 } }, { name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'idempotency' }, { name: 'balance', options: { stale_hold_s: 1.5 } }, { name: 'usage' }])
+    const big = 'mg-test-key-big-0123456789abcdef'
+
+    mock.faults = { delayMs: 300 }
+    const dup = await Promise.all(Array.from({ length: 12 }, async (_, i) => await chat(bases[i % 3] as string, { 'idempotency-key': 'across-instances' }, big)))
+    t.equal(dup.filter((r) => r.status === 200).length, 1, 'one Idempotency-Key on three instances: one call')
+    t.equal(mock.requests.length, 1, 'the provider was reached once')
+
+    mock.faults = { delayMs: 1500 }
+    const burst = await Promise.all(Array.from({ length: 50 }, async (_, i) => await chat(bases[i % 3] as string)))
+    const ok = burst.filter((r) => r.status === 200).length
+    t.ok(ok >= 1 && ok <= 5, `${ok} of 50 admitted: never more than the balance holds`)
+    t.equal(burst.filter((r) => r.status === 402).length, 50 - ok, 'the others 402')
+    const l = await eventually(5000, async () => await ledger(db), (v) => v.held === 0)
+    t.match(l, { held: 0, holds: 0, records: ok }, 'every hold settled, one record per answer')
+    t.ok(l.balance >= 0, 'never overdrawn')
+    t.equal(l.balance + l.spent, initial, 'balance + spent = initial')
+    t.equal(l.spent, l.recorded, 'spent = the sum of the recorded costs')
+    mock.faults = {}
+
+    const created = await (await fetch(`${bases[0] as string}/admin/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify({ org: 'big', project: 'b' }) })).json() as { id: string, key: string }
+    t.same(await Promise.all(bases.map(async (b) => (await chat(b, {}, created.key)).status)), [200, 200, 200], 'a new key works on every instance (and is cached there)')
+    t.equal((await fetch(`${bases[1] as string}/admin/v1/keys/${created.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${ADMIN}` } })).status, 200)
+    const codes = await eventually(1000, async () => await Promise.all(bases.map(async (b) => (await chat(b, {}, created.key)).status)), (s) => s.every((c) => c === 401))
+    t.same(codes, [401, 401, 401], 'revoked on one instance: refused by all three within a second')
+
+    // the window of 90 hits per IP: how many the three instances counted so far, then 30 more
+    const counted = async (): Promise<number> => {
+      const r = new Redis(redisUrl)
+      const keys = await r.keys('mg:rl:*')
+      const n = keys.length === 0 ? 0 : Number(await r.get(keys[0] as string))
+      r.disconnect()
+      return n
+    }
+    const before = await counted()
+    const rest = await Promise.all(Array.from({ length: 30 }, async (_, i) => (await fetch(`${bases[i % 3] as string}/v1/models`, { headers: { connection: 'close' } })).status))
+    t.equal(rest.filter((s) => s !== 429).length, Math.max(0, 90 - before), `${before} hits counted by the three before: the rest of the window admitted, no more`)
+    t.equal(await counted(), before + 30, 'every hit counted once, whichever instance took it')
+  })
+
+  t.test('kill -9 of an instance under load: completed responses recorded, ledger balanced, no hold left', async (t) => {
+    const { gws, bases, mock, db } = await cluster(t, [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }],
+      [{ name: 'auth' }, { name: 'balance', options: { stale_hold_s: 1.5 } }, { name: 'usage' }])
+    mock.faults = { delayMs: 20 }
+    const completed: string[] = []
+    let stop = false
+    const client = async (i: number): Promise<void> => {
+      while (!stop) {
+        const r = await chat(bases[i % 3] as string)
+        if (r.status === 200 && r.text.includes('chat.completion')) completed.push(r.trace)
+      }
+    }
+    const clients = Array.from({ length: 12 }, async (_, i) => { await client(i) })
+    await eventually(20_000, () => completed.length, (n) => n >= 60)
+    gws[0]?.kill('SIGKILL')
+    const atKill = completed.length
+    await eventually(20_000, () => completed.length, (n) => n >= atKill + 60)
+    stop = true
+    await Promise.all(clients)
+    t.comment(`${completed.length} completed responses`)
+    // the dead instance's holds go once it has been silent for stale_hold_s
+    const l = await eventually(8000, async () => await ledger(db), (v) => v.held === 0 && v.holds === 0)
+    t.equal(l.held, 0, 'no hold left after stale_hold_s')
+    t.equal(l.holds, 0)
+    t.equal(l.balance + l.spent, 25e9, 'balance + spent = initial')
+    t.equal(l.spent, l.recorded, 'every charge has its record and every record its charge')
+    const traces = new Set((await db.query<{ trace_id: string }>('SELECT trace_id FROM usage_records')).rows.map((r) => r.trace_id))
+    t.same(completed.filter((x) => !traces.has(x)), [], 'every completed response has its usage record')
+  })
+})
