@@ -90,9 +90,15 @@ export async function migrate (pool: pg.Pool): Promise<void> {
   }
 }
 
-/** A pool whose BIGINT columns come back as numbers. */
+/**
+ * A pool whose BIGINT columns come back as numbers. Its sessions commit with
+ * synchronous_commit = off: a commit returns once it is in PostgreSQL's WAL buffers, not on disk,
+ * so a crash of the database server (not of a gateway) can lose its last few hundred
+ * milliseconds of commits (up to three times wal_writer_delay, 600 ms by default) — the promise
+ * the SQLite store makes with synchronous = NORMAL. It made calls about 60% faster here.
+ */
 export function pgPool (url: string, max = 10): pg.Pool {
-  return new pg.Pool({ connectionString: url, max, types: TYPES, connectionTimeoutMillis: 2000 })
+  return new pg.Pool({ connectionString: url, max, types: TYPES, connectionTimeoutMillis: 2000, options: '-c synchronous_commit=off' })
 }
 
 export interface PostgresStoreOptions {
