@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import type pg from 'pg'
-import { migrate, pgPool } from './index.js'
+import { inTransaction, migrate, pgPool } from './index.js'
 
 // `modelgate store migrate --from FILE.db --to postgres://…`: copies a SQLite store (stopped) into
 // an empty PostgreSQL database in one transaction, then reads both back and compares the totals.
@@ -42,17 +42,9 @@ export async function migrateSqliteToPostgres (file: string, url: string): Promi
     await migrate(pool)
     const existing = (await pool.query<{ n: number }>('SELECT count(*)::bigint AS n FROM organizations')).rows[0]?.n ?? 0
     if (existing > 0) throw new Error(`the target already holds ${existing} organization(s): migrate into an empty database`)
-    const client = await pool.connect()
-    try {
-      await client.query('BEGIN')
+    await inTransaction(pool, async (client) => {
       for (const table of TABLES) await copy(db, client, table.name, table.columns)
-      await client.query('COMMIT')
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {})
-      throw err
-    } finally {
-      client.release()
-    }
+    })
     const source = numbers(db.prepare(TOTALS_SQL).get() as Record<string, number>)
     const target = numbers((await pool.query(TOTALS_SQL)).rows[0] as Record<string, unknown>)
     return { source, target, same: JSON.stringify(source) === JSON.stringify(target) }

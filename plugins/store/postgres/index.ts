@@ -67,11 +67,25 @@ function unavailable (err: unknown): never {
   throw err as Error
 }
 
-/** Applies the pending migrations, in one transaction under an advisory lock (instances may start together). */
-export async function migrate (pool: pg.Pool): Promise<void> {
+/** Runs `fn` in a transaction on one connection of `pool`: committed when it resolves, rolled back when it throws. */
+export async function inTransaction<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect()
   try {
     await client.query('BEGIN')
+    const result = await fn(client)
+    await client.query('COMMIT')
+    return result
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {})
+    throw err
+  } finally {
+    client.release()
+  }
+}
+
+/** Applies the pending migrations, in one transaction under an advisory lock (instances may start together). */
+export async function migrate (pool: pg.Pool): Promise<void> {
+  await inTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock(7461826)')
     await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)')
     const done = new Set((await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version))
@@ -81,13 +95,7 @@ export async function migrate (pool: pg.Pool): Promise<void> {
       await client.query(readFileSync(join(MIGRATIONS, file), 'utf8'))
       await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [version, file, Date.now()])
     }
-    await client.query('COMMIT')
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {})
-    throw err
-  } finally {
-    client.release()
-  }
+  })
 }
 
 /**
@@ -369,22 +377,14 @@ export class PostgresStore implements Store {
     const values = b.rows.map((row) => `(${USAGE_COLUMNS.map((c) => { params.push(row[c]); return `$${params.length}` }).join(', ')})`)
     try {
       await this.ready
-      const client = await this.pool.connect().catch(unavailable)
-      try {
-        await client.query('BEGIN')
+      await inTransaction(this.pool, async (client) => {
         await client.query(`INSERT INTO usage_records (${USAGE_COLUMNS.join(', ')}) VALUES ${values.join(', ')}`, params)
         if (b.contents.length > 0) {
           const cp: unknown[] = []
           const cv = b.contents.map((c) => { cp.push(c.usage_id, c.created_at, c.request, c.response); return `($${cp.length - 3}, $${cp.length - 2}, $${cp.length - 1}, $${cp.length})` })
           await client.query(`INSERT INTO usage_content (usage_id, created_at, request, response) VALUES ${cv.join(', ')}`, cp)
         }
-        await client.query('COMMIT')
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => {})
-        throw err
-      } finally {
-        client.release()
-      }
+      })
       b.resolve()
     } catch (err) {
       this.onError(err, 'usage records not written')
@@ -424,40 +424,36 @@ export class PostgresStore implements Store {
 
   async syncTenants (config: Config, now: number): Promise<void> {
     await this.ready
-    const client = await this.pool.connect().catch(unavailable)
     try {
-      await client.query('BEGIN')
-      const wanted = new Set<string>()
-      for (const tenant of config.tenants) {
-        await client.query('INSERT INTO organizations (id, balance_nano, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [tenant.org, usdToNano(tenant.balance_usd), now])
-        for (const project of tenant.projects) {
-          await client.query('INSERT INTO projects (org_id, id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [tenant.org, project.id, now])
-          for (const k of project.keys) {
-            const hash = hashKey(k.key)
-            const id = configKeyId(hash)
-            const existing = (await client.query<{ id: string, source: string }>('SELECT id, source FROM api_keys WHERE hash = $1', [hash])).rows[0]
-            if (existing === undefined) {
-              await client.query('INSERT INTO api_keys (id, hash, hint, org_id, project_id, name, models, passthrough, source, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
-                [id, hash, hintOf(k.key), tenant.org, project.id, k.name, JSON.stringify(k.models), JSON.stringify(k.passthrough), 'config', now])
-              wanted.add(id)
-            } else {
-              wanted.add(existing.id)
-              if (existing.source === 'config') {
-                await client.query('UPDATE api_keys SET org_id = $2, project_id = $3, name = $4, models = $5, passthrough = $6, revoked_at = NULL WHERE id = $1',
-                  [existing.id, tenant.org, project.id, k.name, JSON.stringify(k.models), JSON.stringify(k.passthrough)])
+      const dropped = await inTransaction(this.pool, async (client) => {
+        const wanted = new Set<string>()
+        for (const tenant of config.tenants) {
+          await client.query('INSERT INTO organizations (id, balance_nano, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [tenant.org, usdToNano(tenant.balance_usd), now])
+          for (const project of tenant.projects) {
+            await client.query('INSERT INTO projects (org_id, id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [tenant.org, project.id, now])
+            for (const k of project.keys) {
+              const hash = hashKey(k.key)
+              const id = configKeyId(hash)
+              const existing = (await client.query<{ id: string, source: string }>('SELECT id, source FROM api_keys WHERE hash = $1', [hash])).rows[0]
+              if (existing === undefined) {
+                await client.query('INSERT INTO api_keys (id, hash, hint, org_id, project_id, name, models, passthrough, source, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
+                  [id, hash, hintOf(k.key), tenant.org, project.id, k.name, JSON.stringify(k.models), JSON.stringify(k.passthrough), 'config', now])
+                wanted.add(id)
+              } else {
+                wanted.add(existing.id)
+                if (existing.source === 'config') {
+                  await client.query('UPDATE api_keys SET org_id = $2, project_id = $3, name = $4, models = $5, passthrough = $6, revoked_at = NULL WHERE id = $1',
+                    [existing.id, tenant.org, project.id, k.name, JSON.stringify(k.models), JSON.stringify(k.passthrough)])
+                }
               }
             }
           }
         }
-      }
-      const dropped = (await client.query<{ id: string }>("UPDATE api_keys SET revoked_at = $1 WHERE source = 'config' AND revoked_at IS NULL AND NOT (id = ANY($2::text[])) RETURNING id", [now, [...wanted]])).rows
-      await client.query('COMMIT')
+        return (await client.query<{ id: string }>("UPDATE api_keys SET revoked_at = $1 WHERE source = 'config' AND revoked_at IS NULL AND NOT (id = ANY($2::text[])) RETURNING id", [now, [...wanted]])).rows
+      })
       for (const { id } of dropped) await this.redis.publish(this.key('revoked'), id)
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => {})
       unavailable(err)
-    } finally {
-      client.release()
     }
   }
 
