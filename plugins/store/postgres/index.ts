@@ -19,15 +19,17 @@ import type {
 // (idempotency keys, rate-limit counters, revocation messages). Every operation is one atomic
 // statement or script, so any number of instances agree without locks held across calls:
 //   - a hold is taken by one UPDATE guarded by balance − held ≥ amount, so no balance is ever
-//     overdrawn; it is settled by one statement that deletes the hold row and applies the charge,
+//     overdrawn; it is settled by deleting its row and applying the charge in the same statement,
 //     so a charge is applied once;
 //   - quota usage is added with INSERT … ON CONFLICT DO UPDATE (an atomic increment, never a
 //     reseeded total) and read by primary key on every admission;
+//   - the end-of-call writes (settlements, quota counts, usage records) of at most 10 ms are
+//     committed in one transaction, a statement each, summed per organization and quota window;
 //   - an Idempotency-Key is taken with SET NX PX; rate-limit hits are counted by INCR on a key per
 //     fixed window, whose start the gateway's clock decides;
 //   - a revocation is published on Redis: every instance drops the key from its cache at once.
-// Usage records are written in batches (one multi-row INSERT at most every 10 ms or 500 rows); a
-// call's record promise settles when its batch is committed, before the call's last byte. When
+// A call's settlement, quota count and record promises settle when their batch is committed,
+// before the call's last byte. When
 // PostgreSQL or Redis cannot be reached, operations fail at once with 503 store_unavailable
 // (Retry-After: 1): money, quotas and idempotency fail closed.
 
@@ -120,7 +122,16 @@ export interface PostgresStoreOptions {
   onError?: (err: unknown, what: string) => void
 }
 
-interface PendingBatch { rows: UsageRow[], contents: ContentRow[], done: Promise<void>, resolve: () => void, reject: (err: unknown) => void }
+/** The end-of-call writes of a few milliseconds, committed together: settlements, quota counts, usage records. */
+interface PendingBatch {
+  settles: Array<{ id: string | null, org: string, charge: number }>
+  quotas: Array<{ scope: string, window: number, tokens: number, cost: number }>
+  rows: UsageRow[]
+  contents: ContentRow[]
+  done: Promise<void>
+  resolve: () => void
+  reject: (err: unknown) => void
+}
 
 export class PostgresStore implements Store {
   readonly kind = 'postgres'
@@ -263,20 +274,12 @@ export class PostgresStore implements Store {
       settle: async (org, held, charge) => {
         const k = `${org}\n${held}`
         const list = this.openHolds.get(k)
-        const id = list?.pop()
+        const id = list?.pop() ?? null
         if (list !== undefined && list.length === 0) this.openHolds.delete(k)
-        if (id !== undefined) {
-          // the hold row goes and the charge is applied in one statement: once, or not at all
-          const res = await this.q(`WITH h AS (DELETE FROM holds WHERE id = $1 RETURNING org_id, amount_nano)
-            UPDATE organizations o SET held_nano = o.held_nano - h.amount_nano,
-              balance_nano = o.balance_nano - LEAST($2::bigint, o.balance_nano), spent_nano = o.spent_nano + LEAST($2::bigint, o.balance_nano)
-            FROM h WHERE o.id = h.org_id`, [id, charge])
-          if ((res.rowCount ?? 0) > 0) return
-        }
-        // the hold was released already (this instance was taken for dead): the charge still applies
-        if (charge > 0) {
-          await this.q('UPDATE organizations SET balance_nano = balance_nano - LEAST($2::bigint, balance_nano), spent_nano = spent_nano + LEAST($2::bigint, balance_nano) WHERE id = $1', [org, charge])
-        }
+        // committed with the other end-of-call writes of these milliseconds (writeBatch)
+        const b = this.pending()
+        b.settles.push({ id, org, charge })
+        await b.done
       }
     }
   }
@@ -307,8 +310,9 @@ export class PostgresStore implements Store {
     return {
       used: async (scope, windowStart): Promise<QuotaUsage> => (await this.q<QuotaUsage>('SELECT tokens, cost_nano FROM quota_usage WHERE scope = $1 AND window_start = $2', [scope, windowStart])).rows[0] ?? { tokens: 0, cost_nano: 0 },
       count: async (scope, windowStart, tokens, costNano) => {
-        await this.q(`INSERT INTO quota_usage (scope, window_start, tokens, cost_nano) VALUES ($1, $2, $3, $4)
-          ON CONFLICT (scope, window_start) DO UPDATE SET tokens = quota_usage.tokens + EXCLUDED.tokens, cost_nano = quota_usage.cost_nano + EXCLUDED.cost_nano`, [scope, windowStart, tokens, costNano])
+        const b = this.pending()
+        b.quotas.push({ scope, window: windowStart, tokens, cost: costNano })
+        await b.done
       }
     }
   }
@@ -353,15 +357,20 @@ export class PostgresStore implements Store {
   }
 
   /** Queues a usage record into the current batch; resolves once that batch is committed. */
-  private enqueue (row: UsageRow, content?: ContentRow): Promise<void> {
+  /** The batch now filling, started (with its timer) when there is none. */
+  private pending (): PendingBatch {
     if (this.batch === null) {
       let resolve!: () => void
       let reject!: (err: unknown) => void
       const done = new Promise<void>((res, rej) => { resolve = res; reject = rej })
-      this.batch = { rows: [], contents: [], done, resolve, reject }
+      this.batch = { settles: [], quotas: [], rows: [], contents: [], done, resolve, reject }
       this.batchTimer = setTimeout(() => { void this.writeBatch() }, BATCH_MS)
     }
-    const b = this.batch
+    return this.batch
+  }
+
+  private enqueue (row: UsageRow, content?: ContentRow): Promise<void> {
+    const b = this.pending()
     b.rows.push(row)
     if (content !== undefined) b.contents.push(content)
     if (b.rows.length >= BATCH_ROWS) void this.writeBatch()
@@ -378,6 +387,25 @@ export class PostgresStore implements Store {
     try {
       await this.ready
       await inTransaction(this.pool, async (client) => {
+        if (b.settles.length > 0) {
+          // every hold row found goes and its amount leaves `held`; every charge is applied once,
+          // capped at the balance (a hold already released as a silent instance's still pays)
+          await client.query(`WITH s AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS s(id, org, charge)),
+            d AS (DELETE FROM holds h USING s WHERE h.id = s.id RETURNING h.org_id, h.amount_nano),
+            released AS (SELECT org_id, sum(amount_nano) AS amount FROM d GROUP BY org_id),
+            charged AS (SELECT org, sum(charge) AS amount FROM s GROUP BY org)
+            UPDATE organizations o SET held_nano = o.held_nano - coalesce(r.amount, 0),
+              balance_nano = o.balance_nano - LEAST(c.amount, o.balance_nano), spent_nano = o.spent_nano + LEAST(c.amount, o.balance_nano)
+            FROM charged c LEFT JOIN released r ON r.org_id = c.org WHERE o.id = c.org`,
+          [b.settles.map((x) => x.id), b.settles.map((x) => x.org), b.settles.map((x) => x.charge)])
+        }
+        if (b.quotas.length > 0) {
+          await client.query(`INSERT INTO quota_usage (scope, window_start, tokens, cost_nano)
+            SELECT scope, win, sum(tokens), sum(cost) FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS q(scope, win, tokens, cost) GROUP BY scope, win
+            ON CONFLICT (scope, window_start) DO UPDATE SET tokens = quota_usage.tokens + EXCLUDED.tokens, cost_nano = quota_usage.cost_nano + EXCLUDED.cost_nano`,
+          [b.quotas.map((x) => x.scope), b.quotas.map((x) => x.window), b.quotas.map((x) => x.tokens), b.quotas.map((x) => x.cost)])
+        }
+        if (b.rows.length === 0) return
         await client.query(`INSERT INTO usage_records (${USAGE_COLUMNS.join(', ')}) VALUES ${values.join(', ')}`, params)
         if (b.contents.length > 0) {
           const cp: unknown[] = []
