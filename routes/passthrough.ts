@@ -215,6 +215,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
     if (messages) fixed['x-api-key'] = provider.api_key
     else fixed.authorization = `Bearer ${provider.api_key}`
   }
+  // the gateway's own headers ({prefix}*), not sent on; with an empty prefix there are none to tell apart
   const gatewayHeader = gateway.headers.trace.slice(0, gateway.headers.trace.length - 'Trace-ID'.length).toLowerCase()
 
   /** Sends `text` up instead of the body stream that was read (null: nothing to replace). */
@@ -297,7 +298,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         const out: Record<string, string | string[] | undefined> = {}
         for (const [name, value] of Object.entries(headers)) {
           const lower = name.toLowerCase()
-          if (CLIENT_ONLY.has(lower) || lower.startsWith(gatewayHeader)) continue
+          if (CLIENT_ONLY.has(lower) || (gatewayHeader !== '' && lower.startsWith(gatewayHeader))) continue
           out[lower] = value as string | string[] | undefined
         }
         Object.assign(out, fixed)
