@@ -3,8 +3,8 @@
 // bench/run.ts: each case BENCH_DURATION_S in all, split into BENCH_ROUNDS slices taken in turn,
 // medians). Every gateway has all plugins on, one worker, and a fresh Idempotency-Key per call.
 // Needs PostgreSQL at $PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres) and Redis
-// at $REDIS_URL (default redis://127.0.0.1:6379); a database and a Redis database of its own are
-// made and dropped.
+// at $REDIS_URL (default redis://127.0.0.1:6379); a database and a Redis key prefix of its own
+// are made and removed.
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -54,7 +54,7 @@ async function main (): Promise<void> {
   const admin = new pg.Client({ connectionString: ADMIN_URL })
   await admin.connect()
   await admin.query(`CREATE DATABASE ${name}`)
-  const redisDb = 15
+  const redisPrefix = `mgb:${randomBytes(4).toString('hex')}:`
   const dir = mkdtempSync(join(tmpdir(), 'mg-bench-instances-'))
   try {
     const up = await startServer([fromRoot('bench', 'upstream.mjs')])
@@ -63,7 +63,7 @@ async function main (): Promise<void> {
     const pgCfg = join(dir, 'pg.json')
     writeSmallConfig(pgCfg, join(dir, 'unused.db'), upstream, ALL_PLUGINS)
     const cfg = JSON.parse((await import('node:fs')).readFileSync(pgCfg, 'utf8')) as Record<string, unknown>
-    cfg.store = { postgres: ADMIN_URL.replace(/\/postgres$/, `/${name}`), redis: `${REDIS_URL}/${redisDb}` }
+    cfg.store = { postgres: ADMIN_URL.replace(/\/postgres$/, `/${name}`), redis: REDIS_URL, redis_prefix: redisPrefix }
     writeFileSync(pgCfg, JSON.stringify(cfg))
     const serve = async (file: string): Promise<Server> => await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', file, '--workers', '1'], { LOG_LEVEL: 'error' })
     const sqlite = await serve(sqliteCfg)
@@ -92,8 +92,9 @@ async function main (): Promise<void> {
     await stopServers()
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
     await admin.end()
-    const r = new Redis(`${REDIS_URL}/${redisDb}`)
-    await r.flushdb()
+    const r = new Redis(REDIS_URL)
+    const keys = await r.keys(`${redisPrefix}*`)
+    if (keys.length > 0) await r.del(...keys)
     r.disconnect()
   }
 }

@@ -42,7 +42,9 @@ export const StoreSchema = Type.Object({
   sqlite: Type.String({ default: 'data/modelgate.db', minLength: 1 }),
   // several instances share these instead of a SQLite file (both together)
   postgres: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
-  redis: Type.Optional(Type.String({ pattern: '^rediss?://' }))
+  redis: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  // the prefix of every Redis key and channel: gateways with different prefixes share one Redis apart
+  redis_prefix: Type.String({ default: 'mg:', pattern: '^[A-Za-z0-9:_.-]{1,64}$' })
 }, { ...Closed, default: {} })
 
 export const AdminSchema = Type.Object({

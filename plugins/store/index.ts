@@ -20,6 +20,6 @@ export function staleHoldMs (config: Config): number | undefined {
 /** Opens the store the config names. */
 export function openStore (config: Config, opts: StoreOptions = {}): Store & { startMaintenance: (o?: { staleHoldMs?: number }) => void } {
   const { postgres, redis } = config.store
-  if (postgres !== undefined && redis !== undefined) return new PostgresStore({ postgres, redis, now: opts.now, onError: opts.onError })
+  if (postgres !== undefined && redis !== undefined) return new PostgresStore({ postgres, redis, prefix: config.store.redis_prefix, now: opts.now, onError: opts.onError })
   return new SqliteStore(config.store.sqlite, opts)
 }

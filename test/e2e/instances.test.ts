@@ -21,7 +21,7 @@ async function reachable (): Promise<string | null> {
   return null
 }
 
-interface Cluster { gws: SpawnedGateway[], mock: MockUpstream, db: pg.Pool, bases: string[], redisUrl: string }
+interface Cluster { gws: SpawnedGateway[], mock: MockUpstream, db: pg.Pool, bases: string[], redisUrl: string, redisPrefix: string }
 
 async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[]): Promise<Cluster> {
   const name = `mg_test_${randomBytes(6).toString('hex')}`
@@ -30,14 +30,16 @@ async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[]): Pr
   await admin.query(`CREATE DATABASE ${name}`)
   await admin.end()
   const url = ADMIN_URL.replace(/\/postgres$/, `/${name}`)
-  const redisDb = 1 + Math.floor(Math.random() * 14)
+  // a Redis key prefix of this cluster's own
+  const redisPrefix = `mgi:${randomBytes(4).toString('hex')}:`
   const mock = await startMockUpstream()
   const db = new pg.Pool({ connectionString: url, max: 2 })
   t.teardown(async () => {
     await db.end()
     await mock.close()
-    const r = new Redis(`${REDIS_URL}/${redisDb}`)
-    await r.flushdb()
+    const r = new Redis(REDIS_URL)
+    const keys = await r.keys(`${redisPrefix}*`)
+    if (keys.length > 0) await r.del(...keys)
     r.disconnect()
     const c = new pg.Client({ connectionString: ADMIN_URL })
     await c.connect()
@@ -45,12 +47,12 @@ async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[]): Pr
     await c.end()
   })
   const c = mockCatalog(mock)
-  const config = { store: { postgres: url, redis: `${REDIS_URL}/${redisDb}` }, admin: { token: ADMIN }, plugins, providers: c.providers, models: c.models, tenants }
+  const config = { store: { postgres: url, redis: REDIS_URL, redis_prefix: redisPrefix }, admin: { token: ADMIN }, plugins, providers: c.providers, models: c.models, tenants }
   const gws: SpawnedGateway[] = []
   // the first one migrates; the others start together
   gws.push(await spawnGateway(t, config, ['--workers', '1']))
   gws.push(...await Promise.all([1, 2].map(async () => await spawnGateway(t, config, ['--workers', '1']))))
-  return { gws, mock, db, bases: gws.map((g) => `http://127.0.0.1:${g.port}`), redisUrl: `${REDIS_URL}/${redisDb}` }
+  return { gws, mock, db, bases: gws.map((g) => `http://127.0.0.1:${g.port}`), redisUrl: REDIS_URL, redisPrefix }
 }
 
 async function chat (base: string, headers: Record<string, string> = {}, key = KEY_A): Promise<{ status: number, text: string, trace: string }> {
@@ -89,7 +91,7 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
   t.test('rate limit, idempotency, balance and revocation across the instances', async (t) => {
     const hold = 201 * 15_000
     const initial = 5 * hold + 1000
-    const { bases, mock, db, redisUrl } = await cluster(t,
+    const { bases, mock, db, redisUrl, redisPrefix } = await cluster(t,
       [{ org: 'acme', balance_usd: initial / 1e9, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }, { org: 'big', balance_usd: 100, projects: [{ id: 'b', keys: [{ key: 'mg-test-key-big-0123456789abcdef' }] }] }],
       [{ name: 'rate-limit', options: { max: 90, window_s: 600 } }, { name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'idempotency' }, { name: 'balance', options: { stale_hold_s: 1.5 } }, { name: 'usage' }])
     const big = 'mg-test-key-big-0123456789abcdef'
@@ -120,7 +122,7 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
     // the window of 90 hits per IP: how many the three instances counted so far, then 30 more
     const counted = async (): Promise<number> => {
       const r = new Redis(redisUrl)
-      const keys = await r.keys('mg:rl:*')
+      const keys = await r.keys(`${redisPrefix}rl:*`)
       const n = keys.length === 0 ? 0 : Number(await r.get(keys[0] as string))
       r.disconnect()
       return n

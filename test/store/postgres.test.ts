@@ -164,14 +164,13 @@ t.test('PostgreSQL + Redis store', async (t) => {
 
   t.test('three gateway apps on one PostgreSQL and Redis: idempotency, balance, quota, rate limit, revocation', async (t) => {
     const url = await database(t)
-    // a Redis database of this test's own
-    const db = 1 + Math.floor(Math.random() * 14)
-    const redis = `${REDIS_URL}/${db}`
-    t.teardown(async () => { const r = new Redis(redis); await r.flushdb(); r.disconnect() })
+    // a Redis key prefix of this test's own
+    const redisPrefix = prefix(t)
+    const redis = REDIS_URL
     const apps: FastifyInstance[] = []
     for (let i = 0; i < 3; i++) {
       const app = await buildApp(testConfig({
-        store: { postgres: url, redis },
+        store: { postgres: url, redis, redis_prefix: redisPrefix },
         admin: { token: 'multi-admin-token-0123456789' },
         plugins: [{ name: 'rate-limit', options: { max: 1000, window_s: 60 } }, { name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }],
         tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }, { org: 'poor', balance_usd: 0, projects: [{ id: 'p', quota: { tokens: 1, per: 'hour' }, keys: [{ key: 'mg-test-key-poor-0123456789abcdef' }] }] },
@@ -250,10 +249,9 @@ t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /ready
   const url = await database(t)
   const pgRelay = await relay(t, 5432)
   const redisRelay = await relay(t, 6379)
-  const db = 1 + Math.floor(Math.random() * 14)
-  t.teardown(async () => { const r = new Redis(`${REDIS_URL}/${db}`); await r.flushdb(); r.disconnect() })
+  const redisPrefix = prefix(t)
   const app = await buildApp(testConfig({
-    store: { postgres: url.replace(':5432/', `:${pgRelay.port}/`), redis: `redis://127.0.0.1:${redisRelay.port}/${db}` },
+    store: { postgres: url.replace(':5432/', `:${pgRelay.port}/`), redis: `redis://127.0.0.1:${redisRelay.port}`, redis_prefix: redisPrefix },
     plugins: [{ name: 'rate-limit', options: { max: 1000, window_s: 60 } }, { name: 'auth', options: { cache_size: 0 } }, { name: 'idempotency' }, { name: 'balance' }, { name: 'usage' }],
     tenants: tenants(25)
   }), { logger: process.env.PGT_LOG === '1' ? { level: 'error' } : false })
