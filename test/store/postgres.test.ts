@@ -10,8 +10,8 @@ import { KEY_A, testConfig } from '../helper.js'
 
 // The PostgreSQL + Redis store, against the machine's PostgreSQL (127.0.0.1:5432) and Redis
 // (127.0.0.1:6379). Each test gets a database of its own (created and dropped here) and a Redis
-// database number or key prefix of its own. "Instances" are several stores, or several gateway
-// apps, on the same database: what one does, the others must see, exactly.
+// key prefix of its own. "Instances" are several stores, or several gateway apps, on the same
+// database: what one does, the others must see, exactly.
 
 const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
