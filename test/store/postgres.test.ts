@@ -282,6 +282,20 @@ t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /ready
   const org = await app.gateway.store.orgs.get('acme')
   await app.gateway.store.flush()
   t.equal(org?.held_nano, 0, 'nothing left held by the failed calls')
+
+  // an answered call's record and charge wait for PostgreSQL rather than being dropped
+  t.ok(await app.gateway.store.balance.hold('acme', 5_000, Date.now()))
+  await pgRelay.cut()
+  const kept = row(424242)
+  let committed = false
+  const writes = Promise.all([app.gateway.store.usage.record(kept), app.gateway.store.balance.settle('acme', 5_000, 1_234, Date.now())]).then(() => { committed = true })
+  await new Promise((resolve) => setTimeout(resolve, 700))
+  t.notOk(committed, 'not committed while PostgreSQL is away, and not given up either')
+  await pgRelay.restore()
+  await writes
+  t.ok(committed, 'committed once it is back')
+  t.ok((await app.gateway.store.usage.page({ org: 'acme' }, 500)).some((r) => r.id === kept.id), 'the record is there')
+  t.match(await app.gateway.store.orgs.get('acme'), { held_nano: 0 }, 'the hold settled')
 })
 
 t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks the totals', async (t) => {

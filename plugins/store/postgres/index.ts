@@ -36,6 +36,7 @@ import type {
 const MIGRATIONS = fromRoot('plugins', 'store', 'postgres', 'migrations')
 const BATCH_MS = 10
 const BATCH_ROWS = 500
+const RETRY_MS = 250
 const DAY_MS = 86_400_000
 
 const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status',
@@ -146,6 +147,8 @@ export class PostgresStore implements Store {
   readonly holder = `${process.pid}:${randomBytes(4).toString('hex')}`
   private readonly revocations = new EventEmitter()
   private batch: PendingBatch | null = null
+  /** Batches waiting for PostgreSQL to come back. */
+  private readonly retrying = new Set<PendingBatch>()
   private batchTimer: NodeJS.Timeout | null = null
   private readonly timers: NodeJS.Timeout[] = []
   private readonly openHolds = new Map<string, string[]>()
@@ -382,6 +385,15 @@ export class PostgresStore implements Store {
     if (b === null) return
     this.batch = null
     if (this.batchTimer !== null) { clearTimeout(this.batchTimer); this.batchTimer = null }
+    await this.commitBatch(b)
+  }
+
+  /**
+   * Commits a batch of end-of-call writes. While PostgreSQL cannot be reached the batch is kept and
+   * tried again every RETRY_MS, so a call that was answered keeps its charge and its record (its
+   * last byte waits); only a closing store, or an error that is not a lost connection, gives up.
+   */
+  private async commitBatch (b: PendingBatch): Promise<void> {
     const params: unknown[] = []
     const values = b.rows.map((row) => `(${USAGE_COLUMNS.map((c) => { params.push(row[c]); return `$${params.length}` }).join(', ')})`)
     try {
@@ -413,10 +425,20 @@ export class PostgresStore implements Store {
           await client.query(`INSERT INTO usage_content (usage_id, created_at, request, response) VALUES ${cv.join(', ')}`, cp)
         }
       })
+      this.retrying.delete(b)
       b.resolve()
     } catch (err) {
-      this.onError(err, 'usage records not written')
-      try { unavailable(err) } catch (e) { b.reject(e) }
+      let shown: unknown = err
+      try { unavailable(err) } catch (e) { shown = e }
+      if (!this.closed && (shown as { key?: string }).key === 'store_unavailable') {
+        this.onError(err, 'end-of-call writes not committed yet; retrying')
+        this.retrying.add(b)
+        setTimeout(() => { void this.commitBatch(b) }, RETRY_MS).unref()
+        return
+      }
+      this.retrying.delete(b)
+      this.onError(err, 'end-of-call writes not committed')
+      b.reject(shown)
     }
   }
 
@@ -504,6 +526,8 @@ export class PostgresStore implements Store {
     for (const t of this.timers) clearInterval(t)
     await this.ready.catch(() => {})
     await this.flush().catch(() => {})
+    // a last try for the batches still waiting on PostgreSQL; what fails now is reported
+    for (const b of [...this.retrying]) await this.commitBatch(b)
     this.revocations.removeAllListeners()
     this.redis.disconnect()
     this.sub.disconnect()
