@@ -193,12 +193,13 @@ async function serve (args: Args): Promise<void> {
   const { GatewayServer } = await import('./server.js')
   const server = await GatewayServer.start({ file, config: fromFile, host: args.host, port, logger, worker: cluster.isWorker })
   const address = await server.listen()
+  // the signals are handled before the banner tells anyone that the gateway is there
+  process.on('SIGHUP', () => { void server.reload() })
+  installShutdown(server, config)
   if (cluster.isPrimary) {
     banner(config, 1, address.port)
     writePidFile(config, address.port)
   }
-  process.on('SIGHUP', () => { void server.reload() })
-  installShutdown(server, config)
 }
 
 // One worker per core, except for an in-memory store, which a worker cannot share.

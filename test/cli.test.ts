@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { createServer } from 'node:net'
 import { fromRoot } from '../paths.js'
-import { spawnGateway } from './helper.js'
+import { childEnv, spawnGateway } from './helper.js'
 
 const run = promisify(execFile)
 // the built CLI (npm test builds first): a child process that compiled the sources would take seconds
@@ -14,7 +14,7 @@ const CLI = fromRoot('dist', 'cli.js')
 
 async function cli (args: string[], env: Record<string, string> = {}): Promise<{ code: number, stdout: string, stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, cwd: fromRoot() })
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: childEnv(env), cwd: fromRoot() })
     return { code: 0, stdout, stderr }
   } catch (err) {
     const e = err as { code: number, stdout: string, stderr: string }

@@ -4,6 +4,9 @@ import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import type { Clock } from '../plugins/api.js'
 import { SqliteStore } from '../plugins/store/sqlite/index.js'
+import { childEnv } from './child-env.js'
+
+export { childEnv }
 
 export const KEY_A = 'mg-test-key-a-0123456789abcdef'
 export const KEY_B = 'mg-test-key-b-0123456789abcdef'
@@ -166,7 +169,7 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config }))
   // the built CLI (npm test builds first): compiling the sources in each child would take seconds
   const child = spawn(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', file, ...args], {
-    cwd: fromRoot(), env: { ...process.env, LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'inherit']
+    cwd: fromRoot(), env: childEnv({ LOG_LEVEL: 'warn', ...env }), stdio: ['ignore', 'pipe', 'inherit']
   })
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { fromRoot } from '../paths.js'
+import { childEnv } from './child-env.js'
 
 // The package as users get it: `npm pack` makes a tarball of what a `modelgate` command needs
 // and nothing else; laid out as `npm install -g` lays it out (the package under
@@ -19,7 +20,7 @@ const run = promisify(execFile)
 t.test('npm pack, then init and serve from an empty folder with the packed command', async (t) => {
   const work = mkdtempSync(join(tmpdir(), 'mg-pack-'))
   // --ignore-scripts: `npm test` built dist/ already, and a rebuild now would pull it from under the other tests
-  const { stdout: packed } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: fromRoot() })
+  const { stdout: packed } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: fromRoot(), env: childEnv() })
   const [info] = JSON.parse(packed) as Array<{ filename: string, files: Array<{ path: string }> }>
   const files = info!.files.map((f) => f.path)
   for (const needed of ['dist/cli.js', 'dist/app.js', 'dist/console/index.html', 'config/gateway.yaml', 'plugins/store/sqlite/migrations/001_tenants.sql', 'README.md', 'LICENSE', 'docs/plugins.md', 'examples/plugins/call-tagger.mjs']) {
@@ -37,20 +38,20 @@ t.test('npm pack, then init and serve from an empty folder with the packed comma
   symlinkSync(join('..', 'lib', 'node_modules', 'modelgate', 'dist', 'cli.js'), bin)
 
   const version = JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')).version as string
-  t.equal((await run(bin, ['--version'])).stdout.trim(), version, 'modelgate --version')
-  t.match((await run(bin, ['serve', '--help'])).stdout, /modelgate serve \[--config FILE\]/, 'help on a command')
+  t.equal((await run(bin, ['--version'], { env: childEnv() })).stdout.trim(), version, 'modelgate --version')
+  t.match((await run(bin, ['serve', '--help'], { env: childEnv() })).stdout, /modelgate serve \[--config FILE\]/, 'help on a command')
 
   const folder = join(work, 'my-gateway')
   mkdirSync(folder)
-  const init = await run(bin, ['init'], { cwd: folder })
+  const init = await run(bin, ['init'], { cwd: folder, env: childEnv() })
   const key = /API key \([^)]*\): (\S+)/.exec(init.stdout)?.[1]
   t.ok(key?.startsWith('mg-'), 'init prints a new API key')
   t.notMatch(init.stdout, /mg-demo-local-only/, 'not the public demo key')
   t.same(readdirSync(folder).sort(), ['data', 'gateway.yaml'])
-  const again = await run(bin, ['init'], { cwd: folder }).then(() => 0, (err: { code: number }) => err.code)
+  const again = await run(bin, ['init'], { cwd: folder, env: childEnv() }).then(() => 0, (err: { code: number }) => err.code)
   t.equal(again, 2, 'a second init refuses to overwrite')
 
-  const child = spawn(bin, ['serve', '--workers', '1'], { cwd: folder, env: { ...process.env, PORT: '0', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(bin, ['serve', '--workers', '1'], { cwd: folder, env: childEnv({ PORT: '0', LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   let err = ''
   child.stderr.on('data', (d: Buffer) => { err += String(d) })

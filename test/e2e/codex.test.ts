@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { fromRoot } from '../../paths.js'
 import { startMockUpstream } from '../mock-upstream.js'
-import { KEY_A, mockCatalog, testConfig } from '../helper.js'
+import { childEnv, KEY_A, mockCatalog, testConfig } from '../helper.js'
 
 // The real Codex CLI (`codex exec`, which speaks only the Responses API) through the gateway to
 // the mock upstream, for a model of each upstream protocol. Codex comes from its own package
@@ -21,7 +21,7 @@ interface Run { code: number | null, stdout: string, stderr: string }
 // stdin is closed: `codex exec` reads a piped stdin to its end before it starts
 function codex (home: string, cwd: string, args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(CODEX, ['exec', '--skip-git-repo-check', ...args], { cwd, timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CODEX_HOME: home, MODELGATE_KEY: KEY_A } })
+    const child = spawn(CODEX, ['exec', '--skip-git-repo-check', ...args], { cwd, timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'], env: childEnv({ CODEX_HOME: home, MODELGATE_KEY: KEY_A }) })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d: Buffer) => { stdout += String(d) })

@@ -5,7 +5,7 @@ import { chromium, type Browser } from 'playwright-core'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { fromRoot } from '../../paths.js'
-import { KEY_A, KEY_B, settled, testConfig } from '../helper.js'
+import { childEnv, KEY_A, KEY_B, settled, testConfig } from '../helper.js'
 
 // The developer console in headless Chromium (Debian's /usr/bin/chromium via playwright-core).
 
@@ -15,7 +15,7 @@ if (!existsSync(CHROMIUM)) {
   t.skip('Chromium is not installed at /usr/bin/chromium (.ci/run installs it)')
 } else {
   if (!existsSync(fromRoot('dist', 'console', 'index.html'))) {
-    execFileSync(process.execPath, [fromRoot('routes', 'console', 'build.mjs')], { cwd: fromRoot() })
+    execFileSync(process.execPath, [fromRoot('routes', 'console', 'build.mjs')], { cwd: fromRoot(), env: childEnv() })
   }
 
   let app: FastifyInstance

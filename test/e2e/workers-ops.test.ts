@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { fromRoot } from '../../paths.js'
 import { startMockUpstream } from '../mock-upstream.js'
-import { KEY_A, mockCatalog, spawnGateway } from '../helper.js'
+import { childEnv, KEY_A, mockCatalog, spawnGateway } from '../helper.js'
 import { sample } from '../ops/prom.js'
 
 // `serve --workers 2`: one scrape of /metrics sums both workers' figures, and a reload (the CLI,
@@ -16,7 +16,7 @@ const ADMIN = 'admin-token-0123456789'
 
 function cli (args: string[]): Promise<{ code: number, stdout: string, stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [fromRoot('dist', 'cli.js'), ...args], { cwd: fromRoot() }, (err, stdout, stderr) => {
+    execFile(process.execPath, [fromRoot('dist', 'cli.js'), ...args], { cwd: fromRoot(), env: childEnv() }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : Number((err as { code?: number }).code ?? 1), stdout, stderr })
     })
   })

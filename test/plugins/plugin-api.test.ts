@@ -10,7 +10,7 @@ import { buildApp } from '../../app.js'
 import { ConfigError, loadConfig, resolveConfig } from '../../config/load.js'
 import { testGateway, type CallOutcome } from '../../plugins/api.js'
 import { fromRoot } from '../../paths.js'
-import { KEY_A, testConfig } from '../helper.js'
+import { childEnv, KEY_A, testConfig } from '../helper.js'
 
 const run = promisify(execFile)
 const BUILTINS = ['auth', 'balance', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage']
@@ -18,7 +18,7 @@ const BUILTINS = ['auth', 'balance', 'cors', 'diagnostics', 'guardrails', 'idemp
 t.test('each built-in plugin module can be imported alone, in a process that imported nothing else', async (t) => {
   for (const name of BUILTINS) {
     const file = fromRoot('dist', 'plugins', `${name}.js`)
-    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(file)}); console.log(m.default.name, typeof m.default.plugin)`])
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(file)}); console.log(m.default.name, typeof m.default.plugin)`], { env: childEnv() })
     t.equal(stdout.trim(), `${name} function`, name)
   }
 })
@@ -228,12 +228,12 @@ t.test('config check: a missing module, a module with no plugin, and bad options
 t.test('modelgate config check and modelgate plugins, on a config with an outside plugin', async (t) => {
   const cli = fromRoot('dist', 'cli.js')
   const bad = configFile([{ name: 'tagger', module: fromRoot('examples', 'plugins', 'call-tagger.mjs'), options: { colour: 'red' } }], { store: { sqlite: ':memory:' } })
-  const checked = await run(process.execPath, [cli, 'config', 'check', bad]).then(() => null, (err: { code: number, stderr: string }) => err)
+  const checked = await run(process.execPath, [cli, 'config', 'check', bad], { env: childEnv() }).then(() => null, (err: { code: number, stderr: string }) => err)
   t.equal(checked?.code, 2)
   t.match(checked?.stderr, /plugins\[0\]\.options\.tag: is required/)
   t.match(checked?.stderr, /plugins\[0\]\.options\.colour: is not a known option/)
   const good = configFile([{ name: 'auth' }, { name: 'tagger', module: fromRoot('examples', 'plugins', 'call-tagger.mjs'), options: { tag: 'blue' } }], { store: { sqlite: ':memory:' } })
-  const { stdout } = await run(process.execPath, [cli, 'plugins', '--config', good])
+  const { stdout } = await run(process.execPath, [cli, 'plugins', '--config', good], { env: childEnv() })
   t.match(stdout, /built-in plugins:/)
   t.match(stdout, /guardrails - /)
   t.match(stdout, /2\. tagger \(from file:.*call-tagger\.mjs\)/)

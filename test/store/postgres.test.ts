@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import type { UsageRow } from '../../plugins/store/types.js'
-import { KEY_A, testConfig } from '../helper.js'
+import { childEnv, KEY_A, testConfig } from '../helper.js'
 
 // The PostgreSQL + Redis store, against the machine's PostgreSQL (127.0.0.1:5432) and Redis
 // (127.0.0.1:6379). Each test gets a database of its own (created and dropped here) and a Redis
@@ -334,7 +334,7 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
 
   const url = await database(t)
   const run = async (): Promise<{ code: number, out: string }> => await new Promise((resolve) => {
-    execFile(process.execPath, [fromRoot('dist', 'cli.js'), 'store', 'migrate', '--from', file, '--to', url], (err, stdout, stderr) => {
+    execFile(process.execPath, [fromRoot('dist', 'cli.js'), 'store', 'migrate', '--from', file, '--to', url], { env: childEnv() }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : (err as { code?: number }).code ?? 1, out: stdout + stderr })
     })
   })
