@@ -152,7 +152,8 @@ export const MetricsSchema = Type.Object({
 export const TracingSchema = Type.Object({
   otlp_endpoint: Type.String({ default: '', pattern: '^(https?://.*)?$' }),
   service_name: Type.String({ default: 'modelgate', minLength: 1 }),
-  headers: Type.Record(Type.String(), Type.String(), { default: {} })
+  headers: Type.Record(Type.String(), Type.String(), { default: {} }),
+  timeout_s: Type.Number({ default: 5, exclusiveMinimum: 0 })
 }, { ...Closed, default: {} })
 
 export const ConfigSchema = Type.Object({

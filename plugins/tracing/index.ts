@@ -97,6 +97,7 @@ export async function createTracer (config: Config['tracing'], log: FastifyBaseL
   const exporter = new OtlpExporter({
     endpoint: config.otlp_endpoint,
     headers: config.headers,
+    timeoutMs: config.timeout_s * 1000,
     resource: { 'service.name': config.service_name, 'telemetry.sdk.name': 'modelgate', 'telemetry.sdk.language': 'nodejs' },
     onError: (err) => {
       // said once: a collector that is away would fill the log

@@ -35,6 +35,8 @@ export interface ExporterOptions {
   headers?: Record<string, string>
   /** Resource attributes (service.name...). */
   resource: Record<string, AttributeValue>
+  /** How long one batch may take to send, retries included (ms); then it is dropped. */
+  timeoutMs: number
   /** Hears send failures (once per failing batch). */
   onError: (err: unknown) => void
 }
@@ -50,7 +52,8 @@ export class OtlpExporter {
 
   constructor (opts: ExporterOptions) {
     this.resource = resourceFromAttributes(opts.resource)
-    const otlp = new OTLPTraceExporter({ url: opts.endpoint, headers: opts.headers })
+    // the exporter retries a collector that is away (backing off) until timeoutMillis has passed
+    const otlp = new OTLPTraceExporter({ url: opts.endpoint, headers: opts.headers, timeoutMillis: opts.timeoutMs })
     // the batch processor keeps send failures to itself: this tells the gateway's log
     const exporter: SpanExporter = {
       export: (spans, done) => {
@@ -62,7 +65,7 @@ export class OtlpExporter {
       shutdown: async () => { await otlp.shutdown() },
       forceFlush: async () => { await otlp.forceFlush() }
     }
-    this.processor = new BatchSpanProcessor(exporter, { maxQueueSize: 8192, maxExportBatchSize: 512, scheduledDelayMillis: 1000 })
+    this.processor = new BatchSpanProcessor(exporter, { maxQueueSize: 8192, maxExportBatchSize: 512, scheduledDelayMillis: 1000, exportTimeoutMillis: opts.timeoutMs })
   }
 
   export (spans: SpanData[]): void {
@@ -73,6 +76,7 @@ export class OtlpExporter {
   /** Sends what is queued; resolves once it is answered. */
   async flush (): Promise<void> { await this.processor.forceFlush().catch(() => {}) }
 
+  /** Sends what is queued (each batch within timeoutMs) and stops. */
   async shutdown (): Promise<void> { await this.processor.shutdown().catch(() => {}) }
 
   private readable (s: SpanData): ReadableSpan {

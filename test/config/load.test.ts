@@ -103,6 +103,12 @@ t.test('client timeouts must fit together', async (t) => {
   t.same(problemsOf({ server: { headers_timeout_s: 5, client_timeout_s: 5, idle_timeout_s: 121 } }), [])
 })
 
+t.test('tracing.timeout_s must be a positive number of seconds', async (t) => {
+  t.match(problemsOf({ tracing: { timeout_s: 0 } }).join('\n'), /tracing\.timeout_s/)
+  t.match(problemsOf({ tracing: { timeout_s: 'soon' } }).join('\n'), /tracing\.timeout_s/)
+  t.same(problemsOf({ tracing: { otlp_endpoint: 'http://127.0.0.1:4318/v1/traces', timeout_s: 0.5 } }), [])
+})
+
 t.test('pass-through: only providers with a base_url, and keys name only such providers', async (t) => {
   const { parseConfig } = await import('../../config/load.js')
   const base = { providers: [{ id: 'demo', protocol: 'openai', builtin: 'demo', passthrough: true }, { id: 'up', protocol: 'openai', base_url: 'http://127.0.0.1:9/v1' }], models: [], tenants: [{ org: 'o', projects: [{ id: 'p', keys: [{ key: 'mg-0123456789abcdef0123', passthrough: ['up'] }] }] }] }

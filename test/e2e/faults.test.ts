@@ -82,19 +82,19 @@ t.test('failures before the first byte: right status and shape, recorded with ze
   const gw = await gateway(t)
   let cases = 0
   for (const f of BEFORE_FIRST_BYTE) {
-    for (const route of Object.keys(ROUTES) as RouteName[]) {
-      for (const stream of [false, true]) {
-        const what = `${f.name}, ${route}${stream ? ', streamed' : ''}`
-        gw.mock.faults = f.faults
-        const res = await call(gw, route, stream)
-        t.equal(res.status, f.status, `${what}: ${f.status}`)
-        assertErrorShape(t, ROUTES[route].family, res.text, what)
-        const row = await rowOf(gw, res.trace)
-        t.ok(row, `${what}: recorded`)
-        t.match(row, { status: f.recorded, prompt_tokens: 0, completion_tokens: 0, cost_nano: 0 }, `${what}: zero tokens, cost 0`)
-        cases++
-      }
-    }
+    gw.mock.faults = f.faults
+    // the six calls of a fault at once: the ones that wait for the upstream timeout wait together
+    const calls = (Object.keys(ROUTES) as RouteName[]).flatMap((route) => [false, true].map((stream) => ({ route, stream })))
+    await Promise.all(calls.map(async ({ route, stream }) => {
+      const what = `${f.name}, ${route}${stream ? ', streamed' : ''}`
+      const res = await call(gw, route, stream)
+      t.equal(res.status, f.status, `${what}: ${f.status}`)
+      assertErrorShape(t, ROUTES[route].family, res.text, what)
+      const row = await rowOf(gw, res.trace)
+      t.ok(row, `${what}: recorded`)
+      t.match(row, { status: f.recorded, prompt_tokens: 0, completion_tokens: 0, cost_nano: 0 }, `${what}: zero tokens, cost 0`)
+      cases++
+    }))
   }
   gw.mock.faults = {}
   t.same(await ledger(gw), { balance: INITIAL_NANO, held: 0, spent: 0 }, `after ${cases} failed calls: nothing charged, nothing held`)
@@ -172,13 +172,13 @@ t.test('a stream reset or malformed mid-way: what was relayed, then an error eve
 
 t.test('a stream that stalls after its first frames ends with an error event; the upstream request is closed', async (t) => {
   const gw = await gateway(t)
-  for (const route of Object.keys(ROUTES) as RouteName[]) {
-    gw.mock.faults = { idleMidStreamMs: { ms: 5000, afterFrames: 2 } }
+  gw.mock.faults = { idleMidStreamMs: { ms: 5000, afterFrames: 2 } }
+  await Promise.all((Object.keys(ROUTES) as RouteName[]).map(async (route) => {
     const res = await call(gw, route, true)
     t.equal(res.status, 200)
     assertStreamError(t, route, res.text, `${route}, stalled`)
     t.match(await rowOf(gw, res.trace), { status: 'timeout' }, `${route}: recorded as a timeout`)
-  }
+  }))
   gw.mock.faults = {}
   const l = await ledger(gw)
   t.equal(l.held, 0)

@@ -90,7 +90,9 @@ t.test('tracing is off by default and a collector that is away costs the calls n
   const off = await buildApp(testConfig())
   t.teardown(() => off.close())
   t.equal(off.gateway.config.tracing.otlp_endpoint, '')
-  const away = await buildApp(testConfig({ tracing: { otlp_endpoint: 'http://127.0.0.1:9/v1/traces' } }))
+  t.equal(off.gateway.config.tracing.timeout_s, 5)
+  // nothing listens on port 9: the exporter retries until timeout_s, and closing waits that long at most
+  const away = await buildApp(testConfig({ tracing: { otlp_endpoint: 'http://127.0.0.1:9/v1/traces', timeout_s: 0.2 } }))
   const res = await away.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: { model: 'demo/gpt', messages: [{ role: 'user', content: 'x' }] } })
   t.equal(res.statusCode, 200)
   await away.close()
