@@ -1,12 +1,12 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { createServer } from 'node:net'
 import { fromRoot } from '../paths.js'
 import { childEnv, spawnGateway } from './helper.js'
+import { tempDir } from './temp-dir.js'
 
 const run = promisify(execFile)
 // the built CLI (npm test builds first): a child process that compiled the sources would take seconds
@@ -23,7 +23,7 @@ async function cli (args: string[], env: Record<string, string> = {}): Promise<{
 }
 
 function tempConfig (): { file: string, db: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'mg-cli-'))
+  const dir = tempDir('cli')
   const db = join(dir, 'gw.db')
   const file = join(dir, 'gw.yaml')
   writeFileSync(file, `store: { sqlite: ${db} }
@@ -40,7 +40,7 @@ t.test('config check: ok, and every problem with its path and a non-zero exit', 
   const good = await cli(['config', 'check', fromRoot('config', 'gateway.yaml')])
   t.equal(good.code, 0, good.stderr)
   t.match(good.stdout, /ok/)
-  const dir = mkdtempSync(join(tmpdir(), 'mg-cli-'))
+  const dir = tempDir('cli')
   const bad = join(dir, 'bad.yaml')
   writeFileSync(bad, 'server: { port: -1, nope: 1 }\nmodels: [{ id: m }]\n')
   const res = await cli(['config', 'check', bad])

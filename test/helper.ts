@@ -5,6 +5,7 @@ import type { Config } from '../config/schema.js'
 import type { Clock } from '../plugins/api.js'
 import { SqliteStore } from '../plugins/store/sqlite/index.js'
 import { childEnv } from './child-env.js'
+import { tempDir } from './temp-dir.js'
 
 export { childEnv }
 
@@ -161,12 +162,15 @@ export interface SpawnedGateway {
 /** `modelgate serve` in a child process on a config written to a temp file; killed when the test ends. */
 export async function spawnGateway (t: Teardown, config: Record<string, unknown>, args: string[] = [], env: Record<string, string> = {}): Promise<SpawnedGateway> {
   const { spawn } = await import('node:child_process')
-  const { mkdtempSync, writeFileSync } = await import('node:fs')
-  const { tmpdir } = await import('node:os')
+  const { writeFileSync } = await import('node:fs')
   const { join } = await import('node:path')
   const { fromRoot } = await import('../paths.js')
-  const file = join(mkdtempSync(join(tmpdir(), 'mg-serve-')), 'gw.json')
-  writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config }))
+  const dir = tempDir('serve')
+  const file = join(dir, 'gw.json')
+  // a SQLite file of its own unless the test names one, never the checkout's data/modelgate.db
+  // (the pid file goes beside it, with a PostgreSQL store too)
+  const store = { sqlite: join(dir, 'gw.db'), ...(config.store as Record<string, unknown> | undefined) }
+  writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config, store }))
   // the built CLI (npm test builds first): compiling the sources in each child would take seconds
   const child = spawn(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', file, ...args], {
     cwd: fromRoot(), env: childEnv({ LOG_LEVEL: 'warn', ...env }), stdio: ['ignore', 'pipe', 'inherit']

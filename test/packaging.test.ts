@@ -1,12 +1,12 @@
 import t from 'tap'
 import { execFile, spawn } from 'node:child_process'
 import { builtinModules } from 'node:module'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { fromRoot } from '../paths.js'
 import { childEnv } from './child-env.js'
+import { tempDir } from './temp-dir.js'
 
 // The package as users get it: `npm pack` makes a tarball of what a `modelgate` command needs
 // and nothing else; laid out as `npm install -g` lays it out (the package under
@@ -18,7 +18,7 @@ import { childEnv } from './child-env.js'
 const run = promisify(execFile)
 
 t.test('npm pack, then init and serve from an empty folder with the packed command', async (t) => {
-  const work = mkdtempSync(join(tmpdir(), 'mg-pack-'))
+  const work = tempDir('pack')
   // --ignore-scripts: `npm test` built dist/ already, and a rebuild now would pull it from under the other tests
   const { stdout: packed } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: fromRoot(), env: childEnv() })
   const [info] = JSON.parse(packed) as Array<{ filename: string, files: Array<{ path: string }> }>

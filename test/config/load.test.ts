@@ -1,9 +1,9 @@
 import t from 'tap'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { ConfigError, displayPath, loadConfig, parseConfig } from '../../config/load.js'
 import { fromRoot } from '../../paths.js'
+import { tempDir } from '../temp-dir.js'
 
 const problemsOf = (raw: unknown, env: Record<string, string> = {}): string[] => {
   try {
@@ -82,7 +82,7 @@ t.test('environment substitution', async (t) => {
 })
 
 t.test('loadConfig reads YAML and JSON files, and reports unreadable ones', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'mg-config-'))
+  const dir = tempDir('config')
   writeFileSync(join(dir, 'a.yaml'), 'server:\n  port: 1234\n')
   writeFileSync(join(dir, 'b.json'), JSON.stringify({ server: { port: 4321 } }))
   writeFileSync(join(dir, 'c.yaml'), 'server: [unclosed\n')

@@ -1,6 +1,5 @@
 import t from 'tap'
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import type { FastifyInstance } from 'fastify'
@@ -8,6 +7,7 @@ import { buildApp } from '../../app.js'
 import { estimatePromptTokens } from '../../plugins/billing.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { KEY_A, KEY_B, mockCatalog, settled, spawnGateway, testConfig, sqliteOf } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 async function start (t: import('tap').Test, overrides: Record<string, unknown>) {
   const mock: MockUpstream = await startMockUpstream()
@@ -70,7 +70,7 @@ t.test('50 concurrent calls on a balance that covers 5: never below zero, all ho
 })
 
 t.test('by default no prompt or completion text reaches the SQLite files; store_content keeps it', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'mg-content-'))
+  const dir = tempDir('content')
   const secret = 'Zanzibar-purple-elephant-1984'
   for (const store of [false, true]) {
     const file = join(dir, `gw-${String(store)}.db`)
@@ -111,7 +111,7 @@ t.test('store_content keeps the prompt and exactly what the client received, str
 t.test('a SIGTERM during load loses no record of a completed response', async (t) => {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
-  const db = join(mkdtempSync(join(tmpdir(), 'mg-kill-')), 'gw.db')
+  const db = join(tempDir('kill'), 'gw.db')
   const c = mockCatalog(mock)
   // two workers: records written by both land in the one SQLite file
   const gw = await spawnGateway(t, {

@@ -1,13 +1,13 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { fromRoot } from '../../paths.js'
 import { startMockUpstream } from '../mock-upstream.js'
 import { childEnv, KEY_A, mockCatalog, testConfig } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 // The real Codex CLI (`codex exec`, which speaks only the Responses API) through the gateway to
 // the mock upstream, for a model of each upstream protocol. Codex comes from its own package
@@ -36,8 +36,8 @@ t.test('codex exec "say hello" through the gateway, on a model of each upstream 
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(async () => { await app.close(); await mock.close() })
   const port = (app.server.address() as { port: number }).port
-  const home = mkdtempSync(join(tmpdir(), 'mg-codex-home-'))
-  const work = mkdtempSync(join(tmpdir(), 'mg-codex-work-'))
+  const home = tempDir('codex-home')
+  const work = tempDir('codex-work')
   writeFileSync(join(home, 'config.toml'), [
     'model_provider = "modelgate"',
     '[model_providers.modelgate]',

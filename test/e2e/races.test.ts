@@ -1,11 +1,10 @@
 import t from 'tap'
 import Database from 'better-sqlite3'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 // Races against `modelgate serve --workers 2`: two processes sharing one SQLite file, driven
 // with many connections at once (a fresh connection per call, so the kernel spreads them over
@@ -23,7 +22,7 @@ async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, ten
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
   const c = mockCatalog(mock)
-  const db = join(mkdtempSync(join(tmpdir(), 'mg-races-')), 'gw.db')
+  const db = join(tempDir('races'), 'gw.db')
   const gw = await spawnGateway(t, {
     store: { sqlite: db },
     admin: { token: ADMIN },

@@ -1,13 +1,13 @@
 import { execFile } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { request } from 'node:http'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { fromRoot } from '../../paths.js'
 import { startMockUpstream } from '../mock-upstream.js'
 import { childEnv, KEY_A, mockCatalog, spawnGateway } from '../helper.js'
 import { sample } from '../ops/prom.js'
+import { tempDir } from '../temp-dir.js'
 
 // `serve --workers 2`: one scrape of /metrics sums both workers' figures, and a reload (the CLI,
 // or SIGHUP to the primary) reaches both workers.
@@ -28,7 +28,7 @@ t.test('two workers: one scrape sums both; modelgate reload and SIGHUP reload bo
   const c = mockCatalog(mock)
   const config = {
     server: { port: 0 },
-    store: { sqlite: join(mkdtempSync(join(tmpdir(), 'mg-workers-ops-')), 'gw.db') },
+    store: { sqlite: join(tempDir('workers-ops'), 'gw.db') },
     admin: { token: ADMIN },
     metrics: { auth: 'open' },
     plugins: [{ name: 'auth' }, { name: 'usage' }],

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { startMockUpstream } from '../mock-upstream.js'
 import { KEY_A, mockCatalog, spawnGateway } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 // `modelgate serve --workers 2`: the policies' state is in the shared SQLite file, so the
 // workers count and deduplicate together.
@@ -9,11 +10,9 @@ t.test('the IP rate limit and idempotency hold across workers', async (t) => {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
   const c = mockCatalog(mock)
-  const { mkdtempSync } = await import('node:fs')
-  const { tmpdir } = await import('node:os')
   const { join } = await import('node:path')
   const gw = await spawnGateway(t, {
-    store: { sqlite: join(mkdtempSync(join(tmpdir(), 'mg-workers-')), 'gw.db') },
+    store: { sqlite: join(tempDir('workers'), 'gw.db') },
     plugins: [{ name: 'rate-limit', options: { max: 30, window_s: 600 } }, { name: 'auth' }, { name: 'idempotency' }],
     providers: c.providers,
     models: c.models,

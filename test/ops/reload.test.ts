@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { configChanges } from '../../config/diff.js'
@@ -8,6 +7,7 @@ import { GatewayServer } from '../../server.js'
 import { startMockUpstream } from '../mock-upstream.js'
 import { KEY_A, mockCatalog, testConfig } from '../helper.js'
 import { sample } from './prom.js'
+import { tempDir } from '../temp-dir.js'
 
 // Reloading the config file while serving: a model added, a plugin disabled and a quota changed
 // without dropping a stream in flight; an invalid file changes nothing.
@@ -19,7 +19,7 @@ declare global { namespace Tap { type Test = import('tap').Test } }
 t.test('a reload adds a model, disables a plugin and changes a quota; the stream in flight completes on the old configuration and is metered', async (t) => {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
-  const file = join(mkdtempSync(join(tmpdir(), 'mg-reload-')), 'gateway.json')
+  const file = join(tempDir('reload'), 'gateway.json')
   const c = mockCatalog(mock)
   const base = {
     server: { port: 0, request_timeout_s: 10 },

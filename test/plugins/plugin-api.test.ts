@@ -1,7 +1,6 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Writable } from 'node:stream'
@@ -11,6 +10,7 @@ import { ConfigError, loadConfig, resolveConfig } from '../../config/load.js'
 import { testGateway, type CallOutcome } from '../../plugins/api.js'
 import { fromRoot } from '../../paths.js'
 import { childEnv, KEY_A, testConfig } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 const run = promisify(execFile)
 const BUILTINS = ['auth', 'balance', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage']
@@ -128,7 +128,7 @@ const hookLog = (): HookEntry[] => ((globalThis as { __hookLog?: HookEntry[] }).
 
 /** A config file in a temp folder naming the test recorder and the example plugin by path. */
 function configFile (plugins: unknown[], extra: Record<string, unknown> = {}): string {
-  const dir = mkdtempSync(join(tmpdir(), 'mg-plugins-'))
+  const dir = tempDir('plugins')
   const file = join(dir, 'gw.json')
   const base = JSON.parse(JSON.stringify(testConfig())) as Record<string, unknown>
   writeFileSync(file, JSON.stringify({ ...base, plugins, ...extra }))
@@ -203,7 +203,7 @@ t.test('a plugin that throws fails its request with a 500 in the route\'s shape,
 })
 
 t.test('config check: a missing module, a module with no plugin, and bad options name the entry', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'mg-plugins-'))
+  const dir = tempDir('plugins')
   writeFileSync(join(dir, 'not-a-plugin.mjs'), 'export default { hello: 1 }\n')
   const problems = async (plugins: unknown[]): Promise<string[]> => {
     try {

@@ -1,14 +1,13 @@
 import t from 'tap'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { bearer, build, FakeClock, type BuildExtras, KEY_A, KEY_B, KEY_OTHER_ORG, mockCatalog, settled, sqliteOf } from '../helper.js'
 import { startMockUpstream } from '../mock-upstream.js'
+import { tempDir } from '../temp-dir.js'
 
 /** Two apps (two workers) sharing a fresh SQLite file. */
 async function twoWorkers (t: Parameters<typeof build>[0], overrides: Record<string, unknown>, extras: BuildExtras = {}): Promise<[FastifyInstance, FastifyInstance]> {
-  const sqlite = join(mkdtempSync(join(tmpdir(), 'mg-policies-')), 'gw.db')
+  const sqlite = join(tempDir('policies'), 'gw.db')
   return [await build(t, { ...overrides, store: { sqlite } }, extras), await build(t, { ...overrides, store: { sqlite } }, extras)]
 }
 

@@ -1,16 +1,17 @@
 import t from 'tap'
-import { mkdtempSync, statSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { buildApp } from '../../app.js'
 import { startCheckpointer } from '../../plugins/store/sqlite/checkpointer.js'
 import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
 import { sqliteOf, testConfig } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 // WAL checkpoints run on a thread (plugins/store/sqlite/checkpointer.ts): the serving connection's own
 // automatic checkpoint is pushed far out, and the pages it writes still reach the database file.
 
-const tempFile = (): string => join(mkdtempSync(join(tmpdir(), 'mg-ckpt-')), 'gw.db')
+const tempFile = (): string => join(tempDir('ckpt'), 'gw.db')
 
 /** Writes about 1 MB of pages, all of it into the WAL (the automatic checkpoint is 10,000 pages away). */
 function writeMegabyte (store: Store): void {

@@ -2,13 +2,12 @@ import t from 'tap'
 import pg from 'pg'
 import { Redis } from 'ioredis'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
 import type { Store, UsageRow } from '../../plugins/store/types.js'
 import { KEY_A, testConfig } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 // The store interfaces' contract, one set of test bodies run against every backend: SQLite (a
 // file) and PostgreSQL + Redis (a database and a key prefix of their own, when both answer).
@@ -21,7 +20,7 @@ const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 type Open = (t: Tap.Test) => Promise<Store>
 
 const sqlite: Open = async (t) => {
-  const store = new SqliteStore(join(mkdtempSync(join(tmpdir(), 'mg-contract-')), 'gw.db'))
+  const store = new SqliteStore(join(tempDir('contract'), 'gw.db'))
   t.teardown(async () => { await store.close() })
   return store
 }

@@ -1,9 +1,8 @@
 import t from 'tap'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
 import { FakeClock, testConfig, type Teardown } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 // Balance leases: one process's holds come out of an amount reserved in the store, so most holds
 // cost no write; two processes on one file never hand out more than the balance between them;
@@ -123,7 +122,7 @@ t.test('a give-back in a group that rolls back is written again, with the amount
 })
 
 t.test('two processes on one file never hold more than the balance', async (t) => {
-  const file = join(mkdtempSync(join(tmpdir(), 'mg-leases-')), 'gw.db')
+  const file = join(tempDir('leases'), 'gw.db')
   const a = await open(t, file, 10_500)
   const b = await open(t, file)
   const admitted = { a: 0, b: 0 }
@@ -143,7 +142,7 @@ t.test('two processes on one file never hold more than the balance', async (t) =
 })
 
 t.test('the leases of a process that stopped beating are released by another within the holder timeout', async (t) => {
-  const file = join(mkdtempSync(join(tmpdir(), 'mg-leases-')), 'gw.db')
+  const file = join(tempDir('leases'), 'gw.db')
   const clock = new FakeClock()
   const dead = await open(t, file, 100_000, { now: clock.now })
   const live = await open(t, file, undefined, { now: clock.now, holderTimeoutMs: 30_000 })
@@ -168,7 +167,7 @@ t.test('a lease from before holders were recorded is released as stale', async (
 })
 
 t.test('a store that closes gives its leases back', async (t) => {
-  const file = join(mkdtempSync(join(tmpdir(), 'mg-leases-')), 'gw.db')
+  const file = join(tempDir('leases'), 'gw.db')
   const a = new SqliteStore(file)
   a.syncTenants(testConfig(), 0)
   a.db.prepare('UPDATE organizations SET balance_nano = 100000 WHERE id = ?').run('acme')

@@ -7,6 +7,7 @@ import { buildApp } from '../../app.js'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import type { UsageRow } from '../../plugins/store/types.js'
 import { childEnv, KEY_A, testConfig } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 // The PostgreSQL + Redis store, against the machine's PostgreSQL (127.0.0.1:5432) and Redis
 // (127.0.0.1:6379). Each test gets a database of its own (created and dropped here) and a Redis
@@ -301,13 +302,11 @@ t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /ready
 t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks the totals', async (t) => {
   const missing = await services()
   if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
-  const { mkdtempSync } = await import('node:fs')
-  const { tmpdir } = await import('node:os')
   const { join } = await import('node:path')
   const { execFile } = await import('node:child_process')
   const { SqliteStore } = await import('../../plugins/store/sqlite/index.js')
   const { fromRoot } = await import('../../paths.js')
-  const file = join(mkdtempSync(join(tmpdir(), 'mg-migrate-')), 'gw.db')
+  const file = join(tempDir('migrate'), 'gw.db')
   // a SQLite store with tenants, a created key, a revoked one, credits, charges, records and a hold left open
   const sqlite = new SqliteStore(file)
   await sqlite.syncTenants(testConfig({ tenants: tenants(25) }), Date.now())

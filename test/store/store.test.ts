@@ -1,6 +1,5 @@
 import t from 'tap'
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { copyFileSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { fromRoot } from '../../paths.js'
@@ -8,9 +7,10 @@ import { migrate, openDatabase } from '../../plugins/store/sqlite/db.js'
 import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
 import { hashKey } from '../../plugins/store/sqlite/keys.js'
 import { testConfig, KEY_A } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
 
 t.test('a file database is in WAL mode and migrations apply once', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'mg-store-'))
+  const dir = tempDir('store')
   const file = join(dir, 'sub', 'gw.db')
   const a = new Store(file)
   const b = new Store(file) // a second worker opening the same file
@@ -26,7 +26,7 @@ t.test('a file database is in WAL mode and migrations apply once', async (t) => 
 
 /** A database file as a release that stopped at migration `version` left it, still open. */
 function databaseAt (version: number): { file: string, old: Database.Database } {
-  const dir = mkdtempSync(join(tmpdir(), 'mg-store-'))
+  const dir = tempDir('store')
   const upTo = join(dir, 'migrations')
   const all = fromRoot('plugins', 'store', 'sqlite', 'migrations')
   mkdirSync(upTo)
