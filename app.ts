@@ -1,13 +1,13 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
-import type { Clock } from './plugins/api.js'
-import { Internal, InvalidUrl, UrlTooLong } from './plugins/errors.js'
-import { createGateway, familyOfUrl, installGateway, notFound, sendError, traceId } from './plugins/gateway.js'
-import { lazyChildLogger } from './plugins/lazy-logger.js'
-import { redactingLogger } from './plugins/log-redaction.js'
-import { installOperations, standaloneRuntime, type Runtime } from './plugins/operations.js'
-import { registerChain } from './plugins/registry.js'
-import { clientErrorHandler, serverTimeouts } from './plugins/server-limits.js'
+import type { Clock } from './plugins/api/index.js'
+import { Internal, InvalidUrl, UrlTooLong } from './plugins/gateway/errors.js'
+import { createGateway, familyOfUrl, installGateway, notFound, sendError, traceId } from './plugins/gateway/core.js'
+import { lazyChildLogger } from './plugins/ops/lazy-logger.js'
+import { redactingLogger } from './plugins/ops/log-redaction.js'
+import { installOperations, standaloneRuntime, type Runtime } from './plugins/ops/operations.js'
+import { registerChain } from './plugins/gateway/registry.js'
+import { clientErrorHandler, serverTimeouts } from './plugins/ops/server-limits.js'
 import { openStore, staleHoldMs } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
 import v1Routes from './routes/v1/index.js'
@@ -26,7 +26,7 @@ export interface BuildOptions {
   serverFactory?: FastifyServerOptions['serverFactory']
 }
 
-export { headerNames } from './plugins/gateway.js'
+export { headerNames } from './plugins/gateway/core.js'
 
 const MAX_PARAM_LENGTH = 1000
 

@@ -11,10 +11,10 @@ import { fromRoot } from './paths.js'
 import type { Config } from './config/schema.js'
 import { openStore } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
-import { nanoToUsd, parseUsd } from './plugins/money.js'
+import { nanoToUsd, parseUsd } from './plugins/gateway/money.js'
 import { usageRecord } from './routes/admin/usage-record.js'
-import { describeOptions } from './plugins/plugin-options.js'
-import { builtinPlugins, definitionOf } from './plugins/registry.js'
+import { describeOptions } from './plugins/gateway/plugin-options.js'
+import { builtinPlugins, definitionOf } from './plugins/gateway/registry.js'
 
 const VERSION = (JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as { version: string }).version
 
@@ -149,7 +149,7 @@ async function serve (args: Args): Promise<void> {
 
   // node:cluster: the workers share the port; every policy's state is in the shared SQLite file.
   if (workers > 1 && cluster.isPrimary) {
-    ;(await import('./plugins/cluster.js')).servePrimary()
+    ;(await import('./plugins/ops/cluster.js')).servePrimary()
     for (let i = 0; i < workers; i++) cluster.fork()
     // announced once every worker listens, so that the first connections reach all of them
     let listening = 0

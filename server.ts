@@ -5,12 +5,12 @@ import { buildApp } from './app.js'
 import { configChanges } from './config/diff.js'
 import { ConfigError, loadConfig } from './config/load.js'
 import type { Config } from './config/schema.js'
-import type { Clock } from './plugins/api.js'
-import { linkWorker, type WorkerLink } from './plugins/cluster.js'
-import { systemClock } from './plugins/gateway.js'
-import { Metrics } from './plugins/metrics/index.js'
-import type { ReloadResult, Runtime } from './plugins/operations.js'
-import { clientErrorHandler, serverTimeouts } from './plugins/server-limits.js'
+import type { Clock } from './plugins/api/index.js'
+import { linkWorker, type WorkerLink } from './plugins/ops/cluster.js'
+import { systemClock } from './plugins/gateway/core.js'
+import { Metrics } from './plugins/ops/metrics/index.js'
+import type { ReloadResult, Runtime } from './plugins/ops/operations.js'
+import { clientErrorHandler, serverTimeouts } from './plugins/ops/server-limits.js'
 import { openStore, staleHoldMs } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
 import { HealthBook } from './plugins/upstream/health.js'
@@ -83,7 +83,7 @@ export class GatewayServer {
       scrape: this.link?.scrape ?? (async () => await metrics.text()),
       reload: async () => await this.reloadEverywhere()
     }
-    // the config's limits on slow and broken clients (plugins/server-limits.ts), which a restart changes
+    // the config's limits on slow and broken clients (plugins/ops/server-limits.ts), which a restart changes
     const limits = serverTimeouts(opts.config.server)
     this.server = createServer({ ...limits.http, requestTimeout: limits.requestTimeout, keepAliveTimeout: limits.keepAliveTimeout }, (req, res) => { this.dispatch(req, res) })
     this.server.setTimeout(limits.connectionTimeout)

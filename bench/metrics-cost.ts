@@ -4,8 +4,8 @@
 // the gateway's CPU per call; the on/off comparison of two gateways moves by more than 3% from
 // round to round on a shared machine, this one does not.
 //   node --import tsx bench/metrics-cost.ts
-import type { CallOutcome } from '../plugins/api.js'
-import { Metrics } from '../plugins/metrics/index.js'
+import type { CallOutcome } from '../plugins/api/index.js'
+import { Metrics } from '../plugins/ops/metrics/index.js'
 import type { AttemptReport } from '../plugins/upstream/index.js'
 
 const MODELS = ['bench/one', 'bench/two', 'bench/three']

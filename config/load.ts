@@ -4,9 +4,9 @@ import { Value } from '@sinclair/typebox/value'
 import type { TSchema } from '@sinclair/typebox'
 import YAML from 'yaml'
 import { ConfigSchema, type Config, type PluginEntry } from './schema.js'
-import type { GatewayPlugin } from '../plugins/api.js'
-import { checkOptions } from '../plugins/plugin-options.js'
-import { builtinPlugin, builtinPlugins, loadPlugin, resolveModule } from '../plugins/registry.js'
+import type { GatewayPlugin } from '../plugins/api/index.js'
+import { checkOptions } from '../plugins/gateway/plugin-options.js'
+import { builtinPlugin, builtinPlugins, loadPlugin, resolveModule } from '../plugins/gateway/registry.js'
 
 // Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
 // applies defaults, validates it, loads the plugins it names from outside the project, validates

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import { LRUCache } from 'lru-cache'
 import { hash } from 'node:crypto'
-import { definePlugin, type Principal } from './api.js'
-import { Unauthorized } from './errors.js'
+import { definePlugin, type Principal } from './api/index.js'
+import { Unauthorized } from './gateway/errors.js'
 import { isPromise, type ApiKey } from './store/types.js'
 
 // Phase: onRequest. Sets request.principal from `Authorization: Bearer <key>` (and `x-api-key`

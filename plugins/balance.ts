@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api.js'
-import { estimatePromptTokens } from './billing.js'
-import { InsufficientBalance, NoOrgContext } from './errors.js'
+import { definePlugin } from './api/index.js'
+import { estimatePromptTokens } from './gateway/billing.js'
+import { InsufficientBalance, NoOrgContext } from './gateway/errors.js'
 import { then } from './store/types.js'
 
 // Gateway hooks: onAdmission (hold), onCallEnd (settle or release).

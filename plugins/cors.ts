@@ -1,7 +1,7 @@
 import cors from '@fastify/cors'
 import { Type } from '@sinclair/typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { definePlugin } from './api.js'
+import { definePlugin } from './api/index.js'
 
 // Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
 // the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: Authorization,

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api.js'
+import { definePlugin } from './api/index.js'
 
 // Phase: onSend. Adds `{prefix}Model`, `{prefix}Provider` and `{prefix}Dropped-Params` to the
 // answers of metered calls (errors included, once the model is known). The `{prefix}Trace-ID`

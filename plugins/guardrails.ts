@@ -1,8 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { definePlugin, type ClientEvent, type StreamContext } from './api.js'
-import { mapRequestText, mapResponseText, streamText } from './content-text.js'
-import { ContentBlocked } from './errors.js'
-import { regexShape } from './regex-span.js'
+import { definePlugin, type ClientEvent, type StreamContext } from './api/index.js'
+import { mapRequestText, mapResponseText, streamText } from './api/content-text.js'
+import { ContentBlocked } from './gateway/errors.js'
+import { regexShape } from './api/regex-span.js'
 import { errorEvent } from './translation/sse.js'
 
 // Gateway hooks: onAdmission (the request's text), onResponseBody and onStreamEvent (the

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api.js'
-import { DuplicateRequest } from './errors.js'
+import { definePlugin } from './api/index.js'
+import { DuplicateRequest } from './gateway/errors.js'
 import { then } from './store/types.js'
 
 // Gateway hooks: onAdmission (take the key), onCallEnd (keep or release it).

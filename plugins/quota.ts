@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api.js'
-import { QuotaExceeded } from './errors.js'
-import { amountOf, limitOf, quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from './quota-windows.js'
+import { definePlugin } from './api/index.js'
+import { QuotaExceeded } from './gateway/errors.js'
+import { amountOf, limitOf, quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from './gateway/quota-windows.js'
 import { isPromise, type QuotaUsage } from './store/types.js'
 
 // Gateway hooks: onAdmission (refuse a scope over its quota), onCallEnd (count the call).

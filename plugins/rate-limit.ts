@@ -1,8 +1,8 @@
 import rateLimit from '@fastify/rate-limit'
 import { Type } from '@sinclair/typebox'
 import type { onRequestHookHandler } from 'fastify'
-import { definePlugin } from './api.js'
-import { RateLimited } from './errors.js'
+import { definePlugin } from './api/index.js'
+import { RateLimited } from './gateway/errors.js'
 import { isPromise, type RateLimitHit, type RateLimitStore } from './store/types.js'
 
 // Phase: onRequest, on the whole app: `max` requests per `window_s` per client IP on every route

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api.js'
+import { definePlugin } from './api/index.js'
 import type { ContentRow, UsageRow } from './store/types.js'
 
 // Gateway hooks: onAdmission (ask for the content, when stored), onCallEnd (record the call).

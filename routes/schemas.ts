@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { InvalidQuery } from '../plugins/errors.js'
+import { InvalidQuery } from '../plugins/gateway/errors.js'
 
 // Schemas the route families share.
 

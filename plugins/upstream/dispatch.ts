@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import { NoProvider, RequestTimeout, UpstreamClientError, UpstreamUnavailable } from '../errors.js'
+import { NoProvider, RequestTimeout, UpstreamClientError, UpstreamUnavailable } from '../gateway/errors.js'
 import type { Json, Protocol } from '../translation/types.js'
 import type { AttemptOutcome, AttemptReport, RoutingPolicy, Upstreams } from './index.js'
 import { CallAbort, type UpstreamClient, type UpstreamResponse } from './types.js'

@@ -2,14 +2,14 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import {
   InvalidCursor, InvalidField, KeyNotFound, OrgNotFound
-} from '../../plugins/errors.js'
-import { adminGuard } from '../../plugins/admin-token.js'
-import { nanoToUsd, parseUsd } from '../../plugins/money.js'
-import { quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from '../../plugins/quota-windows.js'
+} from '../../plugins/gateway/errors.js'
+import { adminGuard } from '../../plugins/ops/admin-token.js'
+import { nanoToUsd, parseUsd } from '../../plugins/gateway/money.js'
+import { quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from '../../plugins/gateway/quota-windows.js'
 import { decodeCursor, encodeCursor } from '../../plugins/store/cursor.js'
 import { IsoTime, parseIsoTime } from '../schemas.js'
 import { usageRecord } from './usage-record.js'
-import type { ReloadResult } from '../../plugins/operations.js'
+import type { ReloadResult } from '../../plugins/ops/operations.js'
 
 // The admin API under /admin/v1: Bearer admin.token, numeric-code errors, JSON. With no admin
 // token configured every admin path answers 404, as if it did not exist.

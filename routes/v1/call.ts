@@ -1,20 +1,20 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { AdmissionContext, Gateway, ResponseBodyContext, StreamContext, UpstreamRequestContext } from '../../plugins/api.js'
-import type { CatalogModel } from '../../plugins/catalog.js'
-import type { CallRecord } from '../../plugins/call-record.js'
+import type { AdmissionContext, Gateway, ResponseBodyContext, StreamContext, UpstreamRequestContext } from '../../plugins/api/index.js'
+import type { CatalogModel } from '../../plugins/gateway/catalog.js'
+import type { CallRecord } from '../../plugins/gateway/call.js'
 import {
   ModelNotFound, RequestTimeout, StreamIdleTimeout, UnsupportedOnUpstream, UpstreamStreamError, UpstreamUnavailable, type GatewayError
-} from '../../plugins/errors.js'
-import { hooksOf } from '../../plugins/gateway.js'
-import type { HookRegistry } from '../../plugins/hooks.js'
-import { runSeries } from '../../plugins/hooks.js'
+} from '../../plugins/gateway/errors.js'
+import { hooksOf } from '../../plugins/gateway/core.js'
+import type { HookRegistry } from '../../plugins/gateway/hooks.js'
+import { runSeries } from '../../plugins/gateway/hooks.js'
 import { then, type MaybePromise } from '../../plugins/store/types.js'
 import { pairFor } from '../../plugins/translation/index.js'
 import { relay, StreamRelay, type RelayEnd } from '../../plugins/translation/relay.js'
 import type { Json, Protocol, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
 import { dispatch, isTimeout, messagesHeaders, parseJson, readText, type Answer, type RetryPolicy } from '../../plugins/upstream/dispatch.js'
 import { CallAbort, type UpstreamClient } from '../../plugins/upstream/types.js'
-import { applyParameters, checkBody, checkMedia, checkMediaHostsByDns } from '../../plugins/validation.js'
+import { applyParameters, checkBody, checkMedia, checkMediaHostsByDns } from '../../plugins/gateway/validation.js'
 
 // The handler of every metered call route: POST /v1/chat/completions ('openai' clients),
 // /v1/messages ('messages') and /v1/responses ('responses'). Admit the call, send it to the

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { ModelNotFound, UpstreamUnavailable } from '../../plugins/errors.js'
+import { ModelNotFound, UpstreamUnavailable } from '../../plugins/gateway/errors.js'
 import { countTokens } from '../../plugins/translation/tokenizer.js'
 import { pairFor } from '../../plugins/translation/index.js'
 import type { Json } from '../../plugins/translation/types.js'
 import { CallAbort } from '../../plugins/upstream/types.js'
 import { dispatch, messagesHeaders, parseJson, readText } from '../../plugins/upstream/dispatch.js'
-import { checkBody } from '../../plugins/validation.js'
+import { checkBody } from '../../plugins/gateway/validation.js'
 import { callHandler, retryPolicy } from './call.js'
 
 // POST /v1/messages (also with ?beta=true, which is ignored) and POST /v1/messages/count_tokens.

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { MissingModelId, ModelNotFound } from '../../plugins/errors.js'
+import { MissingModelId, ModelNotFound } from '../../plugins/gateway/errors.js'
 
 // GET /v1/models and GET /v1/models/{id}: the catalog's model objects, never a price, only the
 // active models the calling key may see (its `models` globs). A `limit` outside 1–1000 is 400.

@@ -60,7 +60,7 @@ t.test('no key or token appears in the logs', async (t) => {
 })
 
 t.test('redactUrl keeps what is not a secret', async (t) => {
-  const { redactUrl } = await import('../../plugins/log-redaction.js')
+  const { redactUrl } = await import('../../plugins/ops/log-redaction.js')
   const cases: Array<[string, string]> = [
     ['/v1/messages?beta=true', '/v1/messages?beta=true'],
     ['/admin/v1/usage?org=acme&limit=5', '/admin/v1/usage?org=acme&limit=5'],

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { pino } from 'pino'
-import { lazyChildLogger } from '../../plugins/lazy-logger.js'
-import { traceId } from '../../plugins/gateway.js'
+import { lazyChildLogger } from '../../plugins/ops/lazy-logger.js'
+import { traceId } from '../../plugins/gateway/core.js'
 import { Writable } from 'node:stream'
 import { bearer, build, KEY_A } from '../helper.js'
 

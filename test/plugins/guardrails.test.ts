@@ -1,5 +1,5 @@
 import t from 'tap'
-import { maxMatchLength, regexShape } from '../../plugins/regex-span.js'
+import { maxMatchLength, regexShape } from '../../plugins/api/regex-span.js'
 import { SseParser } from '../../plugins/translation/sse.js'
 import { bearer, build, KEY_A, mockCatalog } from '../helper.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'

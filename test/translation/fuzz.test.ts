@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { isGatewayError } from '../../plugins/errors.js'
+import { isGatewayError } from '../../plugins/gateway/errors.js'
 import { pairFor } from '../../plugins/translation/index.js'
 import type { Protocol, SseEvent, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
 

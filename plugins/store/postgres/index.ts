@@ -6,8 +6,8 @@ import pg from 'pg'
 import { Redis } from 'ioredis'
 import type { Config } from '../../../config/schema.js'
 import { fromRoot } from '../../../paths.js'
-import { StoreUnavailable } from '../../errors.js'
-import { usdToNano } from '../../money.js'
+import { StoreUnavailable } from '../../gateway/errors.js'
+import { usdToNano } from '../../gateway/money.js'
 import { generateKey, hashKey } from '../sqlite/keys.js'
 import type {
   ApiKey, ContentRow, Cursor, IdempotencyStore, KeySource, KeyStore, NewKey, OrgRow, OrgStore, ProjectRow, QuotaStore, QuotaUsage,

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { Config } from '../../../config/schema.js'
-import { usdToNano } from '../../money.js'
+import { usdToNano } from '../../gateway/money.js'
 import type { Store } from '../types.js'
 import { startCheckpointer, type Checkpointer } from './checkpointer.js'
 import { openDatabase, type DB } from './db.js'

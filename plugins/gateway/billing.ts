@@ -1,5 +1,5 @@
 import type { Price } from './catalog.js'
-import type { Usage } from './translation/types.js'
+import type { Usage } from '../translation/types.js'
 
 // The billing rule, exact in integer nano-dollars:
 //   (prompt − cached) × input + cached × cached_input + completion × output

@@ -1,6 +1,6 @@
-import type { Config, QuotaConfig } from '../config/schema.js'
+import type { Config, QuotaConfig } from '../../config/schema.js'
 import { nanoToUsd, usdToNano } from './money.js'
-import type { QuotaUsage } from './store/types.js'
+import type { QuotaUsage } from '../store/types.js'
 
 // Quotas as the tenants in the config set them: per organization and per project, in tokens or
 // USD, per UTC minute, hour, day or month. Shared by the quota plugin (admission and counting)

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { Config } from '../config/schema.js'
-import type { Clock, Endpoint, Gateway, HeaderNames, RefusalSpec } from './api.js'
+import type { Config } from '../../config/schema.js'
+import type { Clock, Endpoint, Gateway, HeaderNames, RefusalSpec } from '../api/index.js'
 import { Catalog } from './catalog.js'
-import { CallRecord } from './call-record.js'
+import { CallRecord } from './call.js'
 import {
   BodyTooDeep, errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MalformedRequest, MissingField, Refusal, RequestTooLarge, RouteNotFound,
   UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
@@ -12,10 +12,10 @@ import {
 import { HookRegistry } from './hooks.js'
 import { localize, negotiateLocale } from './i18n/index.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './validation.js'
-import type { Store } from './store/types.js'
-import type { Protocol } from './translation/types.js'
-import type { HealthBook } from './upstream/health.js'
-import { Upstreams } from './upstream/index.js'
+import type { Store } from '../store/types.js'
+import type { Protocol } from '../translation/types.js'
+import type { HealthBook } from '../upstream/health.js'
+import { Upstreams } from '../upstream/index.js'
 
 // The gateway core that every app (and every plugin test) shares: the services plugins reach on
 // `fastify.gateway`, and what runs around every request: the trace id, the call record of a

@@ -1,8 +1,8 @@
 import type { CatalogModel } from './catalog.js'
 import { InvalidBody, InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, ModalityNotSupported } from './errors.js'
 import { firstHostResolvingToBlockedAddress, mediaUrlProblem, type DataUris, type Lookup, type NamedHost } from './media-url.js'
-import { checkResponsesBody } from './translation/responses-request.js'
-import type { Json, Protocol } from './translation/types.js'
+import { checkResponsesBody } from '../translation/responses-request.js'
+import type { Json, Protocol } from '../translation/types.js'
 
 // Checks made before anything is forwarded (docs/api.md), as
 // pure functions of the client's body and the catalog model.
@@ -105,7 +105,7 @@ export function applyParameters (body: Json, model: CatalogModel, protocol: Prot
 }
 
 /**
- * Refuses media the model cannot take and every media URL that plugins/media-url.ts does not
+ * Refuses media the model cannot take and every media URL that plugins/gateway/media-url.ts does not
  * allow: chat image_url (string or {url}) and video_url, Messages image and document url sources
  * (in content, tool_result content and system). Returns the URLs' host names, for the optional
  * DNS check (checkMediaHostsByDns).

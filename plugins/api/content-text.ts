@@ -1,5 +1,5 @@
-import type { ClientEvent } from './api.js'
-import type { Json, Protocol } from './translation/types.js'
+import type { ClientEvent } from './index.js'
+import type { Json, Protocol } from '../translation/types.js'
 
 // Where the text sits in each client protocol: what a user wrote in a request, what the model
 // wrote in a whole answer, and the text deltas of a streamed answer. For plugins that read or

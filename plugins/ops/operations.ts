@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify'
-import type { Config } from '../config/schema.js'
+import type { Config } from '../../config/schema.js'
 import { adminGuard } from './admin-token.js'
-import type { CallRecord } from './call-record.js'
-import type { GatewayCore } from './gateway.js'
+import type { CallRecord } from '../gateway/call.js'
+import type { GatewayCore } from '../gateway/core.js'
 import { Metrics } from './metrics/index.js'
-import type { Store } from './store/types.js'
+import type { Store } from '../store/types.js'
 import { createTracer, type CallTracer } from './tracing/index.js'
-import type { HealthBook } from './upstream/health.js'
+import type { HealthBook } from '../upstream/health.js'
 
 // What an operator watches and steers, around one app: the metrics subscription to every call's
 // outcome and every upstream attempt, GET /metrics, the trace of each call, and the reload hook

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Config } from '../../config/schema.js'
-import type { CallOutcome } from '../api.js'
-import type { CallRecord } from '../call-record.js'
-import { nanoToUsd } from '../money.js'
+import type { Config } from '../../../config/schema.js'
+import type { CallOutcome } from '../../api/index.js'
+import type { CallRecord } from '../../gateway/call.js'
+import { nanoToUsd } from '../../gateway/money.js'
 import { OtlpExporter, SpanKind, type SpanData } from './otlp.js'
 
 // Traces, when `tracing.otlp_endpoint` is set: one span per call (kind server), named like the

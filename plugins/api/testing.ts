@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { parseConfig } from '../config/load.js'
-import type { Clock, Gateway, GatewayPlugin } from './api.js'
-import { createGateway, installGateway } from './gateway.js'
-import { checkOptions } from './plugin-options.js'
-import { SqliteStore } from './store/sqlite/index.js'
+import { parseConfig } from '../../config/load.js'
+import type { Clock, Gateway, GatewayPlugin } from './index.js'
+import { createGateway, installGateway } from '../gateway/core.js'
+import { checkOptions } from '../gateway/plugin-options.js'
+import { SqliteStore } from '../store/sqlite/index.js'
 
 // The test helper of the plugin API: a gateway on a bare Fastify instance, with an in-memory
 // store and two simulated providers (one per upstream protocol), for testing one plugin alone.
@@ -82,7 +82,7 @@ export async function createTestGateway (app: FastifyInstance, opts: TestGateway
       await app.register(fp(async (i, o) => { await plugin.plugin(i, o as never) }, { name: `modelgate-${plugin.name}-${++n}` }), values)
     },
     async routes () {
-      const v1 = (await import('../routes/v1/index.js')).default
+      const v1 = (await import('../../routes/v1/index.js')).default
       await app.register(v1, { prefix: '/v1' })
     }
   }

@@ -1,12 +1,12 @@
 import type { EventEmitter } from 'node:events'
 import type { FastifyBaseLogger, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { Static, TObject } from '@sinclair/typebox'
-import type { Config } from '../config/schema.js'
-import type { Catalog, CatalogModel } from './catalog.js'
-import type { ErrorFamily, GatewayError } from './errors.js'
-import type { Store } from './store/types.js'
-import type { Json, Protocol, Usage } from './translation/types.js'
-import type { Upstreams } from './upstream/index.js'
+import type { Config } from '../../config/schema.js'
+import type { Catalog, CatalogModel } from '../gateway/catalog.js'
+import type { ErrorFamily, GatewayError } from '../gateway/errors.js'
+import type { Store } from '../store/types.js'
+import type { Json, Protocol, Usage } from '../translation/types.js'
+import type { Upstreams } from '../upstream/index.js'
 
 // The plugin API: everything a concern plugin needs, built-in or written outside the project.
 // It imports no plugin, so any plugin module can be imported and registered alone. The built-in
@@ -32,9 +32,9 @@ import type { Upstreams } from './upstream/index.js'
 // that what they write (the usage record, the charge, the quota count) is stored by the time the
 // client has its answer.
 
-export type { Json, Protocol, Usage } from './translation/types.js'
-export type { CatalogModel } from './catalog.js'
-export type { Store } from './store/types.js'
+export type { Json, Protocol, Usage } from '../translation/types.js'
+export type { CatalogModel } from '../gateway/catalog.js'
+export type { Store } from '../store/types.js'
 
 /** Time source; tests pass a fake one so windows and expiries need no sleeping. */
 export interface Clock { now: () => number }
@@ -271,7 +271,7 @@ export type { TestGateway, TestGatewayOptions } from './testing.js'
 /**
  * The test helper: sets up a gateway on a bare Fastify instance (an in-memory store, simulated
  * providers, a tenant with a key) so that one plugin can be registered and tested alone. See
- * plugins/testing.ts. Loaded on first use, so that importing this module stays cheap.
+ * plugins/api/testing.ts. Loaded on first use, so that importing this module stays cheap.
  */
 export async function testGateway (app: FastifyInstance, opts?: import('./testing.js').TestGatewayOptions): Promise<import('./testing.js').TestGateway> {
   const { createTestGateway } = await import('./testing.js')

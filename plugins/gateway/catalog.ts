@@ -1,4 +1,4 @@
-import type { ModelConfig, Routing } from '../config/schema.js'
+import type { ModelConfig, Routing } from '../../config/schema.js'
 import { pricePerToken } from './money.js'
 
 /** Prices in nano-dollars per token. */

@@ -1,10 +1,10 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 import { Gauge, Registry } from 'prom-client'
-import type { CallOutcome, Endpoint } from '../api.js'
-import { nanoToUsd } from '../money.js'
-import type { Store } from '../store/types.js'
-import type { BreakerState, HealthBook } from '../upstream/health.js'
-import type { AttemptReport } from '../upstream/index.js'
+import type { CallOutcome, Endpoint } from '../../api/index.js'
+import { nanoToUsd } from '../../gateway/money.js'
+import type { Store } from '../../store/types.js'
+import type { BreakerState, HealthBook } from '../../upstream/health.js'
+import type { AttemptReport } from '../../upstream/index.js'
 import { CounterVec, HistogramVec } from './series.js'
 
 // The process's metrics, in one prom-client registry that outlives a reloaded configuration.

@@ -1,4 +1,4 @@
-import type { GatewayHookName, GatewayHooks, HookFn } from './api.js'
+import type { GatewayHookName, GatewayHooks, HookFn } from '../api/index.js'
 
 // The gateway hooks' registry and runners. Hooks run in the order they were added, which is the
 // order of the plugins in the config. A hook that returns a promise is awaited before the next

@@ -1,11 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { CallEndContext, CallOutcome, CallStatus, CallView, Endpoint, Gateway } from './api.js'
+import type { CallEndContext, CallOutcome, CallStatus, CallView, Endpoint, Gateway } from '../api/index.js'
 import { settle } from './billing.js'
 import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
-import type { Json, Protocol, Usage } from './translation/types.js'
-import type { AttemptReport } from './upstream/index.js'
-import type { CallAbort } from './upstream/types.js'
+import type { Json, Protocol, Usage } from '../translation/types.js'
+import type { AttemptReport } from '../upstream/index.js'
+import type { CallAbort } from '../upstream/types.js'
 
 /** Where a stream in progress says how far it got, for a call that ends while it runs. */
 export interface RelayProgress {
