@@ -21,6 +21,8 @@ export function createHttpClient (provider: ProviderConfig, opts: HttpClientOpti
   const fixed: Record<string, string> = { 'content-type': 'application/json', ...(provider.headers ?? {}) }
   if (provider.protocol === 'openai') {
     if (provider.api_key !== '') fixed.authorization = `Bearer ${provider.api_key}`
+  } else if (provider.protocol === 'gemini') {
+    if (provider.api_key !== '') fixed['x-goog-api-key'] = provider.api_key
   } else {
     if (provider.api_key !== '') fixed['x-api-key'] = provider.api_key
   }
