@@ -1,8 +1,8 @@
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
-import { errorBody, InvalidField, UnsupportedOnUpstream } from '../gateway/errors.js'
+import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '../gateway/errors.js'
 import { joinText, parseToolArguments } from './content.js'
 import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
-import { finishOf, geminiUpstreamPath, usageFromGemini, type Finish } from './gemini.js'
+import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, type Piece, type ToolSpec } from './gemini-upstream.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
@@ -286,7 +286,7 @@ function response (body: Json, ctx: TranslateCtx) {
 }
 
 function error (status: number, body: unknown): Json {
-  return errorBody('openai', { status, message: upstreamMessage(status, body) })
+  return errorBody('openai', { status, message: upstreamMessage(status, googleError(body)) })
 }
 
 function stream (ctx: TranslateCtx): StreamMapper {
@@ -334,7 +334,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
       try { data = JSON.parse(ev.data) } catch { return [] }
       if (!isObj(data)) return []
       const failure = streamError(data)
-      if (failure !== null) return [frame({ error: { message: failure.message, type: 'api_error', param: null, code: failure.code } })]
+      if (failure !== null) return [frame({ error: { message: failure.message, type: openaiTypeFor(failure.status), param: null, code: failure.code } })]
       if (data.usageMetadata !== undefined) usage = usageFromGemini(data.usageMetadata) ?? usage
       const out: SseEvent[] = []
       for (const c of candidatesOf(data)) {

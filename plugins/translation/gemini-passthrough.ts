@@ -1,6 +1,6 @@
 import { errorBody, geminiStatusFor } from '../gateway/errors.js'
 import { isObj } from './fields.js'
-import { geminiUpstreamPath, usageFromGemini } from './gemini.js'
+import { geminiUpstreamPath, googleError, usageFromGemini } from './gemini.js'
 import { upstreamMessage } from './passthrough.js'
 import type { Json, SseEvent, StreamMapper, TranslatorPair, Usage } from './types.js'
 
@@ -61,7 +61,8 @@ export const geminiPassthrough: TranslatorPair = {
   response (body: Json) {
     return { body: null, usage: usageFromGemini(body.usageMetadata) }
   },
-  error (status: number, body: unknown): Json {
+  error (status: number, raw: unknown): Json {
+    const body = googleError(raw)
     // Google's own body goes back as it is, with what its shape promises filled in
     if (isObj(body) && isObj(body.error)) {
       const e = body.error

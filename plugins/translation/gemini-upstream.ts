@@ -19,6 +19,9 @@ export interface Content { role: Role, parts: Json[] }
 export class ContentsBuilder {
   readonly contents: Content[] = []
   private readonly names = new Map<string, string>()
+  // the order of the calls, and the call each function response answers
+  private readonly positions = new Map<string, number>()
+  private readonly answers = new Map<Json, string>()
 
   push (role: Role, parts: Json[]): void {
     if (parts.length === 0) return
@@ -30,6 +33,7 @@ export class ContentsBuilder {
   /** A functionCall part for a call the client names by `id`. */
   call (id: string, name: string, args: Json): Json {
     this.names.set(id, name)
+    this.positions.set(id, this.positions.size)
     const { signature } = splitSignature(id)
     const part: Json = { functionCall: { name, args } }
     if (signature !== undefined) part.thoughtSignature = signature
@@ -40,18 +44,27 @@ export class ContentsBuilder {
   result (id: string, field: string, response: Json): Json {
     const name = this.names.get(id)
     if (name === undefined) throw new InvalidField({ field, reason: 'must be the id of a tool call made earlier in the conversation' })
-    return { functionResponse: { name, response } }
+    const part = { functionResponse: { name, response } }
+    this.answers.set(part, id)
+    return part
   }
 
   /**
-   * The contents, with Google's placeholder signature on the first function call of every step
-   * of the current turn (after the last user text) that has none: calls made by another model.
+   * The contents: function responses in the order of their calls (Gemini pairs them by name and
+   * order), and Google's placeholder signature on the first function call of every step of the
+   * current turn (after the last user text) that has none: calls made by another model.
    */
   build (): Content[] {
+    for (const c of this.contents) {
+      if (c.role !== 'user') continue
+      const at = (p: Json): number => this.positions.get(this.answers.get(p) ?? '') ?? 0
+      const responses = c.parts.filter((p) => this.answers.has(p)).sort((a, b) => at(a) - at(b))
+      c.parts = c.parts.map((p) => this.answers.has(p) ? responses.shift() as Json : p)
+    }
     let start = 0
     for (let i = this.contents.length - 1; i >= 0; i--) {
       const c = this.contents[i] as Content
-      if (c.role === 'user' && c.parts.some((p) => p.functionResponse === undefined)) { start = i + 1; break }
+      if (c.role === 'user' && c.parts.some((p) => typeof p.text === 'string')) { start = i + 1; break }
     }
     for (const c of this.contents.slice(start)) {
       const first = c.role === 'model' ? c.parts.find((p) => p.functionCall !== undefined) : undefined

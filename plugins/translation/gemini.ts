@@ -86,6 +86,9 @@ export function geminiError (status: number, body: unknown): Json {
   return errorBody('gemini', { status, message: upstreamMessage(status, body) })
 }
 
+/** A Gemini upstream's error body: its object, also when it comes in a list of one (as Google's JSON streams send it). */
+export const googleError = (body: unknown): unknown => Array.isArray(body) && body.length === 1 ? body[0] : body
+
 // ---------------------------------------------------------------------------------------------
 // Schemas
 

@@ -3,7 +3,7 @@ import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@an
 import { errorBody, InvalidField, messagesTypeFor } from '../gateway/errors.js'
 import { joinText } from './content.js'
 import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
-import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, usageFromGemini, type Finish } from './gemini.js'
+import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, type Piece, type ToolSpec } from './gemini-upstream.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
@@ -339,7 +339,7 @@ function response (body: Json, ctx: TranslateCtx) {
 }
 
 function error (status: number, body: unknown): Json {
-  return errorBody('messages', { status, message: upstreamMessage(status, body) })
+  return errorBody('messages', { status, message: upstreamMessage(status, googleError(body)) })
 }
 
 function stream (ctx: TranslateCtx): StreamMapper {

@@ -1,5 +1,5 @@
 import { parseToolArguments } from './content.js'
-import { finishOf, geminiUpstreamPath, usageFromGemini, type Finish } from './gemini.js'
+import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, geminiToolConfig, geminiTools, imagePart, streamError, type Piece } from './gemini-upstream.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, type IncompleteReason, type OutputPart } from './responses-output.js'
 import { normalise, type Part } from './responses-request.js'
@@ -148,7 +148,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
       const chunk = data as Json
       const failure = streamError(chunk)
       if (failure !== null) {
-        w.fail({ code: failureCode({ status: failure.status }), message: failure.message }, usage)
+        w.fail({ code: failureCode({ status: failure.status, type: failure.status === 503 ? 'overloaded_error' : undefined }), message: failure.message }, usage)
         return w.take()
       }
       if (chunk.usageMetadata !== undefined) usage = usageFromGemini(chunk.usageMetadata) ?? usage
@@ -174,4 +174,6 @@ function stream (ctx: TranslateCtx): StreamMapper {
   }
 }
 
-export const responsesToGemini: TranslatorPair = { client: 'responses', upstream: 'gemini', path: geminiUpstreamPath, request, response, error: responsesError, stream }
+const error = (status: number, body: unknown): Json => responsesError(status, googleError(body))
+
+export const responsesToGemini: TranslatorPair = { client: 'responses', upstream: 'gemini', path: geminiUpstreamPath, request, response, error, stream }
