@@ -62,7 +62,7 @@ const FIELDS: Record<keyof ChatCompletionCreateParamsBase | 'top_k' | 'thinking'
 }
 
 // Reasoning efforts as thinking budgets, the ones Google's own OpenAI-compatible endpoint uses.
-const BUDGET: Record<string, number> = { none: 0, minimal: 512, low: 1024, medium: 8192, high: 24576, xhigh: 32768 }
+export const BUDGET: ReadonlyMap<string, number> = new Map([['none', 0], ['minimal', 512], ['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768]])
 
 function optNumber (v: unknown, field: string): number | undefined {
   if (v === undefined || v === null) return undefined
@@ -180,7 +180,7 @@ function generationConfig (body: Json, dropped: Dropped): Json {
   }
   const effort = optText(body.reasoning_effort, 'reasoning_effort')
   if (effort !== undefined) {
-    const budget = BUDGET[effort]
+    const budget = BUDGET.get(effort)
     if (budget === undefined) dropped.add('reasoning_effort')
     else config.thinkingConfig = { thinkingBudget: budget }
   }

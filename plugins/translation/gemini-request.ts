@@ -288,14 +288,14 @@ function readTools (body: Json, out: GeminiRequest): void {
 }
 
 // Values that ask for nothing beyond the default: dropping them loses nothing.
-const NEUTRAL: Record<string, string> = {
-  candidateCount: '1',
-  presencePenalty: '0',
-  frequencyPenalty: '0',
-  responseLogprobs: 'false',
-  responseModalities: '["TEXT"]',
-  enableEnhancedCivicAnswers: 'false'
-}
+const NEUTRAL = new Map([
+  ['candidateCount', '1'],
+  ['presencePenalty', '0'],
+  ['frequencyPenalty', '0'],
+  ['responseLogprobs', 'false'],
+  ['responseModalities', '["TEXT"]'],
+  ['enableEnhancedCivicAnswers', 'false']
+])
 
 const GENERATION = new Set([
   'temperature', 'topP', 'topK', 'maxOutputTokens', 'stopSequences', 'candidateCount', 'presencePenalty', 'frequencyPenalty',
@@ -309,7 +309,7 @@ function readGeneration (body: Json, out: GeminiRequest): void {
   for (const key of Object.keys(g)) {
     const v = g[key]
     if (v === null || v === undefined || GENERATION.has(key)) continue
-    if (NEUTRAL[key] !== JSON.stringify(v)) out.dropped.add(at(key))
+    if (NEUTRAL.get(key) !== JSON.stringify(v)) out.dropped.add(at(key))
   }
   const set = <K extends keyof GeminiRequest>(key: K, value: GeminiRequest[K] | undefined): void => { if (value !== undefined) out[key] = value }
   set('temperature', optNumber(g.temperature, at('temperature')))

@@ -11,10 +11,10 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, Tra
 // ids on the way out (the upstream's, which a client may send back); results without an id are
 // paired with their calls by gemini-request.ts.
 
-const FINISH: Record<string, string> = { stop: 'STOP', length: 'MAX_TOKENS', tool_calls: 'STOP', function_call: 'STOP', content_filter: 'SAFETY' }
-const finishOf = (reason: unknown): string => (typeof reason === 'string' ? FINISH[reason] : undefined) ?? 'STOP'
+const FINISH = new Map([['stop', 'STOP'], ['length', 'MAX_TOKENS'], ['tool_calls', 'STOP'], ['function_call', 'STOP'], ['content_filter', 'SAFETY']])
+const finishOf = (reason: unknown): string => (typeof reason === 'string' ? FINISH.get(reason) : undefined) ?? 'STOP'
 
-const AUDIO: Record<string, string> = { 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mp3': 'mp3', 'audio/mpeg': 'mp3' }
+const AUDIO = new Map([['audio/wav', 'wav'], ['audio/x-wav', 'wav'], ['audio/wave', 'wav'], ['audio/mp3', 'mp3'], ['audio/mpeg', 'mp3']])
 
 /** A user's media or text part → a Chat Completions content part. */
 function chatPart (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: TranslateCtx): Json {
@@ -26,7 +26,7 @@ function chatPart (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx
     throw new UnsupportedOnUpstream({ feature: `A ${p.mimeType} file by URL`, model: ctx.model })
   }
   if (type.startsWith('image/')) return { type: 'image_url', image_url: { url: `data:${p.mimeType};base64,${p.data}` } }
-  const audio = AUDIO[type]
+  const audio = AUDIO.get(type)
   if (audio !== undefined) return { type: 'input_audio', input_audio: { data: p.data, format: audio } }
   if (type === 'application/pdf') return { type: 'file', file: { filename: 'document.pdf', file_data: `data:${p.mimeType};base64,${p.data}` } }
   if (type.startsWith('text/')) return { type: 'text', text: Buffer.from(p.data, 'base64').toString('utf8') }
@@ -150,7 +150,7 @@ function response (body: Json, ctx: TranslateCtx) {
   return { body: responseBody(ctx, candidates(body.choices), usage), usage }
 }
 
-const STREAM_STATUS: Record<string, number> = { rate_limit_error: 429, rate_limit_exceeded: 429, insufficient_quota: 429, overloaded_error: 503, server_is_overloaded: 503 }
+const STREAM_STATUS = new Map([['rate_limit_error', 429], ['rate_limit_exceeded', 429], ['insufficient_quota', 429], ['overloaded_error', 503], ['server_is_overloaded', 503]])
 
 interface Call { id: string, name: string, args: string }
 interface Choice { calls: Map<number, Call>, finish: string | null }
@@ -196,7 +196,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
       if (!isObj(data)) return []
       if (data.error !== undefined && data.error !== null) {
         const e = isObj(data.error) ? data.error : { message: String(data.error) }
-        const status = (typeof e.type === 'string' ? STREAM_STATUS[e.type] : undefined) ?? (typeof e.code === 'string' ? STREAM_STATUS[e.code] : undefined) ?? 500
+        const status = (typeof e.type === 'string' ? STREAM_STATUS.get(e.type) : undefined) ?? (typeof e.code === 'string' ? STREAM_STATUS.get(e.code) : undefined) ?? 500
         return [errorChunk(status, typeof e.message === 'string' ? e.message : 'The upstream provider failed.')]
       }
       if (data.usage !== undefined && data.usage !== null) usage = usageFromChat(data.usage)

@@ -12,16 +12,16 @@ import { usageFromMessages } from './usage.js'
 // of the part that follows them: a Gemini client keeps that part and sends it back, and the
 // blocks go up again ahead of it, as Anthropic requires of a tool loop with thinking on.
 
-const FINISH: Record<string, string> = {
-  end_turn: 'STOP',
-  stop_sequence: 'STOP',
-  pause_turn: 'STOP',
-  tool_use: 'STOP',
-  max_tokens: 'MAX_TOKENS',
-  model_context_window_exceeded: 'MAX_TOKENS',
-  refusal: 'SAFETY'
-}
-const finishOf = (stop: unknown): string => (typeof stop === 'string' ? FINISH[stop] : undefined) ?? 'STOP'
+const FINISH = new Map([
+  ['end_turn', 'STOP'],
+  ['stop_sequence', 'STOP'],
+  ['pause_turn', 'STOP'],
+  ['tool_use', 'STOP'],
+  ['max_tokens', 'MAX_TOKENS'],
+  ['model_context_window_exceeded', 'MAX_TOKENS'],
+  ['refusal', 'SAFETY']
+])
+const finishOf = (stop: unknown): string => (typeof stop === 'string' ? FINISH.get(stop) : undefined) ?? 'STOP'
 
 const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp'])
 

@@ -104,16 +104,16 @@ export function inlineData (url: string): Json | null {
   return m === null ? null : { inlineData: { mimeType: m[1], data: m[2] } }
 }
 
-const EXTENSIONS: Record<string, string> = {
-  png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp', heic: 'image/heic', heif: 'image/heif',
-  pdf: 'application/pdf', mp4: 'video/mp4', mov: 'video/quicktime', webm: 'video/webm', mp3: 'audio/mp3', wav: 'audio/wav'
-}
+const EXTENSIONS = new Map([
+  ['png', 'image/png'], ['jpg', 'image/jpeg'], ['jpeg', 'image/jpeg'], ['gif', 'image/gif'], ['webp', 'image/webp'], ['heic', 'image/heic'], ['heif', 'image/heif'],
+  ['pdf', 'application/pdf'], ['mp4', 'video/mp4'], ['mov', 'video/quicktime'], ['webm', 'video/webm'], ['mp3', 'audio/mp3'], ['wav', 'audio/wav']
+])
 
 /** An http(s) URL as fileData, its MIME type from its extension when it has a known one. */
 export function fileData (url: string): Json {
   let ext: string | undefined
   try { ext = /\.([a-z0-9]+)$/i.exec(new URL(url).pathname)?.[1]?.toLowerCase() } catch { ext = undefined }
-  const mimeType = ext === undefined ? undefined : EXTENSIONS[ext]
+  const mimeType = ext === undefined ? undefined : EXTENSIONS.get(ext)
   return { fileData: mimeType === undefined ? { fileUri: url } : { mimeType, fileUri: url } }
 }
 

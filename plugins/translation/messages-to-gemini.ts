@@ -55,7 +55,7 @@ const FIELDS: Record<keyof MessageCreateParamsBase | keyof BetaMessageCreatePara
 const TOOL_FIELDS: Record<string, Fate> = { type: 'mapped', name: 'mapped', description: 'mapped', input_schema: 'mapped', strict: 'mapped', cache_control: 'mapped' }
 
 // Output efforts as thinking budgets (Google's own table for reasoning efforts, and its maximum).
-const BUDGET: Record<string, number> = { low: 1024, medium: 8192, high: 24576, xhigh: 32768, max: 32768 }
+const BUDGET = new Map([['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768], ['max', 32768]])
 
 function optNumber (v: unknown, field: string): number | undefined {
   if (v === undefined || v === null) return undefined
@@ -225,7 +225,7 @@ function thinkingConfig (body: Json, effort: unknown, dropped: Dropped): Json | 
     default: dropped.add('thinking')
   }
   if (effort === undefined || effort === null) return config
-  const budget = typeof effort === 'string' ? BUDGET[effort] : undefined
+  const budget = typeof effort === 'string' ? BUDGET.get(effort) : undefined
   if (config !== undefined || budget === undefined) dropped.add('output_config.effort')
   return config ?? (budget === undefined ? undefined : { thinkingBudget: budget })
 }

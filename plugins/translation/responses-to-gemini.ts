@@ -1,4 +1,6 @@
+import { BUDGET } from './chat-to-gemini.js'
 import { parseToolArguments } from './content.js'
+import { Dropped } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, geminiToolConfig, geminiTools, imagePart, streamError, type Piece } from './gemini-upstream.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, type IncompleteReason, type OutputPart } from './responses-output.js'
@@ -11,8 +13,6 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, Tra
 
 const INCOMPLETE: Partial<Record<Finish, IncompleteReason>> = { length: 'max_output_tokens', filter: 'content_filter' }
 
-// Reasoning efforts as thinking budgets, the ones Google's own OpenAI-compatible endpoint uses.
-const BUDGET: Record<string, number> = { none: 0, minimal: 512, low: 1024, medium: 8192, high: 24576, xhigh: 32768 }
 
 function part (p: Part): Json {
   if (p.type === 'text') return { text: p.text }
@@ -72,7 +72,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   }
   const thinking: Json = {}
   if (r.effort !== undefined) {
-    const budget = BUDGET[r.effort]
+    const budget = BUDGET.get(r.effort)
     if (budget === undefined) drop('reasoning.effort')
     else thinking.thinkingBudget = budget
   }
@@ -87,7 +87,10 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     if (value !== undefined) drop(name)
   }
   for (const key of Object.keys(r.extra)) drop(key)
-  return { body: out, dropped }
+  // the names come from the client: made header-safe
+  const safe = new Dropped()
+  for (const name of dropped) safe.add(name)
+  return { body: out, dropped: safe.list() }
 }
 
 function outputParts (pieces: Piece[], ctx: TranslateCtx): OutputPart[] {
