@@ -30,6 +30,9 @@ export { headerNames } from './plugins/gateway/core.js'
 
 const MAX_PARAM_LENGTH = 1000
 
+// The prefixes of the API scope's own route groups; routes in any other are the chain plugins'.
+const isCoreScope = (prefix: string): boolean => prefix === '/v1' || prefix.startsWith('/v1/') || prefix === '/passthrough'
+
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
   const traceHeader = `${config.server.header_prefix}Trace-ID`
   const app = Fastify({
@@ -101,23 +104,28 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   // Claude Code sends HEAD / to the base URL before its first call.
   app.get('/', async () => ({ name: 'modelgate', api: '/v1', console: '/console' }))
 
-  // plugins that cover every route (the IP rate limit) first, then the /v1 chain
+  // plugins that cover every route (the IP rate limit) first, then the API's chain, once, in a
+  // scope of its own that holds every metered route: /v1 and each provider's pass-through
   await registerChain(app, app, config.plugins, 'app')
-  await app.register(async (v1) => {
-    // unknown /v1 paths pass through the chain too (rate limit, auth) before their 404
-    v1.setNotFoundHandler(notFound)
-    await registerChain(app, v1, config.plugins, 'api')
-    await v1.register(v1Routes)
-  }, { prefix: '/v1' })
-  // each provider's own API, for keys granted it, behind the same chain
-  for (const provider of config.providers) {
-    if (!provider.passthrough || provider.base_url === undefined) continue
-    await app.register(async (scope) => {
-      scope.setNotFoundHandler(notFound)
-      await registerChain(app, scope, config.plugins, 'api', { again: true })
-      await scope.register(passthroughRoutes, { provider })
-    }, { prefix: `/passthrough/${provider.id}` })
-  }
+  await app.register(async (api) => {
+    // a plugin's own routes are API routes: under /v1, as if the chain were registered there
+    api.addHook('onRoute', (route) => {
+      if (!isCoreScope(route.prefix)) route.url = route.path = `/v1${route.url}`
+    })
+    await registerChain(app, api, config.plugins, 'api')
+    await api.register(async (v1) => {
+      // unknown /v1 paths pass through the chain too (rate limit, auth) before their 404
+      v1.setNotFoundHandler(notFound)
+      await v1.register(v1Routes)
+    }, { prefix: '/v1' })
+    const passthrough = config.providers.filter((p) => p.passthrough && p.base_url !== undefined)
+    if (passthrough.length > 0) {
+      await api.register(async (scope) => {
+        scope.setNotFoundHandler(notFound)
+        await scope.register(passthroughRoutes, { providers: passthrough })
+      }, { prefix: '/passthrough' })
+    }
+  })
   await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload })
   await app.register(consoleRoutes, { prefix: '/console' })
 

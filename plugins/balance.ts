@@ -35,7 +35,8 @@ export default definePlugin({
     const { store, clock } = fastify.gateway
     fastify.decorateRequest('balanceHold', null)
 
-    fastify.gateway.addHook('onAdmission', ({ request, principal, model, body }) => {
+    fastify.gateway.addHook('onAdmission', ({ request, call, principal, model, body }) => {
+      if (!call.billable) return
       if (principal === null) throw new NoOrgContext()
       if (model === null || model.price === null) return // a free model, or a pass-through call with no catalog price
       const maxOut = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens].find((v): v is number => typeof v === 'number' && v > 0) ??

@@ -41,8 +41,8 @@ export default definePlugin({
       )
     }
 
-    fastify.gateway.addHook('onAdmission', ({ request, principal }) => {
-      if (principal === null) return
+    fastify.gateway.addHook('onAdmission', ({ request, call, principal }) => {
+      if (principal === null || !call.billable) return
       const mine = rules.for(principal.org, principal.project)
       if (mine.length === 0) return
       const now = clock.now()

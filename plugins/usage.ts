@@ -42,7 +42,7 @@ export default definePlugin({
     }
 
     fastify.gateway.addHook('onCallEnd', (outcome) => {
-      if (!outcome.attempted || outcome.model === null) return
+      if (!outcome.attempted || outcome.model === null || outcome.endpoint === 'count_tokens') return
       const p = outcome.principal
       const row: UsageRow = {
         id: 'usage_' + outcome.traceId.replace(/-/g, ''),

@@ -6,7 +6,7 @@ import type { Catalog, CatalogModel } from '../gateway/catalog.js'
 import type { ErrorFamily, GatewayError } from '../gateway/errors.js'
 import type { Store } from '../store/types.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
-import type { Upstreams } from '../upstream/index.js'
+import type { AttemptReport, Upstreams } from '../upstream/index.js'
 
 // The plugin API: everything a concern plugin needs, built-in or written outside the project.
 // It imports no plugin, so any plugin module can be imported and registered alone. The built-in
@@ -35,6 +35,7 @@ import type { Upstreams } from '../upstream/index.js'
 export type { Json, Protocol, Usage } from '../translation/types.js'
 export type { CatalogModel } from '../gateway/catalog.js'
 export type { Store } from '../store/types.js'
+export type { AttemptOutcome, AttemptReport } from '../upstream/index.js'
 
 /** Time source; tests pass a fake one so windows and expiries need no sleeping. */
 export interface Clock { now: () => number }
@@ -51,7 +52,8 @@ export interface Principal {
   passthrough: string[]
 }
 
-export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'passthrough'
+/** The kind of call: its usage record's `endpoint`. A `count_tokens` call is free and has no usage record. */
+export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'passthrough' | 'count_tokens'
 
 /**
  * How a call ended. `refused`: it never reached an upstream (a bad request, an unknown model, a
@@ -64,6 +66,8 @@ export interface CallView {
   readonly endpoint: Endpoint
   /** The client's protocol. */
   readonly protocol: Protocol
+  /** The call can cost money: false for a free one (count_tokens), which balance, quota and usage leave alone. */
+  readonly billable: boolean
   readonly stream: boolean
   /** The catalog model, once resolved. */
   readonly model: CatalogModel | null
@@ -81,6 +85,8 @@ export interface CallOutcome {
   readonly protocol: Protocol
   /** The catalog model id; null when the call was refused before a model was resolved. */
   readonly model: string | null
+  /** The model name sent to the provider. */
+  readonly upstreamModel: string | null
   readonly provider: string | null
   readonly stream: boolean
   readonly status: CallStatus
@@ -96,13 +102,19 @@ export interface CallOutcome {
   /** True when some counts were estimated because the upstream never reported them. */
   readonly estimated: boolean
   readonly costNano: number
+  /** The gateway clock's time when the call began, its answer's first byte, and its end (ms). */
   readonly startedAt: number
   readonly firstByteAt: number | null
   readonly endedAt: number
+  /** performance.now() of this process when the call began and ended (high resolution, for spans). */
+  readonly t0: number
+  readonly t1: number
   /** The gateway's own time in ms, providers' time excluded, up to the answer's headers; null when none was sent. */
   readonly overheadMs: number | null
   /** Time spent waiting on providers, ms (attempts, pauses before retries, a whole answer's transfer). */
   readonly upstreamMs: number
+  /** Every attempt at a provider, in order, with its timings (performance.now()) and how it went. */
+  readonly attempts: readonly AttemptReport[]
   readonly dropped: readonly string[]
   /** The client's request and what it received (JSON body, or the stream's bytes), when a plugin asked for them. */
   readonly content: { readonly request: string, readonly response: string | null } | null

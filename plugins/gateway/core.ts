@@ -4,7 +4,7 @@ import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, Fa
 import type { Config } from '../../config/schema.js'
 import type { Clock, Endpoint, Gateway, HeaderNames, RefusalSpec } from '../api/index.js'
 import { Catalog } from './catalog.js'
-import { CallRecord } from './call.js'
+import { Call } from './call.js'
 import {
   BodyTooDeep, errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MalformedRequest, MissingField, Refusal, RequestTooLarge, RouteNotFound,
   UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
@@ -154,7 +154,7 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
     request.routeConfig = rc
     reply.header(headers.trace, request.id)
     if (rc.metered === true) {
-      const call = new CallRecord(gateway, hooks, request, reply, rc.endpoint ?? 'chat.completions', rc.protocol ?? 'openai')
+      const call = new Call(gateway, hooks, request, reply, rc.endpoint ?? 'chat.completions', rc.protocol ?? 'openai')
       request.call = call
       reply.raw.once('close', () => { call.closed() })
     }
@@ -189,12 +189,12 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
     const shown = known ?? (gone ? new MalformedRequest() : new Internal({ trace_id: request.id }))
     // a metered call ends before its error is sent: what it took (an idempotency key, a hold)
     // is given back by the time the client can retry
-    const call = request.call as CallRecord | null
+    const call = request.call === null ? null : callOf(request)
     if (call !== null) {
       call.answering()
       if (!call.done) {
         try {
-          await call.end({ status: call.failure ?? (call.attempted ? 'upstream_error' : 'refused'), httpStatus: shown.statusCode })
+          await call.endOnError(shown.statusCode)
         } catch (endErr) {
           request.log.error({ err: endErr }, 'end-of-call work failed')
         }
@@ -204,6 +204,13 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
   })
 
   app.setNotFoundHandler(notFound)
+}
+
+/** The call of a request to a metered route (which the core gave it in onRequest). */
+export function callOf (request: FastifyRequest): Call {
+  const call = request.call
+  if (!(call instanceof Call)) throw new Error(`${request.method} ${request.url} is no metered route`)
+  return call
 }
 
 /** The not-found handler: a 404 in the route family's shape. */

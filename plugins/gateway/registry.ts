@@ -4,7 +4,6 @@ import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { hooksOf } from './core.js'
 import type { PluginEntry } from '../../config/schema.js'
 import type { GatewayPlugin } from '../api/index.js'
 import auth from '../auth.js'
@@ -104,14 +103,7 @@ export function definitionOf (entry: PluginEntry): GatewayPlugin | undefined {
  * 'app' on `app` (every route), the others into `api` (the encapsulated /v1 scope). Options were
  * validated and defaulted, and modules loaded, by the config loader.
  */
-export async function registerChain (app: FastifyInstance, api: FastifyInstance, entries: PluginEntry[], scope: 'app' | 'api', opts: { again?: boolean } = {}): Promise<void> {
-  // The gateway hooks belong to the gateway, not to a scope: when the chain is registered again
-  // for another scope (each provider's pass-through routes), only its Fastify hooks, decorators
-  // and routes are added there, and every gateway hook stays registered once.
-  if (opts.again === true) {
-    await hooksOf(app.gateway).withoutAdding(async () => { await registerChain(app, api, entries, scope) })
-    return
-  }
+export async function registerChain (app: FastifyInstance, api: FastifyInstance, entries: PluginEntry[], scope: 'app' | 'api'): Promise<void> {
   const enabled = new Set(entries.filter((e) => e.enabled).map((e) => e.name))
   for (const entry of entries) {
     if (!entry.enabled) continue

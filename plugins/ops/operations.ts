@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../../config/schema.js'
 import { adminGuard } from './admin-token.js'
-import type { CallRecord } from '../gateway/call.js'
 import type { GatewayCore } from '../gateway/core.js'
 import { Metrics } from './metrics/index.js'
 import type { Store } from '../store/types.js'
@@ -54,7 +53,7 @@ export async function installOperations (app: FastifyInstance, core: GatewayCore
   }
   const tracer = await createTracer(config.tracing, gateway.log)
   if (tracer !== null) {
-    hooks.add('onCallEnd', (outcome, { request }) => { tracer.call(outcome, request.call as CallRecord) })
+    hooks.add('onCallEnd', (outcome) => { tracer.call(outcome) })
     app.addHook('onClose', async () => { await tracer.shutdown() })
   }
   return tracer

@@ -31,6 +31,8 @@ export interface TranslateCtx {
   id: string
   /** Unix seconds, for `created` / `created_at`. */
   created: number
+  /** The client asked for a streamed answer. */
+  stream: boolean
   /** The client asked for the usage chunk (OpenAI client: stream_options.include_usage). */
   includeUsage: boolean
   /** translation.flatten: the spec's simplified cross-protocol behaviour. */
