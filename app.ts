@@ -5,8 +5,8 @@ import { Internal, InvalidUrl, UrlTooLong } from './plugins/gateway/errors.js'
 import { createGateway, familyOfUrl, installGateway, notFound, sendError, traceId } from './plugins/gateway/core.js'
 import { lazyChildLogger } from './plugins/ops/lazy-logger.js'
 import { redactingLogger } from './plugins/ops/log-redaction.js'
-import { installOperations, standaloneRuntime, type Runtime } from './plugins/ops/operations.js'
-import { registerChain } from './plugins/gateway/registry.js'
+import { serveMetrics, standaloneRuntime, type Runtime } from './plugins/ops/operations.js'
+import { chainOf, registerChain } from './plugins/gateway/registry.js'
 import { clientErrorHandler, serverTimeouts } from './plugins/ops/server-limits.js'
 import { openStore, staleHoldMs } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
@@ -29,6 +29,9 @@ export interface BuildOptions {
 export { headerNames } from './plugins/gateway/core.js'
 
 const MAX_PARAM_LENGTH = 1000
+
+// The prefixes of the API scope's own route groups; routes in any other are the chain plugins'.
+const isCoreScope = (prefix: string): boolean => prefix === '/v1' || prefix.startsWith('/v1/') || prefix === '/passthrough'
 
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
   const traceHeader = `${config.server.header_prefix}Trace-ID`
@@ -61,10 +64,10 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   if (ownStore) (store as ReturnType<typeof openStore>).startMaintenance({ staleHoldMs: staleHoldMs(config) })
   await store.syncTenants(config, (clock ?? { now: Date.now }).now())
   const runtime = opts.runtime ?? standaloneRuntime()
-  const core = createGateway({ config, store, clock, log: app.log, health: runtime.health })
+  const core = createGateway({ config, store, clock, log: app.log, health: runtime.health, metrics: runtime.metrics.registry })
   installGateway(app, core)
   if (opts.runtime === undefined) app.addHook('onClose', async () => { runtime.metrics.close() })
-  await installOperations(app, core, config, store, runtime)
+  serveMetrics(app, config, runtime)
   app.addHook('onClose', async () => { await core.gateway.upstreams.close() })
   // Registered first, so it runs last: end-of-call work still queued gets its turn, then the
   // store commits what it holds and closes.
@@ -101,23 +104,29 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   // Claude Code sends HEAD / to the base URL before its first call.
   app.get('/', async () => ({ name: 'modelgate', api: '/v1', console: '/console' }))
 
-  // plugins that cover every route (the IP rate limit) first, then the /v1 chain
-  await registerChain(app, app, config.plugins, 'app')
-  await app.register(async (v1) => {
-    // unknown /v1 paths pass through the chain too (rate limit, auth) before their 404
-    v1.setNotFoundHandler(notFound)
-    await registerChain(app, v1, config.plugins, 'api')
-    await v1.register(v1Routes)
-  }, { prefix: '/v1' })
-  // each provider's own API, for keys granted it, behind the same chain
-  for (const provider of config.providers) {
-    if (!provider.passthrough || provider.base_url === undefined) continue
-    await app.register(async (scope) => {
-      scope.setNotFoundHandler(notFound)
-      await registerChain(app, scope, config.plugins, 'api', { again: true })
-      await scope.register(passthroughRoutes, { provider })
-    }, { prefix: `/passthrough/${provider.id}` })
-  }
+  // plugins that cover every route (the IP rate limit) first, then the API's chain, once, in a
+  // scope of its own that holds every metered route: /v1 and each provider's pass-through
+  const chain = chainOf(config)
+  await registerChain(app, app, chain, 'app')
+  await app.register(async (api) => {
+    // a plugin's own routes are API routes: under /v1, as if the chain were registered there
+    api.addHook('onRoute', (route) => {
+      if (!isCoreScope(route.prefix)) route.url = route.path = `/v1${route.url}`
+    })
+    await registerChain(app, api, chain, 'api')
+    await api.register(async (v1) => {
+      // unknown /v1 paths pass through the chain too (rate limit, auth) before their 404
+      v1.setNotFoundHandler(notFound)
+      await v1.register(v1Routes)
+    }, { prefix: '/v1' })
+    const passthrough = config.providers.filter((p) => p.passthrough && p.base_url !== undefined)
+    if (passthrough.length > 0) {
+      await api.register(async (scope) => {
+        scope.setNotFoundHandler(notFound)
+        await scope.register(passthroughRoutes, { providers: passthrough })
+      }, { prefix: '/passthrough' })
+    }
+  })
   await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload })
   await app.register(consoleRoutes, { prefix: '/console' })
 

@@ -1,8 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api/index.js'
-import { estimatePromptTokens } from './gateway/billing.js'
-import { InsufficientBalance, NoOrgContext } from './gateway/errors.js'
-import { then } from './store/types.js'
+import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then } from './api/index.js'
 
 // Gateway hooks: onAdmission (hold), onCallEnd (settle or release).
 // Prepaid credits: at admission a hold of the call's worst-case cost is taken from the org's
@@ -31,11 +28,13 @@ export default definePlugin({
   name: 'balance',
   description: 'prepaid credits: a hold at admission, settled to the real charge: 402',
   options,
+  dependencies: ['auth'],
   plugin: async (fastify) => {
     const { store, clock } = fastify.gateway
     fastify.decorateRequest('balanceHold', null)
 
-    fastify.gateway.addHook('onAdmission', ({ request, principal, model, body }) => {
+    fastify.gateway.addHook('onAdmission', ({ request, call, principal, model, body }) => {
+      if (!call.billable) return
       if (principal === null) throw new NoOrgContext()
       if (model === null || model.price === null) return // a free model, or a pass-through call with no catalog price
       const maxOut = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens].find((v): v is number => typeof v === 'number' && v > 0) ??

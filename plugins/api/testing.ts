@@ -1,12 +1,13 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { Registry } from 'prom-client'
 import { parseConfig } from '../../config/load.js'
 import type { Clock, Gateway, GatewayPlugin } from './index.js'
 import { createGateway, installGateway } from '../gateway/core.js'
 import { checkOptions } from '../gateway/plugin-options.js'
 import { SqliteStore } from '../store/sqlite/index.js'
 
-// The test helper of the plugin API: a gateway on a bare Fastify instance, with an in-memory
+// The plugin API's test helper (what an outside package imports as `modelgate/testing`): a gateway on a bare Fastify instance, with an in-memory
 // store and two simulated providers (one per upstream protocol), for testing one plugin alone.
 //
 //   const app = Fastify()
@@ -59,11 +60,11 @@ const DEFAULTS: Record<string, unknown> = {
   tenants: [{ org: 'acme', balance_usd: 10, projects: [{ id: 'web', keys: [{ key: TEST_KEY, name: 'test' }] }] }]
 }
 
-export async function createTestGateway (app: FastifyInstance, opts: TestGatewayOptions = {}): Promise<TestGateway> {
+export async function testGateway (app: FastifyInstance, opts: TestGatewayOptions = {}): Promise<TestGateway> {
   const config = parseConfig({ ...DEFAULTS, ...opts.config, plugins: [] }, {})
   const store = new SqliteStore(':memory:', { now: opts.clock?.now })
   await store.syncTenants(config, (opts.clock ?? { now: Date.now }).now())
-  const core = createGateway({ config, store, clock: opts.clock, log: app.log })
+  const core = createGateway({ config, store, clock: opts.clock, log: app.log, metrics: new Registry() })
   installGateway(app, core)
   app.addHook('onClose', async () => {
     await core.gateway.upstreams.close()

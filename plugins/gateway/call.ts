@@ -5,7 +5,7 @@ import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
 import type { AttemptReport } from '../upstream/index.js'
-import type { CallAbort } from '../upstream/types.js'
+import { CallAbort, type AttemptSink } from '../upstream/types.js'
 
 /** Where a stream in progress says how far it got, for a call that ends while it runs. */
 export interface RelayProgress {
@@ -14,7 +14,7 @@ export interface RelayProgress {
 }
 
 export interface CallEnd {
-  status: Exclude<CallStatus, 'client_aborted'> | 'client_aborted'
+  status: CallStatus
   /** Usage the upstream reported (null: none). */
   usage?: Usage | null
   /** The upstream finished its answer (usage is final). */
@@ -24,43 +24,39 @@ export interface CallEnd {
 }
 
 /**
- * The gateway's record of one call on a metered route, kept by the call pipeline alone: plugins
- * read it through CallView (`request.call`) and get its outcome, once, in their onCallEnd hooks.
- * The outcome is settled here, in one place: what the call is billed for and what it costs.
+ * One call on a metered route, from its admission to its outcome: the only owner of the call's
+ * state. The pipeline changes it through the methods below, each named by what happened;
+ * dispatch reports its attempts to it; plugins read it through CallView (`request.call`) and get
+ * its outcome, once, in their onCallEnd hooks. It ends in one place (`end`), which settles what
+ * the call is billed for and what it costs.
  */
-export class CallRecord implements CallView {
-  model: CatalogModel | null = null
-  /** The model as the client named it, recorded when it is no catalog model (pass-through calls). */
-  modelName: string | null = null
-  provider: string | null = null
-  dropped: string[] = []
-  stream = false
-  protocol: Protocol
+export class Call implements CallView, AttemptSink {
+  private _model: CatalogModel | null = null
+  /** The model as the client named it, when it is no catalog model (a pass-through call). */
+  private modelName: string | null = null
+  private _provider: string | null = null
+  private _dropped: string[] = []
+  private _stream = false
   readonly startedAt: number
-  firstByteAt: number | null = null
-  /** An upstream was tried. */
-  attempted = false
-  /** The client body after admission (for estimates and stored content). */
-  requestBody: Json | null = null
-  /** What the client received, when content is kept; set by the relay or the JSON answer. */
-  responseContent: string | null = null
-  keepContent = false
-  /** The upstream call in flight, cancelled when the client goes away. */
-  abort: CallAbort | null = null
-  /** The stream being relayed, asked how far it got when the call ends under it. */
-  progress: RelayProgress | null = null
-  /** The status to record if the call ends on an error answer (set before the error is thrown). */
-  failure: CallStatus | null = null
-  /** performance.now() when the call began (high resolution, for the overhead and traces). */
+  /** performance.now() when the call began (high resolution: overhead and traces). */
   readonly t0 = performance.now()
-  /** Time spent waiting on providers, ms: attempts, pauses before a retry, reading a whole answer. */
-  upstreamMs = 0
-  /** Every attempt at a provider, in order. */
-  readonly attempts: AttemptReport[] = []
-  /** The gateway's own time up to its answer's headers (ms), once they are set. */
-  overheadMs: number | null = null
+  private firstByteAt: number | null = null
+  private attempted = false
+  /** The client body after admission (for estimates and stored content). */
+  private requestBody: Json | null = null
+  private responseContent: string | null = null
+  private contentKept = false
+  private progress: RelayProgress | null = null
+  /** How the call failed, when it ends on an error answer (set before the error is thrown). */
+  private failure: CallStatus | null = null
+  private upstreamMs = 0
+  private readonly attempts: AttemptReport[] = []
+  private overheadMs: number | null = null
   private ended: Promise<void> | undefined | null = null
   private outcome: CallOutcome | null = null
+  /** Cancels the upstream call in flight when the client goes away. */
+  readonly abort = new CallAbort()
+  readonly billable: boolean
 
   constructor (
     private readonly gateway: Gateway,
@@ -68,22 +64,59 @@ export class CallRecord implements CallView {
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
     readonly endpoint: Endpoint,
-    protocol: Protocol
+    private _protocol: Protocol
   ) {
-    this.protocol = protocol
     this.startedAt = gateway.clock.now()
+    this.billable = endpoint !== 'count_tokens'
   }
 
+  get protocol (): Protocol { return this._protocol }
+  get model (): CatalogModel | null { return this._model }
+  get provider (): string | null { return this._provider }
+  get dropped (): readonly string[] { return this._dropped }
+  get stream (): boolean { return this._stream }
   get done (): boolean { return this.outcome !== null }
+  get keepsContent (): boolean { return this.contentKept }
 
-  /** An attempt at a provider ended. */
-  attemptEnded (r: AttemptReport): void {
-    this.attempts.push(r)
-    this.upstreamMs += r.end - r.start
+  /** The model the call is for: a catalog model, or (pass-through) only the name the body gave. */
+  resolved (model: CatalogModel | null, stream: boolean, name?: string): void {
+    this._model = model
+    this._stream = stream
+    if (model === null) this.modelName = name ?? ''
+  }
+
+  /** The protocol the client speaks, when its route alone does not say (a pass-through endpoint). */
+  speaks (protocol: Protocol): void { this._protocol = protocol }
+
+  /** Client fields not sent on: unsupported by the model, or with no upstream equivalent. */
+  dropParams (names: readonly string[]): void {
+    if (names.length > 0) this._dropped = this._dropped.concat(names)
+  }
+
+  /** The client body as it is after admission (the hooks may have changed it). */
+  admittedBody (body: Json): void { this.requestBody = body }
+
+  /** Keep the request and what the client receives for the outcome's `content`. */
+  keepContent (): void { this.contentKept = true }
+
+  /** The provider this call goes to, before any attempt (pass-through names it in its path). */
+  routedTo (provider: string): void { this._provider = provider }
+
+  attemptStarted (provider: string): void {
+    this.attempted = true
+    this._provider = provider
+  }
+
+  attemptEnded (report: AttemptReport): void {
+    this.attempts.push(report)
+    this.upstreamMs += report.end - report.start
   }
 
   /** Time spent waiting on a provider outside an attempt (a retry's pause, a body's transfer). */
   waited (ms: number): void { this.upstreamMs += ms }
+
+  /** The call failed this way; the error about to be thrown is its answer. */
+  failed (status: 'timeout' | 'upstream_error'): void { this.failure = status }
 
   /**
    * The answer's headers are about to go out: `{prefix}Overhead-Ms` is the time since the call
@@ -95,9 +128,27 @@ export class CallRecord implements CallView {
     if (!this.reply.raw.headersSent) this.reply.header(this.gateway.headers.overhead, this.overheadMs.toFixed(2))
   }
 
-  /** The first byte of the answer reached the client (or, for a whole JSON answer, arrived). */
+  /** The first byte of the answer reached the client (or, for a whole answer, arrived). */
   firstByte (): void {
     if (this.firstByteAt === null) this.firstByteAt = this.gateway.clock.now()
+  }
+
+  /** A stream is being relayed: asked how far it got if the call ends under it. */
+  relaying (progress: RelayProgress): void { this.progress = progress }
+
+  /** What the client received, when content is kept. */
+  answered (content: string | null): void {
+    if (this.contentKept) this.responseContent = content
+  }
+
+  /** How an error answer ends the call, when nothing said otherwise. */
+  private statusOnError (): CallStatus {
+    return this.failure ?? (this.attempted ? 'upstream_error' : 'refused')
+  }
+
+  /** Ends the call on the error answer about to be sent with `httpStatus`. */
+  endOnError (httpStatus: number): Promise<void> | undefined {
+    return this.end({ status: this.statusOnError(), httpStatus })
   }
 
   /**
@@ -110,22 +161,22 @@ export class CallRecord implements CallView {
     const progress = this.progress
     const reported = how.usage !== undefined ? how.usage : progress?.usage() ?? null
     const httpStatus = how.httpStatus ?? (this.reply.raw.headersSent ? this.reply.statusCode : statusOf(how.status, this.reply.statusCode))
-    const billed = this.attempted && this.firstByteAt !== null && httpStatus < 400
-    const price = this.model?.price ?? null
+    const billed = this.billable && this.attempted && this.firstByteAt !== null && httpStatus < 400
     const s = settle({
       billed,
       usage: reported,
       complete: how.complete === true,
       relayedText: progress?.relayedText() ?? '',
       requestBody: this.requestBody
-    }, price)
+    }, this._model?.price ?? null)
     const outcome: CallOutcome = Object.freeze({
       traceId: this.request.id,
       endpoint: this.endpoint,
-      protocol: this.protocol,
-      model: this.model?.id ?? this.modelName,
-      provider: this.provider,
-      stream: this.stream,
+      protocol: this._protocol,
+      model: this._model?.id ?? this.modelName,
+      upstreamModel: this._model?.upstreamModel ?? this.modelName,
+      provider: this._provider,
+      stream: this._stream,
       status: how.status,
       httpStatus,
       principal: this.request.principal,
@@ -137,10 +188,13 @@ export class CallRecord implements CallView {
       startedAt: this.startedAt,
       firstByteAt: this.firstByteAt,
       endedAt: now,
+      t0: this.t0,
+      t1: performance.now(),
       overheadMs: this.overheadMs,
       upstreamMs: this.upstreamMs,
-      dropped: Object.freeze([...this.dropped]),
-      content: this.keepContent ? Object.freeze({ request: JSON.stringify(this.requestBody), response: this.responseContent }) : null
+      attempts: this.attempts,
+      dropped: this._dropped,
+      content: this.contentKept ? { request: JSON.stringify(this.requestBody), response: this.responseContent } : null
     })
     this.outcome = outcome
     const ctx: CallEndContext = { request: this.request, reply: this.reply }
@@ -161,9 +215,8 @@ export class CallRecord implements CallView {
   closed (): void {
     if (this.outcome !== null) return
     const aborted = !this.reply.raw.writableEnded
-    if (aborted) this.abort?.abort()
-    const status: CallStatus = aborted ? 'client_aborted' : this.failure ?? (this.attempted ? 'upstream_error' : 'refused')
-    const ended = this.end({ status })
+    if (aborted) this.abort.abort()
+    const ended = this.end({ status: aborted ? 'client_aborted' : this.statusOnError() })
     if (ended !== undefined) ended.catch((err: unknown) => { this.request.log.error({ err }, 'end-of-call work failed') })
   }
 }

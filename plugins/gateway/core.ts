@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Registry } from 'prom-client'
 import type { Config } from '../../config/schema.js'
-import type { Clock, Endpoint, Gateway, HeaderNames, RefusalSpec } from '../api/index.js'
+import type { Endpoint, Gateway, HeaderNames, RefusalSpec } from '../api/index.js'
+import { systemClock, type Clock } from './clock.js'
 import { Catalog } from './catalog.js'
-import { CallRecord } from './call.js'
+import { Call } from './call.js'
 import {
   BodyTooDeep, errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MalformedRequest, MissingField, Refusal, RequestTooLarge, RouteNotFound,
   UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
@@ -22,7 +24,7 @@ import { Upstreams } from '../upstream/index.js'
 // metered route, body parsing and the one error handler that renders every error in its route
 // family's shape.
 
-export const systemClock: Clock = { now: () => Date.now() }
+export { systemClock } from './clock.js'
 
 export function headerNames (prefix: string): HeaderNames {
   return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params`, overhead: `${prefix}Overhead-Ms` }
@@ -59,6 +61,8 @@ export interface GatewayParts {
   log: FastifyBaseLogger
   /** Provider health shared with other configurations of the process. */
   health?: HealthBook
+  /** The process's metrics registry. */
+  metrics: Registry
 }
 
 const hooksByGateway = new WeakMap<Gateway, HookRegistry>()
@@ -83,7 +87,8 @@ export function createGateway (parts: GatewayParts): GatewayCore {
     log: parts.log,
     addHook: (name, fn) => { hooks.add(name, fn) },
     refusal: (spec: RefusalSpec) => new Refusal(spec),
-    events: new EventEmitter()
+    events: new EventEmitter(),
+    metrics: parts.metrics
   }
   hooksByGateway.set(gateway, hooks)
   return { gateway, hooks }
@@ -154,7 +159,7 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
     request.routeConfig = rc
     reply.header(headers.trace, request.id)
     if (rc.metered === true) {
-      const call = new CallRecord(gateway, hooks, request, reply, rc.endpoint ?? 'chat.completions', rc.protocol ?? 'openai')
+      const call = new Call(gateway, hooks, request, reply, rc.endpoint ?? 'chat.completions', rc.protocol ?? 'openai')
       request.call = call
       reply.raw.once('close', () => { call.closed() })
     }
@@ -189,12 +194,12 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
     const shown = known ?? (gone ? new MalformedRequest() : new Internal({ trace_id: request.id }))
     // a metered call ends before its error is sent: what it took (an idempotency key, a hold)
     // is given back by the time the client can retry
-    const call = request.call as CallRecord | null
+    const call = request.call === null ? null : callOf(request)
     if (call !== null) {
       call.answering()
       if (!call.done) {
         try {
-          await call.end({ status: call.failure ?? (call.attempted ? 'upstream_error' : 'refused'), httpStatus: shown.statusCode })
+          await call.endOnError(shown.statusCode)
         } catch (endErr) {
           request.log.error({ err: endErr }, 'end-of-call work failed')
         }
@@ -204,6 +209,13 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
   })
 
   app.setNotFoundHandler(notFound)
+}
+
+/** The call of a request to a metered route (which the core gave it in onRequest). */
+export function callOf (request: FastifyRequest): Call {
+  const call = request.call
+  if (!(call instanceof Call)) throw new Error(`${request.method} ${request.url} is no metered route`)
+  return call
 }
 
 /** The not-found handler: a 404 in the route family's shape. */

@@ -16,21 +16,7 @@ export class HookRegistry implements GatewayHooks {
   readonly onStreamEnd: Array<HookFn<'onStreamEnd'>> = []
   readonly onCallEnd: Array<HookFn<'onCallEnd'>> = []
 
-  /** While above 0, add() keeps nothing (a chain registered again in another scope). */
-  private muted = 0
-
-  /** Runs `register` with add() ignored: the gateway hooks it would add are already there. */
-  async withoutAdding<T> (register: () => Promise<T>): Promise<T> {
-    this.muted++
-    try {
-      return await register()
-    } finally {
-      this.muted--
-    }
-  }
-
   add<N extends GatewayHookName> (name: N, fn: HookFn<N>): void {
-    if (this.muted > 0) return
     const list = this[name] as unknown as Array<HookFn<N>> | undefined
     if (!Array.isArray(list)) throw new TypeError(`unknown gateway hook ${String(name)}`)
     if (typeof fn !== 'function') throw new TypeError(`gateway hook ${name}: a function is needed`)

@@ -144,3 +144,25 @@ export const messagesPassthrough: TranslatorPair = {
     }
   }
 }
+
+/** Messages' count_tokens, to a Messages upstream: the body goes up with the upstream's model name, the count comes back as it is; a count bills nothing. */
+export const countTokensPair: TranslatorPair = {
+  client: 'messages',
+  upstream: 'messages',
+  path: '/v1/messages/count_tokens',
+  request: (body, ctx) => ({ body: { ...body, model: ctx.upstreamModel }, dropped: [] }),
+  response: () => ({ body: null, usage: null }),
+  error: messagesPassthrough.error,
+  stream: () => { throw new Error('count_tokens is never streamed') }
+}
+
+/** OpenAI's embeddings, passed through: the answer as it is, its usage read (input tokens only). */
+export const embeddingsPassthrough: TranslatorPair = {
+  client: 'openai',
+  upstream: 'openai',
+  path: '/embeddings',
+  request: (body, ctx) => ({ body: { ...body, model: ctx.upstreamModel }, dropped: [] }),
+  response: (body) => ({ body: null, usage: usageFromOpenAI(body.usage) }),
+  error: openaiPassthrough.error,
+  stream: () => { throw new Error('embeddings are never streamed') }
+}

@@ -612,6 +612,7 @@ export function createDemoClient (id: string, protocol: Protocol, opts: DemoOpti
       if (path !== answerPath && !(protocol === 'messages' && path === '/v1/messages/count_tokens')) return fail(404, `Unknown path ${req.path}`)
 
       let body: unknown
+      if (typeof req.body !== 'string') return fail(400, 'The request body is not valid JSON.')
       try { body = JSON.parse(req.body) } catch { return fail(400, 'The request body is not valid JSON.') }
       if (!isObj(body)) return fail(400, 'The request body must be a JSON object.')
       if (typeof body.model !== 'string' || body.model === '') return fail(400, 'model: Field required')

@@ -1,8 +1,9 @@
 import type { FastifyRequest } from 'fastify'
+import type { Readable } from 'node:stream'
 import { NoProvider, RequestTimeout, UpstreamClientError, UpstreamUnavailable } from '../gateway/errors.js'
 import type { Json, Protocol } from '../translation/types.js'
-import type { AttemptOutcome, AttemptReport, RoutingPolicy, Upstreams } from './index.js'
-import { CallAbort, type UpstreamClient, type UpstreamResponse } from './types.js'
+import type { RoutingPolicy, Upstreams } from './index.js'
+import type { AttemptOutcome, AttemptReport, AttemptSink, CallAbort, UpstreamClient, UpstreamResponse } from './types.js'
 
 // Calling a model's providers in turn: the order comes from Upstreams (the model's routing
 // policy, providers whose breaker is open left out), each
@@ -13,12 +14,23 @@ import { CallAbort, type UpstreamClient, type UpstreamResponse } from './types.j
 
 /** What to send to one provider. */
 export interface Attempt {
+  /** Default POST. */
+  method?: string
+  /** Below the provider's base_url; may carry a query string. */
   path: string
-  body: Json
+  /** A JSON body (serialized once per attempt), the body's text, or a stream sent as it comes (pass-through uploads); none for GET and the like. */
+  body?: Json | string | Readable
   /** The protocol the body is in (for the upstream request hooks). */
   protocol: Protocol
-  /** The upstream's 4xx body → the client's error body. */
-  error: (status: number, body: unknown) => Json
+  /** Extra headers for the provider (a model call), or, with `forwarded`, the client's own headers to send as they are. */
+  headers?: Record<string, string | string[]>
+  forwarded?: boolean
+  /**
+   * The upstream's 4xx body → the client's error body. Without it every answer is the provider's
+   * own, relayed as it is (pass-through): a 4xx or 5xx ends the walk like a 2xx, though a 5xx still
+   * counts against the provider's breaker.
+   */
+  error?: (status: number, body: unknown) => Json
 }
 
 export interface DispatchOptions {
@@ -27,21 +39,14 @@ export interface DispatchOptions {
   providers: readonly string[]
   /** How to order them (default: the order given). */
   policy?: RoutingPolicy
-  /** The catalog model, for reports. */
+  /** The catalog model, for reports and errors. */
   model?: string
   /** Builds the attempt for a provider; called once per provider tried. */
   plan: (upstream: UpstreamClient) => Attempt
   /** Runs before each provider's attempt, with its number from 1; may change the body in place or replace it. */
   beforeAttempt?: (upstream: UpstreamClient, attempt: Attempt, n: number) => unknown
-  /** Client headers to forward to Messages upstreams (anthropic-version, anthropic-beta). */
-  forwardToMessages?: Record<string, string>
-  /** Cancels the attempt in flight; pass one to cancel it when the client goes away. */
-  abort?: CallAbort
-  /** Told the provider of each attempt as it starts. */
-  onAttempt?: (upstream: UpstreamClient) => void
-  /** Told how each attempt went, and each pause before a retry (ms): the time spent waiting on providers. */
-  onReport?: (report: AttemptReport) => void
-  onWait?: (ms: number) => void
+  /** Told of each attempt as it starts and ends; its abort cancels the one in flight. */
+  call: AttemptSink
   /** Repeats of a failure that is safe to repeat, on the same provider; none by default. */
   retry?: RetryPolicy
   timeoutS: number
@@ -116,17 +121,26 @@ function pause (ms: number, abort: CallAbort): Promise<void> {
   })
 }
 
+/** A no-op sink for upstream calls that are no metered call (count_tokens). */
+export function bareSink (abort: CallAbort): AttemptSink {
+  return { abort, attemptStarted: () => {}, attemptEnded: () => {}, waited: () => {} }
+}
+
+const isStream = (body: Attempt['body']): body is Readable => typeof (body as Readable | undefined)?.pipe === 'function'
+
 /**
  * Sends the call to the model's providers until one answers. Throws UpstreamClientError (a
  * provider's 4xx, re-shaped), RequestTimeout (every provider timed out), UpstreamUnavailable,
  * or NoProvider (none usable). A failure that is safe to repeat (see REPEATABLE) is repeated on
  * the same provider, `retry.attempts` times at most, after a pause that doubles each time, as
- * long as the pause ends within the request timeout; then the next provider is tried.
+ * long as the pause ends within the request timeout and the body can be sent again; then the next
+ * provider is tried.
  */
 export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Promise<Answer> {
   const candidates = upstreams.candidates(opts.providers, opts.policy)
-  if (candidates.length === 0) throw new NoProvider({ model: opts.model ?? opts.request.call?.model?.id ?? '' })
-  const abort = opts.abort ?? new CallAbort()
+  if (candidates.length === 0) throw new NoProvider({ model: opts.model ?? '' })
+  const { call } = opts
+  const abort = call.abort
   const retry = opts.retry ?? { attempts: 0, backoffMs: 0 }
   const deadline = performance.now() + opts.timeoutS * 1000
   let lastError: unknown
@@ -138,32 +152,32 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
     const attempt = opts.plan(upstream)
     tried++
     if (opts.beforeAttempt !== undefined) await opts.beforeAttempt(upstream, attempt, tried)
-    opts.onAttempt?.(upstream)
-    const body = JSON.stringify(attempt.body)
-    const headers = upstream.protocol === 'messages' ? opts.forwardToMessages ?? {} : {}
+    call.attemptStarted(upstream.id)
+    const body = attempt.body === undefined || typeof attempt.body === 'string' || isStream(attempt.body) ? attempt.body : JSON.stringify(attempt.body)
+    const relayAll = attempt.error === undefined
     let repeats = 0
     const report = (outcome: AttemptOutcome, start: number, status: number | null, error?: unknown): void => {
       const r: AttemptReport = { provider: upstream.id, model: opts.model ?? null, outcome, status, start, end: performance.now(), n: ++sent, retry: repeats > 0, failover: repeats === 0 && tried > 1, error }
       upstreams.report(r)
-      opts.onReport?.(r)
+      call.attemptEnded(r)
     }
     let res: UpstreamResponse | undefined
     while (res === undefined) {
       const start = performance.now()
       try {
-        res = await upstream.request({ path: attempt.path, headers, body, signal: abort })
+        res = await upstream.request({ method: attempt.method, path: attempt.path, headers: attempt.headers ?? {}, forwarded: attempt.forwarded, body, signal: abort })
       } catch (err) {
         // the client left while we waited: nothing is written to a closed socket
         if (abort.aborted) { report('aborted', start, null, err); throw new UpstreamUnavailable({}, { cause: err }) }
         report(isTimeout(err) ? 'timeout' : 'network_error', start, null, err)
         lastError = err
         const wait = retry.backoffMs * 2 ** repeats
-        if (repeats < retry.attempts && isRepeatable(err) && performance.now() + wait < deadline && upstreams.admit(upstream.id)) {
+        if (repeats < retry.attempts && isRepeatable(err) && !isStream(body) && performance.now() + wait < deadline && upstreams.admit(upstream.id)) {
           opts.request.log.warn({ provider: upstream.id, err, retry_in_ms: wait }, 'upstream failed before answering; trying it again')
           repeats++
           const t0 = performance.now()
           await pause(wait, abort)
-          opts.onWait?.(performance.now() - t0)
+          call.waited(performance.now() - t0)
           if (abort.aborted) { upstreams.health.release(upstream.id); throw new UpstreamUnavailable({}, { cause: err }) }
           continue
         }
@@ -172,8 +186,9 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
         break
       }
       if (res.statusCode >= 500) {
-        res.body.resume()
         report('server_error', start, res.statusCode)
+        if (relayAll) return { upstream, attempt, res }
+        res.body.resume()
         lastError = new Error(`upstream ${upstream.id} answered ${res.statusCode}`)
         opts.request.log.warn({ provider: upstream.id, status: res.statusCode }, 'upstream answered 5xx; trying the next provider')
         res = undefined
@@ -181,15 +196,19 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
       }
       report(res.statusCode >= 400 ? 'client_error' : 'ok', start, res.statusCode)
     }
-    if (res === undefined) continue
-    if (res.statusCode >= 400) {
+    if (res === undefined) {
+      // a stream sent once cannot go to the next provider
+      if (isStream(body)) break
+      continue
+    }
+    if (res.statusCode >= 400 && attempt.error !== undefined) {
       const text = await readText(res.body)
       const shaped = attempt.error(res.statusCode, parseJson(text) ?? { error: { message: text } })
       throw new UpstreamClientError(res.statusCode, shaped, `upstream ${upstream.id} answered ${res.statusCode}`)
     }
     return { upstream, attempt, res }
   }
-  if (tried === 0) throw new NoProvider({ model: opts.model ?? opts.request.call?.model?.id ?? '' })
+  if (tried === 0) throw new NoProvider({ model: opts.model ?? '' })
   if (timeouts > 0 && timeouts === tried) throw new RequestTimeout({ seconds: opts.timeoutS }, { cause: lastError })
   throw new UpstreamUnavailable({}, { cause: lastError })
 }

@@ -1,4 +1,4 @@
-import { Pool } from 'undici'
+import { Pool, type Dispatcher } from 'undici'
 import type { ProviderConfig } from '../../config/schema.js'
 import type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 
@@ -18,23 +18,23 @@ export function createHttpClient (provider: ProviderConfig, opts: HttpClientOpti
     headersTimeout: opts.timeoutMs,
     bodyTimeout: opts.timeoutMs
   })
-  const fixed: Record<string, string> = { 'content-type': 'application/json', ...(provider.headers ?? {}) }
-  if (provider.protocol === 'openai') {
-    if (provider.api_key !== '') fixed.authorization = `Bearer ${provider.api_key}`
-  } else if (provider.protocol === 'gemini') {
-    if (provider.api_key !== '') fixed['x-goog-api-key'] = provider.api_key
-  } else {
-    if (provider.api_key !== '') fixed['x-api-key'] = provider.api_key
+  // the provider's credentials and fixed headers go with every request, a pass-through's too
+  const credentials: Record<string, string> = { ...(provider.headers ?? {}) }
+  if (provider.api_key !== '') {
+    if (provider.protocol === 'openai') credentials.authorization = `Bearer ${provider.api_key}`
+    else if (provider.protocol === 'gemini') credentials['x-goog-api-key'] = provider.api_key
+    else credentials['x-api-key'] = provider.api_key
   }
+  const fixed: Record<string, string> = { 'content-type': 'application/json', ...credentials }
 
   return {
     id: provider.id,
     protocol: provider.protocol,
     responses: provider.responses,
     async request (req: UpstreamRequest): Promise<UpstreamResponse> {
-      const headers: Record<string, string> = { ...req.headers, ...fixed }
+      const headers: Record<string, string | string[]> = { ...req.headers, ...(req.forwarded === true ? credentials : fixed) }
       if (provider.protocol === 'messages' && headers['anthropic-version'] === undefined) headers['anthropic-version'] = '2023-06-01'
-      const res = await pool.request({ method: 'POST', path: basePath + req.path, headers, body: req.body, signal: req.signal })
+      const res = await pool.request({ method: (req.method ?? 'POST') as Dispatcher.HttpMethod, path: basePath + req.path, headers, body: req.body, signal: req.signal })
       return { statusCode: res.statusCode, headers: res.headers, body: res.body }
     },
     async close (): Promise<void> { await pool.close() }

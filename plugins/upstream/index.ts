@@ -1,37 +1,14 @@
 import type { Config, ProviderConfig } from '../../config/schema.js'
-import type { Clock } from '../api/index.js'
+import type { Clock } from '../gateway/clock.js'
 import { createDemoClient } from './demo.js'
 import { HealthBook, type BreakerState, type HealthOptions } from './health.js'
 import { createHttpClient } from './http.js'
 import { orderProviders, type RoutingPolicy } from './routing.js'
-import type { UpstreamClient } from './types.js'
+import type { AttemptReport, UpstreamClient } from './types.js'
 
-export type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
+export type { AttemptOutcome, AttemptReport, AttemptSink, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 export { CallAbort } from './types.js'
 export type { RoutingPolicy } from './routing.js'
-
-/** How one attempt at a provider went. */
-export type AttemptOutcome = 'ok' | 'client_error' | 'server_error' | 'network_error' | 'timeout' | 'aborted'
-
-/** One attempt, as dispatch reports it (for the breaker, the latency average, metrics and traces). */
-export interface AttemptReport {
-  provider: string
-  /** The catalog model the call is for, when it is a model call. */
-  model: string | null
-  outcome: AttemptOutcome
-  /** The HTTP status, when the provider answered. */
-  status: number | null
-  /** performance.now() at the start of the attempt and when it ended (headers, or the failure). */
-  start: number
-  end: number
-  /** 1 for the call's first attempt, and on. */
-  n: number
-  /** A repeat on the same provider after a failure that was safe to repeat. */
-  retry: boolean
-  /** The first attempt on another provider after a failure. */
-  failover: boolean
-  error?: unknown
-}
 
 export interface UpstreamsOptions {
   /** Breakers and latency averages; shared by the configurations of one process. */

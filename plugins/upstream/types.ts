@@ -3,12 +3,20 @@ import type { Readable } from 'node:stream'
 import type { Protocol } from '../translation/types.js'
 
 export interface UpstreamRequest {
-  /** Path below the provider's base_url: '/chat/completions', '/v1/messages' or '/responses'. */
+  /** Default POST. */
+  method?: string
+  /** Path below the provider's base_url ('/chat/completions', '/v1/messages'...), with its query string if any. */
   path: string
-  /** Extra headers from the client to forward (anthropic-version, anthropic-beta); credentials are the provider's own. */
-  headers: Record<string, string>
-  /** The JSON body, serialized once. */
-  body: string
+  /**
+   * A model call: extra client headers to forward (anthropic-version, anthropic-beta), sent with a
+   * JSON content type and the provider's credentials. With `forwarded` (pass-through): the
+   * client's own headers, already cleaned of its credentials, sent as they are with the
+   * provider's credentials added.
+   */
+  headers: Record<string, string | string[]>
+  forwarded?: boolean
+  /** The JSON body serialized once, or a stream sent as it comes (a pass-through upload). */
+  body?: string | Readable
   signal: CallAbort
 }
 
@@ -42,4 +50,38 @@ export interface UpstreamClient {
   readonly responses: boolean
   request: (req: UpstreamRequest) => Promise<UpstreamResponse>
   close: () => Promise<void>
+}
+
+/** How one attempt at a provider went. */
+export type AttemptOutcome = 'ok' | 'client_error' | 'server_error' | 'network_error' | 'timeout' | 'aborted'
+
+/** One attempt, as dispatch reports it (for the breaker, the latency average, metrics and traces). */
+export interface AttemptReport {
+  provider: string
+  /** The catalog model the call is for, when it is a model call. */
+  model: string | null
+  outcome: AttemptOutcome
+  /** The HTTP status, when the provider answered. */
+  status: number | null
+  /** performance.now() at the start of the attempt and when it ended (headers, or the failure). */
+  start: number
+  end: number
+  /** 1 for the call's first attempt, and on. */
+  n: number
+  /** A repeat on the same provider after a failure that was safe to repeat. */
+  retry: boolean
+  /** The first attempt on another provider after a failure. */
+  failover: boolean
+  error?: unknown
+}
+
+/** What a call learns of its attempts: dispatch reports each one to it, and it can cancel them. */
+export interface AttemptSink {
+  /** Cancels the attempt in flight (the client went away). */
+  readonly abort: CallAbort
+  /** An attempt at `provider` starts. */
+  attemptStarted: (provider: string) => void
+  attemptEnded: (report: AttemptReport) => void
+  /** A pause before a retry, in ms: time spent on providers outside an attempt. */
+  waited: (ms: number) => void
 }

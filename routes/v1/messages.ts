@@ -1,12 +1,13 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { ModelNotFound, UpstreamUnavailable } from '../../plugins/gateway/errors.js'
-import { countTokens } from '../../plugins/translation/tokenizer.js'
-import { pairFor } from '../../plugins/translation/index.js'
-import type { Json } from '../../plugins/translation/types.js'
-import { CallAbort } from '../../plugins/upstream/types.js'
-import { dispatch, messagesHeaders, parseJson, readText } from '../../plugins/upstream/dispatch.js'
+import { callOf, hooksOf } from '../../plugins/gateway/core.js'
+import { ModelNotFound } from '../../plugins/gateway/errors.js'
+import { admit, relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { checkBody } from '../../plugins/gateway/validation.js'
-import { callHandler, retryPolicy } from './call.js'
+import { countTokens } from '../../plugins/translation/tokenizer.js'
+import { countTokensPair } from '../../plugins/translation/passthrough.js'
+import type { Json } from '../../plugins/translation/types.js'
+import { messagesHeaders } from '../../plugins/upstream/dispatch.js'
+import { callHandler } from './call.js'
 
 // POST /v1/messages (also with ?beta=true, which is ignored) and POST /v1/messages/count_tokens.
 // Both accept x-api-key as well as Authorization: Bearer and answer errors in the Messages shape.
@@ -14,34 +15,35 @@ import { callHandler, retryPolicy } from './call.js'
 const config = { family: 'messages', apiKeyHeader: true } as const
 
 const messages: FastifyPluginAsync = async (fastify) => {
-  const { catalog, upstreams, config: gwConfig } = fastify.gateway
+  const gateway = fastify.gateway
+  const hooks = hooksOf(gateway)
+  const { catalog, upstreams } = gateway
   fastify.post('/messages', { config: { ...config, metered: true, endpoint: 'messages', protocol: 'messages' } }, callHandler(fastify, 'messages'))
 
   // Sent to the model's Messages providers (failover as for calls); for other models counted
   // locally with a tokenizer (an estimate), never a fake 0.
-  fastify.post('/messages/count_tokens', { config }, async (request, reply) => {
-    const body = checkBody({ ...(request.body as Json), max_tokens: 1 }, 'messages')
-    delete body.max_tokens
-    const model = catalog.find(body.model as string, request.principal?.models ?? null)
-    if (model === undefined) throw new ModelNotFound({ model: body.model as string })
+  fastify.post('/messages/count_tokens', { config: { ...config, metered: true, endpoint: 'count_tokens', protocol: 'messages' } }, async (request, reply) => {
+    const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
+    const valid = checkBody({ ...(request.body as Json), max_tokens: 1 }, 'messages')
+    delete valid.max_tokens
+    const model = catalog.find(valid.model as string, request.principal?.models ?? null)
+    if (model === undefined) throw new ModelNotFound({ model: valid.model as string })
+    p.call.resolved(model, false)
+    const body = await admit(p, model, valid)
     const providers = model.providers.filter((id) => upstreams.get(id)?.protocol === 'messages')
-    if (providers.length === 0 || upstreams.candidates(providers).length === 0) return { input_tokens: await countTokens(body) }
-    const abort = new CallAbort()
-    reply.raw.once('close', () => { if (!reply.raw.writableEnded) abort.abort() })
-    const pair = pairFor('messages', 'messages')
-    const answer = await dispatch(upstreams, {
-      request,
+    if (providers.length === 0 || upstreams.candidates(providers).length === 0) {
+      const counted = { input_tokens: await countTokens(body) }
+      p.call.answering()
+      await p.call.end({ status: 'ok', usage: null, complete: true })
+      return counted
+    }
+    const ctx = translateCtx(p, model, body)
+    const answer = await send(p, {
       providers,
-      abort,
-      model: model.id,
-      retry: retryPolicy(fastify.gateway),
-      timeoutS: gwConfig.server.request_timeout_s,
-      forwardToMessages: messagesHeaders(request),
-      plan: () => ({ path: '/v1/messages/count_tokens', body: { ...body, model: model.upstreamModel }, protocol: 'messages', error: pair.error })
+      model,
+      plan: () => ({ path: countTokensPair.path as string, body: countTokensPair.request(body, ctx).body, protocol: 'messages', headers: messagesHeaders(request), error: countTokensPair.error })
     })
-    const json = parseJson(await readText(answer.res.body))
-    if (json === null || typeof json !== 'object') throw new UpstreamUnavailable()
-    return json
+    return await relayJson(p, answer, { pair: countTokensPair, ctx })
   })
 }
 

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import type { UsageRow } from '../../plugins/store/types.js'
 
 // /passthrough/{provider}/*: the providers' own APIs behind gateway keys, through
-// @fastify/http-proxy, with the chain's limits and the usage ledger.
+// the same call pipeline as /v1, with the chain's limits and the usage ledger.
 
 interface Gw { app: FastifyInstance, mock: MockUpstream, base: string, rows: () => Promise<UsageRow[]> }
 
@@ -261,4 +261,44 @@ t.test('a 200 MB upload and a 200 MB download pass with flat memory', async (t) 
   const rows = (await usage.json() as { data: Array<Record<string, unknown>> }).data
   t.ok(rows.length >= 4, 'each call recorded')
   t.match(rows[0], { endpoint: 'passthrough', provider: 'bulk', prompt_tokens: 0, cost_usd: '0' })
+})
+
+t.test('guardrails see the pass-through calls the gateway reads: requests blocked, answers redacted, streams included', async (t) => {
+  const rules = [
+    { name: 'bird', pattern: 'herons', action: 'redact', on: ['response'] },
+    { name: 'card', pattern: '\\b\\d{4}-\\d{4}-\\d{4}-\\d{4}\\b', action: 'block', on: ['request'] }
+  ]
+  const g = await gateway(t, [{ name: 'auth' }, { name: 'usage' }, { name: 'guardrails', options: { rules } }])
+  const url = `${g.base}/passthrough/mock-openai/chat/completions`
+  const whole = await post(url, chatBody())
+  t.equal(whole.status, 200)
+  const text = (await whole.json() as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content ?? ''
+  t.match(text, /\[REDACTED\]/, 'the answer is redacted')
+  t.notMatch(text, /herons/)
+  t.match(g.mock.body(), { messages: [{ content: /herons/ }] }, 'a response rule leaves the request as it is')
+
+  const streamed = await post(url, chatBody({ stream: true }))
+  const sse = await streamed.text()
+  t.match(sse, /\[REDACTED\]/, 'the stream is redacted')
+  t.notMatch(sse, /herons/)
+  t.match(sse, /data: \[DONE\]/)
+
+  const before = g.mock.requests.length
+  const blocked = await post(url, chatBody({ messages: [{ role: 'user', content: 'my card is 4111-1111-1111-1111' }] }))
+  t.equal(blocked.status, 400)
+  t.match(await blocked.json(), { error: { code: 'content_blocked' } })
+  t.equal(g.mock.requests.length, before, 'nothing reached the provider')
+})
+
+t.test('an answer the gateway reads comes unencoded; others keep the client\'s accept-encoding', async (t) => {
+  const g = await gateway(t)
+  const res = await post(`${g.base}/passthrough/mock-openai/chat/completions`, chatBody(), { authorization: `Bearer ${KEY_A}`, 'accept-encoding': 'gzip, br' })
+  t.equal(res.status, 200)
+  await res.json()
+  t.equal(g.mock.requests.at(-1)?.headers['accept-encoding'], undefined, 'not asked of the provider: its usage must be readable')
+  const [row] = await g.rows()
+  t.ok((row?.prompt_tokens ?? 0) > 0, 'metered')
+  const models = await fetch(`${g.base}/passthrough/mock-openai/models`, { headers: { authorization: `Bearer ${KEY_A}`, 'accept-encoding': 'gzip' } })
+  await models.text()
+  t.equal(g.mock.requests.at(-1)?.headers['accept-encoding'], 'gzip', 'an answer passed unread: the client\'s own')
 })

@@ -1,22 +1,20 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../../../config/schema.js'
-import type { CallOutcome } from '../../api/index.js'
-import type { CallRecord } from '../../gateway/call.js'
-import { nanoToUsd } from '../../gateway/money.js'
+import { nanoToUsd, type CallOutcome } from '../../api/index.js'
 import { OtlpExporter, SpanKind, type SpanData } from './otlp.js'
 
 // Traces, when `tracing.otlp_endpoint` is set: one span per call (kind server), named like the
 // OpenTelemetry GenAI conventions ("chat openai/gpt-4o-mini"), with their attributes
 // (gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, gen_ai.usage.*), and a child
 // span per attempt at a provider (kind client), retries and failovers included. The spans are
-// made when the call ends, from its record, so a call pays nothing for tracing while it runs.
+// made when the call ends, from its outcome, so a call pays nothing for tracing while it runs.
 //
 // The trace id IS the call's {prefix}Trace-ID: the same 128 bits, without the dashes (the
 // response header, the usage record's trace_id and the log lines' trace_id all name the trace).
 
 export interface CallTracer {
-  call: (outcome: CallOutcome, record: CallRecord | null) => void
+  call: (outcome: CallOutcome) => void
   shutdown: () => Promise<void>
 }
 
@@ -29,12 +27,12 @@ export const otelTraceId = (traceId: string): string => traceId.replace(/-/g, ''
 /** Wall-clock ms of a performance.now() reading. */
 const wall = (perf: number): number => performance.timeOrigin + perf
 
-export function callSpans (o: CallOutcome, record: CallRecord | null): SpanData[] {
+export function callSpans (o: CallOutcome): SpanData[] {
   const traceId = otelTraceId(o.traceId)
   const root = spanId()
   const op = 'chat'
-  const endMs = record === null ? o.endedAt : Date.now()
-  const startMs = record === null ? o.startedAt : wall(record.t0)
+  const endMs = wall(o.t1)
+  const startMs = wall(o.t0)
   const failed = o.status !== 'ok'
   const spans: SpanData[] = [{
     traceId,
@@ -64,7 +62,7 @@ export function callSpans (o: CallOutcome, record: CallRecord | null): SpanData[
     },
     error: failed ? o.status : undefined
   }]
-  for (const a of record?.attempts ?? []) {
+  for (const a of o.attempts) {
     const ok = a.outcome === 'ok' || a.outcome === 'client_error'
     spans.push({
       traceId,
@@ -77,7 +75,7 @@ export function callSpans (o: CallOutcome, record: CallRecord | null): SpanData[
       attributes: {
         'gen_ai.operation.name': op,
         'gen_ai.provider.name': a.provider,
-        'gen_ai.request.model': record?.model?.upstreamModel ?? o.model,
+        'gen_ai.request.model': o.upstreamModel ?? o.model,
         'http.response.status_code': a.status ?? undefined,
         'error.type': ok ? undefined : a.outcome,
         'modelgate.attempt': a.n,
@@ -106,7 +104,7 @@ export async function createTracer (config: Config['tracing'], log: FastifyBaseL
     }
   })
   return {
-    call: (outcome, record) => { exporter.export(callSpans(outcome, record)) },
+    call: (outcome) => { exporter.export(callSpans(outcome)) },
     shutdown: async () => { await exporter.shutdown() }
   }
 }

@@ -1,0 +1,248 @@
+import { Transform, type TransformCallback } from 'node:stream'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { AdmissionContext, Gateway, ResponseBodyContext, StreamContext, UpstreamRequestContext } from '../api/index.js'
+import type { Call } from './call.js'
+import type { CatalogModel } from './catalog.js'
+import { RequestTimeout, StreamIdleTimeout, UpstreamStreamError, UpstreamUnavailable, type GatewayError } from './errors.js'
+import { runSeries, type HookRegistry } from './hooks.js'
+import { then, type MaybePromise } from '../store/types.js'
+import { relay, StreamRelay, type RelayEnd } from '../translation/relay.js'
+import type { Json, TranslateCtx, TranslatorPair } from '../translation/types.js'
+import { dispatch, isTimeout, parseJson, readText, type Answer, type Attempt, type RetryPolicy } from '../upstream/dispatch.js'
+import type { RoutingPolicy } from '../upstream/routing.js'
+import type { UpstreamClient } from '../upstream/types.js'
+
+// The steps every metered call goes through, whichever route it came in by (/v1/chat/completions,
+// /v1/messages, /v1/responses, /passthrough/{provider}/*): the admission hooks, dispatch to the
+// providers (attempts, retries, health and breaker reports), the relay of the answer through its
+// translator pair's JSON or stream mapping and the response hooks, and the end of the call. A
+// route says what is particular to it (how its body is read, which pair, what goes upstream) and
+// hands the rest to these.
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }
+
+/** What the pipeline steps of one call share. */
+export interface Pipe {
+  gateway: Gateway
+  hooks: HookRegistry
+  request: FastifyRequest
+  reply: FastifyReply
+  call: Call
+}
+
+/**
+ * Runs the admission hooks (which may change the body, or refuse the call by throwing) and
+ * resolves with the body as they left it. `model` is null for a pass-through call naming no
+ * catalog model.
+ */
+export function admit (p: Pipe, model: CatalogModel | null, body: Json): MaybePromise<Json> {
+  const { call } = p
+  call.admittedBody(body)
+  if (p.hooks.onAdmission.length === 0) return body
+  const ctx: AdmissionContext = { request: p.request, reply: p.reply, call, principal: p.request.principal, model, body, keepContent: () => { call.keepContent() } }
+  return then(runSeries(p.hooks.onAdmission, ctx), () => {
+    call.admittedBody(ctx.body)
+    return ctx.body
+  })
+}
+
+/** What a translator pair needs to know of a call to a catalog model. */
+export function translateCtx (p: Pipe, model: CatalogModel, body: Json): TranslateCtx {
+  const { gateway, request, call } = p
+  const protocol = call.protocol
+  return {
+    model: model.id,
+    upstreamModel: model.upstreamModel,
+    id: request.id.replace(/-/g, ''),
+    created: Math.floor(call.startedAt / 1000),
+    stream: call.stream,
+    includeUsage: protocol === 'openai' && call.stream && (body.stream_options as Json | undefined)?.include_usage === true,
+    flatten: gateway.config.translation.flatten,
+    defaultMaxTokens: Math.min(gateway.config.translation.default_max_tokens, model.config.max_output_tokens ?? Infinity),
+    supported: model.supportedParameters,
+    // a Responses answer echoes the request's settings
+    clientRequest: protocol === 'responses' ? body : undefined
+  }
+}
+
+export function retryPolicy (gateway: Gateway): RetryPolicy {
+  const r = gateway.config.upstream.retry
+  return { attempts: r.attempts, backoffMs: r.backoff_ms }
+}
+
+export interface Send {
+  providers: readonly string[]
+  policy?: RoutingPolicy
+  /** The catalog model, when the call is for one (the upstream request hooks run only then). */
+  model: CatalogModel | null
+  /** The attempt for a provider; called once per provider tried. */
+  plan: (upstream: UpstreamClient) => Attempt
+}
+
+/**
+ * Sends the call to its providers (dispatch), the upstream request hooks before each attempt.
+ * Resolves with the answer that ended the walk; the call is marked failed when none did.
+ */
+export async function send (p: Pipe, s: Send): Promise<Answer> {
+  const { gateway, hooks, request, reply, call } = p
+  const model = s.model
+  const withHooks = hooks.onUpstreamRequest.length > 0 && model !== null
+  try {
+    return await dispatch(gateway.upstreams, {
+      request,
+      providers: s.providers,
+      policy: s.policy,
+      model: model?.id ?? undefined,
+      call,
+      retry: retryPolicy(gateway),
+      timeoutS: gateway.config.server.request_timeout_s,
+      plan: withHooks
+        ? (upstream) => {
+            // hooks may change the body of one attempt; the next provider gets a fresh one
+            const a = s.plan(upstream)
+            return { ...a, body: structuredClone(a.body) }
+          }
+        : s.plan,
+      beforeAttempt: withHooks
+        ? (upstream, attempt, number) => {
+            const c: UpstreamRequestContext = { request, reply, call, model, provider: { id: upstream.id, protocol: attempt.protocol }, attempt: number, body: attempt.body as Json }
+            return then(runSeries(hooks.onUpstreamRequest, c), () => { attempt.body = c.body })
+          }
+        : undefined
+    })
+  } catch (err) {
+    call.failed(err instanceof RequestTimeout ? 'timeout' : 'upstream_error')
+    throw err
+  }
+}
+
+export interface JsonRelay {
+  pair: Pick<TranslatorPair, 'response'>
+  ctx: TranslateCtx
+  /** Headers of the answer (default: a JSON content type). */
+  headers?: Record<string, string | string[]>
+}
+
+/**
+ * Relays a whole answer: read, mapped by the pair (its body, or the provider's bytes as they are
+ * when the pair leaves them unchanged), passed through the response hooks, then the call ends
+ * (its record, charge and counts committed) before the answer is sent.
+ */
+export async function relayJson (p: Pipe, answer: Answer, r: JsonRelay): Promise<FastifyReply> {
+  const { gateway, hooks, request, reply, call } = p
+  let text: string
+  const t0 = performance.now()
+  try {
+    text = await readText(answer.res.body)
+    call.waited(performance.now() - t0)
+  } catch (err) {
+    const timedOut = isTimeout(err)
+    call.failed(timedOut ? 'timeout' : 'upstream_error')
+    throw timedOut ? new RequestTimeout({ seconds: gateway.config.server.request_timeout_s }, { cause: err }) : new UpstreamUnavailable({}, { cause: err })
+  }
+  const json = parseJson(text)
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    call.failed('upstream_error')
+    throw new UpstreamUnavailable({}, { cause: new Error(`upstream ${answer.upstream.id} sent a body that is not a JSON object`) })
+  }
+  call.firstByte()
+  const out = r.pair.response(json as Json, r.ctx)
+  let body: Json | string = out.body ?? text
+  if (hooks.onResponseBody.length > 0) {
+    const c: ResponseBodyContext = { request, reply, call, body: out.body ?? json as Json }
+    await runSeries(hooks.onResponseBody, c)
+    body = c.body
+  }
+  if (call.keepsContent) call.answered(typeof body === 'string' ? body : JSON.stringify(body))
+  call.answering()
+  // the call is settled (recorded, charged, counted) before its answer goes out
+  await call.end({ status: 'ok', usage: out.usage, complete: true })
+  if (r.headers !== undefined) reply.headers(r.headers)
+  else reply.header('content-type', 'application/json; charset=utf-8')
+  return reply.send(body)
+}
+
+export interface StreamRelayOptions {
+  pair: Pick<TranslatorPair, 'stream'>
+  ctx: TranslateCtx
+  /** Headers of the answer (default: the SSE headers). */
+  headers?: Record<string, string | string[]>
+}
+
+/**
+ * Relays a stream through the pair's stream mapper and the stream hooks; the call ends when the
+ * upstream's answer is over, and the client's last bytes wait for it.
+ */
+export function relayStream (p: Pipe, answer: Answer, r: StreamRelayOptions): FastifyReply {
+  const { gateway, hooks, request, reply, call } = p
+  const timeoutS = gateway.config.server.request_timeout_s
+  const sctx: StreamContext = { request, reply, call, protocol: call.protocol }
+  const withHooks = hooks.onStreamEvent.length > 0 || hooks.onStreamEnd.length > 0
+  const stream: StreamRelay = new StreamRelay({
+    mapper: r.pair.stream(r.ctx),
+    protocol: call.protocol,
+    keepContent: call.keepsContent,
+    hooks: withHooks
+      ? { event: hooks.onStreamEvent.map((fn) => (ev) => fn(sctx, ev)), end: hooks.onStreamEnd.map((fn) => () => fn(sctx)) }
+      : undefined,
+    onFirstByte: () => { call.firstByte() },
+    finish: (end: RelayEnd) => {
+      if (end.status !== 'ok') request.log.warn({ provider: answer.upstream.id, err: end.error }, end.status === 'timeout' ? 'upstream stream idle for too long' : 'upstream stream failed')
+      call.answered(stream.content)
+      return call.end({ status: end.status, usage: end.usage, complete: end.status === 'ok' })?.catch((err: unknown) => {
+        request.log.error({ err }, 'end-of-call work failed')
+      })
+    },
+    failure: (end: RelayEnd) => bodyOf(end.status === 'timeout' ? new StreamIdleTimeout({ seconds: timeoutS }) : new UpstreamStreamError())
+  })
+  call.relaying(stream)
+  call.answering()
+  reply.headers(r.headers ?? SSE_HEADERS)
+  return reply.send(relay(answer.res.body, stream))
+}
+
+/**
+ * Relays an answer the gateway does not read (a pass-through endpoint that reports no usage, or
+ * an error answer) byte for byte; the call ends when the provider's body is over, and the last
+ * chunk waits for it.
+ */
+export function relayBytes (p: Pipe, answer: Answer, headers: Record<string, string | string[]>): FastifyReply {
+  const { reply, call } = p
+  const status = answer.res.statusCode
+  const tail = new LastChunkHeld(() => call.end({ status: status < 400 ? 'ok' : 'upstream_error', usage: null, complete: true }))
+  answer.res.body.once('error', (err: Error) => { tail.destroy(err) })
+  call.firstByte()
+  call.answering()
+  reply.status(status).headers(headers)
+  return reply.send(answer.res.body.pipe(tail))
+}
+
+/** Passes chunks on one behind, so that the last one is still here when the source ends: it goes once `onEnd` has settled. */
+class LastChunkHeld extends Transform {
+  private held: Buffer | null = null
+  constructor (private readonly onEnd: () => Promise<void> | undefined) { super() }
+  override _transform (chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    const previous = this.held
+    this.held = chunk
+    cb(null, previous ?? undefined)
+  }
+
+  override _flush (cb: TransformCallback): void {
+    const release = (): void => {
+      if (this.held !== null) this.push(this.held)
+      this.held = null
+      cb()
+    }
+    let ended: Promise<void> | undefined
+    try {
+      ended = this.onEnd()
+    } catch (err) {
+      cb(err as Error)
+      return
+    }
+    if (ended === undefined) release()
+    else ended.then(release, (err: Error) => { cb(err) })
+  }
+}
+
+const bodyOf = (err: GatewayError) => ({ status: err.statusCode, message: err.message, code: err.spec.code, openaiType: err.spec.openaiType, messagesType: err.spec.messagesType })
