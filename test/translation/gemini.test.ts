@@ -240,3 +240,40 @@ t.test('errors in Google\'s shape: the status named by the HTTP status, in a bod
     t.same(pairFor('gemini', upstream).error(401, { error: { message: 'bad key', type: 'authentication_error' } }), { error: { code: 401, message: 'bad key', status: 'UNAUTHENTICATED' } })
   }
 })
+
+t.test('where the text sits in Gemini bodies and chunks (what guardrails read and rewrite)', async (t) => {
+  const { mapRequestText, mapResponseText, streamText } = await import('../../plugins/api/content-text.js')
+  const upper = (s: string): string => s.toUpperCase()
+  const request: Json = {
+    systemInstruction: { role: 'user', parts: [{ text: 'sys' }] },
+    contents: [
+      { role: 'user', parts: [{ text: 'hi' }, { inlineData: { mimeType: 'image/png', data: 'abc' } }] },
+      { role: 'model', parts: [{ text: 'plan', thought: true }, { functionCall: { name: 'f', args: { q: 'x' } } }] },
+      { role: 'user', parts: [{ functionResponse: { name: 'f', response: { output: 'out' } } }] }
+    ]
+  }
+  mapRequestText('gemini', request, upper)
+  t.same(request, {
+    systemInstruction: { role: 'user', parts: [{ text: 'SYS' }] },
+    contents: [
+      { role: 'user', parts: [{ text: 'HI' }, { inlineData: { mimeType: 'image/png', data: 'abc' } }] },
+      { role: 'model', parts: [{ text: 'plan', thought: true }, { functionCall: { name: 'f', args: { q: 'x' } } }] },
+      { role: 'user', parts: [{ functionResponse: { name: 'f', response: { output: 'OUT' } } }] }
+    ]
+  }, 'texts and function outputs, not thoughts, arguments or media')
+  const answer: Json = { candidates: [{ content: { role: 'model', parts: [{ text: 'why', thought: true }, { text: 'yes' }] }, index: 0 }] }
+  mapResponseText('gemini', answer, upper)
+  t.same(answer, { candidates: [{ content: { role: 'model', parts: [{ text: 'why', thought: true }, { text: 'YES' }] }, index: 0 }] })
+
+  const st = streamText('gemini')
+  const ev = { data: { candidates: [{ content: { role: 'model', parts: [{ text: 'a' }, { text: 'b' }, { functionCall: { name: 'f', args: {} } }] }, index: 0 }, { content: { parts: [{ text: 'c' }] }, finishReason: 'STOP', index: 1 }], responseId: 'r' } }
+  t.same(st.deltas(ev), [{ block: 'c0', text: 'ab' }, { block: 'c1', text: 'c' }])
+  t.same(st.closes(ev), ['c1'])
+  t.same(st.withDeltas(ev, new Map([['c0', 'AB']])).data.candidates, [
+    { content: { role: 'model', parts: [{ text: 'AB' }, { text: '' }, { functionCall: { name: 'f', args: {} } }] }, index: 0 },
+    { content: { parts: [{ text: '' }] }, finishReason: 'STOP', index: 1 }
+  ])
+  t.same(ev.data.candidates[0]?.content.parts[0], { text: 'a' }, 'the event itself is left alone')
+  t.same(st.textEvent({ data: { ...ev.data, usageMetadata: { promptTokenCount: 1 } } }, 'c1', 'held'), { data: { responseId: 'r', candidates: [{ content: { role: 'model', parts: [{ text: 'held' }] }, index: 1 }] } })
+  t.equal(st.closes({ data: { error: { code: 500, message: 'x', status: 'INTERNAL' } } }), 'all')
+})
