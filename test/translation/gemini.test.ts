@@ -277,3 +277,40 @@ t.test('where the text sits in Gemini bodies and chunks (what guardrails read an
   t.same(st.textEvent({ data: { ...ev.data, usageMetadata: { promptTokenCount: 1 } } }, 'c1', 'held'), { data: { responseId: 'r', candidates: [{ content: { role: 'model', parts: [{ text: 'held' }] }, index: 1 }] } })
   t.equal(st.closes({ data: { error: { code: 500, message: 'x', status: 'INTERNAL' } } }), 'all')
 })
+
+t.test('a whole Gemini answer replayed as its stream (a cache hit for a streaming client) says what the answer says', async (t) => {
+  const { replayStream } = await import('../../plugins/translation/replay.js')
+  const long = 'word '.repeat(30).trim()
+  const body: Json = {
+    candidates: [
+      { content: { role: 'model', parts: [{ text: 'Thinking it over at some length, really.', thought: true }, { text: long, thoughtSignature: 'c2ln' }, { functionCall: { name: 'f', args: { a: 1 } } }] }, finishReason: 'STOP', index: 0, safetyRatings: [] },
+      { content: { role: 'model', parts: [{ text: 'B' }] }, finishReason: 'MAX_TOKENS', index: 1 }
+    ],
+    usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 9, totalTokenCount: 14 },
+    modelVersion: 'gemini-2.5-flash',
+    responseId: 'r1'
+  }
+  const frames = replayStream('gemini', body, CTX)
+  t.ok(frames.every((f) => f.event === undefined && f.data !== '[DONE]'), 'data-only frames')
+  const chunks = frames.map((f) => JSON.parse(f.data) as { candidates: Array<{ content: { parts: Parts }, index: number, finishReason?: string }>, usageMetadata?: Json, modelVersion: string, responseId: string })
+  t.ok(chunks.length > 5, 'the long text in several chunks')
+  t.ok(chunks.every((c) => c.modelVersion === 'gemini-2.5-flash' && c.responseId === 'r1'))
+  t.ok(chunks.slice(0, -1).every((c) => c.usageMetadata === undefined && c.candidates.every((x) => x.finishReason === undefined)), 'only the last chunk ends the answer')
+  const last = chunks[chunks.length - 1]
+  t.same(last?.candidates, [{ content: { role: 'model', parts: [] }, finishReason: 'STOP', index: 0, safetyRatings: [] }, { content: { role: 'model', parts: [] }, finishReason: 'MAX_TOKENS', index: 1 }])
+  t.same(last?.usageMetadata, body.usageMetadata)
+  const parts = (index: number): Parts => chunks.flatMap((c) => c.candidates.filter((x) => x.index === index).flatMap((x) => x.content.parts))
+  const zero = parts(0)
+  t.equal(zero.filter((p) => p.thought === true).map((p) => p.text).join(''), 'Thinking it over at some length, really.')
+  const texts = zero.filter((p) => p.thought !== true && typeof p.text === 'string')
+  t.equal(texts.map((p) => p.text).join(''), long)
+  t.equal(texts[0]?.thoughtSignature, 'c2ln', 'the signature rides on the first piece only')
+  t.ok(texts.slice(1).every((p) => p.thoughtSignature === undefined))
+  t.same(zero[zero.length - 1], { functionCall: { name: 'f', args: { a: 1 } } })
+  t.same(parts(1), [{ text: 'B' }])
+  // what a Gemini client's relay reads back from the replay: the same usage, a finished answer
+  const mapper = pairFor('gemini', 'gemini').stream(CTX)
+  for (const f of frames) mapper.push(f)
+  t.same(mapper.usage(), usageFromGemini(body.usageMetadata))
+  t.equal(mapper.finished(), true)
+})
