@@ -547,7 +547,7 @@ t.test('credentials are checked like the providers do', async (t) => {
   t.equal(noMessagesKey.status, 401)
   t.equal((JSON.parse(noMessagesKey.text) as { error: Json }).error.type, 'authentication_error')
 
-  mock.keys = { openai: 'sk-right', messages: 'sk-ant-right' }
+  mock.keys = { openai: 'sk-right', messages: 'sk-ant-right', gemini: null }
   const refused = await openai({ apiKey: 'sk-wrong' }).chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)
   t.ok(refused instanceof OpenAI.AuthenticationError)
   t.equal(mock.requests[mock.requests.length - 1]?.apiKey, 'sk-wrong', 'a refused key is recorded too')

@@ -293,7 +293,7 @@ for (const [client, upstream] of PAIRS) {
 
 t.test('the fuzzer reaches deep code: a skeleton goes through whole', async (t) => {
   // a sanity check on the skeletons themselves, so that the fuzz runs start from bodies that map
-  const ctx: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1, includeUsage: true, flatten: false, defaultMaxTokens: 4096, supported: new Set(['top_k', 'reasoning_effort']) }
+  const ctx: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1, stream: false, includeUsage: true, flatten: false, defaultMaxTokens: 4096, supported: new Set(['top_k', 'reasoning_effort']) }
   const chat = pairFor('openai', 'messages').request(json(CHAT_REQUEST) as Record<string, unknown>, ctx)
   t.equal((chat.body.messages as unknown[]).length, 3, 'chat skeleton: user, assistant, user turns')
   t.ok(chat.dropped.includes('seed'))
