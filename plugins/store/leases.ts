@@ -5,6 +5,8 @@ const LEASE_CALLS = 16
 /** The most a lease that keeps running dry under load grows to reserve for at once. */
 const MAX_LEASE_CALLS = 256
 const RECLAIM_TOPIC = 'lease'
+/** After other processes had nothing to give back for an org, how long its refills do not ask them again (ms, wall clock). */
+const DRY_MS = 100
 
 /** What a refill found: the amount added to the lease (0 when `need` was not free), and when 0, what could be had. */
 export interface Refill {
@@ -44,10 +46,14 @@ interface Lease { id: string, leased: number, inUse: number, calls: number, retu
  *
  * A refill that cannot be met while other processes' leases hold enough asks them (over the
  * bus) to give back what their leases hold beyond their calls in flight, then tries once more:
- * a call is refused only when the org's balance cannot cover it beside the calls in flight.
+ * a call is refused only when the org's balance cannot cover it beside the calls in flight. When
+ * they had nothing to give, the org's refills do not ask again for DRY_MS (an org whose balance
+ * is all in use elsewhere does not cost a round of messages per refused call).
  */
 export class Leases implements BalanceStore {
   private readonly byOrg = new Map<string, Lease>()
+  /** Orgs whose last request to the other processes brought nothing back, until when. */
+  private readonly dryUntil = new Map<string, number>()
 
   constructor (private readonly ledger: LeaseLedger, private readonly holder: string, private readonly bus: PeerBus | null = null) {
     bus?.on(RECLAIM_TOPIC, (m) => typeof m.org === 'string' ? this.giveBackSpare(m.org) : undefined)
@@ -71,9 +77,12 @@ export class Leases implements BalanceStore {
     const want = need + amount * l.calls
     let granted = false
     const added = then(this.ledger.refill(l.id, org, need, want, now), (r) => {
-      if (r.added > 0 || this.bus === null || r.free + r.elsewhere < need) return r.added
+      if (r.added > 0 || this.bus === null || r.free + r.elsewhere < need || this.dry(org)) return r.added
       // asked of whoever hears; the second refill decides either way
-      return this.bus.broadcast(RECLAIM_TOPIC, { org }).catch(() => {}).then(() => then(this.ledger.refill(l.id, org, need, want, now), (again) => again.added))
+      return this.bus.broadcast(RECLAIM_TOPIC, { org }).catch(() => {}).then(() => then(this.ledger.refill(l.id, org, need, want, now), (again) => {
+        if (again.added === 0) this.dryUntil.set(org, performance.now() + DRY_MS)
+        return again.added
+      }))
     })
     const refill = (isPromise(added) ? added : Promise.resolve(added)).then((n) => {
       if (n === 0) return
@@ -83,9 +92,12 @@ export class Leases implements BalanceStore {
     })
     l.refill = refill.finally(() => { l.refill = null })
     return l.refill.then(() => {
-      // nothing held or leased here: keep no entry for a refused org (a lease still leased is
-      // idle with its give-back queued, which removes the entry)
-      if (!granted && l.inUse === 0 && l.leased === 0 && !l.returning && this.byOrg.get(org) === l) this.byOrg.delete(org)
+      if (!granted && l.inUse === 0 && !l.returning) {
+        // refused with no call in flight here: an empty lease leaves no entry; one that still
+        // holds something (its give-back found the refill under way and kept it) goes back now
+        if (l.leased > 0) this.giveBackWhenIdle(org, l)
+        else if (this.byOrg.get(org) === l) this.byOrg.delete(org)
+      }
       return granted
     })
   }
@@ -100,11 +112,13 @@ export class Leases implements BalanceStore {
       lease.leased -= fromLease
       done = this.ledger.consume(lease.id, org, fromLease, charge, now)
     }
-    if (lease.inUse === 0 && !lease.returning) {
-      lease.returning = true
-      this.ledger.giveBackLater(lease.id, org, () => this.idleRest(org, lease))
-    }
+    if (lease.inUse === 0 && !lease.returning) this.giveBackWhenIdle(org, lease)
     return done
+  }
+
+  private giveBackWhenIdle (org: string, lease: Lease): void {
+    lease.returning = true
+    this.ledger.giveBackLater(lease.id, org, () => this.idleRest(org, lease))
   }
 
   /** When the lease is still idle, forgets it and says how much it held; 0 when a call took from it again. */
@@ -115,6 +129,14 @@ export class Leases implements BalanceStore {
     lease.leased = 0
     if (this.byOrg.get(org) === lease) this.byOrg.delete(org)
     return rest
+  }
+
+  private dry (org: string): boolean {
+    const until = this.dryUntil.get(org)
+    if (until === undefined) return false
+    if (until > performance.now()) return true
+    this.dryUntil.delete(org)
+    return false
   }
 
   /** Another process is short: what the lease holds beyond the calls in flight goes back now. */
