@@ -55,11 +55,13 @@ export class Leases implements BalanceStore {
   /** Orgs whose last request to the other processes brought nothing back, until when. */
   private readonly dryUntil = new Map<string, number>()
 
-  constructor (private readonly ledger: LeaseLedger, private readonly holder: string, private readonly bus: PeerBus | null = null) {
+  /** `reachable` throws when the store cannot commit a call's end: no hold is taken from memory then. */
+  constructor (private readonly ledger: LeaseLedger, private readonly holder: string, private readonly bus: PeerBus | null = null, private readonly reachable: () => void = () => {}) {
     bus?.on(RECLAIM_TOPIC, (m) => typeof m.org === 'string' ? this.giveBackSpare(m.org) : undefined)
   }
 
   hold (org: string, amount: number, now: number): MaybePromise<boolean> {
+    this.reachable()
     let lease = this.byOrg.get(org)
     if (lease === undefined) {
       lease = { id: `lease:${this.holder}:${org}`, leased: 0, inUse: 0, calls: LEASE_CALLS, returning: false, refill: null }

@@ -1,9 +1,10 @@
 import type { Config } from '../../config/schema.js'
 
 // The store behind the gateway, as interfaces named by what the plugins and routes mean: verify
-// a key, take an idempotency key, count a rate-limit hit, read and count quota usage, hold and
-// settle money, record a call. How an implementation gets there (SQLite's group commits and
-// leases, or a network store's scripts and transactions) stays inside it.
+// a key, take an idempotency key, count a rate-limit hit, admit against a quota and count a call
+// in it, hold and settle money, record a call. How an implementation gets there (leases and
+// memory per process, group commits and batches, scripts and transactions, messages between the
+// processes sharing it) stays inside it.
 //
 // Methods return MaybePromise: the embedded store answers most of them at once, without a
 // promise or a microtask on the hot path; a network store returns promises. Callers handle both

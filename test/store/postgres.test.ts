@@ -341,6 +341,34 @@ t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /ready
   t.match(await app.gateway.store.orgs.get('acme'), { held_nano: 0 }, 'the hold settled, the idle lease given back')
 })
 
+t.test('PostgreSQL away: a hold the lease covers and a quota window known open are refused with 503 until it answers again', async (t) => {
+  const missing = await services()
+  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  const url = await database(t)
+  const pgRelay = await relay(t, 5432)
+  const store = new PostgresStore({ postgres: url.replace(':5432/', `:${pgRelay.port}/`), redis: REDIS_URL, prefix: prefix(t) })
+  t.teardown(async () => { await store.close() })
+  await store.syncTenants(testConfig({ tenants: tenants(25) }), Date.now())
+  t.ok(await store.balance.hold('acme', 1000, Date.now()))
+  t.equal(store.balance.hold('acme', 1000, Date.now()), true, 'the second hold comes out of the lease')
+  t.equal(await store.quota.admit('org:acme', 0, { tokens: 10 }), null)
+  await pgRelay.cut()
+  await t.rejects(store.orgs.get('acme'), { key: 'store_unavailable' }, 'PostgreSQL found away')
+  t.throws(() => store.balance.hold('acme', 1000, Date.now()), { key: 'store_unavailable' }, 'a hold the lease covers is refused: the call could not be charged')
+  await t.rejects(async () => await store.quota.admit('org:acme', 0, { tokens: 10 }), { key: 'store_unavailable' }, 'a window known open is read again, and refused')
+  await pgRelay.restore()
+  const until = Date.now() + 5000
+  let back = false
+  while (!back && Date.now() < until) {
+    try { back = await store.balance.hold('acme', 1000, Date.now()) } catch { await new Promise((resolve) => setTimeout(resolve, 50)) }
+  }
+  t.ok(back, 'back: holds are taken again')
+  t.equal(await store.quota.admit('org:acme', 0, { tokens: 10 }), null)
+  for (let i = 0; i < 3; i++) await store.balance.settle('acme', 1000, 10, Date.now())
+  await store.flush()
+  t.match(await store.orgs.get('acme'), { held_nano: 0, spent_nano: 30 })
+})
+
 t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks the totals', async (t) => {
   const missing = await services()
   if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }

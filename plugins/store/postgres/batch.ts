@@ -188,10 +188,12 @@ export class EndOfCallBatch {
         const t0 = performance.now()
         await this.conn.ready
         await inTransaction(this.conn.pool, async (client) => { await this.write(client, b) })
+        this.conn.observe(undefined)
         this.onBatch?.((performance.now() - t0) / 1000, b.writes)
         b.resolve()
         return
       } catch (err) {
+        this.conn.observe(err)
         if (!this.closed && (isConnectionError(err) || deadlock(err))) {
           this.onError(err, 'end-of-call writes not committed yet; retrying')
           await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref())

@@ -6,6 +6,7 @@ import { fromRoot } from '../../../paths.js'
 import { StoreUnavailable } from '../../gateway/errors.js'
 
 const MIGRATIONS = fromRoot('plugins', 'store', 'postgres', 'migrations')
+const PROBE_MS = 250
 
 // BIGINT columns come back as numbers: every amount is an integer far below 2^53
 const TYPES = {
@@ -99,6 +100,7 @@ export class Connection {
   readonly prefix: string
   private readonly channels = new Map<string, ChannelListener[]>()
   private opened: Promise<void> | null = null
+  private probe: NodeJS.Timeout | null = null
 
   constructor (opts: ConnectionOptions) {
     this.prefix = opts.prefix
@@ -136,12 +138,39 @@ export class Connection {
     await migrate(this.pool)
   }
 
+  /**
+   * PostgreSQL was found unreachable and has not answered since: what admission would take from
+   * memory (a hold out of a lease, an open quota window) is refused instead, since the call's
+   * end could not be committed. A probe every PROBE_MS clears it once PostgreSQL answers.
+   */
+  get lost (): boolean { return this.probe !== null }
+
+  /** Throws 503 store_unavailable while PostgreSQL is lost. */
+  assertReachable (): void {
+    if (this.probe !== null) throw new StoreUnavailable({}, { headers: { 'retry-after': '1' } })
+  }
+
+  /** Notes how a PostgreSQL operation went: a lost connection starts the probe, anything else ends it. */
+  observe (err: unknown): void {
+    if (err !== undefined && isConnectionError(err)) {
+      if (this.probe !== null) return
+      this.probe = setInterval(() => { this.pool.query('SELECT 1').then(() => { this.observe(undefined) }, () => {}) }, PROBE_MS)
+      this.probe.unref()
+    } else if (this.probe !== null) {
+      clearInterval(this.probe)
+      this.probe = null
+    }
+  }
+
   /** A query once the store is open; connection failures become 503 store_unavailable. */
   async q<R extends pg.QueryResultRow = Record<string, unknown>> (sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
     await this.ready
     try {
-      return await this.pool.query<R>(sql, params)
+      const res = await this.pool.query<R>(sql, params)
+      if (this.probe !== null) this.observe(undefined)
+      return res
     } catch (err) {
+      this.observe(err)
       return unavailable(err)
     }
   }
@@ -157,6 +186,7 @@ export class Connection {
   }
 
   async close (): Promise<void> {
+    if (this.probe !== null) { clearInterval(this.probe); this.probe = null }
     this.redis.disconnect()
     this.sub.disconnect()
     await this.pool.end().catch(() => {})

@@ -77,7 +77,7 @@ export class PostgresStore implements Store {
     this.keys = new KeyRepository(this.conn)
     this.orgs = new OrgRepository(this.conn)
     this.usage = new UsageRepository(this.conn, this.batch)
-    this.balance = new Leases(this.ledger.leaseLedger(), this.holder, this.bus)
+    this.balance = new Leases(this.ledger.leaseLedger(), this.holder, this.bus, () => { this.conn.assertReachable() })
     this.idempotency = new IdempotencyRepository(this.conn, this.now)
     this.rateLimits = new RateLimitRepository(this.conn)
     this.quota = new QuotaRepository(this.conn, this.batch, this.bus, this.now, this.onError)
@@ -124,6 +124,7 @@ export class PostgresStore implements Store {
       })
       for (const id of dropped) await this.keys.published(id)
     } catch (err) {
+      this.conn.observe(err)
       unavailable(err)
     }
   }

@@ -58,6 +58,7 @@ export class LedgerRepository {
         return found.length
       })
     } catch (err) {
+      this.conn.observe(err)
       return unavailable(err)
     }
   }

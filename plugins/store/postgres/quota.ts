@@ -13,8 +13,9 @@ export class QuotaRepository implements QuotaStore {
   readonly latch: QuotaLatch
 
   constructor (private readonly conn: Connection, private readonly batch: EndOfCallBatch, bus: PeerBus, now: () => number, onError: (err: unknown, what: string) => void) {
-    // while the bus's connection is down, announcements may be missed: admissions read the store
-    this.latch = new QuotaLatch(async (scope, windowStart) => await this.used(scope, windowStart), bus, now, onError, () => conn.sub.status === 'ready')
+    // while the bus's connection is down, announcements may be missed, and while PostgreSQL is,
+    // counts cannot be committed: admissions read the store (and fail closed with it)
+    this.latch = new QuotaLatch(async (scope, windowStart) => await this.used(scope, windowStart), bus, now, onError, () => conn.sub.status === 'ready' && !conn.lost)
     let wasReady = false
     conn.sub.on('ready', () => {
       if (wasReady) this.latch.forget()

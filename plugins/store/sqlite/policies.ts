@@ -63,7 +63,7 @@ export class RateLimitRepository extends RateLimitLeases {
         reset_at = CASE WHEN rate_limits.reset_at <= @now THEN @reset ELSE rate_limits.reset_at END
       RETURNING count, reset_at`)
     const peek = db.prepare<[string, number], { count: number }>('SELECT count FROM rate_limits WHERE key = ? AND reset_at > ?')
-    super(async (key, now, windowMs, max): Promise<HitTake> => await commit.run(() => {
+    super((key, now, windowMs, max) => commit.run((): HitTake => {
       const taken = hitsToTake(peek.get(key, now)?.count ?? 0, max)
       const r = incr.get({ key, now, reset: now + windowMs, n: taken }) as { count: number, reset_at: number }
       return { count: r.count, resetAt: r.reset_at, taken }
