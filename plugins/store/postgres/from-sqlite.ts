@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import type pg from 'pg'
-import { inTransaction, migrate, pgPool } from './index.js'
+import { inTransaction, migrate, pgPool } from './db.js'
 
 // `modelgate store migrate --from FILE.db --to postgres://…`: copies a SQLite store (stopped) into
 // an empty PostgreSQL database in one transaction, then reads both back and compares the totals.
