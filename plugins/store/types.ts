@@ -133,6 +133,10 @@ export interface UsageRow {
   cost_nano: number
   latency_ms: number
   ttft_ms: number | null
+  /** 1: answered from a response cache (no provider, no cost). */
+  cache_hit: number
+  /** What a cache hit would have cost at the model's prices then; 0 otherwise. */
+  saved_nano: number
 }
 
 export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }

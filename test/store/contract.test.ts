@@ -65,7 +65,7 @@ const tenants = (balanceUsd: number, keys: Array<Record<string, unknown>> = [{ k
 
 const row = (i: number): UsageRow => ({
   id: `usage_${String(i).padStart(5, '0')}`, created_at: 1_700_000_000_000 + i * 1000, trace_id: `t${i}`, org_id: 'acme', project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
-  model: i % 2 === 0 ? 'm-even' : 'm-odd', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 100, latency_ms: 1, ttft_ms: null
+  model: i % 2 === 0 ? 'm-even' : 'm-odd', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 100, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0
 })
 
 function contract (t: Tap.Test, open: Open): void {

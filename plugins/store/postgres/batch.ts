@@ -7,12 +7,12 @@ const RETRY_MS = 250
 const LATER_MS = 5
 
 export const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status',
-  'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms'] as const satisfies ReadonlyArray<keyof UsageRow>
+  'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano'] as const satisfies ReadonlyArray<keyof UsageRow>
 
 const USAGE_TYPES: Record<typeof USAGE_COLUMNS[number], string> = {
   id: 'text', created_at: 'bigint', trace_id: 'text', org_id: 'text', project_id: 'text', key_id: 'text', endpoint: 'text', model: 'text', provider: 'text',
   stream: 'int', status: 'text', prompt_tokens: 'bigint', cached_input_tokens: 'bigint', completion_tokens: 'bigint', total_tokens: 'bigint', cost_nano: 'bigint',
-  latency_ms: 'float8', ttft_ms: 'float8'
+  latency_ms: 'float8', ttft_ms: 'float8', cache_hit: 'int', saved_nano: 'bigint'
 }
 
 const INSERT_USAGE = `INSERT INTO usage_records (${USAGE_COLUMNS.join(', ')})
