@@ -98,6 +98,9 @@ t.test('idempotency: a key refuses repeats for ttl_s after the answer, then is t
   const app = await build(t, { plugins: [{ name: 'auth' }, { name: 'idempotency', options: { ttl_s: 10 } }] }, { clock })
   const post = () => app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...bearer(KEY_A), 'idempotency-key': 'e' }, payload: chatBody() })
   const row = () => sqliteOf(app).db.prepare("SELECT created_at, expires_at FROM idempotency_keys WHERE idem_key = 'e'").get() as { created_at: number, expires_at: number }
+  // the key's first use is noted (when it was last used): a write of its own, done with before
+  t.equal((await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })).statusCode, 200)
+  await app.gateway.store.flush()
   t.equal((await post()).statusCode, 200)
   await settled()
   t.equal(sqliteOf(app).commit.pending, 0, 'and costs no second write')
