@@ -95,3 +95,21 @@ t.test('created keys: shown once, stored as a hash, revocable', async (t) => {
   t.equal(store.keys.verify(k.key), undefined)
   t.notOk(await store.keys.revoke(k.id, 3000), 'revoking twice changes nothing')
 })
+
+t.test('a change made by a process on no bus with the serving ones (a CLI command) is heard by them within a second', async (t) => {
+  const file = join(tempDir('store'), 'gw.db')
+  const silent = { broadcast: async () => {}, on: () => {} }
+  const cli = new Store(file, { bus: silent })
+  const worker = new Store(file, { bus: { broadcast: async () => {}, on: () => {} } })
+  t.teardown(async () => { await cli.close(); await worker.close() })
+  await cli.syncTenants(testConfig(), 1)
+  const heard: string[] = []
+  worker.onChange((c) => { heard.push(c.kind === 'key' ? `key ${c.id}` : c.kind === 'project' ? `project ${c.org}/${c.id}` : `${c.kind}`) })
+  const k = cli.keys.create({ org: 'acme', project: 'web', source: 'cli' }, 2)
+  await cli.keys.update(k.id, { models: ['demo/*'] }, 3, 'cli')
+  await cli.orgs.removeProject('acme', 'web', 4, 'cli')
+  const until = Date.now() + 1500
+  while (heard.length < 2 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20))
+  t.same(heard, [`key ${k.id}`, 'project acme/web'], 'read from the table, in order')
+  t.equal(worker.changes.sweep(Date.now()), 3, 'swept once old (the sync, the update, the deletion)')
+})
