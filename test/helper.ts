@@ -1,8 +1,8 @@
-import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { buildApp } from '../app.js'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import type { Clock } from '../plugins/api/index.js'
+import { testGateway, type Clock, type GatewayPlugin, type TestGateway } from '../plugins/api/index.js'
 import { SqliteStore } from '../plugins/store/sqlite/index.js'
 import { childEnv } from './child-env.js'
 import { tempDir } from './temp-dir.js'
@@ -70,6 +70,31 @@ export async function build (t: Teardown, overrides: Overrides = {}, extras: Bui
   const app = await buildApp(testConfig(overrides), { logger: extras.logger ?? false, clock: extras.clock })
   t.teardown(() => app.close())
   return app
+}
+
+export interface BareOptions {
+  /** Config sections for the test gateway (plugins/api/testing.ts has the defaults). */
+  config?: Record<string, unknown>
+  clock?: Clock
+  /** Options of the bare Fastify instance (trustProxy, logger). */
+  fastify?: FastifyServerOptions
+}
+
+/**
+ * A bare Fastify with the plugin API's test gateway (an in-memory store, in-process providers
+ * `test/echo` and `test/claude`, the tenant acme/web whose key is in `gw.auth`), the given
+ * plugins registered in order, then the /v1 routes; closed when the test ends.
+ */
+export async function bareGateway (t: Teardown, plugins: Array<GatewayPlugin | [GatewayPlugin, Record<string, unknown>]>, opts: BareOptions = {}): Promise<TestGateway> {
+  const app = Fastify({ logger: false, ...opts.fastify })
+  t.teardown(() => app.close())
+  const gw = await testGateway(app, { config: opts.config, clock: opts.clock })
+  for (const entry of plugins) {
+    const [plugin, options] = Array.isArray(entry) ? entry : [entry, {}]
+    await gw.use(plugin, options)
+  }
+  await gw.routes()
+  return gw
 }
 
 export const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
