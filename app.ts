@@ -5,8 +5,8 @@ import { Internal, InvalidUrl, UrlTooLong } from './plugins/gateway/errors.js'
 import { createGateway, familyOfUrl, installGateway, notFound, sendError, traceId } from './plugins/gateway/core.js'
 import { lazyChildLogger } from './plugins/ops/lazy-logger.js'
 import { redactingLogger } from './plugins/ops/log-redaction.js'
-import { installOperations, standaloneRuntime, type Runtime } from './plugins/ops/operations.js'
-import { registerChain } from './plugins/gateway/registry.js'
+import { serveMetrics, standaloneRuntime, type Runtime } from './plugins/ops/operations.js'
+import { chainOf, registerChain } from './plugins/gateway/registry.js'
 import { clientErrorHandler, serverTimeouts } from './plugins/ops/server-limits.js'
 import { openStore, staleHoldMs } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
@@ -64,10 +64,10 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   if (ownStore) (store as ReturnType<typeof openStore>).startMaintenance({ staleHoldMs: staleHoldMs(config) })
   await store.syncTenants(config, (clock ?? { now: Date.now }).now())
   const runtime = opts.runtime ?? standaloneRuntime()
-  const core = createGateway({ config, store, clock, log: app.log, health: runtime.health })
+  const core = createGateway({ config, store, clock, log: app.log, health: runtime.health, metrics: runtime.metrics.registry })
   installGateway(app, core)
   if (opts.runtime === undefined) app.addHook('onClose', async () => { runtime.metrics.close() })
-  await installOperations(app, core, config, store, runtime)
+  serveMetrics(app, config, runtime)
   app.addHook('onClose', async () => { await core.gateway.upstreams.close() })
   // Registered first, so it runs last: end-of-call work still queued gets its turn, then the
   // store commits what it holds and closes.
@@ -106,13 +106,14 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
 
   // plugins that cover every route (the IP rate limit) first, then the API's chain, once, in a
   // scope of its own that holds every metered route: /v1 and each provider's pass-through
-  await registerChain(app, app, config.plugins, 'app')
+  const chain = chainOf(config)
+  await registerChain(app, app, chain, 'app')
   await app.register(async (api) => {
     // a plugin's own routes are API routes: under /v1, as if the chain were registered there
     api.addHook('onRoute', (route) => {
       if (!isCoreScope(route.prefix)) route.url = route.path = `/v1${route.url}`
     })
-    await registerChain(app, api, config.plugins, 'api')
+    await registerChain(app, api, chain, 'api')
     await api.register(async (v1) => {
       // unknown /v1 paths pass through the chain too (rate limit, auth) before their 404
       v1.setNotFoundHandler(notFound)

@@ -6,7 +6,7 @@ import YAML from 'yaml'
 import { ConfigSchema, type Config, type PluginEntry } from './schema.js'
 import type { GatewayPlugin } from '../plugins/api/index.js'
 import { checkOptions } from '../plugins/gateway/plugin-options.js'
-import { builtinPlugin, builtinPlugins, loadPlugin, resolveModule } from '../plugins/gateway/registry.js'
+import { builtinPlugin, builtinPlugins, bySection, loadPlugin, resolveModule } from '../plugins/gateway/registry.js'
 
 // Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
 // applies defaults, validates it, loads the plugins it names from outside the project, validates
@@ -146,10 +146,14 @@ function semanticChecks (config: Config, problems: string[]): void {
 export type LoadedModules = Map<number, { resolved: string, plugin: GatewayPlugin } | { error: string }>
 
 function checkPlugins (entries: PluginEntry[], loaded: LoadedModules, problems: string[]): void {
-  const known = builtinPlugins().map((p) => p.name).join(', ')
+  const known = builtinPlugins().map((p) => p.name).filter((n) => !bySection(n)).join(', ')
   entries.forEach((entry, i) => {
     if (entry === null || typeof entry !== 'object' || typeof entry.name !== 'string') return
     let def: GatewayPlugin | undefined
+    if (entry.module === undefined && bySection(entry.name)) {
+      problems.push(`plugins[${i}].name: ${entry.name} is switched on by the config's own \`${entry.name}:\` section, not listed here`)
+      return
+    }
     if (entry.module === undefined) {
       def = builtinPlugin(entry.name)
       if (def === undefined) {
@@ -182,6 +186,8 @@ function checkPlugins (entries: PluginEntry[], loaded: LoadedModules, problems: 
   const enabled = new Set<string>()
   entries.forEach((entry, i) => {
     if (entry?.enabled !== true) return
+    // an entry already refused for its name says nothing of what it needs
+    if (entry.module !== undefined && builtinPlugin(entry.name) !== undefined) return
     const def = entry.module === undefined ? builtinPlugin(entry.name) : (loaded.get(i) as { plugin?: GatewayPlugin } | undefined)?.plugin
     for (const d of def?.dependencies ?? []) if (!enabled.has(d)) problems.push(`plugins[${i}]: ${entry.name} needs ${d} enabled before it`)
     enabled.add(entry.name)

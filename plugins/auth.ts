@@ -1,9 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { LRUCache } from 'lru-cache'
 import { hash } from 'node:crypto'
-import { definePlugin, type Principal } from './api/index.js'
-import { Unauthorized } from './gateway/errors.js'
-import { isPromise, type ApiKey } from './store/types.js'
+import { definePlugin, isPromise, Unauthorized, type ApiKey, type Principal } from './api/index.js'
 
 // Phase: onRequest. Sets request.principal from `Authorization: Bearer <key>` (and `x-api-key`
 // on routes whose config has apiKeyHeader: the Messages routes). Verified keys are cached by the

@@ -1,8 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api/index.js'
-import { estimatePromptTokens } from './gateway/billing.js'
-import { InsufficientBalance, NoOrgContext } from './gateway/errors.js'
-import { then } from './store/types.js'
+import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then } from './api/index.js'
 
 // Gateway hooks: onAdmission (hold), onCallEnd (settle or release).
 // Prepaid credits: at admission a hold of the call's worst-case cost is taken from the org's
@@ -31,6 +28,7 @@ export default definePlugin({
   name: 'balance',
   description: 'prepaid credits: a hold at admission, settled to the real charge: 402',
   options,
+  dependencies: ['auth'],
   plugin: async (fastify) => {
     const { store, clock } = fastify.gateway
     fastify.decorateRequest('balanceHold', null)

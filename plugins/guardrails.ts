@@ -1,9 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { definePlugin, type ClientEvent, type StreamContext } from './api/index.js'
-import { mapRequestText, mapResponseText, streamText } from './api/content-text.js'
-import { ContentBlocked } from './gateway/errors.js'
-import { regexShape } from './api/regex-span.js'
-import { errorEvent } from './translation/sse.js'
+import { ContentBlocked, definePlugin, errorEvent, mapRequestText, mapResponseText, regexShape, streamText, type ClientEvent, type StreamContext } from './api/index.js'
 
 // Gateway hooks: onAdmission (the request's text), onResponseBody and onStreamEvent (the
 // answer's text). Content rules: a regular expression, an action and where it applies.

@@ -1,7 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api/index.js'
-import { DuplicateRequest } from './gateway/errors.js'
-import { then } from './store/types.js'
+import { definePlugin, DuplicateRequest, then } from './api/index.js'
 
 // Gateway hooks: onAdmission (take the key), onCallEnd (keep or release it).
 // Idempotency-Key is scoped to the API key. A repeat while the first request is in flight, or

@@ -1,8 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api/index.js'
-import { QuotaExceeded } from './gateway/errors.js'
-import { amountOf, limitOf, quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from './gateway/quota-windows.js'
-import { isPromise, type QuotaUsage } from './store/types.js'
+import { amountOf, definePlugin, isPromise, limitOf, QuotaExceeded, quotaStatus, quotaWindow, QuotaRules, type QuotaRule, type QuotaUsage } from './api/index.js'
 
 // Gateway hooks: onAdmission (refuse a scope over its quota), onCallEnd (count the call).
 // Quotas come from the tenants in the config: per organization and per project, in tokens or
@@ -26,6 +23,7 @@ export default definePlugin({
   name: 'quota',
   description: 'token or USD quotas per org and project per UTC window (set in tenants): 429',
   options,
+  dependencies: ['auth'],
   plugin: async (fastify) => {
     const { store, clock, config } = fastify.gateway
     const rules = new QuotaRules(config)

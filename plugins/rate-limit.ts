@@ -1,9 +1,7 @@
 import rateLimit from '@fastify/rate-limit'
 import { Type } from '@sinclair/typebox'
 import type { onRequestHookHandler } from 'fastify'
-import { definePlugin } from './api/index.js'
-import { RateLimited } from './gateway/errors.js'
-import { isPromise, type RateLimitHit, type RateLimitStore } from './store/types.js'
+import { definePlugin, isPromise, RateLimited, type RateLimitHit, type RateLimitStore } from './api/index.js'
 
 // Phase: onRequest, on the whole app: `max` requests per `window_s` per client IP on every route
 // (/v1, /admin, /console and the health checks), counted before auth, so failed key and admin

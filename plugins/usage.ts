@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin } from './api/index.js'
-import type { ContentRow, UsageRow } from './store/types.js'
+import { definePlugin, type ContentRow, type UsageRow } from './api/index.js'
 
 // Gateway hooks: onAdmission (ask for the content, when stored), onCallEnd (record the call).
 // One usage record per metered call that reached an upstream, refused calls excepted; a call

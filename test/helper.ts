@@ -2,7 +2,8 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { buildApp } from '../app.js'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import { testGateway, type Clock, type GatewayPlugin, type TestGateway } from '../plugins/api/index.js'
+import type { Clock, GatewayPlugin } from '../plugins/api/index.js'
+import { testGateway, type TestGateway } from '../plugins/api/testing.js'
 import { SqliteStore } from '../plugins/store/sqlite/index.js'
 import { childEnv } from './child-env.js'
 import { tempDir } from './temp-dir.js'
@@ -85,7 +86,7 @@ export interface BareOptions {
  * `test/echo` and `test/claude`, the tenant acme/web whose key is in `gw.auth`), the given
  * plugins registered in order, then the /v1 routes; closed when the test ends.
  */
-export async function bareGateway (t: Teardown, plugins: Array<GatewayPlugin | [GatewayPlugin, Record<string, unknown>]>, opts: BareOptions = {}): Promise<TestGateway> {
+export async function bareGateway (t: Teardown, plugins: Array<GatewayPlugin | string | [GatewayPlugin | string, Record<string, unknown>]>, opts: BareOptions = {}): Promise<TestGateway> {
   const app = Fastify({ logger: false, ...opts.fastify })
   t.teardown(() => app.close())
   const gw = await testGateway(app, { config: opts.config, clock: opts.clock })

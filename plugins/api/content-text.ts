@@ -1,4 +1,4 @@
-import type { ClientEvent } from './index.js'
+import type { ClientEvent } from './types.js'
 import type { Json, Protocol } from '../translation/types.js'
 
 // Where the text sits in each client protocol: what a user wrote in a request, what the model

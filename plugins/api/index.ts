@@ -1,291 +1,40 @@
-import type { EventEmitter } from 'node:events'
-import type { FastifyBaseLogger, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import type { Static, TObject } from '@sinclair/typebox'
-import type { Config } from '../../config/schema.js'
-import type { Catalog, CatalogModel } from '../gateway/catalog.js'
-import type { ErrorFamily, GatewayError } from '../gateway/errors.js'
-import type { Store } from '../store/types.js'
-import type { Json, Protocol, Usage } from '../translation/types.js'
-import type { AttemptReport, Upstreams } from '../upstream/index.js'
+import type { TObject } from '@sinclair/typebox'
+import type { GatewayPlugin } from './types.js'
 
-// The plugin API: everything a concern plugin needs, built-in or written outside the project.
-// It imports no plugin, so any plugin module can be imported and registered alone. The built-in
-// plugins use exactly this API; a contributor's plugin can do whatever a built-in does.
+// The plugin API, what an outside package imports as `modelgate/plugin`: everything a concern
+// plugin needs, and exactly what the built-in plugins use. It imports no plugin, so any plugin
+// module can be imported and registered alone, and a contributor's plugin can do whatever a
+// built-in does. The test helper is apart, in `modelgate/testing` (./testing.ts).
 //
-// A plugin is a Fastify plugin (`async (fastify, options) => {}`) registered inside the /v1
-// scope in config order. Besides Fastify's own hooks it gets the gateway's, through
-// `fastify.gateway.addHook(name, fn)`:
-//
-//   onAdmission        the key is known, the model resolved and the client body validated: a
-//                      hook may change the body, or refuse the call by throwing a gateway error
-//   onUpstreamRequest  before each upstream attempt (failover tries the next provider): the
-//                      provider and the upstream body, which a hook may change
-//   onResponseBody     a whole (non-streamed) answer in the client's protocol, before it is sent
-//   onStreamEvent      each event of a streamed answer in the client's protocol: a hook may
-//                      change it, drop it (return null) or replace it with several
-//   onStreamEnd        the stream's last chance to add events (text a hook held back)
-//   onCallEnd          the call's outcome, once and for every call of a metered route (refused
-//                      ones included): the one record of what happened and what it costs
-//
-// Hooks of one kind run in config order. onCallEnd hooks all start in config order and the
-// gateway waits for every one: for an answer that completes, before its last byte is sent, so
-// that what they write (the usage record, the charge, the quota count) is stored by the time the
-// client has its answer.
+// A plugin is a Fastify plugin (`async (fastify, options) => {}`) registered inside the API's
+// scope in config order (its own routes go under /v1). Besides Fastify's own hooks it gets the
+// gateway's, through `fastify.gateway.addHook(name, fn)`: see ./types.ts.
 
-export type { Json, Protocol, Usage } from '../translation/types.js'
-export type { CatalogModel } from '../gateway/catalog.js'
-export type { Store } from '../store/types.js'
-export type { AttemptOutcome, AttemptReport } from '../upstream/index.js'
+export type * from './types.js'
 
-/** Time source; tests pass a fake one so windows and expiries need no sleeping. */
-export interface Clock { now: () => number }
-
-export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, overhead: string }
-
-/** Who is calling: set by the auth plugin on `request.principal`. */
-export interface Principal {
-  keyId: string
-  org: string
-  project: string
-  models: string[]
-  /** Provider ids whose pass-through routes this key may use. */
-  passthrough: string[]
-}
-
-/** The kind of call: its usage record's `endpoint`. A `count_tokens` call is free and has no usage record. */
-export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'passthrough' | 'count_tokens'
-
-/**
- * How a call ended. `refused`: it never reached an upstream (a bad request, an unknown model, a
- * plugin's refusal); such calls have no usage record.
- */
-export type CallStatus = 'ok' | 'client_aborted' | 'upstream_error' | 'timeout' | 'refused'
-
-/** What plugins may read of a call in progress, on `request.call` (metered routes only). */
-export interface CallView {
-  readonly endpoint: Endpoint
-  /** The client's protocol. */
-  readonly protocol: Protocol
-  /** The call can cost money: false for a free one (count_tokens), which balance, quota and usage leave alone. */
-  readonly billable: boolean
-  readonly stream: boolean
-  /** The catalog model, once resolved. */
-  readonly model: CatalogModel | null
-  /** The provider answering (or last tried). */
-  readonly provider: string | null
-  /** Client fields dropped before forwarding (unsupported by the model, or with no upstream equivalent). */
-  readonly dropped: readonly string[]
-  readonly startedAt: number
-}
-
-/** The one immutable record of a call, produced once by the gateway and handed to onCallEnd hooks. */
-export interface CallOutcome {
-  readonly traceId: string
-  readonly endpoint: Endpoint
-  readonly protocol: Protocol
-  /** The catalog model id; null when the call was refused before a model was resolved. */
-  readonly model: string | null
-  /** The model name sent to the provider. */
-  readonly upstreamModel: string | null
-  readonly provider: string | null
-  readonly stream: boolean
-  readonly status: CallStatus
-  /** The HTTP status the client got (200 for a stream that failed after it started). */
-  readonly httpStatus: number
-  readonly principal: Principal | null
-  /** An upstream was tried: the call is metered (has a usage record). */
-  readonly attempted: boolean
-  /** The client got (part of) an answer and the call is charged. */
-  readonly billed: boolean
-  /** What the call is billed for (all zero when it is not billed). */
-  readonly usage: Readonly<Usage>
-  /** True when some counts were estimated because the upstream never reported them. */
-  readonly estimated: boolean
-  readonly costNano: number
-  /** The gateway clock's time when the call began, its answer's first byte, and its end (ms). */
-  readonly startedAt: number
-  readonly firstByteAt: number | null
-  readonly endedAt: number
-  /** performance.now() of this process when the call began and ended (high resolution, for spans). */
-  readonly t0: number
-  readonly t1: number
-  /** The gateway's own time in ms, providers' time excluded, up to the answer's headers; null when none was sent. */
-  readonly overheadMs: number | null
-  /** Time spent waiting on providers, ms (attempts, pauses before retries, a whole answer's transfer). */
-  readonly upstreamMs: number
-  /** Every attempt at a provider, in order, with its timings (performance.now()) and how it went. */
-  readonly attempts: readonly AttemptReport[]
-  readonly dropped: readonly string[]
-  /** The client's request and what it received (JSON body, or the stream's bytes), when a plugin asked for them. */
-  readonly content: { readonly request: string, readonly response: string | null } | null
-}
-
-interface HookContextBase {
-  readonly request: FastifyRequest
-  readonly reply: FastifyReply
-  readonly call: CallView
-}
-
-export interface AdmissionContext extends HookContextBase {
-  readonly principal: Principal | null
-  /**
-   * The catalog model called. Null only on a pass-through call whose body names no catalog
-   * model of that provider (or names none at all): it is metered, at no price.
-   */
-  readonly model: CatalogModel | null
-  /** The validated client body: change it in place or assign another one. */
-  body: Json
-  /** Asks the gateway to keep the request and what the client received for `outcome.content`. */
-  keepContent: () => void
-}
-
-export interface UpstreamRequestContext extends HookContextBase {
-  readonly model: CatalogModel
-  readonly provider: { readonly id: string, readonly protocol: Protocol }
-  /** 1 for the first provider tried, 2 for the next after a failover... */
-  readonly attempt: number
-  /** The body about to be sent upstream: change it in place or assign another one. */
-  body: Json
-}
-
-export interface ResponseBodyContext extends HookContextBase {
-  /** The answer in the client's protocol: change it in place or assign another one. */
-  body: Json
-}
-
-/** One event of a streamed answer, in the client's protocol: the SSE event name and its JSON data. */
-export interface ClientEvent {
-  event?: string
-  data: Json
-}
-
-export type StreamEventResult = ClientEvent | ClientEvent[] | null | undefined
-
-export interface StreamContext extends HookContextBase {
-  readonly protocol: Protocol
-}
-
-export interface CallEndContext {
-  readonly request: FastifyRequest
-  readonly reply: FastifyReply
-}
-
-export interface HookSignatures {
-  onAdmission: (ctx: AdmissionContext) => unknown
-  onUpstreamRequest: (ctx: UpstreamRequestContext) => unknown
-  onResponseBody: (ctx: ResponseBodyContext) => unknown
-  /** Return undefined to keep the event, null to drop it, or the events to send in its place. */
-  onStreamEvent: (ctx: StreamContext, event: ClientEvent) => StreamEventResult
-  /** Events to send before the stream's end (after the upstream's last event). */
-  onStreamEnd: (ctx: StreamContext) => ClientEvent[] | undefined
-  onCallEnd: (outcome: CallOutcome, ctx: CallEndContext) => unknown
-}
-
-export type GatewayHookName = keyof HookSignatures
-export type HookFn<N extends GatewayHookName> = HookSignatures[N]
-
-export interface GatewayHooks {
-  add: <N extends GatewayHookName>(name: N, fn: HookFn<N>) => void
-}
-
-/** An error a plugin refuses a call with, answered in the route family's shape. */
-export interface RefusalSpec {
-  status: number
-  /** error.code in the numeric-code shape (default: the status); also sent on the Messages shape as error.code. */
-  code?: string | number
-  message: string
-  /** error.type in the numeric-code shape (default by status). */
-  type?: string
-  headers?: Record<string, string>
-  /** false: `x-should-retry: false`, so the official SDKs do not retry. */
-  retry?: boolean
-}
-
-/** The app's services, on `fastify.gateway`. */
-export interface Gateway {
-  readonly config: Readonly<Config>
-  readonly store: Store
-  readonly catalog: Catalog
-  readonly upstreams: Upstreams
-  readonly clock: Clock
-  readonly headers: HeaderNames
-  readonly log: FastifyBaseLogger
-  /** Adds a gateway hook (see the top of this file). */
-  addHook: GatewayHooks['add']
-  /** A gateway error to throw from a hook or handler: rendered in the route family's shape. */
-  refusal: (spec: RefusalSpec) => GatewayError
-  /** 'reload' and the like; free for plugins to listen to. */
-  readonly events: EventEmitter
-}
-
-/** The error shape of the route a request matched. */
-export type { ErrorFamily }
-
-/**
- * A concern plugin: a name, a JSON Schema of its options (a TypeBox schema is one), the plugins it
- * needs before it in the chain, and the Fastify plugin. Options reach the plugin validated, with
- * the schema's defaults filled in.
- */
-export interface GatewayPlugin<S extends TObject = TObject> {
-  name: string
-  /** One line for listings (`modelgate plugins`). */
-  description?: string
-  options?: S
-  /**
-   * Checks the schema cannot express (a regular expression that must compile...): returns the
-   * problems, each as `<path below options>: <what>`; reported with the config's other problems.
-   */
-  validate?: (options: Static<S>) => string[]
-  dependencies?: string[]
-  /**
-   * 'api' (default): registered in the /v1 scope, in config order. 'app': registered on the
-   * whole app (every route, /admin and /console included), before the /v1 chain; for a concern
-   * that must cover everything, such as the IP rate limit.
-   */
-  scope?: 'api' | 'app'
-  plugin: FastifyPluginAsync<Static<S>>
-}
-
-/** Identity, for the types: `export default definePlugin({ name, options, plugin })`. */
+/** Identity, for the types: `export default definePlugin({ name, options, dependencies, plugin })`. */
 export function definePlugin<S extends TObject> (p: GatewayPlugin<S>): GatewayPlugin<S> {
   return p
 }
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    gateway: Gateway
-  }
-  interface FastifyRequest {
-    /** Set by the auth plugin. */
-    principal: Principal | null
-    /** The call in progress, on metered routes. */
-    call: CallView | null
-    /**
-     * The matched route's config (request.routeOptions.config), read once per request: Fastify
-     * builds a new routeOptions object on every read of it.
-     */
-    routeConfig: FastifyContextConfig
-  }
-  interface FastifyContextConfig {
-    /** Error shape of the route family (default 'openai', the numeric-code shape). */
-    family?: ErrorFamily
-    /** The route accepts `x-api-key` as well as `Authorization: Bearer` (the Messages routes). */
-    apiKeyHeader?: boolean
-    /** The route needs no API key (health, console assets). */
-    auth?: boolean
-    /** The route is a metered call: it has an outcome, and the admission policies apply. */
-    metered?: boolean
-  }
-}
+// What a plugin may use of the gateway's machinery.
 
-export type { TestGateway, TestGatewayOptions } from './testing.js'
-
-/**
- * The test helper: sets up a gateway on a bare Fastify instance (an in-memory store, simulated
- * providers, a tenant with a key) so that one plugin can be registered and tested alone. See
- * plugins/api/testing.ts. Loaded on first use, so that importing this module stays cheap.
- */
-export async function testGateway (app: FastifyInstance, opts?: import('./testing.js').TestGatewayOptions): Promise<import('./testing.js').TestGateway> {
-  const { createTestGateway } = await import('./testing.js')
-  return await createTestGateway(app, opts)
-}
+/** A store answer that may be a promise: the embedded store answers most calls at once. */
+export { isPromise, then, type MaybePromise } from '../store/types.js'
+/** The errors a plugin may throw to refuse a call, rendered in the route family's shape (or use `gateway.refusal`). */
+export {
+  ContentBlocked, DuplicateRequest, InsufficientBalance, NoOrgContext, QuotaExceeded, RateLimited, StoreUnavailable, Unauthorized,
+  isGatewayError, type ErrorFamily, type GatewayError
+} from '../gateway/errors.js'
+/** Money: integers of nano-dollars, decimal strings at the edges. */
+export { nanoToUsd, usdToNano } from '../gateway/money.js'
+/** A call's charge, and the upper bound of its input the balance plugin holds for. */
+export { chargeOf, estimatePromptTokens } from '../gateway/billing.js'
+/** UTC quota windows and the tenants' quota rules. */
+export { amountOf, limitOf, quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from '../gateway/quota-windows.js'
+/** The conversational text of requests, answers and stream events, in any client protocol. */
+export { mapRequestText, mapResponseText, streamText } from './content-text.js'
+/** How far a regular expression's match can reach, for holding stream text back. */
+export { regexShape } from './regex-span.js'
+/** An in-stream error event in a client protocol. */
+export { errorEvent } from '../translation/sse.js'

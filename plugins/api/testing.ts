@@ -1,12 +1,14 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { Registry } from 'prom-client'
 import { parseConfig } from '../../config/load.js'
 import type { Clock, Gateway, GatewayPlugin } from './index.js'
 import { createGateway, installGateway } from '../gateway/core.js'
 import { checkOptions } from '../gateway/plugin-options.js'
+import { builtinPlugin } from '../gateway/registry.js'
 import { SqliteStore } from '../store/sqlite/index.js'
 
-// The test helper of the plugin API: a gateway on a bare Fastify instance, with an in-memory
+// The plugin API's test helper (what an outside package imports as `modelgate/testing`): a gateway on a bare Fastify instance, with an in-memory
 // store and two simulated providers (one per upstream protocol), for testing one plugin alone.
 //
 //   const app = Fastify()
@@ -32,8 +34,12 @@ export interface TestGateway {
   readonly gateway: Gateway
   /** Headers that authenticate as the default tenant's key (for a test that registers the auth plugin). */
   readonly auth: Record<string, string>
-  /** Registers a plugin as the chain would: options validated against its schema and defaulted. */
-  use: <O extends Record<string, unknown>>(plugin: GatewayPlugin, options?: O) => Promise<void>
+  /**
+   * Registers a plugin as the chain would: options validated against its schema and defaulted.
+   * A built-in is named by its name (`use('auth')`), so a plugin's own tests can put it behind
+   * the gateway's key check.
+   */
+  use: <O extends Record<string, unknown>>(plugin: GatewayPlugin | string, options?: O) => Promise<void>
   /** Mounts the gateway's routes under /v1 (chat, messages, responses, models); call it after `use`. */
   routes: () => Promise<void>
 }
@@ -59,11 +65,11 @@ const DEFAULTS: Record<string, unknown> = {
   tenants: [{ org: 'acme', balance_usd: 10, projects: [{ id: 'web', keys: [{ key: TEST_KEY, name: 'test' }] }] }]
 }
 
-export async function createTestGateway (app: FastifyInstance, opts: TestGatewayOptions = {}): Promise<TestGateway> {
+export async function testGateway (app: FastifyInstance, opts: TestGatewayOptions = {}): Promise<TestGateway> {
   const config = parseConfig({ ...DEFAULTS, ...opts.config, plugins: [] }, {})
   const store = new SqliteStore(':memory:', { now: opts.clock?.now })
   await store.syncTenants(config, (opts.clock ?? { now: Date.now }).now())
-  const core = createGateway({ config, store, clock: opts.clock, log: app.log })
+  const core = createGateway({ config, store, clock: opts.clock, log: app.log, metrics: new Registry() })
   installGateway(app, core)
   app.addHook('onClose', async () => {
     await core.gateway.upstreams.close()
@@ -74,7 +80,9 @@ export async function createTestGateway (app: FastifyInstance, opts: TestGateway
     app,
     gateway: core.gateway,
     auth: { authorization: `Bearer ${TEST_KEY}` },
-    async use (plugin, options = {} as never) {
+    async use (which, options = {} as never) {
+      const plugin = typeof which === 'string' ? builtinPlugin(which) : which
+      if (plugin === undefined) throw new Error(`no built-in plugin ${String(which)}`)
       const values: Record<string, unknown> = { ...options }
       const problems = plugin.options === undefined ? [] : checkOptions(plugin.options, values, 'options')
       if (problems.length === 0 && plugin.validate !== undefined) problems.push(...plugin.validate(values as never).map((p) => `options.${p}`))

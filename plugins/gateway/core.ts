@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Registry } from 'prom-client'
 import type { Config } from '../../config/schema.js'
-import type { Clock, Endpoint, Gateway, HeaderNames, RefusalSpec } from '../api/index.js'
+import type { Endpoint, Gateway, HeaderNames, RefusalSpec } from '../api/index.js'
+import { systemClock, type Clock } from './clock.js'
 import { Catalog } from './catalog.js'
 import { Call } from './call.js'
 import {
@@ -22,7 +24,7 @@ import { Upstreams } from '../upstream/index.js'
 // metered route, body parsing and the one error handler that renders every error in its route
 // family's shape.
 
-export const systemClock: Clock = { now: () => Date.now() }
+export { systemClock } from './clock.js'
 
 export function headerNames (prefix: string): HeaderNames {
   return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params`, overhead: `${prefix}Overhead-Ms` }
@@ -59,6 +61,8 @@ export interface GatewayParts {
   log: FastifyBaseLogger
   /** Provider health shared with other configurations of the process. */
   health?: HealthBook
+  /** The process's metrics registry. */
+  metrics: Registry
 }
 
 const hooksByGateway = new WeakMap<Gateway, HookRegistry>()
@@ -83,7 +87,8 @@ export function createGateway (parts: GatewayParts): GatewayCore {
     log: parts.log,
     addHook: (name, fn) => { hooks.add(name, fn) },
     refusal: (spec: RefusalSpec) => new Refusal(spec),
-    events: new EventEmitter()
+    events: new EventEmitter(),
+    metrics: parts.metrics
   }
   hooksByGateway.set(gateway, hooks)
   return { gateway, hooks }

@@ -4,7 +4,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import type { PluginEntry } from '../../config/schema.js'
+import type { Config, PluginEntry } from '../../config/schema.js'
 import type { GatewayPlugin } from '../api/index.js'
 import auth from '../auth.js'
 import balance from '../balance.js'
@@ -15,11 +15,13 @@ import idempotency from '../idempotency.js'
 import quota from '../quota.js'
 import rateLimit from '../rate-limit.js'
 import usage from '../usage.js'
+import metrics from '../metrics.js'
+import tracing from '../tracing.js'
 
 // The built-in plugins, plugins loaded from outside the project, and the chain: the only module
 // that imports the built-ins. Order here is irrelevant; the config's `plugins:` list decides.
 
-const BUILTINS: GatewayPlugin[] = [cors, rateLimit, auth, idempotency, quota, balance, usage, diagnostics, guardrails] as unknown as GatewayPlugin[]
+const BUILTINS: GatewayPlugin[] = [cors, rateLimit, auth, idempotency, quota, balance, usage, diagnostics, guardrails, metrics, tracing] as unknown as GatewayPlugin[]
 const byName = new Map(BUILTINS.map((p) => [p.name, p]))
 
 export function builtinPlugins (): readonly GatewayPlugin[] { return BUILTINS }
@@ -97,6 +99,24 @@ export async function loadPlugin (resolved: string): Promise<GatewayPlugin> {
 export function definitionOf (entry: PluginEntry): GatewayPlugin | undefined {
   return entry.module === undefined ? byName.get(entry.name) : loaded.get(entry.module)
 }
+
+/** Plugins switched on by a config section of their own rather than listed in `plugins:`. */
+const BY_SECTION = new Set(['metrics', 'tracing'])
+
+/**
+ * The chain a config makes: its `plugins:` entries, then the metrics plugin (when
+ * `metrics.enabled`) and the tracing plugin (when `tracing.otlp_endpoint` is set), configured by
+ * their sections.
+ */
+export function chainOf (config: Config): PluginEntry[] {
+  const chain = config.plugins.slice()
+  if (config.metrics.enabled) chain.push({ name: 'metrics', enabled: true, options: {} })
+  if (config.tracing.otlp_endpoint !== '') chain.push({ name: 'tracing', enabled: true, options: { ...config.tracing } })
+  return chain
+}
+
+/** Whether a built-in is switched on by its own config section (and may not be listed in `plugins:`). */
+export function bySection (name: string): boolean { return BY_SECTION.has(name) }
 
 /**
  * Registers the enabled plugins of the config's chain, in config order: those whose scope is

@@ -1,5 +1,5 @@
 import type { Config, ProviderConfig } from '../../config/schema.js'
-import type { Clock } from '../api/index.js'
+import type { Clock } from '../gateway/clock.js'
 import { createDemoClient } from './demo.js'
 import { HealthBook, type BreakerState, type HealthOptions } from './health.js'
 import { createHttpClient } from './http.js'

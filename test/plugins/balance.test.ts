@@ -2,7 +2,7 @@ import t from 'tap'
 import auth from '../../plugins/auth.js'
 import balance from '../../plugins/balance.js'
 import { estimatePromptTokens } from '../../plugins/gateway/billing.js'
-import { bareGateway, bearer, mockCatalog } from '../helper.js'
+import { bareGateway, bearer, build, mockCatalog } from '../helper.js'
 import { startMockUpstream } from '../mock-upstream.js'
 
 // The balance plugin, with auth, on a bare Fastify with the test gateway: a hold of the call's
@@ -63,7 +63,9 @@ t.test('a model without a price needs no balance', async (t) => {
   t.equal((await post('test/echo')).statusCode, 402, 'a priced one does')
 })
 
-t.test('403 for a call with no organization (the chain has no auth)', async (t) => {
+t.test('balance needs auth before it: a config without it is refused; with no organization a call is 403', async (t) => {
+  await t.rejects(build(t, { plugins: [{ name: 'balance' }] }), { problems: ['plugins[0]: balance needs auth enabled before it'] })
+  // registered alone all the same (the test gateway does not check the chain), it refuses the call
   const gw = await bareGateway(t, [balance])
   const res = await gw.app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat() })
   t.equal(res.statusCode, 403)

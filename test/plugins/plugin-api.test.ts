@@ -1,6 +1,6 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Writable } from 'node:stream'
@@ -12,7 +12,21 @@ import { childEnv, KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
 const run = promisify(execFile)
-const BUILTINS = ['auth', 'balance', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage']
+const BUILTINS = ['auth', 'balance', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage', 'metrics', 'tracing']
+
+/**
+ * The example plugin as a project that installed modelgate would hold it: a copy of its file in a
+ * folder whose node_modules/modelgate is this package, so that its `import 'modelgate/plugin'`
+ * resolves as it does outside the project (to the built API).
+ */
+function exampleTagger (): string {
+  const dir = tempDir('tagger')
+  mkdirSync(join(dir, 'node_modules'))
+  symlinkSync(fromRoot(), join(dir, 'node_modules', 'modelgate'))
+  const file = join(dir, 'call-tagger.mjs')
+  copyFileSync(fromRoot('examples', 'plugins', 'call-tagger', 'index.mjs'), file)
+  return file
+}
 
 t.test('each built-in plugin module can be imported alone, in a process that imported nothing else', async (t) => {
   // one process per module, all at once (each plugin's own behaviour: test/plugins/<name>.test.ts)
@@ -38,7 +52,7 @@ function configFile (plugins: unknown[], extra: Record<string, unknown> = {}): s
 
 t.test('plugins from outside the project: loaded by path from the config, hooks in config order with model, principal and outcome', async (t) => {
   const recorder = fromRoot('test', 'fixtures', 'plugins', 'recorder.mjs')
-  const tagger = fromRoot('examples', 'plugins', 'call-tagger.mjs')
+  const tagger = exampleTagger()
   const file = configFile([
     { name: 'auth' },
     { name: 'first', module: recorder, options: { label: 'first' } },
@@ -115,25 +129,28 @@ t.test('config check: a missing module, a module with no plugin, and bad options
     }
     return []
   }
-  const tagger = fromRoot('examples', 'plugins', 'call-tagger.mjs')
+  const tagger = exampleTagger()
   t.match(await problems([{ name: 'auth' }, { name: 'x', module: './missing.mjs' }]), [/^plugins\[1\]\.module: cannot load \.\/missing\.mjs: no file /])
   t.match(await problems([{ name: 'x', module: './not-a-plugin.mjs' }]), [/^plugins\[0\]\.module: cannot load \.\/not-a-plugin\.mjs: exports no plugin/])
   t.match(await problems([{ name: 'x', module: 'no-such-package-anywhere' }]), [/^plugins\[0\]\.module: cannot load no-such-package-anywhere: cannot find the package/])
   t.same(await problems([{ name: 'auth' }, { name: 'tagger', module: tagger }]), ['plugins[1].options.tag: is required'])
-  t.same(await problems([{ name: 'tagger', module: tagger, options: { tag: 'x', colour: 'red', header: 5 } }]).then((p) => p.sort()), ['plugins[0].options.colour: is not a known option', 'plugins[0].options.header: must be string'])
+  t.same(await problems([{ name: 'auth' }, { name: 'tagger', module: tagger, options: { tag: 'x', colour: 'red', header: 5 } }]).then((p) => p.sort()), ['plugins[1].options.colour: is not a known option', 'plugins[1].options.header: must be string'])
+  t.same(await problems([{ name: 'tagger', module: tagger, options: { tag: 'x' } }]), ['plugins[0]: tagger needs auth enabled before it'], 'its declared dependency')
   t.same(await problems([{ name: 'auth', module: tagger, options: { tag: 'x' } }]), [`plugins[0].name: auth is a built-in plugin; give the plugin from ${tagger} another name`])
+  t.same(await problems([{ name: 'auth' }, { name: 'metrics' }]), ['plugins[1].name: metrics is switched on by the config\'s own `metrics:` section, not listed here'])
   t.same(await problems([{ name: 'guardrails', options: { rules: [{ name: 'r', pattern: '(' }] } }]).then((p) => p.map((l) => l.replace(/:.*$/, ''))), ['plugins[0].options.rules[0].pattern'], 'a plugin\'s own checks')
   t.same(await problems([{ name: 'auth' }, { name: 'tagger', module: tagger, options: { tag: 'x' } }]), [], 'a good entry')
 })
 
 t.test('modelgate config check and modelgate plugins, on a config with an outside plugin', async (t) => {
   const cli = fromRoot('dist', 'cli.js')
-  const bad = configFile([{ name: 'tagger', module: fromRoot('examples', 'plugins', 'call-tagger.mjs'), options: { colour: 'red' } }], { store: { sqlite: ':memory:' } })
+  const tagger = exampleTagger()
+  const bad = configFile([{ name: 'auth' }, { name: 'tagger', module: tagger, options: { colour: 'red' } }], { store: { sqlite: ':memory:' } })
   const checked = await run(process.execPath, [cli, 'config', 'check', bad], { env: childEnv() }).then(() => null, (err: { code: number, stderr: string }) => err)
   t.equal(checked?.code, 2)
-  t.match(checked?.stderr, /plugins\[0\]\.options\.tag: is required/)
-  t.match(checked?.stderr, /plugins\[0\]\.options\.colour: is not a known option/)
-  const good = configFile([{ name: 'auth' }, { name: 'tagger', module: fromRoot('examples', 'plugins', 'call-tagger.mjs'), options: { tag: 'blue' } }], { store: { sqlite: ':memory:' } })
+  t.match(checked?.stderr, /plugins\[1\]\.options\.tag: is required/)
+  t.match(checked?.stderr, /plugins\[1\]\.options\.colour: is not a known option/)
+  const good = configFile([{ name: 'auth' }, { name: 'tagger', module: tagger, options: { tag: 'blue' } }], { store: { sqlite: ':memory:' } })
   const { stdout } = await run(process.execPath, [cli, 'plugins', '--config', good], { env: childEnv() })
   t.match(stdout, /built-in plugins:/)
   t.match(stdout, /guardrails - /)

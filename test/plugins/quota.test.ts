@@ -75,6 +75,10 @@ t.test('without quotas in the tenants the plugin refuses nothing', async (t) => 
   t.same(codes, [200, 200, 200, 200, 200])
 })
 
+t.test('quota needs auth before it: a config without it is refused', async (t) => {
+  await t.rejects(build(t, { plugins: [{ name: 'quota' }, { name: 'auth' }] }), { problems: ['plugins[0]: quota needs auth enabled before it'] })
+})
+
 t.test('two workers: once a call has ended, the other worker refuses the next at once', async (t) => {
   const clock = new FakeClock(Date.UTC(2026, 0, 15, 12, 0, 0))
   const sqlite = join(tempDir('quota'), 'gw.db')

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../../../config/schema.js'
-import type { CallOutcome } from '../../api/index.js'
-import { nanoToUsd } from '../../gateway/money.js'
+import { nanoToUsd, type CallOutcome } from '../../api/index.js'
 import { OtlpExporter, SpanKind, type SpanData } from './otlp.js'
 
 // Traces, when `tracing.otlp_endpoint` is set: one span per call (kind server), named like the

@@ -1,19 +1,23 @@
-// call-tagger: an example of a modelgate plugin written outside the project.
+// call-tagger: an example of a modelgate plugin written outside the project, as a package of its
+// own (`npm pack` here makes a tarball to install beside modelgate).
 //
 // It tags the answer of every call with a header, and counts the calls each organization made
-// per model, which GET /v1/call-tags shows to a key of that organization. It needs nothing from
-// modelgate to be written: the default export is a plain object, its options a JSON Schema, and
+// per model, which GET /v1/call-tags shows to a key of that organization. It imports the plugin
+// API as any outside package does, from `modelgate/plugin`; its options are a JSON Schema, and
 // everything else comes through `fastify.gateway` (see docs/plugins.md).
 //
-// Load it from the config, after auth (it reads the caller's organization):
+// Install it where the config is (`npm install ./modelgate-call-tagger-1.0.0.tgz`) and load it
+// after auth (it reads the caller's organization):
 //
 //   plugins:
 //     - name: auth
 //     - name: call-tagger
-//       module: ./examples/plugins/call-tagger.mjs
+//       module: modelgate-call-tagger
 //       options: { tag: blue }
 
-export default {
+import { definePlugin } from 'modelgate/plugin'
+
+export default definePlugin({
   name: 'call-tagger',
   description: 'tags call answers with a header and counts calls per organization and model',
   options: {
@@ -25,6 +29,7 @@ export default {
     required: ['tag'],
     additionalProperties: false
   },
+  dependencies: ['auth'],
   async plugin (fastify, options) {
     // org -> model -> calls; a real plugin would keep this in a store shared by the workers
     const counts = new Map()
@@ -44,11 +49,11 @@ export default {
       counts.set(org, byModel)
     })
 
-    // a route of its own, in the /v1 scope: the chain (rate limit, auth) covers it
+    // a route of its own, under /v1: the chain (rate limit, auth) covers it
     fastify.get('/call-tags', async (request) => {
       const org = request.principal?.org
       if (org === undefined) throw fastify.gateway.refusal({ status: 401, message: 'A key is needed.' })
       return { org, tag: options.tag, calls: Object.fromEntries(counts.get(org) ?? []) }
     })
   }
-}
+})

@@ -1,0 +1,20 @@
+import { definePlugin } from './api/index.js'
+import { TracingSchema } from '../config/schema.js'
+import { createTracer } from './ops/tracing/index.js'
+
+// Gateway hook: onCallEnd. One OpenTelemetry span per call, with a child span per attempt at a
+// provider, made from the call's outcome when it ends and sent over OTLP/HTTP in batches. On when
+// the config's `tracing.otlp_endpoint` is set (its options are that section); it runs after the
+// chain's own plugins.
+
+export default definePlugin({
+  name: 'tracing',
+  description: 'an OpenTelemetry span per call and per attempt, over OTLP/HTTP (enabled by tracing.otlp_endpoint)',
+  options: TracingSchema,
+  plugin: async (fastify, options) => {
+    const tracer = await createTracer(options, fastify.gateway.log)
+    if (tracer === null) return
+    fastify.gateway.addHook('onCallEnd', (outcome) => { tracer.call(outcome) })
+    fastify.addHook('onClose', async () => { await tracer.shutdown() })
+  }
+})
