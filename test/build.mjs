@@ -1,11 +1,12 @@
-// Run by tap before the test files (`before` in package.json), so by `npm test` and by
-// `npx tap test/x.test.ts` alike:
-//   1. the server build (build.mjs): dist/, which the tests that start the CLI run;
+// Builds what the tests run, and only what changed since the last build:
+//   1. the server (build.mjs): dist/, which the tests that start the CLI run;
 //   2. the tests and the sources they import, transpiled by esbuild file by file into .build/
 //      with the same layout (.build/test/helper.js imports .build/app.js), which tap runs with no
 //      TypeScript loader: no test process compiles anything.
-// Rebuilt whole when a source is newer than the last build or the list of sources changed (a
-// deleted test leaves no built copy behind); nothing changed, no work.
+// `npm test` runs it before tap lists .build/test (so new and deleted tests count), and tap runs
+// it again before any test file (`before` in package.json), so that `npx tap test/x.test.ts`
+// has a current dist/ as well. .build/ is rebuilt whole when a source is newer than the last
+// build or the list of sources changed (a deleted test leaves no built copy behind).
 import { build } from 'esbuild'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -27,21 +28,24 @@ if (process.env._TAPJS_PROCESSINFO_COVERAGE_ === '1') {
 
 await import('../build.mjs')
 
-const skip = new Set(['node_modules', 'fixtures', 'agents', 'web'].map((d) => `/${d}`))
-/** The TypeScript files under `dir`, recursively, less the folders of fixtures, agents and the console page. */
+// every TypeScript file of the project but the benchmarks, the console page (bundled on its
+// own) and what is not source: a new source folder needs no change here
+const SKIP = new Set(['node_modules', 'dist', '.build', '.git', '.tap', 'bench', 'examples', 'docs', 'data', 'test-output', 'fixtures', 'agents', 'web'])
+/** The TypeScript files under `dir`, recursively, less the folders in SKIP. */
 function sources (dir) {
   const found = []
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name)
-    if (entry.isDirectory()) { if (!skip.has(`/${entry.name}`)) found.push(...sources(path)) } else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) found.push(path)
+    if (entry.isDirectory()) {
+      if (!SKIP.has(entry.name)) found.push(...sources(path))
+    } else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) {
+      found.push(path)
+    }
   }
   return found
 }
 
-const files = [
-  ...readdirSync(root).filter((f) => f.endsWith('.ts')).map((f) => join(root, f)),
-  ...['config', 'plugins', 'routes', 'test'].flatMap((d) => sources(join(root, d)))
-].sort()
+const files = sources(root).sort()
 const list = files.map((f) => relative(root, f)).join('\n')
 const builtAt = existsSync(stamp) ? statSync(stamp).mtimeMs : -1
 const newest = Math.max(...[...files, join(root, 'tsconfig.json'), fileURLToPath(import.meta.url)].map((f) => statSync(f).mtimeMs))
