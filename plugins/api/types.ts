@@ -101,6 +101,10 @@ export interface CallOutcome {
   /** True when some counts were estimated because the upstream never reported them. */
   readonly estimated: boolean
   readonly costNano: number
+  /** A plugin answered the call from a cache: no provider was asked, it costs nothing, and `usage` holds the tokens it stands for. */
+  readonly cacheHit: boolean
+  /** What a cache hit would have cost at the model's current prices (nano-dollars); 0 otherwise. */
+  readonly savedNano: number
   /** The gateway clock's time when the call began, its answer's first byte, and its end (ms). */
   readonly startedAt: number
   readonly firstByteAt: number | null
@@ -136,6 +140,26 @@ export interface AdmissionContext extends HookContextBase {
   body: Json
   /** Asks the gateway to keep the request and what the client received for `outcome.content`. */
   keepContent: () => void
+  /**
+   * Answers the call here, with no provider (a cache that has the answer): the admission hooks
+   * after this one do not run, nothing goes upstream, and the answer is sent in the client's
+   * protocol, as a stream when the client asked for one. Present on the model call routes
+   * (chat, Messages, Responses); undefined where a call cannot be answered so (count_tokens,
+   * pass-through).
+   */
+  answer?: (answer: PluginAnswer) => void
+}
+
+/** A call's answer given by a plugin at admission. */
+export interface PluginAnswer {
+  /** The whole answer in the client's protocol: a chat completion, a Messages message, a Responses object. */
+  body: Json
+  /** The tokens the answer stands for: recorded with the call, which costs nothing. */
+  usage: Usage
+  /** The answer is a cache's: the outcome says so, with what the call would have cost (`savedNano`). */
+  cacheHit?: boolean
+  /** Headers to send with it. */
+  headers?: Record<string, string>
 }
 
 export interface UpstreamRequestContext extends HookContextBase {

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { CallEndContext, CallOutcome, CallStatus, CallView, Endpoint, Gateway } from '../api/index.js'
-import { settle } from './billing.js'
+import type { CallEndContext, CallOutcome, CallStatus, CallView, Endpoint, Gateway, PluginAnswer } from '../api/index.js'
+import { chargeOf, settle } from './billing.js'
 import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
@@ -52,6 +52,8 @@ export class Call implements CallView, AttemptSink {
   private upstreamMs = 0
   private readonly attempts: AttemptReport[] = []
   private overheadMs: number | null = null
+  /** A plugin answered the call at admission (a cache hit). */
+  private _pluginAnswer: PluginAnswer | null = null
   private ended: Promise<void> | undefined | null = null
   private outcome: CallOutcome | null = null
   /** Cancels the upstream call in flight when the client goes away. */
@@ -98,6 +100,10 @@ export class Call implements CallView, AttemptSink {
 
   /** Keep the request and what the client receives for the outcome's `content`. */
   keepContent (): void { this.contentKept = true }
+
+  /** A plugin answered the call at admission: nothing goes upstream. */
+  answeredByPlugin (answer: PluginAnswer): void { this._pluginAnswer = answer }
+  get pluginAnswer (): PluginAnswer | null { return this._pluginAnswer }
 
   /** The provider this call goes to, before any attempt (pass-through names it in its path). */
   routedTo (provider: string): void { this._provider = provider }
@@ -162,13 +168,11 @@ export class Call implements CallView, AttemptSink {
     const reported = how.usage !== undefined ? how.usage : progress?.usage() ?? null
     const httpStatus = how.httpStatus ?? (this.reply.raw.headersSent ? this.reply.statusCode : statusOf(how.status, this.reply.statusCode))
     const billed = this.billable && this.attempted && this.firstByteAt !== null && httpStatus < 400
-    const s = settle({
-      billed,
-      usage: reported,
-      complete: how.complete === true,
-      relayedText: progress?.relayedText() ?? '',
-      requestBody: this.requestBody
-    }, this._model?.price ?? null)
+    const price = this._model?.price ?? null
+    const hit = this._pluginAnswer?.cacheHit === true
+    const s = this._pluginAnswer !== null
+      ? { usage: { ...this._pluginAnswer.usage }, cost: 0, estimated: false }
+      : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody }, price)
     const outcome: CallOutcome = Object.freeze({
       traceId: this.request.id,
       endpoint: this.endpoint,
@@ -185,6 +189,8 @@ export class Call implements CallView, AttemptSink {
       usage: Object.freeze(s.usage),
       estimated: s.estimated,
       costNano: s.cost,
+      cacheHit: hit,
+      savedNano: hit ? chargeOf(s.usage, price) : 0,
       startedAt: this.startedAt,
       firstByteAt: this.firstByteAt,
       endedAt: now,

@@ -33,6 +33,15 @@ export function runSeries<A> (fns: ReadonlyArray<(arg: A) => unknown>, arg: A): 
   return undefined
 }
 
+/** Runs `fns` in order with `arg` until `stop()` says so; synchronous as long as none returns a promise. */
+export function runSeriesUntil<A> (fns: ReadonlyArray<(arg: A) => unknown>, arg: A, stop: () => boolean, from = 0): Maybe<void> {
+  for (let i = from; i < fns.length && !stop(); i++) {
+    const r = (fns[i] as (arg: A) => unknown)(arg)
+    if (isThenable(r)) return r.then(() => runSeriesUntil(fns, arg, stop, i + 1))
+  }
+  return undefined
+}
+
 /**
  * Runs every hook, whatever the others do: the end-of-call hooks each settle something of their
  * own (a record, a charge, a key), and one failing must not keep the others from theirs. Resolves

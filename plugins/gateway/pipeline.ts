@@ -1,12 +1,15 @@
-import { Transform, type TransformCallback } from 'node:stream'
+import { Readable, Transform, type TransformCallback } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { AdmissionContext, Gateway, ResponseBodyContext, StreamContext, UpstreamRequestContext } from '../api/index.js'
+import type { AdmissionContext, Gateway, PluginAnswer, ResponseBodyContext, StreamContext, UpstreamRequestContext } from '../api/index.js'
 import type { Call } from './call.js'
 import type { CatalogModel } from './catalog.js'
 import { RequestTimeout, StreamIdleTimeout, UpstreamStreamError, UpstreamUnavailable, type GatewayError } from './errors.js'
-import { runSeries, type HookRegistry } from './hooks.js'
+import { runSeries, runSeriesUntil, type HookRegistry } from './hooks.js'
 import { then, type MaybePromise } from '../store/types.js'
 import { relay, StreamRelay, type RelayEnd } from '../translation/relay.js'
+import { pairFor } from '../translation/index.js'
+import { replayStream } from '../translation/replay.js'
+import { serialize } from '../translation/sse.js'
 import type { Json, TranslateCtx, TranslatorPair } from '../translation/types.js'
 import { dispatch, isTimeout, parseJson, readText, type Answer, type Attempt, type RetryPolicy } from '../upstream/dispatch.js'
 import type { RoutingPolicy } from '../upstream/routing.js'
@@ -35,15 +38,31 @@ export interface Pipe {
  * resolves with the body as they left it. `model` is null for a pass-through call naming no
  * catalog model.
  */
-export function admit (p: Pipe, model: CatalogModel | null, body: Json): MaybePromise<Json> {
+export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerable = false): MaybePromise<Json> {
   const { call } = p
   call.admittedBody(body)
   if (p.hooks.onAdmission.length === 0) return body
   const ctx: AdmissionContext = { request: p.request, reply: p.reply, call, principal: p.request.principal, model, body, keepContent: () => { call.keepContent() } }
-  return then(runSeries(p.hooks.onAdmission, ctx), () => {
+  if (answerable) ctx.answer = (answer) => { call.answeredByPlugin(answer) }
+  return then(runSeriesUntil(p.hooks.onAdmission, ctx, () => call.pluginAnswer !== null), () => {
     call.admittedBody(ctx.body)
     return ctx.body
   })
+}
+
+/**
+ * Sends the answer a plugin gave at admission (a cache hit) in the client's protocol: whole, or
+ * replayed as the protocol's own stream events when the client asked for a stream. It goes
+ * through the response hooks (a guardrail applies to it as to any answer) and the call ends (its
+ * record written) before the last byte, as for any answer.
+ */
+export async function answerFromPlugin (p: Pipe, answer: PluginAnswer, ctx: TranslateCtx): Promise<FastifyReply> {
+  const { reply, call } = p
+  if (answer.headers !== undefined) reply.headers(answer.headers)
+  const same = pairFor(call.protocol, call.protocol)
+  if (!call.stream) return await sendWhole(p, answer.body, JSON.stringify(answer.body), { pair: same, ctx })
+  const frames = replayStream(call.protocol, answer.body, ctx)
+  return relayEvents(p, Readable.from([frames.map((ev) => serialize(ev)).join('')]), 'cache', { pair: same, ctx })
 }
 
 /** What a translator pair needs to know of a call to a catalog model. */
@@ -129,7 +148,7 @@ export interface JsonRelay {
  * (its record, charge and counts committed) before the answer is sent.
  */
 export async function relayJson (p: Pipe, answer: Answer, r: JsonRelay): Promise<FastifyReply> {
-  const { gateway, hooks, request, reply, call } = p
+  const { gateway, call } = p
   let text: string
   const t0 = performance.now()
   try {
@@ -145,11 +164,17 @@ export async function relayJson (p: Pipe, answer: Answer, r: JsonRelay): Promise
     call.failed('upstream_error')
     throw new UpstreamUnavailable({}, { cause: new Error(`upstream ${answer.upstream.id} sent a body that is not a JSON object`) })
   }
+  return await sendWhole(p, json as Json, text, r)
+}
+
+/** A whole answer, mapped by the pair and passed through the response hooks; sent once the call has ended. */
+async function sendWhole (p: Pipe, json: Json, text: string, r: JsonRelay): Promise<FastifyReply> {
+  const { hooks, request, reply, call } = p
   call.firstByte()
-  const out = r.pair.response(json as Json, r.ctx)
+  const out = r.pair.response(json, r.ctx)
   let body: Json | string = out.body ?? text
   if (hooks.onResponseBody.length > 0) {
-    const c: ResponseBodyContext = { request, reply, call, body: out.body ?? json as Json }
+    const c: ResponseBodyContext = { request, reply, call, body: out.body ?? json }
     await runSeries(hooks.onResponseBody, c)
     body = c.body
   }
@@ -174,6 +199,10 @@ export interface StreamRelayOptions {
  * upstream's answer is over, and the client's last bytes wait for it.
  */
 export function relayStream (p: Pipe, answer: Answer, r: StreamRelayOptions): FastifyReply {
+  return relayEvents(p, answer.res.body, answer.upstream.id, r)
+}
+
+function relayEvents (p: Pipe, source: Readable, from: string, r: StreamRelayOptions): FastifyReply {
   const { gateway, hooks, request, reply, call } = p
   const timeoutS = gateway.config.server.request_timeout_s
   const sctx: StreamContext = { request, reply, call, protocol: call.protocol }
@@ -187,7 +216,7 @@ export function relayStream (p: Pipe, answer: Answer, r: StreamRelayOptions): Fa
       : undefined,
     onFirstByte: () => { call.firstByte() },
     finish: (end: RelayEnd) => {
-      if (end.status !== 'ok') request.log.warn({ provider: answer.upstream.id, err: end.error }, end.status === 'timeout' ? 'upstream stream idle for too long' : 'upstream stream failed')
+      if (end.status !== 'ok') request.log.warn({ provider: from, err: end.error }, end.status === 'timeout' ? 'upstream stream idle for too long' : 'upstream stream failed')
       call.answered(stream.content)
       return call.end({ status: end.status, usage: end.usage, complete: end.status === 'ok' })?.catch((err: unknown) => {
         request.log.error({ err }, 'end-of-call work failed')
@@ -198,7 +227,7 @@ export function relayStream (p: Pipe, answer: Answer, r: StreamRelayOptions): Fa
   call.relaying(stream)
   call.answering()
   reply.headers(r.headers ?? SSE_HEADERS)
-  return reply.send(relay(answer.res.body, stream))
+  return reply.send(relay(source, stream))
 }
 
 /**

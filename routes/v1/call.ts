@@ -3,7 +3,7 @@ import type { Gateway } from '../../plugins/api/index.js'
 import type { CatalogModel } from '../../plugins/gateway/catalog.js'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { ModelNotFound, UnsupportedOnUpstream } from '../../plugins/gateway/errors.js'
-import { admit, relayJson, relayStream, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
+import { admit, answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { applyParameters, checkBody, checkMedia, checkMediaHostsByDns } from '../../plugins/gateway/validation.js'
 import { then, type MaybePromise } from '../../plugins/store/types.js'
 import { pairFor } from '../../plugins/translation/index.js'
@@ -25,8 +25,10 @@ export function callHandler (fastify: FastifyInstance, protocol: Protocol) {
   return async function handle (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
     const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
     const { model, valid } = resolve(p, protocol)
-    const body = await then(checked(p, model, valid), (b) => admit(p, model, b))
+    const body = await then(checked(p, model, valid), (b) => admit(p, model, b, true))
     const ctx = translateCtx(p, model, body)
+    const answered = p.call.pluginAnswer
+    if (answered !== null) return await answerFromPlugin(p, answered, ctx)
     const translate = translator(body, ctx, protocol)
     refuseUnmappable(gateway, request, model, protocol)
     const answer = await send(p, {
