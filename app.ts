@@ -61,7 +61,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const clock = opts.clock
   const ownStore = opts.store === undefined
   const store = opts.store ?? openStore(config, { now: clock?.now, onError: (err, what) => { app.log.error({ err }, what) } })
-  if (ownStore) (store as ReturnType<typeof openStore>).startMaintenance({ staleHoldMs: staleHoldMs(config) })
+  if (ownStore) store.startMaintenance({ staleHoldMs: staleHoldMs(config) })
   await store.syncTenants(config, (clock ?? { now: Date.now }).now())
   const runtime = opts.runtime ?? standaloneRuntime()
   const core = createGateway({ config, store, clock, log: app.log, health: runtime.health, metrics: runtime.metrics.registry })

@@ -6,7 +6,7 @@ import { configChanges } from './config/diff.js'
 import { ConfigError, loadConfig } from './config/load.js'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
-import { linkWorker, type WorkerLink } from './plugins/ops/cluster.js'
+import { linkWorker, workerBus, type WorkerLink } from './plugins/ops/cluster.js'
 import { systemClock } from './plugins/gateway/core.js'
 import { Metrics } from './plugins/ops/metrics/index.js'
 import type { ReloadResult, Runtime } from './plugins/ops/operations.js'
@@ -65,7 +65,7 @@ export class GatewayServer {
   readonly runtime: Runtime
   private current: Generation | undefined = undefined
   private readonly generations = new Set<Generation>()
-  private readonly store: Store & { startMaintenance: (o?: { staleHoldMs?: number }) => void }
+  private readonly store: Store
   private reloading: Promise<ReloadResult> = Promise.resolve({ ok: true, changes: [], generation: 1 })
   private closing = false
   private count = 0
@@ -74,7 +74,12 @@ export class GatewayServer {
   private constructor (private readonly opts: ServeOptions) {
     const clock = opts.clock ?? systemClock
     // (the store may speak before the first app, and its logger, exist)
-    this.store = openStore(opts.config, { now: clock.now, onError: (err, what) => { if (this.current === undefined) process.stderr.write(`modelgate: ${what}: ${String(err)}\n`); else this.app.log.error({ err }, what) } })
+    this.store = openStore(opts.config, {
+      now: clock.now,
+      onError: (err, what) => { if (this.current === undefined) process.stderr.write(`modelgate: ${what}: ${String(err)}\n`); else this.app.log.error({ err }, what) },
+      // the workers on one SQLite file tell each other through the primary
+      bus: opts.worker === true ? workerBus() : undefined
+    })
     const metrics = new Metrics()
     this.link = opts.worker === true ? linkWorker(metrics.registry, async () => await this.reload()) : null
     this.runtime = {

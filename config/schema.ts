@@ -61,7 +61,7 @@ export const PluginEntrySchema = Type.Object({
 
 export const ProviderSchema = Type.Object({
   id: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.-]+$' }),
-  protocol: Type.Union([Type.Literal('openai'), Type.Literal('messages')]),
+  protocol: Type.Union([Type.Literal('openai'), Type.Literal('messages'), Type.Literal('gemini')]),
   base_url: Type.Optional(Type.String({ pattern: '^https?://' })),
   api_key: Type.String({ default: '' }),
   // `builtin: demo` answers in-process (the demo catalog); no base_url then.

@@ -1,16 +1,27 @@
 import { Type } from '@sinclair/typebox'
-import { amountOf, definePlugin, isPromise, limitOf, QuotaExceeded, quotaStatus, quotaWindow, QuotaRules, type QuotaRule, type QuotaUsage } from './api/index.js'
+import { definePlugin, isPromise, limitOf, QuotaExceeded, quotaStatus, quotaWindow, QuotaRules, type QuotaLimit, type QuotaRule, type QuotaUsage } from './api/index.js'
 
 // Gateway hooks: onAdmission (refuse a scope over its quota), onCallEnd (count the call).
 // Quotas come from the tenants in the config: per organization and per project, in tokens or
 // USD, per UTC minute, hour, day or month. A call is refused with 429 (numeric code 429;
 // Messages: rate_limit_error), with Retry-After = seconds until the window resets, when the
-// window's usage is at or over the limit. Every admission reads the store, and an ended call is
-// counted there before its answer's last byte is sent: once the calls that ended have reached a
-// quota, the next call is refused whichever worker or instance serves it. Calls admitted while
-// others are still running may take the window past the limit by at most what those use.
+// window's usage is at or over the limit. The store admits from what it knows of the window and
+// counts an ended call before its answer's last byte is sent; a count that reaches the limit
+// closes the window in every process first: once the calls that ended have reached a quota, the
+// next call is refused whichever worker or instance serves it. Calls admitted while others are
+// still running may take the window past the limit by at most what those use.
 
 const options = Type.Object({}, { additionalProperties: false })
+
+const limits = new WeakMap<QuotaRule, QuotaLimit>()
+const limitOfRule = (r: QuotaRule): QuotaLimit => {
+  let l = limits.get(r)
+  if (l === undefined) {
+    l = 'tokens' in r.quota ? { tokens: r.quota.tokens } : { costNano: limitOf(r.quota) }
+    limits.set(r, l)
+  }
+  return l
+}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -44,15 +55,15 @@ export default definePlugin({
       const mine = rules.for(principal.org, principal.project)
       if (mine.length === 0) return
       const now = clock.now()
-      const pending: Array<Promise<void>> = []
+      let pending: Array<Promise<void>> | null = null
       for (const r of mine) {
-        const used = store.quota.used(r.scope, quotaWindow(r.quota.per, now).start)
-        const check = (u: QuotaUsage): void => { if (amountOf(r.quota, u) >= limitOf(r.quota)) refuse(r, u, now) }
-        if (isPromise(used)) pending.push(used.then(check))
+        const used = store.quota.admit(r.scope, quotaWindow(r.quota.per, now).start, limitOfRule(r))
+        const check = (u: QuotaUsage | null): void => { if (u !== null) refuse(r, u, now) }
+        if (isPromise(used)) (pending ??= []).push(used.then(check))
         else check(used)
       }
       request.quotaRules = mine
-      if (pending.length > 0) return Promise.all(pending)
+      if (pending !== null) return Promise.all(pending)
     })
 
     fastify.gateway.addHook('onCallEnd', (outcome, { request }) => {
@@ -61,7 +72,7 @@ export default definePlugin({
       const tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens
       if (tokens === 0 && outcome.costNano === 0) return
       const now = clock.now()
-      const counts = mine.map((r) => store.quota.count(r.scope, quotaWindow(r.quota.per, now).start, tokens, outcome.costNano))
+      const counts = mine.map((r) => store.quota.count(r.scope, quotaWindow(r.quota.per, now).start, tokens, outcome.costNano, limitOfRule(r)))
       if (counts.some(isPromise)) return Promise.all(counts)
     })
   }

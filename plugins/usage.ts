@@ -41,7 +41,7 @@ export default definePlugin({
     }
 
     fastify.gateway.addHook('onCallEnd', (outcome) => {
-      if (!outcome.attempted || outcome.model === null || outcome.endpoint === 'count_tokens') return
+      if ((!outcome.attempted && !outcome.cacheHit) || outcome.model === null || outcome.endpoint === 'count_tokens') return
       const p = outcome.principal
       const row: UsageRow = {
         id: 'usage_' + outcome.traceId.replace(/-/g, ''),
@@ -61,7 +61,9 @@ export default definePlugin({
         total_tokens: outcome.usage.prompt_tokens + outcome.usage.completion_tokens,
         cost_nano: outcome.costNano,
         latency_ms: Math.max(0, outcome.endedAt - outcome.startedAt),
-        ttft_ms: outcome.firstByteAt === null ? null : Math.max(0, outcome.firstByteAt - outcome.startedAt)
+        ttft_ms: outcome.firstByteAt === null ? null : Math.max(0, outcome.firstByteAt - outcome.startedAt),
+        cache_hit: outcome.cacheHit ? 1 : 0,
+        saved_nano: outcome.savedNano
       }
       const content: ContentRow | undefined = opts.store_content && outcome.content !== null
         ? { usage_id: row.id, created_at: row.created_at, request: outcome.content.request, response: outcome.content.response }

@@ -382,6 +382,158 @@ t.test('messages: count_tokens answers the prompt formula', async (t) => {
   t.equal(mock.requests[0]?.path, '/v1/messages/count_tokens')
 })
 
+// Gemini: no SDK is installed for it, so raw requests, read the way @google/genai reads them
+// (SSE `data:` frames split on a blank line, CRLF or LF).
+
+const GEMINI_AUTH = { 'x-goog-api-key': 'gm-raw' }
+const geminiPost = async (model: string, method: string, body: unknown, headers: Record<string, string> = GEMINI_AUTH): ReturnType<typeof post> =>
+  await post(`/v1beta/models/${model}:${method}${method === 'streamGenerateContent' ? '?alt=sse' : ''}`, body, headers)
+const geminiFrames = (text: string): Json[] => text.split(/\r\n\r\n|\n\n/).filter((f) => f.trim() !== '').map((f) => {
+  t.ok(f.startsWith('data: ') && !f.includes('\nevent:'), 'a data-only frame')
+  return JSON.parse(f.slice(6)) as Json
+})
+type GeminiAnswer = { candidates: Array<{ content: { role: string, parts: Json[] }, finishReason?: string, index: number }>, usageMetadata: Json, modelVersion: string }
+const WEATHER_GEMINI = { name: 'get_weather', description: 'Weather of a city', parametersJsonSchema: WEATHER_OPENAI.function.parameters }
+const TIME_GEMINI = { name: 'get_time', parameters: { type: 'OBJECT', properties: { zone: { type: 'STRING', enum: ['UTC', 'CET'] }, days: { type: 'INTEGER', minimum: 2 } } } }
+
+t.test('gemini: generateContent echoes the user, counts usage by the documented formula, and is recorded with its key and model', async (t) => {
+  mock.cachedTokens = 2
+  const contents = [{ role: 'user', parts: [{ text: 'Hello there,' }, { text: 'gemini mock' }] }]
+  const systemInstruction = { role: 'user', parts: [{ text: 'Be brief.' }] }
+  const res = await geminiPost('gemini-x', 'generateContent', { contents, systemInstruction })
+  t.equal(res.status, 200)
+  const answer = JSON.parse(res.text) as GeminiAnswer
+  t.same(answer.candidates, [{ content: { role: 'model', parts: [{ text: 'Echo: Hello there, gemini mock' }] }, finishReason: 'STOP', index: 0 }])
+  const p = Math.ceil(JSON.stringify(contents).length / 4) + Math.ceil(JSON.stringify(systemInstruction).length / 4)
+  t.equal(promptTokens(mock.body()), p)
+  t.same(answer.usageMetadata, { promptTokenCount: p + 2, candidatesTokenCount: 5, totalTokenCount: p + 2 + 5, cachedContentTokenCount: 2 })
+  t.equal(answer.modelVersion, 'gemini-x')
+  const rec = mock.requests[0]
+  t.equal(rec?.path, '/v1beta/models/gemini-x:generateContent')
+  t.equal(rec?.apiKey, 'gm-raw')
+  t.equal(rec?.status, 200)
+})
+
+t.test('gemini: a stream has data-only frames with the new parts, the last with finishReason and the whole usage, and no [DONE]', async (t) => {
+  const body = { contents: [{ role: 'user', parts: [{ text: 'one two three' }] }] }
+  const whole = JSON.parse((await geminiPost('gemini-x', 'generateContent', body)).text) as GeminiAnswer
+  const res = await geminiPost('gemini-x', 'streamGenerateContent', body)
+  t.equal(res.status, 200)
+  t.match(res.headers['content-type'], /^text\/event-stream/)
+  t.notMatch(res.text, /\[DONE\]/)
+  t.equal(mock.requests[1]?.query.alt, 'sse')
+  const frames = geminiFrames(res.text) as unknown as GeminiAnswer[]
+  t.ok(frames.length > 2, 'a frame per word')
+  const text = frames.flatMap((f) => f.candidates[0]?.content.parts.map((p) => p.text) ?? []).join('')
+  t.equal(text, whole.candidates[0]?.content.parts[0]?.text)
+  t.ok(frames.slice(0, -1).every((f) => f.candidates[0]?.finishReason === undefined), 'only the last frame finishes')
+  t.equal(frames[frames.length - 1]?.candidates[0]?.finishReason, 'STOP')
+  t.same(frames[frames.length - 1]?.usageMetadata, whole.usageMetadata)
+  t.same(frames[0]?.usageMetadata, { promptTokenCount: whole.usageMetadata.promptTokenCount, totalTokenCount: whole.usageMetadata.promptTokenCount }, 'earlier frames count the prompt only')
+})
+
+t.test('gemini: calls have no id; ANY with one allowed name forces it, "use the tool" asks, NONE never calls; args follow either schema form', async (t) => {
+  const tools = [{ functionDeclarations: [WEATHER_GEMINI, TIME_GEMINI] }]
+  const forced = JSON.parse((await geminiPost('g', 'generateContent', { contents: [{ role: 'user', parts: [{ text: 'hi' }] }], tools, toolConfig: { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['get_time'] } } })).text) as GeminiAnswer
+  t.same(forced.candidates[0]?.content.parts, [{ functionCall: { name: 'get_time', args: { zone: 'UTC', days: 2 } } }], 'an upper-case OpenAPI schema is sampled')
+  t.equal(forced.candidates[0]?.finishReason, 'STOP')
+  const asked = await geminiPost('g', 'streamGenerateContent', { contents: [{ role: 'user', parts: [{ text: 'use the tool get_weather' }] }], tools })
+  const frames = geminiFrames(asked.text) as unknown as GeminiAnswer[]
+  t.same(frames.map((f) => f.candidates[0]?.content.parts), [[{ functionCall: { name: 'get_weather', args: { city: 'example city', unit: 'celsius' } } }]], 'a streamed call comes whole, in the last frame')
+  t.equal(frames[0]?.candidates[0]?.finishReason, 'STOP')
+  const none = JSON.parse((await geminiPost('g', 'generateContent', { contents: [{ role: 'user', parts: [{ text: 'use the tool' }] }], tools, toolConfig: { functionCallingConfig: { mode: 'NONE' } } })).text) as GeminiAnswer
+  t.match(none.candidates[0]?.content.parts[0]?.text, /^Echo:/)
+})
+
+t.test('gemini: a function response is answered with its output; maxOutputTokens cuts with MAX_TOKENS; stopSequences cut before the match', async (t) => {
+  const contents = [
+    { role: 'user', parts: [{ text: 'weather?' }] },
+    { role: 'model', parts: [{ functionCall: { name: 'get_weather', args: { city: 'Oslo' } } }] },
+    { role: 'user', parts: [{ functionResponse: { name: 'get_weather', response: { output: 'Rain all day' } } }] }
+  ]
+  const answered = JSON.parse((await geminiPost('g', 'generateContent', { contents, tools: [{ functionDeclarations: [WEATHER_GEMINI] }] })).text) as GeminiAnswer
+  t.equal(answered.candidates[0]?.content.parts[0]?.text, 'The tool returned: Rain all day')
+  const cut = JSON.parse((await geminiPost('g', 'generateContent', { contents: [{ role: 'user', parts: [{ text: 'a b c d e' }] }], generationConfig: { maxOutputTokens: 2 } })).text) as GeminiAnswer
+  t.same(cut.candidates[0], { content: { role: 'model', parts: [{ text: 'Echo: a' }] }, finishReason: 'MAX_TOKENS', index: 0 })
+  const stopped = JSON.parse((await geminiPost('g', 'generateContent', { contents: [{ role: 'user', parts: [{ text: 'a b STOP c' }] }], generationConfig: { stopSequences: ['STOP'] } })).text) as GeminiAnswer
+  t.equal(stopped.candidates[0]?.content.parts[0]?.text, 'Echo: a b')
+  t.equal(stopped.candidates[0]?.finishReason, 'STOP')
+})
+
+t.test('gemini: includeThoughts adds thought parts, counted apart, and their signature rides on the part after them', async (t) => {
+  const body = { contents: [{ role: 'user', parts: [{ text: 'use the tool' }] }], tools: [{ functionDeclarations: [WEATHER_GEMINI] }], generationConfig: { thinkingConfig: { includeThoughts: true, thinkingBudget: 1024 } } }
+  const whole = JSON.parse((await geminiPost('g', 'generateContent', body)).text) as GeminiAnswer
+  const signature = Buffer.from('sig_mock1').toString('base64')
+  t.same(whole.candidates[0]?.content.parts, [
+    { text: 'Thinking about: use the tool', thought: true },
+    { functionCall: { name: 'get_weather', args: { city: 'example city', unit: 'celsius' } }, thoughtSignature: signature }
+  ])
+  t.equal(whole.usageMetadata.thoughtsTokenCount, 5, 'a token a word: Thinking about: use the tool')
+  t.equal(whole.usageMetadata.totalTokenCount, (whole.usageMetadata.promptTokenCount as number) + (whole.usageMetadata.candidatesTokenCount as number) + 5)
+  const streamed = geminiFrames((await geminiPost('g', 'streamGenerateContent', { ...body, contents: [{ role: 'user', parts: [{ text: 'hi' }] }] })).text) as unknown as GeminiAnswer[]
+  const parts = streamed.flatMap((f) => f.candidates[0]?.content.parts ?? [])
+  t.ok(parts.slice(0, 3).every((p) => p.thought === true), 'the thoughts come first')
+  t.same(parts[3], { text: 'Echo:', thoughtSignature: Buffer.from('sig_mock2').toString('base64') })
+})
+
+t.test('gemini: countTokens answers the prompt formula, for contents or a whole generateContentRequest', async (t) => {
+  const contents = [{ role: 'user', parts: [{ text: 'count me' }] }]
+  const counted = await geminiPost('g', 'countTokens', { contents })
+  t.same(JSON.parse(counted.text), { totalTokens: Math.ceil(JSON.stringify(contents).length / 4) })
+  const nested = await geminiPost('g', 'countTokens', { generateContentRequest: { model: 'models/g', contents } })
+  t.same(JSON.parse(nested.text), { totalTokens: Math.ceil(JSON.stringify(contents).length / 4) })
+})
+
+t.test('gemini: credentials and errors come in Google\'s shape', async (t) => {
+  const body = { contents: [{ role: 'user', parts: [{ text: 'x' }] }] }
+  const noKey = await geminiPost('g', 'generateContent', body, {})
+  t.equal(noKey.status, 403)
+  t.match(JSON.parse(noKey.text), { error: { code: 403, status: 'PERMISSION_DENIED', message: /unregistered callers/ } })
+  mock.keys = { openai: null, messages: null, gemini: 'gm-right' }
+  const wrong = await geminiPost('g', 'generateContent', body, { 'x-goog-api-key': 'gm-wrong' })
+  t.equal(wrong.status, 400)
+  t.same(JSON.parse(wrong.text), { error: { code: 400, message: 'API key not valid. Please pass a valid API key.', status: 'INVALID_ARGUMENT' } })
+  t.equal(mock.requests[1]?.apiKey, 'gm-wrong')
+  t.equal((await geminiPost('g', 'generateContent', body, { 'x-goog-api-key': 'gm-right' })).status, 200)
+  t.equal((await post('/v1beta/models/g:generateContent?key=gm-right', body)).status, 200, 'a key in the query, as the REST docs show')
+  t.equal(mock.requests[3]?.apiKey, 'gm-right')
+  mock.faults.status = { status: 429, times: 1 }
+  const limited = await geminiPost('g', 'generateContent', body, { 'x-goog-api-key': 'gm-right' })
+  t.same(JSON.parse(limited.text), { error: { code: 429, message: 'Simulated upstream error 429.', status: 'RESOURCE_EXHAUSTED' } })
+  const unknownPath = await post('/v1beta/models/g:embedContent', body, { 'x-goog-api-key': 'gm-right' })
+  t.equal(unknownPath.status, 404)
+  t.match(JSON.parse(unknownPath.text), { error: { code: 404, status: 'NOT_FOUND' } })
+})
+
+t.test('gemini: malformed requests are refused with 400 as Google does, a field of another protocol included', async (t) => {
+  const user = { role: 'user', parts: [{ text: 'x' }] }
+  const refused = async (body: unknown, message: RegExp): Promise<void> => {
+    const res = await geminiPost('g', 'generateContent', body)
+    t.equal(res.status, 400, String(message))
+    t.match(JSON.parse(res.text), { error: { code: 400, status: 'INVALID_ARGUMENT', message } })
+  }
+  await refused({ contents: [user], stream: true }, /Unknown name "stream"/)
+  await refused({ contents: [user], generationConfig: { max_tokens: 5 } }, /Unknown name "max_tokens" at 'generation_config'/)
+  await refused({ contents: [] }, /contents is not specified/)
+  await refused({ contents: [{ role: 'user', parts: [] }] }, /parts must not be empty/)
+  await refused({ contents: [{ role: 'assistant', parts: [{ text: 'x' }] }] }, /valid role/)
+  await refused({ contents: [{ role: 'user', parts: [{ text: 'x', inlineData: { mimeType: 'image/png', data: 'AA' } }] }] }, /oneof field 'data'/)
+  await refused({ contents: [user, { role: 'model', parts: [{ functionCall: { name: 'f', args: {} } }, { functionCall: { name: 'g', args: {} } }] }, { role: 'user', parts: [{ functionResponse: { name: 'f', response: {} } }] }] }, /number of function response parts/)
+  await refused({ contents: [user], tools: [{ functionDeclarations: [{ name: 'f', parameters: {}, parametersJsonSchema: {} }] }] }, /mutually exclusive/)
+
+  // Gemini 3's rule, when asked for: the first call of each step of the current turn carries a signature
+  mock.requireThoughtSignatures = true
+  const step = (signature?: string): Json[] => [
+    { role: 'model', parts: [{ functionCall: { name: 'f', args: {} }, ...(signature === undefined ? {} : { thoughtSignature: signature }) }, { functionCall: { name: 'g', args: {} } }] },
+    { role: 'user', parts: [{ functionResponse: { name: 'f', response: {} } }, { functionResponse: { name: 'g', response: {} } }] }
+  ]
+  await refused({ contents: [user, ...step('c2ln'), ...step()] }, /missing a thought_signature.*default_api:f.*position 3/)
+  t.equal((await geminiPost('g', 'generateContent', { contents: [user, ...step('c2ln'), ...step('skip_thought_signature_validator')] })).status, 200)
+  t.equal((await geminiPost('g', 'generateContent', { contents: [user, ...step(), user] })).status, 200, 'a step of an earlier turn is not checked')
+  mock.validate = false
+  t.equal((await geminiPost('g', 'generateContent', { contents: [user], stream: true })).status, 200, 'validate: false accepts it')
+})
+
 t.test('credentials are checked like the providers do', async (t) => {
   const noKey = await post('/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'x' }] })
   t.equal(noKey.status, 401)
@@ -395,7 +547,7 @@ t.test('credentials are checked like the providers do', async (t) => {
   t.equal(noMessagesKey.status, 401)
   t.equal((JSON.parse(noMessagesKey.text) as { error: Json }).error.type, 'authentication_error')
 
-  mock.keys = { openai: 'sk-right', messages: 'sk-ant-right' }
+  mock.keys = { openai: 'sk-right', messages: 'sk-ant-right', gemini: null }
   const refused = await openai({ apiKey: 'sk-wrong' }).chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)
   t.ok(refused instanceof OpenAI.AuthenticationError)
   t.equal(mock.requests[mock.requests.length - 1]?.apiKey, 'sk-wrong', 'a refused key is recorded too')

@@ -2,7 +2,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
-  completionFrames, completionJson, errorJson, fragments, readRequest, sampleArguments, shapeText, toolsToCall, words,
+  completionFrames, completionJson, errorJson, fragments, geminiRoute, readRequest, sampleArguments, shapeText, toolsToCall, words,
   type Completion, type OutputBlock, type RequestView, type ToolDef
 } from '../plugins/upstream/demo.js'
 import { buildResponse, ResponseWriter, type OutputPart, type ResponsesCtx } from '../plugins/translation/responses-output.js'
@@ -11,8 +11,9 @@ import { serialize } from '../plugins/translation/sse.js'
 import type { Json, Protocol, Usage } from '../plugins/translation/types.js'
 
 // A real HTTP server on 127.0.0.1 that answers like the OpenAI Chat Completions, OpenAI Responses
-// (POST /v1/responses, for a provider that serves it natively) and Anthropic Messages APIs, for
-// the gateway's tests. Answers are deterministic so tests can assert exact
+// (POST /v1/responses, for a provider that serves it natively), Anthropic Messages and Google
+// Gemini (POST /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse,
+// :countTokens) APIs, for the gateway's tests. Answers are deterministic so tests can assert exact
 // numbers; fault switches and scripted answers simulate everything a real provider does wrong.
 // The wire rendering is shared with the demo provider (plugins/upstream/demo.ts); what the mock
 // says, and how it counts, is its own:
@@ -21,10 +22,14 @@ import type { Json, Protocol, Usage } from '../plugins/translation/types.js'
 //                          + ceil(len(JSON.stringify(body.system)) / 4)   (when system is present)
 //       Responses: ceil(len(JSON.stringify(body.input)) / 4)
 //                + ceil(len(JSON.stringify(body.instructions)) / 4)        (when instructions is a string)
+//       Gemini:    ceil(len(JSON.stringify(body.contents)) / 4)
+//                + ceil(len(JSON.stringify(body.systemInstruction)) / 4)  (when present)
 //   OpenAI:   prompt_tokens = P + cachedTokens, prompt_tokens_details.cached_tokens = cachedTokens
 //   Responses: input_tokens = P + cachedTokens, input_tokens_details.cached_tokens = cachedTokens
 //   Messages: input_tokens = P, cache_read_input_tokens = cachedTokens,
 //             cache_creation_input_tokens = cacheCreationTokens; count_tokens answers P
+//   Gemini:   promptTokenCount = P + cachedTokens, cachedContentTokenCount = cachedTokens (when > 0),
+//             thoughtsTokenCount = the thought words; countTokens answers {totalTokens: P}
 //   output:   one token per emitted word (text and thinking), plus ceil(len(arguments JSON) / 4)
 //             per tool call
 //
@@ -33,7 +38,10 @@ import type { Json, Protocol, Usage } from '../plugins/translation/types.js'
 // tools and tool_choice forces one, or the last user text says "use the tool" (the tool whose
 // name it mentions, else the first) or "use all tools" (every tool, unless parallel calls are
 // off). Tool arguments are sampled from the tool's schema. On Messages, an unforced tool call
-// is preceded by a text block "I will use <name>.", and `thinking` adds a thinking block first.
+// is preceded by a text block "I will use <name>.", and `thinking` adds a thinking block first;
+// on Gemini, thinkingConfig.includeThoughts adds thought parts first, and their signature
+// (base64 of "sig_mock<n>") rides on the part after them. Gemini calls carry no id, as Google's
+// older calls do; ANY with one allowedFunctionNames forces that function.
 // max_tokens cuts the answer text, one token a word (finish_reason length / stop_reason
 // max_tokens; thinking and tool calls are never cut); stop / stop_sequences cut before the first
 // match (stop_reason stop_sequence). On /v1/responses the same answer comes as Responses output
@@ -50,7 +58,7 @@ export interface RecordedRequest {
   /** The parsed JSON object, or the raw text when the body is not a JSON object. */
   body: Json | string
   rawBody: string
-  /** The credential presented (Bearer token, or x-api-key on Messages routes); null when none. */
+  /** The credential presented (Bearer token, x-api-key on Messages routes, x-goog-api-key or ?key= on Gemini routes); null when none. */
   apiKey: string | null
   /** Status answered; null while pending or when the mock never answered (hang, reset). */
   status: number | null
@@ -106,7 +114,7 @@ export type ScriptFn = (req: RecordedRequest) => CannedAnswer | undefined | Prom
 
 export interface MockOptions {
   /** Credentials the mock accepts; null (the default) accepts any non-empty key. */
-  keys?: { openai?: string | null, messages?: string | null }
+  keys?: { openai?: string | null, messages?: string | null, gemini?: string | null }
 }
 
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -115,6 +123,7 @@ const chars = (v: unknown): number => JSON.stringify(v ?? null).length
 
 /** The mock's prompt-token count of a request body (see the file's header). */
 export function promptTokens (body: Json): number {
+  if (body.contents !== undefined) return Math.ceil(chars(body.contents) / 4) + (body.systemInstruction === undefined ? 0 : Math.ceil(chars(body.systemInstruction) / 4))
   if (body.input !== undefined) return Math.ceil(chars(body.input) / 4) + (typeof body.instructions === 'string' ? Math.ceil(chars(body.instructions) / 4) : 0)
   return Math.ceil(chars(body.messages ?? []) / 4) + (body.system === undefined ? 0 : Math.ceil(chars(body.system) / 4))
 }
@@ -122,8 +131,22 @@ export function promptTokens (body: Json): number {
 const ECHO_WORDS = 20
 const firstWords = (text: string): string => words(text.trim()).slice(0, ECHO_WORDS).join('').trim()
 
-type Route = 'chat' | 'responses' | 'messages' | 'count_tokens'
+type Route = 'chat' | 'responses' | 'messages' | 'count_tokens' | 'gemini' | 'gemini_stream' | 'gemini_count'
 const ROUTES: Record<string, Route> = { '/v1/chat/completions': 'chat', '/v1/responses': 'responses', '/v1/messages': 'messages', '/v1/messages/count_tokens': 'count_tokens' }
+const GEMINI_ROUTES = { generateContent: 'gemini', streamGenerateContent: 'gemini_stream', countTokens: 'gemini_count' } as const
+
+/** The route of a path: a fixed one, or a Gemini model's method. */
+function routeOf (path: string): Route | undefined {
+  const fixed = ROUTES[path]
+  if (fixed !== undefined) return fixed
+  const gemini = geminiRoute(path)
+  return gemini === null || !path.startsWith('/v1beta/') ? undefined : GEMINI_ROUTES[gemini.method]
+}
+
+function protocolOf (path: string): Protocol {
+  if (path.startsWith('/v1beta/')) return 'gemini'
+  return path.startsWith('/v1/messages') ? 'messages' : 'openai'
+}
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' }
 
@@ -133,10 +156,12 @@ export class MockUpstream {
   readonly url: string
   readonly openaiBaseUrl: string
   readonly messagesBaseUrl: string
+  /** What a Gemini provider's base_url is (the SDK's baseUrl): requests go to {this}/v1beta/models/… */
+  readonly geminiBaseUrl: string
   readonly requests: RecordedRequest[] = []
   faults: Faults = {}
   /** Expected credentials per protocol; null accepts any non-empty key. */
-  keys: { openai: string | null, messages: string | null }
+  keys: { openai: string | null, messages: string | null, gemini: string | null }
   /** OpenAI prompt_tokens_details.cached_tokens / Messages cache_read_input_tokens. */
   cachedTokens = 0
   /** Messages cache_creation_input_tokens. */
@@ -145,6 +170,11 @@ export class MockUpstream {
   frameDelayMs = 0
   /** Refuse malformed requests with 400 as the providers do (bad tool pairing, empty text blocks…). */
   validate = true
+  /**
+   * Gemini: refuse, as Gemini 3 does, a step of the current turn whose first function call has no
+   * thoughtSignature (the current turn: the contents after the last user text).
+   */
+  requireThoughtSignatures = false
 
   private readonly server: Server
   private readonly sockets = new Set<Socket>()
@@ -156,7 +186,7 @@ export class MockUpstream {
   private arrived = 0
   private readonly seqOf = new WeakMap<RecordedRequest, number>()
   private shuttingDown = false
-  private readonly initialKeys: { openai: string | null, messages: string | null }
+  private readonly initialKeys: { openai: string | null, messages: string | null, gemini: string | null }
 
   constructor (server: Server, opts: MockOptions) {
     this.server = server
@@ -164,7 +194,8 @@ export class MockUpstream {
     this.url = `http://127.0.0.1:${port}`
     this.openaiBaseUrl = `${this.url}/v1`
     this.messagesBaseUrl = this.url
-    this.initialKeys = { openai: opts.keys?.openai ?? null, messages: opts.keys?.messages ?? null }
+    this.geminiBaseUrl = this.url
+    this.initialKeys = { openai: opts.keys?.openai ?? null, messages: opts.keys?.messages ?? null, gemini: opts.keys?.gemini ?? null }
     this.keys = { ...this.initialKeys }
     server.on('connection', (socket: Socket) => {
       this.sockets.add(socket)
@@ -199,6 +230,7 @@ export class MockUpstream {
     this.cacheCreationTokens = 0
     this.frameDelayMs = 0
     this.validate = true
+    this.requireThoughtSignatures = false
     this.queue = []
     this.handler = null
     this.seq = 0
@@ -230,13 +262,20 @@ export class MockUpstream {
 
   /** The answer the mock gives a request when nothing is scripted (for a script to adapt). */
   defaultAnswer (req: RecordedRequest): CannedAnswer {
-    const route = ROUTES[req.path]
-    const protocol: Protocol = route === 'chat' || route === 'responses' ? 'openai' : 'messages'
+    const route = routeOf(req.path)
+    const protocol = protocolOf(req.path)
     const body = typeof req.body === 'string' ? {} : req.body
     const seq = this.seqOf.get(req) ?? ++this.seq
     const headers = this.idHeaders(protocol, seq)
     if (route === 'count_tokens') return { status: 200, body: { input_tokens: promptTokens(body) }, headers }
+    if (route === 'gemini_count') return { status: 200, body: { totalTokens: promptTokens(isObj(body.generateContentRequest) ? body.generateContentRequest : body) }, headers }
     if (route === 'responses') return this.responsesAnswer(body, seq, headers)
+    if (route === 'gemini' || route === 'gemini_stream') {
+      const view = { ...readRequest(body, 'gemini'), model: geminiRoute(req.path)?.model ?? '', stream: route === 'gemini_stream' }
+      const completion = this.complete(view, 'gemini', seq, promptTokens(body))
+      if (view.stream) return { status: 200, stream: completionFrames('gemini', completion), headers, frameDelayMs: this.frameDelayMs }
+      return { status: 200, body: completionJson('gemini', completion), headers }
+    }
     const view = readRequest(body, protocol)
     const completion = this.complete(view, protocol, seq, promptTokens(body))
     if (view.stream) return { status: 200, stream: completionFrames(protocol, completion, view.includeUsage), headers, frameDelayMs: this.frameDelayMs }
@@ -278,6 +317,7 @@ export class MockUpstream {
 
   private idHeaders (protocol: Protocol, seq: number): Record<string, string> {
     const id = `req_mock${seq}`
+    if (protocol === 'gemini') return { 'x-mock-request-id': id }
     return protocol === 'openai' ? { 'x-request-id': id, 'openai-processing-ms': '1' } : { 'request-id': id }
   }
 
@@ -317,10 +357,13 @@ export class MockUpstream {
     const calls = toolsToCall(view, asked, /use all tools/i.test(view.lastUserText))
     const blocks: OutputBlock[] = []
     let output = 0
+    let thoughts = 0
     if (view.thinking) {
       const pieces = words(`Thinking about: ${firstWords(view.lastUserText)}`)
-      blocks.push({ type: 'thinking', pieces, signature: `sig_mock${seq}` })
+      const signature = protocol === 'gemini' ? Buffer.from(`sig_mock${seq}`).toString('base64') : `sig_mock${seq}`
+      blocks.push({ type: 'thinking', pieces, signature })
       output += pieces.length
+      thoughts = pieces.length
     }
     let stopReason: Completion['stopReason']
     let stopSequence: string | null = null
@@ -347,13 +390,13 @@ export class MockUpstream {
       stopSequence = shaped.stopSequence
     }
     return {
-      id: protocol === 'openai' ? `chatcmpl-mock${seq}` : `msg_mock${seq}`,
+      id: protocol === 'openai' ? `chatcmpl-mock${seq}` : protocol === 'gemini' ? `mock${seq}` : `msg_mock${seq}`,
       model: view.model,
       created: Math.floor(Date.now() / 1000),
       blocks,
       stopReason,
       stopSequence,
-      usage: { input, cacheRead: this.cachedTokens, cacheCreation: protocol === 'messages' ? this.cacheCreationTokens : 0, output }
+      usage: { input, cacheRead: this.cachedTokens, cacheCreation: protocol === 'messages' ? this.cacheCreationTokens : 0, output, thoughts }
     }
   }
 
@@ -412,10 +455,11 @@ export class MockUpstream {
     let parsed: unknown
     try { parsed = JSON.parse(rec.rawBody) } catch { parsed = undefined }
     rec.body = isObj(parsed) ? parsed : rec.rawBody
-    const route: Route | undefined = ROUTES[rec.path]
-    const protocol: Protocol = rec.path.startsWith('/v1/messages') ? 'messages' : 'openai'
+    const route = routeOf(rec.path)
+    const protocol = protocolOf(rec.path)
     const auth = typeof req.headers.authorization === 'string' ? /^bearer\s+(.+)$/i.exec(req.headers.authorization)?.[1]?.trim() : undefined
-    const apiKey = protocol === 'messages' && typeof req.headers['x-api-key'] === 'string' ? req.headers['x-api-key'] : auth
+    let apiKey = protocol === 'messages' && typeof req.headers['x-api-key'] === 'string' ? req.headers['x-api-key'] : auth
+    if (protocol === 'gemini') apiKey = typeof req.headers['x-goog-api-key'] === 'string' ? req.headers['x-goog-api-key'] : rec.query.key ?? auth
     rec.apiKey = apiKey !== undefined && apiKey !== '' ? apiKey : null
     this.arrived++
     this.notify()
@@ -445,19 +489,26 @@ export class MockUpstream {
     if (route === undefined) return error(404, `Invalid URL (${rec.method} ${rec.path})`, protocol === 'messages' ? 'not_found_error' : undefined)
     if (rec.method !== 'POST') return error(405, `Invalid method for URL (${rec.method} ${rec.path})`)
 
-    const expected = this.keys[protocol]
-    if (rec.apiKey === null) {
-      return protocol === 'openai'
-        ? error(401, "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", undefined, null)
-        : error(401, 'x-api-key header is required')
-    }
-    if (expected !== null && rec.apiKey !== expected) {
-      return protocol === 'openai' ? error(401, `Incorrect API key provided: ${rec.apiKey.slice(0, 6)}***.`) : error(401, 'invalid x-api-key')
+    const expected = this.keys[protocol as keyof MockUpstream['keys']]
+    if (protocol === 'gemini') {
+      if (rec.apiKey === null) return error(403, 'Method doesn\'t allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.')
+      if (expected !== null && rec.apiKey !== expected) return error(400, 'API key not valid. Please pass a valid API key.')
+    } else {
+      if (rec.apiKey === null) {
+        return protocol === 'openai'
+          ? error(401, "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", undefined, null)
+          : error(401, 'x-api-key header is required')
+      }
+      if (expected !== null && rec.apiKey !== expected) {
+        return protocol === 'openai' ? error(401, `Incorrect API key provided: ${rec.apiKey.slice(0, 6)}***.`) : error(401, 'invalid x-api-key')
+      }
     }
     if (protocol === 'messages' && typeof rec.headers['anthropic-version'] !== 'string') return error(400, 'anthropic-version: header is required')
     if (typeof rec.body === 'string') return error(400, 'The request body is not valid JSON.')
     if (this.validate) {
-      const problem = route === 'responses' ? checkResponses(rec.body) : protocol === 'openai' ? checkChat(rec.body) : checkMessages(rec.body, route === 'count_tokens')
+      const problem = route === 'responses'
+        ? checkResponses(rec.body)
+        : protocol === 'gemini' ? checkGemini(rec.body, route === 'gemini_count', this.requireThoughtSignatures) : protocol === 'openai' ? checkChat(rec.body) : checkMessages(rec.body, route === 'count_tokens')
       if (problem !== null) return error(400, problem)
     }
 
@@ -704,6 +755,66 @@ function checkMessages (body: Json, countOnly: boolean): string | null {
       return `messages.${i - 1}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`
     }
     toolUses = m.role === 'assistant' ? blocks.filter(isObj).filter((b) => b.type === 'tool_use').map((b) => String(b.id)) : []
+  }
+  return null
+}
+
+// Google rejects a field it does not know ("Invalid JSON payload received. Unknown name …"): a
+// translation that leaks a field of another protocol fails here as it would there.
+const GEMINI_FIELDS = new Set(['contents', 'systemInstruction', 'tools', 'toolConfig', 'generationConfig', 'safetySettings', 'cachedContent'])
+const GENERATION_FIELDS = new Set([
+  'stopSequences', 'responseMimeType', 'responseSchema', 'responseJsonSchema', 'responseModalities', 'candidateCount', 'maxOutputTokens',
+  'temperature', 'topP', 'topK', 'seed', 'presencePenalty', 'frequencyPenalty', 'responseLogprobs', 'logprobs', 'enableEnhancedCivicAnswers',
+  'speechConfig', 'thinkingConfig', 'imageConfig', 'mediaResolution'
+])
+const PART_DATA = ['text', 'inlineData', 'fileData', 'functionCall', 'functionResponse', 'executableCode', 'codeExecutionResult']
+
+function checkGemini (body: Json, countOnly: boolean, signatures: boolean): string | null {
+  const request = countOnly && isObj(body.generateContentRequest) ? body.generateContentRequest : body
+  const unknown = (where: string, key: string): string => `Invalid JSON payload received. Unknown name "${key}"${where}: Cannot find field.`
+  for (const key of Object.keys(request)) if (!GEMINI_FIELDS.has(key) && !(countOnly && key === 'model')) return unknown('', key)
+  if (isObj(request.generationConfig)) {
+    for (const key of Object.keys(request.generationConfig)) if (!GENERATION_FIELDS.has(key)) return unknown(' at \'generation_config\'', key)
+  }
+  if (!Array.isArray(request.contents) || request.contents.length === 0) return '* GenerateContentRequest.contents: contents is not specified'
+  let calls: string[] = []
+  for (const [i, c] of (request.contents as unknown[]).entries()) {
+    if (!isObj(c)) return `Invalid value at 'contents[${i}]'`
+    if (c.role !== undefined && c.role !== 'user' && c.role !== 'model') return `Please use a valid role: user, model.`
+    if (!Array.isArray(c.parts) || c.parts.length === 0) return `* GenerateContentRequest.contents[${i}].parts: contents.parts must not be empty.`
+    const responses: string[] = []
+    for (const [j, p] of c.parts.entries()) {
+      if (!isObj(p)) return `Invalid value at 'contents[${i}].parts[${j}]'`
+      const data = PART_DATA.filter((k) => p[k] !== undefined)
+      if (data.length !== 1) return `* GenerateContentRequest.contents[${i}].parts[${j}].data: required oneof field 'data' must have one initialized field`
+      if (p.text !== undefined && typeof p.text !== 'string') return `Invalid value at 'contents[${i}].parts[${j}].text'`
+      if (isObj(p.functionResponse)) responses.push(String(p.functionResponse.name))
+      if (p.functionCall !== undefined && c.role !== 'model') return `* GenerateContentRequest.contents[${i}].parts[${j}].function_call: a function call must be in a model turn.`
+    }
+    if (responses.length > 0 && (responses.length !== calls.length || responses.some((n) => !calls.includes(n)))) {
+      return 'Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.'
+    }
+    calls = c.role === 'model' ? c.parts.filter(isObj).flatMap((p) => isObj(p.functionCall) ? [String(p.functionCall.name)] : []) : []
+  }
+  for (const [i, t] of objects(request.tools).entries()) {
+    for (const [j, d] of objects(t.functionDeclarations).entries()) {
+      if (typeof d.name !== 'string' || d.name === '') return `* GenerateContentRequest.tools[${i}].function_declarations[${j}].name: Name cannot be empty.`
+      if (d.parameters !== undefined && d.parametersJsonSchema !== undefined) return `* GenerateContentRequest.tools[${i}].function_declarations[${j}]: parameters and parameters_json_schema are mutually exclusive.`
+    }
+  }
+  if (signatures) {
+    const contents = request.contents.filter(isObj)
+    let start = 0
+    for (let i = contents.length - 1; i >= 0; i--) {
+      const c = contents[i] as Json
+      if (c.role !== 'model' && objects(c.parts).some((p) => p.functionResponse === undefined)) { start = i + 1; break }
+    }
+    for (const [k, c] of contents.slice(start).entries()) {
+      const first = c.role === 'model' ? objects(c.parts).find((p) => p.functionCall !== undefined) : undefined
+      if (first !== undefined && typeof first.thoughtSignature !== 'string') {
+        return `Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call \`default_api:${String((first.functionCall as Json).name)}\` , position ${start + k}.`
+      }
+    }
   }
   return null
 }

@@ -26,8 +26,25 @@ const CHAT_PARTS = new Set(['text'])
 const MESSAGES_BLOCKS = new Set(['text'])
 const RESPONSES_PARTS = new Set(['input_text', 'output_text', 'text'])
 
+/** Rewrites, in place, the text parts of Gemini contents (not thoughts), and the text output of function responses. */
+function mapGeminiParts (parts: unknown, fn: Rewrite): void {
+  for (const part of Array.isArray(parts) ? parts : []) {
+    if (!isObj(part) || part.thought === true) continue
+    if (typeof part.text === 'string') part.text = fn(part.text)
+    else if (isObj(part.functionResponse) && isObj(part.functionResponse.response) && typeof part.functionResponse.response.output === 'string') {
+      part.functionResponse.response.output = fn(part.functionResponse.response.output)
+    }
+  }
+}
+
 /** Rewrites, in place, every text of a request in the client's protocol. */
 export function mapRequestText (protocol: Protocol, body: Json, fn: Rewrite): void {
+  if (protocol === 'gemini') {
+    if (typeof body.systemInstruction === 'string') body.systemInstruction = fn(body.systemInstruction)
+    else if (isObj(body.systemInstruction)) mapGeminiParts(body.systemInstruction.parts, fn)
+    for (const c of Array.isArray(body.contents) ? body.contents : []) if (isObj(c)) mapGeminiParts(c.parts, fn)
+    return
+  }
   if (protocol === 'responses') {
     if (typeof body.instructions === 'string') body.instructions = fn(body.instructions)
     if (typeof body.input === 'string') { body.input = fn(body.input); return }
@@ -55,6 +72,8 @@ export function mapResponseText (protocol: Protocol, body: Json, fn: Rewrite): v
     for (const b of Array.isArray(body.content) ? body.content : []) {
       if (isObj(b) && b.type === 'text' && typeof b.text === 'string') b.text = fn(b.text)
     }
+  } else if (protocol === 'gemini') {
+    for (const c of Array.isArray(body.candidates) ? body.candidates : []) if (isObj(c) && isObj(c.content)) mapGeminiParts(c.content.parts, fn)
   } else {
     mapResponsesOutput(body.output, fn)
   }
@@ -168,7 +187,53 @@ const responsesStream: StreamText = {
   }
 }
 
-const STREAMS: Record<Protocol, StreamText> = { openai: chatStream, messages: messagesStream, responses: responsesStream }
+/** A candidate's text parts in one Gemini chunk (thoughts aside), joined: a chunk's text is one delta of its candidate. */
+function geminiTexts (c: Json): string[] {
+  const parts = isObj(c.content) && Array.isArray(c.content.parts) ? c.content.parts : []
+  return parts.filter((p): p is Json => isObj(p) && p.thought !== true && typeof p.text === 'string').map((p) => p.text as string)
+}
+
+const candidateIndex = (c: Json): string => `c${String(c.index ?? 0)}`
+
+const geminiStream: StreamText = {
+  deltas (ev) {
+    const out: TextDelta[] = []
+    for (const c of Array.isArray(ev.data.candidates) ? ev.data.candidates : []) {
+      if (!isObj(c)) continue
+      const text = geminiTexts(c).join('')
+      if (text !== '') out.push({ block: candidateIndex(c), text })
+    }
+    return out
+  },
+  withDeltas (ev, texts) {
+    const copy = clone(ev)
+    for (const c of Array.isArray(copy.data.candidates) ? copy.data.candidates : []) {
+      if (!isObj(c) || !isObj(c.content) || !Array.isArray(c.content.parts)) continue
+      // the candidate's new text goes in its first text part; its other text parts are emptied
+      let text: string | undefined = texts.get(candidateIndex(c)) ?? ''
+      for (const p of c.content.parts) {
+        if (!isObj(p) || p.thought === true || typeof p.text !== 'string') continue
+        p.text = text ?? ''
+        text = undefined
+      }
+    }
+    return copy
+  },
+  textEvent (like, block, text) {
+    const { candidates: _candidates, usageMetadata: _usage, ...rest } = like.data
+    return { ...like, data: { ...rest, candidates: [{ content: { role: 'model', parts: [{ text }] }, index: Number(block.slice(1)) }] } }
+  },
+  closes (ev) {
+    const out: string[] = []
+    for (const c of Array.isArray(ev.data.candidates) ? ev.data.candidates : []) {
+      if (isObj(c) && typeof c.finishReason === 'string' && c.finishReason !== '') out.push(candidateIndex(c))
+    }
+    return ev.data.error !== undefined ? 'all' : out
+  },
+  mapWholeTexts () {}
+}
+
+const STREAMS: Record<Protocol, StreamText> = { openai: chatStream, messages: messagesStream, responses: responsesStream, gemini: geminiStream }
 
 export function streamText (protocol: Protocol): StreamText {
   return STREAMS[protocol]

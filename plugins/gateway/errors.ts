@@ -5,6 +5,7 @@ import { en, type MessageKey } from './i18n/en.js'
 // throw these; the error handler in app.ts renders them in the route family's shape:
 //   numeric-code shape  {error: {code, message, type}}            (chat, models, admin, others)
 //   Messages shape      {type: "error", error: {type, message}}   (/v1/messages)
+//   Google's shape      {error: {code, message, status}}          (the Gemini API)
 // `code` is the documented error.code (a number or a string; docs/api.md); where none is
 // documented, the HTTP status is used, so that error.code is always present and machine-readable.
 
@@ -186,12 +187,33 @@ export function openaiTypeFor (status: number): string {
   return OPENAI_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error')
 }
 
-export type ErrorFamily = 'openai' | 'messages'
+// Google's canonical status names by HTTP status, within the eight its Gemini API answers with.
+const GEMINI_STATUSES: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  402: 'RESOURCE_EXHAUSTED',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  408: 'DEADLINE_EXCEEDED',
+  429: 'RESOURCE_EXHAUSTED',
+  500: 'INTERNAL',
+  502: 'UNAVAILABLE',
+  503: 'UNAVAILABLE',
+  504: 'DEADLINE_EXCEEDED',
+  529: 'UNAVAILABLE'
+}
+
+export function geminiStatusFor (status: number): string {
+  return GEMINI_STATUSES[status] ?? (status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT')
+}
+
+export type ErrorFamily = 'openai' | 'messages' | 'gemini'
 
 export interface ErrorBodyInput { status: number, message: string, code?: string | number, openaiType?: string, messagesType?: string }
 
-/** The one place that knows both error shapes; also used for in-stream error events. */
+/** The one place that knows the error shapes; also used for in-stream error events. */
 export function errorBody (family: ErrorFamily, e: ErrorBodyInput): Record<string, unknown> {
+  if (family === 'gemini') return { error: { code: e.status, message: e.message, status: geminiStatusFor(e.status) } }
   if (family === 'messages') {
     const body: Record<string, unknown> = { type: e.messagesType ?? messagesTypeFor(e.status), message: e.message }
     if (typeof e.code === 'string') body.code = e.code

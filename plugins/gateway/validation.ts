@@ -12,7 +12,9 @@ const STRUCTURAL: Record<Protocol, ReadonlySet<string>> = {
   openai: new Set(['model', 'messages', 'stream', 'stream_options']),
   messages: new Set(['model', 'messages', 'max_tokens', 'system', 'stream']),
   // and what the service itself decides (nothing is stored, no history is kept)
-  responses: new Set(['model', 'input', 'instructions', 'stream', 'store', 'include', 'client_metadata', 'stream_options', 'truncation', 'previous_response_id', 'conversation', 'background'])
+  responses: new Set(['model', 'input', 'instructions', 'stream', 'store', 'include', 'client_metadata', 'stream_options', 'truncation', 'previous_response_id', 'conversation', 'background']),
+  // the settings inside generationConfig and toolConfig are mapped or dropped (and reported) by the pairs
+  gemini: new Set(['model', 'contents', 'systemInstruction', 'generationConfig', 'toolConfig', 'safetySettings', 'cachedContent'])
 }
 
 /**

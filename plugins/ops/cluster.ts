@@ -1,30 +1,56 @@
 import cluster, { type Worker } from 'node:cluster'
 import { AggregatorRegistry, type Registry } from 'prom-client'
+import { bounded, BUS_WAIT_MS, Topics } from '../store/bus.js'
+import type { MaybePromise, PeerBus } from '../store/types.js'
 
 // What the workers of `serve --workers N` ask of each other, through the primary (node:cluster
 // IPC): a scrape of /metrics that sums every worker's figures (prom-client's cluster aggregator:
-// the primary asks each worker for its registry and merges them), and a reload asked of one
-// worker (the admin API) that every other worker does too.
+// the primary asks each worker for its registry and merges them), a reload asked of one worker
+// (the admin API) that every other worker does too, and the store's bus: a message one worker
+// broadcasts, handled by every other worker, the sender answered once all have (or after
+// BUS_WAIT_MS for one that does not answer).
 
 const METRICS = 'modelgate:metrics'
 const RELOAD_ALL = 'modelgate:reload-all'
 const RELOAD = 'modelgate:reload'
 const RELOADED = 'modelgate:reloaded'
+/** worker → primary: broadcast this; primary → worker: every other worker has handled it. */
+const BUS = 'modelgate:bus'
+/** primary → worker: handle this; worker → primary: handled. */
+const BUS_DELIVER = 'modelgate:bus-deliver'
+const BUS_HANDLED = 'modelgate:bus-handled'
 
-interface Message { type: string, id: number, text?: string, error?: string, ok?: boolean, workers?: number }
+interface Message { type: string, id: number, text?: string, error?: string, ok?: boolean, workers?: number, topic?: string, message?: Record<string, unknown> }
 
 const isMessage = (m: unknown): m is Message => typeof (m as Message | null)?.type === 'string' && (m as Message).type.startsWith('modelgate:')
 
 const REPLY_TIMEOUT_MS = 30_000
 
-/** In the primary: answers the workers' scrapes and reloads. */
+/** In the primary: answers the workers' scrapes and reloads, and relays their bus. */
 export function servePrimary (): void {
   const aggregator = new AggregatorRegistry()
   let next = 0
   const waiting = new Map<number, (ok: boolean) => void>()
+  const handling = new Map<number, () => void>()
   cluster.on('message', (worker: Worker, msg: unknown) => {
     if (!isMessage(msg)) return
-    if (msg.type === METRICS) {
+    if (msg.type === BUS) {
+      const others = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w !== worker && w.isConnected())
+      const ids: number[] = []
+      const all = Promise.all(others.map(async (w) => await new Promise<void>((resolve) => {
+        const id = next++
+        ids.push(id)
+        handling.set(id, resolve)
+        w.send({ type: BUS_DELIVER, id, topic: msg.topic, message: msg.message })
+      })))
+      void bounded(all, BUS_WAIT_MS).then(() => {
+        for (const id of ids) handling.delete(id)
+        if (worker.isConnected()) worker.send({ type: BUS, id: msg.id })
+      })
+    } else if (msg.type === BUS_HANDLED) {
+      handling.get(msg.id)?.()
+      handling.delete(msg.id)
+    } else if (msg.type === METRICS) {
       aggregator.clusterMetrics().then(
         (text) => { worker.send({ type: METRICS, id: msg.id, text }) },
         (err: Error) => { worker.send({ type: METRICS, id: msg.id, error: err.message }) }
@@ -77,7 +103,7 @@ export function linkWorker (registry: Registry, reload: () => Promise<{ ok: bool
       void reload().then((r) => process.send?.({ type: RELOADED, id: msg.id, ok: r.ok }), () => process.send?.({ type: RELOADED, id: msg.id, ok: false }))
       return
     }
-    pending.get(msg.id)?.(msg)
+    if (msg.type === METRICS || msg.type === RELOAD_ALL) pending.get(msg.id)?.(msg)
   })
   return {
     scrape: async () => {
@@ -86,5 +112,35 @@ export function linkWorker (registry: Registry, reload: () => Promise<{ ok: bool
       return m.text ?? ''
     },
     reloadOthers: async () => (await askPrimary(RELOAD_ALL)).workers ?? 1
+  }
+}
+
+/**
+ * In a worker: the store's bus between the workers sharing its SQLite file, through the primary.
+ * Listening starts here, before the store opens, so no message is missed by a store that reads.
+ */
+export function workerBus (): PeerBus {
+  const topics = new Topics()
+  let sent = 0
+  const answered = new Map<number, () => void>()
+  process.on('message', (msg: unknown) => {
+    if (!isMessage(msg)) return
+    if (msg.type === BUS_DELIVER) {
+      void topics.deliver(msg.topic ?? '', msg.message ?? {}, () => {}).then(() => { process.send?.({ type: BUS_HANDLED, id: msg.id }) })
+    } else if (msg.type === BUS) {
+      answered.get(msg.id)?.()
+    }
+  })
+  return {
+    broadcast: async (topic, message) => {
+      const id = sent++
+      // the primary answers within BUS_WAIT_MS; a little more covers a primary that is gone
+      await bounded(new Promise<void>((resolve) => {
+        answered.set(id, resolve)
+        process.send?.({ type: BUS, id, topic, message })
+      }), BUS_WAIT_MS * 1.5)
+      answered.delete(id)
+    },
+    on: (topic: string, fn: (message: Record<string, unknown>) => MaybePromise<void>) => { topics.on(topic, fn) }
   }
 }

@@ -1,9 +1,10 @@
 import type { Config } from '../../config/schema.js'
 
 // The store behind the gateway, as interfaces named by what the plugins and routes mean: verify
-// a key, take an idempotency key, count a rate-limit hit, read and count quota usage, hold and
-// settle money, record a call. How an implementation gets there (SQLite's group commits and
-// leases, or a network store's scripts and transactions) stays inside it.
+// a key, take an idempotency key, count a rate-limit hit, admit against a quota and count a call
+// in it, hold and settle money, record a call. How an implementation gets there (leases and
+// memory per process, group commits and batches, scripts and transactions, messages between the
+// processes sharing it) stays inside it.
 //
 // Methods return MaybePromise: the embedded store answers most of them at once, without a
 // promise or a microtask on the hot path; a network store returns promises. Callers handle both
@@ -84,17 +85,25 @@ export interface IdempotencyStore {
 export interface RateLimitHit { count: number, resetAt: number }
 
 export interface RateLimitStore {
-  /** Counts one hit of `key` in its fixed window of `windowMs`; `max` lets the store batch far from the limit. */
+  /**
+   * Counts one hit of `key` in its fixed window of `windowMs`: `count` is this hit's place in the
+   * window. A process takes hits from the shared counter ahead of use, fewer the nearer `max` is.
+   */
   hit: (key: string, now: number, windowMs: number, max: number) => MaybePromise<RateLimitHit>
 }
 
 export interface QuotaUsage { tokens: number, cost_nano: number }
 
+/** A quota's limit in its unit: exactly one of the two is set. */
+export interface QuotaLimit { tokens?: number, costNano?: number }
+
 export interface QuotaStore {
-  /** What `scope` used in the window starting at `windowStart`, every instance's calls counted. */
+  /** null: the calls that ended in `scope`'s window have not reached `limit`; else what they used. From memory once the window is known. */
+  admit: (scope: string, windowStart: number, limit: QuotaLimit) => MaybePromise<QuotaUsage | null>
+  /** Counts an ended call; resolves once committed and, when this count takes the window to its limit, once every process sharing the store has closed it. */
+  count: (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit) => MaybePromise<void>
+  /** Usage of a window as stored (admin and console views). */
   used: (scope: string, windowStart: number) => MaybePromise<QuotaUsage>
-  /** Counts an ended call; visible to every instance's `used` once the returned promise settles. */
-  count: (scope: string, windowStart: number, tokens: number, costNano: number) => MaybePromise<void>
 }
 
 export interface BalanceStore {
@@ -124,6 +133,10 @@ export interface UsageRow {
   cost_nano: number
   latency_ms: number
   ttft_ms: number | null
+  /** 1: answered from a response cache (no provider, no cost). */
+  cache_hit: number
+  /** What a cache hit would have cost at the model's prices then; 0 otherwise. */
+  saved_nano: number
 }
 
 export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }
@@ -155,6 +168,14 @@ export interface UsageStore {
   sweepContent: (before: number) => MaybePromise<number>
 }
 
+/** Messages between the processes sharing one store. */
+export interface PeerBus {
+  /** Every other process handles `message` on `topic`; resolves once each has (or after a bounded wait, ~1 s, for one that does not answer). */
+  broadcast: (topic: string, message: Record<string, unknown>) => Promise<void>
+  /** `fn` may return a promise: the sender waits for it too. */
+  on: (topic: string, fn: (message: Record<string, unknown>) => MaybePromise<void>) => void
+}
+
 export interface Store {
   readonly kind: 'sqlite' | 'postgres'
   readonly keys: KeyStore
@@ -166,6 +187,11 @@ export interface Store {
   readonly quota: QuotaStore
   /** Tenants from the config: orgs (with their initial balance), projects and literal keys. */
   syncTenants: (config: Config, now: number) => MaybePromise<void>
+  /**
+   * Background work of a serving process: heartbeats, releasing the balance leases of processes
+   * silent for `staleHoldMs` (default 30 s), sweeping expired rows and forgotten windows.
+   */
+  startMaintenance: (opts?: { staleHoldMs?: number }) => void
   /** Writes the store delays (lease give-backs, key expiry extensions) are committed now. */
   flush: () => MaybePromise<void>
   /** Optional: hears how long each batch of writes took to commit (s) and how many writes it held (metrics). */

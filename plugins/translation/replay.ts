@@ -36,8 +36,41 @@ export function replayStream (protocol: Protocol, body: Json, ctx: Pick<Translat
     case 'openai': return chatStream(body, ctx)
     case 'messages': return messagesStream(body, ctx)
     case 'responses': return responsesStream(body)
+    case 'gemini': return geminiStream(body)
     default: throw new Error(`no stream replay for ${protocol} answers`)
   }
+}
+
+/**
+ * A GenerateContentResponse as Gemini streams it: a chunk per piece of text (a part's other
+ * fields, its signature, on the first), other parts whole, then a chunk with every candidate's
+ * finishReason and the usage.
+ */
+function geminiStream (body: Json): SseEvent[] {
+  const ids: Json = {}
+  if (body.modelVersion !== undefined) ids.modelVersion = body.modelVersion
+  if (body.responseId !== undefined) ids.responseId = body.responseId
+  const out: SseEvent[] = []
+  const candidates = objects(body.candidates)
+  candidates.forEach((c, i) => {
+    const index = typeof c.index === 'number' ? c.index : i
+    const content = isObj(c.content) ? c.content : {}
+    for (const part of objects(content.parts)) {
+      const split = typeof part.text === 'string' && part.text !== ''
+        ? pieces(part.text).map((text, k) => k === 0 ? { ...part, text } : part.thought === true ? { text, thought: true } : { text })
+        : [part]
+      for (const p of split) out.push(frame({ candidates: [{ content: { role: 'model', parts: [p] }, index }], ...ids }))
+    }
+  })
+  const last: Json = {
+    candidates: candidates.map((c, i) => {
+      const { content: _content, ...rest } = c
+      return { content: { role: 'model', parts: [] }, ...rest, index: typeof c.index === 'number' ? c.index : i }
+    })
+  }
+  for (const key of ['promptFeedback', 'usageMetadata']) if (body[key] !== undefined) last[key] = body[key]
+  out.push(frame({ ...last, ...ids }))
+  return out
 }
 
 function chatStream (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>): SseEvent[] {

@@ -74,7 +74,7 @@ export function serialize (ev: SseEvent): string {
   return ev.event === undefined ? `${data}\n\n` : `event: ${ev.event}\n${data}\n\n`
 }
 
-/** A JSON frame: `data: {...}` (OpenAI) or `event: <type>` + `data: {...}` (Messages). */
+/** A JSON frame: `data: {...}` (OpenAI, Gemini) or `event: <type>` + `data: {...}` (Messages). */
 export function frame (data: unknown, event?: string): SseEvent {
   const ev: SseEvent = { data: JSON.stringify(data) }
   if (event !== undefined) ev.event = event
@@ -86,6 +86,7 @@ export const DONE: SseEvent = { data: '[DONE]', raw: 'data: [DONE]\n\n' }
 /** An error inside a stream, in the client's own format. */
 export function errorEvent (client: Protocol, e: ErrorBodyInput): SseEvent {
   if (client === 'messages') return frame(errorBody('messages', e), 'error')
+  if (client === 'gemini') return frame(errorBody('gemini', e))
   const body = errorBody('openai', e) as { error: Record<string, unknown> }
   return frame({ error: { ...body.error, param: null } })
 }

@@ -3,11 +3,12 @@
 // usage. Pairs are pure: no I/O, no clock, no module state; ids and time come in through ctx.
 
 /**
- * A wire protocol. Clients speak 'openai' (Chat Completions), 'messages' (Anthropic Messages) or
- * 'responses' (OpenAI Responses). Upstreams speak 'openai' or 'messages', and 'responses' only
- * for a provider that serves the Responses API itself (its `responses: true` option).
+ * A wire protocol. Clients speak 'openai' (Chat Completions), 'messages' (Anthropic Messages),
+ * 'responses' (OpenAI Responses) or 'gemini' (Google's generateContent). Upstreams speak 'openai',
+ * 'messages' or 'gemini', and 'responses' only for a provider that serves the Responses API
+ * itself (its `responses: true` option).
  */
-export type Protocol = 'openai' | 'messages' | 'responses'
+export type Protocol = 'openai' | 'messages' | 'responses' | 'gemini'
 
 export type Json = Record<string, unknown>
 
@@ -47,7 +48,8 @@ export interface TranslateCtx {
   /**
    * The client's request body as the pair's request() receives it. A Responses answer echoes
    * the request's fields (instructions, tools, temperature…) and names namespaced tool calls as
-   * the client declared them, so the Responses pairs read it in response() and stream().
+   * the client declared them, so the Responses pairs read it in response() and stream(); the
+   * pairs in front of a Gemini client read whether it asked to see thoughts.
    */
   clientRequest?: Json
 }
@@ -98,8 +100,12 @@ export interface TranslatedResponse {
 export interface TranslatorPair {
   client: Protocol
   upstream: Protocol
-  /** Upstream path below the provider's base_url: '/chat/completions', '/v1/messages' or '/responses'. */
-  path: string
+  /**
+   * Upstream path below the provider's base_url: '/chat/completions', '/v1/messages' or
+   * '/responses'; a function of the call for Gemini, whose path names the model and the stream
+   * (upstreamPath() in index.ts resolves either).
+   */
+  path: string | ((ctx: TranslateCtx) => string)
   /** The upstream request. Throws a GatewayError (plugins/errors.ts) when it cannot be mapped. */
   request: (body: Json, ctx: TranslateCtx) => TranslatedRequest
   response: (body: Json, ctx: TranslateCtx) => TranslatedResponse

@@ -1,8 +1,10 @@
 import { Readable } from 'node:stream'
+import { geminiStatusFor } from '../gateway/errors.js'
+import { schemaFromGemini } from '../translation/gemini.js'
 import type { Json, Protocol } from '../translation/types.js'
 import type { CallAbort, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 
-// The built-in demo upstream: answers in-process, in either protocol, with the bytes a real
+// The built-in demo upstream: answers in-process, in any upstream protocol, with the bytes a real
 // provider would send (JSON or SSE, usage included), so a fresh install serves real requests
 // with no provider key. Text is canned and deterministic; token counts are estimates (about four
 // characters a token, never 0); streams go word by word and stop at once on abort.
@@ -11,7 +13,7 @@ import type { CallAbort, UpstreamClient, UpstreamRequest, UpstreamResponse } fro
 // (test/mock-upstream.ts) answers with the same protocol bytes and differs only in what it says.
 
 // ---------------------------------------------------------------------------------------------
-// Reading a request, either protocol
+// Reading a request, any protocol
 
 export interface ToolDef { name: string, schema: Json }
 
@@ -31,7 +33,7 @@ export interface RequestView {
   toolResult: string | null
   maxTokens: number | null
   stop: string[]
-  /** Messages only: extended thinking asked for. */
+  /** Extended thinking asked for (Messages), or thoughts shown (Gemini's includeThoughts). */
   thinking: boolean
 }
 
@@ -57,6 +59,7 @@ const READ_CHARS = 10_000
 const READ_TOOLS = 128
 
 export function readRequest (body: Json, protocol: Protocol): RequestView {
+  if (protocol === 'gemini') return readGemini(body)
   const messages = objects(body.messages)
   const last = messages[messages.length - 1]
   let lastUserText = ''
@@ -120,6 +123,51 @@ export function readRequest (body: Json, protocol: Protocol): RequestView {
   }
 }
 
+const partsText = (parts: unknown): string => objects(parts).filter((p) => typeof p.text === 'string' && p.thought !== true).map((p) => p.text as string).join(' ')
+
+/** A Gemini request: the model is named by the path and the stream by the method, so neither is read here. */
+function readGemini (body: Json): RequestView {
+  const contents = objects(body.contents)
+  const last = contents[contents.length - 1]
+  let lastUserText = ''
+  for (let i = contents.length - 1; i >= 0; i--) {
+    const c = contents[i] as Json
+    if ((c.role ?? 'user') === 'user' && objects(c.parts).some((p) => typeof p.text === 'string')) { lastUserText = partsText(c.parts).slice(0, READ_CHARS); break }
+  }
+  const results = last === undefined || last.role === 'model' ? [] : objects(last.parts).flatMap((p) => isObj(p.functionResponse) ? [p.functionResponse] : [])
+  const resultText = (r: Json): string => isObj(r.response) && typeof r.response.output === 'string' ? r.response.output : JSON.stringify(r.response ?? {})
+
+  const tools: ToolDef[] = []
+  for (const t of objects(body.tools)) {
+    for (const d of objects(t.functionDeclarations)) {
+      if (tools.length >= READ_TOOLS || typeof d.name !== 'string') continue
+      const schema = isObj(d.parametersJsonSchema) ? d.parametersJsonSchema : isObj(d.parameters) ? schemaFromGemini(d.parameters) as Json : {}
+      tools.push({ name: d.name, schema })
+    }
+  }
+  const fc = isObj(body.toolConfig) && isObj(body.toolConfig.functionCallingConfig) ? body.toolConfig.functionCallingConfig : {}
+  const allowed = Array.isArray(fc.allowedFunctionNames) ? fc.allowedFunctionNames.filter((n): n is string => typeof n === 'string') : []
+  let toolChoice: RequestView['toolChoice'] = { mode: 'auto', name: null }
+  if (fc.mode === 'NONE') toolChoice = { mode: 'none', name: null }
+  else if (fc.mode === 'ANY') toolChoice = allowed.length === 1 ? { mode: 'tool', name: allowed[0] as string } : { mode: 'any', name: null }
+
+  const g = isObj(body.generationConfig) ? body.generationConfig : {}
+  const stop = (Array.isArray(g.stopSequences) ? g.stopSequences : []).filter((s): s is string => typeof s === 'string' && s !== '')
+  return {
+    model: '',
+    stream: false,
+    includeUsage: false,
+    tools,
+    toolChoice,
+    parallelToolCalls: true,
+    lastUserText,
+    toolResult: results.length > 0 ? results.map(resultText).join(' ') : null,
+    maxTokens: positiveInt(g.maxOutputTokens),
+    stop,
+    thinking: isObj(g.thinkingConfig) && g.thinkingConfig.includeThoughts === true
+  }
+}
+
 /** The tools to call, or [] for a text answer: a forced choice always calls. */
 export function toolsToCall (view: RequestView, asked: boolean, all: boolean): ToolDef[] {
   const { tools, toolChoice } = view
@@ -173,8 +221,8 @@ export type OutputBlock =
   | { type: 'thinking', pieces: string[], signature: string }
   | { type: 'tool_use', id: string, name: string, pieces: string[] }
 
-/** Input split the Anthropic way: `input` excludes the cache reads and writes. */
-export interface OutputUsage { input: number, cacheRead: number, cacheCreation: number, output: number }
+/** Input split the Anthropic way: `input` excludes the cache reads and writes; `thoughts`, when given, is the part of `output` spent thinking. */
+export interface OutputUsage { input: number, cacheRead: number, cacheCreation: number, output: number, thoughts?: number }
 
 export interface Completion {
   id: string
@@ -240,8 +288,78 @@ function messagesUsage (u: OutputUsage, output: number): Json {
   return { input_tokens: u.input, cache_creation_input_tokens: u.cacheCreation, cache_read_input_tokens: u.cacheRead, output_tokens: output }
 }
 
-/** The non-streaming response body. Thinking blocks exist only in the Messages protocol. */
+// Gemini: a finish reason per stop reason, and usage with thoughts counted apart from the answer.
+const GEMINI_FINISH: Record<StopReason, string> = { end_turn: 'STOP', stop_sequence: 'STOP', max_tokens: 'MAX_TOKENS', tool_use: 'STOP' }
+
+function geminiUsage (u: OutputUsage): Json {
+  const prompt = u.input + u.cacheRead + u.cacheCreation
+  const thoughts = Math.min(u.thoughts ?? 0, u.output)
+  const out: Json = { promptTokenCount: prompt, candidatesTokenCount: u.output - thoughts, totalTokenCount: prompt + u.output }
+  if (u.cacheRead > 0) out.cachedContentTokenCount = u.cacheRead
+  if (thoughts > 0) out.thoughtsTokenCount = thoughts
+  return out
+}
+
+/**
+ * A completion's Gemini parts, each a list of pieces as a stream sends them: thoughts as thought
+ * parts, a call whole; a thinking block's signature goes on the first part after it, where
+ * Gemini puts its own.
+ */
+function geminiParts (c: Completion): Json[][] {
+  const out: Json[][] = []
+  let signature: string | undefined
+  const sign = (part: Json): Json => {
+    if (signature !== undefined) part.thoughtSignature = signature
+    signature = undefined
+    return part
+  }
+  for (const b of c.blocks) {
+    if (b.type === 'thinking') {
+      out.push(b.pieces.map((p) => ({ text: p, thought: true })))
+      signature = b.signature
+    } else if (b.type === 'text') {
+      out.push(b.pieces.map((p, i) => i === 0 ? sign({ text: p }) : { text: p }))
+    } else {
+      const args = joined(b)
+      out.push([sign({ functionCall: { name: b.name, args: args === '' ? {} : JSON.parse(args) as unknown } })])
+    }
+  }
+  return out
+}
+
+function geminiJson (c: Completion): Json {
+  // whole parts: the pieces of a text or a thought joined
+  const parts = geminiParts(c).map((pieces) => {
+    const [first, ...rest] = pieces
+    if (first === undefined) return null
+    if (typeof first.text !== 'string') return first
+    return { ...first, text: [first, ...rest].map((p) => p.text).join('') }
+  }).filter((p): p is Json => p !== null)
+  return {
+    candidates: [{ content: { role: 'model', parts }, finishReason: GEMINI_FINISH[c.stopReason], index: 0 }],
+    usageMetadata: geminiUsage(c.usage),
+    modelVersion: c.model,
+    responseId: c.id
+  }
+}
+
+/** A Gemini stream: a chunk per piece, each with the prompt's count; the last piece comes with the finish reason and the whole usage. */
+function geminiFrames (c: Completion): string[] {
+  const prompt = c.usage.input + c.usage.cacheRead + c.usage.cacheCreation
+  const pieces = geminiParts(c).flat()
+  const last = pieces.pop() ?? { text: '' }
+  const frame = (part: Json, end: boolean): string => {
+    const candidate: Json = { content: { role: 'model', parts: [part] }, index: 0 }
+    if (end) candidate.finishReason = GEMINI_FINISH[c.stopReason]
+    const usage = end ? geminiUsage(c.usage) : { promptTokenCount: prompt, totalTokenCount: prompt }
+    return `data: ${JSON.stringify({ candidates: [candidate], usageMetadata: usage, modelVersion: c.model, responseId: c.id })}\r\n\r\n`
+  }
+  return [...pieces.map((p) => frame(p, false)), frame(last, true)]
+}
+
+/** The non-streaming response body. Thinking blocks exist only in the Messages and Gemini protocols. */
 export function completionJson (protocol: Protocol, c: Completion): Json {
+  if (protocol === 'gemini') return geminiJson(c)
   if (protocol === 'openai') {
     const text = c.blocks.filter((b) => b.type === 'text').map(joined).join('')
     const calls = c.blocks.flatMap((b) => b.type === 'tool_use' ? [{ id: b.id, type: 'function', function: { name: b.name, arguments: joined(b) } }] : [])
@@ -278,6 +396,7 @@ export function completionJson (protocol: Protocol, c: Completion): Json {
 
 /** The SSE frames of a streamed answer, each a complete frame ending with a blank line. */
 export function completionFrames (protocol: Protocol, c: Completion, includeUsage = false): string[] {
+  if (protocol === 'gemini') return geminiFrames(c)
   return protocol === 'openai' ? openaiFrames(c, includeUsage) : messagesFrames(c)
 }
 
@@ -343,6 +462,7 @@ const MESSAGES_ERROR_TYPE: Record<number, string> = {
 
 /** The provider's own error body for a status (`type` overrides the usual type for it). */
 export function errorJson (protocol: Protocol, status: number, message: string, type?: string, code?: string | null): Json {
+  if (protocol === 'gemini') return { error: { code: status, message, status: type ?? geminiStatusFor(status) } }
   if (protocol === 'openai') {
     const t = type ?? OPENAI_ERROR_TYPE[status] ?? (status >= 500 ? 'server_error' : 'invalid_request_error')
     return { error: { message, type: t, param: null, code: code === undefined ? OPENAI_ERROR_CODE[status] ?? null : code } }
@@ -363,7 +483,7 @@ const SENTENCES = [
   'This answer comes from the modelgate demo provider, so no provider key was needed.',
   'Point a model at a real provider in config/gateway.yaml to get real answers.',
   'Every call is metered: tokens, cached input and cost land in the usage records.',
-  'Streaming, tool calls and both protocols work here just as they do upstream.'
+  'Streaming, tool calls and every protocol work here just as they do upstream.'
 ]
 
 /** About four characters a token, and never 0 for non-empty text. */
@@ -372,7 +492,7 @@ export const estimateTokens = (text: string): number => text === '' ? 0 : Math.m
 const inputText = (body: Json): string => JSON.stringify([body.system ?? null, body.messages ?? [], body.tools ?? null])
 
 function demoCompletion (view: RequestView, protocol: Protocol, body: Json, seq: number, created: number): Completion {
-  const id = protocol === 'openai' ? `chatcmpl-demo${seq}` : `msg_demo${seq}`
+  const id = protocol === 'openai' ? `chatcmpl-demo${seq}` : protocol === 'gemini' ? `demo${seq}` : `msg_demo${seq}`
   const input = Math.max(1, estimateTokens(inputText(body)))
   const asked = /\btools?\b/i.test(view.lastUserText) || view.tools.some((t) => view.lastUserText.includes(t.name))
   const calls = toolsToCall(view, asked, false)
@@ -440,11 +560,42 @@ function configuredDelay (): number {
   return process.env.MODELGATE_DEMO_DELAY_MS !== undefined && Number.isFinite(env) && env >= 0 ? env : 5
 }
 
+/** A Gemini path: the model it names and its method; null for any other path. */
+export function geminiRoute (path: string): { model: string, method: 'generateContent' | 'streamGenerateContent' | 'countTokens' } | null {
+  const m = /^\/v1(?:beta)?\/(?:models\/)?(.+):(generateContent|streamGenerateContent|countTokens)$/.exec(path)
+  if (m === null) return null
+  let model: string
+  try { model = decodeURIComponent(m[1] as string) } catch { return null }
+  return { model, method: m[2] as 'generateContent' | 'streamGenerateContent' | 'countTokens' }
+}
+
+const geminiInput = (body: Json): string => JSON.stringify([body.systemInstruction ?? null, body.contents ?? [], body.tools ?? null])
+
 export function createDemoClient (id: string, protocol: Protocol, opts: DemoOptions = {}): UpstreamClient {
   const delayMs = opts.chunkDelayMs ?? configuredDelay()
   const live = new Set<Readable>()
   let seq = 0
   const answerPath = protocol === 'openai' ? '/chat/completions' : '/v1/messages'
+  // the model is named by the path, and whether to stream by its method
+  const answerGemini = (req: UpstreamRequest, n: number): UpstreamResponse => {
+    const fail = (status: number, message: string): UpstreamResponse => jsonResponse(status, errorJson('gemini', status, message), {})
+    const route = geminiRoute(req.path.split('?')[0] as string)
+    if (route === null) return fail(404, `Unknown path ${req.path}`)
+    let body: unknown
+    try { body = typeof req.body === 'string' ? JSON.parse(req.body) : undefined } catch { body = undefined }
+    if (!isObj(body)) return fail(400, 'Invalid JSON payload received.')
+    const inner = route.method === 'countTokens' && isObj(body.generateContentRequest) ? body.generateContentRequest : body
+    if (!Array.isArray(inner.contents) || inner.contents.length === 0) return fail(400, '* GenerateContentRequest.contents: contents is not specified')
+    if (route.method === 'countTokens') return jsonResponse(200, { totalTokens: Math.max(1, estimateTokens(geminiInput(inner))) }, {})
+
+    const view = { ...readRequest(body, 'gemini'), model: route.model, stream: route.method === 'streamGenerateContent' }
+    const completion = demoCompletion(view, 'gemini', { messages: body.contents, system: body.systemInstruction, tools: body.tools }, n, Math.floor(Date.now() / 1000))
+    if (!view.stream) return jsonResponse(200, completionJson('gemini', completion), {})
+    const stream = paced(completionFrames('gemini', completion), delayMs, req.signal)
+    live.add(stream)
+    stream.once('close', () => live.delete(stream))
+    return { statusCode: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, body: stream }
+  }
 
   return {
     id,
@@ -453,6 +604,7 @@ export function createDemoClient (id: string, protocol: Protocol, opts: DemoOpti
     async request (req: UpstreamRequest): Promise<UpstreamResponse> {
       if (req.signal.aborted) throw abortError()
       seq++
+      if (protocol === 'gemini') return answerGemini(req, seq)
       const requestId = `req_demo${seq}`
       const headers: Record<string, string> = protocol === 'openai' ? { 'x-request-id': requestId } : { 'request-id': requestId }
       const fail = (status: number, message: string): UpstreamResponse => jsonResponse(status, errorJson(protocol, status, message), headers)

@@ -22,6 +22,7 @@ export function createHttpClient (provider: ProviderConfig, opts: HttpClientOpti
   const credentials: Record<string, string> = { ...(provider.headers ?? {}) }
   if (provider.api_key !== '') {
     if (provider.protocol === 'openai') credentials.authorization = `Bearer ${provider.api_key}`
+    else if (provider.protocol === 'gemini') credentials['x-goog-api-key'] = provider.api_key
     else credentials['x-api-key'] = provider.api_key
   }
   const fixed: Record<string, string> = { 'content-type': 'application/json', ...credentials }

@@ -44,7 +44,7 @@ export interface UpstreamResponse {
 /** One configured provider: an HTTP pool, or the built-in demo answered in-process. */
 export interface UpstreamClient {
   readonly id: string
-  /** 'openai' or 'messages'. */
+  /** 'openai', 'messages' or 'gemini'. */
   readonly protocol: Protocol
   /** The provider serves the Responses API itself (Responses calls go through unchanged). */
   readonly responses: boolean

@@ -21,6 +21,8 @@ export function usageRecord (r: UsageRow): Record<string, unknown> {
     total_tokens: r.total_tokens,
     cost_usd: nanoToUsd(r.cost_nano),
     latency_ms: r.latency_ms,
-    ttft_ms: r.ttft_ms
+    ttft_ms: r.ttft_ms,
+    cache_hit: r.cache_hit === 1,
+    saved_usd: nanoToUsd(r.saved_nano)
   }
 }

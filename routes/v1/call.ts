@@ -6,7 +6,7 @@ import { ModelNotFound, UnsupportedOnUpstream } from '../../plugins/gateway/erro
 import { admit, answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { applyParameters, checkBody, checkMedia, checkMediaHostsByDns } from '../../plugins/gateway/validation.js'
 import { then, type MaybePromise } from '../../plugins/store/types.js'
-import { pairFor } from '../../plugins/translation/index.js'
+import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
 import type { Json, Protocol, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
 import { messagesHeaders } from '../../plugins/upstream/dispatch.js'
 import type { UpstreamClient } from '../../plugins/upstream/types.js'
@@ -38,7 +38,7 @@ export function callHandler (fastify: FastifyInstance, protocol: Protocol) {
       plan: (upstream) => {
         const up = upstreamProtocol(protocol, upstream)
         const t = translate(up)
-        return { path: t.pair.path, body: t.body, protocol: up, headers: up === 'messages' ? messagesHeaders(request) : undefined, error: t.pair.error }
+        return { path: upstreamPath(t.pair, ctx), body: t.body, protocol: up, headers: up === 'messages' ? messagesHeaders(request) : undefined, error: t.pair.error }
       }
     })
     const { pair, dropped } = translate(answer.attempt.protocol)

@@ -4,6 +4,7 @@ import { ModelNotFound } from '../../plugins/gateway/errors.js'
 import { admit, relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { checkBody } from '../../plugins/gateway/validation.js'
 import { countTokens } from '../../plugins/translation/tokenizer.js'
+import { upstreamPath } from '../../plugins/translation/index.js'
 import { countTokensPair } from '../../plugins/translation/passthrough.js'
 import type { Json } from '../../plugins/translation/types.js'
 import { messagesHeaders } from '../../plugins/upstream/dispatch.js'
@@ -41,7 +42,7 @@ const messages: FastifyPluginAsync = async (fastify) => {
     const answer = await send(p, {
       providers,
       model,
-      plan: () => ({ path: countTokensPair.path as string, body: countTokensPair.request(body, ctx).body, protocol: 'messages', headers: messagesHeaders(request), error: countTokensPair.error })
+      plan: () => ({ path: upstreamPath(countTokensPair, ctx), body: countTokensPair.request(body, ctx).body, protocol: 'messages', headers: messagesHeaders(request), error: countTokensPair.error })
     })
     return await relayJson(p, answer, { pair: countTokensPair, ctx })
   })

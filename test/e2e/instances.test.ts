@@ -6,8 +6,10 @@ import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
 
 // Three gateway processes on their own ports, sharing one PostgreSQL database and one Redis
-// database, driven at once: the IP rate limit, an Idempotency-Key, a balance that pays for five
-// holds, a revocation; then one instance killed with SIGKILL under load.
+// database: an Idempotency-Key, a balance that pays for five holds and a revocation driven at
+// once; the IP rate limit, a quota and a balance reached exactly by sequential calls taking the
+// instances in turn (each instance admits from its own leases and memory); then one instance
+// killed with SIGKILL under load.
 
 const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -23,7 +25,7 @@ async function reachable (): Promise<string | null> {
 
 interface Cluster { gws: SpawnedGateway[], mock: MockUpstream, db: pg.Pool, bases: string[], redisUrl: string, redisPrefix: string }
 
-async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[]): Promise<Cluster> {
+async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[], extra: Record<string, unknown> = {}): Promise<Cluster> {
   const name = `mg_test_${randomBytes(6).toString('hex')}`
   const admin = new pg.Client({ connectionString: ADMIN_URL })
   await admin.connect()
@@ -47,7 +49,7 @@ async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[]): Pr
     await c.end()
   })
   const c = mockCatalog(mock)
-  const config = { store: { postgres: url, redis: REDIS_URL, redis_prefix: redisPrefix }, admin: { token: ADMIN }, plugins, providers: c.providers, models: c.models, tenants }
+  const config = { store: { postgres: url, redis: REDIS_URL, redis_prefix: redisPrefix }, admin: { token: ADMIN }, plugins, providers: c.providers, models: c.models, tenants, ...extra }
   const gws: SpawnedGateway[] = []
   // the first one migrates; the others start together
   gws.push(await spawnGateway(t, config, ['--workers', '1']))
@@ -101,12 +103,15 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
   const missing = await reachable()
   if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
 
-  t.test('rate limit, idempotency, balance and revocation across the instances', async (t) => {
+  t.test('idempotency, balance, revocation, rate limit and quota across the instances', async (t) => {
     const hold = 201 * 15_000
     const initial = 5 * hold + 1000
     const { bases, mock, db, redisUrl, redisPrefix } = await cluster(t,
-      [{ org: 'acme', balance_usd: initial / 1e9, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }, { org: 'big', balance_usd: 100, projects: [{ id: 'b', keys: [{ key: 'mg-test-key-big-0123456789abcdef' }] }] }],
-      [{ name: 'rate-limit', options: { max: 90, window_s: 600 } }, { name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'idempotency' }, { name: 'balance', options: { stale_hold_s: 1.5 } }, { name: 'usage' }])
+      [{ org: 'acme', balance_usd: initial / 1e9, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }, { org: 'big', balance_usd: 100, projects: [{ id: 'b', keys: [{ key: 'mg-test-key-big-0123456789abcdef' }] }] },
+        { org: 'quota', balance_usd: 100, projects: [{ id: 'q', quota: { tokens: 45, per: 'hour' }, keys: [{ key: 'mg-test-key-quota-0123456789abcdef' }] }] },
+        { org: 'paid', balance_usd: (3_075_000 + 10 * 54_000) / 1e9, projects: [{ id: 'p', keys: [{ key: 'mg-test-key-paid-0123456789abcdef' }] }] }],
+      [{ name: 'rate-limit', options: { max: 200, window_s: 600 } }, { name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'idempotency' }, { name: 'quota' }, { name: 'balance', options: { stale_hold_s: 1.5 } }, { name: 'usage' }],
+      { server: { port: 0, trust_proxy: true } })
     const big = 'mg-test-key-big-0123456789abcdef'
 
     // the call that got through waits upstream until the eleven others were refused
@@ -145,18 +150,31 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
     const codes = await eventually(1000, async () => await Promise.all(bases.map(async (b) => (await chat(b, {}, created.key)).status)), (s) => s.every((c) => c === 401))
     t.same(codes, [401, 401, 401], 'revoked on one instance: refused by all three within a second')
 
-    // the window of 90 hits per IP: how many the three instances counted so far, then 30 more
-    const counted = async (): Promise<number> => {
-      const r = new Redis(redisUrl)
-      const keys = await r.keys(`${redisPrefix}rl:*`)
-      const n = keys.length === 0 ? 0 : Number(await r.get(keys[0] as string))
-      r.disconnect()
-      return n
-    }
-    const before = await counted()
-    const rest = await Promise.all(Array.from({ length: 30 }, async (_, i) => (await fetch(`${bases[i % 3] as string}/v1/models`, { headers: { connection: 'close' } })).status))
-    t.equal(rest.filter((s) => s !== 429).length, Math.max(0, 90 - before), `${before} hits counted by the three before: the rest of the window admitted, no more`)
-    t.equal(await counted(), before + 30, 'every hit counted once, whichever instance took it')
+    // sequential calls in turn on the three instances, from an address of their own (X-Forwarded-For)
+    const ip = { 'x-forwarded-for': '203.0.113.7', connection: 'close' }
+    const limited: number[] = []
+    // (no key: past the rate limit, auth answers 401)
+    for (let i = 0; i < 210; i++) limited.push((await fetch(`${bases[i % 3] as string}/v1/models`, { headers: ip })).status)
+    t.same(limited, [...Array(200).fill(401), ...Array(10).fill(429)], 'the IP rate limit: 200 let through across the instances, refused from the 201st')
+    const r = new Redis(redisUrl)
+    const counted = Number(await r.get((await r.keys(`${redisPrefix}rl:203.0.113.7:*`))[0] as string))
+    r.disconnect()
+    t.ok(counted >= 200 && counted <= 203, `the window's counter: ${counted} (each instance counted at most one hit past the limit)`)
+
+    // a quota of 45 tokens an hour, 10 tokens a call: the fifth call reaches it
+    const quota = 'mg-test-key-quota-0123456789abcdef'
+    const quoted: number[] = []
+    for (let i = 0; i < 9; i++) quoted.push((await chat(bases[i % 3] as string, {}, quota)).status)
+    t.same(quoted, [...Array(5).fill(200), ...Array(4).fill(429)], 'the quota: refused from the call after the one that reached it, on every instance')
+
+    // a balance for 11 calls: each holds 3,075,000 (205 tokens at $15 per million: the prompt's 5 characters, 200 max_tokens)
+    // and is charged 54,000 (8 prompt tokens at $3, 2 completion tokens at $15 per million)
+    const paid = 'mg-test-key-paid-0123456789abcdef'
+    const billed: number[] = []
+    for (let i = 0; i < 15; i++) billed.push((await chat(bases[i % 3] as string, {}, paid)).status)
+    t.same(billed, [...Array(11).fill(200), ...Array(4).fill(402)], 'the balance: admitted while it pays for the hold, 402 from the first call it cannot')
+    const p = await eventually(5000, async () => await ledger(db, 'paid'), (v) => v.held === 0)
+    t.match(p, { held: 0, spent: 11 * 54_000, balance: 3_075_000 + 10 * 54_000 - 11 * 54_000 }, 'charged, every lease given back')
   })
 
   t.test('kill -9 of an instance under load: completed responses recorded, ledger balanced, no hold left', async (t) => {

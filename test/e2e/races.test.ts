@@ -18,7 +18,7 @@ const INITIAL_USD = 25
 
 interface Gateway { gw: SpawnedGateway, mock: MockUpstream, db: string, base: string }
 
-async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, tenants?: unknown[]): Promise<Gateway> {
+async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, tenants?: unknown[], env: Record<string, string> = {}): Promise<Gateway> {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
   const c = mockCatalog(mock)
@@ -31,7 +31,7 @@ async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, ten
     models: c.models,
     tenants: tenants ?? [{ org: 'acme', balance_usd: INITIAL_USD, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }],
     ...extra
-  }, ['--workers', '2'])
+  }, ['--workers', '2'], env)
   return { gw, mock, db, base: `http://127.0.0.1:${gw.port}` }
 }
 
@@ -98,13 +98,15 @@ const workerPids = (primary: number): number[] => {
 const HOLD = 201 * 15_000
 const KEY_POOR = 'mg-test-key-poor-0123456789abcdef'
 const KEY_QUOTA = 'mg-test-key-quota-0123456789abcdef'
+const KEY_COUNTED = 'mg-test-key-counted-0123456789abcdef'
 
 t.test('two workers, an organization per case', async (t) => {
   const g = await twoWorkers(t, {}, [
     { org: 'poor', balance_usd: (5 * HOLD + 1000) / 1e9, projects: [{ id: 'web', keys: [{ key: KEY_POOR }] }] },
     { org: 'limited', balance_usd: INITIAL_USD, projects: [{ id: 'web', quota: { tokens: 1, per: 'hour' }, keys: [{ key: KEY_QUOTA }] }] },
+    { org: 'counted', balance_usd: INITIAL_USD, projects: [{ id: 'web', quota: { tokens: 45, per: 'hour' }, keys: [{ key: KEY_COUNTED }] }] },
     { org: 'acme', balance_usd: INITIAL_USD, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }
-  ])
+  ], { LOG_LEVEL: 'info' }) // the request log lines say which worker served a call
   t.beforeEach(() => { g.mock.reset() })
 
   t.test('balance: 50 concurrent calls against a balance that pays for 5 holds', async (t) => {
@@ -133,6 +135,33 @@ t.test('two workers, an organization per case', async (t) => {
     t.equal((await chat(g, KEY_QUOTA)).status, 200, 'the first call is under the quota')
     const next = await Promise.all(Array.from({ length: 20 }, async () => await chat(g, KEY_QUOTA)))
     t.same(next.map((r) => r.status), Array(20).fill(429), 'every later call, on either worker, is refused')
+  })
+
+  t.test('quota: sequential calls alternating between the workers are refused from the one after the call that reached it', async (t) => {
+    // each call uses 10 tokens (8 prompt, 2 completion): the fifth takes the hour to 50 of 45
+    const calls: Array<Awaited<ReturnType<typeof chat>>> = []
+    // a connection per call (connection: close): the primary hands them to the workers in turn
+    for (let i = 0; i < 10; i++) calls.push(await chat(g, KEY_COUNTED))
+    t.equal((JSON.parse((calls[0] as { text: string }).text) as { usage: { total_tokens: number } }).usage.total_tokens, 10, 'ten tokens a call')
+    t.same(calls.map((c) => c.status), [...Array(5).fill(200), ...Array(5).fill(429)], 'refused right at the quota')
+    // which worker served each call: the pid on its request's log lines
+    const out = await g.gw.stdout(new RegExp((calls[9] as { trace: string }).trace))
+    const pidOf = (trace: string): number | undefined => {
+      for (const line of out.split('\n')) {
+        if (!line.includes(trace)) continue
+        try {
+          const pid = (JSON.parse(line) as { pid?: unknown }).pid
+          if (typeof pid === 'number') return pid
+        } catch {}
+      }
+      return undefined
+    }
+    const pids = calls.map((c) => pidOf(c.trace))
+    t.equal(new Set(pids.filter((p) => p !== undefined)).size, 2, `both workers served (${pids.join(', ')})`)
+    const reached = pids[4]
+    const other = pids.findIndex((p, i) => i > 4 && p !== reached)
+    t.ok(other > 4, 'the worker that did not count the fifth call served a later one')
+    t.equal(calls[other]?.status, 429, 'and refused it: the count closed its window before the fifth answer ended')
   })
 
   t.test('revocation in flight: once the admin API answered, neither worker accepts the key', async (t) => {

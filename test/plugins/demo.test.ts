@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import type { Readable } from 'node:stream'
 import OpenAI from 'openai'
 import t from 'tap'
-import type { Json, Protocol } from '../../plugins/translation/types.js'
+import type { Json } from '../../plugins/translation/types.js'
 import { createDemoClient, readRequest, toolsToCall } from '../../plugins/upstream/demo.js'
 import { CallAbort, type UpstreamClient, type UpstreamResponse } from '../../plugins/upstream/types.js'
 
@@ -46,12 +46,12 @@ const timeouts = (): number => process.getActiveResourcesInfo().filter((r) => r 
 
 /** An HTTP server that answers with the demo clients, so the SDKs can talk to them. */
 async function bridge (t: { teardown: (fn: () => unknown) => void }, delayMs = 0): Promise<string> {
-  const clients: Record<Protocol, UpstreamClient> = { openai: createDemoClient('demo', 'openai', { chunkDelayMs: delayMs }), messages: createDemoClient('demo-messages', 'messages', { chunkDelayMs: delayMs }) }
+  const clients: Record<'openai' | 'messages', UpstreamClient> = { openai: createDemoClient('demo', 'openai', { chunkDelayMs: delayMs }), messages: createDemoClient('demo-messages', 'messages', { chunkDelayMs: delayMs }) }
   const server = createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (c: Buffer) => chunks.push(c))
     req.on('end', () => {
-      const protocol: Protocol = req.url?.startsWith('/v1/messages') === true ? 'messages' : 'openai'
+      const protocol = req.url?.startsWith('/v1/messages') === true ? 'messages' : 'openai'
       const controller = new CallAbort()
       res.once('close', () => controller.abort())
       clients[protocol].request({ path: (req.url ?? '').replace(/^\/v1\/chat/, '/chat'), headers: {}, body: Buffer.concat(chunks).toString('utf8'), signal: controller })
@@ -139,6 +139,52 @@ t.test('messages protocol: JSON and a stream with every event the SDKs expect', 
   t.equal(deltas.join(''), msg.content[0]?.text, 'the stream says what the JSON says')
   const end = JSON.parse(fs[fs.length - 2]?.data ?? '{}') as { usage: Json }
   t.equal(end.usage.output_tokens, msg.usage.output_tokens)
+})
+
+t.test('gemini protocol: JSON and a data-only stream, the model named by the path, a forced call, countTokens, errors in Google\'s shape', async (t) => {
+  const client = createDemoClient('demo-gemini', 'gemini', { chunkDelayMs: 0 })
+  const signal = new CallAbort()
+  const ask = async (method: string, body: unknown, model = 'gemini-sim'): Promise<UpstreamResponse> =>
+    await client.request({ path: `/v1beta/models/${model}:${method}${method === 'streamGenerateContent' ? '?alt=sse' : ''}`, headers: {}, body: JSON.stringify(body), signal })
+  type Answer = { candidates: Array<{ content: { role: string, parts: Json[] }, finishReason?: string, index: number }>, usageMetadata: Json, modelVersion: string, responseId: string }
+  const contents = [{ role: 'user', parts: [{ text: 'Tell me something' }] }]
+  const asked = { contents, systemInstruction: { parts: [{ text: 'be nice' }] } }
+  const res = await ask('generateContent', asked)
+  t.equal(res.statusCode, 200)
+  const whole = JSON.parse(await text(res.body)) as Answer
+  t.match(whole, { candidates: [{ content: { role: 'model' }, finishReason: 'STOP', index: 0 }], modelVersion: 'gemini-sim' })
+  t.match(whole.candidates[0]?.content.parts[0]?.text, /^Hello from gemini-sim/)
+  const u = whole.usageMetadata as { promptTokenCount: number, candidatesTokenCount: number, totalTokenCount: number }
+  t.ok(u.promptTokenCount > 0 && u.candidatesTokenCount > 0 && u.totalTokenCount === u.promptTokenCount + u.candidatesTokenCount)
+
+  const stream = await ask('streamGenerateContent', asked)
+  t.match(stream.headers['content-type'], /^text\/event-stream/)
+  const raw = await text(stream.body)
+  const chunks = raw.split('\r\n\r\n').filter((f) => f !== '').map((f) => { t.ok(f.startsWith('data: '), 'only data lines'); return JSON.parse(f.slice(6)) as Answer })
+  t.notMatch(raw, /\[DONE\]|event:/)
+  t.equal(chunks.map((c) => c.candidates[0]?.content.parts[0]?.text).join(''), whole.candidates[0]?.content.parts[0]?.text, 'the stream says what the JSON says')
+  t.equal(chunks[chunks.length - 1]?.candidates[0]?.finishReason, 'STOP')
+  t.same(chunks[chunks.length - 1]?.usageMetadata, whole.usageMetadata)
+
+  const tools = [{ functionDeclarations: [{ name: 'get_weather', parameters: { type: 'OBJECT', properties: { city: { type: 'STRING' }, days: { type: 'INTEGER', minimum: 1 } } } }] }]
+  const forced = JSON.parse(await text((await ask('generateContent', { contents, tools, toolConfig: { functionCallingConfig: { mode: 'ANY' } } })).body)) as Answer
+  t.same(forced.candidates[0]?.content.parts, [{ functionCall: { name: 'get_weather', args: { city: 'example city', days: 1 } } }])
+  const after = JSON.parse(await text((await ask('generateContent', { contents: [...contents, forced.candidates[0]?.content, { role: 'user', parts: [{ functionResponse: { name: 'get_weather', response: { output: 'Sunny' } } }] }], tools })).body)) as Answer
+  t.match(after.candidates[0]?.content.parts[0]?.text, /The tool answered "Sunny"/)
+  const cut = JSON.parse(await text((await ask('generateContent', { contents, generationConfig: { maxOutputTokens: 2 } })).body)) as Answer
+  t.equal(cut.candidates[0]?.finishReason, 'MAX_TOKENS')
+
+  const count = JSON.parse(await text((await ask('countTokens', { contents })).body)) as { totalTokens: number }
+  t.ok(Number.isInteger(count.totalTokens) && count.totalTokens > 0)
+  const slashed = JSON.parse(await text((await ask('generateContent', { contents }, 'google%2Fgemini-sim')).body)) as Answer
+  t.equal(slashed.modelVersion, 'google/gemini-sim', 'an escaped slash in the path is the model\'s')
+
+  const empty = await ask('generateContent', { contents: [] })
+  t.equal(empty.statusCode, 400)
+  t.same(JSON.parse(await text(empty.body)), { error: { code: 400, message: '* GenerateContentRequest.contents: contents is not specified', status: 'INVALID_ARGUMENT' } })
+  const lost = await client.request({ path: '/chat/completions', headers: {}, body: '{}', signal })
+  t.equal(lost.statusCode, 404)
+  t.match(JSON.parse(await text(lost.body)), { error: { code: 404, status: 'NOT_FOUND' } })
 })
 
 t.test('max_tokens cuts the answer (length / max_tokens) and stop sequences end it', async (t) => {

@@ -59,6 +59,7 @@ async function start (t: Tap.Test) {
   const app = Fastify()
   const gw = await testGateway(app)
   await gw.use('auth')
+  await gw.use('usage')
   await gw.use(answerer)
   await gw.use(after)
   await gw.use('guardrails', { rules: [{ name: 'post', pattern: 'as a post', action: 'redact', on: ['response'] }] })
@@ -66,7 +67,7 @@ async function start (t: Tap.Test) {
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => app.close())
   const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
-  return { app, base, outcomes, openai: new OpenAI({ baseURL: `${base}/v1`, apiKey: TEST_KEY, maxRetries: 0 }), anthropic: new Anthropic({ baseURL: base, apiKey: TEST_KEY, maxRetries: 0 }) }
+  return { app, gw, base, outcomes, openai: new OpenAI({ baseURL: `${base}/v1`, apiKey: TEST_KEY, maxRetries: 0 }), anthropic: new Anthropic({ baseURL: base, apiKey: TEST_KEY, maxRetries: 0 }) }
 }
 
 const redacted = longText.replaceAll('as a post', '[REDACTED]')
@@ -91,6 +92,10 @@ t.test('chat: whole and streamed, rebuilt by the SDK\'s stream helper; free, mar
     t.equal(o?.usage.prompt_tokens, 1200, 'with the tokens it stands for')
     t.equal(o?.savedNano, 1200 * 1000 + 300 * 2000, 'and what it would have cost at the model\'s prices')
   }
+  await g.gw.gateway.store.flush()
+  const rows = await g.gw.gateway.store.usage.page({}, 10)
+  t.equal(rows.length, 2, 'each hit has its usage record')
+  t.match(rows[0], { cache_hit: 1, cost_nano: 0, saved_nano: 1_800_000, prompt_tokens: 1200, completion_tokens: 300, provider: null })
 })
 
 t.test('Messages: thinking, text and a tool call replayed so that finalMessage() rebuilds them', async (t) => {

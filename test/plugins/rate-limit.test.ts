@@ -62,18 +62,19 @@ async function twoWorkers (t: Parameters<typeof build>[0], overrides: Record<str
   return [await build(t, { ...overrides, store: { sqlite } }), await build(t, { ...overrides, store: { sqlite } })]
 }
 
-t.test('two workers: concurrent hits, group-committed per turn, admit exactly max', async (t) => {
+t.test('two workers: concurrent hits, near the limit one hit a take, admit exactly max', async (t) => {
   const max = 25
   const [a, b] = await twoWorkers(t, { plugins: [{ name: 'rate-limit', options: { max, window_s: 600 } }] })
-  // all 60 in flight at once: each app commits the hits of one event-loop turn together
+  // all 60 in flight at once: each app takes one hit at a time (max / 16 < 2), the others wait for it
   const all = await Promise.all(Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).inject({ method: 'GET', url: '/v1/models' })))
   const codes = all.map((r) => r.statusCode)
   t.equal(codes.filter((c) => c === 200).length, max, 'exactly max admitted')
   t.equal(codes.filter((c) => c === 429).length, 60 - max, 'the rest refused')
-  t.equal((sqliteOf(a).db.prepare('SELECT count FROM rate_limits').get() as { count: number }).count, 60, 'every hit counted once')
+  const counted = (sqliteOf(a).db.prepare('SELECT count FROM rate_limits').get() as { count: number }).count
+  t.ok(counted >= max && counted <= max + 2, `counted ${counted}: once a worker saw the counter at the limit, it refused the window's later hits without a write`)
 })
 
-t.test('two workers: a high limit is counted 64 hits a write, and never passed', async (t) => {
+t.test('two workers: a high limit is taken 64 hits a write, and two workers alternating are refused right at it', async (t) => {
   const max = 1100
   const [a, b] = await twoWorkers(t, { plugins: [{ name: 'rate-limit', options: { max, window_s: 600 } }] })
   const counted = (): number => (sqliteOf(a).db.prepare('SELECT count FROM rate_limits').get() as { count: number }).count
@@ -88,9 +89,9 @@ t.test('two workers: a high limit is counted 64 hits a write, and never passed',
     if (res.statusCode === 200) admitted++
     else if (res.statusCode === 429) refused++
   }
-  t.ok(admitted <= max, `${admitted} admitted, never over the limit of ${max}`)
-  t.ok(admitted >= max - 2 * 63, 'at most 63 hits per worker counted ahead and unused')
-  t.equal(admitted + refused, 1200)
+  // near the limit the takes shrink to one hit, so no worker is left holding hits the other needs
+  t.equal(admitted, max, 'exactly max admitted')
+  t.equal(refused, 1200 - max, 'every later hit refused')
 })
 
 t.test('the whole app: wrong admin tokens and guessed console keys are counted, 429 from the sixth', async (t) => {

@@ -5,24 +5,28 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
-import type { Store, UsageRow } from '../../plugins/store/types.js'
+import type { QuotaLimit, Store, UsageRow } from '../../plugins/store/types.js'
 import { KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
 // The store interfaces' contract, one set of test bodies run against every backend: SQLite (a
 // file) and PostgreSQL + Redis (a database and a key prefix of their own, when both answer).
-// What is particular to one backend (SQLite's leases and checkpoints, PostgreSQL's migrations
-// and fault handling) is tested beside it.
+// "Processes" are several stores opened on the same backend (SQLite: one file; PostgreSQL: one
+// database and prefix), each with its own leases and memory, as workers and instances have.
+// What is particular to one backend (SQLite's checkpoints, PostgreSQL's migrations and fault
+// handling) is tested beside it.
 
 const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
-type Open = (t: Tap.Test) => Promise<Store>
+/** `n` stores on one fresh backend, closed when the test ends. */
+type Open = (t: Tap.Test, n?: number) => Promise<Store[]>
 
-const sqlite: Open = async (t) => {
-  const store = new SqliteStore(join(tempDir('contract'), 'gw.db'))
-  t.teardown(async () => { await store.close() })
-  return store
+const sqlite: Open = async (t, n = 1) => {
+  const file = join(tempDir('contract'), 'gw.db')
+  const stores = Array.from({ length: n }, () => new SqliteStore(file))
+  t.teardown(async () => { for (const s of stores) await s.close() })
+  return stores
 }
 
 async function postgresReachable (): Promise<boolean> {
@@ -32,16 +36,16 @@ async function postgresReachable (): Promise<boolean> {
   try { await r.connect(); await r.ping(); return true } catch { return false } finally { r.disconnect() }
 }
 
-const postgres: Open = async (t) => {
+const postgres: Open = async (t, n = 1) => {
   const name = `mg_test_${randomBytes(6).toString('hex')}`
   const admin = new pg.Client({ connectionString: ADMIN_URL })
   await admin.connect()
   await admin.query(`CREATE DATABASE ${name}`)
   await admin.end()
   const prefix = `mgc:${randomBytes(4).toString('hex')}:`
-  const store = new PostgresStore({ postgres: ADMIN_URL.replace(/\/postgres$/, `/${name}`), redis: REDIS_URL, prefix })
+  const stores = Array.from({ length: n }, () => new PostgresStore({ postgres: ADMIN_URL.replace(/\/postgres$/, `/${name}`), redis: REDIS_URL, prefix }))
   t.teardown(async () => {
-    await store.close()
+    for (const s of stores) await s.close()
     const c = new pg.Client({ connectionString: ADMIN_URL })
     await c.connect()
     await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
@@ -51,7 +55,9 @@ const postgres: Open = async (t) => {
     if (keys.length > 0) await r.del(...keys)
     r.disconnect()
   })
-  return store
+  // all open: migrated once, subscribed
+  await Promise.all(stores.map(async (s) => { await s.ready }))
+  return stores
 }
 
 const tenants = (balanceUsd: number, keys: Array<Record<string, unknown>> = [{ key: KEY_A, name: 'a' }]): ReturnType<typeof testConfig> =>
@@ -59,12 +65,12 @@ const tenants = (balanceUsd: number, keys: Array<Record<string, unknown>> = [{ k
 
 const row = (i: number): UsageRow => ({
   id: `usage_${String(i).padStart(5, '0')}`, created_at: 1_700_000_000_000 + i * 1000, trace_id: `t${i}`, org_id: 'acme', project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
-  model: i % 2 === 0 ? 'm-even' : 'm-odd', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 100, latency_ms: 1, ttft_ms: null
+  model: i % 2 === 0 ? 'm-even' : 'm-odd', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 100, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0
 })
 
 function contract (t: Tap.Test, open: Open): void {
   t.test('tenants: an org keeps its balance across syncs; config keys follow the config', async (t) => {
-    const store = await open(t)
+    const [store] = await open(t) as [Store]
     await store.syncTenants(tenants(25), 1)
     await store.orgs.credit('acme', 1_000)
     await store.syncTenants(tenants(99), 2)
@@ -79,7 +85,7 @@ function contract (t: Tap.Test, open: Open): void {
   })
 
   t.test('keys: created once with a hash, listed without the secret, revoked for good', async (t) => {
-    const store = await open(t)
+    const [store] = await open(t) as [Store]
     await store.syncTenants(tenants(1), 1)
     const heard: string[] = []
     store.keys.onRevoked((id) => { heard.push(id) })
@@ -97,7 +103,7 @@ function contract (t: Tap.Test, open: Open): void {
   })
 
   t.test('balance: holds never overdraw; settling charges once and releases the rest', async (t) => {
-    const store = await open(t)
+    const [store] = await open(t) as [Store]
     await store.syncTenants(tenants(0.00001), 1) // 10,000 nano
     const holds = await Promise.all(Array.from({ length: 20 }, async () => await store.balance.hold('acme', 3_000, 1)))
     t.equal(holds.filter(Boolean).length, 3, 'three holds of 3,000 fit in 10,000')
@@ -108,16 +114,17 @@ function contract (t: Tap.Test, open: Open): void {
   })
 
   t.test('quota: counts add up per scope and window', async (t) => {
-    const store = await open(t)
-    await Promise.all(Array.from({ length: 50 }, async () => { await store.quota.count('org:acme', 3_600_000, 2, 5) }))
-    await store.quota.count('org:acme', 7_200_000, 1, 1)
+    const [store] = await open(t) as [Store]
+    const limit = { tokens: 1_000_000 }
+    await Promise.all(Array.from({ length: 50 }, async () => { await store.quota.count('org:acme', 3_600_000, 2, 5, limit) }))
+    await store.quota.count('org:acme', 7_200_000, 1, 1, limit)
     t.same(await store.quota.used('org:acme', 3_600_000), { tokens: 100, cost_nano: 250 })
     t.same(await store.quota.used('org:acme', 7_200_000), { tokens: 1, cost_nano: 1 })
     t.same(await store.quota.used('org:other', 3_600_000), { tokens: 0, cost_nano: 0 })
   })
 
   t.test('idempotency: one taker, owner-checked release', async (t) => {
-    const store = await open(t)
+    const [store] = await open(t) as [Store]
     const now = Date.now()
     const wins = await Promise.all(Array.from({ length: 30 }, async (_, i) => await store.idempotency.take('key_1', 'k', `o${i}`, now, 60_000)))
     t.equal(wins.filter(Boolean).length, 1)
@@ -131,7 +138,7 @@ function contract (t: Tap.Test, open: Open): void {
   })
 
   t.test('rate limit: hits counted once each, per key and window', async (t) => {
-    const store = await open(t)
+    const [store] = await open(t) as [Store]
     const now = 1_800_000_000_000
     const hits = await Promise.all(Array.from({ length: 40 }, async () => await store.rateLimits.hit('1.2.3.4', now, 60_000, 10)))
     t.same(hits.map((h) => h.count).sort((a, b) => a - b), Array.from({ length: 40 }, (_, i) => i + 1))
@@ -139,8 +146,80 @@ function contract (t: Tap.Test, open: Open): void {
     t.equal((await store.rateLimits.hit('5.6.7.8', now, 60_000, 10)).count, 1, 'another key counts alone')
   })
 
+  t.test('rate limit: two processes, sequential hits alternating: admitted up to the limit exactly, refused after', async (t) => {
+    const [a, b] = await open(t, 2) as [Store, Store]
+    const now = 1_800_000_000_000
+    const max = 300
+    const counts: number[] = []
+    for (let i = 0; i < max + 40; i++) counts.push((await (i % 2 === 0 ? a : b).rateLimits.hit('9.9.9.9', now + i, 60_000, max)).count)
+    t.ok(counts.slice(0, max).every((c) => c <= max), 'the first max hits are admitted')
+    t.ok(counts.slice(max).every((c) => c > max), 'every later one is refused')
+    t.equal(new Set(counts.slice(0, max)).size, max, 'each place in the window handed out once')
+  })
+
+  t.test('balance: two processes, sequential calls alternating: admitted while the balance pays, refused from the first it cannot', async (t) => {
+    const [a, b] = await open(t, 2) as [Store, Store]
+    await a.syncTenants(tenants(0.0000105), 1) // 10,500 nano
+    // a long call in flight on each keeps their leases from going idle; then each call holds
+    // 1,000 and is charged 700: 10,500 − 6,000 − 5 × 700 ≥ 1,000, so calls 1-6 fit and 7 does not
+    t.ok(await a.balance.hold('acme', 3000, 0))
+    t.ok(await b.balance.hold('acme', 3000, 0))
+    const admitted: boolean[] = []
+    for (let i = 0; i < 16; i++) {
+      const s = i % 2 === 0 ? a : b
+      const ok = await s.balance.hold('acme', 1000, i)
+      admitted.push(ok)
+      if (ok) await s.balance.settle('acme', 1000, 700, i)
+    }
+    t.same(admitted, [...Array(6).fill(true), ...Array(10).fill(false)], 'what a lease holds beyond its calls in flight is asked back')
+    await a.balance.settle('acme', 3000, 0, 20)
+    await b.balance.settle('acme', 3000, 0, 20)
+    await a.flush()
+    await b.flush()
+    t.match(await a.orgs.get('acme'), { balance_nano: 10_500 - 6 * 700, held_nano: 0, spent_nano: 6 * 700 })
+  })
+
+  t.test('quota: two processes, sequential calls alternating: refused from the call after the count that reached the limit, from memory once the window is known', async (t) => {
+    const [a, b] = await open(t, 2) as [Store, Store]
+    const reads = [0, 0]
+    for (const [i, s] of [a, b].entries()) {
+      const used = s.quota.used.bind(s.quota)
+      s.quota.used = (scope, windowStart) => { reads[i] = (reads[i] ?? 0) + 1; return used(scope, windowStart) }
+    }
+    const run = async (scope: string, limit: QuotaLimit): Promise<string[]> => {
+      const seen: string[] = []
+      for (let i = 0; i < 10; i++) {
+        const s = i % 2 === 0 ? a : b
+        const used = await s.quota.admit(scope, 3_600_000, limit)
+        if (used !== null) { seen.push(`refused at ${used.tokens} tokens, ${used.cost_nano} nano`); continue }
+        seen.push('admitted')
+        await s.quota.count(scope, 3_600_000, 3, 7, limit)
+      }
+      return seen
+    }
+    // counts of 3 tokens: 3, 6, 9, 12 — the fourth reaches 10
+    t.same(await run('project:acme/web', { tokens: 10 }), [...Array(4).fill('admitted'), ...Array(6).fill('refused at 12 tokens, 28 nano')])
+    t.same(reads, [1, 1], 'each process read the window once')
+    // 7 nano a call: 7, 14, 21 — the third reaches 20
+    t.same(await run('org:acme', { costNano: 20 }), [...Array(3).fill('admitted'), ...Array(7).fill('refused at 9 tokens, 21 nano')])
+    t.same(await b.quota.used('org:acme', 3_600_000), { tokens: 9, cost_nano: 21 }, 'as stored')
+  })
+
+  t.test('quota: a new window is read afresh; a changed limit is judged again; a process that never read the window reads it closed', async (t) => {
+    const [a, b, c] = await open(t, 3) as [Store, Store, Store]
+    const hour = 3_600_000
+    t.equal(await a.quota.admit('org:acme', hour, { tokens: 10 }), null)
+    await b.quota.count('org:acme', hour, 12, 5, { tokens: 10 })
+    t.same(await a.quota.admit('org:acme', hour, { tokens: 10 }), { tokens: 12, cost_nano: 5 }, 'closed by the other process\'s count')
+    t.equal(await a.quota.admit('org:acme', 2 * hour, { tokens: 10 }), null, 'the next window is open')
+    t.equal(await a.quota.admit('org:acme', hour, { tokens: 100 }), null, 'a higher limit: open again')
+    t.same(await a.quota.admit('org:acme', hour, { tokens: 12 }), { tokens: 12, cost_nano: 5 }, 'a limit at the usage: closed')
+    t.equal(await a.quota.admit('org:acme', hour, { costNano: 6 }), null, 'a USD limit on the same window judges the cost')
+    t.same(await c.quota.admit('org:acme', hour, { tokens: 10 }), { tokens: 12, cost_nano: 5 }, 'read from the store')
+  })
+
   t.test('usage: recorded, paged newest first with a cursor, totals and buckets', async (t) => {
-    const store = await open(t)
+    const [store] = await open(t) as [Store]
     await Promise.all(Array.from({ length: 30 }, async (_, i) => { await store.usage.record(row(i), i === 0 ? { usage_id: row(0).id, created_at: row(0).created_at, request: 'q', response: 'a' } : undefined) }))
     const first = await store.usage.page({ org: 'acme' }, 10)
     t.same(first.map((r) => r.id), Array.from({ length: 10 }, (_, i) => row(29 - i).id))

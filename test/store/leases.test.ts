@@ -177,3 +177,15 @@ t.test('a store that closes gives its leases back', async (t) => {
   t.equal(org(b).held_nano, 0)
   t.equal(leaseRows(b), 0)
 })
+
+t.test('an idle lease whose give-back ran while a refused refill was under way is given back after it', async (t) => {
+  const store = await open(t, ':memory:', 1000)
+  t.ok(await store.balance.hold('acme', 1000, 0))
+  await store.balance.settle('acme', 1000, 0, 0) // idle: its give-back is queued
+  const refused = store.balance.hold('acme', 1001, 0) // needs a refill, which cannot be met
+  store.flush() // the give-back runs in the same group, after the refill: it keeps the lease
+  t.equal(await refused, false)
+  await later(store)
+  t.match(org(store), { balance_nano: 1000, held_nano: 0 }, 'nothing left held')
+  t.equal(leaseRows(store), 0)
+})

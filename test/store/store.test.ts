@@ -5,7 +5,7 @@ import Database from 'better-sqlite3'
 import { fromRoot } from '../../paths.js'
 import { migrate, openDatabase } from '../../plugins/store/sqlite/db.js'
 import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
-import { hashKey } from '../../plugins/store/sqlite/keys.js'
+import { hashKey } from '../../plugins/store/tenants.js'
 import { testConfig, KEY_A } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 

@@ -2,7 +2,7 @@ import t from 'tap'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isGatewayError } from '../../plugins/gateway/errors.js'
-import { pairFor } from '../../plugins/translation/index.js'
+import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
 import { serialize, SseParser } from '../../plugins/translation/sse.js'
 import type { Protocol, SseEvent, TranslateCtx } from '../../plugins/translation/types.js'
 import { fromRoot } from '../../paths.js'
@@ -10,7 +10,11 @@ import { fromRoot } from '../../paths.js'
 // Every folder under test/fixtures/<pair>/<case>/ is a case; a new case needs no code. Streams are
 // replayed whole, one byte at a time, and split at seeded random byte boundaries, and compared
 // frame by frame (event name and parsed JSON) with the expected client stream. A case's
-// dropped.json lists the client fields request() reports as dropped; without one, none may be.
+// dropped.json lists the client fields request() reports as dropped; without one, none may be; a
+// usage.json is the usage of the stream, or of the JSON answer when there is no stream; a
+// finished.json says whether the stream's answer is complete (the relay settles it as a success). A
+// case's ctx.json may set `stream` (a Gemini path says it) and the rest of the ctx; its
+// upstream-path.txt is the path the call goes to.
 
 const ROOT = fromRoot('test', 'fixtures')
 const PAIRS: Record<string, [Protocol, Protocol]> = {
@@ -20,9 +24,15 @@ const PAIRS: Record<string, [Protocol, Protocol]> = {
   'passthrough-messages': ['messages', 'messages'],
   'responses-to-chat': ['responses', 'openai'],
   'responses-to-messages': ['responses', 'messages'],
-  'passthrough-responses': ['responses', 'responses']
+  'passthrough-responses': ['responses', 'responses'],
+  'gemini-to-chat': ['gemini', 'openai'],
+  'gemini-to-messages': ['gemini', 'messages'],
+  'chat-to-gemini': ['openai', 'gemini'],
+  'messages-to-gemini': ['messages', 'gemini'],
+  'responses-to-gemini': ['responses', 'gemini'],
+  'passthrough-gemini': ['gemini', 'gemini']
 }
-const BASE_CTX: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1700000000, includeUsage: false, flatten: false, defaultMaxTokens: 4096 }
+const BASE_CTX: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1700000000, stream: false, includeUsage: false, flatten: false, defaultMaxTokens: 4096 }
 
 function mulberry32 (seed: number): () => number {
   let a = seed
@@ -72,10 +82,12 @@ for (const [pairName, [client, upstream]] of Object.entries(PAIRS)) {
         const result = pair.request(read(dir, 'client-request.json') as Record<string, unknown>, ctx)
         t.same(result.body, read(dir, 'upstream-request.json'), 'upstream request')
         t.same(result.dropped, has(dir, 'dropped.json') ? read(dir, 'dropped.json') : [], 'dropped fields')
+        if (has(dir, 'upstream-path.txt')) t.equal(upstreamPath(pair, ctx), readFileSync(join(dir, 'upstream-path.txt'), 'utf8').trim(), 'upstream path')
       }
       if (has(dir, 'upstream-response.json')) {
         const out = pair.response(read(dir, 'upstream-response.json') as Record<string, unknown>, ctx)
         t.same(out.body, has(dir, 'client-response.json') ? read(dir, 'client-response.json') : null, 'client response')
+        if (has(dir, 'usage.json') && !has(dir, 'upstream-stream.txt')) t.same(out.usage, read(dir, 'usage.json'), 'usage')
       }
       if (has(dir, 'upstream-error.json')) {
         const e = read(dir, 'upstream-error.json') as { status: number, body: unknown }
@@ -96,8 +108,13 @@ for (const [pairName, [client, upstream]] of Object.entries(PAIRS)) {
           const frames = parseAll(text)
           t.same(normal(frames), expected, `client stream (${how})`)
           if (has(dir, 'usage.json')) t.same(mapper.usage(), read(dir, 'usage.json'), `usage (${how})`)
+          if (has(dir, 'finished.json')) t.equal(mapper.finished(), read(dir, 'finished.json'), `the answer ${read(dir, 'finished.json') === true ? 'is' : 'is not'} complete (${how})`)
           if (client === 'messages') t.ok(frames.every((f) => f.event === (JSON.parse(f.data) as { type: string }).type), 'every Messages frame names its type')
-          else {
+          else if (client === 'gemini') {
+            t.ok(frames.every((f) => f.event === undefined && f.data !== '[DONE]'), 'data-only Gemini frames, no [DONE]')
+            const chunksOut = frames.map((f) => JSON.parse(f.data) as { responseId?: string, modelVersion?: string, error?: unknown }).filter((c) => c.error === undefined)
+            t.equal(new Set(chunksOut.map((c) => `${c.responseId}/${c.modelVersion}`)).size <= 1, true, 'one responseId and modelVersion on every chunk')
+          } else {
             const chunksOut = frames.filter((f) => f.data !== '[DONE]').map((f) => JSON.parse(f.data) as { id?: string, created?: number, error?: unknown }).filter((c) => c.error === undefined)
             t.equal(new Set(chunksOut.map((c) => `${c.id}/${c.created}`)).size <= 1, true, 'one id and created on every chunk')
           }

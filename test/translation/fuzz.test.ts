@@ -1,7 +1,8 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { isGatewayError } from '../../plugins/gateway/errors.js'
-import { pairFor } from '../../plugins/translation/index.js'
+import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
+import { checkResponsesBody } from '../../plugins/translation/responses-request.js'
 import type { Protocol, SseEvent, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
 
 // Hostile bodies for every pair: valid skeletons (so the bodies reach deep code) with some of
@@ -85,7 +86,55 @@ const MESSAGES_RESPONSE = {
   usage: { input_tokens: 5, cache_read_input_tokens: 1, cache_creation_input_tokens: 1, output_tokens: 2 }
 }
 
+const GEMINI_REQUEST = {
+  contents: [
+    { role: 'user', parts: [{ text: 'Look' }, { inlineData: { mimeType: 'image/png', data: 'iVBO' } }, { fileData: { mimeType: 'image/jpeg', fileUri: 'https://example.com/a.jpg' } }, { fileData: { fileUri: 'https://example.com/photo' } }, { inlineData: { mimeType: 'application/pdf', data: 'JVBE' } }] },
+    { role: 'model', parts: [{ text: 'hmm', thought: true }, { text: 'ok', thoughtSignature: 'c2ln' }, { functionCall: { name: 'f', args: { a: 1 } }, thoughtSignature: 'bW9kZWxnYXRlLXRoaW5raW5nOlt7InR5cGUiOiJ0aGlua2luZyIsInRoaW5raW5nIjoieCIsInNpZ25hdHVyZSI6InMifV0=' }, { functionCall: { id: 'c2', name: 'f', args: {} } }, { executableCode: { language: 'PYTHON', code: '1' } }] },
+    { role: 'user', parts: [{ functionResponse: { name: 'f', response: { output: 'r' } } }, { functionResponse: { id: 'c2', name: 'f', response: { error: 'e' }, parts: [{ inlineData: { mimeType: 'image/png', data: 'AA' } }] } }, { text: 'next' }] },
+    { role: 'function', parts: [{ text: 'legacy' }] }
+  ],
+  systemInstruction: { role: 'user', parts: [{ text: 'Be brief.' }, { text: 'Really.' }] },
+  tools: [{ functionDeclarations: [{ name: 'f', description: 'd', parameters: { type: 'OBJECT', properties: { a: { type: 'INTEGER', nullable: true } }, required: ['a'] } }, { name: 'g', parametersJsonSchema: { type: 'object' }, response: { type: 'OBJECT' } }] }, { googleSearch: {} }],
+  toolConfig: { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['f'] }, retrievalConfig: {} },
+  generationConfig: {
+    temperature: 1, topP: 0.95, topK: 64, maxOutputTokens: 100, stopSequences: ['END'], candidateCount: 1, presencePenalty: 0.1, frequencyPenalty: 0.2, seed: 3,
+    responseMimeType: 'application/json', responseSchema: { type: 'OBJECT' }, responseJsonSchema: { type: 'object' }, thinkingConfig: { includeThoughts: true, thinkingBudget: 2048, thinkingLevel: 'high' }, responseModalities: ['TEXT']
+  },
+  safetySettings: [{ category: 'HARM_CATEGORY_HARASSMENT', threshold: 'BLOCK_NONE' }]
+}
+
+const RESPONSES_REQUEST = {
+  model: 'vendor/model',
+  instructions: 'Be brief.',
+  input: [
+    { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'dev' }] },
+    { role: 'user', content: [{ type: 'input_text', text: 'look' }, { type: 'input_image', image_url: 'https://example.com/a.png' }, { type: 'input_audio', input_audio: { data: 'AA', format: 'wav' } }] },
+    { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'ok' }] },
+    { type: 'function_call', call_id: 'call_1__tsbc2ln', name: 'f', arguments: '{"a":1}' },
+    { type: 'function_call_output', call_id: 'call_1__tsbc2ln', output: [{ type: 'input_text', text: 'r' }] }
+  ],
+  tools: [{ type: 'function', name: 'f', strict: true, parameters: { type: 'object' } }, { type: 'namespace', name: 'ns', tools: [{ type: 'function', name: 'g' }] }, { type: 'web_search' }],
+  tool_choice: { type: 'function', name: 'f' },
+  parallel_tool_calls: false,
+  reasoning: { effort: 'low', summary: 'auto' },
+  text: { format: { type: 'json_schema', name: 'o', schema: { type: 'object' } }, verbosity: 'low' },
+  max_output_tokens: 50,
+  temperature: 0.5,
+  user: 'u',
+  stream: true
+}
+
+const GEMINI_RESPONSE = {
+  candidates: [
+    { content: { role: 'model', parts: [{ text: 'hmm', thought: true, thoughtSignature: 'c2ln' }, { text: 'Hi', thoughtSignature: 'dA==' }, { functionCall: { name: 'f', args: { a: 1 } }, thoughtSignature: 'c2ln' }, { functionCall: { id: 'x', name: 'g', args: {} } }] }, finishReason: 'STOP', index: 0 },
+    { content: { role: 'model', parts: [{ text: 'B' }] }, finishReason: 'MAX_TOKENS', index: 1 }
+  ],
+  promptFeedback: { blockReason: 'SAFETY' },
+  usageMetadata: { promptTokenCount: 5, cachedContentTokenCount: 1, candidatesTokenCount: 2, thoughtsTokenCount: 3, totalTokenCount: 10 }
+}
+
 const ERROR_BODY = { type: 'error', error: { type: 'invalid_request_error', message: 'bad', code: null, param: 'x' } }
+const GOOGLE_ERROR = [{ error: { code: 400, message: 'bad', status: 'INVALID_ARGUMENT', details: [] } }]
 
 const CHAT_STREAM = [
   { id: 'c', object: 'chat.completion.chunk', created: 1, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] },
@@ -107,6 +156,15 @@ const MESSAGES_STREAM = [
   { type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { output_tokens: 3 } },
   { type: 'message_stop' },
   { type: 'error', error: { type: 'overloaded_error', message: 'busy' } }
+]
+
+const GEMINI_STREAM = [
+  { candidates: [{ content: { role: 'model', parts: [{ text: 'think', thought: true }] }, index: 0 }], usageMetadata: { promptTokenCount: 5 } },
+  { candidates: [{ content: { role: 'model', parts: [{ text: 'Hel', thoughtSignature: 'c2ln' }] }, index: 0 }] },
+  { candidates: [{ content: { role: 'model', parts: [{ functionCall: { name: 'f', args: { a: 1 } }, thoughtSignature: 'c2ln' }] }, index: 0 }, { content: { parts: [{ text: 'B' }] }, index: 1 }] },
+  { candidates: [{ content: { role: 'model', parts: [{ text: '' }] }, finishReason: 'STOP', index: 0 }], usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 2, thoughtsTokenCount: 1, totalTokenCount: 8 } },
+  { promptFeedback: { blockReason: 'OTHER' } },
+  { error: { code: 429, message: 'slow', status: 'RESOURCE_EXHAUSTED' } }
 ]
 
 const NAMES = ['constructor', '__proto__', 'toString', 'valueOf', 'hasOwnProperty', 'prototype']
@@ -145,8 +203,11 @@ const json = (v: unknown): unknown => v === undefined ? undefined : JSON.parse(J
 
 const ctxArb: fc.Arbitrary<TranslateCtx> = fc.record({
   flatten: fc.boolean(),
+  stream: fc.boolean(),
   includeUsage: fc.boolean(),
-  supported: fc.option(fc.subarray(['top_k', 'reasoning_effort', 'temperature'])).map((s) => s === null ? undefined : new Set(s))
+  supported: fc.option(fc.subarray(['top_k', 'reasoning_effort', 'temperature', 'thinking', 'output_config', 'max_tokens'])).map((s) => s === null ? undefined : new Set(s)),
+  // what the Responses and Gemini pairs read back of the request in their answers
+  clientRequest: fc.option(fc.oneof(around(GEMINI_REQUEST), around(RESPONSES_REQUEST)).map(json).filter((v): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v)), { nil: undefined })
 }).map((c) => ({ model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1700000000, defaultMaxTokens: 4096, ...c }))
 
 /** Fails on a function anywhere in a result (a prototype member looked up by an untrusted string). */
@@ -167,10 +228,11 @@ function guarded (fn: () => unknown): void {
   plain(out)
 }
 
-const SKELETONS: Record<Protocol, { request: unknown, response: unknown, stream: unknown[] }> = {
-  openai: { request: CHAT_REQUEST, response: CHAT_RESPONSE, stream: CHAT_STREAM },
-  messages: { request: MESSAGES_REQUEST, response: MESSAGES_RESPONSE, stream: MESSAGES_STREAM },
-  responses: { request: {}, response: {}, stream: [] }
+const SKELETONS: Record<Protocol, { request: unknown, response: unknown, stream: unknown[], error: unknown }> = {
+  openai: { request: CHAT_REQUEST, response: CHAT_RESPONSE, stream: CHAT_STREAM, error: ERROR_BODY },
+  messages: { request: MESSAGES_REQUEST, response: MESSAGES_RESPONSE, stream: MESSAGES_STREAM, error: ERROR_BODY },
+  responses: { request: RESPONSES_REQUEST, response: {}, stream: [], error: ERROR_BODY },
+  gemini: { request: GEMINI_REQUEST, response: GEMINI_RESPONSE, stream: GEMINI_STREAM, error: GOOGLE_ERROR }
 }
 
 const frameArb = (events: unknown[]): fc.Arbitrary<SseEvent[]> => fc.array(fc.oneof(
@@ -178,7 +240,17 @@ const frameArb = (events: unknown[]): fc.Arbitrary<SseEvent[]> => fc.array(fc.on
   { weight: 1, arbitrary: fc.record({ data: fc.constantFrom('[DONE]', '', '{', 'null', '"x"', '7', '[]'), event: fc.option(fc.constantFrom('message_start', 'error', ...NAMES), { nil: undefined }) }) }
 ), { maxLength: 14 }).map((frames) => frames.map((f) => f.event === undefined || typeof f.event !== 'string' ? { data: f.data } : f))
 
-const PAIRS: Array<[Protocol, Protocol]> = [['openai', 'messages'], ['messages', 'openai'], ['openai', 'openai'], ['messages', 'messages']]
+const PAIRS: Array<[Protocol, Protocol]> = [
+  ['openai', 'messages'], ['messages', 'openai'], ['openai', 'openai'], ['messages', 'messages'],
+  ['gemini', 'openai'], ['gemini', 'messages'], ['openai', 'gemini'], ['messages', 'gemini'], ['responses', 'gemini'], ['gemini', 'gemini']
+]
+
+/** The route's own checks, made before any pair sees a body (only the Responses route has some the pairs rely on). */
+function routeAccepts (client: Protocol, body: Record<string, unknown>): boolean {
+  if (client !== 'responses') return true
+  try { checkResponsesBody(body) } catch { return false }
+  return true
+}
 
 for (const [client, upstream] of PAIRS) {
   const pair: TranslatorPair = pairFor(client, upstream)
@@ -187,9 +259,11 @@ for (const [client, upstream] of PAIRS) {
     fc.assert(fc.property(around(SKELETONS[client].request), ctxArb, (body, ctx) => {
       const b = json(body)
       if (b === null || typeof b !== 'object' || Array.isArray(b)) return // checkBody answers these before any pair
+      if (!routeAccepts(client, b as Record<string, unknown>)) return
       guarded(() => {
         const out = pair.request(b as Record<string, unknown>, ctx)
         for (const name of out.dropped) if (!/^[\w.%-]+$/.test(name)) throw new Error(`dropped name not header-safe: ${name}`)
+        if (!upstreamPath(pair, ctx).startsWith('/')) throw new Error('an upstream path that is not a path')
         return out
       })
     }), params)
@@ -202,7 +276,7 @@ for (const [client, upstream] of PAIRS) {
     }), params)
     t.pass('response()')
 
-    fc.assert(fc.property(fc.integer({ min: 400, max: 599 }), fc.oneof(around(ERROR_BODY), hostile), (status, body) => {
+    fc.assert(fc.property(fc.integer({ min: 400, max: 599 }), fc.oneof(around(SKELETONS[upstream].error), hostile), (status, body) => {
       guarded(() => pair.error(status, json(body)))
     }), params)
     t.pass('error()')
@@ -219,13 +293,22 @@ for (const [client, upstream] of PAIRS) {
 
 t.test('the fuzzer reaches deep code: a skeleton goes through whole', async (t) => {
   // a sanity check on the skeletons themselves, so that the fuzz runs start from bodies that map
-  const ctx: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1, includeUsage: true, flatten: false, defaultMaxTokens: 4096, supported: new Set(['top_k', 'reasoning_effort']) }
+  const ctx: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1, stream: false, includeUsage: true, flatten: false, defaultMaxTokens: 4096, supported: new Set(['top_k', 'reasoning_effort']) }
   const chat = pairFor('openai', 'messages').request(json(CHAT_REQUEST) as Record<string, unknown>, ctx)
   t.equal((chat.body.messages as unknown[]).length, 3, 'chat skeleton: user, assistant, user turns')
   t.ok(chat.dropped.includes('seed'))
   const messages = pairFor('messages', 'openai').request(json(MESSAGES_REQUEST) as Record<string, unknown>, ctx)
   t.equal(messages.body.reasoning_effort, 'high')
   t.ok(messages.dropped.includes('tools.web_search'))
+  const gemini = pairFor('gemini', 'openai').request(json(GEMINI_REQUEST) as Record<string, unknown>, ctx)
+  t.equal((gemini.body.messages as unknown[]).length, 7, 'gemini skeleton: system, user, assistant with calls, two tool results, user, user')
+  t.ok(gemini.dropped.includes('tools.googleSearch'))
+  const toMessages = pairFor('gemini', 'messages').request(json(GEMINI_REQUEST) as Record<string, unknown>, ctx)
+  t.same((toMessages.body.messages as Array<{ content: Array<{ type: string }> }>)[1]?.content.map((b) => b.type), ['text', 'thinking', 'tool_use', 'tool_use'], 'the packed thinking block is read')
+  for (const client of ['openai', 'messages', 'responses'] as const) {
+    const out = pairFor(client, 'gemini').request(json(SKELETONS[client].request) as Record<string, unknown>, ctx)
+    t.ok(Array.isArray(out.body.contents) && (out.body.contents as unknown[]).length >= 3, `${client} skeleton → a Gemini conversation`)
+  }
 })
 
 t.test('a dropped field or tool type with a lone surrogate, or cut inside a pair, is still listed header-safe', async (t) => {

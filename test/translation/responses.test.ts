@@ -16,7 +16,7 @@ import { fromRoot } from '../../paths.js'
 // failure frames, and the flat names of namespaced tools.
 
 const ROOT = fromRoot('test', 'fixtures')
-const BASE_CTX: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1700000000, includeUsage: false, flatten: false, defaultMaxTokens: 4096 }
+const BASE_CTX: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1700000000, stream: false, includeUsage: false, flatten: false, defaultMaxTokens: 4096 }
 const TRANSLATED: Record<string, Protocol> = { 'responses-to-chat': 'openai', 'responses-to-messages': 'messages' }
 
 const read = (dir: string, file: string): Json => JSON.parse(readFileSync(join(dir, file), 'utf8')) as Json

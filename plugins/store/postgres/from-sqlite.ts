@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import type pg from 'pg'
-import { inTransaction, migrate, pgPool } from './index.js'
+import { inTransaction, migrate, pgPool } from './db.js'
 
 // `modelgate store migrate --from FILE.db --to postgres://…`: copies a SQLite store (stopped) into
 // an empty PostgreSQL database in one transaction, then reads both back and compares the totals.
@@ -13,7 +13,7 @@ const TABLES: Array<{ name: string, columns: string[] }> = [
   { name: 'api_keys', columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at', 'revoked_at'] },
   { name: 'holds', columns: ['id', 'org_id', 'amount_nano', 'holder', 'created_at'] },
   { name: 'quota_usage', columns: ['scope', 'window_start', 'tokens', 'cost_nano'] },
-  { name: 'usage_records', columns: ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms'] },
+  { name: 'usage_records', columns: ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano'] },
   { name: 'usage_content', columns: ['usage_id', 'created_at', 'request', 'response'] }
 ]
 

@@ -40,7 +40,7 @@ export class GroupCommit {
   private lazy: Array<() => void> = []
   private lazyTimer: NodeJS.Timeout | null = null
   private retryTimer: NodeJS.Timeout | null = null
-  private readonly sums = new Map<string, { totals: number[], sealed: boolean, done: Promise<void> }>()
+  private readonly sums = new Map<string, { totals: number[], sealed: boolean, done: Promise<unknown> }>()
   /** Told each group's commit time (s) and size; metrics set it, nobody else. */
   onBatch: ((seconds: number, writes: number) => void) | null = null
   private readonly runGroup: (items: Pending[]) => unknown[]
@@ -61,16 +61,17 @@ export class GroupCommit {
   /**
    * Adds `amounts` to the write pending under `key` in this turn's group; the first call of a
    * group queues it, and `apply` then runs once with the sums (a balance debit or a quota count:
-   * one statement per group instead of one per call). Every caller's promise settles with it.
+   * one statement per group instead of one per call). Every caller's promise settles with what
+   * `apply` returned.
    */
-  sum (key: string, amounts: number[], apply: (totals: number[]) => void, opts: CommitOptions = {}): Promise<void> {
-    let entry = this.sums.get(key)
+  sum<R> (key: string, amounts: number[], apply: (totals: number[]) => R, opts: CommitOptions = {}): Promise<R> {
+    let entry = this.sums.get(key) as { totals: number[], sealed: boolean, done: Promise<R> } | undefined
     if (entry === undefined) {
-      const e = { totals: amounts.map(() => 0), sealed: false, done: Promise.resolve() }
+      const e = { totals: amounts.map(() => 0), sealed: false, done: Promise.resolve() as Promise<R> }
       e.done = this.run(() => {
         // sealed for good: a group that rolls back runs this again with the same totals
         if (!e.sealed) { e.sealed = true; this.sums.delete(key) }
-        apply(e.totals)
+        return apply(e.totals)
       }, opts)
       this.sums.set(key, e)
       entry = e

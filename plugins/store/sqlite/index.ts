@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto'
+import { resolve } from 'node:path'
 import type { Config } from '../../../config/schema.js'
-import { usdToNano } from '../../gateway/money.js'
-import type { Store } from '../types.js'
+import { LocalBus } from '../bus.js'
+import { Leases } from '../leases.js'
+import { tenantPlan } from '../tenants.js'
+import type { PeerBus, Store } from '../types.js'
 import { startCheckpointer, type Checkpointer } from './checkpointer.js'
 import { openDatabase, type DB } from './db.js'
 import { GroupCommit } from './group-commit.js'
-import { KeyRepository, type ConfigKey } from './keys.js'
-import { Leases } from './leases.js'
-import { LedgerRepository } from './ledger.js'
+import { KeyRepository } from './keys.js'
+import { LedgerRepository, sqliteLeaseLedger } from './ledger.js'
 import { OrgRepository } from './orgs.js'
 import { IdempotencyRepository, QuotaRepository, RateLimitRepository } from './policies.js'
 import { UsageRepository } from './usage.js'
@@ -21,6 +23,12 @@ export interface SqliteStoreOptions {
   onError?: (err: unknown, what: string) => void
   /** Leases of a process silent for this long are released by the others (default 30 s; startMaintenance may set it). */
   holderTimeoutMs?: number
+  /**
+   * Messages to the other processes on the file (quota windows closing, leases asked back): the
+   * cluster's bus in a worker of `serve --workers N`; by default the stores this process opens on
+   * the same file.
+   */
+  bus?: PeerBus
 }
 
 const HEARTBEAT_MS = 10_000
@@ -31,8 +39,9 @@ const DAY_MS = 86_400_000
 /**
  * The embedded store: one SQLite file (WAL) shared by the worker processes of one machine, a
  * repository per table, and inside it what makes it fast and exact: the writes of one event-loop
- * turn share a commit, balances are held through per-process leases, WAL checkpoints run on a
- * thread. No Fastify in here.
+ * turn share a commit, balances and rate-limit hits are taken through per-process leases, quota
+ * windows are admitted from memory until one closes, WAL checkpoints run on a thread. No Fastify
+ * in here.
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite'
@@ -48,6 +57,8 @@ export class SqliteStore implements Store {
   readonly quota: QuotaRepository
   /** This process's id in `holders` and in its leases. */
   readonly holder = `${process.pid}:${randomBytes(4).toString('hex')}`
+  readonly bus: PeerBus
+  private readonly localBus: LocalBus | null = null
   private readonly now: () => number
   private readonly onError: (err: unknown, what: string) => void
   private holderTimeoutMs: number
@@ -59,16 +70,22 @@ export class SqliteStore implements Store {
     this.now = opts.now ?? Date.now
     this.onError = opts.onError ?? (() => {})
     this.holderTimeoutMs = opts.holderTimeoutMs ?? 30_000
+    // heard before anything is read, so that no window closing is missed
+    if (opts.bus !== undefined) this.bus = opts.bus
+    else {
+      this.localBus = new LocalBus(file === ':memory:' ? `:memory:${this.holder}` : resolve(file), (err) => { this.onError(err, 'a message from another store failed') })
+      this.bus = this.localBus
+    }
     this.db = openDatabase(file)
     this.commit = new GroupCommit(this.db, (err) => { this.onError(err, 'queued writes not committed yet; retrying') })
     this.orgs = new OrgRepository(this.db)
     this.keys = new KeyRepository(this.db)
     this.usage = new UsageRepository(this.db, this.commit)
     this.ledger = new LedgerRepository(this.db)
-    this.balance = new Leases(this.ledger, this.commit, this.holder)
+    this.balance = new Leases(sqliteLeaseLedger(this.ledger, this.commit, this.holder), this.holder, this.bus)
     this.idempotency = new IdempotencyRepository(this.db, this.commit)
     this.rateLimits = new RateLimitRepository(this.db, this.commit)
-    this.quota = new QuotaRepository(this.db, this.commit)
+    this.quota = new QuotaRepository(this.db, this.commit, this.bus, this.now, this.onError)
     this.ledger.heartbeat(this.holder, this.now())
   }
 
@@ -99,7 +116,7 @@ export class SqliteStore implements Store {
     every(MAINTENANCE_MS, () => {
       const now = this.now()
       this.idempotency.sweep(now)
-      this.rateLimits.sweep(now)
+      this.rateLimits.sweepRows(now)
       this.quota.sweep(now - 32 * DAY_MS)
     })
     if (!this.db.memory) this.checkpointer = startCheckpointer(this.db, (message) => { this.onError(new Error(message), 'WAL checkpoint failed') })
@@ -111,16 +128,11 @@ export class SqliteStore implements Store {
   }
 
   syncTenants (config: Config, now: number): void {
+    const plan = tenantPlan(config)
     this.db.transaction(() => {
-      const keys: ConfigKey[] = []
-      for (const tenant of config.tenants) {
-        this.orgs.ensure(tenant.org, usdToNano(tenant.balance_usd), now)
-        for (const project of tenant.projects) {
-          this.orgs.ensureProject(tenant.org, project.id, now)
-          for (const k of project.keys) keys.push({ key: k.key, org: tenant.org, project: project.id, name: k.name, models: k.models, passthrough: k.passthrough })
-        }
-      }
-      this.keys.syncConfigKeys(keys, now)
+      for (const org of plan.orgs) this.orgs.ensure(org.id, org.balanceNano, now)
+      for (const p of plan.projects) this.orgs.ensureProject(p.org, p.id, now)
+      this.keys.syncConfigKeys(plan.keys, now)
     }).immediate()
   }
 
@@ -141,6 +153,7 @@ export class SqliteStore implements Store {
     if (this.closed) return
     this.closed = true
     for (const t of this.timers) clearInterval(t)
+    this.localBus?.leave()
     this.keys.close()
     if (!this.db.open) return
     this.commit.flush()

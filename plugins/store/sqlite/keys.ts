@@ -1,49 +1,8 @@
 import { EventEmitter } from 'node:events'
-import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { timingSafeEqual } from 'node:crypto'
 import type { DB } from './db.js'
-import type { ApiKey, KeySource, KeyStore, NewKey } from '../types.js'
-
-interface KeyRow {
-  id: string
-  hash: string
-  hint: string
-  org_id: string
-  project_id: string
-  name: string
-  models: string
-  passthrough: string
-  source: KeySource
-  created_at: number
-  revoked_at: number | null
-}
-
-// one-shot hash(): half the cost of a Hash object, and auth hashes the key of every request
-export const hashKey = (key: string): string => hash('sha256', key, 'hex')
-
-/** A new secret key: `mg-` and 32 random bytes, base64url. Shown once, stored as a hash. */
-export const generateKey = (): string => 'mg-' + randomBytes(32).toString('base64url')
-
-const newKeyId = (): string => 'key_' + randomBytes(8).toString('hex')
-// Keys listed in the config keep the same id across restarts.
-const configKeyId = (keyHash: string): string => 'key_' + createHash('sha256').update('config-key-id:' + keyHash).digest('hex').slice(0, 16)
-const hintOf = (key: string): string => key.slice(0, 7) + '…'
-
-function toApiKey (row: KeyRow): ApiKey {
-  return {
-    id: row.id,
-    org: row.org_id,
-    project: row.project_id,
-    name: row.name,
-    models: JSON.parse(row.models) as string[],
-    passthrough: JSON.parse(row.passthrough) as string[],
-    hint: row.hint,
-    source: row.source,
-    created_at: row.created_at,
-    revoked: row.revoked_at !== null
-  }
-}
-
-export interface ConfigKey { key: string, org: string, project: string, name: string, models: string[], passthrough: string[] }
+import { configKeyStep, generateKey, hashKey, newKeyRow, toApiKey, type ConfigKey, type KeyRow } from '../tenants.js'
+import type { ApiKey, KeyStore, NewKey } from '../types.js'
 
 // How often a process looks for keys revoked by another process sharing the file.
 const REVOCATION_POLL_MS = 500
@@ -64,7 +23,7 @@ export class KeyRepository implements KeyStore {
   constructor (db: DB) {
     this.byHash = db.prepare<[string], KeyRow>('SELECT * FROM api_keys WHERE hash = ?')
     this.byId = db.prepare<[string], KeyRow>('SELECT * FROM api_keys WHERE id = ?')
-    this.insert = db.prepare('INSERT INTO api_keys (id, hash, hint, org_id, project_id, name, models, passthrough, source, created_at) VALUES (@id, @hash, @hint, @org, @project, @name, @models, @passthrough, @source, @created_at)')
+    this.insert = db.prepare<KeyRow>('INSERT INTO api_keys (id, hash, hint, org_id, project_id, name, models, passthrough, source, created_at) VALUES (@id, @hash, @hint, @org_id, @project_id, @name, @models, @passthrough, @source, @created_at)')
     this.revokeStmt = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL')
     this.listStmt = db.prepare<{ org: string | null, project: string | null }, KeyRow>('SELECT * FROM api_keys WHERE (@org IS NULL OR org_id = @org) AND (@project IS NULL OR project_id = @project) ORDER BY created_at, id')
     this.updateConfigKey = db.prepare('UPDATE api_keys SET org_id = @org, project_id = @project, name = @name, models = @models, passthrough = @passthrough, revoked_at = NULL WHERE id = @id')
@@ -91,14 +50,9 @@ export class KeyRepository implements KeyStore {
   }
 
   create (spec: NewKey, now: number, secret = generateKey()): ApiKey & { key: string } {
-    const hash = hashKey(secret)
-    const id = spec.source === 'config' ? configKeyId(hash) : newKeyId()
-    const row = {
-      id, hash, hint: hintOf(secret), org: spec.org, project: spec.project, name: spec.name ?? '',
-      models: JSON.stringify(spec.models ?? ['*']), passthrough: JSON.stringify(spec.passthrough ?? []), source: spec.source, created_at: now
-    }
+    const row = newKeyRow(spec, secret, now)
     this.insert.run(row)
-    return { ...toApiKey({ ...row, org_id: spec.org, project_id: spec.project, revoked_at: null }), key: secret }
+    return { ...toApiKey(row), key: secret }
   }
 
   revoke (id: string, now: number): boolean {
@@ -128,16 +82,10 @@ export class KeyRepository implements KeyStore {
   syncConfigKeys (keys: ConfigKey[], now: number): void {
     const wanted = new Set<string>()
     for (const k of keys) {
-      const hash = hashKey(k.key)
-      const existing = this.byHash.get(hash)
-      if (existing === undefined) {
-        wanted.add(this.create({ ...k, source: 'config' }, now, k.key).id)
-      } else {
-        wanted.add(existing.id)
-        if (existing.source === 'config') {
-          this.updateConfigKey.run({ id: existing.id, org: k.org, project: k.project, name: k.name, models: JSON.stringify(k.models), passthrough: JSON.stringify(k.passthrough) })
-        }
-      }
+      const step = configKeyStep(this.byHash.get(k.hash), k)
+      wanted.add(step.id)
+      if (step.action === 'insert') this.create({ ...k, source: 'config' }, now, k.key)
+      else if (step.action === 'update') this.updateConfigKey.run({ id: step.id, org: k.org, project: k.project, name: k.name, models: JSON.stringify(k.models), passthrough: JSON.stringify(k.passthrough) })
     }
     for (const row of this.configKeys.all()) if (!wanted.has(row.id)) this.revoke(row.id, now)
   }

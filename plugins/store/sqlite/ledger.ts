@@ -1,7 +1,9 @@
 import type { DB } from './db.js'
+import type { GroupCommit } from './group-commit.js'
+import type { LeaseLedger, Refill } from '../leases.js'
 
 // Prepaid balances. Every amount held against an organization is a row of `holds`: a lease that
-// one process reserved for the calls it runs (leases.ts), tagged with that process's holder id.
+// one process reserved for the calls it runs (../leases.ts), tagged with that process's holder id.
 // A lease is reserved only while balance − held covers it, so concurrent calls on any number of
 // processes cannot drive a balance below zero; it shrinks by what its calls are charged and is
 // given back when the process has no call of that org in flight. Each process beats a heartbeat
@@ -14,6 +16,8 @@ export class LedgerRepository {
    * Runs inside the caller's transaction.
    */
   readonly lease: (id: string, holder: string | null, org: string, need: number, want: number, now: number) => number
+  /** lease(), and when nothing was added, what the org had free and what other holders' leases hold of it. */
+  readonly refill: (id: string, holder: string, org: string, need: number, want: number, now: number) => Refill
   /**
    * Calls of lease `id` ended with charges: `fromLease` leaves the lease (and the held amount)
    * and `charge` is debited, capped at the balance; the row goes when nothing is left (the
@@ -47,6 +51,7 @@ export class LedgerRepository {
     const dead = db.prepare<[string, number], { id: string }>('SELECT id FROM holders WHERE id <> ? AND heartbeat_at < ?')
     const leasesOf = db.prepare<[string], { id: string, org_id: string, amount_nano: number }>('SELECT id, org_id, amount_nano FROM holds WHERE holder = ?')
     const deleteHolder = db.prepare('DELETE FROM holders WHERE id = ?')
+    const elsewhere = db.prepare<[string, string], { n: number }>('SELECT coalesce(sum(amount_nano), 0) AS n FROM holds WHERE org_id = ? AND holder IS NOT ?')
 
     const release = (leases: Array<{ id: string, org_id: string, amount_nano: number }>): number => {
       for (const l of leases) {
@@ -63,6 +68,11 @@ export class LedgerRepository {
       if (reserve.run({ amount, org }).changes === 0) return 0
       growLease.run({ id, org, amount, now, holder })
       return amount
+    }
+    this.refill = (id, holder, org, need, want, now) => {
+      const added = this.lease(id, holder, org, need, want, now)
+      if (added > 0) return { added, free: 0, elsewhere: 0 }
+      return { added, free: freeOf.get(org)?.free ?? 0, elsewhere: elsewhere.get(org, holder)?.n ?? 0 }
     }
     this.consume = db.transaction((id: string, org: string, fromLease: number, amount: number, now: number): number => {
       const balance = balanceOf.get(org)?.balance_nano ?? 0
@@ -91,5 +101,22 @@ export class LedgerRepository {
       release(leasesOf.all(holder))
       deleteHolder.run(holder)
     }).immediate
+  }
+}
+
+/** The ledger steps of the balance leases, over this store's group commit. */
+export function sqliteLeaseLedger (ledger: LedgerRepository, commit: GroupCommit, holder: string): LeaseLedger {
+  return {
+    refill: (id, org, need, want, now) => commit.run(() => ledger.refill(id, holder, org, need, want, now)),
+    consume: (id, org, fromLease, charge, now) => commit.sum(`consume:${id}`, [fromLease, charge], ([taken, charged]) => { ledger.consume(id, org, taken as number, charged as number, now) }, { retry: true }),
+    giveBackLater: (id, org, decide) => {
+      // a group that rolls back runs the write again with the amount decided
+      let rest: number | undefined
+      commit.later(() => {
+        rest ??= decide()
+        if (rest > 0) ledger.giveBack(id, org, rest)
+      })
+    },
+    giveBackNow: (id, org, amount) => commit.run(() => { ledger.giveBack(id, org, amount) }, { retry: true })
   }
 }

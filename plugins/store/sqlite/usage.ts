@@ -4,7 +4,7 @@ import type { GroupCommit } from './group-commit.js'
 import type { ContentRow, Cursor, UsageBucket, UsageFilter, UsageRow, UsageStore, UsageTotals } from '../types.js'
 
 const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status',
-  'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms'] as const satisfies ReadonlyArray<keyof UsageRow>
+  'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano'] as const satisfies ReadonlyArray<keyof UsageRow>
 
 // Each filter's condition. A statement holds only the conditions of the filters given, so that
 // SQLite can pick the index that fits (org, org + project, or time alone): a prepared

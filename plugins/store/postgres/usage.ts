@@ -1,0 +1,56 @@
+import type { ContentRow, Cursor, UsageBucket, UsageFilter, UsageRow, UsageStore, UsageTotals } from '../types.js'
+import type { EndOfCallBatch } from './batch.js'
+import type { Connection } from './db.js'
+
+/** The filters given (and the cursor) as a WHERE clause, its values appended to `params`. */
+function where (f: UsageFilter, cursor: Cursor | undefined, params: unknown[]): string {
+  const conds: string[] = []
+  const add = (sql: string, v: unknown): void => { params.push(v); conds.push(sql.replace('?', `$${params.length}`)) }
+  if (f.org !== undefined) add('org_id = ?', f.org)
+  if (f.project !== undefined) add('project_id = ?', f.project)
+  if (f.key_id !== undefined) add('key_id = ?', f.key_id)
+  if (f.model !== undefined) add('model = ?', f.model)
+  if (f.since !== undefined) add('created_at >= ?', f.since)
+  if (f.until !== undefined) add('created_at < ?', f.until)
+  if (cursor !== undefined) {
+    params.push(cursor.created_at, cursor.id)
+    conds.push(`(created_at, id) < ($${params.length - 1}, $${params.length})`)
+  }
+  return conds.length === 0 ? '' : `WHERE ${conds.join(' AND ')}`
+}
+
+/** Usage records: written with the end-of-call batch, read by the admin API, the console and the CLI. */
+export class UsageRepository implements UsageStore {
+  constructor (private readonly conn: Connection, private readonly batch: EndOfCallBatch) {}
+
+  /** Joins the end-of-call batch; resolves once it is committed. */
+  record (row: UsageRow, content?: ContentRow): Promise<void> {
+    return this.batch.record(row, content)
+  }
+
+  async page (f: UsageFilter, limit: number, cursor?: Cursor): Promise<UsageRow[]> {
+    const params: unknown[] = []
+    const w = where(f, cursor, params)
+    params.push(limit)
+    return (await this.conn.q<UsageRow>(`SELECT * FROM usage_records ${w} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`, params)).rows
+  }
+
+  async totals (f: UsageFilter): Promise<UsageTotals> {
+    const params: unknown[] = []
+    const w = where(f, undefined, params)
+    return (await this.conn.q<UsageTotals>(`SELECT count(*)::bigint AS calls, coalesce(sum(prompt_tokens), 0)::bigint AS prompt_tokens,
+      coalesce(sum(cached_input_tokens), 0)::bigint AS cached_input_tokens, coalesce(sum(completion_tokens), 0)::bigint AS completion_tokens,
+      coalesce(sum(total_tokens), 0)::bigint AS total_tokens, coalesce(sum(cost_nano), 0)::bigint AS cost_nano FROM usage_records ${w}`, params)).rows[0] as UsageTotals
+  }
+
+  async buckets (org: string, project: string, since: number, size: number): Promise<UsageBucket[]> {
+    return (await this.conn.q<UsageBucket>(`SELECT (created_at / $4::bigint) * $4::bigint AS t, count(*)::bigint AS calls,
+      sum(prompt_tokens)::bigint AS prompt_tokens, sum(cached_input_tokens)::bigint AS cached_input_tokens,
+      sum(completion_tokens)::bigint AS completion_tokens, sum(cost_nano)::bigint AS cost_nano
+      FROM usage_records WHERE org_id = $1 AND project_id = $2 AND created_at >= $3 GROUP BY 1 ORDER BY 1`, [org, project, since, Math.max(1, Math.floor(size))])).rows
+  }
+
+  async sweepContent (before: number): Promise<number> {
+    return (await this.conn.q('DELETE FROM usage_content WHERE created_at < $1', [before])).rowCount ?? 0
+  }
+}

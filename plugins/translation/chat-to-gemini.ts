@@ -1,0 +1,364 @@
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
+import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '../gateway/errors.js'
+import { joinText, parseToolArguments } from './content.js'
+import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
+import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, type Piece, type ToolSpec } from './gemini-upstream.js'
+import { upstreamMessage } from './passthrough.js'
+import { DONE, frame } from './sse.js'
+import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
+import { toOpenAIUsage } from './usage.js'
+
+// An OpenAI Chat Completions client in front of a Gemini upstream (generateContent). Thoughts
+// have no place in a chat answer and are left out; the thought signature of a function call
+// rides in the tool call's id and goes back on its part.
+
+type FinishReason = ChatCompletion.Choice['finish_reason']
+
+const FINISH: Record<Finish, FinishReason> = { stop: 'stop', tool: 'tool_calls', length: 'length', filter: 'content_filter' }
+
+// Every field of a Chat Completions request, and what this pair does with it. `top_k` reaches
+// the pair only when the model lists it.
+const FIELDS: Record<keyof ChatCompletionCreateParamsBase | 'top_k' | 'thinking', Fate> = {
+  messages: 'mapped',
+  model: 'mapped',
+  stream: 'mapped',
+  stream_options: 'mapped',
+  max_completion_tokens: 'mapped',
+  max_tokens: 'mapped',
+  n: 'mapped',
+  stop: 'mapped',
+  temperature: 'mapped',
+  top_p: 'mapped',
+  top_k: 'mapped',
+  presence_penalty: 'mapped',
+  frequency_penalty: 'mapped',
+  seed: 'mapped',
+  response_format: 'mapped',
+  reasoning_effort: 'mapped',
+  tools: 'mapped',
+  tool_choice: 'mapped',
+  parallel_tool_calls: 'mapped',
+  audio: 'dropped',
+  function_call: 'dropped',
+  functions: 'dropped',
+  logit_bias: 'dropped',
+  logprobs: 'dropped',
+  metadata: 'dropped',
+  modalities: 'dropped',
+  moderation: 'dropped',
+  prediction: 'dropped',
+  prompt_cache_key: 'dropped',
+  prompt_cache_options: 'dropped',
+  prompt_cache_retention: 'dropped',
+  safety_identifier: 'dropped',
+  service_tier: 'dropped',
+  store: 'dropped',
+  thinking: 'dropped',
+  top_logprobs: 'dropped',
+  user: 'dropped',
+  verbosity: 'dropped',
+  web_search_options: 'dropped'
+}
+
+// Reasoning efforts as thinking budgets, the ones Google's own OpenAI-compatible endpoint uses.
+export const BUDGET: ReadonlyMap<string, number> = new Map([['none', 0], ['minimal', 512], ['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768]])
+
+function optNumber (v: unknown, field: string): number | undefined {
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidField({ field, reason: 'must be a number' })
+  return v
+}
+
+/** A user's content (string or parts) → Gemini parts. */
+function userParts (content: unknown, field: string, ctx: TranslateCtx): Json[] {
+  if (typeof content === 'string') return content === '' ? [] : [{ text: content }]
+  const out: Json[] = []
+  for (const [i, raw] of list(content, field).entries()) {
+    const at = `${field}[${i}]`
+    const part = entry(raw, at)
+    switch (part.type) {
+      case 'text': {
+        const t = text(part.text, `${at}.text`)
+        if (t !== '') out.push({ text: t })
+        break
+      }
+      case 'image_url': {
+        const url = typeof part.image_url === 'string' ? part.image_url : text(entry(part.image_url, `${at}.image_url`).url, `${at}.image_url.url`)
+        out.push(imagePart(url))
+        break
+      }
+      case 'input_audio': {
+        const audio = entry(part.input_audio, `${at}.input_audio`)
+        const format = text(audio.format, `${at}.input_audio.format`)
+        out.push({ inlineData: { mimeType: `audio/${format}`, data: text(audio.data, `${at}.input_audio.data`) } })
+        break
+      }
+      case 'file': {
+        const file = entry(part.file, `${at}.file`)
+        const data = optText(file.file_data, `${at}.file.file_data`)
+        const inline = data === undefined ? null : inlineData(data)
+        if (inline === null) throw new UnsupportedOnUpstream({ feature: 'A file by file_id', model: ctx.model })
+        out.push(inline)
+        break
+      }
+      case 'video_url':
+        out.push(fileData(text(entry(part.video_url, `${at}.video_url`).url, `${at}.video_url.url`)))
+        break
+      default:
+        throw new InvalidField({ field: `${at}.type`, reason: 'must be text, image_url, input_audio, file or video_url' })
+    }
+  }
+  return out
+}
+
+function tools (body: Json, dropped: Dropped): ToolSpec[] {
+  const out: ToolSpec[] = []
+  for (const [i, raw] of list(body.tools, 'tools').entries()) {
+    const at = `tools[${i}]`
+    const t = entry(raw, at)
+    if (t.type !== 'function' && t.type !== undefined) { dropped.add(`tools.${kindOf(t.type)}`); continue }
+    const fn = entry(t.function, `${at}.function`)
+    const tool: ToolSpec = { name: text(fn.name, `${at}.function.name`) }
+    const description = optText(fn.description, `${at}.function.description`)
+    if (description !== undefined) tool.description = description
+    const parameters = optEntry(fn.parameters, `${at}.function.parameters`)
+    if (parameters !== undefined) tool.parameters = parameters
+    // Gemini keeps to the schema on its own; there is no switch for it
+    if (optBoolean(fn.strict, `${at}.function.strict`) === true) dropped.add('tools.strict')
+    out.push(tool)
+  }
+  return out
+}
+
+function toolConfig (body: Json, dropped: Dropped): Json | undefined {
+  const choice = body.tool_choice
+  if (optBoolean(body.parallel_tool_calls, 'parallel_tool_calls') === false) dropped.add('parallel_tool_calls')
+  if (choice === undefined || choice === null) return undefined
+  if (choice === 'auto') return geminiToolConfig('AUTO')
+  if (choice === 'none') return geminiToolConfig('NONE')
+  if (choice === 'required') return geminiToolConfig('ANY')
+  if (!isObj(choice)) throw new InvalidField({ field: 'tool_choice', reason: 'must be auto, none, required or an object' })
+  if (choice.type === 'function') return geminiToolConfig('ANY', [text(entry(choice.function, 'tool_choice.function').name, 'tool_choice.function.name')])
+  if (choice.type === 'allowed_tools') {
+    const allowed = entry(choice.allowed_tools, 'tool_choice.allowed_tools')
+    const names = list(allowed.tools, 'tool_choice.allowed_tools.tools').map((t, i) => {
+      const tool = entry(t, `tool_choice.allowed_tools.tools[${i}]`)
+      return text(entry(tool.function, `tool_choice.allowed_tools.tools[${i}].function`).name, `tool_choice.allowed_tools.tools[${i}].function.name`)
+    })
+    return geminiToolConfig(allowed.mode === 'required' ? 'ANY' : 'AUTO', names)
+  }
+  if (choice.type === 'custom') { dropped.add('tool_choice'); return undefined }
+  throw new InvalidField({ field: 'tool_choice.type', reason: 'must be function, custom or allowed_tools' })
+}
+
+function generationConfig (body: Json, dropped: Dropped): Json {
+  const config: Json = {}
+  const set = (key: string, value: unknown): void => { if (value !== undefined) config[key] = value }
+  set('temperature', optNumber(body.temperature, 'temperature'))
+  set('topP', optNumber(body.top_p, 'top_p'))
+  set('topK', optNumber(body.top_k, 'top_k'))
+  set('maxOutputTokens', optCount(body.max_completion_tokens, 'max_completion_tokens') ?? optCount(body.max_tokens, 'max_tokens'))
+  if (body.stop !== undefined && body.stop !== null) {
+    const stop = strings(body.stop, 'stop')
+    if (stop.length > 0) config.stopSequences = stop
+  }
+  const n = optCount(body.n, 'n')
+  if (n !== undefined && n > 1) config.candidateCount = n
+  set('presencePenalty', optNumber(body.presence_penalty, 'presence_penalty'))
+  set('frequencyPenalty', optNumber(body.frequency_penalty, 'frequency_penalty'))
+  const seed = optNumber(body.seed, 'seed')
+  if (seed !== undefined) config.seed = seed
+  const format = optEntry(body.response_format, 'response_format')
+  if (format?.type === 'json_object') config.responseMimeType = 'application/json'
+  else if (format?.type === 'json_schema') {
+    const schema = optEntry(format.json_schema, 'response_format.json_schema')?.schema
+    config.responseMimeType = 'application/json'
+    if (isObj(schema)) config.responseJsonSchema = schema
+  } else if (format !== undefined && format.type !== 'text') {
+    dropped.add('response_format')
+  }
+  const effort = optText(body.reasoning_effort, 'reasoning_effort')
+  if (effort !== undefined) {
+    const budget = BUDGET.get(effort)
+    if (budget === undefined) dropped.add('reasoning_effort')
+    else config.thinkingConfig = { thinkingBudget: budget }
+  }
+  return config
+}
+
+function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
+  const dropped = new Dropped()
+  const system: string[] = []
+  const contents = new ContentsBuilder()
+  // tool calls dropped with their custom tools: their results go too
+  const droppedCalls = new Set<string>()
+  for (const [i, raw] of list(body.messages, 'messages').entries()) {
+    const at = `messages[${i}]`
+    const m = entry(raw, at)
+    if (m.name !== undefined && m.name !== null && m.role !== 'function') dropped.add('messages.name')
+    switch (m.role) {
+      case 'system':
+      case 'developer': {
+        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
+        if (t !== '') system.push(t)
+        break
+      }
+      case 'user':
+        contents.push('user', userParts(m.content, `${at}.content`, ctx))
+        break
+      case 'assistant': {
+        const parts: Json[] = []
+        const t = joinText(m.content ?? '', `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
+        if (t !== '') parts.push({ text: t })
+        for (const [j, rawCall] of list(m.tool_calls, `${at}.tool_calls`).entries()) {
+          const cat = `${at}.tool_calls[${j}]`
+          const call = entry(rawCall, cat)
+          if (call.type === 'custom') {
+            dropped.add('messages.tool_calls.custom')
+            if (typeof call.id === 'string') droppedCalls.add(call.id)
+            continue
+          }
+          const fn = entry(call.function, `${cat}.function`)
+          parts.push(contents.call(text(call.id, `${cat}.id`), text(fn.name, `${cat}.function.name`), parseToolArguments(fn.arguments)))
+        }
+        for (const key of ['refusal', 'audio', 'function_call']) if (m[key] !== undefined && m[key] !== null) dropped.add(`messages.${key}`)
+        contents.push('model', parts)
+        break
+      }
+      case 'tool': {
+        const id = text(m.tool_call_id, `${at}.tool_call_id`)
+        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
+        if (!droppedCalls.has(id)) contents.push('user', [contents.result(id, `${at}.tool_call_id`, { output: t })])
+        break
+      }
+      case 'function':
+        dropped.add('messages.function')
+        break
+      default:
+        throw new InvalidField({ field: `${at}.role`, reason: 'must be system, developer, user, assistant, tool or function' })
+    }
+  }
+
+  const out: Json = { contents: contents.build() }
+  if (system.length > 0) out.systemInstruction = { parts: [{ text: system.join('\n\n') }] }
+  const defined = tools(body, dropped)
+  const config = toolConfig(body, dropped)
+  if (defined.length > 0) {
+    out.tools = geminiTools(defined)
+    if (config !== undefined) out.toolConfig = config
+  } else if (config !== undefined && (config.functionCallingConfig as Json).mode === 'ANY') {
+    dropped.add('tool_choice') // no tool left to force
+  }
+  const generation = generationConfig(body, dropped)
+  if (Object.keys(generation).length > 0) out.generationConfig = generation
+  sortFields(body, FIELDS, dropped)
+  return { body: out, dropped: dropped.list() }
+}
+
+function chatUsage (u: Usage): ChatCompletion['usage'] {
+  const usage = toOpenAIUsage(u)
+  if (u.reasoning_tokens !== undefined) usage.completion_tokens_details = { reasoning_tokens: u.reasoning_tokens }
+  return usage
+}
+
+type ToolCall = { id: string, type: 'function', function: { name: string, arguments: string } }
+
+function response (body: Json, ctx: TranslateCtx) {
+  let calls = 0
+  const choices: ChatCompletion.Choice[] = candidatesOf(body).map((c) => {
+    const text = c.pieces.flatMap((p) => p.kind === 'text' ? [p.text] : []).join('')
+    const toolCalls: ToolCall[] = c.pieces.flatMap((p) => p.kind === 'call'
+      ? [{ id: clientCallId(ctx, 'call_', calls++, p), type: 'function' as const, function: { name: p.name, arguments: JSON.stringify(p.args) } }]
+      : [])
+    return {
+      index: c.index,
+      message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, refusal: null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+      finish_reason: FINISH[finishOf(c.finishReason, toolCalls.length > 0)],
+      logprobs: null
+    }
+  })
+  if (choices.length === 0) choices.push({ index: 0, message: { role: 'assistant', content: '', refusal: null }, finish_reason: 'stop', logprobs: null })
+  const usage = usageFromGemini(body.usageMetadata)
+  const out: ChatCompletion = { id: `chatcmpl-${ctx.id}`, object: 'chat.completion', created: ctx.created, model: ctx.model, choices }
+  if (usage !== null) out.usage = chatUsage(usage)
+  return { body: { ...out }, usage }
+}
+
+function error (status: number, body: unknown): Json {
+  return errorBody('openai', { status, message: upstreamMessage(status, googleError(body)) })
+}
+
+function stream (ctx: TranslateCtx): StreamMapper {
+  const id = `chatcmpl-${ctx.id}`
+  // per candidate: how many calls it made, and how it finished
+  const seen = new Map<number, { calls: number, finish: FinishReason | null }>()
+  let calls = 0
+  let usage: Usage | null = null
+  let done = false
+  const relayed: string[] = []
+
+  const chunk = (index: number, delta: ChatCompletionChunk.Choice.Delta, finish: FinishReason | null = null): SseEvent => {
+    const c: ChatCompletionChunk = { id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [{ index, delta, finish_reason: finish, logprobs: null }] }
+    if (ctx.includeUsage) c.usage = null
+    return frame(c)
+  }
+  const finish = (): SseEvent[] => {
+    if (done) return []
+    done = true
+    const out: SseEvent[] = []
+    if (ctx.includeUsage && usage !== null) out.push(frame({ id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [], usage: chatUsage(usage) }))
+    out.push(DONE)
+    return out
+  }
+  const piece = (index: number, state: { calls: number }, p: Piece): SseEvent[] => {
+    if (p.kind === 'text') {
+      if (p.text === '') return []
+      relayed.push(p.text)
+      return [chunk(index, { content: p.text })]
+    }
+    if (p.kind !== 'call') return []
+    const k = state.calls++
+    const args = JSON.stringify(p.args)
+    relayed.push(args)
+    return [
+      chunk(index, { tool_calls: [{ index: k, id: clientCallId(ctx, 'call_', calls++, p), type: 'function', function: { name: p.name, arguments: '' } }] }),
+      chunk(index, { tool_calls: [{ index: k, function: { arguments: args } }] })
+    ]
+  }
+
+  return {
+    push (ev: SseEvent): SseEvent[] {
+      if (done) return []
+      let data: unknown
+      try { data = JSON.parse(ev.data) } catch { return [] }
+      if (!isObj(data)) return []
+      const failure = streamError(data)
+      if (failure !== null) return [frame({ error: { message: failure.message, type: openaiTypeFor(failure.status), param: null, code: failure.code } })]
+      if (data.usageMetadata !== undefined) usage = usageFromGemini(data.usageMetadata) ?? usage
+      const out: SseEvent[] = []
+      for (const c of candidatesOf(data)) {
+        let state = seen.get(c.index)
+        if (state === undefined) {
+          state = { calls: 0, finish: null }
+          seen.set(c.index, state)
+          out.push(chunk(c.index, { role: 'assistant', content: '' }))
+        }
+        if (state.finish !== null) continue
+        for (const p of c.pieces) out.push(...piece(c.index, state, p))
+        if (c.finishReason !== null) {
+          state.finish = FINISH[finishOf(c.finishReason, state.calls > 0)]
+          out.push(chunk(c.index, {}, state.finish))
+        }
+      }
+      if (seen.size > 0 && [...seen.values()].every((s) => s.finish !== null)) out.push(...finish())
+      return out
+    },
+    end: () => seen.size > 0 && [...seen.values()].some((s) => s.finish !== null) ? finish() : [],
+    usage: () => usage,
+    relayedText: () => relayed.join(''),
+    finished: () => done
+  }
+}
+
+export const chatToGemini: TranslatorPair = { client: 'openai', upstream: 'gemini', path: geminiUpstreamPath, request, response, error, stream }

@@ -1,0 +1,82 @@
+import { errorBody, geminiStatusFor } from '../gateway/errors.js'
+import { isObj } from './fields.js'
+import { geminiUpstreamPath, googleError, usageFromGemini } from './gemini.js'
+import { upstreamMessage } from './passthrough.js'
+import type { Json, SseEvent, StreamMapper, TranslatorPair, Usage } from './types.js'
+
+// A Gemini client in front of a Gemini upstream: the model's name goes in the path, the body
+// goes up as it is and the answer comes back byte for byte; the pair only reads the usage
+// (every chunk carries it, the last one whole) and sees the answer end on its finishReason.
+
+function parse (data: string): Json | null {
+  try {
+    const v = JSON.parse(data) as unknown
+    return isObj(v) ? v : null
+  } catch {
+    return null
+  }
+}
+
+function stream (): StreamMapper {
+  let usage: Usage | null = null
+  // per candidate, whether it has finished
+  const ended = new Map<unknown, boolean>()
+  const text: string[] = []
+  return {
+    push (ev: SseEvent): SseEvent[] {
+      const chunk = parse(ev.data)
+      if (chunk === null) return [ev]
+      if (chunk.usageMetadata !== undefined) usage = usageFromGemini(chunk.usageMetadata) ?? usage
+      for (const [i, c] of (Array.isArray(chunk.candidates) ? chunk.candidates : []).entries()) {
+        if (!isObj(c)) continue
+        const index = typeof c.index === 'number' ? c.index : i
+        if (!ended.get(index)) ended.set(index, typeof c.finishReason === 'string' && c.finishReason !== '' && c.finishReason !== 'FINISH_REASON_UNSPECIFIED')
+        for (const p of isObj(c.content) && Array.isArray(c.content.parts) ? c.content.parts : []) {
+          if (!isObj(p)) continue
+          if (typeof p.text === 'string') text.push(p.text)
+          else if (isObj(p.functionCall)) text.push(JSON.stringify(p.functionCall.args ?? {}))
+        }
+      }
+      // a prompt refused outright is a whole answer too
+      if (isObj(chunk.promptFeedback) && typeof chunk.promptFeedback.blockReason === 'string' && ended.size === 0) ended.set(0, true)
+      return [ev]
+    },
+    end: () => [],
+    usage: () => usage,
+    relayedText: () => text.join(''),
+    finished: () => ended.size > 0 && [...ended.values()].every(Boolean)
+  }
+}
+
+export const geminiPassthrough: TranslatorPair = {
+  client: 'gemini',
+  upstream: 'gemini',
+  path: geminiUpstreamPath,
+  request (body: Json) {
+    if (body.model === undefined) return { body, dropped: [] }
+    // the model is the path's: a catalog id in the body would only be refused upstream
+    const { model: _model, ...rest } = body
+    return { body: rest, dropped: [] }
+  },
+  response (body: Json) {
+    return { body: null, usage: usageFromGemini(body.usageMetadata) }
+  },
+  error (status: number, raw: unknown): Json {
+    const body = googleError(raw)
+    // Google's own body goes back as it is, with what its shape promises filled in
+    if (isObj(body) && isObj(body.error)) {
+      const e = body.error
+      return {
+        ...body,
+        error: {
+          ...e,
+          code: typeof e.code === 'number' ? e.code : status,
+          message: typeof e.message === 'string' ? e.message : upstreamMessage(status, body),
+          status: typeof e.status === 'string' ? e.status : geminiStatusFor(status)
+        }
+      }
+    }
+    return errorBody('gemini', { status, message: upstreamMessage(status, body) })
+  },
+  stream
+}

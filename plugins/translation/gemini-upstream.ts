@@ -1,0 +1,184 @@
+import { InvalidField } from '../gateway/errors.js'
+import { isObj } from './fields.js'
+import { FOREIGN_SIGNATURE, splitSignature, withSignature } from './gemini.js'
+import type { Json, TranslateCtx } from './types.js'
+
+// The Gemini side of the pairs in front of a Gemini upstream: building `contents`, tools and
+// toolConfig from another protocol's conversation, and reading the candidates of an answer or
+// of a stream chunk back.
+
+type Role = 'user' | 'model'
+export interface Content { role: Role, parts: Json[] }
+
+/**
+ * The conversation as Gemini takes it: turns of one role merged (the function responses of
+ * parallel calls are one user turn), function responses named after the call they answer
+ * (Gemini pairs them by name and order, the other protocols by id), and each call's thought
+ * signature put back on its part from the id that carried it.
+ */
+export class ContentsBuilder {
+  readonly contents: Content[] = []
+  private readonly names = new Map<string, string>()
+  // the order of the calls, and the call each function response answers
+  private readonly positions = new Map<string, number>()
+  private readonly answers = new Map<Json, string>()
+
+  push (role: Role, parts: Json[]): void {
+    if (parts.length === 0) return
+    const last = this.contents[this.contents.length - 1]
+    if (last?.role === role) last.parts.push(...parts)
+    else this.contents.push({ role, parts: [...parts] })
+  }
+
+  /** A functionCall part for a call the client names by `id`. */
+  call (id: string, name: string, args: Json): Json {
+    this.names.set(id, name)
+    this.positions.set(id, this.positions.size)
+    const { signature } = splitSignature(id)
+    const part: Json = { functionCall: { name, args } }
+    if (signature !== undefined) part.thoughtSignature = signature
+    return part
+  }
+
+  /** A functionResponse part for the result of the call `id`; `field` names the id in the client's request. */
+  result (id: string, field: string, response: Json): Json {
+    const name = this.names.get(id)
+    if (name === undefined) throw new InvalidField({ field, reason: 'must be the id of a tool call made earlier in the conversation' })
+    const part = { functionResponse: { name, response } }
+    this.answers.set(part, id)
+    return part
+  }
+
+  /**
+   * The contents: function responses in the order of their calls (Gemini pairs them by name and
+   * order), and Google's placeholder signature on the first function call of every step of the
+   * current turn (after the last user text) that has none: calls made by another model.
+   */
+  build (): Content[] {
+    for (const c of this.contents) {
+      if (c.role !== 'user') continue
+      const at = (p: Json): number => this.positions.get(this.answers.get(p) ?? '') ?? 0
+      const responses = c.parts.filter((p) => this.answers.has(p)).sort((a, b) => at(a) - at(b))
+      c.parts = c.parts.map((p) => this.answers.has(p) ? responses.shift() as Json : p)
+    }
+    let start = 0
+    for (let i = this.contents.length - 1; i >= 0; i--) {
+      const c = this.contents[i] as Content
+      if (c.role === 'user' && c.parts.some((p) => typeof p.text === 'string')) { start = i + 1; break }
+    }
+    for (const c of this.contents.slice(start)) {
+      const first = c.role === 'model' ? c.parts.find((p) => p.functionCall !== undefined) : undefined
+      if (first !== undefined && first.thoughtSignature === undefined) first.thoughtSignature = FOREIGN_SIGNATURE
+    }
+    return this.contents
+  }
+}
+
+/** A tool the client declared, in JSON Schema. */
+export interface ToolSpec { name: string, description?: string, parameters?: unknown }
+
+/** Function tools → Gemini's tools: one entry holding every declaration, schemas as JSON Schema. */
+export function geminiTools (tools: ToolSpec[]): Json[] {
+  if (tools.length === 0) return []
+  return [{
+    functionDeclarations: tools.map((t) => {
+      const d: Json = { name: t.name }
+      if (t.description !== undefined) d.description = t.description
+      if (t.parameters !== undefined && t.parameters !== null) d.parametersJsonSchema = t.parameters
+      return d
+    })
+  }]
+}
+
+export type ToolMode = 'AUTO' | 'ANY' | 'NONE'
+
+export function geminiToolConfig (mode: ToolMode, allowed?: string[]): Json {
+  const config: Json = { mode }
+  if (allowed !== undefined && allowed.length > 0) config.allowedFunctionNames = allowed
+  return { functionCallingConfig: config }
+}
+
+/** A data: URI (of an image, a PDF…) as inlineData; null for any other URL. */
+export function inlineData (url: string): Json | null {
+  const m = /^data:([^;,]+);base64,(.*)$/s.exec(url)
+  return m === null ? null : { inlineData: { mimeType: m[1], data: m[2] } }
+}
+
+const EXTENSIONS = new Map([
+  ['png', 'image/png'], ['jpg', 'image/jpeg'], ['jpeg', 'image/jpeg'], ['gif', 'image/gif'], ['webp', 'image/webp'], ['heic', 'image/heic'], ['heif', 'image/heif'],
+  ['pdf', 'application/pdf'], ['mp4', 'video/mp4'], ['mov', 'video/quicktime'], ['webm', 'video/webm'], ['mp3', 'audio/mp3'], ['wav', 'audio/wav']
+])
+
+/** An http(s) URL as fileData, its MIME type from its extension when it has a known one. */
+export function fileData (url: string): Json {
+  let ext: string | undefined
+  try { ext = /\.([a-z0-9]+)$/i.exec(new URL(url).pathname)?.[1]?.toLowerCase() } catch { ext = undefined }
+  const mimeType = ext === undefined ? undefined : EXTENSIONS.get(ext)
+  return { fileData: mimeType === undefined ? { fileUri: url } : { mimeType, fileUri: url } }
+}
+
+/** An image a client gives by URL (a data: URI or an http(s) URL) as a Gemini part. */
+export const imagePart = (url: string): Json => inlineData(url) ?? fileData(url)
+
+// ---------------------------------------------------------------------------------------------
+// Reading answers
+
+/** One part of a Gemini answer, in the terms the other protocols need. */
+export type Piece =
+  | { kind: 'text', text: string, signature?: string }
+  | { kind: 'thought', text: string, signature?: string }
+  | { kind: 'call', name: string, args: Json, id?: string, signature?: string }
+
+export interface Candidate { index: number, pieces: Piece[], finishReason: string | null }
+
+const sig = (p: Json): { signature?: string } => typeof p.thoughtSignature === 'string' && p.thoughtSignature !== '' ? { signature: p.thoughtSignature } : {}
+
+/** The parts of a candidate's content; parts with no equivalent elsewhere (inline images, code execution) are left out. */
+export function piecesOf (content: unknown): Piece[] {
+  const out: Piece[] = []
+  for (const p of isObj(content) && Array.isArray(content.parts) ? content.parts : []) {
+    if (!isObj(p)) continue
+    if (isObj(p.functionCall)) {
+      const fc = p.functionCall
+      const piece: Piece = { kind: 'call', name: typeof fc.name === 'string' ? fc.name : '', args: isObj(fc.args) ? fc.args : {}, ...sig(p) }
+      if (typeof fc.id === 'string' && fc.id !== '') piece.id = fc.id
+      out.push(piece)
+    } else if (typeof p.text === 'string') {
+      if (p.text === '' && p.thoughtSignature === undefined) continue
+      out.push({ kind: p.thought === true ? 'thought' : 'text', text: p.text, ...sig(p) })
+    }
+  }
+  return out
+}
+
+/** The candidates of an answer or a stream chunk, by index; a blocked prompt is one candidate with its blockReason. */
+export function candidatesOf (body: Json): Candidate[] {
+  const list = Array.isArray(body.candidates) ? body.candidates.filter(isObj) : []
+  if (list.length === 0 && isObj(body.promptFeedback) && typeof body.promptFeedback.blockReason === 'string') {
+    return [{ index: 0, pieces: [], finishReason: 'SAFETY' }]
+  }
+  return list.map((c, i) => ({
+    index: typeof c.index === 'number' && Number.isInteger(c.index) && c.index >= 0 && c.index < 64 ? c.index : i,
+    pieces: piecesOf(c.content),
+    finishReason: typeof c.finishReason === 'string' && c.finishReason !== '' && c.finishReason !== 'FINISH_REASON_UNSPECIFIED' ? c.finishReason : null
+  }))
+}
+
+/**
+ * The id a client gets for the `n`th call of an answer: the upstream's own id, or one made from
+ * the call's id (`prefix` + ctx id + n), with the call's thought signature in it.
+ */
+export function clientCallId (ctx: TranslateCtx, prefix: string, n: number, piece: Extract<Piece, { kind: 'call' }>): string {
+  return withSignature(piece.id ?? `${prefix}${ctx.id}_${n}`, piece.signature)
+}
+
+/** The error a Gemini stream frame carries, if it is one. */
+export function streamError (chunk: Json): { status: number, message: string, code: string } | null {
+  if (chunk.error === undefined || chunk.error === null) return null
+  const e = isObj(chunk.error) ? chunk.error : {}
+  return {
+    status: typeof e.code === 'number' ? e.code : 500,
+    message: typeof e.message === 'string' ? e.message : typeof chunk.error === 'string' ? chunk.error : 'The upstream provider failed.',
+    code: typeof e.status === 'string' ? e.status : 'INTERNAL'
+  }
+}

@@ -1,0 +1,449 @@
+import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messages'
+import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
+import { errorBody, InvalidField, messagesTypeFor } from '../gateway/errors.js'
+import { joinText } from './content.js'
+import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
+import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, type Piece, type ToolSpec } from './gemini-upstream.js'
+import { upstreamMessage } from './passthrough.js'
+import { frame } from './sse.js'
+import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
+import { toMessagesUsage } from './usage.js'
+
+// A Messages client in front of a Gemini upstream. Thought summaries come back as thinking
+// blocks; a Gemini thought signature goes back to Gemini from the thinking block that carries it
+// (or, for a function call, from the tool_use id), and a thinking block of an Anthropic model,
+// whose signature Gemini could not read, is left out.
+
+const STOP: Record<Finish, string> = { stop: 'end_turn', tool: 'tool_use', length: 'max_tokens', filter: 'refusal' }
+
+// Every field of a Messages request (the beta ones included), and what this pair does with it.
+const FIELDS: Record<keyof MessageCreateParamsBase | keyof BetaMessageCreateParamsBase | 'temperature' | 'top_p' | 'top_k', Fate> = {
+  messages: 'mapped',
+  model: 'mapped',
+  stream: 'mapped',
+  system: 'mapped',
+  max_tokens: 'mapped',
+  stop_sequences: 'mapped',
+  temperature: 'mapped',
+  top_p: 'mapped',
+  top_k: 'mapped',
+  tools: 'mapped',
+  tool_choice: 'mapped',
+  thinking: 'mapped',
+  output_config: 'mapped',
+  output_format: 'mapped',
+  metadata: 'dropped',
+  service_tier: 'dropped',
+  betas: 'dropped',
+  billing_policy: 'dropped',
+  cache_control: 'dropped',
+  compaction: 'dropped',
+  container: 'dropped',
+  context_management: 'dropped',
+  diagnostics: 'dropped',
+  fallback_credit_token: 'dropped',
+  fallbacks: 'dropped',
+  inference_geo: 'dropped',
+  mcp_servers: 'dropped',
+  speed: 'dropped',
+  thread: 'dropped',
+  user_profile_id: 'dropped',
+  workspace_id: 'dropped'
+}
+
+const TOOL_FIELDS: Record<string, Fate> = { type: 'mapped', name: 'mapped', description: 'mapped', input_schema: 'mapped', strict: 'mapped', cache_control: 'mapped' }
+
+// Output efforts as thinking budgets (Google's own table for reasoning efforts, and its maximum).
+const BUDGET = new Map([['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768], ['max', 32768]])
+
+function optNumber (v: unknown, field: string): number | undefined {
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidField({ field, reason: 'must be a number' })
+  return v
+}
+
+/** Gemini caches long prompts on its own: a breakpoint asks for nothing it can do. */
+const noteCache = (block: Json, dropped: Dropped): void => {
+  if (block.cache_control !== undefined && block.cache_control !== null) dropped.add('cache_control')
+}
+
+/** An image or document source → a Gemini part (null: a kind of source this pair does not map). */
+function sourcePart (source: Json, at: string, fallbackType: string): Json | null {
+  switch (source.type) {
+    case 'base64':
+      return { inlineData: { mimeType: text(source.media_type, `${at}.media_type`), data: text(source.data, `${at}.data`) } }
+    case 'url': {
+      const part = fileData(text(source.url, `${at}.url`))
+      const file = part.fileData as Json
+      if (file.mimeType === undefined) file.mimeType = fallbackType
+      return part
+    }
+    case 'text':
+      return { text: text(source.data, `${at}.data`) }
+    case 'content':
+      return { text: joinText(source.content, `${at}.content`, () => {}) }
+  }
+  return null
+}
+
+/** The text of a tool result's content; its images go next to it as parts of their own. */
+function toolResultContent (block: Json, at: string, dropped: Dropped): { text: string, media: Json[] } {
+  if (typeof block.content === 'string' || block.content === undefined || block.content === null) return { text: block.content ?? '', media: [] }
+  const texts: string[] = []
+  const media: Json[] = []
+  for (const [i, raw] of list(block.content, `${at}.content`).entries()) {
+    const b = entry(raw, `${at}.content[${i}]`)
+    if (b.type === 'text') texts.push(text(b.text, `${at}.content[${i}].text`))
+    else if (b.type === 'image' || b.type === 'document') {
+      const part = sourcePart(entry(b.source, `${at}.content[${i}].source`), `${at}.content[${i}].source`, b.type === 'image' ? 'image/jpeg' : 'application/pdf')
+      if (part === null) dropped.add(`messages.tool_result.${kindOf(b.type)}`)
+      else media.push(part)
+    } else dropped.add(`messages.tool_result.${kindOf(b.type)}`)
+  }
+  return { text: texts.join('\n'), media }
+}
+
+function userTurn (blocks: Json[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
+  const results: Json[] = []
+  const parts: Json[] = []
+  for (const [j, b] of blocks.entries()) {
+    const bat = `${at}.content[${j}]`
+    noteCache(b, dropped)
+    switch (b.type) {
+      case 'text': {
+        const t = text(b.text, `${bat}.text`)
+        if (t !== '') parts.push({ text: t })
+        break
+      }
+      case 'image':
+      case 'document': {
+        const part = sourcePart(entry(b.source, `${bat}.source`), `${bat}.source`, b.type === 'image' ? 'image/jpeg' : 'application/pdf')
+        if (part === null) dropped.add(`messages.${b.type}`)
+        else parts.push(part)
+        break
+      }
+      case 'tool_result': {
+        const { text: t, media } = toolResultContent(b, bat, dropped)
+        const response = b.is_error === true ? { error: t === '' ? 'error' : t } : { output: t }
+        results.push(contents.result(text(b.tool_use_id, `${bat}.tool_use_id`), `${bat}.tool_use_id`, response))
+        parts.push(...media)
+        break
+      }
+      default:
+        dropped.add(`messages.${kindOf(b.type)}`)
+    }
+  }
+  contents.push('user', [...results, ...parts])
+}
+
+function assistantTurn (blocks: Json[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
+  const parts: Json[] = []
+  // the signature of an empty thinking block belongs to the part after it
+  let pending: string | undefined
+  const add = (part: Json): void => {
+    if (pending !== undefined && part.thoughtSignature === undefined) part.thoughtSignature = pending
+    pending = undefined
+    parts.push(part)
+  }
+  for (const [j, b] of blocks.entries()) {
+    const bat = `${at}.content[${j}]`
+    noteCache(b, dropped)
+    switch (b.type) {
+      case 'text': {
+        const t = text(b.text, `${bat}.text`)
+        if (t !== '') add({ text: t })
+        break
+      }
+      case 'tool_use':
+        add(contents.call(text(b.id, `${bat}.id`), text(b.name, `${bat}.name`), isObj(b.input) ? b.input : {}))
+        break
+      case 'thinking': {
+        const signature = fromThinkingSignature(b.signature)
+        if (signature === undefined) { dropped.add('messages.thinking'); break }
+        const t = optText(b.thinking, `${bat}.thinking`) ?? ''
+        if (t === '') pending = signature
+        else add({ text: t, thought: true, thoughtSignature: signature })
+        break
+      }
+      default:
+        dropped.add(`messages.${kindOf(b.type)}`) // redacted thinking, server tool blocks
+    }
+  }
+  const last = parts[parts.length - 1]
+  if (pending !== undefined && last !== undefined && last.thoughtSignature === undefined) last.thoughtSignature = pending
+  contents.push('model', parts)
+}
+
+function tools (body: Json, dropped: Dropped): ToolSpec[] {
+  const out: ToolSpec[] = []
+  for (const [i, raw] of list(body.tools, 'tools').entries()) {
+    const at = `tools[${i}]`
+    const t = entry(raw, at)
+    // a server tool (web_search_20250305, bash_20250124…) runs at Anthropic; nothing upstream runs it
+    if (t.input_schema === undefined && t.type !== undefined && t.type !== null && t.type !== 'custom') { dropped.add(`tools.${kindOf(t.type)}`); continue }
+    noteCache(t, dropped)
+    sortFields(t, TOOL_FIELDS, dropped, undefined, 'tools.')
+    const tool: ToolSpec = { name: text(t.name, `${at}.name`) }
+    const description = optText(t.description, `${at}.description`)
+    if (description !== undefined) tool.description = description
+    const schema = optEntry(t.input_schema, `${at}.input_schema`)
+    if (schema !== undefined) tool.parameters = schema
+    if (optBoolean(t.strict, `${at}.strict`) === true) dropped.add('tools.strict')
+    out.push(tool)
+  }
+  return out
+}
+
+function toolConfig (body: Json, dropped: Dropped): Json | undefined {
+  const choice = optEntry(body.tool_choice, 'tool_choice')
+  if (choice === undefined) return undefined
+  if (optBoolean(choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use') === true) dropped.add('tool_choice.disable_parallel_tool_use')
+  switch (choice.type) {
+    case 'auto': return geminiToolConfig('AUTO')
+    case 'any': return geminiToolConfig('ANY')
+    case 'none': return geminiToolConfig('NONE')
+    case 'tool': return geminiToolConfig('ANY', [text(choice.name, 'tool_choice.name')])
+    default: throw new InvalidField({ field: 'tool_choice.type', reason: 'must be auto, any, tool or none' })
+  }
+}
+
+/** thinking (or, without it, output_config.effort) → thinkingConfig. */
+function thinkingConfig (body: Json, effort: unknown, dropped: Dropped): Json | undefined {
+  const thinking = optEntry(body.thinking, 'thinking')
+  let config: Json | undefined
+  switch (thinking?.type) {
+    case undefined: break
+    case 'disabled': config = { thinkingBudget: 0 }; break
+    case 'adaptive': config = { thinkingBudget: -1, includeThoughts: true }; break
+    case 'enabled': {
+      const budget = thinking.budget_tokens
+      if (typeof budget !== 'number' || !Number.isInteger(budget) || budget < 0) throw new InvalidField({ field: 'thinking.budget_tokens', reason: 'must be a non-negative integer' })
+      config = { thinkingBudget: budget, includeThoughts: true }
+      break
+    }
+    default: dropped.add('thinking')
+  }
+  if (effort === undefined || effort === null) return config
+  const budget = typeof effort === 'string' ? BUDGET.get(effort) : undefined
+  if (config !== undefined || budget === undefined) dropped.add('output_config.effort')
+  return config ?? (budget === undefined ? undefined : { thinkingBudget: budget })
+}
+
+function responseSchema (format: unknown, field: string, dropped: Dropped): Json | undefined {
+  const f = optEntry(format, field)
+  if (f === undefined) return undefined
+  if (f.type === 'json_schema' && isObj(f.schema)) return f.schema
+  dropped.add(field)
+  return undefined
+}
+
+function request (body: Json): TranslatedRequest {
+  const dropped = new Dropped()
+  const system: string[] = []
+  const systemText = (content: unknown, field: string): void => {
+    if (Array.isArray(content)) for (const b of content) if (isObj(b)) noteCache(b, dropped)
+    const t = joinText(content ?? '', field, (p) => dropped.add(`system.${kindOf(p.type)}`))
+    if (t !== '') system.push(t)
+  }
+  systemText(body.system, 'system')
+  const contents = new ContentsBuilder()
+  for (const [i, raw] of list(body.messages, 'messages').entries()) {
+    const at = `messages[${i}]`
+    const m = entry(raw, at)
+    if (m.role === 'system') { systemText(m.content, `${at}.content`); continue }
+    if (m.role !== 'user' && m.role !== 'assistant') throw new InvalidField({ field: `${at}.role`, reason: 'must be user, assistant or system' })
+    const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : list(m.content, `${at}.content`).map((b, j) => entry(b, `${at}.content[${j}]`))
+    if (m.role === 'user') userTurn(blocks, at, contents, dropped)
+    else assistantTurn(blocks, at, contents, dropped)
+  }
+
+  const out: Json = { contents: contents.build() }
+  if (system.length > 0) out.systemInstruction = { parts: [{ text: system.join('\n\n') }] }
+  const defined = tools(body, dropped)
+  const config = toolConfig(body, dropped)
+  if (defined.length > 0) {
+    out.tools = geminiTools(defined)
+    if (config !== undefined) out.toolConfig = config
+  } else if (config !== undefined && (config.functionCallingConfig as Json).mode === 'ANY') {
+    dropped.add('tool_choice')
+  }
+
+  const generation: Json = {}
+  const set = (key: string, value: unknown): void => { if (value !== undefined) generation[key] = value }
+  set('temperature', optNumber(body.temperature, 'temperature'))
+  set('topP', optNumber(body.top_p, 'top_p'))
+  set('topK', optNumber(body.top_k, 'top_k'))
+  set('maxOutputTokens', optCount(body.max_tokens, 'max_tokens'))
+  if (body.stop_sequences !== undefined && body.stop_sequences !== null) {
+    const stop = strings(body.stop_sequences, 'stop_sequences')
+    if (stop.length > 0) generation.stopSequences = stop
+  }
+  const output = optEntry(body.output_config, 'output_config')
+  if (output !== undefined) sortFields(output, { format: 'mapped', effort: 'mapped' }, dropped, undefined, 'output_config.')
+  const schema = responseSchema(output?.format, 'output_config.format', dropped) ?? responseSchema(body.output_format, 'output_format', dropped)
+  if (schema !== undefined) {
+    generation.responseMimeType = 'application/json'
+    generation.responseJsonSchema = schema
+  }
+  set('thinkingConfig', thinkingConfig(body, output?.effort, dropped))
+  if (Object.keys(generation).length > 0) out.generationConfig = generation
+  sortFields(body, FIELDS, dropped)
+  return { body: out, dropped: dropped.list() }
+}
+
+const ZERO: Usage = { prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 }
+
+/** A candidate's pieces → Messages content blocks. */
+function blocksOf (pieces: Piece[], ctx: TranslateCtx): Json[] {
+  const blocks: Json[] = []
+  let calls = 0
+  for (const p of pieces) {
+    const last = blocks[blocks.length - 1]
+    if (p.kind === 'thought') {
+      if (last?.type === 'thinking' && last.signature === '') last.thinking = String(last.thinking) + p.text
+      else blocks.push({ type: 'thinking', thinking: p.text, signature: '' })
+      if (p.signature !== undefined) (blocks[blocks.length - 1] as Json).signature = asThinkingSignature(p.signature)
+    } else if (p.kind === 'text') {
+      if (p.signature !== undefined) {
+        if (last?.type === 'thinking' && last.signature === '') last.signature = asThinkingSignature(p.signature)
+        else blocks.push({ type: 'thinking', thinking: '', signature: asThinkingSignature(p.signature) })
+      }
+      const prev = blocks[blocks.length - 1]
+      if (prev?.type === 'text') prev.text = String(prev.text) + p.text
+      else if (p.text !== '') blocks.push({ type: 'text', text: p.text })
+    } else {
+      blocks.push({ type: 'tool_use', id: clientCallId(ctx, 'toolu_', calls++, p), name: p.name, input: p.args })
+    }
+  }
+  return blocks
+}
+
+function response (body: Json, ctx: TranslateCtx) {
+  const candidate = candidatesOf(body)[0]
+  const content = candidate === undefined ? [] : blocksOf(candidate.pieces, ctx)
+  const usage = usageFromGemini(body.usageMetadata)
+  return {
+    body: {
+      id: `msg_${ctx.id}`,
+      type: 'message',
+      role: 'assistant',
+      model: ctx.model,
+      content,
+      stop_reason: STOP[finishOf(candidate?.finishReason, content.some((b) => b.type === 'tool_use'))],
+      stop_sequence: null,
+      usage: toMessagesUsage(usage ?? ZERO)
+    },
+    usage
+  }
+}
+
+function error (status: number, body: unknown): Json {
+  return errorBody('messages', { status, message: upstreamMessage(status, googleError(body)) })
+}
+
+function stream (ctx: TranslateCtx): StreamMapper {
+  const ev = (type: string, data: Json = {}): SseEvent => frame({ type, ...data }, type)
+  let started = false
+  let open: { index: number, kind: 'thinking' | 'text', signature?: string } | null = null
+  let next = 0
+  let calls = 0
+  let usage: Usage | null = null
+  let stopped = false
+  let stopReason: string | null = null
+  const relayed: string[] = []
+
+  const start = (): SseEvent[] => {
+    if (started) return []
+    started = true
+    const u = toMessagesUsage(usage ?? ZERO)
+    return [ev('message_start', {
+      message: {
+        id: `msg_${ctx.id}`, type: 'message', role: 'assistant', model: ctx.model, content: [], stop_reason: null, stop_sequence: null,
+        usage: { input_tokens: u.input_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cache_read_input_tokens, output_tokens: 0 }
+      }
+    })]
+  }
+  const close = (): SseEvent[] => {
+    if (open === null) return []
+    const out: SseEvent[] = []
+    if (open.signature !== undefined) out.push(ev('content_block_delta', { index: open.index, delta: { type: 'signature_delta', signature: asThinkingSignature(open.signature) } }))
+    out.push(ev('content_block_stop', { index: open.index }))
+    open = null
+    return out
+  }
+  const begin = (kind: 'thinking' | 'text', signature?: string): SseEvent[] => {
+    const out = close()
+    open = { index: next++, kind }
+    if (signature !== undefined) open.signature = signature
+    out.push(ev('content_block_start', { index: open.index, content_block: kind === 'text' ? { type: 'text', text: '' } : { type: 'thinking', thinking: '', signature: '' } }))
+    return out
+  }
+  const delta = (d: Json): SseEvent => ev('content_block_delta', { index: open?.index ?? 0, delta: d })
+  const piece = (p: Piece): SseEvent[] => {
+    const out: SseEvent[] = []
+    if (p.kind === 'thought') {
+      if (open?.kind !== 'thinking' || open.signature !== undefined) out.push(...begin('thinking', p.signature))
+      else if (p.signature !== undefined) open.signature = p.signature
+      if (p.text !== '') { relayed.push(p.text); out.push(delta({ type: 'thinking_delta', thinking: p.text })) }
+      return out
+    }
+    if (p.kind === 'text') {
+      if (p.signature !== undefined && open?.kind === 'thinking' && open.signature === undefined) open.signature = p.signature
+      else if (p.signature !== undefined && open?.kind !== 'text') out.push(...begin('thinking', p.signature), ...close())
+      // a signature arriving inside a text block has no place left: Gemini does not require it back
+      if (p.text === '') return out
+      if (open?.kind !== 'text') out.push(...begin('text'))
+      relayed.push(p.text)
+      out.push(delta({ type: 'text_delta', text: p.text }))
+      return out
+    }
+    out.push(...close())
+    const index = next++
+    const args = JSON.stringify(p.args)
+    relayed.push(args)
+    out.push(
+      ev('content_block_start', { index, content_block: { type: 'tool_use', id: clientCallId(ctx, 'toolu_', calls++, p), name: p.name, input: {} } }),
+      ev('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: args } }),
+      ev('content_block_stop', { index })
+    )
+    return out
+  }
+  const stop = (): SseEvent[] => {
+    if (stopped || stopReason === null) return []
+    stopped = true
+    const u = toMessagesUsage(usage ?? ZERO)
+    return [
+      ...close(),
+      ev('message_delta', { delta: { stop_reason: stopReason, stop_sequence: null }, usage: { input_tokens: u.input_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cache_read_input_tokens, output_tokens: u.output_tokens } }),
+      ev('message_stop')
+    ]
+  }
+
+  return {
+    push (frameIn: SseEvent): SseEvent[] {
+      if (stopped) return []
+      let chunk: unknown
+      try { chunk = JSON.parse(frameIn.data) } catch { return [] }
+      if (!isObj(chunk)) return []
+      const failure = streamError(chunk)
+      if (failure !== null) return [ev('error', { error: { type: messagesTypeFor(failure.status), message: failure.message } })]
+      if (chunk.usageMetadata !== undefined) usage = usageFromGemini(chunk.usageMetadata) ?? usage
+      const out = start()
+      const candidate = candidatesOf(chunk).find((c) => c.index === 0)
+      if (candidate === undefined) return out
+      for (const p of candidate.pieces) out.push(...piece(p))
+      if (candidate.finishReason !== null) {
+        stopReason = STOP[finishOf(candidate.finishReason, calls > 0)]
+        out.push(...stop())
+      }
+      return out
+    },
+    end: () => stop(),
+    usage: () => usage,
+    relayedText: () => relayed.join(''),
+    finished: () => stopped
+  }
+}
+
+export const messagesToGemini: TranslatorPair = { client: 'messages', upstream: 'gemini', path: geminiUpstreamPath, request, response, error, stream }
