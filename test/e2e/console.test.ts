@@ -23,7 +23,7 @@ if (!existsSync(CHROMIUM)) {
   let browser: Browser
 
   t.before(async () => {
-    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'usage', options: { flush_interval_ms: 5 } }] }))
+    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'usage' }] }))
     await app.listen({ host: '127.0.0.1', port: 0 })
     base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
