@@ -1,5 +1,5 @@
 // Builds what `npm start` serves, and only what changed since the last build:
-//   the server: every TypeScript source (the top-level *.ts, config/, plugins/, routes/)
+//   the server: every TypeScript source (the top-level *.ts, cli/, config/, plugins/, routes/)
 //     transpiled to dist/ by esbuild, file by file (type-checking is `npm run typecheck`'s job);
 //   the console page: routes/console/web bundled into dist/console (routes/console/build.mjs).
 // Each part is rebuilt when one of its sources is newer than its last build, or with --force
@@ -31,7 +31,7 @@ const builtAt = (stamp) => existsSync(stamp) ? statSync(stamp).mtimeMs : -1
 const isSource = (p) => p.endsWith('.ts') && !p.endsWith('.d.ts') && !p.startsWith(CONSOLE_WEB)
 const serverSources = [
   ...readdirSync(root).filter((f) => f.endsWith('.ts')).map((f) => join(root, f)),
-  ...['config', 'plugins', 'routes'].flatMap((d) => files(join(root, d), isSource))
+  ...['cli', 'config', 'plugins', 'routes'].flatMap((d) => files(join(root, d), isSource))
 ]
 const serverStamp = join(dist, '.server-built')
 if (force || newest([...serverSources, join(root, 'tsconfig.json'), join(root, 'build.mjs')]) > builtAt(serverStamp)) {

@@ -10,7 +10,7 @@ import { tempDir } from './temp-dir.js'
 
 const run = promisify(execFile)
 // the built CLI (npm test builds first): a child process that compiled the sources would take seconds
-const CLI = fromRoot('dist', 'cli.js')
+const CLI = fromRoot('dist', 'cli', 'index.js')
 
 async function cli (args: string[], env: Record<string, string> = {}): Promise<{ code: number, stdout: string, stderr: string }> {
   try {

@@ -23,7 +23,7 @@ t.test('npm pack, then init and serve from an empty folder with the packed comma
   const { stdout: packed } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: fromRoot(), env: childEnv() })
   const [info] = JSON.parse(packed) as Array<{ filename: string, files: Array<{ path: string }> }>
   const files = info!.files.map((f) => f.path)
-  for (const needed of ['dist/cli.js', 'dist/app.js', 'dist/console/index.html', 'config/gateway.yaml', 'plugins/store/sqlite/migrations/001_tenants.sql', 'README.md', 'LICENSE', 'docs/plugins.md', 'examples/plugins/call-tagger/index.mjs', 'examples/plugins/call-tagger/package.json']) {
+  for (const needed of ['dist/cli/index.js', 'dist/app.js', 'dist/console/index.html', 'config/gateway.yaml', 'plugins/store/sqlite/migrations/001_tenants.sql', 'README.md', 'LICENSE', 'docs/plugins.md', 'examples/plugins/call-tagger/index.mjs', 'examples/plugins/call-tagger/package.json']) {
     t.ok(files.includes(needed), `the tarball has ${needed}`)
   }
   t.same(files.filter((f) => /^(test|bench|\.ci)\//.test(f) || f.endsWith('.ts')), [], 'no tests, benchmarks, CI script or TypeScript sources')
@@ -35,7 +35,7 @@ t.test('npm pack, then init and serve from an empty folder with the packed comma
   await run('tar', ['xzf', join(work, info!.filename), '--strip-components=1', '-C', pkg])
   symlinkSync(fromRoot('node_modules'), join(pkg, 'node_modules'))
   const bin = join(prefix, 'bin', 'modelgate')
-  symlinkSync(join('..', 'lib', 'node_modules', 'modelgate', 'dist', 'cli.js'), bin)
+  symlinkSync(join('..', 'lib', 'node_modules', 'modelgate', 'dist', 'cli', 'index.js'), bin)
 
   const version = JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')).version as string
   t.equal((await run(bin, ['--version'], { env: childEnv() })).stdout.trim(), version, 'modelgate --version')

@@ -243,7 +243,7 @@ t.test('config check: a missing module, a module with no plugin, and bad options
 })
 
 t.test('modelgate config check and modelgate plugins, on a config with an outside plugin', async (t) => {
-  const cli = fromRoot('dist', 'cli.js')
+  const cli = fromRoot('dist', 'cli', 'index.js')
   const tagger = exampleTagger()
   const bad = configFile([{ name: 'auth' }, { name: 'tagger', module: tagger, options: { colour: 'red' } }], { store: { sqlite: ':memory:' } })
   const checked = await run(process.execPath, [cli, 'config', 'check', bad], { env: childEnv() }).then(() => null, (err: { code: number, stderr: string }) => err)

@@ -6,15 +6,15 @@ import { availableParallelism } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import YAML from 'yaml'
-import { ConfigError, configPath, loadConfig } from './config/load.js'
-import { fromRoot } from './paths.js'
-import type { Config } from './config/schema.js'
-import { openStore } from './plugins/store/index.js'
-import type { Store } from './plugins/store/types.js'
-import { nanoToUsd, parseUsd } from './plugins/gateway/money.js'
-import { usageRecord } from './routes/admin/usage-record.js'
-import { describeOptions } from './plugins/gateway/plugin-options.js'
-import { builtinPlugins, definitionOf } from './plugins/gateway/registry.js'
+import { ConfigError, configPath, loadConfig } from '../config/load.js'
+import { fromRoot } from '../paths.js'
+import type { Config } from '../config/schema.js'
+import { openStore } from '../plugins/store/index.js'
+import type { Store } from '../plugins/store/types.js'
+import { nanoToUsd, parseUsd } from '../plugins/gateway/money.js'
+import { usageRecord } from '../routes/admin/usage-record.js'
+import { describeOptions } from '../plugins/gateway/plugin-options.js'
+import { builtinPlugins, definitionOf } from '../plugins/gateway/registry.js'
 
 const VERSION = (JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as { version: string }).version
 
@@ -110,7 +110,7 @@ async function storeCommand (sub: string | undefined, args: Args): Promise<void>
   if (sub !== 'migrate') throw new UsageError('store migrate --from FILE.db --to postgres://…', 'store')
   if (args.from === undefined || args.to === undefined) throw new UsageError('store migrate needs --from and --to', 'store')
   if (!/^postgres(ql)?:\/\//.test(args.to)) throw new UsageError('--to: a postgres:// URL', 'store')
-  const { migrateSqliteToPostgres } = await import('./plugins/store/postgres/from-sqlite.js')
+  const { migrateSqliteToPostgres } = await import('../plugins/store/postgres/from-sqlite.js')
   const r = await migrateSqliteToPostgres(args.from, args.to)
   process.stdout.write(`${'total'.padEnd(18)}${'sqlite'.padStart(22)}${'postgres'.padStart(22)}\n`)
   for (const [k, v] of Object.entries(r.source)) {
@@ -149,7 +149,7 @@ async function serve (args: Args): Promise<void> {
 
   // node:cluster: the workers share the port; every policy's state is in the shared SQLite file.
   if (workers > 1 && cluster.isPrimary) {
-    ;(await import('./plugins/ops/cluster.js')).servePrimary()
+    ;(await import('../plugins/ops/cluster.js')).servePrimary()
     for (let i = 0; i < workers; i++) cluster.fork()
     // announced once every worker listens, so that the first connections reach all of them
     let listening = 0
@@ -190,7 +190,7 @@ async function serve (args: Args): Promise<void> {
     ? { level: process.env.LOG_LEVEL ?? 'info', transport: { target: 'pino-pretty' } }
     : { level: process.env.LOG_LEVEL ?? 'info' }
   // loaded here, not at the top: a cluster's primary, and every other command, never need the app
-  const { GatewayServer } = await import('./server.js')
+  const { GatewayServer } = await import('../server.js')
   const server = await GatewayServer.start({ file, config: fromFile, host: args.host, port, logger, worker: cluster.isWorker })
   const address = await server.listen()
   // the signals are handled before the banner tells anyone that the gateway is there
@@ -226,7 +226,7 @@ function banner (config: Config, workers: number, port: number): void {
 }
 
 // SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the store.
-function installShutdown (server: import('./server.js').GatewayServer, config: Config): void {
+function installShutdown (server: import('../server.js').GatewayServer, config: Config): void {
   let closing = false
   const shutdown = (signal: string): void => {
     if (closing) return
