@@ -86,7 +86,9 @@ t.test('usage: records and totals from the same store', async (t) => {
   await cli(['keys', 'list', '--config', file]) // creates the database and tenants
   const { default: Database } = await import('better-sqlite3')
   const raw = new Database(db)
-  const insert = raw.prepare(`INSERT INTO usage_records VALUES (?, ?, ?, 'acme', 'web', 'k', 'chat.completions', 'demo/gpt', 'demo', 0, 'ok', ?, ?, ?, ?, ?, 5, 1)`)
+  // the columns named: a migration that adds one (with its default) leaves this test as it is
+  const insert = raw.prepare(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status, prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms)
+    VALUES (?, ?, ?, 'acme', 'web', 'k', 'chat.completions', 'demo/gpt', 'demo', 0, 'ok', ?, ?, ?, ?, ?, 5, 1)`)
   insert.run('u1', Date.parse('2026-01-01T00:00:00Z'), 't1', 100, 20, 10, 110, 1_500_000)
   insert.run('u2', Date.parse('2026-02-01T00:00:00Z'), 't2', 50, 0, 5, 55, 2)
   raw.close()
