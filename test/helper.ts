@@ -204,7 +204,7 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   const store = { sqlite: join(dir, 'gw.db'), ...(config.store as Record<string, unknown> | undefined) }
   writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config, store }))
   // the built CLI (npm test builds first): compiling the sources in each child would take seconds
-  const child = spawn(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', file, ...args], {
+  const child = spawn(process.execPath, [fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', file, ...args], {
     cwd: fromRoot(), env: childEnv({ LOG_LEVEL: 'warn', ...env }), stdio: ['ignore', 'pipe', 'inherit']
   })
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
