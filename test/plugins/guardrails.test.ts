@@ -1,7 +1,7 @@
 import t from 'tap'
 import { maxMatchLength, regexShape } from '../../plugins/api/regex-span.js'
 import { SseParser } from '../../plugins/translation/sse.js'
-import { bearer, build, KEY_A, mockCatalog } from '../helper.js'
+import { bearer, build, KEY_A, mockCatalog, mockCatalogWithGemini } from '../helper.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 
 // The guardrails plugin: block and redact, on requests and answers, both protocols, JSON and
@@ -207,4 +207,26 @@ t.test('the Responses API: requests, whole answers and streams (deltas, the .don
     t.same(events.map((e) => e.sequence_number), events.map((_, n) => n), 'sequence numbers still run from 0 without gaps')
     t.notMatch(res.body, /ABCDEFGH/)
   }
+})
+
+t.test('Gemini streams: a chunk whose text is all held back still brings its function call and signature', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const app = await build(t, { ...mockCatalogWithGemini(mock), plugins: [{ name: 'auth' }, { name: 'guardrails', options: { rules: [{ ...KEY_RULE, on: ['response'] }] } }] })
+  const chunk = (parts: unknown[], extra: Record<string, unknown> = {}): string => `data: ${JSON.stringify({ candidates: [{ content: { role: 'model', parts }, index: 0, ...extra }], usageMetadata: { promptTokenCount: 5, totalTokenCount: 5 } })}\r\n\r\n`
+  mock.enqueue({
+    stream: [
+      chunk([{ text: 'Here it is: ' }]),
+      // 'sk-ABCDEF' could be the start of a key: held back whole, while the call must go on
+      chunk([{ text: 'sk-ABCDEF', thoughtSignature: 'c2ln' }, { functionCall: { name: 'lookup', args: { q: 'x' } } }]),
+      chunk([], { finishReason: 'STOP' })
+    ]
+  })
+  const res = await app.inject({ method: 'POST', url: '/v1beta/models/google/gemini-test:streamGenerateContent?alt=sse', headers: { 'x-goog-api-key': KEY_A }, payload: { contents: [{ role: 'user', parts: [{ text: 'go' }] }] } })
+  t.equal(res.statusCode, 200)
+  const p = new SseParser()
+  const parts = [...p.push(res.body), ...p.end()].flatMap((e) => JSON.parse(e.data).candidates?.[0]?.content?.parts ?? []) as Array<Record<string, unknown>>
+  t.same(parts.filter((x) => x.functionCall !== undefined).map((x) => x.functionCall), [{ name: 'lookup', args: { q: 'x' } }], 'the function call reached the client')
+  t.ok(parts.some((x) => x.thoughtSignature === 'c2ln'), 'and the signature on the held part')
+  t.equal(parts.map((x) => typeof x.text === 'string' ? x.text : '').join(''), 'Here it is: sk-ABCDEF', 'the held text followed once no match could grow from it')
 })
