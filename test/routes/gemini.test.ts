@@ -308,6 +308,13 @@ t.test('the IP rate limit, quota and balance answer in Google\'s shape', async (
     const count = await post(app, `/v1beta/models/${GEMINI}:countTokens`, body())
     t.equal(count.statusCode, 200, 'countTokens is free: no balance needed')
   })
+  t.test('the balance hold reads maxOutputTokens', async (t) => {
+    // 0.01 USD: not the worst case of a whole context (200,000 tokens at 15 USD per million), but 100 tokens' worth
+    const tenants = [{ org: 'acme', balance_usd: 0.01, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
+    const { app } = await gateway(t, { tenants, plugins: [{ name: 'auth' }, { name: 'balance' }] })
+    t.equal((await post(app, `/v1beta/models/${GEMINI}:generateContent`, body())).statusCode, 402)
+    t.equal((await post(app, `/v1beta/models/${GEMINI}:generateContent`, body('x', { generationConfig: { maxOutputTokens: 100 } }))).statusCode, 200)
+  })
 })
 
 t.test('upstream errors are re-shaped into Google\'s; a stream that fails after it started ends with an error chunk', async (t) => {
