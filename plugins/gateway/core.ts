@@ -103,7 +103,7 @@ declare module 'fastify' {
 }
 
 // A Gemini method call under /v1 (`/v1/models/{model}:generateContent`); /v1/models/{id} is OpenAI's.
-const GEMINI_V1 = /^\/v1\/models\/[^?]*:[A-Za-z]+(?:\?|$)/
+const GEMINI_V1 = /^\/v1\/models\/[^?]*(?::|%3[Aa])[A-Za-z]+(?:\?|$)/
 
 /**
  * The error family of a request whose route names none: one that matched no route, or a Gemini
