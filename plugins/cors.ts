@@ -5,8 +5,9 @@ import { definePlugin } from './api/index.js'
 
 // Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
 // the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: Authorization,
-// Content-Type, Accept-Language and X-Locale, the ones the official SDKs (Google's included) and Claude Code send, and any X-Stainless-*
-// header the browser asks for. Exposed: the diagnostic headers, Retry-After and x-should-retry.
+// Content-Type, Accept-Language and X-Locale, the ones the official SDKs (Google's included) and
+// Claude Code send, and any X-Stainless-* header the browser asks for. Exposed: the diagnostic
+// headers, Retry-After and x-should-retry.
 
 const options = Type.Object({
   origins: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] }),

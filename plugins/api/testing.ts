@@ -40,7 +40,10 @@ export interface TestGateway {
    * the gateway's key check.
    */
   use: <O extends Record<string, unknown>>(plugin: GatewayPlugin | string, options?: O) => Promise<void>
-  /** Mounts the gateway's routes under /v1 (chat, messages, responses, models, Gemini's method calls) and the Gemini API under /v1beta; call it after `use`. */
+  /**
+   * Mounts the gateway's routes under /v1 (chat, messages, responses, models, Gemini's method
+   * calls) and the Gemini API under /v1beta; call it after `use`.
+   */
   routes: () => Promise<void>
 }
 

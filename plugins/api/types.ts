@@ -147,15 +147,18 @@ export interface AdmissionContext extends HookContextBase {
    * Answers the call here, with no provider (a cache that has the answer): the admission hooks
    * after this one do not run, nothing goes upstream, and the answer is sent in the client's
    * protocol, as a stream when the client asked for one. Present on the model call routes
-   * (chat, Messages, Responses, Gemini's generateContent); undefined where a call cannot be answered so (count_tokens,
-   * pass-through).
+   * (chat, Messages, Responses, Gemini's generateContent); undefined where a call cannot be
+   * answered so (count_tokens and Gemini's countTokens, pass-through).
    */
   answer?: (answer: PluginAnswer) => void
 }
 
 /** A call's answer given by a plugin at admission. */
 export interface PluginAnswer {
-  /** The whole answer in the client's protocol: a chat completion, a Messages message, a Responses object, a GenerateContentResponse. */
+  /**
+   * The whole answer in the client's protocol: a chat completion, a Messages message, a
+   * Responses object, a GenerateContentResponse.
+   */
   body: Json
   /** The tokens the answer stands for: recorded with the call, which costs nothing. */
   usage: Usage

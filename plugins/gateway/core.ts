@@ -111,7 +111,7 @@ const GEMINI_V1 = /^\/v1\/models\/[^?]*(?::|%3[Aa])[A-Za-z]+(?:\?|$)/
  */
 export function familyOfUrl (url: string): ErrorFamily {
   if (url.startsWith('/v1/messages')) return 'messages'
-  if (url.startsWith('/v1beta/') || url === '/v1beta' || url.startsWith('/v1beta?') || GEMINI_V1.test(url)) return 'gemini'
+  if (/^\/v1beta(?:[/?]|$)/.test(url) || GEMINI_V1.test(url)) return 'gemini'
   return 'openai'
 }
 

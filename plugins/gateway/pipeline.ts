@@ -32,7 +32,7 @@ export interface Pipe {
   request: FastifyRequest
   reply: FastifyReply
   call: Call
-  /** The client reads a stream as one JSON array of its events (Google's streamGenerateContent without alt=sse), not as SSE. */
+  /** The client reads a stream as one JSON array of its events, not as SSE (Google's streamGenerateContent without alt=sse). */
   arrayStream?: boolean
 }
 
