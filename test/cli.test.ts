@@ -86,7 +86,7 @@ t.test('usage: records and totals from the same store', async (t) => {
   await cli(['keys', 'list', '--config', file]) // creates the database and tenants
   const { default: Database } = await import('better-sqlite3')
   const raw = new Database(db)
-  const insert = raw.prepare(`INSERT INTO usage_records VALUES (?, ?, ?, 'acme', 'web', 'k', 'chat.completions', 'demo/gpt', 'demo', 0, 'ok', ?, ?, ?, ?, ?, 5, 1)`)
+  const insert = raw.prepare(`INSERT INTO usage_records VALUES (?, ?, ?, 'acme', 'web', 'k', 'chat.completions', 'demo/gpt', 'demo', 0, 'ok', ?, ?, ?, ?, ?, 5, 1, 0, 0)`)
   insert.run('u1', Date.parse('2026-01-01T00:00:00Z'), 't1', 100, 20, 10, 110, 1_500_000)
   insert.run('u2', Date.parse('2026-02-01T00:00:00Z'), 't2', 50, 0, 5, 55, 2)
   raw.close()
