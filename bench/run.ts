@@ -91,6 +91,7 @@ async function startPortkey (dir: string): Promise<Server | undefined> {
 }
 
 const responsesBody = (model: string): string => JSON.stringify({ model, stream: true, max_output_tokens: 64, input: 'Say twenty words.' })
+const geminiBody = (): string => JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'Say twenty words.' }] }], generationConfig: { maxOutputTokens: 64 } })
 const chatBody = (model: string, stream = false): string => JSON.stringify({ model, stream, max_tokens: 64, messages: [{ role: 'user', content: 'Say twenty words.' }] })
 const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 /** What Portkey needs to forward to our upstream as an OpenAI-compatible host. */
@@ -291,6 +292,7 @@ async function main (): Promise<void> {
     ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 16)],
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 16)],
     ['modelgate Responses → chat', async () => await streamLoad(`${mg}/v1/responses`, responsesBody('bench/openai'), 16)],
+    ['modelgate Gemini → chat', async () => await streamLoad(`${mg}/v1beta/models/bench/openai:streamGenerateContent?alt=sse`, geminiBody(), 16)],
     ['modelgate + guardrails', async () => await streamLoad(chatUrl(guarded), chatBody('bench/openai', true), 16)]
   ]
   if (pk !== undefined) streamCases.push(['portkey', async () => await streamLoad(pk, chatBody('bench', true), 16, portkeyHeaders(up))])
@@ -327,6 +329,8 @@ async function main (): Promise<void> {
   console.log(`\nTranslated / passthrough stream throughput: ${fmt(translatedRatio, 2)} (target ≥ 0.70)`)
   const responsesRatio = (streaming['modelgate Responses → chat']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
   console.log(`Translated Responses / chat passthrough stream throughput: ${fmt(responsesRatio, 2)} (target ≥ 0.70)`)
+  const geminiRatio = (streaming['modelgate Gemini → chat']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
+  console.log(`Translated Gemini (streamGenerateContent → chat) / chat passthrough stream throughput: ${fmt(geminiRatio, 2)} (target ≥ 0.70)`)
   const guardStream = (streaming['modelgate + guardrails']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
   const guardCpu = (throughput['modelgate + guardrails']?.cpuUs ?? NaN) / (throughput['modelgate passthrough']?.cpuUs ?? NaN)
   console.log(`Guardrails (2 rules, no match): CPU per request ${fmt(guardCpu, 2)}× modelgate without it; stream throughput ${fmt(guardStream, 2)}×`)
@@ -350,6 +354,7 @@ async function main (): Promise<void> {
 
   Object.assign(results, {
     responses_translated_over_passthrough: responsesRatio,
+    gemini_translated_over_passthrough: geminiRatio,
     guardrails: { cpu_per_request_over_modelgate: guardCpu, stream_throughput_over_modelgate: guardStream },
     throughput, throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])), single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, streaming_one_at_a_time: streamOne, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
     ratios: {

@@ -5,8 +5,9 @@ import { definePlugin } from './api/index.js'
 
 // Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
 // the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: Authorization,
-// Content-Type, Accept-Language and X-Locale, the ones the official SDKs and Claude Code send, and any X-Stainless-*
-// header the browser asks for. Exposed: the diagnostic headers, Retry-After and x-should-retry.
+// Content-Type, Accept-Language and X-Locale, the ones the official SDKs (Google's included) and
+// Claude Code send, and any X-Stainless-* header the browser asks for. Exposed: the diagnostic
+// headers, Retry-After and x-should-retry.
 
 const options = Type.Object({
   origins: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] }),
@@ -16,7 +17,7 @@ const options = Type.Object({
 
 const FIXED_HEADERS = [
   'authorization', 'content-type', 'accept-language', 'x-locale', 'idempotency-key', 'x-api-key',
-  'anthropic-version', 'anthropic-beta', 'anthropic-dangerous-direct-browser-access'
+  'anthropic-version', 'anthropic-beta', 'anthropic-dangerous-direct-browser-access', 'x-goog-api-key', 'x-goog-api-client'
 ]
 
 export default definePlugin({

@@ -19,7 +19,7 @@ export interface CallTracer {
   shutdown: () => Promise<void>
 }
 
-const ROUTES: Record<string, string> = { 'chat.completions': '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses', passthrough: '/passthrough' }
+const ROUTES: Record<string, string> = { 'chat.completions': '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses', generate_content: '/v1beta/models/{model}:generateContent', passthrough: '/passthrough' }
 
 const spanId = (): string => randomBytes(8).toString('hex')
 /** The OpenTelemetry trace id of a call: its trace id's hex digits. */
