@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
-import { Counter, type Registry } from 'prom-client'
+import { Counter, Gauge, type Registry } from 'prom-client'
 import {
   aggregateStream, definePlugin, isPromise, then,
   type AdmissionContext, type CachedAnswer, type CacheLookup, type CallOutcome, type Json, type MaybePromise, type Principal, type Usage
@@ -128,10 +128,12 @@ function storedOf (outcome: CallOutcome): string | null {
   return JSON.stringify(stored)
 }
 
-function series (registry: Registry): { hits: Counter<'model'>, misses: Counter<'model'>, saved: Counter<'org'>, stores: Counter<'result'> } {
+function series (registry: Registry): { hits: Counter<'model'>, misses: Counter<'model'>, saved: Counter<'org'>, stores: Counter<'result'>, waiting: Gauge } {
   const counter = <L extends string>(name: string, help: string, labelNames: L[]): Counter<L> =>
     (registry.getSingleMetric(name) as Counter<L> | undefined) ?? new Counter({ name, help, labelNames, registers: [registry] })
+  const waiting = 'modelgate_cache_waiting_calls'
   return {
+    waiting: (registry.getSingleMetric(waiting) as Gauge | undefined) ?? new Gauge({ name: waiting, help: 'Calls waiting for the answer an identical call is fetching', registers: [registry] }),
     hits: counter('modelgate_cache_hits_total', 'Calls answered from the response cache, by model', ['model']),
     misses: counter('modelgate_cache_misses_total', 'Calls looked up in the response cache and not found, by model', ['model']),
     saved: counter('modelgate_cache_saved_usd_total', 'What the calls answered from the response cache would have cost, USD, by organization', ['org']),
@@ -207,11 +209,14 @@ export default definePlugin({
           return
         case 'wait':
           // an identical call is fetching this answer: its answer, or upstream once it failed
-          return Promise.resolve(guarded(ctx.request, 'waiting for a fill', undefined, () => store.cache.waitFill(s.key, waitMs))).then(() =>
-            then(guarded(ctx.request, 'lookup', null, () => store.cache.lookup(s.key, { now: clock.now(), storedSince })), (again) => {
+          m.waiting.inc()
+          return Promise.resolve(guarded(ctx.request, 'waiting for a fill', undefined, () => store.cache.waitFill(s.key, waitMs))).then(() => {
+            m.waiting.dec()
+            return then(guarded(ctx.request, 'lookup', null, () => store.cache.lookup(s.key, { now: clock.now(), storedSince })), (again) => {
               if (again?.kind === 'hit' && answer(ctx, s, again.entry)) return
               miss(ctx, s)
-            }))
+            })
+          })
       }
     }
 
