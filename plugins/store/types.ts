@@ -154,7 +154,16 @@ export interface Cursor { created_at: number, id: string }
 
 export interface UsageTotals { calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, total_tokens: number, cost_nano: number }
 
-export interface UsageBucket { t: number, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_nano: number }
+export interface UsageBucket {
+  t: number
+  calls: number
+  prompt_tokens: number
+  cached_input_tokens: number
+  completion_tokens: number
+  cost_nano: number
+  /** What the calls answered from a response cache would have cost. */
+  saved_nano: number
+}
 
 export interface UsageStore {
   /** Records a call; durable once the returned promise settles. */
