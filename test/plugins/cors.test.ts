@@ -14,7 +14,7 @@ t.test('a browser preflight is answered before auth, with the allowed headers', 
     t.equal(res.statusCode, 204, url)
     t.equal(res.headers['access-control-allow-origin'], '*')
     const allowed = String(res.headers['access-control-allow-headers']).split(', ')
-    for (const h of ['authorization', 'content-type', 'accept-language', 'x-locale', 'idempotency-key', 'x-api-key', 'anthropic-version', 'anthropic-beta', 'x-stainless-arch', 'x-stainless-retry-count', 'x-svc-trace-id']) {
+    for (const h of ['authorization', 'content-type', 'accept-language', 'x-locale', 'idempotency-key', 'x-api-key', 'anthropic-version', 'anthropic-beta', 'x-stainless-arch', 'x-stainless-retry-count', 'x-svc-trace-id', 'x-svc-cache', 'cache-control']) {
       t.ok(allowed.includes(h), `${h} allowed`)
     }
   }
@@ -25,7 +25,7 @@ t.test('responses expose the diagnostic headers and Retry-After', async (t) => {
   const res = await app.inject({ method: 'GET', url: '/v1/models', headers: { ...bearer(KEY_A), origin: 'https://app.example' } })
   t.equal(res.statusCode, 200)
   const exposed = String(res.headers['access-control-expose-headers'])
-  for (const h of ['X-SVC-Trace-ID', 'X-SVC-Model', 'X-SVC-Provider', 'X-SVC-Dropped-Params', 'X-SVC-Overhead-Ms', 'Retry-After', 'x-should-retry']) t.match(exposed, h)
+  for (const h of ['X-SVC-Trace-ID', 'X-SVC-Model', 'X-SVC-Provider', 'X-SVC-Dropped-Params', 'X-SVC-Overhead-Ms', 'X-SVC-Cache', 'Age', 'Retry-After', 'x-should-retry']) t.match(exposed, h)
   const unauth = await app.inject({ method: 'GET', url: '/v1/models', headers: { origin: 'https://app.example' } })
   t.equal(unauth.statusCode, 401)
   t.equal(unauth.headers['access-control-allow-origin'], '*', 'a browser can read the 401 too')
