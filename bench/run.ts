@@ -1,9 +1,9 @@
 // npm run bench [-- --quick] : measures, side by side in one run on this machine, the fixed-
 // response upstream directly, a bare Fastify + @fastify/reply-from proxy, a bare Fastify handler
 // over an undici pool, modelgate with every plugin on (one worker, and one per core; and one
-// worker with the response cache answering every call), and the Portkey gateway when it is installed (PORTKEY_DIR, default /tmp/portkey:
-// `npm install --prefix /tmp/portkey @portkey-ai/gateway`; it is kept out of this project's
-// dependencies). Prints a table and writes bench/results/<time>.json and latest.json.
+// worker with the response cache answering every call), and the Portkey gateway when it is
+// installed (PORTKEY_DIR, default /tmp/portkey: `npm install --prefix /tmp/portkey
+// @portkey-ai/gateway`; it is kept out of this project's dependencies). Prints a table and writes bench/results/<time>.json and latest.json.
 // Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
