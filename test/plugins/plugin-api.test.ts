@@ -14,7 +14,7 @@ import { childEnv, KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
 const run = promisify(execFile)
-const BUILTINS = ['auth', 'balance', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage', 'metrics', 'tracing']
+const BUILTINS = ['auth', 'balance', 'cache', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage', 'metrics', 'tracing']
 
 /**
  * The example plugin as a project that installed modelgate would hold it: a copy of its file in a
@@ -134,6 +134,20 @@ t.test('each built-in plugin registers and works on a bare Fastify with the test
     const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: { ...chat, messages: [{ role: 'user', content: 'my password is hunter2' }] } })
     t.equal(res.statusCode, 400)
     t.equal(res.json().error.code, 'content_blocked')
+    await app.close()
+  })
+  t.test('cache', async (t) => {
+    const app = Fastify()
+    const gw = await testGateway(app)
+    await gw.use('auth')
+    await gw.use(await load('cache'))
+    await gw.routes()
+    const call = async () => await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...gw.auth, 'x-svc-cache': 'on' }, payload: chat })
+    const first = await call()
+    t.equal(first.headers['x-svc-cache'], 'miss')
+    const second = await call()
+    t.equal(second.headers['x-svc-cache'], 'hit')
+    t.equal(second.body, first.body)
     await app.close()
   })
 })
