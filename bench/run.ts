@@ -229,7 +229,7 @@ const fmt = (n: number, d = 0): string => Number.isFinite(n) ? n.toFixed(d) : 'n
 const ratio = (a: number, b: number | undefined): string => b === undefined || !Number.isFinite(b) || b === 0 ? 'n/a' : (a / b).toFixed(2)
 
 async function main (): Promise<void> {
-  if (!existsSync(fromRoot('dist', 'cli.js'))) throw new Error('run `npm run build` first (npm install does it)')
+  if (!existsSync(fromRoot('dist', 'cli', 'index.js'))) throw new Error('run `npm run build` first (npm install does it)')
   const upstream = await startServer([fromRoot('bench', 'upstream.mjs')])
   const up = `http://127.0.0.1:${upstream.port}`
   const replyFrom = await startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'reply-from' })
@@ -237,19 +237,19 @@ async function main (): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'mg-bench-'))
   const cfg = join(dir, 'gateway.json')
   writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw.db'))))
-  const gateway = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const gateway = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgGuard = join(dir, 'gateway-guardrails.json')
   writeFileSync(cfgGuard, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-guardrails.db'), { extraPlugins: [GUARDRAILS] })))
-  const guarded = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgGuard, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const guarded = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgGuard, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgOff = join(dir, 'gateway-metrics-off.json')
   writeFileSync(cfgOff, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-off.db'), { metrics: false })))
-  const metricsOff = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgOff, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const metricsOff = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgOff, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgCache = join(dir, 'gateway-cache.json')
   writeFileSync(cfgCache, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-cache.db'), { cache: true })))
-  const cached = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgCache, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const cached = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgCache, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgAll = join(dir, 'gateway-all-cores.json')
   writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-all-cores.db'))))
-  const allCores = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
+  const allCores = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
   const portkeyDir = process.env.PORTKEY_DIR ?? '/tmp/portkey'
   const portkeyServer = await startPortkey(portkeyDir)
   const portkey = portkeyServer === undefined ? `not installed in ${portkeyDir}` : 'installed'

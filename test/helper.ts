@@ -1,11 +1,14 @@
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
-import { buildApp } from '../app.js'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import type { Clock } from '../plugins/api/index.js'
-import { SqliteStore } from '../plugins/store/sqlite/index.js'
+import type { Clock, GatewayPlugin } from '../plugins/api/index.js'
+import type { TestGateway } from '../plugins/api/testing.js'
+import type { SqliteStore } from '../plugins/store/sqlite/index.js'
 import { childEnv } from './child-env.js'
 import { tempDir } from './temp-dir.js'
+
+// The app, Fastify and the test gateway are imported where they are used: a test that only
+// starts gateway processes (or only uses a store) does not load the whole app into its process.
 
 export { childEnv }
 
@@ -67,9 +70,37 @@ export interface Teardown { teardown: (fn: () => unknown) => void }
 
 /** An app on ':memory:' built from testConfig(overrides), closed when the test ends. */
 export async function build (t: Teardown, overrides: Overrides = {}, extras: BuildExtras = {}): Promise<FastifyInstance> {
+  const { buildApp } = await import('../app.js')
   const app = await buildApp(testConfig(overrides), { logger: extras.logger ?? false, clock: extras.clock })
   t.teardown(() => app.close())
   return app
+}
+
+export interface BareOptions {
+  /** Config sections for the test gateway (plugins/api/testing.ts has the defaults). */
+  config?: Record<string, unknown>
+  clock?: Clock
+  /** Options of the bare Fastify instance (trustProxy, logger). */
+  fastify?: FastifyServerOptions
+}
+
+/**
+ * A bare Fastify with the plugin API's test gateway (an in-memory store, in-process providers
+ * `test/echo` and `test/claude`, the tenant acme/web whose key is in `gw.auth`), the given
+ * plugins registered in order, then the /v1 routes; closed when the test ends.
+ */
+export async function bareGateway (t: Teardown, plugins: Array<GatewayPlugin | string | [GatewayPlugin | string, Record<string, unknown>]>, opts: BareOptions = {}): Promise<TestGateway> {
+  const { default: Fastify } = await import('fastify')
+  const { testGateway } = await import('../plugins/api/testing.js')
+  const app = Fastify({ logger: false, ...opts.fastify })
+  t.teardown(() => app.close())
+  const gw = await testGateway(app, { config: opts.config, clock: opts.clock })
+  for (const entry of plugins) {
+    const [plugin, options] = Array.isArray(entry) ? entry : [entry, {}]
+    await gw.use(plugin, options)
+  }
+  await gw.routes()
+  return gw
 }
 
 export const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
@@ -116,8 +147,8 @@ export function mockCatalog (mock: { openaiBaseUrl: string, messagesBaseUrl: str
 /** The SQLite store behind an app, for tests that look at its tables. */
 export function sqliteOf (app: FastifyInstance): SqliteStore {
   const store = app.gateway.store
-  if (!(store instanceof SqliteStore)) throw new Error('not a SQLite store')
-  return store
+  if (store.kind !== 'sqlite') throw new Error('not a SQLite store')
+  return store as SqliteStore
 }
 
 export interface ListeningGateway {
@@ -136,6 +167,7 @@ export interface ListeningGateway {
  */
 export async function listeningGateway (t: Teardown, configure: (mock: import('./mock-upstream.js').MockUpstream) => Overrides = () => ({})): Promise<ListeningGateway> {
   const { startMockUpstream } = await import('./mock-upstream.js')
+  const { buildApp } = await import('../app.js')
   const mock = await startMockUpstream()
   const app = await buildApp(testConfig({ ...mockCatalog(mock), plugins: [{ name: 'auth' }, { name: 'usage' }], ...configure(mock) }))
   await app.listen({ host: '127.0.0.1', port: 0 })
@@ -172,7 +204,7 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   const store = { sqlite: join(dir, 'gw.db'), ...(config.store as Record<string, unknown> | undefined) }
   writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config, store }))
   // the built CLI (npm test builds first): compiling the sources in each child would take seconds
-  const child = spawn(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', file, ...args], {
+  const child = spawn(process.execPath, [fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', file, ...args], {
     cwd: fromRoot(), env: childEnv({ LOG_LEVEL: 'warn', ...env }), stdio: ['ignore', 'pipe', 'inherit']
   })
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))

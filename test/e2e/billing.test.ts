@@ -37,7 +37,7 @@ t.test('20 concurrent requests with one Idempotency-Key: exactly one reaches the
 t.test('50 concurrent calls on a balance that covers 5: never below zero, all holds released', async (t) => {
   // worst case of one call: (prompt estimate + max_tokens 100) × $15/M at the output rate
   const tenants = [{ org: 'acme', balance_usd: 0, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
-  const { app, mock, post } = await start(t, { tenants, plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage', options: { flush_interval_ms: 5 } }] })
+  const { app, mock, post } = await start(t, { tenants, plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }] })
   const body = chat('covers five', { max_tokens: 100 })
   const oneHold = (estimatePromptTokens(body) + 100) * 15_000
   await app.gateway.store.orgs.credit('acme', oneHold * 5 + Math.floor(oneHold / 2))
@@ -116,7 +116,7 @@ t.test('a SIGTERM during load loses no record of a completed response', async (t
   // two workers: records written by both land in the one SQLite file
   const gw = await spawnGateway(t, {
     store: { sqlite: db },
-    plugins: [{ name: 'auth' }, { name: 'usage', options: { flush_interval_ms: 1000, batch_size: 100000 } }],
+    plugins: [{ name: 'auth' }, { name: 'usage' }],
     providers: c.providers,
     models: c.models,
     tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
@@ -124,17 +124,20 @@ t.test('a SIGTERM during load loses no record of a completed response', async (t
   const port = gw.port
   let completed = 0
   let stop = false
+  let loaded!: () => void
+  const underLoad = new Promise<void>((resolve) => { loaded = resolve })
   const worker = async (): Promise<void> => {
     while (!stop) {
       try {
         const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' }, body: JSON.stringify(chat('load')) })
         const text = await res.text()
-        if (res.status === 200 && text.includes('chat.completion')) completed++
+        if (res.status === 200 && text.includes('chat.completion') && ++completed === 40) loaded()
       } catch { return }
     }
   }
   const workers = Array.from({ length: 8 }, worker)
-  await new Promise((r) => setTimeout(r, 700))
+  // the signal comes once the load is under way, with calls in flight
+  await Promise.race([underLoad, Promise.all(workers)])
   gw.kill('SIGTERM')
   const code = await gw.exited
   stop = true

@@ -23,15 +23,15 @@ if (!existsSync(CHROMIUM)) {
   let browser: Browser
 
   t.before(async () => {
-    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage', options: { flush_interval_ms: 5 } }] }))
+    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }] }))
     await app.listen({ host: '127.0.0.1', port: 0 })
     base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
   })
   t.teardown(async () => { await browser?.close(); await app?.close() })
 
-  // real calls through the gateway, so the usage views show what metering recorded; the last one
-  // is answered from the cache with what the first one stored
+  // real calls through the gateway, so the usage views show what metering recorded
+  // (the last one is answered from the cache with what the first one stored)
   async function seedUsage (): Promise<void> {
     for (const [model, stream] of [['demo/gpt', false], ['demo/claude', true], ['demo/gpt', true]] as const) {
       const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', 'x-svc-cache': 'on' }, body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello console' }] }) })

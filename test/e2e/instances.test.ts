@@ -80,6 +80,19 @@ async function eventually<T> (ms: number, get: () => Promise<T> | T, ok: (v: T) 
   }
 }
 
+/**
+ * Holds every request that reaches the mock upstream until `ready(arrived)` holds (asked on each
+ * arrival and on `check()`); then answers them all as usual.
+ */
+function holdUpstream (mock: MockUpstream, ready: (arrived: number) => boolean): { check: () => void } {
+  let open!: () => void
+  const gate = new Promise<void>((resolve) => { open = resolve })
+  let arrived = 0
+  const check = (): void => { if (ready(arrived)) open() }
+  mock.script(async () => { arrived++; check(); await gate; return undefined })
+  return { check }
+}
+
 const ledger = async (db: pg.Pool, org = 'acme'): Promise<{ balance: number, held: number, spent: number, holds: number, records: number, recorded: number }> => {
   const o = (await db.query("SELECT balance_nano::float8 AS balance, held_nano::float8 AS held, spent_nano::float8 AS spent, (SELECT count(*)::int FROM holds) AS holds FROM organizations WHERE id = $1", [org])).rows[0]
   const u = (await db.query('SELECT count(*)::int AS records, coalesce(sum(cost_nano), 0)::float8 AS recorded FROM usage_records WHERE org_id = $1', [org])).rows[0]
@@ -101,13 +114,26 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
       { server: { port: 0, trust_proxy: true } })
     const big = 'mg-test-key-big-0123456789abcdef'
 
-    mock.faults = { delayMs: 300 }
-    const dup = await Promise.all(Array.from({ length: 12 }, async (_, i) => await chat(bases[i % 3] as string, { 'idempotency-key': 'across-instances' }, big)))
+    // the call that got through waits upstream until the eleven others were refused
+    let refusedSoFar = 0
+    let gate = holdUpstream(mock, (arrived) => arrived + refusedSoFar >= 12)
+    const dup = await Promise.all(Array.from({ length: 12 }, async (_, i) => {
+      const r = await chat(bases[i % 3] as string, { 'idempotency-key': 'across-instances' }, big)
+      if (r.status !== 200) { refusedSoFar++; gate.check() }
+      return r
+    }))
     t.equal(dup.filter((r) => r.status === 200).length, 1, 'one Idempotency-Key on three instances: one call')
     t.equal(mock.requests.length, 1, 'the provider was reached once')
 
-    mock.faults = { delayMs: 1500 }
-    const burst = await Promise.all(Array.from({ length: 50 }, async (_, i) => await chat(bases[i % 3] as string)))
+    // the admitted calls wait upstream until every call has been admitted or refused, so that no
+    // call ends (and frees its hold) while others are still being decided
+    refusedSoFar = 0
+    gate = holdUpstream(mock, (arrived) => arrived + refusedSoFar >= 50)
+    const burst = await Promise.all(Array.from({ length: 50 }, async (_, i) => {
+      const r = await chat(bases[i % 3] as string)
+      if (r.status !== 200) { refusedSoFar++; gate.check() }
+      return r
+    }))
     const ok = burst.filter((r) => r.status === 200).length
     t.ok(ok >= 1 && ok <= 5, `${ok} of 50 admitted: never more than the balance holds`)
     t.equal(burst.filter((r) => r.status === 402).length, 50 - ok, 'the others 402')
@@ -116,7 +142,7 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
     t.ok(l.balance >= 0, 'never overdrawn')
     t.equal(l.balance + l.spent, initial, 'balance + spent = initial')
     t.equal(l.spent, l.recorded, 'spent = the sum of the recorded costs')
-    mock.faults = {}
+    mock.script(null)
 
     const created = await (await fetch(`${bases[0] as string}/admin/v1/keys`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify({ org: 'big', project: 'b' }) })).json() as { id: string, key: string }
     t.same(await Promise.all(bases.map(async (b) => (await chat(b, {}, created.key)).status)), [200, 200, 200], 'a new key works on every instance (and is cached there)')

@@ -12,7 +12,7 @@ interface Env { app: FastifyInstance, mock: MockUpstream, base: string, openai: 
 
 async function start (t: Tap.Test, overrides: Record<string, unknown> = {}): Promise<Env> {
   const mock = await startMockUpstream()
-  const app = await buildApp(testConfig({ ...mockCatalog(mock), plugins: [{ name: 'auth' }, { name: 'usage', options: { flush_interval_ms: 5 } }, { name: 'diagnostics' }], ...overrides }))
+  const app = await buildApp(testConfig({ ...mockCatalog(mock), plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }], ...overrides }))
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
   const base = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`

@@ -16,7 +16,7 @@ t.test('no key or token appears in the logs', async (t) => {
   t.teardown(() => mock.close())
   let logs = ''
   const stream = new Writable({ write (chunk: Buffer, _enc, cb) { logs += chunk.toString(); cb() } })
-  const app = await buildApp(testConfig({ ...mockCatalog(mock), admin: { token: ADMIN }, plugins: [{ name: 'cors' }, { name: 'auth' }, { name: 'idempotency' }, { name: 'usage', options: { flush_interval_ms: 5 } }, { name: 'diagnostics' }] }), { logger: { level: 'info', stream } })
+  const app = await buildApp(testConfig({ ...mockCatalog(mock), admin: { token: ADMIN }, plugins: [{ name: 'cors' }, { name: 'auth' }, { name: 'idempotency' }, { name: 'usage' }, { name: 'diagnostics' }] }), { logger: { level: 'info', stream } })
   t.teardown(() => app.close())
   const chat = { model: 'openai/gpt-test', messages: [{ role: 'user', content: 'hello' }] }
   const calls: Array<Parameters<typeof app.inject>[0]> = [

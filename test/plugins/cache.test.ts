@@ -5,7 +5,9 @@ import { buildApp } from '../../app.js'
 import { chargeOf } from '../../plugins/api/index.js'
 import type { Json } from '../../plugins/api/index.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
-import { FakeClock, KEY_A, KEY_OTHER_ORG, mockCatalog, sqliteOf, testConfig } from '../helper.js'
+import auth from '../../plugins/auth.js'
+import cache from '../../plugins/cache.js'
+import { bareGateway, FakeClock, KEY_A, KEY_OTHER_ORG, mockCatalog, sqliteOf, testConfig } from '../helper.js'
 
 // The response cache plugin with the official SDKs over a real socket, against the mock upstream:
 // misses and hits on chat, Messages and Responses, whole and streamed (an answer stored whole
@@ -67,6 +69,22 @@ async function start (t: Tap.Test, cache: Record<string, unknown> = {}, opts: { 
 }
 
 const chatBody = (content: string, extra: Json = {}): Json => ({ model: 'openai/gpt-test', messages: [{ role: 'user', content }], ...extra })
+
+t.test('on a bare Fastify with the test gateway, behind auth: a miss, then the same answer as a hit, on both protocols', async (t) => {
+  const gw = await bareGateway(t, [auth, cache])
+  for (const [url, payload] of [
+    ['/v1/chat/completions', { model: 'test/echo', messages: [{ role: 'user', content: 'hello' }] }],
+    ['/v1/messages', { model: 'test/claude', max_tokens: 50, messages: [{ role: 'user', content: 'hello' }] }]
+  ] as const) {
+    const call = async () => await gw.app.inject({ method: 'POST', url, headers: { ...gw.auth, 'x-svc-cache': 'on' }, payload })
+    const first = await call()
+    t.equal(first.statusCode, 200)
+    t.equal(first.headers['x-svc-cache'], 'miss', url)
+    const second = await call()
+    t.equal(second.headers['x-svc-cache'], 'hit', url)
+    t.equal(second.body, first.body)
+  }
+})
 const weather = { type: 'function' as const, function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city'] } } }
 
 t.test('chat: a whole answer, then a hit whole and replayed as a stream the SDK\'s helper rebuilds; a stream stored, then hit whole', async (t) => {

@@ -1,106 +1,50 @@
 import t from 'tap'
-import { pino } from 'pino'
-import { lazyChildLogger } from '../../plugins/ops/lazy-logger.js'
-import { traceId } from '../../plugins/gateway/core.js'
-import { Writable } from 'node:stream'
-import { bearer, build, KEY_A } from '../helper.js'
+import diagnostics from '../../plugins/diagnostics.js'
+import { bareGateway, mockCatalog } from '../helper.js'
+import { startMockUpstream } from '../mock-upstream.js'
 
-/** A stream for a pino logger, and the JSON lines written to it. */
-function jsonLines (): { lines: Array<Record<string, unknown>>, stream: Writable } {
-  const lines: Array<Record<string, unknown>> = []
-  const stream = new Writable({
-    write (chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l !== '') lines.push(JSON.parse(l)); cb() }
-  })
-  return { lines, stream }
-}
+// The diagnostics plugin on a bare Fastify with the test gateway: {prefix}Model, {prefix}Provider
+// and {prefix}Dropped-Params on the answers of metered calls, errors included once the model is
+// known. (The trace id header, which the gateway sets on every answer: test/app.test.ts.)
 
-t.test('the trace header is on every response: 200, 401, 404, 501, health', async (t) => {
-  const app = await build(t)
-  const seen = new Set<string>()
-  const cases = [
-    { method: 'GET', url: '/v1/models', headers: bearer(KEY_A), status: 200 },
-    { method: 'GET', url: '/v1/models', headers: {}, status: 401 },
-    { method: 'GET', url: '/v1/models/none/such', headers: bearer(KEY_A), status: 404 },
-    { method: 'GET', url: '/not-a-route', headers: {}, status: 404 },
-    { method: 'POST', url: '/v1/embeddings', headers: bearer(KEY_A), status: 501 },
-    { method: 'GET', url: '/healthz', headers: {}, status: 200 }
-  ] as const
-  for (const c of cases) {
-    const res = await app.inject({ method: c.method, url: c.url, headers: c.headers, payload: c.method === 'POST' ? {} : undefined })
-    t.equal(res.statusCode, c.status, c.url)
-    const id = res.headers['x-svc-trace-id']
-    t.type(id, 'string', `${c.url} has a trace id`)
-    t.notOk(seen.has(id as string), 'unique per request')
-    seen.add(id as string)
-  }
+const chat = (extra: Record<string, unknown> = {}) => ({ model: 'test/echo', messages: [{ role: 'user', content: 'hello' }], ...extra })
+
+t.test('a call\'s answer names its model, provider and the parameters dropped for it, both endpoints', async (t) => {
+  const gw = await bareGateway(t, [diagnostics])
+  const res = await gw.app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat({ seed: 1, logit_bias: {} }) })
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['x-svc-model'], 'test/echo')
+  t.equal(res.headers['x-svc-provider'], 'test-openai')
+  t.same(String(res.headers['x-svc-dropped-params']).split(',').sort(), ['logit_bias', 'seed'])
+  const clean = await gw.app.inject({ method: 'POST', url: '/v1/messages', payload: { model: 'test/claude', max_tokens: 10, stream: true, messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(clean.headers['x-svc-model'], 'test/claude', 'a stream too')
+  t.equal(clean.headers['x-svc-provider'], 'test-messages')
+  t.notOk(clean.headers['x-svc-dropped-params'], 'nothing dropped: no header')
 })
 
-t.test('HEAD / and GET / answer without a key (Claude Code probes the base URL first)', async (t) => {
-  const app = await build(t)
-  const head = await app.inject({ method: 'HEAD', url: '/' })
-  t.equal(head.statusCode, 200)
-  t.ok(head.headers['x-svc-trace-id'])
-  t.equal((await app.inject({ method: 'GET', url: '/' })).json().api, '/v1')
+t.test('errors: the headers once the model is known, none before', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const gw = await bareGateway(t, [diagnostics], { config: { ...mockCatalog(mock), upstream: { retry: { attempts: 0 } } } })
+  mock.faults = { status: { status: 500, times: 1 } }
+  const failed = await gw.app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat({ model: 'openai/gpt-test' }) })
+  t.equal(failed.statusCode, 502)
+  t.equal(failed.headers['x-svc-model'], 'openai/gpt-test')
+  t.equal(failed.headers['x-svc-provider'], 'mock-openai')
+  const unknown = await gw.app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat({ model: 'openai/none' }) })
+  t.equal(unknown.statusCode, 404)
+  t.notOk(unknown.headers['x-svc-model'], 'no model, no model header')
+  t.notOk(unknown.headers['x-svc-provider'])
+  const list = await gw.app.inject({ method: 'GET', url: '/v1/models' })
+  t.notOk(list.headers['x-svc-model'], 'not a call: no headers')
+  t.ok(list.headers['x-svc-trace-id'], 'only the trace id the gateway always sets')
 })
 
-t.test('the client cannot choose the trace id', async (t) => {
-  const app = await build(t)
-  const res = await app.inject({ method: 'GET', url: '/v1/models', headers: { ...bearer(KEY_A), 'x-svc-trace-id': 'mine', 'request-id': 'mine' } })
-  t.not(res.headers['x-svc-trace-id'], 'mine')
-})
-
-t.test('a custom header_prefix is used everywhere', async (t) => {
-  const app = await build(t, { server: { header_prefix: 'X-Acme-' } })
-  const res = await app.inject({ method: 'GET', url: '/v1/models', headers: {} })
-  t.ok(res.headers['x-acme-trace-id'])
-  t.notOk(res.headers['x-svc-trace-id'])
-})
-
-t.test('every log line of a request carries its trace id', async (t) => {
-  const { lines, stream } = jsonLines()
-  const app = await build(t, {}, { logger: { level: 'info', stream } })
-  const res = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
-  const id = res.headers['x-svc-trace-id']
-  const mine = lines.filter((l) => l.trace_id === id)
-  t.ok(mine.length >= 2, 'request and response lines')
-  t.ok(lines.filter((l) => 'req' in l || 'res' in l).every((l) => typeof l.trace_id === 'string'))
-})
-
-t.test('at level warn a request logs nothing unless it warns, and then with its trace id', async (t) => {
-  const { lines, stream } = jsonLines()
-  const app = await build(t, {}, { logger: { level: 'warn', stream } })
-  const quiet = await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })
-  t.equal(quiet.statusCode, 200)
-  t.equal(lines.length, 0)
-
-  // the factory on its own, over a pino logger whose child() is counted
-  const parent = pino({ level: 'warn' }, stream)
-  let children = 0
-  const child = parent.child
-  parent.child = function (this: typeof parent, ...a: Parameters<typeof child>) { children++; return child.apply(this, a) } as typeof child
-  const log = lazyChildLogger(parent, { trace_id: 'tr-1' }, {})
-  log.info('not shown')
-  log.debug('not shown')
-  t.equal(children, 0, 'no child made for calls below the level')
-  log.warn({ probe: true }, 'shown')
-  log.error('also shown')
-  t.equal(children, 1, 'one child, made at the first enabled call')
-  log.child({ extra: 1 }).warn('from a child')
-  t.same(lines.map((l) => l.msg), ['shown', 'also shown', 'from a child'])
-  t.ok(lines.every((l) => l.trace_id === 'tr-1'), 'all carry the bindings')
-  t.equal(lines[2]?.extra, 1)
-  t.equal(log.level, 'warn')
-  t.equal(lazyChildLogger(parent, { trace_id: 'tr-2' }, { level: 'debug' }).level, 'debug', 'a child with its own level is made at once')
-})
-
-t.test('trace ids are version 7 UUIDs: unique, and ordered by the millisecond they were made in', async (t) => {
-  const v7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
-  const ids = Array.from({ length: 10_000 }, (_, i) => traceId(1_700_000_000_000 + Math.floor(i / 100)))
-  t.ok(ids.every((id) => v7.test(id)), 'the v7 layout with the RFC 9562 variant')
-  t.equal(new Set(ids).size, ids.length, 'no repeats')
-  t.equal(parseInt(ids[0]!.replace('-', '').slice(0, 12), 16), 1_700_000_000_000, 'the first 48 bits are the milliseconds')
-  t.ok(ids.every((id, i) => i % 100 !== 0 || i === 0 || ids[i - 1]! < id), 'each millisecond sorts after the one before')
-  const app = await build(t)
-  const res = await app.inject({ method: 'GET', url: '/healthz' })
-  t.match(res.headers['x-svc-trace-id'], v7, 'the gateway answers with one')
+t.test('the headers follow server.header_prefix', async (t) => {
+  const gw = await bareGateway(t, [diagnostics], { config: { server: { header_prefix: 'X-Acme-' } } })
+  const res = await gw.app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat({ seed: 1 }) })
+  t.equal(res.headers['x-acme-model'], 'test/echo')
+  t.equal(res.headers['x-acme-provider'], 'test-openai')
+  t.equal(res.headers['x-acme-dropped-params'], 'seed')
+  t.notOk(res.headers['x-svc-model'])
 })

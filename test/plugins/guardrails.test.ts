@@ -1,21 +1,24 @@
 import t from 'tap'
+import type { FastifyInstance } from 'fastify'
 import { maxMatchLength, regexShape } from '../../plugins/api/regex-span.js'
+import guardrails from '../../plugins/guardrails.js'
 import { SseParser } from '../../plugins/translation/sse.js'
-import { bearer, build, KEY_A, mockCatalog } from '../helper.js'
+import { bareGateway, mockCatalog, type Teardown } from '../helper.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 
-// The guardrails plugin: block and redact, on requests and answers, both protocols, JSON and
-// streams, and a match split across two stream deltas at every split point.
+// The guardrails plugin on a bare Fastify with the test gateway, in front of the mock upstream:
+// block and redact, on requests and answers, both protocols, JSON and streams, and a match split
+// across two stream deltas at every split point.
 
 const SECRET = 'sk-ABCDEFGHIJKLMNOPQRSTUV'
 const KEY_RULE = { name: 'no-keys', pattern: 'sk-[A-Za-z0-9_-]{20,}' }
 
-async function setup (t: Parameters<typeof build>[0], rules: unknown[]): Promise<{ app: Awaited<ReturnType<typeof build>>, mock: MockUpstream }> {
+/** The gateway with the rules (none: without the plugin) and the mock upstream behind it. */
+async function setup (t: Teardown, rules: unknown[]): Promise<{ app: FastifyInstance, mock: MockUpstream }> {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
-  const plugins = [{ name: 'auth' }, { name: 'usage' }, ...(rules.length > 0 ? [{ name: 'guardrails', options: { rules } }] : [])]
-  const app = await build(t, { ...mockCatalog(mock), plugins })
-  return { app, mock }
+  const gw = await bareGateway(t, rules.length > 0 ? [[guardrails, { rules }]] : [], { config: mockCatalog(mock) })
+  return { app: gw.app, mock }
 }
 
 const chat = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'openai/gpt-test', messages: [{ role: 'user', content }], ...extra })
@@ -42,25 +45,25 @@ t.test('regex spans: the longest match of a pattern, Infinity when unbounded', a
 
 t.test('block on the request: 400 content_blocked in the route\'s shape, nothing sent upstream', async (t) => {
   const { app, mock } = await setup(t, [{ ...KEY_RULE, action: 'block', on: ['request'] }])
-  const a = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat(`my key is ${SECRET}`) })
+  const a = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat(`my key is ${SECRET}`) })
   t.equal(a.statusCode, 400)
   t.match(a.json(), { error: { code: 'content_blocked', type: 'invalid_request_error', message: /no-keys/ } })
-  const b = await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: messages(`my key is ${SECRET}`) })
+  const b = await app.inject({ method: 'POST', url: '/v1/messages', payload: messages(`my key is ${SECRET}`) })
   t.equal(b.statusCode, 400)
   t.match(b.json(), { type: 'error', error: { type: 'invalid_request_error', code: 'content_blocked' } })
-  const system = await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: messages('hi', { system: [{ type: 'text', text: SECRET }] }) })
+  const system = await app.inject({ method: 'POST', url: '/v1/messages', payload: messages('hi', { system: [{ type: 'text', text: SECRET }] }) })
   t.equal(system.statusCode, 400, 'the system prompt is looked at too')
   t.equal(mock.requests.length, 0, 'nothing reached the upstream')
-  t.equal((await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat('nothing to see') })).statusCode, 200)
+  t.equal((await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat('nothing to see') })).statusCode, 200)
 })
 
 t.test('redact on the request: the upstream gets [REDACTED]', async (t) => {
   const { app, mock } = await setup(t, [{ ...KEY_RULE, on: ['request'] }])
-  await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat(`a ${SECRET} b`) })
+  await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat(`a ${SECRET} b`) })
   t.equal((mock.body().messages as Array<{ content: string }>)[0]?.content, 'a [REDACTED] b')
-  await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: messages([{ type: 'text', text: `x ${SECRET}` }] as never) })
+  await app.inject({ method: 'POST', url: '/v1/messages', payload: messages([{ type: 'text', text: `x ${SECRET}` }] as never) })
   t.same((mock.body().messages as Array<{ content: unknown }>)[0]?.content, [{ type: 'text', text: 'x [REDACTED]' }])
-  await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat(`to the other protocol ${SECRET}`, { model: 'anthropic/claude-test' }) })
+  await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat(`to the other protocol ${SECRET}`, { model: 'anthropic/claude-test' }) })
   t.match(JSON.stringify(mock.body().messages), /to the other protocol \[REDACTED\]/, 'translated calls too')
   t.notMatch(JSON.stringify(mock.requests.map((r) => r.body)), SECRET)
 })
@@ -68,11 +71,11 @@ t.test('redact on the request: the upstream gets [REDACTED]', async (t) => {
 t.test('redact and block on JSON answers, both protocols', async (t) => {
   const { app } = await setup(t, [{ ...KEY_RULE, on: ['response'] }, { name: 'no-ssn', pattern: '\\d{3}-\\d{2}-\\d{4}', action: 'block', on: ['response'] }])
   // the mock echoes the user's words
-  const a = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat(`say ${SECRET}`) })
+  const a = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat(`say ${SECRET}`) })
   t.equal(a.json().choices[0].message.content, 'Echo: say [REDACTED]')
-  const b = await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: messages(`say ${SECRET}`) })
+  const b = await app.inject({ method: 'POST', url: '/v1/messages', payload: messages(`say ${SECRET}`) })
   t.same(b.json().content, [{ type: 'text', text: 'Echo: say [REDACTED]' }])
-  const blocked = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat('my number 123-45-6789') })
+  const blocked = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat('my number 123-45-6789') })
   t.equal(blocked.statusCode, 400)
   t.equal(blocked.json().error.code, 'content_blocked')
   t.notMatch(blocked.body, '123-45-6789')
@@ -116,9 +119,9 @@ t.test('streams: a match split across two deltas is redacted at every split poin
   for (let i = 1; i < text.length; i++) {
     const deltas = [text.slice(0, i), text.slice(i)]
     mock.enqueue({ stream: chatFrames(deltas) })
-    const a = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat('x', { stream: true }) })
+    const a = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat('x', { stream: true }) })
     mock.enqueue({ stream: messagesFrames(deltas) })
-    const b = await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: messages('x', { stream: true }) })
+    const b = await app.inject({ method: 'POST', url: '/v1/messages', payload: messages('x', { stream: true }) })
     if (streamedText(a.body) !== want || streamedText(b.body) !== want || a.body.includes('1234 5678') || b.body.includes('ABCDEFGH')) {
       t.fail(`split at ${i}: chat ${JSON.stringify(streamedText(a.body))}, messages ${JSON.stringify(streamedText(b.body))}`)
       break
@@ -134,19 +137,19 @@ t.test('streams: three-way splits and a key split inside its run of letters', as
   const { app, mock } = await setup(t, [{ ...KEY_RULE, on: ['response'] }])
   const deltas = ['The key: sk-ABC', 'DEFGHIJKLMNO', 'PQRSTUV is it.']
   mock.enqueue({ stream: chatFrames(deltas) })
-  const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat('x', { stream: true }) })
+  const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat('x', { stream: true }) })
   t.equal(streamedText(res.body), 'The key: [REDACTED] is it.')
 })
 
 t.test('streams: a block rule ends the stream with an error in the client\'s format, without the match', async (t) => {
   const { app, mock } = await setup(t, [{ ...KEY_RULE, action: 'block', on: ['response'] }])
   mock.enqueue({ stream: chatFrames(['Here: sk-ABCDEFGHIJ', 'KLMNOPQRSTUV and more']) })
-  const a = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat('x', { stream: true }) })
+  const a = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat('x', { stream: true }) })
   t.equal(a.statusCode, 200, 'the stream had started')
   t.match(a.body, /"code":"content_blocked"/)
   t.notMatch(a.body, /sk-ABC/)
   mock.enqueue({ stream: messagesFrames(['Here: sk-ABCDEFGHIJ', 'KLMNOPQRSTUV and more']) })
-  const b = await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: messages('x', { stream: true }) })
+  const b = await app.inject({ method: 'POST', url: '/v1/messages', payload: messages('x', { stream: true }) })
   t.match(b.body, /event: error\ndata: \{"type":"error","error":\{"type":"invalid_request_error"/)
   t.notMatch(b.body, /sk-ABC/)
 })
@@ -178,8 +181,8 @@ t.test('no change when nothing matches: the same answers as without the plugin',
   for (const stream of [false, true]) {
     for (const [url, payload] of [['/v1/chat/completions', chat('nothing secret here at all', { stream })], ['/v1/messages', messages('nothing secret here at all', { stream })]] as const) {
       for (const { mock } of [plain, guarded]) mock.reset()
-      const a = await plain.app.inject({ method: 'POST', url, headers: bearer(KEY_A), payload })
-      const b = await guarded.app.inject({ method: 'POST', url, headers: bearer(KEY_A), payload })
+      const a = await plain.app.inject({ method: 'POST', url, payload })
+      const b = await guarded.app.inject({ method: 'POST', url, payload })
       t.equal(b.statusCode, 200)
       if (stream) t.same(meaning(b.body), meaning(a.body), `${url}, streamed: the same events and text (text may come in other deltas)`)
       else t.equal(strip(b.body), strip(a.body), url)
@@ -189,7 +192,7 @@ t.test('no change when nothing matches: the same answers as without the plugin',
 
 t.test('the Responses API: requests, whole answers and streams (deltas, the .done events and response.completed)', async (t) => {
   const { app, mock } = await setup(t, [{ ...KEY_RULE }])
-  const post = (body: Record<string, unknown>) => app.inject({ method: 'POST', url: '/v1/responses', headers: bearer(KEY_A), payload: { model: 'openai/gpt-test', ...body } })
+  const post = (body: Record<string, unknown>) => app.inject({ method: 'POST', url: '/v1/responses', payload: { model: 'openai/gpt-test', ...body } })
   const json = await post({ input: `say ${SECRET}` })
   t.equal(json.statusCode, 200)
   t.notMatch(JSON.stringify(mock.body()), SECRET, 'the request was redacted before it went upstream')
@@ -207,4 +210,24 @@ t.test('the Responses API: requests, whole answers and streams (deltas, the .don
     t.same(events.map((e) => e.sequence_number), events.map((_, n) => n), 'sequence numbers still run from 0 without gaps')
     t.notMatch(res.body, /ABCDEFGH/)
   }
+})
+
+t.test('options: a pattern that is not a regular expression is refused by name; replacement; max_hold_chars', async (t) => {
+  const gw = await bareGateway(t, [])
+  await t.rejects(gw.use(guardrails, { rules: [KEY_RULE, { name: 'broken', pattern: '(unclosed' }] }), /plugin guardrails: options\.rules\[1\]\.pattern: not a valid regular expression/)
+  await t.rejects(gw.use(guardrails, { rules: [{ ...KEY_RULE, action: 'mask' }] }), /options\.rules/)
+
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const { app } = await bareGateway(t, [[guardrails, { rules: [{ ...KEY_RULE, on: ['response'] }], replacement: '***', max_hold_chars: 8 }]], { config: mockCatalog(mock) })
+  const json = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat(`say ${SECRET}`) })
+  t.match(json.json().choices[0].message.content, /say \*\*\*/, 'the replacement text')
+  // an unbounded pattern holds back at most max_hold_chars of a stream: a match that grows past
+  // it before its last delta arrives is no longer caught whole (the documented limit)
+  mock.enqueue({ stream: chatFrames(['key sk-ABCDEFGHIJ', 'KLMNOPQRSTUV end']) })
+  const long = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat('x', { stream: true }) })
+  t.notMatch(streamedText(long.body), /\*\*\*/, 'a match longer than max_hold_chars split across deltas passes')
+  mock.enqueue({ stream: chatFrames(['key sk-ABCDEFGHIJKLMNOPQRSTUV', ' end']) })
+  const whole = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat('x', { stream: true }) })
+  t.equal(streamedText(whole.body), 'key *** end', 'one that arrives in one delta is replaced')
 })

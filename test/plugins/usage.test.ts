@@ -1,0 +1,81 @@
+import t from 'tap'
+import auth from '../../plugins/auth.js'
+import usage from '../../plugins/usage.js'
+import type { SqliteStore } from '../../plugins/store/sqlite/index.js'
+import { bareGateway, FakeClock, mockCatalog } from '../helper.js'
+import { startMockUpstream } from '../mock-upstream.js'
+
+// The usage plugin, with auth, on a bare Fastify with the test gateway: one record per metered
+// call that reached an upstream, committed before the answer ends; stored content swept after
+// retention_days. (What store_content keeps, byte for byte: test/e2e/billing.test.ts.)
+
+const chat = (extra: Record<string, unknown> = {}) => ({ model: 'test/echo', messages: [{ role: 'user', content: 'Count to three' }], ...extra })
+
+t.test('one record per call, written by the time its answer arrived: who, what, tokens, cost', async (t) => {
+  const clock = new FakeClock()
+  const gw = await bareGateway(t, [auth, usage], { clock })
+  const res = await gw.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: chat() })
+  t.equal(res.statusCode, 200)
+  const rows = await gw.gateway.store.usage.page({}, 10)
+  t.equal(rows.length, 1, 'recorded before the answer ended')
+  const row = rows[0]!
+  const answer = res.json()
+  t.match(row, {
+    created_at: clock.now(),
+    trace_id: res.headers['x-svc-trace-id'],
+    org_id: 'acme',
+    project_id: 'web',
+    endpoint: 'chat.completions',
+    model: 'test/echo',
+    provider: 'test-openai',
+    stream: 0,
+    status: 'ok',
+    prompt_tokens: answer.usage.prompt_tokens,
+    completion_tokens: answer.usage.completion_tokens,
+    total_tokens: answer.usage.prompt_tokens + answer.usage.completion_tokens
+  })
+  t.ok(row.key_id?.startsWith('key_'), 'the API key\'s id')
+  // $1 per million input tokens, $2 per million output tokens: nano-dollars per token 1000 and 2000
+  t.equal(row.cost_nano, row.prompt_tokens * 1000 + row.completion_tokens * 2000, 'the cost at the model\'s prices')
+
+  const streamed = await gw.app.inject({ method: 'POST', url: '/v1/messages', headers: gw.auth, payload: { model: 'test/claude', max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(streamed.statusCode, 200)
+  t.match((await gw.gateway.store.usage.page({}, 10))[0], { endpoint: 'messages', model: 'test/claude', provider: 'test-messages', stream: 1, status: 'ok' }, 'a streamed Messages call')
+})
+
+t.test('refused calls leave no record; a call the upstream failed is recorded with its status and no cost', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const gw = await bareGateway(t, [auth, usage], { config: { ...mockCatalog(mock), upstream: { retry: { attempts: 0 } } } })
+  const post = (headers: Record<string, string>, body: Record<string, unknown>) => gw.app.inject({ method: 'POST', url: '/v1/chat/completions', headers, payload: body })
+  t.equal((await post({}, chat({ model: 'openai/gpt-test' }))).statusCode, 401)
+  t.equal((await post(gw.auth, { model: 'openai/gpt-test' })).statusCode, 400)
+  t.equal((await post(gw.auth, chat({ model: 'openai/none' }))).statusCode, 404)
+  t.equal((await gw.gateway.store.usage.page({}, 10)).length, 0, 'nothing reached an upstream: nothing recorded')
+  mock.faults = { status: { status: 500, times: 1 } }
+  const failed = await post(gw.auth, chat({ model: 'openai/gpt-test' }))
+  t.equal(failed.statusCode, 502)
+  const rows = await gw.gateway.store.usage.page({}, 10)
+  t.equal(rows.length, 1, 'the failed call is recorded')
+  t.match(rows[0], { model: 'openai/gpt-test', provider: 'mock-openai', cost_nano: 0 })
+  t.not(rows[0]?.status, 'ok')
+})
+
+t.test('store_content: content older than retention_days is swept when the plugin starts', async (t) => {
+  const clock = new FakeClock()
+  const day = 86_400_000
+  const gw = await bareGateway(t, [], { clock })
+  const store = gw.gateway.store as SqliteStore
+  const record = (id: string, at: number): void => {
+    store.usage.insert({ id, created_at: at, trace_id: id, org_id: 'acme', project_id: 'web', key_id: null, endpoint: 'chat.completions', model: 'test/echo', provider: 'test-openai', stream: 0, status: 'ok', prompt_tokens: 1, cached_input_tokens: 0, completion_tokens: 1, total_tokens: 2, cost_nano: 3, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0 },
+      { usage_id: id, created_at: at, request: '{"secret":1}', response: '{}' })
+  }
+  record('old', clock.now() - 8 * day)
+  record('recent', clock.now() - 6 * day)
+  await gw.use(usage, { store_content: true, retention_days: 7 })
+  await gw.app.ready()
+  const left = () => (store.db.prepare('SELECT usage_id FROM usage_content ORDER BY usage_id').all() as Array<{ usage_id: string }>).map((r) => r.usage_id)
+  for (let i = 0; i < 100 && left().length > 1; i++) await new Promise((resolve) => setImmediate(resolve))
+  t.same(left(), ['recent'], 'the content older than seven days is gone')
+  t.equal((await store.usage.page({}, 10)).length, 2, 'the records themselves stay')
+})
