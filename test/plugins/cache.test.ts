@@ -290,6 +290,17 @@ t.test('billing: a hit costs nothing, takes no quota or balance, and is recorded
   t.equal(g.mock.requests.length, 1)
 })
 
+t.test('a hit is a success: its Idempotency-Key refuses a repeat, as after any answer', async (t) => {
+  const g = await start(t)
+  const body = chatBody('answered once')
+  t.equal((await g.post('/v1/chat/completions', body, { ...ON, 'idempotency-key': 'first' })).status, 200)
+  const hit = await g.post('/v1/chat/completions', body, { ...ON, 'idempotency-key': 'second' })
+  t.equal(hit.headers.get('x-svc-cache'), 'hit')
+  const repeat = await g.post('/v1/chat/completions', body, { ...ON, 'idempotency-key': 'second' })
+  t.equal(repeat.status, 409, 'the hit kept its key')
+  t.match(repeat.json(), { error: { code: 'duplicate_request' } })
+})
+
 t.test('identical calls that miss together reach the provider once; when that one fails, the others go upstream', async (t) => {
   const g = await start(t)
   let release: () => void = () => {}
