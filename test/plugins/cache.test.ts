@@ -370,7 +370,9 @@ t.test('never stored: failed, cut and refused calls, answers above max_entry_kb'
 t.test('bounded by max_entries; metrics count hits, misses and savings', async (t) => {
   const g = await start(t, { max_entries: 3 })
   for (let i = 0; i < 5; i++) await g.post('/v1/chat/completions', chatBody(`entry ${i}`))
-  t.equal(sqliteOf(g.app).cache.size(), 3, 'at most max_entries')
+  const kept = sqliteOf(g.app).cache
+  t.equal(kept.size(), 3, 'at most max_entries')
+  t.equal(kept.counted(), 3, 'the count the store keeps agrees')
   t.equal((await g.post('/v1/chat/completions', chatBody('entry 0'))).headers.get('x-svc-cache'), 'miss', 'the oldest went first')
   t.equal((await g.post('/v1/chat/completions', chatBody('entry 4'))).headers.get('x-svc-cache'), 'hit')
   t.equal((await g.post('/v1/chat/completions', chatBody('entry 4'))).headers.get('x-svc-cache'), 'hit')
@@ -382,6 +384,8 @@ t.test('bounded by max_entries; metrics count hits, misses and savings', async (
   t.ok(saved > 0)
   const line = /modelgate_cache_saved_usd_total\{org="acme"\} ([\d.e-]+)/.exec(await metrics.getSingleMetricAsString('modelgate_cache_saved_usd_total'))
   t.ok(line !== null && Math.abs(Number(line[1]) - saved / 1e9) < 1e-12, 'savings in USD')
+  t.equal(kept.sweep(g.clock.now() + 300_000), 3, 'the store\'s maintenance sweeps the expired ones')
+  t.same([kept.size(), kept.counted()], [0, 0])
 })
 
 t.test('a cache listed after the quota and balance still answers, and the chain without auth is refused', async (t) => {
