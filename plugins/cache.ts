@@ -85,7 +85,7 @@ function directives (cacheControl: string | undefined, on: boolean | null): Dire
 }
 
 /** JSON text with every object's keys sorted, and the top level's `stream` fields left out. */
-export function canonical (v: unknown, top = false): string {
+function canonical (v: unknown, top = false): string {
   if (Array.isArray(v)) return '[' + v.map((x) => x === undefined ? 'null' : canonical(x)).join(',') + ']'
   if (v !== null && typeof v === 'object') {
     const o = v as Record<string, unknown>
@@ -106,7 +106,7 @@ function scopeOf (scope: Scope, p: Principal): string[] {
 }
 
 /** The cache key of a call: a hash of what makes its answer, within its scope. */
-export function cacheKey (scope: Scope, p: Principal, endpoint: string, model: string, body: Json): string {
+function cacheKey (scope: Scope, p: Principal, endpoint: string, model: string, body: Json): string {
   return hash('sha256', `[${JSON.stringify(scopeOf(scope, p))},${JSON.stringify(endpoint)},${JSON.stringify(model)},${canonical(body, true)}]`, 'base64url')
 }
 
