@@ -154,7 +154,16 @@ export interface Cursor { created_at: number, id: string }
 
 export interface UsageTotals { calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, total_tokens: number, cost_nano: number }
 
-export interface UsageBucket { t: number, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_nano: number }
+export interface UsageBucket {
+  t: number
+  calls: number
+  prompt_tokens: number
+  cached_input_tokens: number
+  completion_tokens: number
+  cost_nano: number
+  /** What the calls answered from a response cache would have cost. */
+  saved_nano: number
+}
 
 export interface UsageStore {
   /** Records a call; durable once the returned promise settles. */
@@ -166,6 +175,38 @@ export interface UsageStore {
   buckets: (org: string, project: string, since: number, size: number) => MaybePromise<UsageBucket[]>
   /** Deletes stored prompt and completion text older than `before`. */
   sweepContent: (before: number) => MaybePromise<number>
+}
+
+/** An answer kept by the response cache: the cache's own text, when it was stored and until when it serves (ms). */
+export interface CachedAnswer { value: string, storedAt: number, expiresAt: number }
+
+/**
+ * What a lookup found: `hit`, a live answer; `miss`, none (nothing was claimed); `fill`, none,
+ * and the caller now fills it: identical lookups wait for it until it stores the answer or
+ * abandons; `wait`, none yet: another call, in this process or another, is filling it.
+ */
+export type CacheLookup = { kind: 'hit', entry: CachedAnswer } | { kind: 'miss' } | { kind: 'fill' } | { kind: 'wait' }
+
+export interface CacheLookupOptions {
+  now: number
+  /** Only an answer stored at or after this time serves (the client's max-age). */
+  storedSince?: number
+  /** With no answer, claim its fill for `owner` (a request id), for `ttlMs` at most. */
+  fill?: { owner: string, ttlMs: number }
+}
+
+/** The response cache's answers, shared by every process of the store; identical misses are filled once. */
+export interface ResponseCacheStore {
+  lookup: (key: string, opts: CacheLookupOptions) => MaybePromise<CacheLookup>
+  /** Resolves once the fill of `key` that another call holds has ended (stored or abandoned), or after `ms`. */
+  waitFill: (key: string, ms: number) => Promise<void>
+  /**
+   * Stores an answer under `key` (replacing one there), keeping at most `maxEntries` answers:
+   * the oldest stored go first. Ends `owner`'s fill of the key; the calls waiting for it go on.
+   */
+  put: (key: string, answer: CachedAnswer, maxEntries: number, owner?: string) => MaybePromise<void>
+  /** Ends `owner`'s fill of `key` with no answer: the calls waiting for it go on without one. */
+  abandon: (key: string, owner: string) => MaybePromise<void>
 }
 
 /** Messages between the processes sharing one store. */
@@ -185,6 +226,8 @@ export interface Store {
   readonly idempotency: IdempotencyStore
   readonly rateLimits: RateLimitStore
   readonly quota: QuotaStore
+  /** The response cache plugin's answers. */
+  readonly cache: ResponseCacheStore
   /** Tenants from the config: orgs (with their initial balance), projects and literal keys. */
   syncTenants: (config: Config, now: number) => MaybePromise<void>
   /**

@@ -12,7 +12,7 @@ import { childEnv, KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
 const run = promisify(execFile)
-const BUILTINS = ['auth', 'balance', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage', 'metrics', 'tracing']
+const BUILTINS = ['auth', 'balance', 'cache', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage', 'metrics', 'tracing']
 
 /**
  * The example plugin as a project that installed modelgate would hold it: a copy of its file in a
