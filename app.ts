@@ -11,6 +11,7 @@ import { clientErrorHandler, serverTimeouts } from './plugins/ops/server-limits.
 import { openStore, staleHoldMs } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
 import v1Routes from './routes/v1/index.js'
+import geminiRoutes from './routes/v1/gemini.js'
 import adminRoutes from './routes/admin/index.js'
 import consoleRoutes from './routes/console/index.js'
 import { finiteNumbers } from './routes/schemas.js'
@@ -32,7 +33,7 @@ export { headerNames } from './plugins/gateway/core.js'
 const MAX_PARAM_LENGTH = 1000
 
 // The prefixes of the API scope's own route groups; routes in any other are the chain plugins'.
-const isCoreScope = (prefix: string): boolean => prefix === '/v1' || prefix.startsWith('/v1/') || prefix === '/passthrough'
+const isCoreScope = (prefix: string): boolean => prefix === '/v1' || prefix.startsWith('/v1/') || prefix === '/v1beta' || prefix === '/passthrough'
 
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
   const traceHeader = `${config.server.header_prefix}Trace-ID`
@@ -122,6 +123,11 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
       v1.setNotFoundHandler(notFound)
       await v1.register(v1Routes)
     }, { prefix: '/v1' })
+    // Google's Gemini API lives under /v1beta (and its method calls under /v1 too)
+    await api.register(async (v1beta) => {
+      v1beta.setNotFoundHandler(notFound)
+      await v1beta.register(geminiRoutes, { underOpenAI: false })
+    }, { prefix: '/v1beta' })
     const passthrough = config.providers.filter((p) => p.passthrough && p.base_url !== undefined)
     if (passthrough.length > 0) {
       await api.register(async (scope) => {

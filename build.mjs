@@ -1,11 +1,16 @@
 // Builds what `npm start` serves, and only what changed since the last build:
-//   the server: every TypeScript source (the top-level *.ts, config/, plugins/, routes/)
-//     transpiled to dist/ by esbuild, file by file (type-checking is `npm run typecheck`'s job);
+//   the server: the `modelgate` command (cli/index.ts) and everything it loads, and the plugin API
+//     package.json exports (plugins/api/), bundled by esbuild into dist/ (type-checking is
+//     `npm run typecheck`'s job; `npm pack` adds the API's declarations). Each module loaded lazily (a
+//     command, the server of a worker, the store migration) starts a chunk of its own, so a
+//     process compiles only what it runs. The dependencies are bundled too, except those below:
+//     Node reads, resolves and compiles thousands of small files to load them from node_modules
+//     (TypeBox alone is 247 ES modules), which was most of a process's start-up;
 //   the console page: routes/console/web bundled into dist/console (routes/console/build.mjs).
-// Each part is rebuilt when one of its sources is newer than its last build, or with --force
-// (npm pack builds with it). Nothing changed: no work, so `npm start` serves at once.
-import { build } from 'esbuild'
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+// Each part is rebuilt when one of its sources is newer than its last build (for the server:
+// also package.json, package-lock.json, tsconfig.json and this file), or with --force (npm pack
+// builds with it). Nothing changed: no work, so `npm start` serves at once.
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -13,6 +18,13 @@ const root = dirname(fileURLToPath(import.meta.url))
 const dist = join(root, 'dist')
 const force = process.argv.includes('--force')
 const CONSOLE_WEB = join(root, 'routes', 'console', 'web')
+
+// Loaded from node_modules at run time, not bundled: a native addon, code that runs files of its
+// package by path (pino's transports start a worker thread on one), an optional native driver,
+// tokenizer tables loaded on demand, code that reads its own package.json by __dirname (ioredis).
+const EXTERNAL = ['better-sqlite3', 'pino', 'pino-pretty', 'thread-stream', 'pg-native', 'js-tiktoken', 'ioredis']
+// Bundled dependencies that name __dirname or __filename only after checking that they exist.
+const REVIEWED = new Set(['undici'])
 
 /** Every file under `dir` for which `keep` is true, recursively. */
 function files (dir, keep) {
@@ -31,22 +43,46 @@ const builtAt = (stamp) => existsSync(stamp) ? statSync(stamp).mtimeMs : -1
 const isSource = (p) => p.endsWith('.ts') && !p.endsWith('.d.ts') && !p.startsWith(CONSOLE_WEB)
 const serverSources = [
   ...readdirSync(root).filter((f) => f.endsWith('.ts')).map((f) => join(root, f)),
-  ...['config', 'plugins', 'routes'].flatMap((d) => files(join(root, d), isSource))
+  ...['cli', 'config', 'plugins', 'routes'].flatMap((d) => files(join(root, d), isSource))
 ]
 const serverStamp = join(dist, '.server-built')
-if (force || newest([...serverSources, join(root, 'tsconfig.json'), join(root, 'build.mjs')]) > builtAt(serverStamp)) {
+const serverInputs = [...serverSources, ...['tsconfig.json', 'build.mjs', 'package.json', 'package-lock.json'].map((f) => join(root, f)).filter(existsSync)]
+if (force || newest(serverInputs) > builtAt(serverStamp)) {
+  const { build } = await import('esbuild')
   // a full build: files of sources since deleted do not linger
   for (const entry of existsSync(dist) ? readdirSync(dist) : []) if (entry !== 'console') rmSync(join(dist, entry), { recursive: true, force: true })
-  await build({
-    entryPoints: serverSources,
+  const result = await build({
+    // the command, and what package.json exports to plugins written outside the project (they
+    // share the command's chunks, so a plugin and the gateway that loads it share one API)
+    entryPoints: [join(root, 'cli', 'index.ts'), join(root, 'plugins', 'api', 'index.ts'), join(root, 'plugins', 'api', 'testing.ts')],
     outdir: dist,
     outbase: root,
+    absWorkingDir: root,
+    bundle: true,
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
     format: 'esm',
     platform: 'node',
     target: 'node20',
+    external: EXTERNAL,
+    // the CommonJS code bundled into these ES modules requires the external packages through this
+    banner: { js: "import { createRequire as __mgCreateRequire } from 'node:module'; const require = __mgCreateRequire(import.meta.url);" },
     sourcemap: true,
+    sourcesContent: false,
+    metafile: true,
     logLevel: 'warning'
   })
+  // an ES module has no __dirname: a bundled dependency that needs one must be in EXTERNAL
+  const needsDirname = new Set()
+  for (const input of Object.keys(result.metafile.inputs)) {
+    const pkg = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input)?.[1]
+    if (pkg === undefined || REVIEWED.has(pkg) || !/\.[cm]?js$/.test(input)) continue
+    if (/\b__(dirname|filename)\b/.test(readFileSync(join(root, input), 'utf8'))) needsDirname.add(pkg)
+  }
+  if (needsDirname.size > 0) {
+    process.stderr.write(`build: ${[...needsDirname].join(', ')} use __dirname or __filename, which a bundle does not have: add them to EXTERNAL in build.mjs (or, once checked, to REVIEWED)\n`)
+    process.exit(1)
+  }
   writeFileSync(serverStamp, '')
   process.stderr.write(`build: ${serverSources.length} server files → ${relative(root, dist)}/\n`)
 }

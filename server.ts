@@ -3,7 +3,6 @@ import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { buildApp } from './app.js'
 import { configChanges } from './config/diff.js'
-import { ConfigError, loadConfig } from './config/load.js'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
 import { linkWorker, workerBus, type WorkerLink } from './plugins/ops/cluster.js'
@@ -189,6 +188,8 @@ export class GatewayServer {
     const log = this.app.log
     let g: Generation
     let file: Config
+    // the config loader is needed only now: a worker starts with the configuration its primary read
+    const { ConfigError, loadConfig } = await import('./config/load.js')
     try {
       if (this.closing) throw new Error('the gateway is shutting down')
       file = await loadConfig(this.opts.file)

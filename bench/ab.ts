@@ -19,7 +19,7 @@ if (BASELINE === undefined) throw new Error('BASELINE=/path/to/another/checkout 
 const dir = mkdtempSync(join(tmpdir(), 'ab-'))
 const up = await startServer([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
-const gw = (root: string, name: string, list: string) => startServer([`${root}/dist/cli.js`, 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'], { LOG_LEVEL: 'error' })
+const gw = (root: string, name: string, list: string) => startServer([`${root}/dist/cli/index.js`, 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'], { LOG_LEVEL: 'error' })
 const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
   ['reply-from', () => startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
   ['baseline, no plugins', () => gw(BASELINE, 'old0', '')],

@@ -20,7 +20,7 @@ const up = await startServer([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
 const all = (process.env.PLUGINS ?? ALL_PLUGINS)
 const gateway = (name: string, list: string) => () =>
-  startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'], { LOG_LEVEL: 'error' })
+  startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'], { LOG_LEVEL: 'error' })
 const cases: Array<[string, () => Promise<Server>]> = [
   ['reply-from', () => startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
   ['undici handler', () => startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'undici' })],

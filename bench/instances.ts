@@ -65,7 +65,7 @@ async function main (): Promise<void> {
     const cfg = JSON.parse((await import('node:fs')).readFileSync(pgCfg, 'utf8')) as Record<string, unknown>
     cfg.store = { postgres: ADMIN_URL.replace(/\/postgres$/, `/${name}`), redis: REDIS_URL, redis_prefix: redisPrefix }
     writeFileSync(pgCfg, JSON.stringify(cfg))
-    const serve = async (file: string): Promise<Server> => await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', file, '--workers', '1'], { LOG_LEVEL: 'error' })
+    const serve = async (file: string): Promise<Server> => await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', file, '--workers', '1'], { LOG_LEVEL: 'error' })
     const sqlite = await serve(sqliteCfg)
     const pgA = await serve(pgCfg)
     const pgB = await serve(pgCfg)

@@ -26,7 +26,7 @@ async function main (): Promise<void> {
   const db = join(dir, 'gw.db')
   writeSmallConfig(join(dir, 'c.json'), db, `http://127.0.0.1:${up.port}`, ALL_PLUGINS, { connections: 2000, timeoutS: 60 })
   const probeOut = join(dir, 'probe.jsonl')
-  const gw = await startServer(['--expose-gc', '--import', fromRoot('bench', 'gc-probe.mjs'), fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error', MEM_PROBE_OUT: probeOut })
+  const gw = await startServer(['--expose-gc', '--import', fromRoot('bench', 'gc-probe.mjs'), fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error', MEM_PROBE_OUT: probeOut })
   let probes = 0
   const afterGc = async (): Promise<{ rss_mb: number, heap_used_mb: number, external_mb: number }> => {
     gw.child.kill('SIGUSR2')

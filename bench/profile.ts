@@ -18,7 +18,7 @@ writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${up
 const args = process.env.PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : []
 const gw = process.env.BASELINE
   ? await startServer([...args, fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: `http://127.0.0.1:${up.port}`, KIND: 'reply-from' })
-  : await startServer([...args, fromRoot('dist', 'cli.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error' })
+  : await startServer([...args, fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error' })
 let n = 0
 const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 // IDEM=1: a fresh Idempotency-Key per call

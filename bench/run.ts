@@ -1,9 +1,9 @@
 // npm run bench [-- --quick] : measures, side by side in one run on this machine, the fixed-
 // response upstream directly, a bare Fastify + @fastify/reply-from proxy, a bare Fastify handler
-// over an undici pool, modelgate with every plugin on (one worker, and one per core), and the
-// Portkey gateway when it is installed (PORTKEY_DIR, default /tmp/portkey:
-// `npm install --prefix /tmp/portkey @portkey-ai/gateway`; it is kept out of this project's
-// dependencies). Prints a table and writes bench/results/<time>.json and latest.json.
+// over an undici pool, modelgate with every plugin on (one worker, and one per core; and one
+// worker with the response cache answering every call), and the Portkey gateway when it is
+// installed (PORTKEY_DIR, default /tmp/portkey: `npm install --prefix /tmp/portkey
+// @portkey-ai/gateway`; it is kept out of this project's dependencies). Prints a table and writes bench/results/<time>.json and latest.json.
 // Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
@@ -34,8 +34,8 @@ const SLICE = Math.max(2, Math.round(DURATION / ROUNDS))
 // operators write (a secret's shape with no upper length, and a bounded number pattern).
 const GUARDRAILS = { name: 'guardrails', options: { rules: [{ name: 'keys', pattern: 'sk-[A-Za-z0-9_-]{20,}' }, { name: 'cards', pattern: '\\b\\d{4}[ -]?\\d{4}[ -]?\\d{4}[ -]?\\d{4}\\b', action: 'block' }] } }
 
-function gatewayConfig (upstream: number, db: string, opts: { metrics?: boolean, extraPlugins?: Array<Record<string, unknown>> } = {}): Record<string, unknown> {
-  const { metrics = true, extraPlugins = [] } = opts
+function gatewayConfig (upstream: number, db: string, opts: { metrics?: boolean, extraPlugins?: Array<Record<string, unknown>>, cache?: boolean } = {}): Record<string, unknown> {
+  const { metrics = true, extraPlugins = [], cache = false } = opts
   const model = (id: string, provider: string): Record<string, unknown> => ({
     id, name: id, provider, upstream_model: 'bench', context_length: 128000, max_output_tokens: 4096,
     architecture: { input_modalities: ['text'], output_modalities: ['text'] },
@@ -46,7 +46,8 @@ function gatewayConfig (upstream: number, db: string, opts: { metrics?: boolean,
     store: { sqlite: db },
     plugins: [
       { name: 'cors' }, { name: 'rate-limit', options: { max: 1_000_000_000, window_s: 60 } }, { name: 'auth' },
-      { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' },
+      // the response cache where it belongs: before the quota and balance, which a hit skips
+      { name: 'idempotency' }, ...(cache ? [{ name: 'cache' }] : []), { name: 'quota' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' },
       ...extraPlugins
     ],
     providers: [
@@ -91,8 +92,10 @@ async function startPortkey (dir: string): Promise<Server | undefined> {
 }
 
 const responsesBody = (model: string): string => JSON.stringify({ model, stream: true, max_output_tokens: 64, input: 'Say twenty words.' })
+const geminiBody = (): string => JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'Say twenty words.' }] }], generationConfig: { maxOutputTokens: 64 } })
 const chatBody = (model: string, stream = false): string => JSON.stringify({ model, stream, max_tokens: 64, messages: [{ role: 'user', content: 'Say twenty words.' }] })
 const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
+const cacheHeaders: Record<string, string> = { ...headers, 'x-svc-cache': 'on' }
 /** What Portkey needs to forward to our upstream as an OpenAI-compatible host. */
 const portkeyHeaders = (upstream: string): Record<string, string> => ({ ...headers, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${upstream}/v1` })
 
@@ -227,7 +230,7 @@ const fmt = (n: number, d = 0): string => Number.isFinite(n) ? n.toFixed(d) : 'n
 const ratio = (a: number, b: number | undefined): string => b === undefined || !Number.isFinite(b) || b === 0 ? 'n/a' : (a / b).toFixed(2)
 
 async function main (): Promise<void> {
-  if (!existsSync(fromRoot('dist', 'cli.js'))) throw new Error('run `npm run build` first (npm install does it)')
+  if (!existsSync(fromRoot('dist', 'cli', 'index.js'))) throw new Error('run `npm run build` first (npm install does it)')
   const upstream = await startServer([fromRoot('bench', 'upstream.mjs')])
   const up = `http://127.0.0.1:${upstream.port}`
   const replyFrom = await startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: up, KIND: 'reply-from' })
@@ -235,16 +238,19 @@ async function main (): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'mg-bench-'))
   const cfg = join(dir, 'gateway.json')
   writeFileSync(cfg, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw.db'))))
-  const gateway = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const gateway = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfg, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgGuard = join(dir, 'gateway-guardrails.json')
   writeFileSync(cfgGuard, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-guardrails.db'), { extraPlugins: [GUARDRAILS] })))
-  const guarded = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgGuard, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const guarded = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgGuard, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgOff = join(dir, 'gateway-metrics-off.json')
   writeFileSync(cfgOff, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-off.db'), { metrics: false })))
-  const metricsOff = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgOff, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const metricsOff = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgOff, '--workers', '1'], { LOG_LEVEL: 'error' })
+  const cfgCache = join(dir, 'gateway-cache.json')
+  writeFileSync(cfgCache, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-cache.db'), { cache: true })))
+  const cached = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgCache, '--workers', '1'], { LOG_LEVEL: 'error' })
   const cfgAll = join(dir, 'gateway-all-cores.json')
   writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-all-cores.db'))))
-  const allCores = await startServer([fromRoot('dist', 'cli.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
+  const allCores = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
   const portkeyDir = process.env.PORTKEY_DIR ?? '/tmp/portkey'
   const portkeyServer = await startPortkey(portkeyDir)
   const portkey = portkeyServer === undefined ? `not installed in ${portkeyDir}` : 'installed'
@@ -263,6 +269,8 @@ async function main (): Promise<void> {
 
   // warm-up, not measured: every server's JIT and connection pools
   const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), gateway, guarded, metricsOff, allCores].map((s) => [chatUrl(s), chatBody('bench/openai'), headers])
+  // its first call stores the answer every later one hits
+  warm.push([chatUrl(cached), chatBody('bench/openai'), cacheHeaders])
   if (pk !== undefined) warm.push([pk, chatBody('bench'), portkeyHeaders(up)])
   for (const [url, body, h] of warm) await autocannon({ url, method: 'POST', body, headers: h, connections: 32, duration: 1 })
   const mgChat = `${mg}/v1/chat/completions`
@@ -274,6 +282,8 @@ async function main (): Promise<void> {
     ['modelgate /passthrough', async () => await load(`${mg}/passthrough/up-openai/chat/completions`, chatBody('bench'), 32, headers, gateway.pid)],
     ['modelgate + guardrails', async () => await load(chatUrl(guarded), chatBody('bench/openai'), 32, headers, guarded.pid)],
     ['modelgate metrics off', async () => await load(chatUrl(metricsOff), chatBody('bench/openai'), 32, headers, metricsOff.pid)],
+    // every call the same and asking for the cache: each one a hit, no upstream hop
+    ['modelgate cache hit', async () => await load(chatUrl(cached), chatBody('bench/openai'), 32, cacheHeaders, cached.pid)],
     // its CPU is spread over the cluster's workers: not read
     [`modelgate ${cpus().length} workers`, async () => await load(chatUrl(allCores), chatBody('bench/openai'), 32)]
   )
@@ -291,6 +301,7 @@ async function main (): Promise<void> {
     ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 16)],
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 16)],
     ['modelgate Responses → chat', async () => await streamLoad(`${mg}/v1/responses`, responsesBody('bench/openai'), 16)],
+    ['modelgate Gemini → chat', async () => await streamLoad(`${mg}/v1beta/models/bench/openai:streamGenerateContent?alt=sse`, geminiBody(), 16)],
     ['modelgate + guardrails', async () => await streamLoad(chatUrl(guarded), chatBody('bench/openai', true), 16)]
   ]
   if (pk !== undefined) streamCases.push(['portkey', async () => await streamLoad(pk, chatBody('bench', true), 16, portkeyHeaders(up))])
@@ -327,6 +338,8 @@ async function main (): Promise<void> {
   console.log(`\nTranslated / passthrough stream throughput: ${fmt(translatedRatio, 2)} (target ≥ 0.70)`)
   const responsesRatio = (streaming['modelgate Responses → chat']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
   console.log(`Translated Responses / chat passthrough stream throughput: ${fmt(responsesRatio, 2)} (target ≥ 0.70)`)
+  const geminiRatio = (streaming['modelgate Gemini → chat']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
+  console.log(`Translated Gemini (streamGenerateContent → chat) / chat passthrough stream throughput: ${fmt(geminiRatio, 2)} (target ≥ 0.70)`)
   const guardStream = (streaming['modelgate + guardrails']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
   const guardCpu = (throughput['modelgate + guardrails']?.cpuUs ?? NaN) / (throughput['modelgate passthrough']?.cpuUs ?? NaN)
   console.log(`Guardrails (2 rules, no match): CPU per request ${fmt(guardCpu, 2)}× modelgate without it; stream throughput ${fmt(guardStream, 2)}×`)
@@ -345,11 +358,15 @@ async function main (): Promise<void> {
   const passthroughRoute = pairedRatio(throughputRuns, 'modelgate /passthrough', 'reply-from')
   results.passthrough_route_over_reply_from = passthroughRoute
   console.log(`Pass-through route (/passthrough/{provider}, all plugins) / bare reply-from proxy: ${fmt(passthroughRoute, 2)} per round (median), ${ratio(throughput['modelgate /passthrough']?.rps ?? NaN, bare)} of the medians (target ≥ 0.90)`)
+  const cacheHit = pairedRatio(throughputRuns, 'modelgate cache hit', 'reply-from')
+  results.cache_hit_over_reply_from = cacheHit
+  console.log(`Cache hits (all plugins and the cache, every call a hit) / bare reply-from proxy: ${fmt(cacheHit, 2)} per round (median), ${ratio(throughput['modelgate cache hit']?.rps ?? NaN, bare)} of the medians (target ≥ 1.50)`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
 
   Object.assign(results, {
     responses_translated_over_passthrough: responsesRatio,
+    gemini_translated_over_passthrough: geminiRatio,
     guardrails: { cpu_per_request_over_modelgate: guardCpu, stream_throughput_over_modelgate: guardStream },
     throughput, throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])), single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, streaming_one_at_a_time: streamOne, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
     ratios: {

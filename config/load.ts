@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs'
-import { dirname, extname, resolve } from 'node:path'
+import { dirname, extname, isAbsolute, resolve } from 'node:path'
 import { Value } from '@sinclair/typebox/value'
 import type { TSchema } from '@sinclair/typebox'
 import YAML from 'yaml'
@@ -11,7 +11,8 @@ import { builtinPlugin, builtinPlugins, bySection, loadPlugin, resolveModule } f
 // Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
 // applies defaults, validates it, loads the plugins it names from outside the project, validates
 // the options of every plugin entry against that plugin's own schema, and reports every problem
-// at once, each with its path: `models[3].pricing.input: must be >= 0`.
+// at once, each with its path: `models[3].pricing.input: must be >= 0`. The relative paths in a
+// file (the SQLite file, plugin modules) are relative to the file's folder.
 
 export class ConfigError extends Error {
   readonly problems: string[]
@@ -235,11 +236,22 @@ export function parseConfig (raw: unknown, env: Env = process.env, source = '(in
   return config
 }
 
-/** Loads the plugin modules a config names (paths relative to `baseDir`), then validates it. */
+/** The SQLite file relative to `baseDir` unless it is absolute or ':memory:'. */
+function resolvePaths (config: Config, baseDir: string): Config {
+  const sqlite = config.store.sqlite
+  if (sqlite === ':memory:' || isAbsolute(sqlite)) return config
+  return { ...config, store: { ...config.store, sqlite: resolve(baseDir, sqlite) } }
+}
+
+/**
+ * Loads the plugin modules a config names, then validates it. The paths it names (plugin modules,
+ * the SQLite file) are relative to `baseDir`: the config file's folder, or the current one.
+ */
 export async function resolveConfig (raw: unknown, opts: { env?: Env, baseDir?: string, source?: string } = {}): Promise<Config> {
   const env = opts.env ?? process.env
-  const loaded = await loadPluginModules(raw, opts.baseDir ?? process.cwd(), env)
-  return parseConfig(raw, env, opts.source, loaded)
+  const baseDir = opts.baseDir ?? process.cwd()
+  const loaded = await loadPluginModules(raw, baseDir, env)
+  return resolvePaths(parseConfig(raw, env, opts.source, loaded), baseDir)
 }
 
 export async function loadConfig (file: string, env: Env = process.env): Promise<Config> {

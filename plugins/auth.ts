@@ -3,15 +3,17 @@ import { LRUCache } from 'lru-cache'
 import { hash } from 'node:crypto'
 import { definePlugin, isPromise, KeyExpired, Unauthorized, type ApiKey, type Principal } from './api/index.js'
 
-// Phase: onRequest. Sets request.principal from `Authorization: Bearer <key>` (and `x-api-key`
-// on routes whose config has apiKeyHeader: the Messages routes). Verified keys are cached by the
-// key's hash for cache_ttl_s; a key that changes (revoked, updated, rotated) is dropped from the
-// cache as soon as the store says so, and every key of an organization or project that changes
-// (deleted, say): at once in this process, before the change is answered in the workers and
-// instances on the store's bus, within a second in any other process on the store. A key past
-// its expires_at (a rotated key past its grace) answers 401 saying it expired, checked on every
-// request against the gateway's clock. When a key was last used is written behind: at most
-// once a minute per key and process, with the store's other writes.
+// Phase: onRequest. Sets request.principal from `Authorization: Bearer <key>`, else from the
+// header a route's config names in apiKeyHeader (`x-api-key` on the Messages routes,
+// `x-goog-api-key` on the Gemini routes), else from the query parameter it names in apiKeyQuery
+// (`?key=` on the Gemini routes). Verified keys are cached by the key's hash for cache_ttl_s; a
+// key that changes (revoked, updated, rotated) is dropped from the cache as soon as the store says
+// so, and every key of an organization or project that changes (deleted, say): at once in this
+// process, before the change is answered in the workers and instances on the store's bus, within
+// a second in any other process on the store. A key past its expires_at (a rotated key past its
+// grace) answers 401 saying it expired, checked on every request against the gateway's clock.
+// When a key was last used is written behind: at most once a minute per key and process, with
+// the store's other writes.
 
 const options = Type.Object({
   cache_size: Type.Integer({ default: 10_000, minimum: 0 }),
@@ -33,7 +35,7 @@ const toPrincipal = (k: ApiKey): Principal => ({
 
 export default definePlugin({
   name: 'auth',
-  description: 'API keys: Authorization: Bearer (and x-api-key on /v1/messages); 401 otherwise',
+  description: 'API keys: Authorization: Bearer (x-api-key on /v1/messages; x-goog-api-key or ?key= on the Gemini API); 401 otherwise',
   options,
   plugin: async (fastify, opts) => {
     const { store, clock } = fastify.gateway
@@ -84,9 +86,13 @@ export default definePlugin({
       const config = request.routeConfig
       if (config.auth === false || request.method === 'OPTIONS') { done(); return }
       let key = bearer(request.headers.authorization)
-      if (key === undefined && config.apiKeyHeader === true) {
-        const h = request.headers['x-api-key']
-        if (typeof h === 'string' && h !== '') key = h.trim()
+      if (key === undefined && config.apiKeyHeader !== undefined && config.apiKeyHeader !== false) {
+        const h = request.headers[config.apiKeyHeader === true ? 'x-api-key' : config.apiKeyHeader]
+        if (typeof h === 'string' && h.trim() !== '') key = h.trim()
+      }
+      if (key === undefined && config.apiKeyQuery !== undefined) {
+        const q = (request.query as Record<string, unknown> | undefined)?.[config.apiKeyQuery]
+        if (typeof q === 'string' && q !== '') key = q
       }
       if (key === undefined) { done(new Unauthorized()); return }
       const h = hash('sha256', key, 'hex')

@@ -37,7 +37,8 @@ export default definePlugin({
       if (!call.billable) return
       if (principal === null) throw new NoOrgContext()
       if (model === null || model.price === null) return // a free model, or a pass-through call with no catalog price
-      const maxOut = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens].find((v): v is number => typeof v === 'number' && v > 0) ??
+      const gemini = body.generationConfig as { maxOutputTokens?: unknown } | null | undefined
+      const maxOut = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens, gemini?.maxOutputTokens].find((v): v is number => typeof v === 'number' && v > 0) ??
         model.config.max_output_tokens ?? model.config.context_length
       const rate = Math.max(model.price.input, model.price.output)
       const hold: Hold = { org: principal.org, amount: (estimatePromptTokens(body) + maxOut) * rate }

@@ -5,8 +5,10 @@ import { definePlugin } from './api/index.js'
 
 // Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
 // the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: Authorization,
-// Content-Type, Accept-Language and X-Locale, the ones the official SDKs and Claude Code send, and any X-Stainless-*
-// header the browser asks for. Exposed: the diagnostic headers, Retry-After and x-should-retry.
+// Content-Type, Accept-Language and X-Locale, the ones the official SDKs (Google's included) and
+// Claude Code send, any X-Stainless-* header the browser asks for, and the response cache's
+// request headers ({prefix}Cache, Cache-Control). Exposed: the diagnostic headers, the cache's
+// ({prefix}Cache, Age), Retry-After and x-should-retry.
 
 const options = Type.Object({
   origins: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] }),
@@ -16,7 +18,7 @@ const options = Type.Object({
 
 const FIXED_HEADERS = [
   'authorization', 'content-type', 'accept-language', 'x-locale', 'idempotency-key', 'x-api-key',
-  'anthropic-version', 'anthropic-beta', 'anthropic-dangerous-direct-browser-access'
+  'anthropic-version', 'anthropic-beta', 'anthropic-dangerous-direct-browser-access', 'x-goog-api-key', 'x-goog-api-client'
 ]
 
 export default definePlugin({
@@ -25,7 +27,8 @@ export default definePlugin({
   options,
   plugin: async (fastify, opts) => {
     const names = fastify.gateway.headers
-    const fixed = new Set([...FIXED_HEADERS, names.trace.toLowerCase()])
+    const cache = `${fastify.gateway.config.server.header_prefix}Cache`
+    const fixed = new Set([...FIXED_HEADERS, names.trace.toLowerCase(), cache.toLowerCase(), 'cache-control'])
     const allowAny = opts.origins.includes('*')
     const allowed = new Set(opts.origins)
     const base = {
@@ -33,7 +36,7 @@ export default definePlugin({
       credentials: opts.credentials,
       maxAge: opts.max_age_s,
       methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.overhead, 'Retry-After', 'x-should-retry'],
+      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry'],
       allowedHeaders: [...fixed]
     }
     // static options: @fastify/cors re-normalizes delegated options on every request

@@ -219,9 +219,28 @@ function isTextOnly (ctx: StreamContext, ev: ClientEvent): boolean {
   const d = ev.data
   if (ctx.protocol === 'messages') return d.type === 'content_block_delta'
   if (ctx.protocol === 'responses') return d.type === 'response.output_text.delta'
+  if (ctx.protocol === 'gemini') return isGeminiTextOnly(d)
   const choices = Array.isArray(d.choices) ? d.choices as Array<Record<string, unknown>> : []
   return choices.every((c) => {
     const delta = c.delta as Record<string, unknown> | undefined
     return (c.finish_reason === null || c.finish_reason === undefined) && delta !== undefined && Object.keys(delta).every((k) => k === 'content')
   }) && (d.usage === null || d.usage === undefined)
+}
+
+/**
+ * A Gemini chunk of answer text alone: no function call, thought, media or signature in its
+ * parts, no finishReason, nothing of the prompt's. Its usageMetadata is a running count that the
+ * next chunk repeats, so it may go with it.
+ */
+function isGeminiTextOnly (d: Record<string, unknown>): boolean {
+  if (d.promptFeedback !== undefined || d.error !== undefined) return false
+  const candidates = Array.isArray(d.candidates) ? d.candidates as unknown[] : []
+  return candidates.every((c) => {
+    if (c === null || typeof c !== 'object') return false
+    const cand = c as Record<string, unknown>
+    if (cand.finishReason !== undefined && cand.finishReason !== null) return false
+    const content = cand.content as Record<string, unknown> | undefined
+    const parts = Array.isArray(content?.parts) ? content.parts as unknown[] : []
+    return parts.every((p) => p !== null && typeof p === 'object' && Object.keys(p).every((k) => k === 'text'))
+  })
 }

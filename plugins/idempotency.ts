@@ -5,7 +5,8 @@ import { definePlugin, DuplicateRequest, then } from './api/index.js'
 // Idempotency-Key is scoped to the API key. A repeat while the first request is in flight, or
 // within ttl_s after it was answered, gets 409 duplicate_request. A request that failed without
 // being billed (refused, or failed before its answer started) releases its key before its error
-// is sent, so the client can retry with it at once. Without the header, the client's
+// is sent, so the client can retry with it at once; a call answered from a response cache is not
+// billed but succeeded, and keeps its key. Without the header, the client's
 // {prefix}Trace-ID request header serves as the key when trace_fallback is on. The store takes a
 // key atomically, so exactly one of many concurrent duplicates (on any worker) gets through.
 //
@@ -59,7 +60,7 @@ export default definePlugin({
     fastify.gateway.addHook('onCallEnd', (outcome, { request }) => {
       const taken = request.idempotencyKey
       if (taken === null) return
-      if (!outcome.billed) return store.idempotency.release(taken.scope, taken.key, request.id)
+      if (!outcome.billed && !outcome.cacheHit) return store.idempotency.release(taken.scope, taken.key, request.id)
       const now = clock.now()
       if (now - taken.takenAt > slackMs) return store.idempotency.keep(taken.scope, taken.key, request.id, now + ttlMs)
     })

@@ -1,9 +1,10 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify'
+import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify'
 import { Transform, type Readable, type TransformCallback } from 'node:stream'
 import type { ProviderConfig } from '../config/schema.js'
 import { callOf, hooksOf } from '../plugins/gateway/core.js'
 import { NoOrgContext, PassthroughForbidden, PassthroughPath, RequestTooLarge } from '../plugins/gateway/errors.js'
 import { admit, relayBytes, relayJson, relayStream, send, type Pipe } from '../plugins/gateway/pipeline.js'
+import { geminiPassthrough } from '../plugins/translation/gemini-passthrough.js'
 import { embeddingsPassthrough, messagesPassthrough, openaiPassthrough } from '../plugins/translation/passthrough.js'
 import { responsesPassthrough } from '../plugins/translation/responses-passthrough.js'
 import type { Json, TranslateCtx, TranslatorPair } from '../plugins/translation/types.js'
@@ -16,13 +17,15 @@ import type { Json, TranslateCtx, TranslatorPair } from '../plugins/translation/
 // the provider's own connection pool (attempts, retries of what is safe to repeat, health and
 // breaker reports), the relay, the end of the call.
 //
-// The endpoints that report usage (POST chat/completions, messages, responses, embeddings) have
-// their JSON body read (within the body limit) for the model and the stream flag, and their
-// answers, whole or streamed, read by the same-protocol translator pairs, which leave the bytes as
-// they are: the call is priced from the catalog when a model of this provider has that upstream
-// name (or id), else recorded at cost 0. Every other call streams through unread and is recorded
-// with zero tokens. The client's credentials and the gateway's own headers never reach the
-// provider; its own key is sent. The provider's answers, errors included, come back unchanged.
+// The endpoints that report usage (POST chat/completions, messages, responses, embeddings; a
+// Gemini provider's {model}:generateContent and :streamGenerateContent) have their JSON body read
+// (within the body limit) for the model and the stream flag (a Gemini call names both in its
+// path), and their answers, whole or streamed, read by the same-protocol translator pairs, which
+// leave the bytes as they are: the call is priced from the catalog when a model of this provider
+// has that upstream name (or id), else recorded at cost 0. Every other call streams through unread
+// and is recorded with zero tokens. The client's credentials (a Gemini client's ?key= included)
+// and the gateway's own headers never reach the provider; its own key is sent. The provider's
+// answers, errors included, come back unchanged.
 
 const METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']
 
@@ -34,8 +37,11 @@ const READERS: Array<[RegExp, TranslatorPair]> = [
   [/(?:^|\/)embeddings$/, embeddingsPassthrough]
 ]
 
+/** A Gemini model call: the model (below `models/`, or a tuned model's collection) and the method. */
+const GEMINI_CALL = /(?:^|\/)((?:models|tunedModels)\/[^?]+):(generateContent|streamGenerateContent)$/
+
 /** Headers that never go to the provider: the client's credentials and the gateway's own. */
-const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip'])
+const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'x-goog-api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip'])
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and what the connection itself sets: never copied across. */
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host'])
 
@@ -86,6 +92,13 @@ class UploadLimit extends Transform {
   }
 }
 
+/** The model name a Gemini path gives (`models/gemini-2.5-flash` is `gemini-2.5-flash`), as a catalog's upstream_model names it. */
+function upstreamName (name: string): string {
+  let decoded = name
+  try { decoded = decodeURIComponent(name) } catch {}
+  return decoded.startsWith('models/') ? decoded.slice('models/'.length) : decoded
+}
+
 const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 const isStream = (v: unknown): v is Readable => typeof (v as Readable | undefined)?.pipe === 'function'
 
@@ -100,6 +113,22 @@ function answerHeaders (headers: Record<string, string | string[] | undefined>, 
 }
 
 export interface PassthroughOptions { providers: ProviderConfig[] }
+
+/** A target path and query without the query's `key` parameters (a Gemini client's gateway key). */
+function withoutKey (target: string): string {
+  const q = target.indexOf('?')
+  if (q === -1) return target
+  const kept = target.slice(q + 1).split('&').filter((pair) => pair !== '' && decodeName(pair.split('=', 1)[0] as string) !== 'key')
+  return kept.length === 0 ? target.slice(0, q) : `${target.slice(0, q)}?${kept.join('&')}`
+}
+
+function decodeName (name: string): string {
+  try {
+    return decodeURIComponent(name.replace(/\+/g, ' '))
+  } catch {
+    return name
+  }
+}
 
 /** The pass-through routes of every provider with `passthrough: true`; registered under /passthrough in the chain's scope. */
 export default async function passthroughRoutes (scope: FastifyInstance, opts: PassthroughOptions): Promise<void> {
@@ -130,11 +159,14 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
   for (const provider of opts.providers) {
     const prefix = `/passthrough/${provider.id}`
     const messages = provider.protocol === 'messages'
+    const gemini = provider.protocol === 'gemini'
 
     async function handle (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
       const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
       const call = p.call
-      const target = (request.raw.url ?? '').slice(prefix.length)
+      const raw = (request.raw.url ?? '').slice(prefix.length)
+      // the key a Gemini client may give in the query is the gateway's: never sent on
+      const target = gemini ? withoutKey(raw) : raw
       const path = target.split('?', 1)[0] ?? ''
       const why = pathEscape(path)
       if (why !== null) throw new PassthroughPath({ reason: why })
@@ -145,7 +177,8 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (!principal.passthrough.includes(provider.id)) throw new PassthroughForbidden({ provider: provider.id })
       if (Number(request.headers['content-length'] ?? 0) > limit) throw new RequestTooLarge({ limit_mb: limitMb })
 
-      const reader = request.method === 'POST' ? READERS.find(([re]) => re.test(path))?.[1] : undefined
+      const geminiCall = gemini && request.method === 'POST' ? GEMINI_CALL.exec(path) : null
+      const reader = request.method !== 'POST' ? undefined : gemini ? (geminiCall === null ? undefined : geminiPassthrough) : READERS.find(([re]) => re.test(path))?.[1]
       const stream = isStream(request.body) ? request.body : undefined
       let parsed: Json | null = null
       let upload: string | Readable | undefined
@@ -159,9 +192,10 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         upload = stream.pipe(new UploadLimit(limit, limitMb))
       }
       if (reader !== undefined) call.speaks(reader.client)
-      const name = typeof parsed?.model === 'string' ? parsed.model : ''
+      // a Gemini call names its model and whether it streams in its path
+      const name = geminiCall !== null ? upstreamName(geminiCall[1] as string) : typeof parsed?.model === 'string' ? parsed.model : ''
       const model = parsed === null ? null : catalog.forUpstream(provider.id, name) ?? null
-      call.resolved(model, parsed?.stream === true, name)
+      call.resolved(model, geminiCall !== null ? geminiCall[2] === 'streamGenerateContent' : parsed?.stream === true, name)
       const body = await admit(p, model, parsed ?? {})
       const ctx: TranslateCtx = {
         model: model?.id ?? name,
@@ -185,10 +219,12 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (reader === undefined || parsed === null || status >= 400 || request.method === 'HEAD') return relayBytes(p, answer, answerHeaders(answer.res.headers, true))
       const headers = answerHeaders(answer.res.headers, false)
       const sse = String(answer.res.headers['content-type'] ?? '').includes('text/event-stream')
-      return sse ? relayStream(p, answer, { pair: reader, ctx, headers }) : await relayJson(p, answer, { pair: reader, ctx, headers })
+      // a Gemini stream asked for without alt=sse comes as one JSON array of chunks
+      return sse ? relayStream(p, answer, { pair: reader, ctx, headers }) : await relayJson(p, answer, { pair: reader, ctx, headers, array: geminiCall !== null })
     }
 
-    const routeConfig = { family: messages ? 'messages' : 'openai', apiKeyHeader: messages, metered: true, endpoint: 'passthrough', protocol: provider.protocol } as const
+    const routeConfig: FastifyContextConfig = { family: messages ? 'messages' : gemini ? 'gemini' : 'openai', apiKeyHeader: messages || (gemini ? 'x-goog-api-key' : false), metered: true, endpoint: 'passthrough', protocol: provider.protocol }
+    if (gemini) routeConfig.apiKeyQuery = 'key'
     scope.route({ method: METHODS, url: `/${provider.id}`, config: routeConfig, handler: handle })
     scope.route({ method: METHODS, url: `/${provider.id}/*`, config: routeConfig, handler: handle })
   }

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { execFile } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { execFile, spawn } from 'node:child_process'
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { createServer } from 'node:net'
@@ -10,11 +10,11 @@ import { tempDir } from './temp-dir.js'
 
 const run = promisify(execFile)
 // the built CLI (npm test builds first): a child process that compiled the sources would take seconds
-const CLI = fromRoot('dist', 'cli.js')
+const CLI = fromRoot('dist', 'cli', 'index.js')
 
-async function cli (args: string[], env: Record<string, string> = {}): Promise<{ code: number, stdout: string, stderr: string }> {
+async function cli (args: string[], env: Record<string, string> = {}, cwd = fromRoot()): Promise<{ code: number, stdout: string, stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: childEnv(env), cwd: fromRoot() })
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: childEnv(env), cwd })
     return { code: 0, stdout, stderr }
   } catch (err) {
     const e = err as { code: number, stdout: string, stderr: string }
@@ -103,6 +103,28 @@ t.test('usage: records and totals from the same store', async (t) => {
   t.equal((await cli(['usage', '--since', 'soon', '--config', file])).code, 2)
 })
 
+t.test('--version and --help load no store, no Fastify, no plugin: only the command line\'s own modules', async (t) => {
+  const dir = tempDir('cli-modules')
+  const log = join(dir, 'loaded.txt')
+  // a module hook that writes down every module resolved, run on the sources (the bundle hides its parts)
+  writeFileSync(join(dir, 'hooks.mjs'), `import { appendFileSync } from 'node:fs'
+export async function resolve (spec, ctx, next) { const r = await next(spec, ctx); appendFileSync(${JSON.stringify(log)}, r.url + '\\n'); return r }
+`)
+  writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module'\nregister('./hooks.mjs', import.meta.url)\n`)
+  const own = new Set(['cli/', 'paths.ts', 'plugins/gateway/money.ts', 'routes/admin/usage-record.ts'])
+  for (const args of [['--version'], ['--help'], ['keys', '--help']]) {
+    writeFileSync(log, '')
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--import', join(dir, 'register.mjs'), fromRoot('cli', 'index.ts'), ...args], { env: childEnv(), cwd: fromRoot() })
+    t.match(stdout, args[0] === '--version' ? /^\d+\.\d+\.\d+/ : /modelgate keys create/, args.join(' '))
+    const loaded = (await import('node:fs')).readFileSync(log, 'utf8').split('\n').filter((u) => u.startsWith('file:'))
+    const root = new URL(`file://${fromRoot()}/`).href
+    const project = loaded.filter((u) => u.startsWith(root) && !u.includes('/node_modules/')).map((u) => u.slice(root.length))
+    t.ok(project.some((p) => p === 'cli/index.ts'), 'the hook saw the command load')
+    t.same(project.filter((p) => ![...own].some((o) => p.startsWith(o))), [], `${args.join(' ')}: no other module of the project`)
+    t.same(loaded.filter((u) => u.includes('/node_modules/') && !u.includes('/node_modules/tsx/')), [], `${args.join(' ')}: no dependency`)
+  }
+})
+
 t.test('unknown commands print the usage', async (t) => {
   const res = await cli(['frobnicate'])
   t.equal(res.code, 2)
@@ -135,4 +157,45 @@ t.test('serve: a port that is not one is a usage error', async (t) => {
   }
   const res = await cli(['serve'], { PORT: 'eighty' })
   t.equal(res.code, 2, 'from PORT as well')
+})
+
+t.test('init DIR, then serve --config DIR/gateway.yaml from another folder: the store is the one init made', async (t) => {
+  const work = tempDir('cli-init')
+  const dir = join(work, 'gw')
+  const elsewhere = join(work, 'elsewhere')
+  mkdirSync(elsewhere)
+  const init = await cli(['init', dir], {}, work)
+  t.equal(init.code, 0, init.stderr)
+  const key = /API key \([^)]*\): (\S+)/.exec(init.stdout)?.[1] ?? ''
+  t.match(key, /^mg-/, 'init prints a key')
+  t.ok(existsSync(join(dir, 'data', 'modelgate.db')), 'its store is in DIR/data')
+
+  // a relative --config, from a folder that is not the config's
+  const child = spawn(process.execPath, [CLI, 'serve', '--config', join('..', 'gw', 'gateway.yaml'), '--workers', '1'], {
+    cwd: elsewhere, env: childEnv({ PORT: '0', LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe']
+  })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  let err = ''
+  child.stderr.on('data', (d: Buffer) => { err += String(d) })
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => {
+      out += String(d)
+      const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out)
+      if (m !== null) resolve(Number(m[1]))
+    })
+    void exited.then((code) => { reject(new Error(`serve exited with ${String(code)}: ${err}`)) })
+  })
+  const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'demo/echo-1', messages: [{ role: 'user', content: 'Hello' }] })
+  })
+  t.equal(res.status, 200, 'the key init printed is known to the store it serves')
+  await res.text()
+  t.ok(existsSync(join(dir, 'data', 'modelgate.pid')), 'the pid file is beside that store')
+  t.same(readdirSync(elsewhere), [], 'nothing is written in the folder it was started from')
+  child.kill('SIGTERM')
+  t.equal(await exited, 0)
 })

@@ -144,6 +144,33 @@ export function mockCatalog (mock: { openaiBaseUrl: string, messagesBaseUrl: str
   }
 }
 
+export const UPSTREAM_GEMINI_KEY = 'AIzaSy-upstream-gemini-secret'
+
+/**
+ * mockCatalog with a Gemini provider besides (`mock-gemini`, the mock's Gemini API) and its model
+ * `google/gemini-test` (sent upstream as `gemini-upstream-name`), which lists the Gemini-side
+ * parameters (top_k, reasoning_effort) too.
+ */
+export function mockCatalogWithGemini (mock: { openaiBaseUrl: string, messagesBaseUrl: string, geminiBaseUrl: string }, extraModels: Array<Record<string, unknown>> = []): Overrides {
+  const catalog = mockCatalog(mock, extraModels)
+  const openai = (catalog.models as Array<Record<string, unknown>>)[0] as Record<string, unknown>
+  return {
+    providers: [...catalog.providers as unknown[], { id: 'mock-gemini', protocol: 'gemini', base_url: mock.geminiBaseUrl, api_key: UPSTREAM_GEMINI_KEY }],
+    models: [
+      ...catalog.models as unknown[],
+      {
+        ...openai,
+        id: 'google/gemini-test',
+        name: 'google/gemini-test',
+        provider: 'mock-gemini',
+        upstream_model: 'gemini-upstream-name',
+        default_parameters: {},
+        supported_parameters: [...openai.supported_parameters as string[], 'top_k', 'reasoning_effort', 'seed', 'response_format']
+      }
+    ]
+  }
+}
+
 /** The SQLite store behind an app, for tests that look at its tables. */
 export function sqliteOf (app: FastifyInstance): SqliteStore {
   const store = app.gateway.store
@@ -204,7 +231,7 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   const store = { sqlite: join(dir, 'gw.db'), ...(config.store as Record<string, unknown> | undefined) }
   writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config, store }))
   // the built CLI (npm test builds first): compiling the sources in each child would take seconds
-  const child = spawn(process.execPath, [fromRoot('dist', 'cli.js'), 'serve', '--config', file, ...args], {
+  const child = spawn(process.execPath, [fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', file, ...args], {
     cwd: fromRoot(), env: childEnv({ LOG_LEVEL: 'warn', ...env }), stdio: ['ignore', 'pipe', 'inherit']
   })
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))

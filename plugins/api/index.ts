@@ -38,3 +38,5 @@ export { mapRequestText, mapResponseText, streamText } from './content-text.js'
 export { regexShape } from './regex-span.js'
 /** An in-stream error event in a client protocol. */
 export { errorEvent } from '../translation/sse.js'
+/** A streamed answer folded into the whole answer of its protocol (what a client that asked for no stream gets). */
+export { aggregateStream, type AggregateOptions, type StreamEventLike } from '../translation/aggregate.js'

@@ -14,7 +14,7 @@ import { SqliteStore } from '../store/sqlite/index.js'
 //   const app = Fastify()
 //   const gw = await testGateway(app)
 //   await gw.use(myPlugin, { tag: 'blue' })
-//   await gw.routes()                     // the /v1 call routes, after the plugins
+//   await gw.routes()                     // the /v1 (and /v1beta) call routes, after the plugins
 //   const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: {...} })
 
 export const TEST_KEY = 'mg-test-gateway-key-0123456789abcdef'
@@ -40,7 +40,10 @@ export interface TestGateway {
    * the gateway's key check.
    */
   use: <O extends Record<string, unknown>>(plugin: GatewayPlugin | string, options?: O) => Promise<void>
-  /** Mounts the gateway's routes under /v1 (chat, messages, responses, models); call it after `use`. */
+  /**
+   * Mounts the gateway's routes under /v1 (chat, messages, responses, models, Gemini's method
+   * calls) and the Gemini API under /v1beta; call it after `use`.
+   */
   routes: () => Promise<void>
 }
 
@@ -91,7 +94,9 @@ export async function testGateway (app: FastifyInstance, opts: TestGatewayOption
     },
     async routes () {
       const v1 = (await import('../../routes/v1/index.js')).default
+      const gemini = (await import('../../routes/v1/gemini.js')).default
       await app.register(v1, { prefix: '/v1' })
+      await app.register(gemini, { prefix: '/v1beta', underOpenAI: false })
     }
   }
 }

@@ -59,8 +59,11 @@ export interface Principal {
   lineage?: string
 }
 
-/** The kind of call: its usage record's `endpoint`. A `count_tokens` call is free and has no usage record. */
-export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'passthrough' | 'count_tokens'
+/**
+ * The kind of call: its usage record's `endpoint` (`generate_content`: Google's Gemini API). A
+ * `count_tokens` call is free and has no usage record.
+ */
+export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'generate_content' | 'passthrough' | 'count_tokens'
 
 /**
  * How a call ended. `refused`: it never reached an upstream (a bad request, an unknown model, a
@@ -152,15 +155,18 @@ export interface AdmissionContext extends HookContextBase {
    * Answers the call here, with no provider (a cache that has the answer): the admission hooks
    * after this one do not run, nothing goes upstream, and the answer is sent in the client's
    * protocol, as a stream when the client asked for one. Present on the model call routes
-   * (chat, Messages, Responses); undefined where a call cannot be answered so (count_tokens,
-   * pass-through).
+   * (chat, Messages, Responses, Gemini's generateContent); undefined where a call cannot be
+   * answered so (count_tokens and Gemini's countTokens, pass-through).
    */
   answer?: (answer: PluginAnswer) => void
 }
 
 /** A call's answer given by a plugin at admission. */
 export interface PluginAnswer {
-  /** The whole answer in the client's protocol: a chat completion, a Messages message, a Responses object. */
+  /**
+   * The whole answer in the client's protocol: a chat completion, a Messages message, a
+   * Responses object, a GenerateContentResponse.
+   */
   body: Json
   /** The tokens the answer stands for: recorded with the call, which costs nothing. */
   usage: Usage
@@ -301,8 +307,13 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Error shape of the route family (default 'openai', the numeric-code shape). */
     family?: ErrorFamily
-    /** The route accepts `x-api-key` as well as `Authorization: Bearer` (the Messages routes). */
-    apiKeyHeader?: boolean
+    /**
+     * The route also takes the key from a header of its own: true for `x-api-key` (the Messages
+     * routes), or the header's name (`x-goog-api-key` on the Gemini routes).
+     */
+    apiKeyHeader?: boolean | string
+    /** The route also takes the key from this query parameter (`key` on the Gemini routes). */
+    apiKeyQuery?: string
     /** The route needs no API key (health, console assets). */
     auth?: boolean
     /** The route is a metered call: it has an outcome, and the admission policies apply. */

@@ -60,14 +60,17 @@ export function settle (call: SettleInput, price: Price | null): Settlement {
   return { usage, cost: chargeOf(usage, price), estimated }
 }
 
-// The text of a request's prompt (system, messages or input, instructions), for an estimate.
+// The text of a request's prompt (system, messages or input, instructions; Gemini's contents and
+// systemInstruction), for an estimate.
 function promptText (body: unknown): string {
   const texts: string[] = []
   visitText(body, (text) => { texts.push(text) })
   return texts.join('\n')
 }
 
-const PROMPT_FIELDS = ['system', 'messages', 'input', 'instructions'] as const
+const PROMPT_FIELDS = ['system', 'messages', 'input', 'instructions', 'contents', 'systemInstruction'] as const
+// strings that are no text: base64 payloads, and Gemini's opaque thought signatures
+const NOT_TEXT = new Set(['data', 'thoughtSignature'])
 
 /**
  * Calls `fn` with every string inside the prompt fields of a request, skipping base64 payloads.
@@ -81,7 +84,7 @@ function visitText (body: unknown, fn: (text: string, key: string) => void, onOb
   while (stack.length > 0) {
     const [node, key] = stack.pop() as [unknown, string]
     if (typeof node === 'string') {
-      if (key !== 'data' && !node.startsWith('data:')) fn(node, key)
+      if (!NOT_TEXT.has(key) && !node.startsWith('data:')) fn(node, key)
     } else if (Array.isArray(node)) {
       for (let i = node.length - 1; i >= 0; i--) stack.push([node[i], key])
     } else if (node !== null && typeof node === 'object') {
@@ -95,6 +98,8 @@ function visitText (body: unknown, fn: (text: string, key: string) => void, onOb
 // An image costs at most about 1,600 input tokens on the providers we know of.
 const IMAGE_TOKENS = 1_600
 const IMAGE_TYPES = new Set(['image', 'image_url', 'input_image'])
+// a Gemini part's inlineData or fileData
+const isMedia = (v: unknown): boolean => v !== null && typeof v === 'object'
 
 /**
  * An upper bound of a request's input tokens, for holds: one token per character of text (a
@@ -103,6 +108,6 @@ const IMAGE_TYPES = new Set(['image', 'image_url', 'input_image'])
  */
 export function estimatePromptTokens (body: unknown): number {
   let tokens = 0
-  visitText(body, (text) => { tokens += text.length }, (o) => { if (IMAGE_TYPES.has(o.type as string)) tokens += IMAGE_TOKENS })
+  visitText(body, (text) => { tokens += text.length }, (o) => { if (IMAGE_TYPES.has(o.type as string) || isMedia(o.inlineData) || isMedia(o.fileData)) tokens += IMAGE_TOKENS })
   return tokens
 }

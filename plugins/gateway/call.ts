@@ -58,20 +58,20 @@ export class Call implements CallView, AttemptSink {
   private outcome: CallOutcome | null = null
   /** Cancels the upstream call in flight when the client goes away. */
   readonly abort = new CallAbort()
-  readonly billable: boolean
 
   constructor (
     private readonly gateway: Gateway,
     private readonly hooks: HookRegistry,
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
-    readonly endpoint: Endpoint,
+    private _endpoint: Endpoint,
     private _protocol: Protocol
   ) {
     this.startedAt = gateway.clock.now()
-    this.billable = endpoint !== 'count_tokens'
   }
 
+  get endpoint (): Endpoint { return this._endpoint }
+  get billable (): boolean { return this._endpoint !== 'count_tokens' }
   get protocol (): Protocol { return this._protocol }
   get model (): CatalogModel | null { return this._model }
   get provider (): string | null { return this._provider }
@@ -89,6 +89,9 @@ export class Call implements CallView, AttemptSink {
 
   /** The protocol the client speaks, when its route alone does not say (a pass-through endpoint). */
   speaks (protocol: Protocol): void { this._protocol = protocol }
+
+  /** The kind of call, when its route alone does not say (Gemini's methods share one path); before admission. */
+  kind (endpoint: Endpoint): void { this._endpoint = endpoint }
 
   /** Client fields not sent on: unsupported by the model, or with no upstream equivalent. */
   dropParams (names: readonly string[]): void {
@@ -175,7 +178,7 @@ export class Call implements CallView, AttemptSink {
       : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody }, price)
     const outcome: CallOutcome = Object.freeze({
       traceId: this.request.id,
-      endpoint: this.endpoint,
+      endpoint: this._endpoint,
       protocol: this._protocol,
       model: this._model?.id ?? this.modelName,
       upstreamModel: this._model?.upstreamModel ?? this.modelName,

@@ -102,8 +102,18 @@ declare module 'fastify' {
   }
 }
 
-// The error family of a request that matched no route (the only place that looks at the URL).
-export const familyOfUrl = (url: string): ErrorFamily => url.startsWith('/v1/messages') ? 'messages' : 'openai'
+// A Gemini method call under /v1 (`/v1/models/{model}:generateContent`); /v1/models/{id} is OpenAI's.
+const GEMINI_V1 = /^\/v1\/models\/[^?]*(?::|%3[Aa])[A-Za-z]+(?:\?|$)/
+
+/**
+ * The error family of a request whose route names none: one that matched no route, or a Gemini
+ * method under /v1, whose path it shares with OpenAI's (the only place that looks at the URL).
+ */
+export function familyOfUrl (url: string): ErrorFamily {
+  if (url.startsWith('/v1/messages')) return 'messages'
+  if (/^\/v1beta(?:[/?]|$)/.test(url) || GEMINI_V1.test(url)) return 'gemini'
+  return 'openai'
+}
 
 interface SchemaError { instancePath: string, keyword: string, params: Record<string, unknown>, message?: string }
 

@@ -23,6 +23,7 @@ import type { UpstreamClient } from '../upstream/types.js'
 // hands the rest to these.
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }
+const ARRAY_STREAM_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }
 
 /** What the pipeline steps of one call share. */
 export interface Pipe {
@@ -31,6 +32,8 @@ export interface Pipe {
   request: FastifyRequest
   reply: FastifyReply
   call: Call
+  /** The client reads a stream as one JSON array of its events, not as SSE (Google's streamGenerateContent without alt=sse). */
+  arrayStream?: boolean
 }
 
 /**
@@ -79,8 +82,8 @@ export function translateCtx (p: Pipe, model: CatalogModel, body: Json): Transla
     flatten: gateway.config.translation.flatten,
     defaultMaxTokens: Math.min(gateway.config.translation.default_max_tokens, model.config.max_output_tokens ?? Infinity),
     supported: model.supportedParameters,
-    // a Responses answer echoes the request's settings
-    clientRequest: protocol === 'responses' ? body : undefined
+    // a Responses answer echoes the request's settings; a Gemini client may ask to see thoughts
+    clientRequest: protocol === 'responses' || protocol === 'gemini' ? body : undefined
   }
 }
 
@@ -140,6 +143,8 @@ export interface JsonRelay {
   ctx: TranslateCtx
   /** Headers of the answer (default: a JSON content type). */
   headers?: Record<string, string | string[]>
+  /** The answer may be a JSON array (a Gemini stream read whole, passed through); the pair reads it as it is. */
+  array?: boolean
 }
 
 /**
@@ -160,7 +165,7 @@ export async function relayJson (p: Pipe, answer: Answer, r: JsonRelay): Promise
     throw timedOut ? new RequestTimeout({ seconds: gateway.config.server.request_timeout_s }, { cause: err }) : new UpstreamUnavailable({}, { cause: err })
   }
   const json = parseJson(text)
-  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+  if (json === null || typeof json !== 'object' || (Array.isArray(json) && r.array !== true)) {
     call.failed('upstream_error')
     throw new UpstreamUnavailable({}, { cause: new Error(`upstream ${answer.upstream.id} sent a body that is not a JSON object`) })
   }
@@ -210,6 +215,7 @@ function relayEvents (p: Pipe, source: Readable, from: string, r: StreamRelayOpt
   const stream: StreamRelay = new StreamRelay({
     mapper: r.pair.stream(r.ctx),
     protocol: call.protocol,
+    array: p.arrayStream === true,
     keepContent: call.keepsContent,
     hooks: withHooks
       ? { event: hooks.onStreamEvent.map((fn) => (ev) => fn(sctx, ev)), end: hooks.onStreamEnd.map((fn) => () => fn(sctx)) }
@@ -226,7 +232,7 @@ function relayEvents (p: Pipe, source: Readable, from: string, r: StreamRelayOpt
   })
   call.relaying(stream)
   call.answering()
-  reply.headers(r.headers ?? SSE_HEADERS)
+  reply.headers(r.headers ?? (p.arrayStream === true ? ARRAY_STREAM_HEADERS : SSE_HEADERS))
   return reply.send(relay(source, stream))
 }
 

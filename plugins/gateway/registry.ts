@@ -8,6 +8,7 @@ import type { Config, PluginEntry } from '../../config/schema.js'
 import type { GatewayPlugin } from '../api/index.js'
 import auth from '../auth.js'
 import balance from '../balance.js'
+import cache from '../cache.js'
 import cors from '../cors.js'
 import diagnostics from '../diagnostics.js'
 import guardrails from '../guardrails.js'
@@ -21,7 +22,7 @@ import tracing from '../tracing.js'
 // The built-in plugins, plugins loaded from outside the project, and the chain: the only module
 // that imports the built-ins. Order here is irrelevant; the config's `plugins:` list decides.
 
-const BUILTINS: GatewayPlugin[] = [cors, rateLimit, auth, idempotency, quota, balance, usage, diagnostics, guardrails, metrics, tracing] as unknown as GatewayPlugin[]
+const BUILTINS: GatewayPlugin[] = [cors, rateLimit, auth, idempotency, quota, balance, usage, diagnostics, guardrails, cache, metrics, tracing] as unknown as GatewayPlugin[]
 const byName = new Map(BUILTINS.map((p) => [p.name, p]))
 
 export function builtinPlugins (): readonly GatewayPlugin[] { return BUILTINS }

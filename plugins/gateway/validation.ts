@@ -1,6 +1,7 @@
 import type { CatalogModel } from './catalog.js'
 import { InvalidBody, InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, ModalityNotSupported } from './errors.js'
 import { firstHostResolvingToBlockedAddress, mediaUrlProblem, type DataUris, type Lookup, type NamedHost } from './media-url.js'
+import { fileType } from '../translation/gemini-request.js'
 import { checkResponsesBody } from '../translation/responses-request.js'
 import type { Json, Protocol } from '../translation/types.js'
 
@@ -55,8 +56,45 @@ const supports = (model: CatalogModel, protocol: Protocol, key: string): boolean
     ? (RESPONSES_ALIASES[key] as readonly string[]).some((name) => model.supportedParameters.has(name))
     : model.supportedParameters.has(key)
 
+const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
+const given = (v: unknown): boolean => v !== undefined && v !== null
+
+/**
+ * A Gemini request's shape (its model and stream mode are the URL's): the translated pairs read
+ * every field themselves; this is what a request must be to go anywhere, a Gemini upstream included.
+ */
+function checkGeminiBody (body: unknown): Json {
+  if (!isObj(body)) throw new InvalidBody()
+  if (!given(body.contents)) throw new MissingField({ field: 'contents' })
+  if (!Array.isArray(body.contents)) throw new InvalidField({ field: 'contents', reason: 'must be an array' })
+  if (body.contents.length === 0) throw new InvalidField({ field: 'contents', reason: 'must not be empty' })
+  for (const [i, c] of body.contents.entries()) {
+    if (!isObj(c)) throw new InvalidField({ field: `contents[${i}]`, reason: 'must be an object with parts' })
+    if (given(c.role) && typeof c.role !== 'string') throw new InvalidField({ field: `contents[${i}].role`, reason: 'must be a string' })
+    checkParts(c.parts, `contents[${i}].parts`)
+  }
+  const system = body.systemInstruction
+  if (given(system) && typeof system !== 'string') {
+    if (!isObj(system)) throw new InvalidField({ field: 'systemInstruction', reason: 'must be an object with parts' })
+    checkParts(system.parts, 'systemInstruction.parts')
+  }
+  for (const field of ['generationConfig', 'toolConfig']) {
+    if (given(body[field]) && !isObj(body[field])) throw new InvalidField({ field, reason: 'must be an object' })
+  }
+  for (const field of ['tools', 'safetySettings']) {
+    if (given(body[field]) && !Array.isArray(body[field])) throw new InvalidField({ field, reason: 'must be an array' })
+  }
+  return body
+}
+
+function checkParts (parts: unknown, field: string): void {
+  if (!Array.isArray(parts)) throw new InvalidField({ field, reason: 'must be an array' })
+  for (const [j, part] of parts.entries()) if (!isObj(part)) throw new InvalidField({ field: `${field}[${j}]`, reason: 'must be an object' })
+}
+
 export function checkBody (body: unknown, protocol: Protocol): Json {
   if (protocol === 'responses') return checkResponsesBody(body)
+  if (protocol === 'gemini') return checkGeminiBody(body)
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidBody()
   const b = body as Json
   if (b.model === undefined || b.model === null || b.model === '') throw new MissingField({ field: 'model' })
@@ -86,6 +124,7 @@ export interface ParamResult { body: Json, dropped: string[] }
  * reported. A max_tokens above the model's declared output cap is lowered to it.
  */
 export function applyParameters (body: Json, model: CatalogModel, protocol: Protocol): ParamResult {
+  if (protocol === 'gemini') return applyGeminiParameters(body, model)
   const structural = STRUCTURAL[protocol]
   const out: Json = {}
   const dropped: string[] = []
@@ -106,10 +145,91 @@ export function applyParameters (body: Json, model: CatalogModel, protocol: Prot
   return { body: out, dropped }
 }
 
+// The names a generationConfig setting has among a model's supported_parameters (Chat Completions
+// names): any one of them supports it.
+const GEMINI_SETTINGS = new Map<string, readonly string[]>([
+  ['temperature', ['temperature']],
+  ['topP', ['top_p']],
+  ['topK', ['top_k']],
+  ['maxOutputTokens', ['max_tokens', 'max_completion_tokens', 'max_output_tokens']],
+  ['stopSequences', ['stop', 'stop_sequences']],
+  ['candidateCount', ['n']],
+  ['presencePenalty', ['presence_penalty']],
+  ['frequencyPenalty', ['frequency_penalty']],
+  ['seed', ['seed']],
+  ['responseMimeType', ['response_format']],
+  ['responseSchema', ['response_format']],
+  ['responseJsonSchema', ['response_format']],
+  ['thinkingConfig', ['reasoning_effort', 'reasoning', 'thinking']],
+  ['responseLogprobs', ['logprobs']],
+  ['logprobs', ['top_logprobs']]
+])
+
+// Settings whose value asks for nothing beyond the default: kept, never reported, whatever the model lists.
+const GEMINI_NEUTRAL = new Map([['candidateCount', '1'], ['responseMimeType', '"text/plain"'], ['responseLogprobs', 'false']])
+
+// default_parameters (Chat Completions names) as generationConfig settings.
+const GEMINI_DEFAULTS = new Map([
+  ['temperature', 'temperature'], ['top_p', 'topP'], ['top_k', 'topK'], ['max_tokens', 'maxOutputTokens'], ['max_completion_tokens', 'maxOutputTokens'],
+  ['max_output_tokens', 'maxOutputTokens'], ['stop', 'stopSequences'], ['stop_sequences', 'stopSequences'], ['presence_penalty', 'presencePenalty'],
+  ['frequency_penalty', 'frequencyPenalty'], ['seed', 'seed']
+])
+
+/**
+ * applyParameters for a Gemini body: its settings sit in generationConfig and toolConfig, under
+ * Google's names, so they are checked against supported_parameters by their Chat Completions
+ * names (`generationConfig.topK` is supported when `top_k` is); dropped ones are reported by
+ * their path. Settings the table does not know are left to the pairs, which map or report them.
+ */
+function applyGeminiParameters (body: Json, model: CatalogModel): ParamResult {
+  const structural = STRUCTURAL.gemini
+  const supported = model.supportedParameters
+  const out: Json = {}
+  const dropped: string[] = []
+  for (const key in body) {
+    if (structural.has(key) || supported.has(key)) out[key] = body[key]
+    else dropped.push(key)
+  }
+  const config: Json = isObj(body.generationConfig) ? { ...body.generationConfig } : {}
+  for (const key of Object.keys(config)) {
+    const names = GEMINI_SETTINGS.get(key)
+    if (names === undefined || !given(config[key]) || names.some((n) => supported.has(n))) continue
+    if (GEMINI_NEUTRAL.get(key) === JSON.stringify(config[key])) continue
+    delete config[key]
+    dropped.push(`generationConfig.${key}`)
+  }
+  for (const [name, value] of Object.entries(model.config.default_parameters)) {
+    const key = GEMINI_DEFAULTS.get(name)
+    if (key === undefined || given(config[key]) || dropped.includes(`generationConfig.${key}`)) continue
+    config[key] = key === 'stopSequences' && typeof value === 'string' ? [value] : value
+  }
+  const cap = model.config.max_output_tokens
+  if (cap !== undefined && typeof config.maxOutputTokens === 'number' && config.maxOutputTokens > cap) config.maxOutputTokens = cap
+  if (Object.keys(config).length > 0) out.generationConfig = config
+  else delete out.generationConfig
+  if (isObj(body.toolConfig) && given(body.toolConfig.functionCallingConfig) && !supported.has('tool_choice')) {
+    const { functionCallingConfig: _, ...rest } = body.toolConfig
+    if (Object.keys(rest).length > 0) out.toolConfig = rest
+    else delete out.toolConfig
+    dropped.push('toolConfig.functionCallingConfig')
+  }
+  return { body: out, dropped }
+}
+
+/** The input modality of a MIME type: image, video or audio; none for documents and text. */
+function modalityOf (mimeType: string): string | null {
+  const type = mimeType.toLowerCase()
+  if (type.startsWith('image/')) return 'image'
+  if (type.startsWith('video/')) return 'video'
+  if (type.startsWith('audio/')) return 'audio'
+  return null
+}
+
 /**
  * Refuses media the model cannot take and every media URL that plugins/gateway/media-url.ts does not
  * allow: chat image_url (string or {url}) and video_url, Messages image and document url sources
- * (in content, tool_result content and system). Returns the URLs' host names, for the optional
+ * (in content, tool_result content and system), Gemini inlineData and fileData (in contents, function
+ * responses and the system instruction). Returns the URLs' host names, for the optional
  * DNS check (checkMediaHostsByDns).
  */
 export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol): NamedHost[] {
@@ -159,6 +279,32 @@ export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol)
           break
       }
     }
+  }
+  if (protocol === 'gemini') {
+    const visitGemini = (parts: unknown, path: string): void => {
+      for (const [i, part] of (Array.isArray(parts) ? parts : []).entries()) {
+        if (!isObj(part)) continue
+        const at = `${path}[${i}]`
+        if (isObj(part.inlineData)) {
+          const modality = modalityOf(typeof part.inlineData.mimeType === 'string' ? part.inlineData.mimeType : '')
+          if (modality !== null) need(modality)
+        } else if (isObj(part.fileData)) {
+          const uri = part.fileData.fileUri
+          const field = `${at}.fileData.fileUri`
+          const modality = modalityOf(fileType(typeof part.fileData.mimeType === 'string' ? part.fileData.mimeType : undefined, typeof uri === 'string' ? uri : ''))
+          const kind = modality === 'video' ? 'video' : 'image'
+          if (mediaUrlProblem(uri, 'none', (host) => named.push({ host, kind, field })) !== undefined) {
+            throw kind === 'video' ? new InvalidVideoUrl() : new InvalidImageUrl({ field })
+          }
+          if (modality !== null) need(modality)
+        } else if (isObj(part.functionResponse)) {
+          visitGemini(part.functionResponse.parts, `${at}.functionResponse.parts`)
+        }
+      }
+    }
+    for (const [i, c] of (body.contents as unknown[]).entries()) if (isObj(c)) visitGemini(c.parts, `contents[${i}].parts`)
+    if (isObj(body.systemInstruction)) visitGemini(body.systemInstruction.parts, 'systemInstruction.parts')
+    return named
   }
   if (protocol === 'responses') {
     for (const [i, item] of (Array.isArray(body.input) ? body.input as Json[] : []).entries()) {

@@ -1,9 +1,10 @@
 import type { FastifyRequest, FastifyServerOptions } from 'fastify'
 
-// Keys and tokens never reach the logs. The gateway reads them from headers only, and no header
-// is logged; but a client may put one in the URL (`?api_key=…`), which every request's log line
-// carries. The logged URL keeps its path and query, with the value of any parameter whose name
-// looks like a credential, and anything shaped like a gateway or provider key, replaced.
+// Keys and tokens never reach the logs. No header is logged; but a key may come in the URL, which
+// every request's log line carries: Gemini clients may send theirs as `?key=…` (the Gemini routes
+// read it there), and any client may put one in by mistake (`?api_key=…`). The logged URL keeps
+// its path and query, with the value of any parameter whose name looks like a credential, and
+// anything shaped like a gateway or provider key, replaced.
 
 const SECRET_PARAM = /key|token|secret|passw|auth|signature|credential|^sig$/i
 const KEY_SHAPED = /\b(?:mg|sk)-[A-Za-z0-9_-]{8,}/g

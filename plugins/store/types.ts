@@ -256,7 +256,16 @@ export interface Cursor { created_at: number, id: string }
 
 export interface UsageTotals { calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, total_tokens: number, cost_nano: number }
 
-export interface UsageBucket { t: number, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_nano: number }
+export interface UsageBucket {
+  t: number
+  calls: number
+  prompt_tokens: number
+  cached_input_tokens: number
+  completion_tokens: number
+  cost_nano: number
+  /** What the calls answered from a response cache would have cost. */
+  saved_nano: number
+}
 
 export type SummaryField = 'org' | 'project' | 'key_id' | 'model' | 'provider'
 
@@ -294,6 +303,38 @@ export interface UsageStore {
   sweepContent: (before: number) => MaybePromise<number>
 }
 
+/** An answer kept by the response cache: the cache's own text, when it was stored and until when it serves (ms). */
+export interface CachedAnswer { value: string, storedAt: number, expiresAt: number }
+
+/**
+ * What a lookup found: `hit`, a live answer; `miss`, none (nothing was claimed); `fill`, none,
+ * and the caller now fills it: identical lookups wait for it until it stores the answer or
+ * abandons; `wait`, none yet: another call, in this process or another, is filling it.
+ */
+export type CacheLookup = { kind: 'hit', entry: CachedAnswer } | { kind: 'miss' } | { kind: 'fill' } | { kind: 'wait' }
+
+export interface CacheLookupOptions {
+  now: number
+  /** Only an answer stored at or after this time serves (the client's max-age). */
+  storedSince?: number
+  /** With no answer, claim its fill for `owner` (a request id), for `ttlMs` at most. */
+  fill?: { owner: string, ttlMs: number }
+}
+
+/** The response cache's answers, shared by every process of the store; identical misses are filled once. */
+export interface ResponseCacheStore {
+  lookup: (key: string, opts: CacheLookupOptions) => MaybePromise<CacheLookup>
+  /** Resolves once the fill of `key` that another call holds has ended (stored or abandoned), or after `ms`. */
+  waitFill: (key: string, ms: number) => Promise<void>
+  /**
+   * Stores an answer under `key` (replacing one there), keeping at most `maxEntries` answers:
+   * the oldest stored go first. Ends `owner`'s fill of the key; the calls waiting for it go on.
+   */
+  put: (key: string, answer: CachedAnswer, maxEntries: number, owner?: string) => MaybePromise<void>
+  /** Ends `owner`'s fill of `key` with no answer: the calls waiting for it go on without one. */
+  abandon: (key: string, owner: string) => MaybePromise<void>
+}
+
 /** Messages between the processes sharing one store. */
 export interface PeerBus {
   /** Every other process handles `message` on `topic`; resolves once each has (or after a bounded wait, ~1 s, for one that does not answer). */
@@ -312,6 +353,8 @@ export interface Store {
   readonly rateLimits: RateLimitStore
   readonly quota: QuotaStore
   readonly audit: AuditStore
+  /** The response cache plugin's answers. */
+  readonly cache: ResponseCacheStore
   /**
    * Tenants from the config: organizations (with their initial balance), projects and literal
    * keys are created when missing (a deleted one comes back), and the fields the config names

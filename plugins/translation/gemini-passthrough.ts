@@ -1,6 +1,6 @@
 import { errorBody, geminiStatusFor } from '../gateway/errors.js'
 import { isObj } from './fields.js'
-import { geminiUpstreamPath, googleError, usageFromGemini } from './gemini.js'
+import { geminiPath, geminiUpstreamPath, googleError, usageFromGemini } from './gemini.js'
 import { upstreamMessage } from './passthrough.js'
 import type { Json, SseEvent, StreamMapper, TranslatorPair, Usage } from './types.js'
 
@@ -59,7 +59,11 @@ export const geminiPassthrough: TranslatorPair = {
     return { body: rest, dropped: [] }
   },
   response (body: Json) {
-    return { body: null, usage: usageFromGemini(body.usageMetadata) }
+    // a stream read whole (no alt=sse) is an array of chunks: the last count is the call's
+    const chunks: unknown[] = Array.isArray(body) ? body : [body]
+    let usage: Usage | null = null
+    for (const c of chunks) if (isObj(c) && c.usageMetadata !== undefined) usage = usageFromGemini(c.usageMetadata) ?? usage
+    return { body: null, usage }
   },
   error (status: number, raw: unknown): Json {
     const body = googleError(raw)
@@ -79,4 +83,24 @@ export const geminiPassthrough: TranslatorPair = {
     return errorBody('gemini', { status, message: upstreamMessage(status, body) })
   },
   stream
+}
+
+/**
+ * countTokens sent to a Gemini upstream: the contents alone go as they are; with a system
+ * instruction, tools or settings they go as the generateContentRequest they belong to, which
+ * names its model. The answer ({totalTokens}) comes back as it is.
+ */
+export const geminiCountTokensPair: TranslatorPair = {
+  client: 'gemini',
+  upstream: 'gemini',
+  path: (ctx) => geminiPath(ctx.upstreamModel, false, 'countTokens'),
+  request (body: Json, ctx) {
+    const { model: _model, ...rest } = body
+    if (Object.keys(rest).every((k) => k === 'contents')) return { body: rest, dropped: [] }
+    const model = ctx.upstreamModel.includes('/') ? ctx.upstreamModel : `models/${ctx.upstreamModel}`
+    return { body: { generateContentRequest: { model, ...rest } }, dropped: [] }
+  },
+  response: () => ({ body: null, usage: null }),
+  error: geminiPassthrough.error,
+  stream: () => { throw new Error('countTokens is never streamed') }
 }

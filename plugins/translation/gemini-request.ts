@@ -76,7 +76,7 @@ const EXTENSIONS: Array<[RegExp, string]> = [
 ]
 
 /** The MIME type of a fileData: given, else from the URL (a YouTube link is a video), else an image. */
-function fileType (given: string | undefined, uri: string): string {
+export function fileType (given: string | undefined, uri: string): string {
   if (given !== undefined && given !== '') return given
   let path = uri
   try {

@@ -7,7 +7,8 @@ import type { Json, Protocol, SseEvent, StreamMapper, Usage } from './types.js'
 // The stream relay: upstream bytes in, the client's stream out, as a Transform between the
 // upstream body and the client's response (see relay() at the end for how it is wired). Each
 // chunk is framed (SSE), mapped by the
-// pair's stream mapper, passed through the stream hooks, and written out. Once the upstream has
+// pair's stream mapper, passed through the stream hooks, and written out (as SSE, or as the
+// elements of one JSON array for a Gemini client that asked for no SSE). Once the upstream has
 // finished its answer, what follows is held until the call is settled, so the client's last byte
 // leaves only after the call's usage is stored. An upstream failure mid-stream (a reset, an idle
 // timeout) ends the client's stream with an error in its own protocol.
@@ -29,6 +30,8 @@ export interface RelayOptions {
   mapper: StreamMapper
   /** The client's protocol, for error frames. */
   protocol: Protocol
+  /** Write the events' data as one JSON array (a Gemini stream asked for without alt=sse), not as SSE frames. */
+  array?: boolean
   hooks?: StreamHooks
   /** Keep what the client is sent (readable with `content`). */
   keepContent?: boolean
@@ -53,6 +56,8 @@ export class StreamRelay extends Transform {
   private held = ''
   private failed: UpstreamFailure | null = null
   private sent: string[] | null
+  /** The JSON array of an array stream was opened. */
+  private opened = false
   /** Responses events are numbered; hooks that add or drop events make the mapper's numbers wrong. */
   private sequence: number | null
 
@@ -107,6 +112,7 @@ export class StreamRelay extends Transform {
     }
     this.holding = true
     this.write_(tail)
+    if (this.opts.array === true) this.emit_(this.opened ? ']' : '[]')
     const done = (): void => {
       if (this.held !== '') this.push(this.held)
       this.held = ''
@@ -125,9 +131,20 @@ export class StreamRelay extends Transform {
   private write_ (frames: SseEvent[]): void {
     if (frames.length === 0) return
     let text = ''
-    for (const ev of frames) text += serialize(this.sequence === null ? ev : this.numbered(ev))
+    if (this.opts.array === true) {
+      for (const ev of frames) {
+        text += (this.opened ? ',\r\n' : '[') + ev.data
+        this.opened = true
+      }
+    } else {
+      for (const ev of frames) text += serialize(this.sequence === null ? ev : this.numbered(ev))
+    }
     if (text === '') return
     this.opts.onFirstByte()
+    this.emit_(text)
+  }
+
+  private emit_ (text: string): void {
     this.sent?.push(text)
     if (this.holding) this.held += text
     else this.push(text)

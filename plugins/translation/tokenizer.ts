@@ -2,9 +2,10 @@ import { setImmediate as turn } from 'node:timers/promises'
 import { Tiktoken } from 'js-tiktoken/lite'
 import type { Json } from './types.js'
 
-// Token counts for POST /v1/messages/count_tokens when the model's upstream is not a Messages
-// provider: OpenAI's o200k_base encoding from js-tiktoken. It is an estimate of what another
-// vendor's tokenizer would say, never a fake 0. The rank table is loaded on first use.
+// Token counts for POST /v1/messages/count_tokens and Gemini's countTokens when the model's
+// upstream cannot count them in that protocol: OpenAI's o200k_base encoding from js-tiktoken. It
+// is an estimate of what another vendor's tokenizer would say, never a fake 0. The rank table is
+// loaded on first use.
 //
 // js-tiktoken's byte-pair merge costs about the square of a piece's length in bytes (a piece is
 // what the encoding's pattern splits text into: a word, a run of digits, punctuation or spaces),
@@ -149,5 +150,31 @@ export async function countTokens (body: Json, encoding?: Encoding): Promise<num
   collect(messages, texts, counts)
   if (Array.isArray(body.tools)) texts.push(JSON.stringify(body.tools))
   const n = counts.images * IMAGE_TOKENS + messages.length * PER_MESSAGE + await countTexts(texts.filter((t) => t !== ''), enc)
+  return Math.max(1, n)
+}
+
+function collectParts (parts: unknown, texts: string[], counts: { images: number }): void {
+  for (const part of Array.isArray(parts) ? parts : []) {
+    if (part === null || typeof part !== 'object') continue
+    const p = part as Json
+    if (typeof p.text === 'string') texts.push(p.text)
+    else if (p.inlineData !== undefined || p.fileData !== undefined) counts.images++
+    else if (p.functionCall !== undefined) texts.push(JSON.stringify(p.functionCall))
+    else if (p.functionResponse !== undefined) texts.push(JSON.stringify(p.functionResponse))
+  }
+}
+
+/** Input tokens of a Gemini request: systemInstruction, contents and tools (as countTokens counts them). */
+export async function countGeminiTokens (body: Json, encoding?: Encoding): Promise<number> {
+  const enc = encoding ?? await o200kBase()
+  const texts: string[] = []
+  const counts = { images: 0 }
+  const system = body.systemInstruction
+  if (typeof system === 'string') texts.push(system)
+  else if (system !== null && typeof system === 'object') collectParts((system as Json).parts, texts, counts)
+  const contents = Array.isArray(body.contents) ? body.contents : []
+  for (const c of contents) if (c !== null && typeof c === 'object') collectParts((c as Json).parts, texts, counts)
+  if (Array.isArray(body.tools)) texts.push(JSON.stringify(body.tools))
+  const n = counts.images * IMAGE_TOKENS + contents.length * PER_MESSAGE + await countTexts(texts.filter((t) => t !== ''), enc)
   return Math.max(1, n)
 }

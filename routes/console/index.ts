@@ -20,7 +20,7 @@ const RANGES = { '24h': { span: 86_400_000, bucket: 3_600_000 }, '7d': { span: 7
 const UsageQuery = Type.Object({ range: Type.Union([Type.Literal('24h'), Type.Literal('7d'), Type.Literal('30d')], { default: '24h' }) })
 const CallsQuery = Type.Object({ limit: Integer({ minimum: 1, maximum: 500, default: 50 }) })
 
-const COUNTS = ['calls', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'cost_nano'] as const
+const COUNTS = ['calls', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'cost_nano', 'saved_nano'] as const
 
 const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   const { store, catalog, clock } = fastify.gateway
@@ -88,14 +88,17 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const since = Math.floor((now - span) / bucket) * bucket + bucket
     const rows = new Map((await store.usage.buckets(key.org, key.project, since, bucket)).map((b) => [b.t, b]))
     const buckets = []
-    const totals = { calls: 0, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0 }
+    const totals = { calls: 0, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0, saved_nano: 0 }
     for (let t = since; t <= now; t += bucket) {
-      const b: UsageBucket = rows.get(t) ?? { t, calls: 0, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0 }
+      const b: UsageBucket = rows.get(t) ?? { t, calls: 0, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0, saved_nano: 0 }
       for (const k of COUNTS) totals[k] += b[k]
-      buckets.push({ start: new Date(t).toISOString(), calls: b.calls, prompt_tokens: b.prompt_tokens, cached_input_tokens: b.cached_input_tokens, completion_tokens: b.completion_tokens, cost_usd: nanoToUsd(b.cost_nano) })
+      buckets.push({
+        start: new Date(t).toISOString(), calls: b.calls, prompt_tokens: b.prompt_tokens, cached_input_tokens: b.cached_input_tokens, completion_tokens: b.completion_tokens,
+        cost_usd: nanoToUsd(b.cost_nano), saved_usd: nanoToUsd(b.saved_nano)
+      })
     }
-    const { cost_nano: cost, ...counts } = totals
-    return { range, bucket_s: bucket / 1000, buckets, totals: { ...counts, cost_usd: nanoToUsd(cost) } }
+    const { cost_nano: cost, saved_nano: saved, ...counts } = totals
+    return { range, bucket_s: bucket / 1000, buckets, totals: { ...counts, cost_usd: nanoToUsd(cost), saved_usd: nanoToUsd(saved) } }
   })
 
   fastify.get('/api/calls', { schema: { querystring: CallsQuery } }, async (request) => {

@@ -12,19 +12,28 @@ import { messagesHeaders } from '../../plugins/upstream/dispatch.js'
 import type { UpstreamClient } from '../../plugins/upstream/types.js'
 
 // The handler of the model call routes: POST /v1/chat/completions ('openai' clients),
-// /v1/messages ('messages') and /v1/responses ('responses'). Check the body and resolve the
-// model, then the pipeline: admission hooks, dispatch to the model's providers through the
-// translator pair of each provider's protocol, the relay of the answer, the end of the call.
+// /v1/messages ('messages'), /v1/responses ('responses') and Gemini's generateContent
+// ('gemini'). Check the body and resolve the model, then the pipeline: admission hooks, dispatch
+// to the model's providers through the translator pair of each provider's protocol, the relay of
+// the answer, the end of the call.
 
 interface Translated { pair: TranslatorPair, body: Json, dropped: string[] }
+
+/** What a route's URL says of a call, where its body does not (Gemini: the model, and whether and how to stream). */
+export interface CallTarget {
+  model: string
+  stream: boolean
+  /** A stream goes out as one JSON array of chunks rather than as SSE. */
+  arrayStream?: boolean
+}
 
 export function callHandler (fastify: FastifyInstance, protocol: Protocol) {
   const gateway = fastify.gateway
   const hooks = hooksOf(gateway)
 
-  return async function handle (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-    const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
-    const { model, valid } = resolve(p, protocol)
+  return async function handle (request: FastifyRequest, reply: FastifyReply, target?: CallTarget): Promise<FastifyReply> {
+    const p: Pipe = { gateway, hooks, request, reply, call: callOf(request), arrayStream: target?.arrayStream }
+    const { model, valid } = resolve(p, protocol, target)
     const body = await then(checked(p, model, valid), (b) => admit(p, model, b, true))
     const ctx = translateCtx(p, model, body)
     const answered = p.call.pluginAnswer
@@ -47,12 +56,13 @@ export function callHandler (fastify: FastifyInstance, protocol: Protocol) {
   }
 }
 
-/** The body's fields the gateway reads, checked, and the catalog model it names among those the key may use. */
-function resolve (p: Pipe, protocol: Protocol): { model: CatalogModel, valid: Json } {
+/** The body's fields the gateway reads, checked, and the catalog model it (or the URL) names among those the key may use. */
+function resolve (p: Pipe, protocol: Protocol, target: CallTarget | undefined): { model: CatalogModel, valid: Json } {
   const valid = checkBody(p.request.body, protocol)
-  const model = p.gateway.catalog.find(valid.model as string, p.request.principal?.models ?? null)
-  if (model === undefined) throw new ModelNotFound({ model: valid.model as string })
-  p.call.resolved(model, valid.stream === true)
+  const name = target?.model ?? valid.model as string
+  const model = p.gateway.catalog.find(name, p.request.principal?.models ?? null)
+  if (model === undefined) throw new ModelNotFound({ model: name })
+  p.call.resolved(model, target?.stream ?? valid.stream === true)
   return { model, valid }
 }
 

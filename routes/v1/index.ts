@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import chatCompletions from './chat-completions.js'
+import gemini from './gemini.js'
 import messages from './messages.js'
 import models from './models.js'
 import notImplemented from './not-implemented.js'
@@ -10,6 +11,7 @@ const v1: FastifyPluginAsync = async (fastify) => {
   await fastify.register(messages)
   await fastify.register(models)
   await fastify.register(responses)
+  await fastify.register(gemini, { underOpenAI: true })
   await fastify.register(notImplemented)
 }
 

@@ -8,15 +8,18 @@ import { MissingModelId, ModelNotFound } from '../../plugins/gateway/errors.js'
 const ListQuery = Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }) })
 const ModelParams = Type.Object({ '*': Type.String() })
 
+// named: a path below /v1/models ending in `:method` would otherwise be taken for a Gemini call's
+const config = { family: 'openai' } as const
+
 const models: FastifyPluginAsyncTypebox = async (fastify) => {
   const { catalog } = fastify.gateway
 
-  fastify.get('/models', { schema: { querystring: ListQuery } }, async (request) => {
+  fastify.get('/models', { config, schema: { querystring: ListQuery } }, async (request) => {
     const visible = catalog.visible(request.principal?.models ?? null)
     return { object: 'list', data: visible.slice(0, request.query.limit).map((m) => m.public) }
   })
 
-  fastify.get('/models/*', { schema: { params: ModelParams } }, async (request) => {
+  fastify.get('/models/*', { config, schema: { params: ModelParams } }, async (request) => {
     const id = request.params['*']
     if (id === '') throw new MissingModelId()
     const model = catalog.find(id, request.principal?.models ?? null)

@@ -116,3 +116,20 @@ t.test('pass-through: only providers with a base_url, and keys name only such pr
   t.match(err.message, /providers\[0\]\.passthrough: needs a base_url/)
   t.match(err.message, /keys\[0\]\.passthrough: up is not a provider with passthrough: true/)
 })
+
+t.test('the SQLite file is relative to the config file\'s folder; absolute paths and :memory: are kept', async (t) => {
+  const dir = tempDir('load')
+  const file = (name: string, sqlite: string): string => {
+    const path = join(dir, name)
+    writeFileSync(path, JSON.stringify({ store: { sqlite } }))
+    return path
+  }
+  t.equal((await loadConfig(file('a.json', 'data/gw.db'), {})).store.sqlite, join(dir, 'data', 'gw.db'))
+  t.equal((await loadConfig(file('b.json', '../gw.db'), {})).store.sqlite, join(dir, '..', 'gw.db'))
+  t.equal((await loadConfig(file('c.json', '/var/lib/modelgate/gw.db'), {})).store.sqlite, '/var/lib/modelgate/gw.db')
+  t.equal((await loadConfig(file('d.json', ':memory:'), {})).store.sqlite, ':memory:')
+  t.equal((await loadConfig(file('e.json', '${DB}'), { DB: 'from-env.db' })).store.sqlite, join(dir, 'from-env.db'), 'a path from a variable too')
+  writeFileSync(join(dir, 'f.json'), '{}')
+  t.equal((await loadConfig(join(dir, 'f.json'), {})).store.sqlite, join(dir, 'data', 'modelgate.db'), 'the default as well')
+  t.equal((await loadConfig(fromRoot('config', 'gateway.yaml'), {})).store.sqlite, fromRoot('data', 'modelgate.db'), 'the shipped config keeps the checkout\'s data/')
+})

@@ -23,7 +23,7 @@ if (!existsSync(CHROMIUM)) {
   let browser: Browser
 
   t.before(async () => {
-    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'usage' }] }))
+    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }] }))
     await app.listen({ host: '127.0.0.1', port: 0 })
     base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
@@ -31,9 +31,10 @@ if (!existsSync(CHROMIUM)) {
   t.teardown(async () => { await browser?.close(); await app?.close() })
 
   // real calls through the gateway, so the usage views show what metering recorded
+  // (the last one is answered from the cache with what the first one stored)
   async function seedUsage (): Promise<void> {
     for (const [model, stream] of [['demo/gpt', false], ['demo/claude', true], ['demo/gpt', true]] as const) {
-      const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' }, body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello console' }] }) })
+      const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', 'x-svc-cache': 'on' }, body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello console' }] }) })
       await res.text()
     }
     await settled()
@@ -81,7 +82,13 @@ if (!existsSync(CHROMIUM)) {
     await page.waitForSelector('#dashboard:not([hidden])')
     await page.waitForSelector('#calls tbody tr td')
     t.match(await page.textContent('#who'), /acme\/web/)
-    t.match(await page.textContent('#stats'), /3\s*Calls/)
+    const stats = await page.textContent('#stats') ?? ''
+    t.match(stats, /3\s*Calls/)
+    const [first] = (await app.gateway.store.usage.page({ model: 'demo/gpt' }, 10)).filter((r) => r.cache_hit === 0)
+    const saved = /\$([\d.]+)\s*Saved by the cache/.exec(stats)?.[1]
+    t.ok(Number(saved) > 0, `the savings beside the spend: $${saved}`)
+    t.equal(Number(saved), (first?.cost_nano ?? 0) / 1e9, 'what the hit would have cost: the call it was stored from')
+    t.match(await page.textContent('#calls tbody'), /cache hit, saved/)
     t.equal(await page.$$eval('#calls tbody tr', (rows) => rows.length), 3)
     t.equal(await page.$$eval('#dashboard svg', (s) => s.length), 3, 'three charts')
     t.match(await page.textContent('#quota'), /Balance \$25/)

@@ -5,7 +5,7 @@ import { Readable } from 'node:stream'
 import { buildApp } from '../../app.js'
 import { pathEscape } from '../../routes/passthrough.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
-import { KEY_A, KEY_B, mockCatalog, spawnGateway, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
+import { KEY_A, KEY_B, mockCatalog, mockCatalogWithGemini, spawnGateway, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_GEMINI_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
 import type { FastifyInstance } from 'fastify'
 import type { UsageRow } from '../../plugins/store/types.js'
 
@@ -109,6 +109,65 @@ t.test('a key without the grant is refused, in the provider family\'s shape', as
   t.equal(g.mock.requests.length, 0, 'nothing reached the provider')
   const unknown = await post(`${g.base}/passthrough/mock-nokey/chat/completions`, chatBody())
   t.equal(unknown.status, 404, 'a provider without pass-through has no such routes')
+})
+
+t.test('Gemini pass-through: the gateway key from x-goog-api-key or ?key= never sent on; generateContent and both stream forms metered', async (t) => {
+  const mock = await startMockUpstream()
+  const c = mockCatalogWithGemini(mock)
+  const providers = (c.providers as Array<Record<string, unknown>>).map((p) => (p.id === 'mock-gemini' ? { ...p, passthrough: true } : p))
+  const app = await buildApp(testConfig({
+    ...c,
+    providers,
+    plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }],
+    tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, passthrough: ['mock-gemini'] }, { key: KEY_B }] }] }]
+  }), { logger: false })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(async () => { await app.close(); await mock.close() })
+  const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/passthrough/mock-gemini/v1beta/models/gemini-upstream-name`
+  const body = { contents: [{ role: 'user', parts: [{ text: 'Tell me about herons please' }] }] }
+
+  const whole = await post(`${base}:generateContent?key=${KEY_A}`, body, {})
+  t.equal(whole.status, 200)
+  const answer = await whole.json() as { responseId: string, usageMetadata: { promptTokenCount: number, candidatesTokenCount: number } }
+  t.match(answer.responseId, /^mock/, 'the provider\'s own answer')
+  const up = mock.requests.at(-1)
+  t.equal(up?.path, '/v1beta/models/gemini-upstream-name:generateContent')
+  t.same(up?.query, {}, 'the client\'s ?key= is not sent on')
+  t.equal(up?.apiKey, UPSTREAM_GEMINI_KEY, 'the provider\'s key')
+  t.equal(whole.headers.get('x-svc-model'), 'google/gemini-test', 'priced as the catalog model with that upstream name')
+
+  const sse = await post(`${base}:streamGenerateContent?alt=sse`, body, { 'x-goog-api-key': KEY_A })
+  t.equal(sse.status, 200)
+  t.match(await sse.text(), /^data: \{"candidates"/)
+  t.same(mock.requests.at(-1)?.query, { alt: 'sse' }, 'the other parameters are')
+  t.equal(mock.requests.at(-1)?.headers['x-goog-api-key'], UPSTREAM_GEMINI_KEY, 'the client\'s x-goog-api-key is replaced')
+
+  const chunk = (text: string, usage: Record<string, number>, finishReason?: string): Record<string, unknown> => ({ candidates: [{ content: { role: 'model', parts: [{ text }] }, index: 0, ...(finishReason === undefined ? {} : { finishReason }) }], usageMetadata: usage })
+  mock.enqueue({ body: [chunk('Herons ', { promptTokenCount: 9, totalTokenCount: 9 }), chunk('wade.', { promptTokenCount: 9, candidatesTokenCount: 4, totalTokenCount: 13 }, 'STOP')] })
+  const array = await post(`${base}:streamGenerateContent?key=${KEY_A}`, body, {})
+  t.equal(array.status, 200)
+  t.equal((await array.json() as unknown[]).length, 2, 'a stream without alt=sse: Google\'s JSON array, as it is')
+
+  await new Promise((resolve) => setImmediate(resolve))
+  const rows = await app.gateway.store.usage.page({}, 10)
+  t.equal(rows.length, 3)
+  const [fromArray, fromSse, fromWhole] = rows
+  t.match(fromWhole, { endpoint: 'passthrough', model: 'google/gemini-test', provider: 'mock-gemini', stream: 0, status: 'ok', prompt_tokens: answer.usageMetadata.promptTokenCount, completion_tokens: answer.usageMetadata.candidatesTokenCount })
+  t.match(fromSse, { stream: 1, status: 'ok' })
+  t.ok((fromSse?.completion_tokens ?? 0) > 0, 'a stream read for its usage')
+  t.match(fromArray, { stream: 1, status: 'ok', prompt_tokens: 9, completion_tokens: 4 }, 'the array\'s last count')
+  t.ok(rows.every((r) => r.cost_nano > 0))
+
+  const other = await post(`${base}:generateContent`, body, { 'x-goog-api-key': KEY_B })
+  t.equal(other.status, 403)
+  t.match(await other.json(), { error: { code: 403, status: 'PERMISSION_DENIED' } }, 'Google\'s shape')
+  const none = await post(`${base}:generateContent`, body, {})
+  t.equal(none.status, 401)
+  t.match(await none.json(), { error: { status: 'UNAUTHENTICATED' } })
+  const list = await fetch(`${base.replace(/\/models\/.*$/, '/models')}?pageSize=5&key=${KEY_A}`)
+  t.equal(list.status, 404, 'any other path reaches the provider, whose answer comes back as it is')
+  t.same(mock.requests.at(-1)?.query, { pageSize: '5' })
+  for (const r of mock.requests) t.notOk(JSON.stringify([r.headers, r.query]).includes(KEY_A), 'the gateway key never reached the provider')
 })
 
 t.test('paths that would leave the provider\'s base path are refused with 400', async (t) => {

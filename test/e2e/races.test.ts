@@ -18,7 +18,10 @@ const INITIAL_USD = 25
 
 interface Gateway { gw: SpawnedGateway, mock: MockUpstream, db: string, base: string }
 
-async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, tenants?: unknown[], env: Record<string, string> = {}): Promise<Gateway> {
+// A live worker must never be taken for dead: stale_hold_s is kept well above how long a loaded
+// machine may hold a worker's event loop (a lock wait can take busy_timeout, 5 s), except where a
+// dead worker's lease must be seen released within the test.
+async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, tenants?: unknown[], env: Record<string, string> = {}, staleHoldS = 10): Promise<Gateway> {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
   const c = mockCatalog(mock)
@@ -26,7 +29,7 @@ async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, ten
   const gw = await spawnGateway(t, {
     store: { sqlite: db },
     admin: { token: ADMIN },
-    plugins: [{ name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'quota' }, { name: 'balance', options: { stale_hold_s: 1.5 } }, { name: 'usage' }],
+    plugins: [{ name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'quota' }, { name: 'balance', options: { stale_hold_s: staleHoldS } }, { name: 'usage' }],
     providers: c.providers,
     models: c.models,
     tenants: tenants ?? [{ org: 'acme', balance_usd: INITIAL_USD, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }],
@@ -186,7 +189,7 @@ t.test('two workers, an organization per case', async (t) => {
 })
 
 t.test('kill -9 of a worker under load: completed responses all recorded, ledger balanced, worker replaced, lease released', async (t) => {
-  const g = await twoWorkers(t)
+  const g = await twoWorkers(t, {}, undefined, {}, 1.5)
   await eventually(5000, () => workerPids(g.gw.pid), (p) => p.length === 2)
   const before = workerPids(g.gw.pid)
   t.equal(before.length, 2, 'two workers')

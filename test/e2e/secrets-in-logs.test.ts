@@ -2,7 +2,7 @@ import t from 'tap'
 import { Writable } from 'node:stream'
 import { buildApp } from '../../app.js'
 import { startMockUpstream } from '../mock-upstream.js'
-import { KEY_A, KEY_B, mockCatalog, settled, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
+import { KEY_A, KEY_B, mockCatalog, mockCatalogWithGemini, settled, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_GEMINI_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
 
 // Keys and tokens never reach the logs: a run of calls at the `info` level (every request is
 // logged), good and bad keys, the admin token, upstream failures and errors, and the log text is
@@ -59,6 +59,45 @@ t.test('no key or token appears in the logs', async (t) => {
   }
 })
 
+t.test('a Gemini client\'s ?key= is never logged, whatever the key looks like and however the call ends', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  // not shaped like a gateway or provider key: only the parameter's name can give it away
+  const plain = 'GeminiClientSecret0123456789xyz'
+  const wrong = 'NotAKeyOfThisGateway9876543210'
+  let logs = ''
+  const stream = new Writable({ write (chunk: Buffer, _enc, cb) { logs += chunk.toString(); cb() } })
+  const app = await buildApp(testConfig({
+    ...mockCatalogWithGemini(mock),
+    plugins: [{ name: 'rate-limit', options: { max: 8 } }, { name: 'auth' }, { name: 'usage' }],
+    tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: plain }] }] }]
+  }), { logger: { level: 'info', stream } })
+  t.teardown(() => app.close())
+  const contents = [{ role: 'user', parts: [{ text: 'hello' }] }]
+  const urls = [
+    `/v1beta/models/google/gemini-test:generateContent?key=${plain}`,
+    `/v1beta/models/openai/gpt-test:streamGenerateContent?alt=sse&key=${plain}`,
+    `/v1/models/anthropic/claude-test:countTokens?key=${plain}`,
+    `/v1beta/models/nope/x:generateContent?key=${plain}`,
+    `/v1beta/models/google/gemini-test:generateContent?key=${wrong}`,
+    `/v1beta/nothing?key=${plain}`,
+    `/v1beta/models?pageToken=zz&key=${plain}`
+  ]
+  const statuses: number[] = []
+  for (const url of urls) statuses.push((await app.inject({ method: url.includes('pageToken') ? 'GET' : 'POST', url, payload: { contents } })).statusCode)
+  mock.faults = { status: { status: 500, times: 5 } }
+  statuses.push((await app.inject({ method: 'POST', url: urls[0] as string, payload: { contents } })).statusCode)
+  statuses.push((await app.inject({ method: 'POST', url: urls[0] as string, payload: { contents } })).statusCode)
+  await settled()
+  await app.close()
+  t.same(statuses, [200, 200, 200, 404, 401, 404, 400, 502, 429], 'successes, refusals, an upstream failure and the rate limit')
+  t.match(logs, /key=\[redacted\]/, 'the requests were logged, their key redacted')
+  for (const secret of [plain, wrong, UPSTREAM_GEMINI_KEY]) {
+    t.notOk(logs.includes(secret), `${secret.slice(0, 8)}… is not in the logs`)
+    t.notOk(logs.includes(secret.slice(0, 16)), `nor a long piece of it`)
+  }
+})
+
 t.test('redactUrl keeps what is not a secret', async (t) => {
   const { redactUrl } = await import('../../plugins/ops/log-redaction.js')
   const cases: Array<[string, string]> = [
@@ -68,7 +107,8 @@ t.test('redactUrl keeps what is not a secret', async (t) => {
     ['/v1/models?access_token=abc&Authorization=Bearer%20x&sig=1', '/v1/models?access_token=[redacted]&Authorization=[redacted]&sig=[redacted]'],
     [`/v1/models?${KEY_A}`, '/v1/models?[redacted]'],
     [`/v1/${KEY_B}/chat`, '/v1/[redacted]/chat'],
-    [`/x?q=${UPSTREAM_OPENAI_KEY}`, '/x?q=[redacted]']
+    [`/x?q=${UPSTREAM_OPENAI_KEY}`, '/x?q=[redacted]'],
+    ['/v1beta/models/x:streamGenerateContent?alt=sse&key=AnyKey123', '/v1beta/models/x:streamGenerateContent?alt=sse&key=[redacted]']
   ]
   for (const [url, want] of cases) t.equal(redactUrl(url), want, url)
 })

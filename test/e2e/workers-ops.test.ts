@@ -16,7 +16,7 @@ const ADMIN = 'admin-token-0123456789'
 
 function cli (args: string[]): Promise<{ code: number, stdout: string, stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [fromRoot('dist', 'cli.js'), ...args], { cwd: fromRoot(), env: childEnv() }, (err, stdout, stderr) => {
+    execFile(process.execPath, [fromRoot('dist', 'cli', 'index.js'), ...args], { cwd: fromRoot(), env: childEnv() }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : Number((err as { code?: number }).code ?? 1), stdout, stderr })
     })
   })

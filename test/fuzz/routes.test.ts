@@ -9,7 +9,8 @@ import { bearer, build, KEY_A } from '../helper.js'
 // (keys right and wrong, locales, content types, idempotency keys) and bodies (random JSON,
 // valid bodies with values swapped for hostile ones, text that is not JSON). Whatever comes in:
 // never a 5xx (other than the documented 501 routes), and every error in its family's shape:
-// the Messages shape under /v1/messages, the numeric-code shape everywhere else.
+// the Messages shape under /v1/messages, Google's under /v1beta and on Gemini's method calls under
+// /v1/models, the numeric-code shape everywhere else.
 //
 // Runs in-process (inject) for volume, and a smaller part over a real socket for what inject
 // cannot send: oversized headers and URLs, raw request lines. FUZZ_SEED and FUZZ_RUNS replay or
@@ -29,6 +30,13 @@ const VALID: Record<string, Record<string, unknown>> = {
   messages: { model: 'demo/claude', max_tokens: 16, system: 'Be brief.', messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }, { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }] }], stream: false },
   responses: { model: 'demo/gpt', input: [{ role: 'user', content: [{ type: 'input_text', text: 'Hi' }] }], instructions: 'Be brief.', max_output_tokens: 16, stream: false, tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }] },
   count: { model: 'demo/claude', messages: [{ role: 'user', content: 'Hi' }] },
+  gemini: {
+    systemInstruction: { parts: [{ text: 'Be brief.' }] },
+    contents: [{ role: 'user', parts: [{ text: 'Hi' }, { fileData: { mimeType: 'image/png', fileUri: 'https://example.com/a.png' } }] }, { role: 'model', parts: [{ functionCall: { name: 'f', args: {} } }] }, { role: 'user', parts: [{ functionResponse: { name: 'f', response: { output: 'x' } } }] }],
+    tools: [{ functionDeclarations: [{ name: 'f', parameters: { type: 'OBJECT' } }] }],
+    toolConfig: { functionCallingConfig: { mode: 'AUTO' } },
+    generationConfig: { temperature: 0.5, maxOutputTokens: 16, topK: 3, thinkingConfig: { includeThoughts: true, thinkingBudget: 1024 } }
+  },
   key: { org: 'acme', project: 'web', name: 'fuzz', models: ['demo/*'], passthrough: [], expires_at: '2030-01-01T00:00:00Z', limits: { rpm: 100, tpm: 10000 }, budget: { usd: '2.5', per: 'month' } },
   credits: { amount_usd: '1.5' },
   org: { id: 'fuzzco', balance_usd: '1.5', quota: { tokens: 1000, per: 'day' } },
@@ -64,6 +72,9 @@ const ROUTES: Array<[string, string]> = [
   ['POST', '/v1/chat/completions'], ['POST', '/v1/messages'], ['POST', '/v1/messages/count_tokens'], ['POST', '/v1/responses'],
   ['GET', '/v1/responses/{seg}'], ['DELETE', '/v1/responses/{seg}'], ['POST', '/v1/responses/{seg}/cancel'], ['GET', '/v1/responses/{seg}/input_items'],
   ['GET', '/v1/models'], ['GET', '/v1/models/{seg}'], ['GET', '/v1/models/{seg}/{seg}'], ['POST', '/v1/embeddings'], ['GET', '/v1/{seg}'],
+  ['POST', '/v1beta/models/demo/gpt:generateContent'], ['POST', '/v1beta/models/{seg}:streamGenerateContent'], ['POST', '/v1beta/models/demo%2Fclaude:countTokens'],
+  ['POST', '/v1/models/{seg}/{seg}:generateContent'], ['POST', '/v1/models/demo/claude:{seg}'], ['POST', '/v1/models/{seg}'],
+  ['GET', '/v1beta/models'], ['GET', '/v1beta/models/{seg}'], ['GET', '/v1beta/{seg}'],
   ['GET', '/admin/v1/usage'], ['GET', '/admin/v1/keys'], ['POST', '/admin/v1/keys'], ['DELETE', '/admin/v1/keys/{seg}'], ['GET', '/admin/v1/orgs/{seg}'],
   ['POST', '/admin/v1/orgs/{seg}/credits'], ['POST', '/admin/v1/reload'], ['GET', '/admin/v1/{seg}'],
   ['GET', '/admin/v1/orgs'], ['POST', '/admin/v1/orgs'], ['PATCH', '/admin/v1/orgs/{seg}'], ['DELETE', '/admin/v1/orgs/{seg}'],
@@ -81,16 +92,16 @@ const segment = fc.oneof(
   fc.integer({ min: 900, max: 1400 }).map((n) => 'a'.repeat(n))
 )
 
-const QUERY_NAMES = ['limit', 'cursor', 'since', 'until', 'org', 'project', 'model', 'key_id', 'range', 'after', 'group_by', 'bucket', '__proto__', 'x']
+const QUERY_NAMES = ['limit', 'cursor', 'since', 'until', 'org', 'project', 'model', 'key_id', 'range', 'after', 'group_by', 'bucket', '__proto__', 'x', 'alt', 'key', 'pageSize', 'pageToken']
 const QUERY_VALUES = ['1', '0', '-5', '10001', 'abc', '2026-01-01T00:00:00Z', '2026-02-30', 'not-a-date', '24h', '7d', '', 'Infinity', '-Infinity', '1e400', 'NaN', '0x10',
-  'org,model', 'key_id,provider,project', 'org,org', 'color', 'hour', 'day', 'week']
+  'org,model', 'key_id,provider,project', 'org,org', 'color', 'hour', 'day', 'week', 'sse', 'json', KEY_A]
 const query = fc.array(fc.tuple(fc.constantFrom(...QUERY_NAMES), fc.oneof(fc.constantFrom(...QUERY_VALUES), fc.string({ maxLength: 20 }))), { maxLength: 4 })
   .map((pairs) => pairs.length === 0 ? '' : '?' + pairs.map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join('&'))
 
 // mostly right credentials for the route, so that the bodies reach the code behind auth
 const auth = fc.oneof(
   { weight: 6, arbitrary: fc.constant<Record<string, string>>({ ...bearer(KEY_A), 'x-admin': '1' }) },
-  { weight: 1, arbitrary: fc.constantFrom<Record<string, string>>({}, bearer('mg-wrong-0123456789abcdef'), { authorization: 'Basic Zm9vOmJhcg==' }, { authorization: 'Bearer' }, { 'x-api-key': KEY_A }, { 'x-api-key': '' }) }
+  { weight: 1, arbitrary: fc.constantFrom<Record<string, string>>({}, bearer('mg-wrong-0123456789abcdef'), { authorization: 'Basic Zm9vOmJhcg==' }, { authorization: 'Bearer' }, { 'x-api-key': KEY_A }, { 'x-api-key': '' }, { 'x-goog-api-key': KEY_A }, { 'x-goog-api-key': ' ' }) }
 )
 const extraHeaders = fc.record({
   'content-type': fc.constantFrom('application/json', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=latin1', ''),
@@ -128,17 +139,26 @@ function urlOf (r: Req): string {
 }
 
 const isMessagesFamily = (url: string): boolean => url.startsWith('/v1/messages')
+// Google's API, and its method calls beside OpenAI's model list (whose GET and HEAD are OpenAI's)
+function isGeminiFamily (raw: string, method: string): boolean {
+  // the path as the request reaches the router, dot segments resolved
+  let url = raw
+  try { const u = new URL(raw, 'http://gateway'); url = u.pathname + u.search } catch {}
+  return url.startsWith('/v1beta') || (method !== 'GET' && method !== 'HEAD' && /^\/v1\/models\/[^?]*(?::|%3[Aa])[A-Za-z]+(?:\?|$)/.test(url))
+}
 const DOCUMENTED_501 = new Set(['/v1/embeddings', '/v1/images/generations'])
 
 /** Why an answer breaks the contract, or null when it keeps it. */
-function violation (url: string, status: number, contentType: string | undefined, text: string): string | null {
+function violation (url: string, status: number, contentType: string | undefined, text: string, method = 'GET'): string | null {
   if (status >= 500 && !(status === 501 && DOCUMENTED_501.has(url.split('?')[0] ?? ''))) return `status ${status}`
   if (status < 400 || text === '') return null
   if (!/application\/json/.test(contentType ?? '')) return `error with content-type ${contentType ?? 'none'}`
-  let b: { type?: unknown, error?: { code?: unknown, type?: unknown, message?: unknown } }
+  let b: { type?: unknown, error?: { code?: unknown, type?: unknown, message?: unknown, status?: unknown } }
   try { b = JSON.parse(text) } catch { return 'error body is not JSON' }
   if (typeof b.error?.message !== 'string') return 'no error.message'
-  if (isMessagesFamily(url)) {
+  if (isGeminiFamily(url, method)) {
+    if (b.error.code !== status || typeof b.error.status !== 'string' || b.error.type !== undefined) return 'not Google\'s shape'
+  } else if (isMessagesFamily(url)) {
     if (b.type !== 'error' || typeof b.error.type !== 'string') return 'not the Messages shape'
   } else if (b.error.code === undefined || b.error.code === null) {
     return 'no error.code in the numeric-code shape'
@@ -161,11 +181,12 @@ t.test('every route family, in-process: no 5xx, every error in its shape', async
   const figures = { requests: 0, fivexx: 0, wrongShape: 0, byStatus: new Map<number, number>() }
   const failures: string[] = []
   await fc.assert(fc.asyncProperty(request, async (r) => {
-    const url = urlOf(r)
+    let url = urlOf(r)
     const method = r.method ?? r.route[0]
     const withBody = method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS'
     let payload = withBody ? r.body : undefined
     if (payload !== undefined && r.stream && payload.startsWith('{"model"')) payload = payload.replace('"stream":false', '"stream":true')
+    if (r.stream && url.includes(':streamGenerateContent') && !url.includes('alt=')) url += `${url.includes('?') ? '&' : '?'}alt=sse`
     const headers: Record<string, string> = { ...r.auth }
     // the right credential for the family: the admin token on /admin, a key elsewhere
     if (headers['x-admin'] !== undefined) {
@@ -177,7 +198,7 @@ t.test('every route family, in-process: no 5xx, every error in its shape', async
     figures.requests++
     figures.byStatus.set(res.statusCode, (figures.byStatus.get(res.statusCode) ?? 0) + 1)
     if (process.env.FUZZ_DEBUG === String(res.statusCode)) console.log(method, url.slice(0, 80), res.body.slice(0, 100))
-    const why = violation(url, res.statusCode, res.headers['content-type'] as string | undefined, method === 'HEAD' ? '' : res.body)
+    const why = violation(url, res.statusCode, res.headers['content-type'] as string | undefined, method === 'HEAD' ? '' : res.body, method)
     if (why !== null) {
       if (res.statusCode >= 500) figures.fivexx++
       else figures.wrongShape++

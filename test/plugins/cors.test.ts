@@ -19,7 +19,7 @@ t.test('a browser preflight is answered before auth, with the allowed headers', 
     t.equal(res.headers['access-control-allow-origin'], '*')
     t.equal(res.headers['access-control-max-age'], '600')
     const allowed = String(res.headers['access-control-allow-headers']).split(', ')
-    for (const h of ['authorization', 'content-type', 'accept-language', 'x-locale', 'idempotency-key', 'x-api-key', 'anthropic-version', 'anthropic-beta', 'x-stainless-arch', 'x-stainless-retry-count', 'x-svc-trace-id']) {
+    for (const h of ['authorization', 'content-type', 'accept-language', 'x-locale', 'idempotency-key', 'x-api-key', 'anthropic-version', 'anthropic-beta', 'x-stainless-arch', 'x-stainless-retry-count', 'x-svc-trace-id', 'x-svc-cache', 'cache-control']) {
       t.ok(allowed.includes(h), `${h} allowed`)
     }
   }
@@ -35,7 +35,7 @@ t.test('responses expose the diagnostic headers and Retry-After; a browser can r
   const res = await gw.app.inject({ method: 'GET', url: '/v1/models', headers: { ...gw.auth, origin: 'https://app.example' } })
   t.equal(res.statusCode, 200)
   const exposed = String(res.headers['access-control-expose-headers'])
-  for (const h of ['X-SVC-Trace-ID', 'X-SVC-Model', 'X-SVC-Provider', 'X-SVC-Dropped-Params', 'X-SVC-Overhead-Ms', 'Retry-After', 'x-should-retry']) t.match(exposed, h)
+  for (const h of ['X-SVC-Trace-ID', 'X-SVC-Model', 'X-SVC-Provider', 'X-SVC-Dropped-Params', 'X-SVC-Overhead-Ms', 'X-SVC-Cache', 'Age', 'Retry-After', 'x-should-retry']) t.match(exposed, h)
   const unauth = await gw.app.inject({ method: 'GET', url: '/v1/models', headers: { origin: 'https://app.example' } })
   t.equal(unauth.statusCode, 401)
   t.equal(unauth.headers['access-control-allow-origin'], '*')

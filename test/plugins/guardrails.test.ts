@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { maxMatchLength, regexShape } from '../../plugins/api/regex-span.js'
 import guardrails from '../../plugins/guardrails.js'
 import { SseParser } from '../../plugins/translation/sse.js'
-import { bareGateway, mockCatalog, type Teardown } from '../helper.js'
+import { bareGateway, build, KEY_A, mockCatalog, mockCatalogWithGemini, type Teardown } from '../helper.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 
 // The guardrails plugin on a bare Fastify with the test gateway, in front of the mock upstream:
@@ -230,4 +230,26 @@ t.test('options: a pattern that is not a regular expression is refused by name; 
   mock.enqueue({ stream: chatFrames(['key sk-ABCDEFGHIJKLMNOPQRSTUV', ' end']) })
   const whole = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat('x', { stream: true }) })
   t.equal(streamedText(whole.body), 'key *** end', 'one that arrives in one delta is replaced')
+})
+
+t.test('Gemini streams: a chunk whose text is all held back still brings its function call and signature', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const app = await build(t, { ...mockCatalogWithGemini(mock), plugins: [{ name: 'auth' }, { name: 'guardrails', options: { rules: [{ ...KEY_RULE, on: ['response'] }] } }] })
+  const chunk = (parts: unknown[], extra: Record<string, unknown> = {}): string => `data: ${JSON.stringify({ candidates: [{ content: { role: 'model', parts }, index: 0, ...extra }], usageMetadata: { promptTokenCount: 5, totalTokenCount: 5 } })}\r\n\r\n`
+  mock.enqueue({
+    stream: [
+      chunk([{ text: 'Here it is: ' }]),
+      // 'sk-ABCDEF' could be the start of a key: held back whole, while the call must go on
+      chunk([{ text: 'sk-ABCDEF', thoughtSignature: 'c2ln' }, { functionCall: { name: 'lookup', args: { q: 'x' } } }]),
+      chunk([], { finishReason: 'STOP' })
+    ]
+  })
+  const res = await app.inject({ method: 'POST', url: '/v1beta/models/google/gemini-test:streamGenerateContent?alt=sse', headers: { 'x-goog-api-key': KEY_A }, payload: { contents: [{ role: 'user', parts: [{ text: 'go' }] }] } })
+  t.equal(res.statusCode, 200)
+  const p = new SseParser()
+  const parts = [...p.push(res.body), ...p.end()].flatMap((e) => JSON.parse(e.data).candidates?.[0]?.content?.parts ?? []) as Array<Record<string, unknown>>
+  t.same(parts.filter((x) => x.functionCall !== undefined).map((x) => x.functionCall), [{ name: 'lookup', args: { q: 'x' } }], 'the function call reached the client')
+  t.ok(parts.some((x) => x.thoughtSignature === 'c2ln'), 'and the signature on the held part')
+  t.equal(parts.map((x) => typeof x.text === 'string' ? x.text : '').join(''), 'Here it is: sk-ABCDEF', 'the held text followed once no match could grow from it')
 })

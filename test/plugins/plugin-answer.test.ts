@@ -2,6 +2,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
+import { GoogleGenAI } from '@google/genai'
 import { definePlugin, type CallOutcome, type Json, type PluginAnswer } from '../../plugins/api/index.js'
 import { testGateway, TEST_KEY } from '../../plugins/api/testing.js'
 
@@ -36,6 +37,16 @@ const ANSWERS: Record<string, Json> = {
     ],
     usage: { input_tokens: 1200, input_tokens_details: { cached_tokens: 0 }, output_tokens: 300, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 1500 },
     parallel_tool_calls: true, tool_choice: 'auto', tools: []
+  },
+  gemini: {
+    candidates: [{
+      content: { role: 'model', parts: [{ text: 'Checking the forecast.', thought: true }, { text: longText, thoughtSignature: 'c2lnLWdlbQ==' }, { functionCall: { name: 'get_weather', args: { city: 'Lyon', days: 3 } } }] },
+      finishReason: 'STOP',
+      index: 0
+    }],
+    usageMetadata: { promptTokenCount: 1200, candidatesTokenCount: 300, totalTokenCount: 1500 },
+    modelVersion: 'test/echo',
+    responseId: 'gem-cached'
   }
 }
 
@@ -67,7 +78,12 @@ async function start (t: Tap.Test) {
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => app.close())
   const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
-  return { app, gw, base, outcomes, openai: new OpenAI({ baseURL: `${base}/v1`, apiKey: TEST_KEY, maxRetries: 0 }), anthropic: new Anthropic({ baseURL: base, apiKey: TEST_KEY, maxRetries: 0 }) }
+  return {
+    app, gw, base, outcomes,
+    openai: new OpenAI({ baseURL: `${base}/v1`, apiKey: TEST_KEY, maxRetries: 0 }),
+    anthropic: new Anthropic({ baseURL: base, apiKey: TEST_KEY, maxRetries: 0 }),
+    google: new GoogleGenAI({ apiKey: TEST_KEY, httpOptions: { baseUrl: base } })
+  }
 }
 
 const redacted = longText.replaceAll('as a post', '[REDACTED]')
@@ -121,4 +137,28 @@ t.test('Responses: finalResponse() rebuilds the replayed events', async (t) => {
   const res = await fetch(`${g.base}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'test/echo', input: 'weather?' }) })
   t.equal(res.headers.get('x-answered-by'), 'plugin', 'the plugin\'s headers')
   t.equal((await res.json() as { id: string }).id, 'resp_cached')
+})
+
+t.test('Gemini: whole, and replayed as SSE chunks the SDK reads back into the same parts; as a JSON array without alt=sse', async (t) => {
+  const g = await start(t)
+  const whole = await g.google.models.generateContent({ model: 'test/echo', contents: 'weather?' })
+  t.equal(whole.responseId, 'gem-cached')
+  t.equal(whole.candidates?.[0]?.content?.parts?.filter((p) => p.thought !== true).map((p) => p.text ?? '').join(''), redacted, 'the response hooks saw it: the guardrail redacted it')
+  t.same(whole.functionCalls, [{ name: 'get_weather', args: { city: 'Lyon', days: 3 } }])
+
+  const chunks = []
+  for await (const chunk of await g.google.models.generateContentStream({ model: 'test/echo', contents: 'weather?' })) chunks.push(chunk)
+  t.ok(chunks.length > 3, `the text came in several chunks (${chunks.length})`)
+  const parts = chunks.flatMap((c) => c.candidates?.[0]?.content?.parts ?? [])
+  t.equal(parts.filter((p) => p.thought !== true).map((p) => p.text ?? '').join(''), redacted)
+  t.equal(parts.filter((p) => p.thought === true).map((p) => p.text).join(''), 'Checking the forecast.', 'the thought summary')
+  t.ok(parts.some((p) => p.thoughtSignature === 'c2lnLWdlbQ=='), 'the signature kept')
+  t.same(parts.filter((p) => p.functionCall !== undefined).map((p) => p.functionCall), [{ name: 'get_weather', args: { city: 'Lyon', days: 3 } }], 'the call whole')
+  t.match(chunks.at(-1), { candidates: [{ finishReason: 'STOP' }], usageMetadata: { promptTokenCount: 1200, candidatesTokenCount: 300 } })
+
+  const res = await fetch(`${g.base}/v1beta/models/test/echo:streamGenerateContent`, { method: 'POST', headers: { 'x-goog-api-key': TEST_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'weather?' }] }] }) })
+  const array = await res.json() as Array<{ candidates?: Array<{ content?: { parts?: Array<{ text?: string, thought?: boolean }> } }> }>
+  t.ok(Array.isArray(array) && array.length === chunks.length, 'the same chunks, as one JSON array')
+  t.equal(array.flatMap((c) => c.candidates?.[0]?.content?.parts ?? []).filter((p) => p.thought !== true).map((p) => p.text ?? '').join(''), redacted)
+  t.ok(g.outcomes.length === 3 && g.outcomes.every((o) => o.cacheHit && o.costNano === 0 && o.endpoint === 'generate_content' && o.usage.prompt_tokens === 1200), 'free hits, with the tokens they stand for')
 })

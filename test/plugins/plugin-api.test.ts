@@ -12,7 +12,7 @@ import { childEnv, KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
 const run = promisify(execFile)
-const BUILTINS = ['auth', 'balance', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage', 'metrics', 'tracing']
+const BUILTINS = ['auth', 'balance', 'cache', 'cors', 'diagnostics', 'guardrails', 'idempotency', 'quota', 'rate-limit', 'usage', 'metrics', 'tracing']
 
 /**
  * The example plugin as a project that installed modelgate would hold it: a copy of its file in a
@@ -29,10 +29,11 @@ function exampleTagger (): string {
 }
 
 t.test('each built-in plugin module can be imported alone, in a process that imported nothing else', async (t) => {
-  // one process per module, all at once (each plugin's own behaviour: test/plugins/<name>.test.ts)
+  // one process per module, all at once, from the sources (the build bundles them; each plugin's
+  // own behaviour: test/plugins/<name>.test.ts)
   const seen = await Promise.all(BUILTINS.map(async (name) => {
-    const file = fromRoot('dist', 'plugins', `${name}.js`)
-    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(file)}); console.log(m.default.name, typeof m.default.plugin)`], { env: childEnv() })
+    const file = fromRoot('plugins', `${name}.ts`)
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', `const m = await import(${JSON.stringify(file)}); console.log(m.default.name, typeof m.default.plugin)`], { env: childEnv() })
     return stdout.trim()
   }))
   t.same(seen, BUILTINS.map((name) => `${name} function`))
@@ -143,7 +144,7 @@ t.test('config check: a missing module, a module with no plugin, and bad options
 })
 
 t.test('modelgate config check and modelgate plugins, on a config with an outside plugin', async (t) => {
-  const cli = fromRoot('dist', 'cli.js')
+  const cli = fromRoot('dist', 'cli', 'index.js')
   const tagger = exampleTagger()
   const bad = configFile([{ name: 'auth' }, { name: 'tagger', module: tagger, options: { colour: 'red' } }], { store: { sqlite: ':memory:' } })
   const checked = await run(process.execPath, [cli, 'config', 'check', bad], { env: childEnv() }).then(() => null, (err: { code: number, stderr: string }) => err)

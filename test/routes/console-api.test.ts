@@ -20,3 +20,23 @@ t.test('/console/api/me: once a call has ended, held_usd is back to 0 and spent_
   t.ok(Number(me.spent_usd) > 0, `spent ${me.spent_usd}`)
   t.equal(Number(me.balance_usd) + Number(me.spent_usd), 25)
 })
+
+t.test('/console/api/usage and /calls: what the cache saved, beside the spend', async (t) => {
+  const app = await build(t, { plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }] })
+  const call = async (): Promise<void> => {
+    const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...bearer(KEY_A), 'x-svc-cache': 'on' }, payload: { model: 'demo/gpt', messages: [{ role: 'user', content: 'hello again' }] } })
+    t.equal(res.statusCode, 200)
+  }
+  await call()
+  await call()
+  await call()
+  await settled()
+  const usage = (await app.inject({ method: 'GET', url: '/console/api/usage', headers: bearer(KEY_A) })).json()
+  const [miss] = (await app.gateway.store.usage.page({}, 10)).filter((r) => r.cache_hit === 0)
+  t.equal(usage.totals.calls, 3)
+  t.equal(usage.totals.cost_usd, String((miss?.cost_nano ?? 0) / 1e9), 'the spend: the one call that went upstream')
+  t.equal(usage.totals.saved_usd, String(2 * (miss?.cost_nano ?? 0) / 1e9), 'the savings: the two hits')
+  t.equal(usage.buckets.reduce((a: number, b: { saved_usd: string }) => a + Number(b.saved_usd), 0), Number(usage.totals.saved_usd), 'in the buckets too')
+  const calls = (await app.inject({ method: 'GET', url: '/console/api/calls', headers: bearer(KEY_A) })).json()
+  t.same(calls.data.map((c: { cache_hit: boolean }) => c.cache_hit).sort(), [false, true, true])
+})

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
-import type { QuotaLimit, Store, UsageRow } from '../../plugins/store/types.js'
+import type { CachedAnswer, QuotaLimit, Store, UsageRow } from '../../plugins/store/types.js'
 import { KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
@@ -323,6 +323,56 @@ function contract (t: Tap.Test, open: Open): void {
     const [big] = await store.usage.summary({ model: 'm-big' }, ['provider'])
     t.equal(big?.cost_nano, 3n * BigInt(huge) + 7n, 'a sum past 2^53 is exact')
     t.same(await store.usage.summary({ org: 'nobody' }, ['org']), [])
+  })
+
+  const answer = (storedAt: number, ttlMs: number, value = `v${storedAt}`): CachedAnswer => ({ value, storedAt, expiresAt: storedAt + ttlMs })
+  const T0 = 1_700_000_000_000
+
+  t.test('cache: an answer serves until it expires, to lookups it is fresh enough for, on every process', async (t) => {
+    const [a, b] = await open(t, 2) as [Store, Store]
+    t.same(await a.cache.lookup('k1', { now: T0 }), { kind: 'miss' }, 'nothing stored: a miss, nothing claimed')
+    await a.cache.put('k1', answer(T0, 60_000, 'the answer'), 100)
+    t.same(await b.cache.lookup('k1', { now: T0 + 1000 }), { kind: 'hit', entry: { value: 'the answer', storedAt: T0, expiresAt: T0 + 60_000 } }, 'found by another process')
+    t.same(await b.cache.lookup('k1', { now: T0 + 1000, storedSince: T0 + 1 }), { kind: 'miss' }, 'not for a lookup that wants a newer one')
+    t.same(await a.cache.lookup('k1', { now: T0 + 60_000 }), { kind: 'miss' }, 'not once expired')
+    t.same(await a.cache.lookup('k2', { now: T0 }), { kind: 'miss' }, 'another key is another answer')
+    await a.cache.put('k1', answer(T0 + 60_000, 1000, 'newer'), 100)
+    t.match(await b.cache.lookup('k1', { now: T0 + 60_500 }), { kind: 'hit', entry: { value: 'newer' } }, 'stored again: replaced')
+  })
+
+  t.test('cache: bounded by max entries, the oldest stored going first', async (t) => {
+    const [store] = await open(t) as [Store]
+    for (let i = 0; i < 8; i++) await store.cache.put(`k${i}`, answer(T0 + i, 60_000), 5)
+    await store.cache.put('k7', answer(T0 + 8, 60_000), 5)
+    const found: string[] = []
+    for (let i = 0; i < 8; i++) if ((await store.cache.lookup(`k${i}`, { now: T0 + 10 })).kind === 'hit') found.push(`k${i}`)
+    t.same(found, ['k3', 'k4', 'k5', 'k6', 'k7'], 'the five stored last; storing k7 again did not push out another')
+  })
+
+  t.test('cache: identical misses on two processes: one fills, the others wait for its answer; an abandoned fill lets them go on', async (t) => {
+    const [a, b] = await open(t, 2) as [Store, Store]
+    const fill = (owner: string): { owner: string, ttlMs: number } => ({ owner, ttlMs: 30_000 })
+    t.same(await a.cache.lookup('k', { now: T0, fill: fill('r1') }), { kind: 'fill' }, 'the first miss fills')
+    t.same(await a.cache.lookup('k', { now: T0, fill: fill('r2') }), { kind: 'wait' }, 'an identical one on the same process waits')
+    t.same(await b.cache.lookup('k', { now: T0, fill: fill('r3') }), { kind: 'wait' }, 'and on another process')
+    let woken = 0
+    const waits = [a.cache.waitFill('k', 20_000), b.cache.waitFill('k', 20_000)].map(async (p) => { await p; woken++ })
+    t.equal(woken, 0, 'waiting')
+    await a.cache.put('k', answer(T0, 60_000, 'filled'), 100, 'r1')
+    await Promise.all(waits)
+    t.equal(woken, 2, 'both woke when the answer was stored, long before their time was up')
+    t.match(await b.cache.lookup('k', { now: T0 + 1, fill: fill('r3') }), { kind: 'hit', entry: { value: 'filled' } })
+
+    t.same(await b.cache.lookup('j', { now: T0, fill: fill('r4') }), { kind: 'fill' })
+    t.same(await a.cache.lookup('j', { now: T0, fill: fill('r5') }), { kind: 'wait' })
+    const waiting = a.cache.waitFill('j', 20_000)
+    await b.cache.abandon('j', 'r4')
+    await waiting
+    t.same(await a.cache.lookup('j', { now: T0 + 1 }), { kind: 'miss' }, 'abandoned: no answer, and the waiter went on')
+    t.same(await a.cache.lookup('j', { now: T0 + 1, fill: fill('r5') }), { kind: 'fill' }, 'the fill is free again')
+    t.same(await b.cache.lookup('j', { now: T0 + 40_000, fill: fill('r6') }), { kind: 'fill' }, 'a fill past its time is taken over')
+    await a.cache.abandon('j', 'r5')
+    t.same(await b.cache.lookup('j', { now: T0 + 40_001, fill: fill('r7') }), { kind: 'wait' }, 'the late owner\'s end left the new fill alone')
   })
 }
 

@@ -189,3 +189,21 @@ t.test('an idle lease whose give-back ran while a refused refill was under way i
   t.match(org(store), { balance_nano: 1000, held_nano: 0 }, 'nothing left held')
   t.equal(leaseRows(store), 0)
 })
+
+t.test('a process taken for dead that then settles its calls: the charge applies, held never goes below zero', async (t) => {
+  const file = join(tempDir('leases'), 'gw.db')
+  const clock = new FakeClock()
+  const slow = await open(t, file, 100_000, { now: clock.now })
+  const live = await open(t, file, undefined, { now: clock.now, holderTimeoutMs: 30_000 })
+  t.ok(await slow.balance.hold('acme', 1000, clock.now()))
+  clock.advance(31_000)
+  t.equal(live.releaseDeadHolders(), 1, 'silent past the timeout: its lease is released')
+  t.equal(org(live).held_nano, 0)
+  // it was only slow: its call ends now and is charged
+  await slow.balance.settle('acme', 1000, 600, clock.now())
+  slow.flush()
+  const o = org(live)
+  t.equal(o.held_nano, 0, 'the released lease gives nothing back twice')
+  t.equal(o.spent_nano, 600, 'the call is charged all the same')
+  t.equal(o.balance_nano + o.spent_nano, 100_000, 'balance + spent = initial')
+})

@@ -401,7 +401,7 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
 
   const url = await database(t)
   const run = async (): Promise<{ code: number, out: string }> => await new Promise((resolve) => {
-    execFile(process.execPath, [fromRoot('dist', 'cli.js'), 'store', 'migrate', '--from', file, '--to', url], { env: childEnv() }, (err, stdout, stderr) => {
+    execFile(process.execPath, [fromRoot('dist', 'cli', 'index.js'), 'store', 'migrate', '--from', file, '--to', url], { env: childEnv() }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : (err as { code?: number }).code ?? 1, out: stdout + stderr })
     })
   })

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { Tiktoken } from 'js-tiktoken/lite'
 import ranks from 'js-tiktoken/ranks/o200k_base'
-import { countTexts, countTokens, MAX_PIECE, MAX_WORK, o200kBase, pieceWork, SLICE_WORK, type Encoding } from '../../plugins/translation/tokenizer.js'
+import { countGeminiTokens, countTexts, countTokens, MAX_PIECE, MAX_WORK, o200kBase, pieceWork, SLICE_WORK, type Encoding } from '../../plugins/translation/tokenizer.js'
 import { bearer, build, KEY_A } from '../helper.js'
 
 // The count_tokens tokenizer is bounded: the BPE never sees a piece longer than MAX_PIECE, the
@@ -60,6 +60,25 @@ t.test('counts of normal text are what whole-string encoding gave', async (t) =>
   // one image, three turns, and every string but the image's: roles included
   const before = 1 * 1_600 + 3 * 4 + ['You are terse.', 'user', SAMPLES[1], 'assistant', SAMPLES[2], 'user', SAMPLES[3], JSON.stringify(body.tools)].reduce((n, s) => n + raw.encode(s as string).length, 0)
   t.equal(await countTokens(body), before)
+})
+
+t.test('a Gemini request: the system instruction, the parts\' text, calls and results, images at their allowance; signatures and base64 not counted', async (t) => {
+  const call = { name: 'get_weather', args: { city: 'Lyon' } }
+  const result = { name: 'get_weather', response: { output: 'sunny' } }
+  const body = {
+    systemInstruction: { role: 'system', parts: [{ text: 'You are terse.' }] },
+    contents: [
+      { role: 'user', parts: [{ text: SAMPLES[1] }, { inlineData: { mimeType: 'image/png', data: 'A'.repeat(50_000) } }] },
+      { role: 'model', parts: [{ text: SAMPLES[2], thoughtSignature: 'S'.repeat(4000) }, { functionCall: call }] },
+      { role: 'user', parts: [{ functionResponse: result }, { fileData: { mimeType: 'image/jpeg', fileUri: 'https://example.com/a.jpg' } }] }
+    ],
+    tools: [{ functionDeclarations: [{ name: 'get_weather', parameters: { type: 'OBJECT' } }] }]
+  }
+  // two images, three turns, and the texts: no role names, no signature, no base64
+  const want = 2 * 1_600 + 3 * 4 + ['You are terse.', SAMPLES[1], SAMPLES[2], JSON.stringify(call), JSON.stringify(result), JSON.stringify(body.tools)].reduce((n, s) => n + raw.encode(s as string).length, 0)
+  t.equal(await countGeminiTokens(body), want)
+  t.equal(await countGeminiTokens({ systemInstruction: 'Be brief.', contents: [{ role: 'user', parts: [{ text: 'Hi' }] }] }), 4 + raw.encode('Be brief.').length + raw.encode('Hi').length, 'a plain string system instruction')
+  t.equal(await countGeminiTokens({ contents: [] }), 1, 'never 0')
 })
 
 t.test('special-token names are plain text, not an error', async (t) => {

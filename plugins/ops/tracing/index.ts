@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../../../config/schema.js'
 import { nanoToUsd, type CallOutcome } from '../../api/index.js'
-import { OtlpExporter, SpanKind, type SpanData } from './otlp.js'
+import { SpanKind } from '@opentelemetry/api'
+import type { SpanData } from './otlp.js'
 
 // Traces, when `tracing.otlp_endpoint` is set: one span per call (kind server), named like the
 // OpenTelemetry GenAI conventions ("chat openai/gpt-4o-mini"), with their attributes
@@ -18,7 +19,7 @@ export interface CallTracer {
   shutdown: () => Promise<void>
 }
 
-const ROUTES: Record<string, string> = { 'chat.completions': '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses', passthrough: '/passthrough' }
+const ROUTES: Record<string, string> = { 'chat.completions': '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses', generate_content: '/v1beta/models/{model}:generateContent', passthrough: '/passthrough' }
 
 const spanId = (): string => randomBytes(8).toString('hex')
 /** The OpenTelemetry trace id of a call: its trace id's hex digits. */
@@ -38,7 +39,7 @@ export function callSpans (o: CallOutcome): SpanData[] {
     traceId,
     spanId: root,
     name: o.model === null ? op : `${op} ${o.model}`,
-    kind: SpanKind.server,
+    kind: SpanKind.SERVER,
     startMs,
     endMs: Math.max(endMs, startMs),
     attributes: {
@@ -69,7 +70,7 @@ export function callSpans (o: CallOutcome): SpanData[] {
       spanId: spanId(),
       parentSpanId: root,
       name: `${op} ${a.provider}`,
-      kind: SpanKind.client,
+      kind: SpanKind.CLIENT,
       startMs: wall(a.start),
       endMs: wall(a.end),
       attributes: {
@@ -92,6 +93,8 @@ export function callSpans (o: CallOutcome): SpanData[] {
 export async function createTracer (config: Config['tracing'], log: FastifyBaseLogger): Promise<CallTracer | null> {
   if (config.otlp_endpoint === '') return null
   let failing = false
+  // loaded here, when traces are sent: every process that checks a config imports this module
+  const { OtlpExporter } = await import('./otlp.js')
   const exporter = new OtlpExporter({
     endpoint: config.otlp_endpoint,
     headers: config.headers,

@@ -13,6 +13,7 @@ import { LedgerRepository } from './ledger.js'
 import { OrgRepository } from './orgs.js'
 import { defineScripts, IdempotencyRepository, RateLimitRepository } from './policies.js'
 import { QuotaRepository } from './quota.js'
+import { defineCacheScripts, ResponseCacheRepository } from './response-cache.js'
 import { UsageRepository } from './usage.js'
 
 export { inTransaction, migrate, pgPool } from './db.js'
@@ -29,7 +30,8 @@ export { inTransaction, migrate, pgPool } from './db.js'
 //   - the end-of-call writes (lease charges and give-backs, quota counts, usage records) are
 //     committed in batches that grow with the load (./batch.ts), before the call's last byte;
 //   - an Idempotency-Key is taken with SET NX PX; a change of the tenancy (a key revoked or
-//     changed, a quota set, a tenant deleted) is told to every instance on the bus.
+//     changed, a quota set, a tenant deleted) is told to every instance on the bus;
+//   - the response cache's answers live in Redis alone, with their fills (./response-cache.ts).
 // When PostgreSQL or Redis cannot be reached, operations fail at once with 503 store_unavailable
 // (Retry-After: 1): money, quotas and idempotency fail closed.
 
@@ -63,6 +65,7 @@ export class PostgresStore implements Store {
   readonly quota: QuotaRepository
   readonly audit: AuditRepository
   readonly feed: ChangeFeed
+  readonly cache: ResponseCacheRepository
   /** Migrations applied, Redis connected and subscribed, this instance's heartbeat written. */
   readonly ready: Promise<void>
   private readonly now: () => number
@@ -75,6 +78,7 @@ export class PostgresStore implements Store {
     this.onError = opts.onError ?? (() => {})
     this.conn = new Connection({ postgres: opts.postgres, redis: opts.redis, prefix: opts.prefix ?? 'mg:', connections: opts.connections ?? 10, onError: this.onError })
     defineScripts(this.conn.redis)
+    defineCacheScripts(this.conn.redis)
     // every channel is listened to before the connection opens: subscribed before the first read
     this.bus = new RedisBus(this.conn, this.holder, this.onError)
     this.batch = new EndOfCallBatch(this.conn, this.onError)
@@ -88,6 +92,7 @@ export class PostgresStore implements Store {
     this.idempotency = new IdempotencyRepository(this.conn, this.now)
     this.rateLimits = new RateLimitRepository(this.conn)
     this.quota = new QuotaRepository(this.conn, this.batch, this.bus, this.now, this.onError)
+    this.cache = new ResponseCacheRepository(this.conn, this.bus, this.onError)
     this.ready = this.conn.ready.then(async () => { await this.ledger.heartbeat(this.now()) })
     this.ready.catch(() => {})
   }

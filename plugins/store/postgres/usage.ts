@@ -57,7 +57,7 @@ export class UsageRepository implements UsageStore {
   async buckets (org: string, project: string, since: number, size: number): Promise<UsageBucket[]> {
     return (await this.conn.q<UsageBucket>(`SELECT (created_at / $4::bigint) * $4::bigint AS t, count(*)::bigint AS calls,
       sum(prompt_tokens)::bigint AS prompt_tokens, sum(cached_input_tokens)::bigint AS cached_input_tokens,
-      sum(completion_tokens)::bigint AS completion_tokens, sum(cost_nano)::bigint AS cost_nano
+      sum(completion_tokens)::bigint AS completion_tokens, sum(cost_nano)::bigint AS cost_nano, sum(saved_nano)::bigint AS saved_nano
       FROM usage_records WHERE org_id = $1 AND project_id = $2 AND created_at >= $3 GROUP BY 1 ORDER BY 1`, [org, project, since, Math.max(1, Math.floor(size))])).rows
   }
 

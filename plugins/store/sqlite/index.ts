@@ -15,6 +15,7 @@ import { KeyRepository } from './keys.js'
 import { LedgerRepository, sqliteLeaseLedger } from './ledger.js'
 import { OrgRepository } from './orgs.js'
 import { IdempotencyRepository, QuotaRepository, RateLimitRepository } from './policies.js'
+import { ResponseCacheRepository } from './response-cache.js'
 import { UsageRepository } from './usage.js'
 
 export type { DB } from './db.js'
@@ -60,6 +61,7 @@ export class SqliteStore implements Store {
   readonly quota: QuotaRepository
   readonly audit: AuditRepository
   readonly changes: ChangeLog
+  readonly cache: ResponseCacheRepository
   /** This process's id in `holders` and in its leases. */
   readonly holder = `${process.pid}:${randomBytes(4).toString('hex')}`
   readonly bus: PeerBus
@@ -93,6 +95,7 @@ export class SqliteStore implements Store {
     this.idempotency = new IdempotencyRepository(this.db, this.commit)
     this.rateLimits = new RateLimitRepository(this.db, this.commit)
     this.quota = new QuotaRepository(this.db, this.commit, this.bus, this.now, this.onError)
+    this.cache = new ResponseCacheRepository(this.db, this.commit, this.bus, this.onError)
     this.ledger.heartbeat(this.holder, this.now())
   }
 
@@ -126,6 +129,7 @@ export class SqliteStore implements Store {
       this.rateLimits.sweepRows(now)
       this.quota.sweep(now - 32 * DAY_MS)
       this.changes.sweep(now - DAY_MS)
+      this.cache.sweep(now)
     })
     if (!this.db.memory) this.checkpointer = startCheckpointer(this.db, (message) => { this.onError(new Error(message), 'WAL checkpoint failed') })
   }

@@ -45,6 +45,7 @@ export class LedgerRepository {
       ON CONFLICT(id) DO UPDATE SET amount_nano = amount_nano + excluded.amount_nano, created_at = excluded.created_at`)
     const shrinkLease = db.prepare('UPDATE holds SET amount_nano = amount_nano - @amount, created_at = max(created_at, @now) WHERE id = @id')
     const dropEmptyLease = db.prepare('DELETE FROM holds WHERE id = ? AND amount_nano <= 0')
+    const leaseAmount = db.prepare<[string], { amount_nano: number }>('SELECT amount_nano FROM holds WHERE id = ?')
     const stale = db.prepare<[number], { id: string, org_id: string, amount_nano: number }>('SELECT id, org_id, amount_nano FROM holds WHERE created_at < ? AND holder IS NULL')
     const deleteLease = db.prepare('DELETE FROM holds WHERE id = ?')
     const beat = db.prepare('INSERT INTO holders (id, heartbeat_at) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at')
@@ -77,14 +78,18 @@ export class LedgerRepository {
     this.consume = db.transaction((id: string, org: string, fromLease: number, amount: number, now: number): number => {
       const balance = balanceOf.get(org)?.balance_nano ?? 0
       const debit = Math.max(0, Math.min(amount, balance))
-      charge.run({ debit, fromLease, org })
-      shrinkLease.run({ id, amount: fromLease, now })
+      // only what the lease row still holds leaves `held`: a lease released meanwhile (its
+      // process taken for dead) gave its amount back already, and its calls' charges still apply
+      const still = Math.max(0, Math.min(fromLease, leaseAmount.get(id)?.amount_nano ?? 0))
+      charge.run({ debit, fromLease: still, org })
+      shrinkLease.run({ id, amount: still, now })
       dropEmptyLease.run(id)
       return debit
     })
     this.giveBack = db.transaction((id: string, org: string, amount: number): void => {
-      unreserve.run(amount, org)
-      shrinkLease.run({ id, amount, now: 0 })
+      const still = Math.max(0, Math.min(amount, leaseAmount.get(id)?.amount_nano ?? 0))
+      unreserve.run(still, org)
+      shrinkLease.run({ id, amount: still, now: 0 })
       dropEmptyLease.run(id)
     })
     this.releaseOlderThan = db.transaction((t: number): number => release(stale.all(t))).immediate

@@ -36,7 +36,7 @@ export class UsageRepository implements UsageStore {
     this.countStmt = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM usage_records')
     this.bucketsStmt = db.prepare<Record<string, unknown>, UsageBucket>(`SELECT (created_at / CAST(@size AS INTEGER)) * CAST(@size AS INTEGER) AS t, count(*) AS calls,
       sum(prompt_tokens) AS prompt_tokens, sum(cached_input_tokens) AS cached_input_tokens,
-      sum(completion_tokens) AS completion_tokens, sum(cost_nano) AS cost_nano
+      sum(completion_tokens) AS completion_tokens, sum(cost_nano) AS cost_nano, sum(saved_nano) AS saved_nano
       FROM usage_records WHERE org_id = @org AND project_id = @project AND created_at >= @since
       GROUP BY 1 ORDER BY 1`)
     this.insertMany = db.transaction((rows: UsageRow[], contents: ContentRow[]) => {

@@ -5,9 +5,9 @@ interface Pricing { input: string, cached_input: string, cached_input_configured
 interface Model { id: string, name: string, vendor: string, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
 interface Quota { limit: string, used: string, unit: string, per: string, resets_at: string }
 interface Me { org: string, project: string, key: { name: string, hint: string }, balance_usd: string, held_usd: string, spent_usd: string, org_quota: Quota | null, project_quota: Quota | null }
-interface Bucket { start: string, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string }
+interface Bucket { start: string, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, saved_usd: string }
 interface Usage { range: string, bucket_s: number, buckets: Bucket[], totals: Omit<Bucket, 'start'> }
-interface Call { created_at: string, model: string, endpoint: string, status: string, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number }
+interface Call { created_at: string, model: string, endpoint: string, status: string, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number, cache_hit: boolean, saved_usd: string }
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T
 const KEY = 'modelgate.apiKey'
@@ -168,7 +168,7 @@ async function loadUsage (): Promise<void> {
     const t = usage.totals
     $('stats').replaceChildren(
       stat('Calls', fmtInt.format(t.calls)), stat('Input tokens', fmtInt.format(t.prompt_tokens)), stat('Cached input tokens', fmtInt.format(t.cached_input_tokens)),
-      stat('Output tokens', fmtInt.format(t.completion_tokens)), stat('Spend', usd(t.cost_usd)), stat('Balance', usd(me.balance_usd)))
+      stat('Output tokens', fmtInt.format(t.completion_tokens)), stat('Spend', usd(t.cost_usd)), stat('Saved by the cache', usd(t.saved_usd)), stat('Balance', usd(me.balance_usd)))
     const labels = usage.buckets.map((b) => usage.bucket_s < 86_400 ? new Date(b.start).getHours().toString().padStart(2, '0') + 'h' : new Date(b.start).toLocaleDateString(undefined, { month: 'short', day: 'numeric' }))
     const css = getComputedStyle(document.documentElement)
     const color = (v: string): string => css.getPropertyValue(v).trim()
@@ -185,7 +185,7 @@ async function loadUsage (): Promise<void> {
     const rows = calls.data.map((c) => el('tr', {},
       el('td', {}, new Date(c.created_at).toLocaleString()), el('td', {}, c.model), el('td', {}, c.endpoint + (c.stream ? ' (stream)' : '')), el('td', {}, c.status),
       el('td', { class: 'num' }, fmtInt.format(c.prompt_tokens)), el('td', { class: 'num' }, fmtInt.format(c.cached_input_tokens)), el('td', { class: 'num' }, fmtInt.format(c.completion_tokens)),
-      el('td', { class: 'num' }, c.cost_usd), el('td', { class: 'num' }, `${c.latency_ms} ms`)))
+      el('td', { class: 'num' }, c.cache_hit ? `${c.cost_usd} (cache hit, saved ${c.saved_usd})` : c.cost_usd), el('td', { class: 'num' }, `${c.latency_ms} ms`)))
     const body = $('calls').querySelector('tbody') as HTMLElement
     body.replaceChildren(...(rows.length > 0 ? rows : [el('tr', {}, el('td', { colspan: '9', class: 'muted' }, 'No calls yet.'))]))
   } catch (err) {

@@ -1,0 +1,20 @@
+import { nanoToUsd, parseUsd } from '../plugins/gateway/money.js'
+import { UsageError, type CommandInput } from './command.js'
+import { readConfig } from './config-file.js'
+import { withStore } from './with-store.js'
+
+export const help = `modelgate credits add --org O --amount-usd N [--config FILE]
+
+Tops up an organization's prepaid balance (exact to the nano-dollar).`
+
+export async function run ({ args, positionals: [sub] }: CommandInput): Promise<void> {
+  if (sub !== 'add') throw new UsageError('credits add --org O --amount-usd N', 'credits')
+  const org = args.org
+  if (org === undefined || args['amount-usd'] === undefined) throw new UsageError('credits add needs --org and --amount-usd', 'credits')
+  const amount = parseUsd(args['amount-usd'])
+  if (amount === undefined || amount <= 0) throw new UsageError(`--amount-usd: a positive decimal amount, at most 9 decimals: ${args['amount-usd']}`, 'credits')
+  await withStore((await readConfig(args)).config, async (store) => {
+    if (!await store.orgs.credit(org, amount)) throw new UsageError(`no organization ${org}`, 'credits')
+    process.stdout.write(`${org}: balance ${nanoToUsd((await store.orgs.get(org))?.balance_nano ?? 0)} USD\n`)
+  })
+}

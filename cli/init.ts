@@ -1,0 +1,62 @@
+import { randomBytes } from 'node:crypto'
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join, relative, resolve } from 'node:path'
+import { fromRoot } from '../paths.js'
+import { UsageError, type CommandInput } from './command.js'
+import { withStore } from './with-store.js'
+
+export const help = `modelgate init [DIR]
+
+Writes a starter gateway.yaml (the demo catalog, answered in-process, so it works with no
+provider key) and data/ into DIR (default: the current folder), never overwriting. Creates an API
+key for the demo tenant and an admin token, and prints both once. Then, in DIR: modelgate serve
+(or from anywhere: modelgate serve --config DIR/gateway.yaml)`
+
+/**
+ * The shipped config's catalog and chain with a demo tenant whose key is made here (stored as a
+ * hash, printed once) and an admin token of its own, and data/ for the store. Never overwrites:
+ * an existing gateway.yaml is an error.
+ */
+export async function run ({ positionals: [dirArg] }: CommandInput): Promise<void> {
+  const dir = resolve(dirArg ?? '.')
+  const file = join(dir, 'gateway.yaml')
+  if (existsSync(file)) throw new UsageError(`${file} exists already; init never overwrites a config (pick another folder, or move it away)`, 'init')
+  const [{ default: YAML }, { loadConfig }] = await Promise.all([import('yaml'), import('../config/load.js')])
+  mkdirSync(join(dir, 'data'), { recursive: true })
+  const adminToken = 'mga-' + randomBytes(24).toString('base64url')
+  const doc = YAML.parseDocument(readFileSync(fromRoot('config', 'gateway.yaml'), 'utf8'))
+  doc.commentBefore = ` modelgate: the config modelgate init wrote (${new Date().toISOString().slice(0, 10)}).
+ Serve it with: modelgate serve (in this folder), or modelgate serve --config <this file> from
+ anywhere; the store is data/modelgate.db beside this file (relative paths here are relative to
+ this folder). The demo/* models answer in-process, with no provider key; set
+ OPENAI_API_KEY / ANTHROPIC_API_KEY for the others. Keep this file private: it holds the admin
+ token (or set MODELGATE_ADMIN_TOKEN and remove it here).`
+  doc.setIn(['store', 'sqlite'], '${MODELGATE_DB:-data/modelgate.db}')
+  const token = doc.createNode(`\${MODELGATE_ADMIN_TOKEN:-${adminToken}}`)
+  token.comment = ' made by modelgate init'
+  doc.setIn(['admin', 'token'], token)
+  // the demo tenant's key lives in the store (created below), not in this file
+  doc.setIn(['tenants', 0, 'projects', 0, 'keys'], doc.createNode([]))
+  writeFileSync(file, doc.toString({ lineWidth: 0 }), { flag: 'wx', mode: 0o600 })
+  chmodSync(file, 0o600)
+  const config = await loadConfig(file)
+  const tenant = config.tenants[0]
+  const project = tenant?.projects[0]
+  let key = ''
+  if (tenant !== undefined && project !== undefined) {
+    await withStore(config, async (store) => {
+      key = (await store.keys.create({ org: tenant.org, project: project.id, name: 'demo', models: ['*'], source: 'cli' }, Date.now())).key
+    })
+  }
+  const shown = (path: string): string => { const r = relative(process.cwd(), path); return r === '' ? '.' : r.startsWith('..') ? path : r }
+  process.stdout.write([
+    `modelgate: wrote ${shown(file)} and ${shown(join(dir, 'data'))}/`,
+    '',
+    `  API key (${tenant?.org ?? '-'}/${project?.id ?? '-'}): ${key}`,
+    `  admin token:            ${adminToken}`,
+    '',
+    'The key is shown only this once (the store keeps its hash); the admin token is in gateway.yaml.',
+    `Next: ${shown(dir) === '.' ? '' : `cd ${shown(dir)} && `}modelgate serve`,
+    ''
+  ].join('\n'))
+}

@@ -1,0 +1,32 @@
+import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import type { Config } from '../config/schema.js'
+
+// The running gateway's pid and address, beside its store, so that `modelgate reload` finds it.
+
+export interface PidFile { pid: number, host: string, port: number }
+
+/** Where the pid file of a gateway serving `config` is; null for a :memory: store. */
+export function pidFilePath (config: Config): string | null {
+  return config.store.sqlite === ':memory:' ? null : join(dirname(resolve(config.store.sqlite)), 'modelgate.pid')
+}
+
+export function writePidFile (config: Config, port: number): void {
+  const path = pidFilePath(config)
+  if (path === null) return
+  try {
+    writeFileSync(path, JSON.stringify({ pid: process.pid, host: config.server.host, port } satisfies PidFile) + '\n')
+  } catch (err) {
+    process.stderr.write(`modelgate: cannot write ${path}: ${(err as Error).message} (modelgate reload will not find this gateway)\n`)
+  }
+}
+
+/** Removes the pid file if this process wrote it. */
+export function removePidFile (config: Config): void {
+  const path = pidFilePath(config)
+  if (path === null) return
+  try {
+    const found = JSON.parse(readFileSync(path, 'utf8')) as Partial<PidFile>
+    if (found.pid === process.pid) unlinkSync(path)
+  } catch {}
+}

@@ -1,0 +1,43 @@
+import type { Config } from '../config/schema.js'
+import type { CommandInput } from './command.js'
+
+export const help = `modelgate plugins [--config FILE] [--json]
+
+Lists the built-in plugins and the config's chain, with every option and its default.`
+
+export async function run ({ args }: CommandInput): Promise<void> {
+  const [{ configPath, loadConfig }, { describeOptions }, { builtinPlugins, definitionOf }] = await Promise.all([
+    import('../config/load.js'), import('../plugins/gateway/plugin-options.js'), import('../plugins/gateway/registry.js')
+  ])
+  const describe = (schema: object | undefined, values?: Record<string, unknown>): string[] =>
+    describeOptions(schema).map((o) => `      ${o.name}: ${o.type}${o.required ? ' (required)' : ''}${o.default !== undefined ? `, default ${JSON.stringify(o.default)}` : ''}${values !== undefined && o.name in values ? ` = ${JSON.stringify(values[o.name])}` : ''}${o.description !== undefined ? `  ${o.description}` : ''}`)
+  const file = configPath(args)
+  let config: Config | undefined
+  try {
+    config = await loadConfig(file)
+  } catch (err) {
+    // with no config named, the built-ins alone are worth listing
+    if (args.config !== undefined || process.env.MODELGATE_CONFIG !== undefined) throw err
+  }
+  if (args.json === true) {
+    const entries = config?.plugins.map((e) => ({ ...e, builtin: e.module === undefined, description: definitionOf(e)?.description ?? null, schema: definitionOf(e)?.options ?? null })) ?? null
+    process.stdout.write(JSON.stringify({ builtin: builtinPlugins().map((p) => ({ name: p.name, description: p.description ?? null, scope: p.scope ?? 'api', options: describeOptions(p.options) })), config: entries }, null, 2) + '\n')
+    return
+  }
+  const lines = ['built-in plugins:']
+  for (const p of builtinPlugins()) {
+    lines.push(`  ${p.name}${p.description === undefined ? '' : ` - ${p.description}`}`)
+    lines.push(...describe(p.options))
+  }
+  if (config === undefined) {
+    lines.push('', `(no config at ${file}: only the built-ins are listed)`)
+  } else {
+    lines.push('', `the chain of ${file}, in order:`)
+    config.plugins.forEach((e, i) => {
+      const def = definitionOf(e)
+      lines.push(`  ${i + 1}. ${e.name}${e.module === undefined ? '' : ` (from ${e.module})`}${e.enabled ? '' : ' [disabled]'}`)
+      lines.push(...describe(def?.options, e.options))
+    })
+  }
+  process.stdout.write(lines.join('\n') + '\n')
+}

@@ -1,0 +1,114 @@
+import cluster from 'node:cluster'
+import { availableParallelism } from 'node:os'
+import type { Config } from '../config/schema.js'
+import type { GatewayServer } from '../server.js'
+import { UsageError, type Args, type CommandInput } from './command.js'
+import { removePidFile, writePidFile } from './pid-file.js'
+
+export const help = `modelgate serve [--config FILE] [--port N] [--host H] [--workers N] [--pretty]
+
+Serves the config's gateway. PORT does what --port does. --workers defaults to one per core
+(one for a :memory: store); the workers share the port and the store. --pretty: readable logs.`
+
+// The key config/gateway.yaml ships for local trials. It is printed by the banner when it is the
+// configured key; no other key is ever printed (they are secrets, and stdout often ends up in logs).
+const SHIPPED_DEMO_KEY = 'mg-demo-local-only-0123456789abcdef'
+
+function portOverride (args: Args): number | undefined {
+  const port = args.port ?? process.env.PORT
+  if (port === undefined) return undefined
+  if (!/^\d+$/.test(port) || Number(port) > 65535) throw new UsageError(`--port: not a port number: ${port}`, 'serve')
+  return Number(port)
+}
+
+// what serves: the file's config with the command line's address (the file's is kept for reloads)
+const withAddress = (file: Config, args: Args, port: number | undefined): Config =>
+  ({ ...file, server: { ...file.server, port: port ?? file.server.port, host: args.host ?? file.server.host } })
+
+export async function run ({ args }: CommandInput): Promise<void> {
+  const port = portOverride(args)
+  if (cluster.isWorker) {
+    // the server's modules load while the primary answers
+    const [{ file, config }] = await Promise.all([(await import('./supervisor.js')).startConfig(), import('../server.js')])
+    await serveHere(args, file, config, port)
+    return
+  }
+  const { configPath, loadConfig } = await import('../config/load.js')
+  const file = configPath(args)
+  const fromFile = await loadConfig(file)
+  const config = withAddress(fromFile, args, port)
+  // one worker per core, except for an in-memory store, which a worker cannot share
+  const workers = args.workers === undefined ? (config.store.sqlite === ':memory:' ? 1 : availableParallelism()) : Number(args.workers)
+  if (!Number.isInteger(workers) || workers < 1) throw new UsageError(`--workers: a whole number >= 1, or omit it (cores here: ${availableParallelism()})`, 'serve')
+  if (workers === 1) {
+    await serveHere(args, file, fromFile, port)
+    return
+  }
+  // node:cluster: the workers share the port; every policy's state is in the shared store
+  const { supervise } = await import('./supervisor.js')
+  supervise({
+    file,
+    config: fromFile,
+    workers,
+    onListening: (listening) => {
+      banner(config, workers, listening)
+      writePidFile(config, listening)
+    }
+  })
+}
+
+/** Runs the gateway in this process: the only one, or a worker. */
+async function serveHere (args: Args, file: string, fromFile: Config, port: number | undefined): Promise<void> {
+  const logger = args.pretty === true
+    ? { level: process.env.LOG_LEVEL ?? 'info', transport: { target: 'pino-pretty' } }
+    : { level: process.env.LOG_LEVEL ?? 'info' }
+  const { GatewayServer } = await import('../server.js')
+  const server = await GatewayServer.start({ file, config: fromFile, host: args.host, port, logger, worker: cluster.isWorker })
+  const address = await server.listen()
+  const config = withAddress(fromFile, args, port)
+  // the signals are handled before the banner tells anyone that the gateway is there
+  process.on('SIGHUP', () => { void server.reload() })
+  installShutdown(server, config)
+  if (cluster.isPrimary) {
+    banner(config, 1, address.port)
+    writePidFile(config, address.port)
+  }
+}
+
+function banner (config: Config, workers: number, port: number): void {
+  const url = `http://${config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host}:${port}`
+  const lines = [
+    `modelgate listening on ${url} (${workers} worker${workers > 1 ? 's' : ''})`,
+    `  API:      ${url}/v1   console: ${url}/console`
+  ]
+  if (config.tenants.some((t) => t.projects.some((p) => p.keys.some((k) => k.key === SHIPPED_DEMO_KEY)))) {
+    lines.push(`  demo key: ${SHIPPED_DEMO_KEY} (for local trials only)`, `  try:      curl ${url}/v1/chat/completions -H 'Authorization: Bearer ${SHIPPED_DEMO_KEY}' -H 'Content-Type: application/json' -d '{"model":"demo/echo-1","messages":[{"role":"user","content":"Hello"}]}'`)
+  } else {
+    lines.push('  API keys: the tenants\' keys in the config, or `modelgate keys create --org O --project P`')
+  }
+  process.stdout.write(lines.join('\n') + '\n')
+}
+
+// SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the store.
+function installShutdown (server: GatewayServer, config: Config): void {
+  let closing = false
+  const shutdown = (signal: string): void => {
+    if (closing) return
+    closing = true
+    server.app.log.info({ signal }, 'shutting down')
+    const timer = setTimeout(() => {
+      server.app.log.error('in-flight requests did not finish in time; exiting')
+      process.exit(1)
+    }, config.server.shutdown_timeout_s * 1000)
+    timer.unref()
+    server.close().then(() => {
+      if (cluster.isPrimary) removePidFile(config)
+      process.exit(0)
+    }, (err: unknown) => {
+      server.app.log.error({ err }, 'error while closing')
+      process.exit(1)
+    })
+  }
+  process.on('SIGTERM', () => shutdown('SIGTERM'))
+  process.on('SIGINT', () => shutdown('SIGINT'))
+}

@@ -1,0 +1,14 @@
+import type { Config } from '../config/schema.js'
+import type { Store } from '../plugins/store/types.js'
+
+/** Opens the config's store with its tenants in place, runs `fn`, and closes the store. */
+export async function withStore<T> (config: Config, fn: (store: Store) => Promise<T>): Promise<T> {
+  const { openStore } = await import('../plugins/store/index.js')
+  const store = openStore(config)
+  try {
+    await store.syncTenants(config, Date.now())
+    return await fn(store)
+  } finally {
+    await store.close()
+  }
+}

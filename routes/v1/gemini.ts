@@ -1,0 +1,156 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
+import type { CatalogModel } from '../../plugins/gateway/catalog.js'
+import { callOf, hooksOf } from '../../plugins/gateway/core.js'
+import { InvalidQuery, MissingModelId, ModelNotFound, RouteNotFound } from '../../plugins/gateway/errors.js'
+import { admit, relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
+import { checkBody, checkMedia } from '../../plugins/gateway/validation.js'
+import { geminiCountTokensPair } from '../../plugins/translation/gemini-passthrough.js'
+import { upstreamPath } from '../../plugins/translation/index.js'
+import { countGeminiTokens } from '../../plugins/translation/tokenizer.js'
+import type { Json } from '../../plugins/translation/types.js'
+import { callHandler } from './call.js'
+
+// Google's Gemini API for any sellable model, translated to and from the model's upstream
+// protocol like the other client APIs:
+//   POST {base}/models/{model}:generateContent         a GenerateContentResponse
+//   POST {base}/models/{model}:streamGenerateContent   ?alt=sse: SSE `data:` chunks; else one JSON array of them
+//   POST {base}/models/{model}:countTokens             {totalTokens}; free, like Messages' count_tokens
+//   GET  {base}/models, {base}/models/{id}             the key's models in Google's shape
+// registered under /v1beta and under /v1, where GET /models[/{id}] stay OpenAI's listing. {model}
+// is a catalog id: it may hold slashes, plain or as %2F, and may come as `models/{id}`. The key
+// comes in x-goog-api-key, ?key= (never logged, never sent on) or Authorization: Bearer; every
+// error is in Google's shape.
+
+export interface GeminiRoutesOptions {
+  /**
+   * The routes share /v1 with OpenAI's: GET /models[/{id}] are that API's, and a POST below
+   * /models takes its error shape from its URL (a Gemini method call) rather than from the route.
+   */
+  underOpenAI: boolean
+}
+
+const METHODS = ['generateContent', 'streamGenerateContent', 'countTokens'] as const
+type Method = typeof METHODS[number]
+
+const CallQuery = Type.Object({
+  alt: Type.Optional(Type.Union([Type.Literal('json'), Type.Literal('sse')], { description: 'sse: a stream of SSE chunks; json (default): one JSON array' })),
+  key: Type.Optional(Type.String())
+})
+const ListQuery = Type.Object({
+  pageSize: Type.Integer({ minimum: 1, maximum: 1000, default: 50 }),
+  pageToken: Type.Optional(Type.String()),
+  key: Type.Optional(Type.String())
+})
+const Rest = Type.Object({ '*': Type.String() })
+
+/** `{model}:{method}` below /models/: the method follows the last colon (a model id may hold colons too). */
+function methodCall (rest: string): { model: string, method: Method } | null {
+  const at = rest.lastIndexOf(':')
+  if (at <= 0) return null
+  const method = rest.slice(at + 1)
+  return (METHODS as readonly string[]).includes(method) ? { model: rest.slice(0, at), method: method as Method } : null
+}
+
+/** A model in Google's Model shape. */
+function geminiModel (m: CatalogModel): Json {
+  return {
+    name: `models/${m.id}`,
+    displayName: m.config.name,
+    inputTokenLimit: m.config.context_length,
+    outputTokenLimit: m.config.max_output_tokens ?? m.config.context_length,
+    supportedGenerationMethods: [...METHODS]
+  }
+}
+
+/** A countTokens body: its contents, or the generateContentRequest they come in (whose model is the URL's). */
+function countBody (body: unknown): unknown {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return body
+  const b = body as Json
+  const inner = b.generateContentRequest
+  if (b.contents !== undefined || inner === null || typeof inner !== 'object' || Array.isArray(inner)) return b
+  const { model: _model, ...request } = inner as Json
+  return request
+}
+
+const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, opts) => {
+  const gateway = fastify.gateway
+  const hooks = hooksOf(gateway)
+  const { catalog, upstreams } = gateway
+  const generate = callHandler(fastify, 'gemini')
+  const keys = { apiKeyHeader: 'x-goog-api-key', apiKeyQuery: 'key' } as const
+
+  /** The catalog id a path names: `models/{id}` is `{id}` when the catalog has no such id. */
+  const modelId = (name: string): string => name.startsWith('models/') && catalog.get(name) === undefined ? name.slice('models/'.length) : name
+
+  const find = (request: FastifyRequest, id: string): CatalogModel => {
+    const model = catalog.find(id, request.principal?.models ?? null)
+    if (model === undefined) throw new ModelNotFound({ model: id })
+    return model
+  }
+
+  // Counted by the model's Gemini providers (failover as for calls); for other models locally
+  // with a tokenizer (an estimate), never a fake 0.
+  async function countTokens (request: FastifyRequest, reply: FastifyReply, id: string): Promise<unknown> {
+    const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
+    p.call.kind('count_tokens')
+    const valid = checkBody(countBody(request.body), 'gemini')
+    const model = find(request, id)
+    checkMedia(valid, model, 'gemini')
+    p.call.resolved(model, false)
+    const body = await admit(p, model, valid)
+    const providers = model.providers.filter((pid) => upstreams.get(pid)?.protocol === 'gemini')
+    if (providers.length === 0 || upstreams.candidates(providers).length === 0) {
+      const counted = { totalTokens: await countGeminiTokens(body) }
+      p.call.answering()
+      await p.call.end({ status: 'ok', usage: null, complete: true })
+      return counted
+    }
+    const ctx = translateCtx(p, model, body)
+    const pair = geminiCountTokensPair
+    const answer = await send(p, {
+      providers,
+      model,
+      plan: () => ({ path: upstreamPath(pair, ctx), body: pair.request(body, ctx).body, protocol: 'gemini', error: pair.error })
+    })
+    return await relayJson(p, answer, { pair, ctx })
+  }
+
+  const config: FastifyContextConfig = { ...keys, metered: true, endpoint: 'generate_content', protocol: 'gemini' }
+  if (!opts.underOpenAI) config.family = 'gemini'
+  fastify.post('/models/*', { config, schema: { params: Rest, querystring: CallQuery } }, async (request, reply) => {
+    const path = request.params['*']
+    const call = methodCall(path)
+    if (call === null) throw new RouteNotFound({ method: 'POST', url: request.url.split('?')[0] ?? request.url })
+    const id = modelId(call.model)
+    if (call.method === 'countTokens') return await countTokens(request, reply, id)
+    const stream = call.method === 'streamGenerateContent'
+    return await generate(request, reply, { model: id, stream, arrayStream: stream && request.query.alt !== 'sse' })
+  })
+
+  if (opts.underOpenAI) return
+  const listing = { config: { family: 'gemini', ...keys } } as const
+
+  fastify.get('/models', { ...listing, schema: { querystring: ListQuery } }, async (request) => {
+    const visible = catalog.visible(request.principal?.models ?? null)
+    const token = request.query.pageToken
+    const start = token === undefined || token === '' ? 0 : /^\d{1,9}$/.test(token) ? Number(token) : NaN
+    if (!(start <= visible.length)) throw new InvalidQuery({ param: 'pageToken', reason: 'is not a page token this list gave' })
+    const end = start + request.query.pageSize
+    const page: Json = { models: visible.slice(start, end).map(geminiModel) }
+    if (end < visible.length) page.nextPageToken = String(end)
+    return page
+  })
+
+  fastify.get('/models/*', { ...listing, schema: { params: Rest } }, async (request) => {
+    const id = request.params['*']
+    if (id === '') throw new MissingModelId()
+    return geminiModel(find(request, modelId(id)))
+  })
+
+  // any other path: a 404 after the key is checked, as under /v1, with the key where Gemini clients put it
+  fastify.all('/*', listing, async (request) => { throw new RouteNotFound({ method: request.method, url: request.url.split('?')[0] ?? request.url }) })
+}
+
+export default gemini
