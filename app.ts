@@ -14,6 +14,7 @@ import v1Routes from './routes/v1/index.js'
 import geminiRoutes from './routes/v1/gemini.js'
 import adminRoutes from './routes/admin/index.js'
 import consoleRoutes from './routes/console/index.js'
+import { finiteNumbers } from './routes/schemas.js'
 import passthroughRoutes from './routes/passthrough.js'
 
 export interface BuildOptions {
@@ -48,6 +49,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // route schemas refuse numbers that are not finite (`?limit=Infinity` is coerced to one)
+    ajv: { plugins: [finiteNumbers] },
     // with a serverFactory the listening server is the caller's, which sets these limits itself (server.ts)
     ...(opts.serverFactory === undefined ? { ...serverTimeouts(config.server), clientErrorHandler: clientErrorHandler(config.server) } : { serverFactory: opts.serverFactory }),
     // what the router refuses before any hook runs: a malformed percent-escape, an overlong parameter

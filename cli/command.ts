@@ -20,6 +20,13 @@ export const OPTIONS = {
   limit: { type: 'string' },
   json: { type: 'boolean' },
   'amount-usd': { type: 'string' },
+  'balance-usd': { type: 'string' },
+  expires: { type: 'string' },
+  rpm: { type: 'string' },
+  tpm: { type: 'string' },
+  'budget-usd': { type: 'string' },
+  per: { type: 'string' },
+  'grace-s': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' }
 } as const

@@ -14,7 +14,7 @@ export async function run ({ args, positionals: [sub] }: CommandInput): Promise<
   const amount = parseUsd(args['amount-usd'])
   if (amount === undefined || amount <= 0) throw new UsageError(`--amount-usd: a positive decimal amount, at most 9 decimals: ${args['amount-usd']}`, 'credits')
   await withStore((await readConfig(args)).config, async (store) => {
-    if (!await store.orgs.credit(org, amount)) throw new UsageError(`no organization ${org}`, 'credits')
+    if (!await store.orgs.credit(org, amount, Date.now(), 'cli')) throw new UsageError(`no organization ${org}`, 'credits')
     process.stdout.write(`${org}: balance ${nanoToUsd((await store.orgs.get(org))?.balance_nano ?? 0)} USD\n`)
   })
 }

@@ -10,6 +10,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: async () => await import('./serve.js'),
   init: async () => await import('./init.js'),
   keys: async () => await import('./keys.js'),
+  orgs: async () => await import('./orgs.js'),
+  projects: async () => await import('./projects.js'),
   usage: async () => await import('./usage.js'),
   credits: async () => await import('./credits.js'),
   config: async () => await import('./config.js'),

@@ -31,6 +31,9 @@ export async function run ({ args }: CommandInput): Promise<void> {
     } catch (err) {
       fail(`modelgate: cannot signal the gateway (pid ${found.pid}): ${(err as Error).message}`)
     }
+    // through the admin API the gateway writes the audit line itself
+    const { withStore } = await import('./with-store.js')
+    await withStore(config, async (store) => { await store.audit.record({ action: 'reload', target: 'config', detail: { signal: 'SIGHUP', pid: found.pid } }, Date.now(), 'cli') })
     process.stdout.write(`sent SIGHUP to the gateway (pid ${found.pid}); its log says what changed\n`)
     return
   }

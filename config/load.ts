@@ -3,7 +3,7 @@ import { dirname, extname, isAbsolute, resolve } from 'node:path'
 import { Value } from '@sinclair/typebox/value'
 import type { TSchema } from '@sinclair/typebox'
 import YAML from 'yaml'
-import { ConfigSchema, type Config, type PluginEntry } from './schema.js'
+import { ConfigSchema, isoTimeMs, type Config, type PluginEntry } from './schema.js'
 import type { GatewayPlugin } from '../plugins/api/index.js'
 import { checkOptions } from '../plugins/gateway/plugin-options.js'
 import { builtinPlugin, builtinPlugins, bySection, loadPlugin, resolveModule } from '../plugins/gateway/registry.js'
@@ -135,6 +135,9 @@ function semanticChecks (config: Config, problems: string[]): void {
     for (const p of duplicates(t.projects.map((p) => p.id))) problems.push(`tenants[${i}].projects: the project ${p} is listed twice`)
     t.projects.forEach((p, j) => p.keys.forEach((k, n) => {
       keys.push(k.key)
+      const path = `tenants[${i}].projects[${j}].keys[${n}]`
+      if (k.expires_at !== undefined && isoTimeMs(k.expires_at) === undefined) problems.push(`${path}.expires_at: not a date that exists`)
+      if (k.budget !== undefined && Math.abs(Math.round(k.budget.usd * 1e9) - k.budget.usd * 1e9) > 1e-3) problems.push(`${path}.budget.usd: at most nine decimals (nano-dollars)`)
       for (const id of k.passthrough) {
         if (!passable.has(id)) problems.push(`tenants[${i}].projects[${j}].keys[${n}].passthrough: ${id} is not a provider with passthrough: true`)
       }

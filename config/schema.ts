@@ -6,7 +6,7 @@ import { Type, type Static } from '@sinclair/typebox'
 
 const Closed = { additionalProperties: false } as const
 
-const QuotaPer = Type.Union([Type.Literal('minute'), Type.Literal('hour'), Type.Literal('day'), Type.Literal('month')])
+export const QuotaPer = Type.Union([Type.Literal('minute'), Type.Literal('hour'), Type.Literal('day'), Type.Literal('month')])
 
 export const QuotaSchema = Type.Union([
   Type.Object({ tokens: Type.Integer({ minimum: 1 }), per: QuotaPer }, Closed),
@@ -105,11 +105,36 @@ export const ModelSchema = Type.Object({
   status: Type.Union([Type.Literal('active'), Type.Literal('deprecated'), Type.Literal('offline')], { default: 'active' })
 }, Closed)
 
+/** An ISO 8601 date (`2026-01-15`) or date and time (`2026-01-15T12:00:00Z`). */
+export const ISO_TIME_PATTERN = '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:?\\d{2})?)?$'
+const IsoTime = Type.String({ pattern: ISO_TIME_PATTERN })
+
+/** Milliseconds since the epoch of an ISO_TIME_PATTERN text; undefined for a date or time that does not exist (`2026-02-30`, `24:00`). */
+export function isoTimeMs (text: string): number | undefined {
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2}))?/.exec(text)
+  if (m === null) return undefined
+  const [year, month, day, hour, minute] = m.slice(1).map((v) => v === undefined ? 0 : Number(v)) as [number, number, number, number, number]
+  if (month < 1 || month > 12 || day < 1 || day > new Date(Date.UTC(year, month, 0)).getUTCDate() || hour > 23 || minute > 59) return undefined
+  const t = Date.parse(text)
+  return Number.isNaN(t) ? undefined : t
+}
+
+// A key's own limits per minute, and its own spending limit per UTC window.
+export const KeyLimitsSchema = Type.Object({
+  rpm: Type.Optional(Type.Integer({ minimum: 1 })),
+  tpm: Type.Optional(Type.Integer({ minimum: 1 }))
+}, Closed)
+
+export const KeyBudgetSchema = Type.Object({ usd: Type.Number({ exclusiveMinimum: 0 }), per: QuotaPer }, Closed)
+
 export const KeyEntrySchema = Type.Object({
   key: Type.String({ minLength: 16 }),
   name: Type.String({ default: '' }),
   models: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] }),
-  passthrough: Type.Array(Type.String({ minLength: 1 }), { default: [] })
+  passthrough: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
+  expires_at: Type.Optional(IsoTime),
+  limits: Type.Optional(KeyLimitsSchema),
+  budget: Type.Optional(KeyBudgetSchema)
 }, Closed)
 
 export const ProjectSchema = Type.Object({

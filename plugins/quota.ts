@@ -1,78 +1,149 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin, isPromise, limitOf, QuotaExceeded, quotaStatus, quotaWindow, QuotaRules, type QuotaLimit, type QuotaRule, type QuotaUsage } from './api/index.js'
+import {
+  budgetScope, definePlugin, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules,
+  type MaybePromise, type Principal, type QuotaLimit, type QuotaPer, type QuotaUsage, type RateLimitHit
+} from './api/index.js'
 
-// Gateway hooks: onAdmission (refuse a scope over its quota), onCallEnd (count the call).
-// Quotas come from the tenants in the config: per organization and per project, in tokens or
-// USD, per UTC minute, hour, day or month. A call is refused with 429 (numeric code 429;
-// Messages: rate_limit_error), with Retry-After = seconds until the window resets, when the
-// window's usage is at or over the limit. The store admits from what it knows of the window and
-// counts an ended call before its answer's last byte is sent; a count that reaches the limit
-// closes the window in every process first: once the calls that ended have reached a quota, the
-// next call is refused whichever worker or instance serves it. Calls admitted while others are
-// still running may take the window past the limit by at most what those use.
+// Gateway hooks: onAdmission (refuse a call over a limit), onCallEnd (count the call).
+//
+// What this plugin enforces, on every metered route (chat, Messages, Responses, count_tokens,
+// Gemini's, pass-through), in UTC windows:
+//   - the tenants' quotas: per organization and per project, in tokens or USD, per minute, hour,
+//     day or month, as the store holds them (set from the config and the admin API), kept in
+//     memory here and read again when the store says the tenancy changed;
+//   - a key's budget (USD per window) and its tpm (billed tokens per minute), counted like
+//     quotas, under the key's rotation line (`key:<id>`, `key-tpm:<id>`);
+//   - a key's rpm: every call it makes (count_tokens and free calls included), through the
+//     store's rate-limit counters (`key-rpm:<id>`, a window of one minute).
+// Budgets, tpm and quotas count what is billed: a free call or a cache hit spends none.
+// A call is refused with 429 and Retry-After (seconds until its window resets), in the route's
+// error shape (numeric code 429; Messages: rate_limit_error): quota_exceeded for a quota or a
+// budget, a rate-limit error naming the key for rpm and tpm. The store admits from what it knows
+// of a window and counts an ended call before its answer's last byte is sent; a count that
+// reaches a limit closes the window in every process first: once the calls that ended have
+// reached it, the next call is refused whichever worker or instance serves it. Calls admitted
+// while others are still running may take a window past its limit by at most what those use;
+// rpm is exact (no window admits more than rpm calls).
 
 const options = Type.Object({}, { additionalProperties: false })
 
-const limits = new WeakMap<QuotaRule, QuotaLimit>()
-const limitOfRule = (r: QuotaRule): QuotaLimit => {
-  let l = limits.get(r)
-  if (l === undefined) {
-    l = 'tokens' in r.quota ? { tokens: r.quota.tokens } : { costNano: limitOf(r.quota) }
-    limits.set(r, l)
+const MINUTE_MS = 60_000
+
+/** One limit a call counts against, in the store's terms. */
+interface Rule {
+  scope: string
+  /** How the refusal names it: a quota's organization or project, or a key. */
+  kind: 'organization' | 'project' | 'key'
+  id: string
+  per: QuotaPer
+  limit: QuotaLimit
+  /** A key's tpm: refused as a rate limit. */
+  rate: boolean
+}
+
+/** The tenants' quotas as rules, made once per project. */
+class TenantRules {
+  private readonly byProject = new Map<string, Rule[]>()
+  constructor (private readonly rules: QuotaRules) {}
+
+  for (org: string, project: string): Rule[] {
+    const k = `${org}/${project}`
+    let rules = this.byProject.get(k)
+    if (rules === undefined) {
+      rules = this.rules.for(org, project).map((r) => ({ scope: r.scope, kind: r.kind, id: r.id, per: r.quota.per, limit: quotaLimit(r.quota), rate: false }))
+      this.byProject.set(k, rules)
+    }
+    return rules
   }
-  return l
 }
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The quotas this call counts against (quota plugin). */
-    quotaRules: QuotaRule[] | null
+    /** The limits this call counts against (quota plugin). */
+    quotaLimits: Rule[] | null
   }
 }
 
 export default definePlugin({
   name: 'quota',
-  description: 'token or USD quotas per org and project per UTC window (set in tenants): 429',
+  description: 'quotas per org and project, a key\'s budget, rpm and tpm, in UTC windows: 429',
   options,
   dependencies: ['auth'],
   plugin: async (fastify) => {
-    const { store, clock, config } = fastify.gateway
-    const rules = new QuotaRules(config)
-    if (rules.empty) return
-    fastify.decorateRequest('quotaRules', null)
+    const { store, clock } = fastify.gateway
+    fastify.decorateRequest('quotaLimits', null)
 
-    const refuse = (r: QuotaRule, used: QuotaUsage, now: number): never => {
-      const retryAfter = Math.max(1, Math.ceil((quotaWindow(r.quota.per, now).end - now) / 1000))
-      const status = quotaStatus(r, used, now)
-      throw new QuotaExceeded(
-        { scope: r.kind, id: r.id, used: status.used, limit: status.limit, unit: status.unit === 'usd' ? 'USD' : 'tokens', per: r.quota.per, retry_after: retryAfter },
-        { headers: { 'retry-after': String(retryAfter) } }
-      )
+    // the tenants' quotas, as the store holds them; read again when a tenant changes
+    let tenants = new TenantRules(new QuotaRules(await store.orgs.quotas()))
+    let reading = 0
+    const reread = async (): Promise<void> => {
+      const n = ++reading
+      const rules = new QuotaRules(await store.orgs.quotas())
+      if (n === reading) tenants = new TenantRules(rules)
+    }
+    const stop = store.onChange((change) => {
+      if (change.kind !== 'key') return reread()
+    })
+    fastify.addHook('onClose', (_instance, done) => { stop(); done() })
+
+    // a principal's rules, made once per principal (auth caches it) and set of tenant rules
+    const byPrincipal = new WeakMap<Principal, { of: TenantRules, rules: Rule[] }>()
+    const rulesOf = (p: Principal): Rule[] => {
+      const known = byPrincipal.get(p)
+      if (known !== undefined && known.of === tenants) return known.rules
+      const rules = [...tenants.for(p.org, p.project)]
+      const line = p.lineage ?? p.keyId
+      if (p.budget !== undefined && p.budget !== null) rules.push({ scope: budgetScope(line), kind: 'key', id: p.keyId, per: p.budget.per, limit: { costNano: p.budget.nano }, rate: false })
+      if (p.limits?.tpm !== undefined) rules.push({ scope: `key-tpm:${line}`, kind: 'key', id: p.keyId, per: 'minute', limit: { tokens: p.limits.tpm }, rate: true })
+      byPrincipal.set(p, { of: tenants, rules })
+      return rules
+    }
+
+    const secondsTo = (end: number, now: number): number => Math.max(1, Math.ceil((end - now) / 1000))
+
+    const refuse = (r: Rule, used: QuotaUsage, now: number): never => {
+      const retryAfter = secondsTo(quotaWindow(r.per, now).end, now)
+      const headers = { 'retry-after': String(retryAfter) }
+      if (r.rate) throw new KeyRateLimited({ id: r.id, limit: r.limit.tokens ?? 0, unit: 'tokens', retry_after: retryAfter }, { headers })
+      const status = limitStatus(r.limit, r.per, used, now)
+      throw new QuotaExceeded({ scope: r.kind, id: r.id, used: status.used, limit: status.limit, unit: status.unit === 'usd' ? 'USD' : 'tokens', per: r.per, retry_after: retryAfter }, { headers })
     }
 
     fastify.gateway.addHook('onAdmission', ({ request, call, principal }) => {
-      if (principal === null || !call.billable) return
-      const mine = rules.for(principal.org, principal.project)
-      if (mine.length === 0) return
+      if (principal === null) return
       const now = clock.now()
       let pending: Array<Promise<void>> | null = null
-      for (const r of mine) {
-        const used = store.quota.admit(r.scope, quotaWindow(r.quota.per, now).start, limitOfRule(r))
-        const check = (u: QuotaUsage | null): void => { if (u !== null) refuse(r, u, now) }
-        if (isPromise(used)) (pending ??= []).push(used.then(check))
-        else check(used)
+      const rpm = principal.limits?.rpm
+      if (rpm !== undefined) {
+        const hit = store.rateLimits.hit(`key-rpm:${principal.lineage ?? principal.keyId}`, now, MINUTE_MS, rpm)
+        const check = (h: RateLimitHit): void => {
+          if (h.count <= rpm) return
+          const retryAfter = secondsTo(h.resetAt, now)
+          throw new KeyRateLimited({ id: principal.keyId, limit: rpm, unit: 'requests', retry_after: retryAfter }, { headers: { 'retry-after': String(retryAfter) } })
+        }
+        if (isPromise(hit)) (pending ??= []).push(hit.then(check))
+        else check(hit)
       }
-      request.quotaRules = mine
+      if (call.billable) {
+        const mine = rulesOf(principal)
+        for (const r of mine) {
+          const used: MaybePromise<QuotaUsage | null> = store.quota.admit(r.scope, quotaWindow(r.per, now).start, r.limit)
+          const check = (u: QuotaUsage | null): void => { if (u !== null) refuse(r, u, now) }
+          if (isPromise(used)) (pending ??= []).push(used.then(check))
+          else check(used)
+        }
+        if (mine.length > 0) request.quotaLimits = mine
+      }
       if (pending !== null) return Promise.all(pending)
     })
 
     fastify.gateway.addHook('onCallEnd', (outcome, { request }) => {
-      const mine = request.quotaRules
-      if (mine === null || !outcome.billed) return
+      const mine = request.quotaLimits
+      if (mine === null || !outcome.billed || outcome.cacheHit) return
       const tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens
       if (tokens === 0 && outcome.costNano === 0) return
       const now = clock.now()
-      const counts = mine.map((r) => store.quota.count(r.scope, quotaWindow(r.quota.per, now).start, tokens, outcome.costNano, limitOfRule(r)))
+      const counts = mine.map((r) => store.quota.count(r.scope, quotaWindow(r.per, now).start, tokens, outcome.costNano, r.limit))
       if (counts.some(isPromise)) return Promise.all(counts)
     })
   }

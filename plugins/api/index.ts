@@ -23,7 +23,7 @@ export function definePlugin<S extends TObject> (p: GatewayPlugin<S>): GatewayPl
 export { isPromise, then, type MaybePromise } from '../store/types.js'
 /** The errors a plugin may throw to refuse a call, rendered in the route family's shape (or use `gateway.refusal`). */
 export {
-  ContentBlocked, DuplicateRequest, InsufficientBalance, NoOrgContext, QuotaExceeded, RateLimited, StoreUnavailable, Unauthorized,
+  ContentBlocked, DuplicateRequest, InsufficientBalance, KeyExpired, KeyRateLimited, NoOrgContext, QuotaExceeded, RateLimited, StoreUnavailable, Unauthorized,
   isGatewayError, type ErrorFamily, type GatewayError
 } from '../gateway/errors.js'
 /** Money: integers of nano-dollars, decimal strings at the edges. */
@@ -31,7 +31,7 @@ export { nanoToUsd, usdToNano } from '../gateway/money.js'
 /** A call's charge, and the upper bound of its input the balance plugin holds for. */
 export { chargeOf, estimatePromptTokens } from '../gateway/billing.js'
 /** UTC quota windows and the tenants' quota rules. */
-export { amountOf, limitOf, quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from '../gateway/quota-windows.js'
+export { amountOf, budgetScope, budgetStatus, limitOf, limitStatus, quotaLimit, quotaStatus, quotaWindow, QuotaRules, type QuotaRule, type QuotaStatus } from '../gateway/quota-windows.js'
 /** The conversational text of requests, answers and stream events, in any client protocol. */
 export { mapRequestText, mapResponseText, streamText } from './content-text.js'
 /** How far a regular expression's match can reach, for holding stream text back. */

@@ -6,7 +6,7 @@ import type { Config } from '../../config/schema.js'
 import type { Clock } from '../gateway/clock.js'
 import type { Catalog, CatalogModel } from '../gateway/catalog.js'
 import type { ErrorFamily, GatewayError } from '../gateway/errors.js'
-import type { Store } from '../store/types.js'
+import type { KeyBudget, KeyLimits, Store } from '../store/types.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
 import type { AttemptReport, Upstreams } from '../upstream/index.js'
 
@@ -49,6 +49,14 @@ export interface Principal {
   models: string[]
   /** Provider ids whose pass-through routes this key may use. */
   passthrough: string[]
+  /** When the key stops working (ms); null or absent: never. */
+  expiresAt?: number | null
+  /** The key's own calls (rpm) and billed tokens (tpm) per minute. */
+  limits?: KeyLimits | null
+  /** The key's own spending limit per UTC window. */
+  budget?: KeyBudget | null
+  /** The id the key's limits and budget count under (the first key of its rotation line); its own id when absent. */
+  lineage?: string
 }
 
 /**

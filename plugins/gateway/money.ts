@@ -17,13 +17,22 @@ export function parseUsd (text: string): number | undefined {
   return m[1] === '-' ? -nano : nano
 }
 
-/** Nano-dollars as an exact decimal string: 1500000000 → "1.5", 25 → "0.000000025". */
-export function nanoToUsd (nano: number): string {
+/** Nano-dollars as an exact decimal string: 1500000000 → "1.5", 25 → "0.000000025" (a bigint sum too, however large). */
+export function nanoToUsd (nano: number | bigint): string {
   const sign = nano < 0 ? '-' : ''
-  const abs = Math.abs(nano)
-  const whole = Math.floor(abs / NANO_PER_USD)
-  const frac = String(abs % NANO_PER_USD).padStart(9, '0').replace(/0+$/, '')
-  return sign + String(whole) + (frac === '' ? '' : '.' + frac)
+  let whole: string
+  let rest: string
+  if (typeof nano === 'bigint') {
+    const abs = nano < 0n ? -nano : nano
+    whole = String(abs / 1_000_000_000n)
+    rest = String(abs % 1_000_000_000n)
+  } else {
+    const abs = Math.abs(nano)
+    whole = String(Math.floor(abs / NANO_PER_USD))
+    rest = String(abs % NANO_PER_USD)
+  }
+  const frac = rest.padStart(9, '0').replace(/0+$/, '')
+  return sign + whole + (frac === '' ? '' : '.' + frac)
 }
 
 /** Price in USD per million tokens → nano-dollars per token (prices have at most 3 decimals). */

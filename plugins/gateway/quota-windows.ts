@@ -1,10 +1,11 @@
 import type { Config, QuotaConfig } from '../../config/schema.js'
 import { nanoToUsd, usdToNano } from './money.js'
-import type { QuotaUsage } from '../store/types.js'
+import type { KeyBudget, QuotaEntry, QuotaLimit, QuotaUsage } from '../store/types.js'
 
-// Quotas as the tenants in the config set them: per organization and per project, in tokens or
-// USD, per UTC minute, hour, day or month. Shared by the quota plugin (admission and counting)
-// and the admin API and console (showing them).
+// Quotas of the tenants: per organization and per project, in tokens or USD, per UTC minute,
+// hour, day or month, as the store holds them (from the config and the admin API); and a key's
+// own budget, in USD per UTC window. Shared by the quota plugin (admission and counting) and the
+// admin API and console (showing them).
 
 export type QuotaPer = QuotaConfig['per']
 
@@ -33,30 +34,56 @@ export function amountOf (quota: QuotaConfig, used: QuotaUsage): number {
   return 'tokens' in quota ? used.tokens : used.cost_nano
 }
 
-/** Used and limit of a quota in its current window, as the admin API and console show them. */
-export function quotaStatus (rule: QuotaRule, used: QuotaUsage, now: number): QuotaStatus {
-  const w = quotaWindow(rule.quota.per, now)
-  const tokens = 'tokens' in rule.quota
+/** Used and limit of a limit in its current window (tokens, or nano-dollars shown as USD). */
+export function limitStatus (limit: QuotaLimit, per: QuotaPer, used: QuotaUsage, now: number): QuotaStatus {
+  const w = quotaWindow(per, now)
+  const tokens = limit.tokens !== undefined
   return {
-    limit: tokens ? String(limitOf(rule.quota)) : nanoToUsd(limitOf(rule.quota)),
+    limit: tokens ? String(limit.tokens) : nanoToUsd(limit.costNano ?? 0),
     used: tokens ? String(used.tokens) : nanoToUsd(used.cost_nano),
     unit: tokens ? 'tokens' : 'usd',
-    per: rule.quota.per,
+    per,
     resets_at: new Date(w.end).toISOString()
   }
 }
 
-/** Every quota of the config, by organization and by `org/project`. */
+/** The limit of a quota in the store's terms. */
+export const quotaLimit = (quota: QuotaConfig): QuotaLimit => 'tokens' in quota ? { tokens: quota.tokens } : { costNano: limitOf(quota) }
+
+/** Used and limit of a quota in its current window, as the admin API and console show them. */
+export function quotaStatus (rule: QuotaRule, used: QuotaUsage, now: number): QuotaStatus {
+  return limitStatus(quotaLimit(rule.quota), rule.quota.per, used, now)
+}
+
+/** The quota scope of a key's budget: its rotation line's, so that a rotation neither resets nor doubles it. */
+export const budgetScope = (lineage: string): string => `key:${lineage}`
+
+/** A key's budget as the admin API shows it: limit and used in USD in the current window. */
+export function budgetStatus (budget: KeyBudget, used: QuotaUsage, now: number): QuotaStatus {
+  return limitStatus({ costNano: budget.nano }, budget.per, used, now)
+}
+
+export const orgRule = (org: string, quota: QuotaConfig): QuotaRule => ({ scope: `org:${org}`, kind: 'organization', id: org, quota })
+export const projectRule = (org: string, project: string, quota: QuotaConfig): QuotaRule => ({ scope: `project:${org}/${project}`, kind: 'project', id: `${org}/${project}`, quota })
+
+/** Every quota of the tenants, by organization and by `org/project`: from the store's entries, or a config's tenants. */
 export class QuotaRules {
   private readonly byOrg = new Map<string, QuotaRule>()
   private readonly byProject = new Map<string, QuotaRule>()
+  private readonly lists = new Map<string, QuotaRule[]>()
 
-  constructor (config: Pick<Config, 'tenants'>) {
-    for (const t of config.tenants) {
-      if (t.quota !== undefined) this.byOrg.set(t.org, { scope: `org:${t.org}`, kind: 'organization', id: t.org, quota: t.quota })
-      for (const p of t.projects) {
-        if (p.quota !== undefined) this.byProject.set(`${t.org}/${p.id}`, { scope: `project:${t.org}/${p.id}`, kind: 'project', id: `${t.org}/${p.id}`, quota: p.quota })
+  constructor (source: Pick<Config, 'tenants'> | readonly QuotaEntry[]) {
+    const entries: QuotaEntry[] = []
+    if (Array.isArray(source)) entries.push(...(source as readonly QuotaEntry[]))
+    else {
+      for (const t of (source as Pick<Config, 'tenants'>).tenants) {
+        if (t.quota !== undefined) entries.push({ org: t.org, project: null, quota: t.quota })
+        for (const p of t.projects) if (p.quota !== undefined) entries.push({ org: t.org, project: p.id, quota: p.quota })
       }
+    }
+    for (const e of entries) {
+      if (e.project === null) this.byOrg.set(e.org, orgRule(e.org, e.quota))
+      else this.byProject.set(`${e.org}/${e.project}`, projectRule(e.org, e.project, e.quota))
     }
   }
 
@@ -65,13 +92,18 @@ export class QuotaRules {
   org (org: string): QuotaRule | undefined { return this.byOrg.get(org) }
   project (org: string, project: string): QuotaRule | undefined { return this.byProject.get(`${org}/${project}`) }
 
-  /** The org's quota, then the project's, where set. */
+  /** The org's quota, then the project's, where set (the same array for the same pair). */
   for (org: string, project: string): QuotaRule[] {
-    const rules: QuotaRule[] = []
-    const o = this.byOrg.get(org)
-    if (o !== undefined) rules.push(o)
-    const p = this.byProject.get(`${org}/${project}`)
-    if (p !== undefined) rules.push(p)
+    const k = `${org}/${project}`
+    let rules = this.lists.get(k)
+    if (rules === undefined) {
+      rules = []
+      const o = this.byOrg.get(org)
+      if (o !== undefined) rules.push(o)
+      const p = this.byProject.get(k)
+      if (p !== undefined) rules.push(p)
+      if (this.lists.size < 100_000) this.lists.set(k, rules)
+    }
     return rules
   }
 }

@@ -1,11 +1,12 @@
 import { hash, randomBytes } from 'node:crypto'
-import type { Config } from '../../config/schema.js'
-import { usdToNano } from '../gateway/money.js'
-import type { ApiKey, KeySource } from './types.js'
+import type { Config, QuotaConfig } from '../../config/schema.js'
+import { nanoToUsd, usdToNano } from '../gateway/money.js'
+import type { ApiKey, AuditRow, KeyBudget, KeyLimits, KeyPatch, KeySource, NewKey, QuotaPer, TenancyChange } from './types.js'
 
-// API keys and the config's tenants as both stores write them: keys stored as a SHA-256 hash with
-// a short hint, config keys with an id derived from their hash (stable across restarts), and the
-// plan a config's tenants make (organizations with their initial balance, projects, literal keys).
+// API keys and tenants as both stores write them: keys stored as a SHA-256 hash with a short hint,
+// config keys with an id derived from their hash (stable across restarts), the plan a config's
+// tenants make (organizations with their initial balance, projects, quotas, literal keys), and
+// what the audit log says of a change.
 
 // one-shot hash(): half the cost of a Hash object, and auth hashes the key of every request
 export const hashKey = (key: string): string => hash('sha256', key, 'hex')
@@ -14,6 +15,12 @@ export const hashKey = (key: string): string => hash('sha256', key, 'hex')
 export const generateKey = (): string => 'mg-' + randomBytes(32).toString('base64url')
 
 export const newKeyId = (): string => 'key_' + randomBytes(8).toString('hex')
+
+let auditSeq = 0
+
+/** Ordered by time, then by this process's sequence: the log reads in the order its lines were written. */
+export const newAuditId = (now: number): string =>
+  'aud_' + Math.max(0, Math.floor(now)).toString(16).padStart(12, '0') + (auditSeq++ % 0x100000000).toString(16).padStart(8, '0') + randomBytes(3).toString('hex')
 
 /** Keys listed in the config keep the same id across restarts. */
 export const configKeyId = (keyHash: string): string => 'key_' + hashKey('config-key-id:' + keyHash).slice(0, 16)
@@ -33,7 +40,19 @@ export interface KeyRow {
   source: KeySource
   created_at: number
   revoked_at: number | null
+  expires_at: number | null
+  rpm: number | null
+  tpm: number | null
+  budget_nano: number | null
+  budget_per: string | null
+  last_used_at: number | null
+  replaces: string | null
+  lineage: string | null
 }
+
+/** The columns a new key row is inserted with, in order. */
+export const KEY_COLUMNS = ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at',
+  'expires_at', 'rpm', 'tpm', 'budget_nano', 'budget_per', 'replaces', 'lineage'] as const satisfies ReadonlyArray<keyof KeyRow>
 
 export function toApiKey (row: KeyRow): ApiKey {
   return {
@@ -46,47 +65,23 @@ export function toApiKey (row: KeyRow): ApiKey {
     hint: row.hint,
     source: row.source,
     created_at: row.created_at,
-    revoked: row.revoked_at !== null
+    revoked: row.revoked_at !== null,
+    expires_at: row.expires_at,
+    limits: row.rpm === null && row.tpm === null ? null : { ...(row.rpm === null ? {} : { rpm: row.rpm }), ...(row.tpm === null ? {} : { tpm: row.tpm }) },
+    budget: row.budget_nano === null || row.budget_per === null ? null : { nano: row.budget_nano, per: row.budget_per as QuotaPer },
+    last_used_at: row.last_used_at,
+    replaces: row.replaces,
+    lineage: row.lineage ?? row.id
   }
 }
 
-export interface ConfigKey { key: string, hash: string, org: string, project: string, name: string, models: string[], passthrough: string[] }
-
-/** What the config's tenants ask of the store. */
-export interface TenantPlan {
-  /** Created with this balance when missing; an existing organization keeps its own. */
-  orgs: Array<{ id: string, balanceNano: number }>
-  projects: Array<{ org: string, id: string }>
-  /** Present and current afterwards; config keys not listed here are revoked. */
-  keys: ConfigKey[]
-}
-
-export function tenantPlan (config: Pick<Config, 'tenants'>): TenantPlan {
-  const plan: TenantPlan = { orgs: [], projects: [], keys: [] }
-  for (const tenant of config.tenants) {
-    plan.orgs.push({ id: tenant.org, balanceNano: usdToNano(tenant.balance_usd) })
-    for (const project of tenant.projects) {
-      plan.projects.push({ org: tenant.org, id: project.id })
-      for (const k of project.keys) {
-        plan.keys.push({ key: k.key, hash: hashKey(k.key), org: tenant.org, project: project.id, name: k.name, models: k.models, passthrough: k.passthrough })
-      }
-    }
-  }
-  return plan
-}
-
-/**
- * What becomes of a config key given the row with its hash: inserted when there is none, brought
- * up to date (and unrevoked) when it is a config key, left alone when a key made otherwise has
- * the same secret. `id` is the key's id either way (kept from revocation).
- */
-export function configKeyStep (existing: { id: string, source: string } | undefined, k: ConfigKey): { action: 'insert' | 'update' | 'keep', id: string } {
-  if (existing === undefined) return { action: 'insert', id: configKeyId(k.hash) }
-  return { action: existing.source === 'config' ? 'update' : 'keep', id: existing.id }
+/** The columns a key's limits and budget are stored in. */
+export function limitColumns (limits: KeyLimits | null | undefined, budget: KeyBudget | null | undefined): Pick<KeyRow, 'rpm' | 'tpm' | 'budget_nano' | 'budget_per'> {
+  return { rpm: limits?.rpm ?? null, tpm: limits?.tpm ?? null, budget_nano: budget?.nano ?? null, budget_per: budget?.per ?? null }
 }
 
 /** A key row for `secret` as `create` writes it. */
-export function newKeyRow (spec: { org: string, project: string, models?: string[], passthrough?: string[], name?: string, source: KeySource }, secret: string, now: number): KeyRow {
+export function newKeyRow (spec: NewKey, secret: string, now: number, line: { replaces: string, lineage: string } | null = null): KeyRow {
   const keyHash = hashKey(secret)
   return {
     id: spec.source === 'config' ? configKeyId(keyHash) : newKeyId(),
@@ -99,6 +94,132 @@ export function newKeyRow (spec: { org: string, project: string, models?: string
     passthrough: JSON.stringify(spec.passthrough ?? []),
     source: spec.source,
     created_at: now,
-    revoked_at: null
+    revoked_at: null,
+    expires_at: spec.expires_at ?? null,
+    ...limitColumns(spec.limits, spec.budget),
+    last_used_at: null,
+    replaces: line?.replaces ?? null,
+    lineage: line?.lineage ?? null
   }
+}
+
+/** The key a rotation makes: the old one's grants, limits, budget and expiry, counted in its line. */
+export function rotatedKeySpec (old: ApiKey, source: KeySource): NewKey {
+  return { org: old.org, project: old.project, name: old.name, models: old.models, passthrough: old.passthrough, source, expires_at: old.expires_at, limits: old.limits, budget: old.budget }
+}
+
+/** The columns a patch sets, with their new values (absent: kept). */
+export function patchColumns (patch: KeyPatch): Partial<KeyRow> {
+  const set: Partial<KeyRow> = {}
+  if (patch.models !== undefined) set.models = JSON.stringify(patch.models)
+  if (patch.passthrough !== undefined) set.passthrough = JSON.stringify(patch.passthrough)
+  if (patch.name !== undefined) set.name = patch.name
+  if (patch.expires_at !== undefined) set.expires_at = patch.expires_at
+  if (patch.limits !== undefined) { set.rpm = patch.limits?.rpm ?? null; set.tpm = patch.limits?.tpm ?? null }
+  if (patch.budget !== undefined) { set.budget_nano = patch.budget?.nano ?? null; set.budget_per = patch.budget?.per ?? null }
+  return set
+}
+
+export interface ConfigKey {
+  key: string
+  hash: string
+  org: string
+  project: string
+  name: string
+  models: string[]
+  passthrough: string[]
+  /** undefined: the config does not name it (the stored value is kept). */
+  expires_at?: number | null
+  limits?: KeyLimits | null
+  budget?: KeyBudget | null
+}
+
+/** What the config's tenants ask of the store; an undefined quota is one the config does not name. */
+export interface TenantPlan {
+  /** Created with this balance when missing; an existing organization keeps its own. */
+  orgs: Array<{ id: string, balanceNano: number, quota?: QuotaConfig }>
+  projects: Array<{ org: string, id: string, quota?: QuotaConfig }>
+  /** Present and current afterwards; config keys not listed here are revoked. */
+  keys: ConfigKey[]
+}
+
+export function tenantPlan (config: Pick<Config, 'tenants'>): TenantPlan {
+  const plan: TenantPlan = { orgs: [], projects: [], keys: [] }
+  for (const tenant of config.tenants) {
+    plan.orgs.push({ id: tenant.org, balanceNano: usdToNano(tenant.balance_usd), quota: tenant.quota })
+    for (const project of tenant.projects) {
+      plan.projects.push({ org: tenant.org, id: project.id, quota: project.quota })
+      for (const k of project.keys) {
+        plan.keys.push({
+          key: k.key,
+          hash: hashKey(k.key),
+          org: tenant.org,
+          project: project.id,
+          name: k.name,
+          models: k.models,
+          passthrough: k.passthrough,
+          ...(k.expires_at === undefined ? {} : { expires_at: Date.parse(k.expires_at) }),
+          ...(k.limits === undefined ? {} : { limits: k.limits }),
+          ...(k.budget === undefined ? {} : { budget: { nano: usdToNano(k.budget.usd), per: k.budget.per } })
+        })
+      }
+    }
+  }
+  return plan
+}
+
+/** What a config key sets on its row: the fields it always has, and those it names. */
+export function configKeyColumns (k: ConfigKey): Partial<KeyRow> {
+  return { org_id: k.org, project_id: k.project, ...patchColumns({ name: k.name, models: k.models, passthrough: k.passthrough, expires_at: k.expires_at, limits: k.limits, budget: k.budget }) }
+}
+
+/**
+ * What becomes of a config key given the row with its hash: inserted when there is none, brought
+ * up to date (and unrevoked) when it is a config key, left alone when a key made otherwise has
+ * the same secret. `id` is the key's id either way (kept from revocation).
+ */
+export function configKeyStep (existing: { id: string, source: string } | undefined, k: ConfigKey): { action: 'insert' | 'update' | 'keep', id: string } {
+  if (existing === undefined) return { action: 'insert', id: configKeyId(k.hash) }
+  return { action: existing.source === 'config' ? 'update' : 'keep', id: existing.id }
+}
+
+/** A quota as stored (JSON text) and back. */
+export const quotaText = (q: QuotaConfig | null | undefined): string | null => q === null || q === undefined ? null : JSON.stringify(q)
+export const quotaOf = (text: string | null): QuotaConfig | null => text === null ? null : JSON.parse(text) as QuotaConfig
+
+// What the audit log says of a change: ids, names and settings, never a secret.
+
+const iso = (t: number | null): string | null => t === null ? null : new Date(t).toISOString()
+const budgetView = (b: KeyBudget | null): Record<string, unknown> | null => b === null ? null : { usd: nanoToUsd(b.nano), per: b.per }
+
+export function keyAuditDetail (k: ApiKey): Record<string, unknown> {
+  return { org: k.org, project: k.project, name: k.name, models: k.models, passthrough: k.passthrough, expires_at: iso(k.expires_at), limits: k.limits, budget: budgetView(k.budget) }
+}
+
+export function patchAuditDetail (patch: KeyPatch): Record<string, unknown> {
+  const d: Record<string, unknown> = {}
+  if (patch.models !== undefined) d.models = patch.models
+  if (patch.passthrough !== undefined) d.passthrough = patch.passthrough
+  if (patch.name !== undefined) d.name = patch.name
+  if (patch.expires_at !== undefined) d.expires_at = iso(patch.expires_at)
+  if (patch.limits !== undefined) d.limits = patch.limits
+  if (patch.budget !== undefined) d.budget = budgetView(patch.budget)
+  return d
+}
+
+/** An audit_log row as both stores hold it (detail as JSON text). */
+export interface AuditRecord { id: string, at: number, action: string, target: string, actor: string, detail: string }
+
+export const toAuditRow = (r: AuditRecord): AuditRow => ({ id: r.id, at: r.at, action: r.action, target: r.target, actor: r.actor as AuditRow['actor'], detail: JSON.parse(r.detail) as Record<string, unknown> })
+
+export function auditRecord (action: string, target: string, detail: Record<string, unknown>, actor: string, now: number): AuditRecord {
+  return { id: newAuditId(now), at: now, action, target, actor, detail: JSON.stringify(detail) }
+}
+
+/** A change heard from another process, checked. */
+export function asChange (m: Record<string, unknown>): TenancyChange | undefined {
+  if (m.kind === 'tenants') return { kind: 'tenants' }
+  if ((m.kind === 'key' || m.kind === 'org') && typeof m.id === 'string') return { kind: m.kind, id: m.id }
+  if (m.kind === 'project' && typeof m.org === 'string' && typeof m.id === 'string') return { kind: 'project', org: m.org, id: m.id }
+  return undefined
 }

@@ -1,4 +1,4 @@
-import type { Config } from '../../config/schema.js'
+import type { Config, QuotaConfig } from '../../config/schema.js'
 
 // The store behind the gateway, as interfaces named by what the plugins and routes mean: verify
 // a key, take an idempotency key, count a rate-limit hit, admit against a quota and count a call
@@ -23,6 +23,17 @@ export function then<T, R> (v: MaybePromise<T>, next: (value: T) => MaybePromise
 
 export type KeySource = 'config' | 'cli' | 'admin'
 
+/** Who made a change through the store: the admin API or the CLI (written to the audit log). */
+export type Actor = 'admin' | 'cli'
+
+export type QuotaPer = QuotaConfig['per']
+
+/** A key's own limits per minute: calls (rpm) and billed tokens (tpm). */
+export interface KeyLimits { rpm?: number, tpm?: number }
+
+/** A key's own spending limit in nano-dollars per UTC window. */
+export interface KeyBudget { nano: number, per: QuotaPer }
+
 export interface ApiKey {
   id: string
   org: string
@@ -35,21 +46,65 @@ export interface ApiKey {
   source: KeySource
   created_at: number
   revoked: boolean
+  /** From then on the key answers 401 (a rotated key's grace ends here). */
+  expires_at: number | null
+  limits: KeyLimits | null
+  budget: KeyBudget | null
+  /** Written behind, at most once a minute per key and process. */
+  last_used_at: number | null
+  /** The key this one replaced by a rotation. */
+  replaces: string | null
+  /** The first key of its rotation line: limits and budget count under its id, so a rotation neither resets nor doubles them. */
+  lineage: string
 }
 
-export interface NewKey { org: string, project: string, models?: string[], passthrough?: string[], name?: string, source: KeySource }
+export interface NewKey {
+  org: string
+  project: string
+  models?: string[]
+  passthrough?: string[]
+  name?: string
+  source: KeySource
+  expires_at?: number | null
+  limits?: KeyLimits | null
+  budget?: KeyBudget | null
+}
+
+/** What a change of a key sets; an absent field is kept, null removes. */
+export interface KeyPatch {
+  models?: string[]
+  passthrough?: string[]
+  name?: string
+  expires_at?: number | null
+  limits?: KeyLimits | null
+  budget?: KeyBudget | null
+}
+
+export interface Rotation {
+  /** The new key, its secret shown here only. */
+  key: ApiKey & { key: string }
+  /** The old key, now expiring at `expires_at`. */
+  old: ApiKey
+}
 
 export interface KeyStore {
-  /** The active key with this secret, or undefined. */
+  /** The unrevoked key with this secret whose organization and project exist, or undefined. An expired key is returned (the caller says it expired). */
   verify: (secret: string) => MaybePromise<ApiKey | undefined>
   get: (id: string) => MaybePromise<ApiKey | undefined>
   list: (org?: string, project?: string) => MaybePromise<ApiKey[]>
   /** Creates a key; its secret is returned here only (the store keeps a hash). */
   create: (spec: NewKey, now: number, secret?: string) => MaybePromise<ApiKey & { key: string }>
-  /** False when there is no such active key. Every listener of onRevoked hears it, in every process. */
-  revoke: (id: string, now: number) => MaybePromise<boolean>
-  /** Called with the id of each key revoked from now on (to drop it from caches). */
-  onRevoked: (listener: (id: string) => void) => void
+  /** Changes an unrevoked key; undefined when there is none. Heard by every process before it resolves. */
+  update: (id: string, patch: KeyPatch, now: number, by: Actor) => MaybePromise<ApiKey | undefined>
+  /**
+   * A new key with the old one's grants, limits, budget and expiry, and the old one set to expire
+   * at `oldValidUntil` at the latest; undefined when there is no unrevoked key `id`.
+   */
+  rotate: (id: string, oldValidUntil: number, now: number, by: Actor) => MaybePromise<Rotation | undefined>
+  /** False when there is no such active key. Heard by every process before it resolves. */
+  revoke: (id: string, now: number, by?: Actor) => MaybePromise<boolean>
+  /** Notes that the key was used at `at` (written later, with other writes). */
+  touch: (id: string, at: number) => void
 }
 
 export interface OrgRow {
@@ -58,16 +113,63 @@ export interface OrgRow {
   held_nano: number
   spent_nano: number
   created_at: number
+  quota: QuotaConfig | null
 }
 
-export interface ProjectRow { org_id: string, id: string, created_at: number }
+export interface ProjectRow { org_id: string, id: string, created_at: number, quota: QuotaConfig | null }
 
+/** A quota of the tenants: an organization's (project null) or a project's. */
+export interface QuotaEntry { org: string, project: string | null, quota: QuotaConfig }
+
+export interface NewOrg { id: string, balanceNano: number, quota: QuotaConfig | null }
+
+/**
+ * Organizations and projects. Reads see the live ones only: a deleted organization or project
+ * keeps its row (its usage records name it) but is gone from every read, and its keys answer 401.
+ */
 export interface OrgStore {
   get: (id: string) => MaybePromise<OrgRow | undefined>
   list: () => MaybePromise<OrgRow[]>
   projects: (org: string) => MaybePromise<ProjectRow[]>
-  /** Adds credits; false when the org does not exist. */
-  credit: (id: string, amountNano: number) => MaybePromise<boolean>
+  /** Every quota of the live tenants. */
+  quotas: () => MaybePromise<QuotaEntry[]>
+  /** Adds credits; false when the org does not exist. With `by`, the audit log tells of it. */
+  credit: (id: string, amountNano: number, now?: number, by?: Actor) => MaybePromise<boolean>
+  /** False when the id is taken (by a live or a deleted organization). */
+  create: (org: NewOrg, now: number, by: Actor) => MaybePromise<boolean>
+  /** Sets the quota (null removes it); false when there is no such organization. */
+  setQuota: (id: string, quota: QuotaConfig | null, now: number, by: Actor) => MaybePromise<boolean>
+  remove: (id: string, now: number, by: Actor) => MaybePromise<boolean>
+  /** 'exists': the id is taken in that organization (by a live or a deleted project). */
+  createProject: (org: string, id: string, quota: QuotaConfig | null, now: number, by: Actor) => MaybePromise<'created' | 'exists' | 'no_org'>
+  setProjectQuota: (org: string, id: string, quota: QuotaConfig | null, now: number, by: Actor) => MaybePromise<boolean>
+  removeProject: (org: string, id: string, now: number, by: Actor) => MaybePromise<boolean>
+}
+
+/**
+ * What changed in the tenancy, as every process sharing the store hears it: a key (its cached
+ * verdicts go), an organization or a project (its keys and quotas), or the config's tenants
+ * applied again (everything).
+ */
+export type TenancyChange =
+  | { kind: 'key', id: string }
+  | { kind: 'org', id: string }
+  | { kind: 'project', org: string, id: string }
+  | { kind: 'tenants' }
+
+/** A listener may return a promise: the change is answered as heard once it settles. */
+export type ChangeListener = (change: TenancyChange) => MaybePromise<void>
+
+/** One line of the audit log: a change made through the admin API or the CLI. `detail` holds no secret. */
+export interface AuditRow { id: string, at: number, action: string, target: string, actor: Actor, detail: Record<string, unknown> }
+
+export interface AuditEntry { action: string, target: string, detail?: Record<string, unknown> }
+
+export interface AuditStore {
+  /** Newest first; pass the last row's cursor (at, id) for the next page. */
+  page: (limit: number, cursor?: Cursor) => MaybePromise<AuditRow[]>
+  /** Writes a line for a change made outside the store's own methods (a reload). */
+  record: (entry: AuditEntry, now: number, by: Actor) => MaybePromise<void>
 }
 
 export interface IdempotencyStore {
@@ -165,6 +267,28 @@ export interface UsageBucket {
   saved_nano: number
 }
 
+export type SummaryField = 'org' | 'project' | 'key_id' | 'model' | 'provider'
+
+/**
+ * One group of the usage summary: its fields (those grouped by), its bucket's start (ms) when
+ * bucketed, and its sums. Money sums are bigint: exact however many records they add up.
+ */
+export interface SummaryRow {
+  org?: string | null
+  project?: string | null
+  key_id?: string | null
+  model?: string
+  provider?: string | null
+  bucket_start?: number
+  calls: number
+  errors: number
+  prompt_tokens: number
+  cached_input_tokens: number
+  completion_tokens: number
+  cost_nano: bigint
+  saved_nano: bigint
+}
+
 export interface UsageStore {
   /** Records a call; durable once the returned promise settles. */
   record: (row: UsageRow, content?: ContentRow) => MaybePromise<void>
@@ -173,6 +297,8 @@ export interface UsageStore {
   totals: (filter: UsageFilter) => MaybePromise<UsageTotals>
   /** A project's calls summed per bucket of `size` ms since `since` (the console's chart). */
   buckets: (org: string, project: string, since: number, size: number) => MaybePromise<UsageBucket[]>
+  /** Sums of the records `filter` selects, grouped by `groupBy` (and buckets of `bucketMs`, UTC-aligned, when given), in one SQL aggregate. */
+  summary: (filter: UsageFilter, groupBy: SummaryField[], bucketMs?: number) => MaybePromise<SummaryRow[]>
   /** Deletes stored prompt and completion text older than `before`. */
   sweepContent: (before: number) => MaybePromise<number>
 }
@@ -226,10 +352,21 @@ export interface Store {
   readonly idempotency: IdempotencyStore
   readonly rateLimits: RateLimitStore
   readonly quota: QuotaStore
+  readonly audit: AuditStore
   /** The response cache plugin's answers. */
   readonly cache: ResponseCacheStore
-  /** Tenants from the config: orgs (with their initial balance), projects and literal keys. */
+  /**
+   * Tenants from the config: organizations (with their initial balance), projects and literal
+   * keys are created when missing (a deleted one comes back), and the fields the config names
+   * are set to its values; then every process hears a `tenants` change.
+   */
   syncTenants: (config: Config, now: number) => MaybePromise<void>
+  /**
+   * Hears every change of the tenancy made by any process sharing the store, this one included
+   * (the processes serving it within a second, those on its bus before the change resolves).
+   * Returns what stops it.
+   */
+  onChange: (listener: ChangeListener) => () => void
   /**
    * Background work of a serving process: heartbeats, releasing the balance leases of processes
    * silent for `staleHoldMs` (default 30 s), sweeping expired rows and forgotten windows.

@@ -3,12 +3,13 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
-import { Unauthorized } from '../../plugins/gateway/errors.js'
+import { KeyExpired, Unauthorized } from '../../plugins/gateway/errors.js'
 import { nanoToUsd, usdToNano } from '../../plugins/gateway/money.js'
-import { quotaStatus, quotaWindow, QuotaRules, type QuotaRule } from '../../plugins/gateway/quota-windows.js'
+import { orgRule, projectRule, quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/gateway/quota-windows.js'
 import type { ApiKey, UsageBucket } from '../../plugins/store/types.js'
 import { fromRoot } from '../../paths.js'
 import { usageRecord } from '../admin/usage-record.js'
+import { Integer } from '../schemas.js'
 
 // The developer console: the page, bundled by esbuild into dist/console and served as static
 // files, and its small JSON API under /console/api. The marketplace is public; the usage views
@@ -17,19 +18,19 @@ import { usageRecord } from '../admin/usage-record.js'
 const RANGES = { '24h': { span: 86_400_000, bucket: 3_600_000 }, '7d': { span: 7 * 86_400_000, bucket: 86_400_000 }, '30d': { span: 30 * 86_400_000, bucket: 86_400_000 } } as const
 
 const UsageQuery = Type.Object({ range: Type.Union([Type.Literal('24h'), Type.Literal('7d'), Type.Literal('30d')], { default: '24h' }) })
-const CallsQuery = Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 500, default: 50 }) })
+const CallsQuery = Type.Object({ limit: Integer({ minimum: 1, maximum: 500, default: 50 }) })
 
 const COUNTS = ['calls', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'cost_nano', 'saved_nano'] as const
 
 const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { store, catalog, config, clock } = fastify.gateway
-  const quotas = new QuotaRules(config)
+  const { store, catalog, clock } = fastify.gateway
   const root = fromRoot('dist', 'console')
 
   const keyOf = async (request: FastifyRequest): Promise<ApiKey> => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
     const key = m === null ? undefined : await store.keys.verify(m[1] as string)
     if (key === undefined) throw new Unauthorized()
+    if (key.expires_at !== null && key.expires_at <= clock.now()) throw new KeyExpired({ expired_at: new Date(key.expires_at).toISOString() })
     return key
   }
 
@@ -64,6 +65,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const key = await keyOf(request)
     await store.flush() // lease give-backs the store delays
     const org = await store.orgs.get(key.org)
+    const project = (await store.orgs.projects(key.org)).find((p) => p.id === key.project)
     const now = clock.now()
     const quota = async (rule: QuotaRule | undefined) => rule === undefined ? null : quotaStatus(rule, await store.quota.used(rule.scope, quotaWindow(rule.quota.per, now).start), now)
     return {
@@ -73,8 +75,8 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       balance_usd: nanoToUsd(org?.balance_nano ?? 0),
       held_usd: nanoToUsd(org?.held_nano ?? 0),
       spent_usd: nanoToUsd(org?.spent_nano ?? 0),
-      org_quota: await quota(quotas.org(key.org)),
-      project_quota: await quota(quotas.project(key.org, key.project))
+      org_quota: await quota(org?.quota === null || org === undefined ? undefined : orgRule(key.org, org.quota)),
+      project_quota: await quota(project?.quota === null || project === undefined ? undefined : projectRule(key.org, key.project, project.quota))
     }
   })
 

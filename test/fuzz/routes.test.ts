@@ -20,7 +20,7 @@ const SEED = Number(process.env.FUZZ_SEED ?? 20261123)
 const RUNS = Number(process.env.FUZZ_RUNS ?? 3000)
 const ADMIN = 'fuzz-admin-token-0123456789abcdef'
 
-const HOSTILE: unknown[] = [null, true, 0, -1, 1e308, -0, 1.5, '', 'x'.repeat(5000), '__proto__', 'constructor', 'toString', [], {}, [[[]]],
+const HOSTILE: unknown[] = [null, true, 0, -1, 1e308, -0, 1.5, '', 'Infinity', '1e400', '-1e400', 'x'.repeat(5000), '__proto__', 'constructor', 'toString', [], {}, [[[]]],
   { __proto__: { polluted: true } }, { constructor: { prototype: { x: 1 } } }, '\u0000', '\ud800', '💥', 'data:image/png;base64,AAAA', 'http://127.0.0.1/a.png', 'file:///etc/passwd']
 
 const hostile = fc.oneof(fc.constantFrom(...HOSTILE), fc.jsonValue({ maxDepth: 4 }))
@@ -37,8 +37,13 @@ const VALID: Record<string, Record<string, unknown>> = {
     toolConfig: { functionCallingConfig: { mode: 'AUTO' } },
     generationConfig: { temperature: 0.5, maxOutputTokens: 16, topK: 3, thinkingConfig: { includeThoughts: true, thinkingBudget: 1024 } }
   },
-  key: { org: 'acme', project: 'web', name: 'fuzz', models: ['demo/*'] },
-  credits: { amount_usd: '1.5' }
+  key: { org: 'acme', project: 'web', name: 'fuzz', models: ['demo/*'], passthrough: [], expires_at: '2030-01-01T00:00:00Z', limits: { rpm: 100, tpm: 10000 }, budget: { usd: '2.5', per: 'month' } },
+  credits: { amount_usd: '1.5' },
+  org: { id: 'fuzzco', balance_usd: '1.5', quota: { tokens: 1000, per: 'day' } },
+  project: { id: 'fuzzproj', quota: { usd: 2, per: 'month' } },
+  quota: { quota: { tokens: 5, per: 'hour' } },
+  keyPatch: { models: ['demo/*'], name: 'x', expires_at: null, limits: { rpm: 10, tpm: null }, budget: { usd: 1, per: 'day' } },
+  rotate: { grace_s: 60 }
 }
 
 /** Replaces the value at a random path of `body` (or deletes it, or adds a key). */
@@ -72,19 +77,25 @@ const ROUTES: Array<[string, string]> = [
   ['GET', '/v1beta/models'], ['GET', '/v1beta/models/{seg}'], ['GET', '/v1beta/{seg}'],
   ['GET', '/admin/v1/usage'], ['GET', '/admin/v1/keys'], ['POST', '/admin/v1/keys'], ['DELETE', '/admin/v1/keys/{seg}'], ['GET', '/admin/v1/orgs/{seg}'],
   ['POST', '/admin/v1/orgs/{seg}/credits'], ['POST', '/admin/v1/reload'], ['GET', '/admin/v1/{seg}'],
+  ['GET', '/admin/v1/orgs'], ['POST', '/admin/v1/orgs'], ['PATCH', '/admin/v1/orgs/{seg}'], ['DELETE', '/admin/v1/orgs/{seg}'],
+  ['POST', '/admin/v1/orgs/{seg}/projects'], ['PATCH', '/admin/v1/orgs/{seg}/projects/{seg}'], ['DELETE', '/admin/v1/orgs/{seg}/projects/{seg}'],
+  ['GET', '/admin/v1/keys/{seg}'], ['PATCH', '/admin/v1/keys/{seg}'], ['POST', '/admin/v1/keys/{seg}/rotate'],
+  ['GET', '/admin/v1/usage/summary'], ['GET', '/admin/v1/audit'],
   ['GET', '/console/api/models'], ['GET', '/console/api/me'], ['GET', '/console/api/usage'], ['GET', '/console/api/calls'], ['GET', '/console/{seg}'],
   ['GET', '/'], ['GET', '/healthz'], ['GET', '/readyz'], ['GET', '/metrics'], ['GET', '/{seg}']
 ]
 
 const segment = fc.oneof(
-  fc.constantFrom('demo%2Fgpt', 'demo/gpt', '%ff', '%', '%2e%2e', '..', '%00', '%E2%82', 'resp_123', 'acme', 'key_abc', '__proto__', 'constructor', '%252F'),
+  fc.constantFrom('demo%2Fgpt', 'demo/gpt', '%ff', '%', '%2e%2e', '..', '%00', '%E2%82', 'resp_123', 'acme', 'web', 'zeta', 'fuzzco', 'key_abc', '__proto__', 'constructor', '%252F'),
   fc.string({ maxLength: 30 }).map(encodeURIComponent),
   fc.string({ unit: 'grapheme', maxLength: 10 }).map(encodeURIComponent),
   fc.integer({ min: 900, max: 1400 }).map((n) => 'a'.repeat(n))
 )
 
-const QUERY_NAMES = ['limit', 'cursor', 'since', 'until', 'org', 'project', 'model', 'key_id', 'range', 'after', '__proto__', 'x', 'alt', 'key', 'pageSize', 'pageToken']
-const query = fc.array(fc.tuple(fc.constantFrom(...QUERY_NAMES), fc.oneof(fc.constantFrom('1', '0', '-5', '10001', 'abc', '2026-01-01T00:00:00Z', 'not-a-date', '24h', '7d', '', 'sse', 'json', KEY_A), fc.string({ maxLength: 20 }))), { maxLength: 4 })
+const QUERY_NAMES = ['limit', 'cursor', 'since', 'until', 'org', 'project', 'model', 'key_id', 'range', 'after', 'group_by', 'bucket', '__proto__', 'x', 'alt', 'key', 'pageSize', 'pageToken']
+const QUERY_VALUES = ['1', '0', '-5', '10001', 'abc', '2026-01-01T00:00:00Z', '2026-02-30', 'not-a-date', '24h', '7d', '', 'Infinity', '-Infinity', '1e400', 'NaN', '0x10',
+  'org,model', 'key_id,provider,project', 'org,org', 'color', 'hour', 'day', 'week', 'sse', 'json', KEY_A]
+const query = fc.array(fc.tuple(fc.constantFrom(...QUERY_NAMES), fc.oneof(fc.constantFrom(...QUERY_VALUES), fc.string({ maxLength: 20 }))), { maxLength: 4 })
   .map((pairs) => pairs.length === 0 ? '' : '?' + pairs.map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join('&'))
 
 // mostly right credentials for the route, so that the bodies reach the code behind auth

@@ -103,3 +103,22 @@ t.test('usage filters combine: every page and total agrees with the rows', async
     }, `totals of ${JSON.stringify(f)}`)
   }
 })
+
+t.test('the usage summary reads its records through the index that fits its filter', async (t) => {
+  const s = store()
+  t.teardown(() => s.close())
+  // (an organization's records are the prefix of either of its indexes)
+  const cases: Array<[UsageFilter, RegExp]> = [
+    [{ org: 'acme' }, /USING INDEX usage_(org|project)_time \(org_id=\?/],
+    [{ org: 'acme', since: 1, until: 2 }, /USING INDEX usage_org_time \(org_id=\? AND created_at>\? AND created_at<\?\)/],
+    [{ org: 'acme', project: 'web', since: 1 }, /USING INDEX usage_project_time \(org_id=\? AND project_id=\? AND created_at>\?\)/],
+    [{ key_id: 'k', since: 1 }, /USING INDEX usage_key_time \(key_id=\? AND created_at>\?\)/],
+    [{ since: 1, until: 2 }, /USING INDEX usage_time \(created_at>\? AND created_at<\?\)/]
+  ]
+  for (const [filter, index] of cases) {
+    for (const [groupBy, bucket] of [[['org', 'model'], undefined], [['key_id'], 3_600_000], [[], undefined]] as const) {
+      const plan = s.usage.planOfSummary(filter, [...groupBy], bucket).join('; ')
+      t.match(plan, index, `${JSON.stringify(filter)} by ${groupBy.join(',')}: ${plan}`)
+    }
+  }
+})

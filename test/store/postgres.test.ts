@@ -156,15 +156,13 @@ t.test('PostgreSQL + Redis store', async (t) => {
     t.same(await b.quota.used('project:acme/web', 0), { tokens: 700, cost_nano: 300 })
   })
 
-  t.test('revocation on one instance reaches the others within a second', async (t) => {
+  t.test('a revocation on one instance is heard by the others before it resolves', async (t) => {
     const [a, b] = await stores(t, 2) as [PostgresStore, PostgresStore]
     const heard: string[] = []
-    b.keys.onRevoked((id) => { heard.push(id) })
+    b.onChange((c) => { if (c.kind === 'key') heard.push(c.id) })
     const k = await a.keys.create({ org: 'acme', project: 'web', source: 'admin' }, Date.now())
     t.ok(await b.keys.verify(k.key), 'the other instance knows the key')
     t.ok(await a.keys.revoke(k.id, Date.now()))
-    const until = Date.now() + 1000
-    while (!heard.includes(k.id) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
     t.ok(heard.includes(k.id), 'heard by the other instance')
     t.equal(await b.keys.verify(k.key), undefined, 'and refused there')
   })

@@ -57,7 +57,7 @@ t.test('migration 005 turns the usage indexes ascending and keeps the records', 
   t.teardown(() => store.close())
   t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 5)
   const indexes = store.db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'usage_records' AND sql IS NOT NULL ORDER BY name").all() as Array<{ name: string, sql: string }>
-  t.same(indexes.map((i) => i.name), ['usage_org_time', 'usage_project_time', 'usage_time'])
+  t.same(indexes.map((i) => i.name), ['usage_key_time', 'usage_org_time', 'usage_project_time', 'usage_time'])
   for (const i of indexes) t.notMatch(i.sql, /DESC/, `${i.name} is ascending`)
   t.same(store.usage.page({ org: 'acme' }, 10).map((r) => r.id), ['u2', 'u1', 'u0'], 'the records are kept, newest first')
 })
@@ -91,7 +91,25 @@ t.test('created keys: shown once, stored as a hash, revocable', async (t) => {
   t.same(store.keys.verify(k.key)?.models, ['demo/*'])
   const row = store.db.prepare('SELECT hash FROM api_keys WHERE id = ?').get(k.id) as { hash: string }
   t.equal(row.hash, hashKey(k.key))
-  t.ok(store.keys.revoke(k.id, 2000))
+  t.ok(await store.keys.revoke(k.id, 2000))
   t.equal(store.keys.verify(k.key), undefined)
-  t.notOk(store.keys.revoke(k.id, 3000), 'revoking twice changes nothing')
+  t.notOk(await store.keys.revoke(k.id, 3000), 'revoking twice changes nothing')
+})
+
+t.test('a change made by a process on no bus with the serving ones (a CLI command) is heard by them within a second', async (t) => {
+  const file = join(tempDir('store'), 'gw.db')
+  const silent = { broadcast: async () => {}, on: () => {} }
+  const cli = new Store(file, { bus: silent })
+  const worker = new Store(file, { bus: { broadcast: async () => {}, on: () => {} } })
+  t.teardown(async () => { await cli.close(); await worker.close() })
+  await cli.syncTenants(testConfig(), 1)
+  const heard: string[] = []
+  worker.onChange((c) => { heard.push(c.kind === 'key' ? `key ${c.id}` : c.kind === 'project' ? `project ${c.org}/${c.id}` : `${c.kind}`) })
+  const k = cli.keys.create({ org: 'acme', project: 'web', source: 'cli' }, 2)
+  await cli.keys.update(k.id, { models: ['demo/*'] }, 3, 'cli')
+  await cli.orgs.removeProject('acme', 'web', 4, 'cli')
+  const until = Date.now() + 1500
+  while (heard.length < 2 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20))
+  t.same(heard, [`key ${k.id}`, 'project acme/web'], 'read from the table, in order')
+  t.equal(worker.changes.sweep(Date.now()), 3, 'swept once old (the sync, the update, the deletion)')
 })

@@ -38,6 +38,9 @@ const COUNT_QUOTAS = `INSERT INTO quota_usage (scope, window_start, tokens, cost
   ON CONFLICT (scope, window_start) DO UPDATE SET tokens = quota_usage.tokens + EXCLUDED.tokens, cost_nano = quota_usage.cost_nano + EXCLUDED.cost_nano
   RETURNING scope, window_start, tokens, cost_nano`
 
+const TOUCH_KEYS = `UPDATE api_keys k SET last_used_at = t.at FROM unnest($1::text[], $2::bigint[]) AS t(id, at)
+  WHERE k.id = t.id AND (k.last_used_at IS NULL OR k.last_used_at < t.at)`
+
 interface GiveBack { id: string, org: string, decide: () => number }
 
 interface Batch {
@@ -48,6 +51,8 @@ interface Batch {
   quotas: Map<string, { scope: string, window: number, tokens: number, cost: number }>
   rows: UsageRow[]
   contents: ContentRow[]
+  /** When keys were last used, by key id. */
+  touches: Map<string, number>
   writes: number
   /** The quota windows' totals after the commit. */
   totals: Map<string, QuotaUsage>
@@ -63,7 +68,7 @@ function newBatch (): Batch {
   let reject!: (err: unknown) => void
   const done = new Promise<void>((res, rej) => { resolve = res; reject = rej })
   done.catch(() => {}) // each caller gets the rejection from its own promise
-  return { leases: new Map(), charges: new Map(), quotas: new Map(), rows: [], contents: [], writes: 0, totals: new Map(), done, resolve, reject }
+  return { leases: new Map(), charges: new Map(), quotas: new Map(), rows: [], contents: [], touches: new Map(), writes: 0, totals: new Map(), done, resolve, reject }
 }
 
 /**
@@ -81,6 +86,7 @@ export class EndOfCallBatch {
   private inFlight: Promise<void> | null = null
   private scheduled = false
   private later: GiveBack[] = []
+  private touches = new Map<string, number>()
   private laterTimer: NodeJS.Timeout | null = null
   private closed = false
   /** Told each batch's commit time (s) and size (metrics). */
@@ -99,6 +105,16 @@ export class EndOfCallBatch {
   /** Joins the next batch, or one of its own within LATER_MS; `decide` runs once, when that batch starts. */
   giveBackLater (id: string, org: string, decide: () => number): void {
     this.later.push({ id, org, decide })
+    this.startLaterTimer()
+  }
+
+  /** A key was used at `at`: written with the next batch, or one of its own within LATER_MS. */
+  touchLater (id: string, at: number): void {
+    if ((this.touches.get(id) ?? 0) < at) this.touches.set(id, at)
+    this.startLaterTimer()
+  }
+
+  private startLaterTimer (): void {
     if (this.laterTimer === null) {
       this.laterTimer = setTimeout(() => { this.laterTimer = null; this.batch() }, LATER_MS)
       this.laterTimer.unref()
@@ -133,7 +149,7 @@ export class EndOfCallBatch {
 
   /** Commits everything queued, give-backs included; resolves when nothing is left. */
   async flush (): Promise<void> {
-    if (this.later.length > 0) this.batch()
+    if (this.later.length > 0 || this.touches.size > 0) this.batch()
     while (this.filling !== null || this.inFlight !== null) {
       if (this.inFlight === null) this.start()
       await this.inFlight?.catch(() => {})
@@ -174,6 +190,11 @@ export class EndOfCallBatch {
     for (const g of later) {
       const amount = g.decide()
       if (amount > 0) { this.release(b, g.id, g.org, amount); b.writes++ }
+    }
+    if (this.touches.size > 0) {
+      b.touches = this.touches
+      b.writes += this.touches.size
+      this.touches = new Map()
     }
     if (b.writes === 0) { b.resolve(); return }
     this.inFlight = this.commit(b).finally(() => {
@@ -218,6 +239,10 @@ export class EndOfCallBatch {
       const res = await client.query<{ scope: string, window_start: number, tokens: number, cost_nano: number }>(COUNT_QUOTAS,
         [qs.map((q) => q.scope), qs.map((q) => q.window), qs.map((q) => q.tokens), qs.map((q) => q.cost)])
       for (const r of res.rows) b.totals.set(`${r.window_start}\n${r.scope}`, { tokens: r.tokens, cost_nano: r.cost_nano })
+    }
+    if (b.touches.size > 0) {
+      const ids = [...b.touches.keys()].sort()
+      await client.query(TOUCH_KEYS, [ids, ids.map((id) => b.touches.get(id))])
     }
     if (b.rows.length > 0) await client.query(INSERT_USAGE, USAGE_COLUMNS.map((c) => b.rows.map((r) => r[c])))
     if (b.contents.length > 0) {

@@ -175,6 +175,19 @@ export class Connection {
     }
   }
 
+  /** `fn` in a transaction once the store is open; connection failures become 503 store_unavailable. */
+  async tx<T> (fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    await this.ready
+    try {
+      const result = await inTransaction(this.pool, fn)
+      if (this.probe !== null) this.observe(undefined)
+      return result
+    } catch (err) {
+      this.observe(err)
+      return unavailable(err)
+    }
+  }
+
   /** A Redis command once the store is open; connection failures become 503 store_unavailable. */
   async r<T> (fn: (redis: Redis) => Promise<T>): Promise<T> {
     await this.ready

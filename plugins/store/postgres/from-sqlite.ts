@@ -3,18 +3,21 @@ import type pg from 'pg'
 import { inTransaction, migrate, pgPool } from './db.js'
 
 // `modelgate store migrate --from FILE.db --to postgres://…`: copies a SQLite store (stopped) into
-// an empty PostgreSQL database in one transaction, then reads both back and compares the totals.
+// an empty PostgreSQL database in one transaction (the audit log included), then reads both back
+// and compares the totals.
 // Open balance holds are copied with the holder `migrated`, which never beats a heartbeat: the
 // first instance on PostgreSQL releases them once stale_hold_s has passed.
 
 const TABLES: Array<{ name: string, columns: string[] }> = [
-  { name: 'organizations', columns: ['id', 'balance_nano', 'held_nano', 'spent_nano', 'created_at'] },
-  { name: 'projects', columns: ['org_id', 'id', 'created_at'] },
-  { name: 'api_keys', columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at', 'revoked_at'] },
+  { name: 'organizations', columns: ['id', 'balance_nano', 'held_nano', 'spent_nano', 'created_at', 'quota', 'deleted_at'] },
+  { name: 'projects', columns: ['org_id', 'id', 'created_at', 'quota', 'deleted_at'] },
+  { name: 'api_keys', columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at', 'revoked_at',
+    'expires_at', 'rpm', 'tpm', 'budget_nano', 'budget_per', 'last_used_at', 'replaces', 'lineage'] },
   { name: 'holds', columns: ['id', 'org_id', 'amount_nano', 'holder', 'created_at'] },
   { name: 'quota_usage', columns: ['scope', 'window_start', 'tokens', 'cost_nano'] },
   { name: 'usage_records', columns: ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano'] },
-  { name: 'usage_content', columns: ['usage_id', 'created_at', 'request', 'response'] }
+  { name: 'usage_content', columns: ['usage_id', 'created_at', 'request', 'response'] },
+  { name: 'audit_log', columns: ['id', 'at', 'action', 'target', 'actor', 'detail'] }
 ]
 
 const CHUNK = 1000

@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import type { Config } from '../../../config/schema.js'
+import { ChangeFeed } from '../changes.js'
 import { Leases } from '../leases.js'
 import { tenantPlan } from '../tenants.js'
-import type { Store } from '../types.js'
+import type { ChangeListener, Store } from '../types.js'
+import { AuditRepository } from './audit.js'
 import { EndOfCallBatch } from './batch.js'
 import { RedisBus } from './bus.js'
-import { Connection, inTransaction, unavailable } from './db.js'
+import { Connection } from './db.js'
 import { KeyRepository } from './keys.js'
 import { LedgerRepository } from './ledger.js'
 import { OrgRepository } from './orgs.js'
@@ -27,7 +29,8 @@ export { inTransaction, migrate, pgPool } from './db.js'
 //     on every instance through the bus (../quota-latch.ts, ./bus.ts);
 //   - the end-of-call writes (lease charges and give-backs, quota counts, usage records) are
 //     committed in batches that grow with the load (./batch.ts), before the call's last byte;
-//   - an Idempotency-Key is taken with SET NX PX; a revocation is published on Redis;
+//   - an Idempotency-Key is taken with SET NX PX; a change of the tenancy (a key revoked or
+//     changed, a quota set, a tenant deleted) is told to every instance on the bus;
 //   - the response cache's answers live in Redis alone, with their fills (./response-cache.ts).
 // When PostgreSQL or Redis cannot be reached, operations fail at once with 503 store_unavailable
 // (Retry-After: 1): money, quotas and idempotency fail closed.
@@ -60,6 +63,8 @@ export class PostgresStore implements Store {
   readonly idempotency: IdempotencyRepository
   readonly rateLimits: RateLimitRepository
   readonly quota: QuotaRepository
+  readonly audit: AuditRepository
+  readonly feed: ChangeFeed
   readonly cache: ResponseCacheRepository
   /** Migrations applied, Redis connected and subscribed, this instance's heartbeat written. */
   readonly ready: Promise<void>
@@ -78,8 +83,10 @@ export class PostgresStore implements Store {
     this.bus = new RedisBus(this.conn, this.holder, this.onError)
     this.batch = new EndOfCallBatch(this.conn, this.onError)
     this.ledger = new LedgerRepository(this.conn, this.holder, this.batch)
-    this.keys = new KeyRepository(this.conn)
-    this.orgs = new OrgRepository(this.conn)
+    this.feed = new ChangeFeed(this.bus, this.onError)
+    this.audit = new AuditRepository(this.conn)
+    this.keys = new KeyRepository(this.conn, this.batch, this.audit, this.feed)
+    this.orgs = new OrgRepository(this.conn, this.audit, this.feed)
     this.usage = new UsageRepository(this.conn, this.batch)
     this.balance = new Leases(this.ledger.leaseLedger(), this.holder, this.bus, () => { this.conn.assertReachable() })
     this.idempotency = new IdempotencyRepository(this.conn, this.now)
@@ -121,17 +128,16 @@ export class PostgresStore implements Store {
 
   async syncTenants (config: Config, now: number): Promise<void> {
     const plan = tenantPlan(config)
-    await this.ready
-    try {
-      const dropped = await inTransaction(this.conn.pool, async (client) => {
-        await this.orgs.ensure(client, plan, now)
-        return await this.keys.syncConfigKeys(client, plan.keys, now)
-      })
-      for (const id of dropped) await this.keys.published(id)
-    } catch (err) {
-      this.conn.observe(err)
-      unavailable(err)
-    }
+    await this.conn.tx(async (client) => {
+      await this.orgs.ensure(client, plan, now)
+      await this.keys.syncConfigKeys(client, plan.keys, now)
+    })
+    // not waited for: an instance starting beside others would wait for each to answer
+    void this.feed.publish({ kind: 'tenants' })
+  }
+
+  onChange (listener: ChangeListener): () => void {
+    return this.feed.on(listener)
   }
 
   async flush (): Promise<void> {
@@ -157,7 +163,6 @@ export class PostgresStore implements Store {
     await this.batch.close()
     // a graceful stop gives this instance's leases back at once
     await this.ledger.retire().catch((err: unknown) => { this.onError(err, 'leases not given back at close') })
-    this.keys.close()
     await this.conn.close()
   }
 }

@@ -1,24 +1,36 @@
-import { EventEmitter } from 'node:events'
 import { timingSafeEqual } from 'node:crypto'
 import type pg from 'pg'
-import { configKeyStep, generateKey, hashKey, newKeyRow, toApiKey, type ConfigKey, type KeyRow } from '../tenants.js'
-import type { ApiKey, KeyStore, NewKey } from '../types.js'
+import type { ChangeFeed } from '../changes.js'
+import {
+  configKeyColumns, configKeyStep, generateKey, hashKey, KEY_COLUMNS, keyAuditDetail, newKeyRow, patchAuditDetail, patchColumns, rotatedKeySpec, toApiKey,
+  type ConfigKey, type KeyRow
+} from '../tenants.js'
+import type { Actor, ApiKey, KeyPatch, KeyStore, NewKey, Rotation } from '../types.js'
+import type { AuditRepository } from './audit.js'
+import type { EndOfCallBatch } from './batch.js'
 import type { Connection } from './db.js'
 
-const INSERT = 'INSERT INTO api_keys (id, hash, hint, org_id, project_id, name, models, passthrough, source, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
-const insertParams = (r: KeyRow): unknown[] => [r.id, r.hash, r.hint, r.org_id, r.project_id, r.name, r.models, r.passthrough, r.source, r.created_at]
+const INSERT = `INSERT INTO api_keys (${KEY_COLUMNS.join(', ')}) VALUES (${KEY_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')})`
+const insertParams = (r: KeyRow): unknown[] => KEY_COLUMNS.map((c) => r[c])
 
-/** API keys in PostgreSQL; a revocation is published on Redis, so every instance drops the key from its cache at once. */
+// a key of a deleted organization or project is no key
+const VERIFY = `SELECT k.* FROM api_keys k
+  JOIN projects p ON p.org_id = k.org_id AND p.id = k.project_id JOIN organizations o ON o.id = k.org_id
+  WHERE k.hash = $1 AND p.deleted_at IS NULL AND o.deleted_at IS NULL`
+
+/** `UPDATE api_keys SET ...` of the given columns, and its parameters (the id first). */
+function updateOf (id: string, set: Partial<KeyRow>): [string, unknown[]] {
+  const columns = Object.keys(set) as Array<keyof KeyRow>
+  return [`UPDATE api_keys SET ${columns.map((c, i) => `${c} = $${i + 2}`).join(', ')} WHERE id = $1`, [id, ...columns.map((c) => set[c])]]
+}
+
+/** API keys in PostgreSQL; every change is told to every instance on the bus before it resolves. */
 export class KeyRepository implements KeyStore {
-  private readonly revocations = new EventEmitter()
-
-  constructor (private readonly conn: Connection) {
-    conn.listen(conn.key('revoked'), (id) => { this.revocations.emit('revoked', id) })
-  }
+  constructor (private readonly conn: Connection, private readonly batch: EndOfCallBatch, private readonly audit: AuditRepository, private readonly feed: ChangeFeed) {}
 
   async verify (secret: string): Promise<ApiKey | undefined> {
     const hash = hashKey(secret)
-    const row = (await this.conn.q<KeyRow>('SELECT * FROM api_keys WHERE hash = $1', [hash])).rows[0]
+    const row = (await this.conn.q<KeyRow>(VERIFY, [hash])).rows[0]
     if (row === undefined || row.revoked_at !== null) return undefined
     if (!timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined
     return toApiKey(row)
@@ -35,39 +47,68 @@ export class KeyRepository implements KeyStore {
 
   async create (spec: NewKey, now: number, secret = generateKey()): Promise<ApiKey & { key: string }> {
     const row = newKeyRow(spec, secret, now)
-    await this.conn.q(INSERT, insertParams(row))
-    return { ...toApiKey(row), key: secret }
+    const key = toApiKey(row)
+    await this.conn.tx(async (client) => {
+      await client.query(INSERT, insertParams(row))
+      if (spec.source !== 'config') await this.audit.insert(client, 'key.create', row.id, keyAuditDetail(key), spec.source, now)
+    })
+    return { ...key, key: secret }
   }
 
-  async revoke (id: string, now: number): Promise<boolean> {
-    const done = ((await this.conn.q('UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, id])).rowCount ?? 0) > 0
-    // every instance, this one included, hears it through the channel
-    if (done) await this.published(id)
+  async update (id: string, patch: KeyPatch, now: number, by: Actor): Promise<ApiKey | undefined> {
+    const set = patchColumns(patch)
+    const updated = await this.conn.tx(async (client) => {
+      const row = (await client.query<KeyRow>('SELECT * FROM api_keys WHERE id = $1 FOR UPDATE', [id])).rows[0]
+      if (row === undefined || row.revoked_at !== null) return undefined
+      if (Object.keys(set).length > 0) await client.query(...updateOf(id, set))
+      await this.audit.insert(client, 'key.update', id, patchAuditDetail(patch), by, now)
+      return toApiKey({ ...row, ...set })
+    })
+    if (updated !== undefined) await this.feed.publish({ kind: 'key', id })
+    return updated
+  }
+
+  async rotate (id: string, oldValidUntil: number, now: number, by: Actor): Promise<Rotation | undefined> {
+    const rotation = await this.conn.tx(async (client): Promise<Rotation | undefined> => {
+      const row = (await client.query<KeyRow>('SELECT * FROM api_keys WHERE id = $1 FOR UPDATE', [id])).rows[0]
+      if (row === undefined || row.revoked_at !== null) return undefined
+      const old = toApiKey(row)
+      const secret = generateKey()
+      const fresh = newKeyRow(rotatedKeySpec(old, by), secret, now, { replaces: old.id, lineage: old.lineage })
+      await client.query(INSERT, insertParams(fresh))
+      const until = old.expires_at === null ? oldValidUntil : Math.min(old.expires_at, oldValidUntil)
+      await client.query('UPDATE api_keys SET expires_at = $2 WHERE id = $1', [id, until])
+      await this.audit.insert(client, 'key.rotate', id, { key_id: fresh.id, old_valid_until: new Date(until).toISOString() }, by, now)
+      return { key: { ...toApiKey(fresh), key: secret }, old: { ...old, expires_at: until } }
+    })
+    if (rotation !== undefined) await this.feed.publish({ kind: 'key', id })
+    return rotation
+  }
+
+  async revoke (id: string, now: number, by?: Actor): Promise<boolean> {
+    const done = await this.conn.tx(async (client) => {
+      if (((await client.query('UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, id])).rowCount ?? 0) === 0) return false
+      if (by !== undefined) await this.audit.insert(client, 'key.revoke', id, {}, by, now)
+      return true
+    })
+    if (done) await this.feed.publish({ kind: 'key', id })
     return done
   }
 
-  onRevoked (listener: (id: string) => void): void { this.revocations.on('revoked', listener) }
+  touch (id: string, at: number): void {
+    this.batch.touchLater(id, at)
+  }
 
-  /** Makes the config's literal keys present and current, inside the caller's transaction; returns the config keys it revoked. */
-  async syncConfigKeys (client: pg.PoolClient, keys: ConfigKey[], now: number): Promise<string[]> {
+  /** Makes the config's literal keys present and current, inside the caller's transaction; config keys no longer listed are revoked. */
+  async syncConfigKeys (client: pg.PoolClient, keys: ConfigKey[], now: number): Promise<void> {
     const wanted: string[] = []
     for (const k of keys) {
       const existing = (await client.query<{ id: string, source: string }>('SELECT id, source FROM api_keys WHERE hash = $1', [k.hash])).rows[0]
       const step = configKeyStep(existing, k)
       wanted.push(step.id)
       if (step.action === 'insert') await client.query(INSERT, insertParams(newKeyRow({ ...k, source: 'config' }, k.key, now)))
-      else if (step.action === 'update') {
-        await client.query('UPDATE api_keys SET org_id = $2, project_id = $3, name = $4, models = $5, passthrough = $6, revoked_at = NULL WHERE id = $1',
-          [step.id, k.org, k.project, k.name, JSON.stringify(k.models), JSON.stringify(k.passthrough)])
-      }
+      else if (step.action === 'update') await client.query(...updateOf(step.id, { ...configKeyColumns(k), revoked_at: null }))
     }
-    return (await client.query<{ id: string }>("UPDATE api_keys SET revoked_at = $1 WHERE source = 'config' AND revoked_at IS NULL AND NOT (id = ANY($2::text[])) RETURNING id", [now, wanted])).rows.map((r) => r.id)
+    await client.query("UPDATE api_keys SET revoked_at = $1 WHERE source = 'config' AND revoked_at IS NULL AND NOT (id = ANY($2::text[]))", [now, wanted])
   }
-
-  /** Tells every instance that `id` was revoked. */
-  async published (id: string): Promise<void> {
-    await this.conn.r(async (redis) => await redis.publish(this.conn.key('revoked'), id))
-  }
-
-  close (): void { this.revocations.removeAllListeners() }
 }

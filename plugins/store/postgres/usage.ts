@@ -1,4 +1,5 @@
-import type { ContentRow, Cursor, UsageBucket, UsageFilter, UsageRow, UsageStore, UsageTotals } from '../types.js'
+import { summaryRow, summarySql } from '../summary.js'
+import type { ContentRow, Cursor, SummaryField, SummaryRow, UsageBucket, UsageFilter, UsageRow, UsageStore, UsageTotals } from '../types.js'
 import type { EndOfCallBatch } from './batch.js'
 import type { Connection } from './db.js'
 
@@ -41,6 +42,16 @@ export class UsageRepository implements UsageStore {
     return (await this.conn.q<UsageTotals>(`SELECT count(*)::bigint AS calls, coalesce(sum(prompt_tokens), 0)::bigint AS prompt_tokens,
       coalesce(sum(cached_input_tokens), 0)::bigint AS cached_input_tokens, coalesce(sum(completion_tokens), 0)::bigint AS completion_tokens,
       coalesce(sum(total_tokens), 0)::bigint AS total_tokens, coalesce(sum(cost_nano), 0)::bigint AS cost_nano FROM usage_records ${w}`, params)).rows[0] as UsageTotals
+  }
+
+  async summary (f: UsageFilter, groupBy: SummaryField[], bucketMs?: number): Promise<SummaryRow[]> {
+    const params: unknown[] = []
+    const w = where(f, undefined, params)
+    const bucketed = bucketMs !== undefined
+    if (bucketed) params.push(bucketMs)
+    const sql = summarySql('postgres', groupBy, bucketed, w, `$${params.length}::bigint`)
+    const rows = (await this.conn.q<Record<string, string | null>>(sql, params)).rows
+    return rows.map((r) => summaryRow(r, groupBy, bucketed))
   }
 
   async buckets (org: string, project: string, since: number, size: number): Promise<UsageBucket[]> {

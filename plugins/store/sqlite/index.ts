@@ -2,9 +2,12 @@ import { randomBytes } from 'node:crypto'
 import { resolve } from 'node:path'
 import type { Config } from '../../../config/schema.js'
 import { LocalBus } from '../bus.js'
+import { ChangeFeed } from '../changes.js'
 import { Leases } from '../leases.js'
 import { tenantPlan } from '../tenants.js'
-import type { PeerBus, Store } from '../types.js'
+import type { ChangeListener, PeerBus, Store } from '../types.js'
+import { AuditRepository } from './audit.js'
+import { ChangeLog } from './changes.js'
 import { startCheckpointer, type Checkpointer } from './checkpointer.js'
 import { openDatabase, type DB } from './db.js'
 import { GroupCommit } from './group-commit.js'
@@ -56,6 +59,8 @@ export class SqliteStore implements Store {
   readonly idempotency: IdempotencyRepository
   readonly rateLimits: RateLimitRepository
   readonly quota: QuotaRepository
+  readonly audit: AuditRepository
+  readonly changes: ChangeLog
   readonly cache: ResponseCacheRepository
   /** This process's id in `holders` and in its leases. */
   readonly holder = `${process.pid}:${randomBytes(4).toString('hex')}`
@@ -80,8 +85,10 @@ export class SqliteStore implements Store {
     }
     this.db = openDatabase(file)
     this.commit = new GroupCommit(this.db, (err) => { this.onError(err, 'queued writes not committed yet; retrying') })
-    this.orgs = new OrgRepository(this.db)
-    this.keys = new KeyRepository(this.db)
+    this.audit = new AuditRepository(this.db)
+    this.changes = new ChangeLog(this.db, this.holder, new ChangeFeed(this.bus, this.onError), this.onError)
+    this.orgs = new OrgRepository(this.db, this.audit, this.changes)
+    this.keys = new KeyRepository(this.db, this.commit, this.audit, this.changes)
     this.usage = new UsageRepository(this.db, this.commit)
     this.ledger = new LedgerRepository(this.db)
     this.balance = new Leases(sqliteLeaseLedger(this.ledger, this.commit, this.holder), this.holder, this.bus)
@@ -121,6 +128,7 @@ export class SqliteStore implements Store {
       this.idempotency.sweep(now)
       this.rateLimits.sweepRows(now)
       this.quota.sweep(now - 32 * DAY_MS)
+      this.changes.sweep(now - DAY_MS)
       this.cache.sweep(now)
     })
     if (!this.db.memory) this.checkpointer = startCheckpointer(this.db, (message) => { this.onError(new Error(message), 'WAL checkpoint failed') })
@@ -131,13 +139,21 @@ export class SqliteStore implements Store {
     return this.ledger.releaseDeadHolders(this.holder, this.now() - this.holderTimeoutMs)
   }
 
-  syncTenants (config: Config, now: number): void {
+  async syncTenants (config: Config, now: number): Promise<void> {
     const plan = tenantPlan(config)
     this.db.transaction(() => {
-      for (const org of plan.orgs) this.orgs.ensure(org.id, org.balanceNano, now)
-      for (const p of plan.projects) this.orgs.ensureProject(p.org, p.id, now)
+      this.orgs.ensure(plan, now)
       this.keys.syncConfigKeys(plan.keys, now)
+      this.changes.write({ kind: 'tenants' }, now)
     }).immediate()
+    // not waited for: a worker starting beside others would wait for each to answer
+    void this.changes.publish({ kind: 'tenants' })
+  }
+
+  onChange (listener: ChangeListener): () => void {
+    const off = this.changes.feed.on(listener)
+    this.changes.poll()
+    return off
   }
 
   flush (): void {
@@ -158,7 +174,7 @@ export class SqliteStore implements Store {
     this.closed = true
     for (const t of this.timers) clearInterval(t)
     this.localBus?.leave()
-    this.keys.close()
+    this.changes.close()
     if (!this.db.open) return
     this.commit.flush()
     try { this.ledger.retire(this.holder) } catch (err) { this.onError(err, 'leases not given back at close') }

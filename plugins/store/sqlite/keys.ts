@@ -1,40 +1,47 @@
-import { EventEmitter } from 'node:events'
 import { timingSafeEqual } from 'node:crypto'
+import type { Statement } from 'better-sqlite3'
 import type { DB } from './db.js'
-import { configKeyStep, generateKey, hashKey, newKeyRow, toApiKey, type ConfigKey, type KeyRow } from '../tenants.js'
-import type { ApiKey, KeyStore, NewKey } from '../types.js'
-
-// How often a process looks for keys revoked by another process sharing the file.
-const REVOCATION_POLL_MS = 500
+import type { AuditRepository } from './audit.js'
+import type { ChangeLog } from './changes.js'
+import type { GroupCommit } from './group-commit.js'
+import {
+  configKeyColumns, configKeyStep, generateKey, hashKey, KEY_COLUMNS, keyAuditDetail, newKeyRow, patchAuditDetail, patchColumns, rotatedKeySpec, toApiKey,
+  type ConfigKey, type KeyRow
+} from '../tenants.js'
+import type { Actor, ApiKey, KeyPatch, KeyStore, NewKey, Rotation } from '../types.js'
 
 export class KeyRepository implements KeyStore {
   private readonly byHash
+  private readonly liveByHash
   private readonly byId
   private readonly insert
   private readonly revokeStmt
   private readonly listStmt
-  private readonly updateConfigKey
   private readonly configKeys
-  private readonly revokedSince
-  private readonly revocations = new EventEmitter()
-  private poller: NodeJS.Timeout | null = null
-  private lastSeen = Date.now()
+  private readonly expireStmt
+  private readonly touchStmt
+  /** UPDATE statements by the columns they set. */
+  private readonly updates = new Map<string, Statement<Record<string, unknown>, unknown>>()
 
-  constructor (db: DB) {
+  constructor (private readonly db: DB, private readonly commit: GroupCommit, private readonly audit: AuditRepository, private readonly changes: ChangeLog) {
     this.byHash = db.prepare<[string], KeyRow>('SELECT * FROM api_keys WHERE hash = ?')
+    // a key of a deleted organization or project is no key
+    this.liveByHash = db.prepare<[string], KeyRow>(`SELECT k.* FROM api_keys k
+      JOIN projects p ON p.org_id = k.org_id AND p.id = k.project_id JOIN organizations o ON o.id = k.org_id
+      WHERE k.hash = ? AND p.deleted_at IS NULL AND o.deleted_at IS NULL`)
     this.byId = db.prepare<[string], KeyRow>('SELECT * FROM api_keys WHERE id = ?')
-    this.insert = db.prepare<KeyRow>('INSERT INTO api_keys (id, hash, hint, org_id, project_id, name, models, passthrough, source, created_at) VALUES (@id, @hash, @hint, @org_id, @project_id, @name, @models, @passthrough, @source, @created_at)')
+    this.insert = db.prepare<KeyRow>(`INSERT INTO api_keys (${KEY_COLUMNS.join(', ')}) VALUES (${KEY_COLUMNS.map((c) => `@${c}`).join(', ')})`)
     this.revokeStmt = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL')
     this.listStmt = db.prepare<{ org: string | null, project: string | null }, KeyRow>('SELECT * FROM api_keys WHERE (@org IS NULL OR org_id = @org) AND (@project IS NULL OR project_id = @project) ORDER BY created_at, id')
-    this.updateConfigKey = db.prepare('UPDATE api_keys SET org_id = @org, project_id = @project, name = @name, models = @models, passthrough = @passthrough, revoked_at = NULL WHERE id = @id')
     this.configKeys = db.prepare<[], KeyRow>("SELECT * FROM api_keys WHERE source = 'config' AND revoked_at IS NULL")
-    this.revokedSince = db.prepare<[number], { id: string, revoked_at: number }>('SELECT id, revoked_at FROM api_keys WHERE revoked_at IS NOT NULL AND revoked_at >= ?')
+    this.expireStmt = db.prepare('UPDATE api_keys SET expires_at = ? WHERE id = ?')
+    this.touchStmt = db.prepare('UPDATE api_keys SET last_used_at = @at WHERE id = @id AND (last_used_at IS NULL OR last_used_at < @at)')
   }
 
   /** The active key whose hash matches, compared in constant time; undefined otherwise. */
   verify (key: string): ApiKey | undefined {
     const hash = hashKey(key)
-    const row = this.byHash.get(hash)
+    const row = this.liveByHash.get(hash)
     if (row === undefined || row.revoked_at !== null) return undefined
     if (!timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) return undefined
     return toApiKey(row)
@@ -51,47 +58,81 @@ export class KeyRepository implements KeyStore {
 
   create (spec: NewKey, now: number, secret = generateKey()): ApiKey & { key: string } {
     const row = newKeyRow(spec, secret, now)
-    this.insert.run(row)
-    return { ...toApiKey(row), key: secret }
+    const key = toApiKey(row)
+    this.db.transaction(() => {
+      this.insert.run(row)
+      if (spec.source !== 'config') this.audit.insert('key.create', row.id, keyAuditDetail(key), spec.source, now)
+    }).immediate()
+    return { ...key, key: secret }
   }
 
-  revoke (id: string, now: number): boolean {
-    const done = this.revokeStmt.run(now, id).changes > 0
-    if (done) this.revocations.emit('revoked', id)
+  async update (id: string, patch: KeyPatch, now: number, by: Actor): Promise<ApiKey | undefined> {
+    const set = patchColumns(patch)
+    const updated = this.db.transaction(() => {
+      const row = this.byId.get(id)
+      if (row === undefined || row.revoked_at !== null) return undefined
+      if (Object.keys(set).length > 0) this.setColumns(id, set)
+      this.audit.insert('key.update', id, patchAuditDetail(patch), by, now)
+      this.changes.write({ kind: 'key', id }, now)
+      return this.get(id)
+    }).immediate()
+    if (updated !== undefined) await this.changes.publish({ kind: 'key', id })
+    return updated
+  }
+
+  async rotate (id: string, oldValidUntil: number, now: number, by: Actor): Promise<Rotation | undefined> {
+    const rotation = this.db.transaction((): Rotation | undefined => {
+      const row = this.byId.get(id)
+      if (row === undefined || row.revoked_at !== null) return undefined
+      const old = toApiKey(row)
+      const secret = generateKey()
+      const fresh = newKeyRow(rotatedKeySpec(old, by), secret, now, { replaces: old.id, lineage: old.lineage })
+      this.insert.run(fresh)
+      const until = old.expires_at === null ? oldValidUntil : Math.min(old.expires_at, oldValidUntil)
+      this.expireStmt.run(until, id)
+      this.audit.insert('key.rotate', id, { key_id: fresh.id, old_valid_until: new Date(until).toISOString() }, by, now)
+      this.changes.write({ kind: 'key', id }, now)
+      return { key: { ...toApiKey(fresh), key: secret }, old: { ...old, expires_at: until } }
+    }).immediate()
+    if (rotation !== undefined) await this.changes.publish({ kind: 'key', id })
+    return rotation
+  }
+
+  async revoke (id: string, now: number, by?: Actor): Promise<boolean> {
+    const done = this.db.transaction(() => {
+      if (this.revokeStmt.run(now, id).changes === 0) return false
+      if (by !== undefined) this.audit.insert('key.revoke', id, {}, by, now)
+      this.changes.write({ kind: 'key', id }, now)
+      return true
+    }).immediate()
+    if (done) await this.changes.publish({ kind: 'key', id })
     return done
   }
 
-  onRevoked (listener: (id: string) => void): void {
-    this.revocations.on('revoked', listener)
-    if (this.poller !== null) return
-    // other processes on the same file revoke too: their revocations are read from the table
-    const seen = new Set<string>()
-    this.poller = setInterval(() => {
-      for (const r of this.revokedSince.all(this.lastSeen)) {
-        if (seen.has(r.id)) continue
-        seen.add(r.id)
-        this.revocations.emit('revoked', r.id)
-      }
-      this.lastSeen = Math.max(this.lastSeen, Date.now() - REVOCATION_POLL_MS * 4)
-      if (seen.size > 10_000) seen.clear()
-    }, REVOCATION_POLL_MS)
-    this.poller.unref()
+  touch (id: string, at: number): void {
+    this.commit.later(() => { this.touchStmt.run({ id, at }) })
   }
 
-  /** Makes the config's literal keys present and current; config keys no longer listed are revoked. */
+  /** Makes the config's literal keys present and current, inside the caller's transaction; config keys no longer listed are revoked. */
   syncConfigKeys (keys: ConfigKey[], now: number): void {
     const wanted = new Set<string>()
     for (const k of keys) {
       const step = configKeyStep(this.byHash.get(k.hash), k)
       wanted.add(step.id)
-      if (step.action === 'insert') this.create({ ...k, source: 'config' }, now, k.key)
-      else if (step.action === 'update') this.updateConfigKey.run({ id: step.id, org: k.org, project: k.project, name: k.name, models: JSON.stringify(k.models), passthrough: JSON.stringify(k.passthrough) })
+      if (step.action === 'insert') this.insert.run(newKeyRow({ ...k, source: 'config' }, k.key, now))
+      else if (step.action === 'update') this.setColumns(step.id, { ...configKeyColumns(k), revoked_at: null })
     }
-    for (const row of this.configKeys.all()) if (!wanted.has(row.id)) this.revoke(row.id, now)
+    for (const row of this.configKeys.all()) if (!wanted.has(row.id)) this.revokeStmt.run(now, row.id)
   }
 
-  close (): void {
-    if (this.poller !== null) clearInterval(this.poller)
-    this.revocations.removeAllListeners()
+  private setColumns (id: string, set: Partial<KeyRow>): void {
+    const columns = Object.keys(set).sort()
+    const shape = columns.join(',')
+    let stmt = this.updates.get(shape)
+    if (stmt === undefined) {
+      stmt = this.db.prepare<Record<string, unknown>, unknown>(`UPDATE api_keys SET ${columns.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`)
+      this.updates.set(shape, stmt)
+    }
+    stmt.run({ ...set, id })
   }
 }

@@ -1,38 +1,146 @@
+import type { QuotaConfig } from '../../../config/schema.js'
 import type { DB } from './db.js'
-import type { OrgRow, OrgStore, ProjectRow } from '../types.js'
+import type { AuditRepository } from './audit.js'
+import type { ChangeLog } from './changes.js'
+import { quotaOf, quotaText, type TenantPlan } from '../tenants.js'
+import { nanoToUsd } from '../../gateway/money.js'
+import type { Actor, NewOrg, OrgRow, OrgStore, ProjectRow, QuotaEntry, TenancyChange } from '../types.js'
+
+type Stored<T> = Omit<T, 'quota'> & { quota: string | null }
+
+const org = (r: Stored<OrgRow>): OrgRow => ({ ...r, quota: quotaOf(r.quota) })
+const project = (r: Stored<ProjectRow>): ProjectRow => ({ ...r, quota: quotaOf(r.quota) })
 
 export class OrgRepository implements OrgStore {
   private readonly getStmt
+  private readonly existsStmt
   private readonly insertStmt
   private readonly projectsStmt
+  private readonly projectExistsStmt
   private readonly insertProjectStmt
   private readonly creditStmt
   private readonly listStmt
+  private readonly quotasStmt
+  private readonly setQuotaStmt
+  private readonly removeStmt
+  private readonly setProjectQuotaStmt
+  private readonly removeProjectStmt
+  private readonly ensureStmt
+  private readonly ensureProjectStmt
 
-  constructor (db: DB) {
-    this.getStmt = db.prepare<[string], OrgRow>('SELECT * FROM organizations WHERE id = ?')
-    this.listStmt = db.prepare<[], OrgRow>('SELECT * FROM organizations ORDER BY id')
-    this.insertStmt = db.prepare('INSERT INTO organizations (id, balance_nano, created_at) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING')
-    this.projectsStmt = db.prepare<[string], ProjectRow>('SELECT * FROM projects WHERE org_id = ? ORDER BY id')
-    this.insertProjectStmt = db.prepare('INSERT INTO projects (org_id, id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING')
-    this.creditStmt = db.prepare('UPDATE organizations SET balance_nano = balance_nano + ? WHERE id = ?')
+  constructor (private readonly db: DB, private readonly audit: AuditRepository, private readonly changes: ChangeLog) {
+    const columns = 'id, balance_nano, held_nano, spent_nano, created_at, quota'
+    this.getStmt = db.prepare<[string], Stored<OrgRow>>(`SELECT ${columns} FROM organizations WHERE id = ? AND deleted_at IS NULL`)
+    this.existsStmt = db.prepare<[string], { id: string }>('SELECT id FROM organizations WHERE id = ?')
+    this.listStmt = db.prepare<[], Stored<OrgRow>>(`SELECT ${columns} FROM organizations WHERE deleted_at IS NULL ORDER BY id`)
+    this.insertStmt = db.prepare('INSERT INTO organizations (id, balance_nano, created_at, quota) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO NOTHING')
+    this.projectsStmt = db.prepare<[string], Stored<ProjectRow>>('SELECT org_id, id, created_at, quota FROM projects WHERE org_id = ? AND deleted_at IS NULL ORDER BY id')
+    this.projectExistsStmt = db.prepare<[string, string], { id: string }>('SELECT id FROM projects WHERE org_id = ? AND id = ?')
+    this.insertProjectStmt = db.prepare('INSERT INTO projects (org_id, id, created_at, quota) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING')
+    this.creditStmt = db.prepare('UPDATE organizations SET balance_nano = balance_nano + ? WHERE id = ? AND deleted_at IS NULL')
+    this.quotasStmt = db.prepare<[], { org: string, project: string | null, quota: string }>(`
+      SELECT id AS org, NULL AS project, quota FROM organizations WHERE quota IS NOT NULL AND deleted_at IS NULL
+      UNION ALL
+      SELECT p.org_id, p.id, p.quota FROM projects p JOIN organizations o ON o.id = p.org_id
+        WHERE p.quota IS NOT NULL AND p.deleted_at IS NULL AND o.deleted_at IS NULL`)
+    this.setQuotaStmt = db.prepare('UPDATE organizations SET quota = ? WHERE id = ? AND deleted_at IS NULL')
+    this.removeStmt = db.prepare('UPDATE organizations SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL')
+    this.setProjectQuotaStmt = db.prepare(`UPDATE projects SET quota = ? WHERE org_id = ? AND id = ? AND deleted_at IS NULL
+      AND EXISTS (SELECT 1 FROM organizations WHERE id = projects.org_id AND deleted_at IS NULL)`)
+    this.removeProjectStmt = db.prepare(`UPDATE projects SET deleted_at = ? WHERE org_id = ? AND id = ? AND deleted_at IS NULL
+      AND EXISTS (SELECT 1 FROM organizations WHERE id = projects.org_id AND deleted_at IS NULL)`)
+    // the config's tenants: present (a deleted one comes back), with the quota the config names
+    this.ensureStmt = db.prepare(`INSERT INTO organizations (id, balance_nano, created_at, quota) VALUES (@id, @balance, @now, @quota)
+      ON CONFLICT(id) DO UPDATE SET deleted_at = NULL, quota = CASE WHEN @named THEN @quota ELSE quota END`)
+    this.ensureProjectStmt = db.prepare(`INSERT INTO projects (org_id, id, created_at, quota) VALUES (@org, @id, @now, @quota)
+      ON CONFLICT(org_id, id) DO UPDATE SET deleted_at = NULL, quota = CASE WHEN @named THEN @quota ELSE quota END`)
   }
 
-  get (id: string): OrgRow | undefined { return this.getStmt.get(id) }
-  list (): OrgRow[] { return this.listStmt.all() }
-  projects (orgId: string): ProjectRow[] { return this.projectsStmt.all(orgId) }
-
-  /** Creates the org with its initial balance; an existing org keeps its balance. */
-  ensure (id: string, initialBalanceNano: number, now: number): boolean {
-    return this.insertStmt.run(id, initialBalanceNano, now).changes > 0
+  get (id: string): OrgRow | undefined {
+    const r = this.getStmt.get(id)
+    return r === undefined ? undefined : org(r)
   }
 
-  ensureProject (orgId: string, projectId: string, now: number): void {
-    this.insertProjectStmt.run(orgId, projectId, now)
-  }
+  list (): OrgRow[] { return this.listStmt.all().map(org) }
+  projects (orgId: string): ProjectRow[] { return this.projectsStmt.all(orgId).map(project) }
+  quotas (): QuotaEntry[] { return this.quotasStmt.all().map((r) => ({ org: r.org, project: r.project, quota: JSON.parse(r.quota) as QuotaConfig })) }
 
   /** Adds credits; false when the org does not exist. */
-  credit (id: string, amountNano: number): boolean {
-    return this.creditStmt.run(amountNano, id).changes > 0
+  credit (id: string, amountNano: number, now?: number, by?: Actor): boolean {
+    return this.db.transaction(() => {
+      if (this.creditStmt.run(amountNano, id).changes === 0) return false
+      if (by !== undefined) this.audit.insert('credits.add', id, { amount_usd: nanoToUsd(amountNano) }, by, now ?? Date.now())
+      return true
+    }).immediate()
+  }
+
+  async create (o: NewOrg, now: number, by: Actor): Promise<boolean> {
+    return await this.change({ kind: 'org', id: o.id }, now, () => {
+      if (this.existsStmt.get(o.id) !== undefined) return false
+      this.insertStmt.run(o.id, o.balanceNano, now, quotaText(o.quota))
+      this.audit.insert('org.create', o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota }, by, now)
+      return true
+    })
+  }
+
+  async setQuota (id: string, quota: QuotaConfig | null, now: number, by: Actor): Promise<boolean> {
+    return await this.change({ kind: 'org', id }, now, () => {
+      if (this.setQuotaStmt.run(quotaText(quota), id).changes === 0) return false
+      this.audit.insert('org.update', id, { quota }, by, now)
+      return true
+    })
+  }
+
+  async remove (id: string, now: number, by: Actor): Promise<boolean> {
+    return await this.change({ kind: 'org', id }, now, () => {
+      if (this.removeStmt.run(now, id).changes === 0) return false
+      this.audit.insert('org.delete', id, {}, by, now)
+      return true
+    })
+  }
+
+  async createProject (orgId: string, id: string, quota: QuotaConfig | null, now: number, by: Actor): Promise<'created' | 'exists' | 'no_org'> {
+    let outcome: 'created' | 'exists' | 'no_org' = 'created'
+    await this.change({ kind: 'project', org: orgId, id }, now, () => {
+      if (this.getStmt.get(orgId) === undefined) { outcome = 'no_org'; return false }
+      if (this.projectExistsStmt.get(orgId, id) !== undefined) { outcome = 'exists'; return false }
+      this.insertProjectStmt.run(orgId, id, now, quotaText(quota))
+      this.audit.insert('project.create', `${orgId}/${id}`, { quota }, by, now)
+      return true
+    })
+    return outcome
+  }
+
+  async setProjectQuota (orgId: string, id: string, quota: QuotaConfig | null, now: number, by: Actor): Promise<boolean> {
+    return await this.change({ kind: 'project', org: orgId, id }, now, () => {
+      if (this.setProjectQuotaStmt.run(quotaText(quota), orgId, id).changes === 0) return false
+      this.audit.insert('project.update', `${orgId}/${id}`, { quota }, by, now)
+      return true
+    })
+  }
+
+  async removeProject (orgId: string, id: string, now: number, by: Actor): Promise<boolean> {
+    return await this.change({ kind: 'project', org: orgId, id }, now, () => {
+      if (this.removeProjectStmt.run(now, orgId, id).changes === 0) return false
+      this.audit.insert('project.delete', `${orgId}/${id}`, {}, by, now)
+      return true
+    })
+  }
+
+  /** The plan's organizations and projects, present and with the quotas it names, inside the caller's transaction. */
+  ensure (plan: TenantPlan, now: number): void {
+    for (const o of plan.orgs) this.ensureStmt.run({ id: o.id, balance: o.balanceNano, now, quota: quotaText(o.quota), named: o.quota === undefined ? 0 : 1 })
+    for (const p of plan.projects) this.ensureProjectStmt.run({ org: p.org, id: p.id, now, quota: quotaText(p.quota), named: p.quota === undefined ? 0 : 1 })
+  }
+
+  /** Runs `write` in a transaction with the change logged when it returns true; published after the commit. */
+  private async change (change: TenancyChange, now: number, write: () => boolean): Promise<boolean> {
+    const done = this.db.transaction(() => {
+      if (!write()) return false
+      this.changes.write(change, now)
+      return true
+    }).immediate()
+    if (done) await this.changes.publish(change)
+    return done
   }
 }

@@ -1,7 +1,8 @@
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './db.js'
 import type { GroupCommit } from './group-commit.js'
-import type { ContentRow, Cursor, UsageBucket, UsageFilter, UsageRow, UsageStore, UsageTotals } from '../types.js'
+import { summaryRow, summarySql, type RawSummary } from '../summary.js'
+import type { ContentRow, Cursor, SummaryField, SummaryRow, UsageBucket, UsageFilter, UsageRow, UsageStore, UsageTotals } from '../types.js'
 
 const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status',
   'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano'] as const satisfies ReadonlyArray<keyof UsageRow>
@@ -102,6 +103,27 @@ export class UsageRepository implements UsageStore {
   insert (row: UsageRow, content?: ContentRow): void {
     this.insertRow(row)
     if (content !== undefined) this.insertContentStmt.run(content)
+  }
+
+  summary (f: UsageFilter, groupBy: SummaryField[], bucketMs?: number): SummaryRow[] {
+    const { params, sql } = this.where(f, undefined)
+    const bucketed = bucketMs !== undefined
+    const key = `summary ${groupBy.join(',')} ${String(bucketed)} ${sql}`
+    let stmt = this.shapes.get(key)
+    if (stmt === undefined) {
+      // sums as 64-bit integers, read as bigint: exact past 2^53
+      stmt = this.db.prepare<Record<string, unknown>, unknown>(summarySql('sqlite', groupBy, bucketed, sql, 'CAST(@bucket AS INTEGER)')).safeIntegers(true)
+      this.shapes.set(key, stmt)
+    }
+    const rows = stmt.all(bucketed ? { ...params, bucket: bucketMs } : params) as RawSummary[]
+    return rows.map((r) => summaryRow(r, groupBy, bucketed))
+  }
+
+  /** SQLite's plan for summary(f, ...): which index it reads the records through (for tests). */
+  planOfSummary (f: UsageFilter, groupBy: SummaryField[], bucketMs?: number): string[] {
+    const { params, sql } = this.where(f, undefined)
+    const rows = this.db.prepare(`EXPLAIN QUERY PLAN ${summarySql('sqlite', groupBy, bucketMs !== undefined, sql, 'CAST(@bucket AS INTEGER)')}`).all(bucketMs === undefined ? params : { ...params, bucket: bucketMs }) as Array<{ detail: string }>
+    return rows.map((r) => r.detail)
   }
 
   buckets (org: string, project: string, since: number, size: number): UsageBucket[] {

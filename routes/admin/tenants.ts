@@ -1,0 +1,79 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { OrgExists, OrgNotFound, ProjectExists, ProjectNotFound } from '../../plugins/gateway/errors.js'
+import { CreditsBody, NewOrgBody, NewProjectBody, OrgParams, ProjectParams, QuotaBody } from './schemas.js'
+import { quotaOf, usdField, views } from './views.js'
+
+// Organizations and projects at runtime: created, given or relieved of a quota, deleted (the
+// rows stay for their usage records; their keys answer 401 at once), topped up. Each change is
+// in the audit log, and heard by every worker and instance before it is answered.
+
+const tenants: FastifyPluginAsyncTypebox = async (fastify) => {
+  const { store, clock } = fastify.gateway
+  const view = views(store, clock.now)
+
+  fastify.get('/orgs', async () => ({
+    object: 'list',
+    data: await Promise.all((await store.orgs.list()).map(async (o) => await view.org(o.id)))
+  }))
+
+  fastify.post('/orgs', { schema: { body: NewOrgBody } }, async (request, reply) => {
+    const b = request.body
+    const balanceNano = b.balance_usd === undefined ? 0 : usdField(b.balance_usd, 'balance_usd', { zero: true })
+    const quota = b.quota === undefined || b.quota === null ? null : quotaOf(b.quota, 'quota')
+    if (!await store.orgs.create({ id: b.id, balanceNano, quota }, clock.now(), 'admin')) throw new OrgExists({ org: b.id })
+    return reply.status(201).send(await view.org(b.id))
+  })
+
+  fastify.get('/orgs/:org', { schema: { params: OrgParams } }, async (request) => await view.org(request.params.org))
+
+  fastify.patch('/orgs/:org', { schema: { params: OrgParams, body: QuotaBody } }, async (request) => {
+    const { org } = request.params
+    const quota = request.body.quota === null ? null : quotaOf(request.body.quota, 'quota')
+    if (!await store.orgs.setQuota(org, quota, clock.now(), 'admin')) throw new OrgNotFound({ org })
+    return await view.org(org)
+  })
+
+  fastify.delete('/orgs/:org', { schema: { params: OrgParams } }, async (request) => {
+    const { org } = request.params
+    if (!await store.orgs.remove(org, clock.now(), 'admin')) throw new OrgNotFound({ org })
+    return { id: org, deleted: true }
+  })
+
+  fastify.post('/orgs/:org/credits', { schema: { params: OrgParams, body: CreditsBody } }, async (request) => {
+    const { org } = request.params
+    const amount = usdField(request.body.amount_usd, 'amount_usd')
+    if (!await store.orgs.credit(org, amount, clock.now(), 'admin')) throw new OrgNotFound({ org })
+    return await view.org(org)
+  })
+
+  fastify.post('/orgs/:org/projects', { schema: { params: OrgParams, body: NewProjectBody } }, async (request, reply) => {
+    const { org } = request.params
+    const b = request.body
+    const quota = b.quota === undefined || b.quota === null ? null : quotaOf(b.quota, 'quota')
+    const done = await store.orgs.createProject(org, b.id, quota, clock.now(), 'admin')
+    if (done === 'no_org') throw new OrgNotFound({ org })
+    if (done === 'exists') throw new ProjectExists({ org, project: b.id })
+    return reply.status(201).send(await view.project(org, b.id, quota))
+  })
+
+  fastify.patch('/orgs/:org/projects/:project', { schema: { params: ProjectParams, body: QuotaBody } }, async (request) => {
+    const { org, project } = request.params
+    const quota = request.body.quota === null ? null : quotaOf(request.body.quota, 'quota')
+    if (!await store.orgs.setProjectQuota(org, project, quota, clock.now(), 'admin')) await notFound(org, project)
+    return await view.project(org, project, quota)
+  })
+
+  fastify.delete('/orgs/:org/projects/:project', { schema: { params: ProjectParams } }, async (request) => {
+    const { org, project } = request.params
+    if (!await store.orgs.removeProject(org, project, clock.now(), 'admin')) await notFound(org, project)
+    return { id: project, deleted: true }
+  })
+
+  /** The 404 of a project that is not there: its organization's, when that is not there either. */
+  const notFound = async (org: string, project: string): Promise<never> => {
+    if (await store.orgs.get(org) === undefined) throw new OrgNotFound({ org })
+    throw new ProjectNotFound({ org, project })
+  }
+}
+
+export default tenants

@@ -1,0 +1,92 @@
+import type { Static } from '@sinclair/typebox'
+import type { QuotaConfig } from '../../config/schema.js'
+import { InvalidField, OrgNotFound } from '../../plugins/gateway/errors.js'
+import { NANO_PER_USD, nanoToUsd, parseUsd } from '../../plugins/gateway/money.js'
+import { budgetScope, budgetStatus, orgRule, projectRule, quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/gateway/quota-windows.js'
+import type { ApiKey, KeyBudget, KeyLimits, Store } from '../../plugins/store/types.js'
+import type { Budget, Limits, Quota } from './schemas.js'
+
+// What the admin API shows of organizations, projects and keys, and what it takes in: USD
+// amounts read exactly, quotas and budgets in the store's terms.
+
+const iso = (t: number | null): string | null => t === null ? null : new Date(t).toISOString()
+
+/** A USD amount of a request, in nano-dollars; `field` is named when it is not one. */
+export function usdField (value: string | number, field: string, opts: { zero?: boolean } = {}): number {
+  const nano = parseUsd(String(value))
+  if (nano === undefined || nano < 0 || (nano === 0 && opts.zero !== true) || !Number.isSafeInteger(nano)) {
+    throw new InvalidField({ field, reason: `${opts.zero === true ? 'an amount' : 'a positive amount'} in USD, at most 9 decimals` })
+  }
+  return nano
+}
+
+export function quotaOf (q: Static<typeof Quota>, field: string): QuotaConfig {
+  if (q.tokens !== undefined) return { tokens: q.tokens, per: q.per }
+  return { usd: usdField(q.usd as string | number, `${field}.usd`) / NANO_PER_USD, per: q.per }
+}
+
+export function budgetOf (b: Static<typeof Budget>, field: string): KeyBudget {
+  return { nano: usdField(b.usd, `${field}.usd`), per: b.per }
+}
+
+/** The limits after a change: fields given set (null removes one), absent ones kept. */
+export function mergedLimits (current: KeyLimits | null, change: Static<typeof Limits>): KeyLimits | null {
+  const next: KeyLimits = { ...current }
+  for (const k of ['rpm', 'tpm'] as const) {
+    const v = change[k]
+    if (v === null) delete next[k]
+    else if (v !== undefined) next[k] = v
+  }
+  return next.rpm === undefined && next.tpm === undefined ? null : next
+}
+
+/** The views the admin routes answer with, read from `store` at `now()`. */
+export function views (store: Store, now: () => number) {
+  const quotaView = async (rule: QuotaRule | null): Promise<Record<string, unknown> | null> => {
+    if (rule === null) return null
+    const t = now()
+    return { ...quotaStatus(rule, await store.quota.used(rule.scope, quotaWindow(rule.quota.per, t).start), t) }
+  }
+
+  const project = async (org: string, id: string, quota: QuotaConfig | null): Promise<Record<string, unknown>> =>
+    ({ id, quota: await quotaView(quota === null ? null : projectRule(org, id, quota)) })
+
+  const org = async (id: string): Promise<Record<string, unknown>> => {
+    const o = await store.orgs.get(id)
+    if (o === undefined) throw new OrgNotFound({ org: id })
+    const projects = await store.orgs.projects(id)
+    return {
+      id,
+      balance_usd: nanoToUsd(o.balance_nano),
+      held_usd: nanoToUsd(o.held_nano),
+      spent_usd: nanoToUsd(o.spent_nano),
+      quota: await quotaView(o.quota === null ? null : orgRule(id, o.quota)),
+      projects: await Promise.all(projects.map(async (p) => await project(id, p.id, p.quota)))
+    }
+  }
+
+  const key = async (k: ApiKey): Promise<Record<string, unknown>> => {
+    let budget: Record<string, unknown> | null = null
+    if (k.budget !== null) {
+      const t = now()
+      budget = { ...budgetStatus(k.budget, await store.quota.used(budgetScope(k.lineage), quotaWindow(k.budget.per, t).start), t) }
+    }
+    return {
+      id: k.id,
+      org: k.org,
+      project: k.project,
+      name: k.name,
+      models: k.models,
+      passthrough: k.passthrough,
+      created_at: iso(k.created_at),
+      expires_at: iso(k.expires_at),
+      limits: k.limits === null ? null : { rpm: k.limits.rpm ?? null, tpm: k.limits.tpm ?? null },
+      budget,
+      last_used_at: iso(k.last_used_at),
+      revoked: k.revoked,
+      replaces: k.replaces
+    }
+  }
+
+  return { org, project, key }
+}
