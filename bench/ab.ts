@@ -3,7 +3,7 @@
 // a change to the hot path: build both (npm run build in each), then
 //   BASELINE=/path/to/other/checkout node --import tsx bench/ab.ts [N]
 // STREAM=1 measures streamed calls instead; ROUNDS (default 4) rounds after a warm-up.
-import { mkdtempSync } from 'node:fs'
+import { existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
@@ -19,7 +19,9 @@ if (BASELINE === undefined) throw new Error('BASELINE=/path/to/another/checkout 
 const dir = mkdtempSync(join(tmpdir(), 'ab-'))
 const up = await startServer([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
-const gw = (root: string, name: string, list: string) => startServer([`${root}/dist/cli/index.js`, 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'], { LOG_LEVEL: 'error' })
+// the command's place in the build: dist/cli/index.js, or dist/cli.js in a checkout from before cli/
+const cliOf = (root: string): string => existsSync(`${root}/dist/cli/index.js`) ? `${root}/dist/cli/index.js` : `${root}/dist/cli.js`
+const gw = (root: string, name: string, list: string) => startServer([cliOf(root), 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'], { LOG_LEVEL: 'error' })
 const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
   ['reply-from', () => startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
   ['baseline, no plugins', () => gw(BASELINE, 'old0', '')],

@@ -1,11 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { MissingModelId, ModelNotFound } from '../../plugins/gateway/errors.js'
+import { Integer } from '../schemas.js'
 
 // GET /v1/models and GET /v1/models/{id}: the catalog's model objects, never a price, only the
 // active models the calling key may see (its `models` globs). A `limit` outside 1–1000 is 400.
 
-const ListQuery = Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }) })
+const ListQuery = Type.Object({ limit: Integer({ minimum: 1, maximum: 1000, default: 500 }) })
 const ModelParams = Type.Object({ '*': Type.String() })
 
 // named: a path below /v1/models ending in `:method` would otherwise be taken for a Gemini call's
