@@ -4,21 +4,24 @@
 // reply-from proxy instead, to compare. PASSTHROUGH=1 loads /passthrough/u/chat/completions (the
 // provider's own route) instead of /v1/chat/completions. Needs a build (npm run build).
 //   PROF=1 node --import tsx bench/profile.ts
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
 import { startServer, stopServers } from './servers.js'
 import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
+// ROOT: another built checkout to profile (its command at dist/cli/index.js, or dist/cli.js before cli/)
+const cliOf = (root: string): string => existsSync(join(root, 'dist', 'cli', 'index.js')) ? join(root, 'dist', 'cli', 'index.js') : join(root, 'dist', 'cli.js')
 const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), 'prof-'))
 mkdirSync(dir, { recursive: true })
 const up = await startServer([fromRoot('bench', 'upstream.mjs')])
 writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${up.port}`, process.env.PLUGINS ?? ALL_PLUGINS)
-const args = process.env.PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : []
+// HEAP=1: an allocation sampling profile instead (--heap-prof), to see what each call allocates
+const args = process.env.HEAP ? ['--heap-prof', `--heap-prof-dir=${dir}`] : process.env.PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : []
 const gw = process.env.BASELINE
   ? await startServer([...args, fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: `http://127.0.0.1:${up.port}`, KIND: 'reply-from' })
-  : await startServer([...args, fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error' })
+  : await startServer([...args, cliOf(process.env.ROOT ?? fromRoot()), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error' })
 let n = 0
 const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 // IDEM=1: a fresh Idempotency-Key per call

@@ -1,5 +1,5 @@
 import { Type, type IntegerOptions, type NumberOptions, type TInteger, type TNumber } from '@sinclair/typebox'
-import type { Ajv, SchemaValidateFunction } from 'ajv'
+import { Ajv, type SchemaValidateFunction } from 'ajv'
 import { ISO_TIME_PATTERN, isoTimeMs } from '../config/schema.js'
 import { InvalidField, InvalidQuery } from '../plugins/gateway/errors.js'
 
@@ -30,6 +30,16 @@ export function finiteNumbers (ajv: Ajv): Ajv {
     return false
   }
   return ajv.addKeyword({ keyword: 'finite', schemaType: 'boolean', errors: true, validate })
+}
+
+/**
+ * A validator compiler for the route schemas: Fastify's defaults (coercion of query strings,
+ * defaults filled in, unknown properties removed) with the `finite` keyword, for an app that was
+ * not made by buildApp (a plugin's tests on a bare Fastify mount the routes with it).
+ */
+export function routeValidatorCompiler (): (route: { schema: object }) => ReturnType<Ajv['compile']> {
+  const ajv = finiteNumbers(new Ajv({ coerceTypes: 'array', useDefaults: true, removeAdditional: true, allErrors: false }))
+  return ({ schema }) => ajv.compile(schema)
 }
 
 /** An integer of a route schema (finite). */

@@ -93,6 +93,8 @@ export async function testGateway (app: FastifyInstance, opts: TestGatewayOption
       await app.register(fp(async (i, o) => { await plugin.plugin(i, o as never) }, { name: `modelgate-${plugin.name}-${++n}` }), values)
     },
     async routes () {
+      const { routeValidatorCompiler } = await import('../../routes/schemas.js')
+      app.setValidatorCompiler(routeValidatorCompiler())
       const v1 = (await import('../../routes/v1/index.js')).default
       const gemini = (await import('../../routes/v1/gemini.js')).default
       await app.register(v1, { prefix: '/v1' })

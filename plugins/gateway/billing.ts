@@ -78,19 +78,23 @@ const NOT_TEXT = new Set(['data', 'thoughtSignature'])
  */
 function visitText (body: unknown, fn: (text: string, key: string) => void, onObject?: (o: Record<string, unknown>) => void): void {
   if (body === null || typeof body !== 'object') return
-  const stack: Array<[unknown, string]> = []
-  for (const field of PROMPT_FIELDS) stack.push([(body as Record<string, unknown>)[field], field])
-  stack.push([(body as Record<string, unknown>).tools, 'tools'])
-  while (stack.length > 0) {
-    const [node, key] = stack.pop() as [unknown, string]
+  // two stacks side by side rather than a pair per node: this runs at every admission
+  const nodes: unknown[] = []
+  const keys: string[] = []
+  for (const field of PROMPT_FIELDS) { nodes.push((body as Record<string, unknown>)[field]); keys.push(field) }
+  nodes.push((body as Record<string, unknown>).tools)
+  keys.push('tools')
+  while (nodes.length > 0) {
+    const node = nodes.pop()
+    const key = keys.pop() as string
     if (typeof node === 'string') {
       if (!NOT_TEXT.has(key) && !node.startsWith('data:')) fn(node, key)
     } else if (Array.isArray(node)) {
-      for (let i = node.length - 1; i >= 0; i--) stack.push([node[i], key])
+      for (let i = node.length - 1; i >= 0; i--) { nodes.push(node[i]); keys.push(key) }
     } else if (node !== null && typeof node === 'object') {
       const o = node as Record<string, unknown>
       onObject?.(o)
-      for (const k in o) stack.push([o[k], k])
+      for (const k in o) { nodes.push(o[k]); keys.push(k) }
     }
   }
 }

@@ -45,8 +45,16 @@ export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerab
   const { call } = p
   call.admittedBody(body)
   if (p.hooks.onAdmission.length === 0) return body
-  const ctx: AdmissionContext = { request: p.request, reply: p.reply, call, principal: p.request.principal, model, body, keepContent: () => { call.keepContent() } }
-  if (answerable) ctx.answer = (answer) => { call.answeredByPlugin(answer) }
+  const ctx: AdmissionContext = {
+    request: p.request,
+    reply: p.reply,
+    call,
+    principal: p.request.principal,
+    model,
+    body,
+    keepContent: () => { call.keepContent() },
+    answer: answerable ? (answer) => { call.answeredByPlugin(answer) } : undefined
+  }
   return then(runSeriesUntil(p.hooks.onAdmission, ctx, () => call.pluginAnswer !== null), () => {
     call.admittedBody(ctx.body)
     return ctx.body
@@ -169,7 +177,7 @@ export async function relayJson (p: Pipe, answer: Answer, r: JsonRelay): Promise
     call.failed('upstream_error')
     throw new UpstreamUnavailable({}, { cause: new Error(`upstream ${answer.upstream.id} sent a body that is not a JSON object`) })
   }
-  return await sendWhole(p, json as Json, text, r)
+  return sendWhole(p, json as Json, text, r)
 }
 
 /** A whole answer, mapped by the pair and passed through the response hooks; sent once the call has ended. */
