@@ -29,12 +29,12 @@ import type { Json, TranslateCtx, TranslatorPair } from '../plugins/translation/
 
 const METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']
 
-/** The pairs that read the endpoints reporting usage, by the end of the path. */
-const READERS: Array<[RegExp, TranslatorPair]> = [
-  [/(?:^|\/)chat\/completions$/, openaiPassthrough],
-  [/(?:^|\/)messages$/, messagesPassthrough],
-  [/(?:^|\/)responses$/, responsesPassthrough],
-  [/(?:^|\/)embeddings$/, embeddingsPassthrough]
+/** The pairs that read the endpoints reporting usage, by the last segments of the path. */
+const READERS: Array<[string, TranslatorPair]> = [
+  ['/chat/completions', openaiPassthrough],
+  ['/messages', messagesPassthrough],
+  ['/responses', responsesPassthrough],
+  ['/embeddings', embeddingsPassthrough]
 ]
 
 /** A Gemini model call: the model (below `models/`, or a tuned model's collection) and the method. */
@@ -45,8 +45,12 @@ const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'x-goog-api-key', 'co
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and what the connection itself sets: never copied across. */
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host'])
 
+// what every way out of the base path needs: an escape, a backslash, a NUL, a dot segment, a scheme, `//`
+const MAYBE_ESCAPE = /[%\\.:\0]|\/\//
+
 /** Why the path after the provider's prefix could leave its base path, or null when it cannot. */
 export function pathEscape (rawPath: string): string | null {
+  if (!MAYBE_ESCAPE.test(rawPath)) return null
   if (rawPath.includes('\\')) return 'backslash'
   if (/%(2f|5c)/i.test(rawPath)) return 'encoded slash'
   if (rawPath.startsWith('//')) return 'network-path reference'
@@ -178,7 +182,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (Number(request.headers['content-length'] ?? 0) > limit) throw new RequestTooLarge({ limit_mb: limitMb })
 
       const geminiCall = gemini && request.method === 'POST' ? GEMINI_CALL.exec(path) : null
-      const reader = request.method !== 'POST' ? undefined : gemini ? (geminiCall === null ? undefined : geminiPassthrough) : READERS.find(([re]) => re.test(path))?.[1]
+      const reader = request.method !== 'POST' ? undefined : gemini ? (geminiCall === null ? undefined : geminiPassthrough) : READERS.find(([end]) => path.endsWith(end))?.[1]
       const stream = isStream(request.body) ? request.body : undefined
       let parsed: Json | null = null
       let upload: string | Readable | undefined
