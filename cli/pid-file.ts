@@ -1,4 +1,4 @@
-import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import type { Config } from '../config/schema.js'
 
@@ -15,6 +15,8 @@ export function writePidFile (config: Config, port: number): void {
   const path = pidFilePath(config)
   if (path === null) return
   try {
+    // a PostgreSQL store has no SQLite folder of its own: the folder is made here
+    mkdirSync(dirname(path), { recursive: true })
     writeFileSync(path, JSON.stringify({ pid: process.pid, host: config.server.host, port } satisfies PidFile) + '\n')
   } catch (err) {
     process.stderr.write(`modelgate: cannot write ${path}: ${(err as Error).message} (modelgate reload will not find this gateway)\n`)
