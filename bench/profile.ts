@@ -2,9 +2,12 @@
 // (comma-separated; default: all), 32 connections for $DURATION s (default 5). PROF=1 runs the
 // gateway with --cpu-prof and prints the top self-time functions; BASELINE=1 profiles the bare
 // reply-from proxy instead, to compare. PASSTHROUGH=1 loads /passthrough/u/chat/completions (the
-// provider's own route) instead of /v1/chat/completions. Needs a build (npm run build).
+// provider's own route) instead of /v1/chat/completions. STORE=postgres runs the gateway on
+// PostgreSQL + Redis (a database and a key prefix of its own, removed at the end); CACHE=1 puts the
+// response cache in the chain and asks for it on every call (all hits after the first). Needs a
+// build (npm run build).
 //   PROF=1 node --import tsx bench/profile.ts
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
@@ -16,20 +19,45 @@ const cliOf = (root: string): string => existsSync(join(root, 'dist', 'cli', 'in
 const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), 'prof-'))
 mkdirSync(dir, { recursive: true })
 const up = await startServer([fromRoot('bench', 'upstream.mjs')])
-writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${up.port}`, process.env.PLUGINS ?? ALL_PLUGINS)
+const plugins = process.env.PLUGINS ?? (process.env.CACHE ? ALL_PLUGINS.replace('idempotency,', 'idempotency,cache,') : ALL_PLUGINS)
+writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${up.port}`, plugins)
+let dropStore = async (): Promise<void> => {}
+if (process.env.STORE === 'postgres') {
+  const { default: pg } = await import('pg')
+  const { Redis } = await import('ioredis')
+  const adminUrl = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+  const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+  const name = `mg_prof_${process.pid}`
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  const prefix = `mgp:${process.pid}:`
+  const cfg = JSON.parse(readFileSync(join(dir, 'c.json'), 'utf8')) as Record<string, unknown>
+  cfg.store = { postgres: adminUrl.replace(/\/postgres$/, `/${name}`), redis: redisUrl, redis_prefix: prefix }
+  writeFileSync(join(dir, 'c.json'), JSON.stringify(cfg))
+  dropStore = async () => {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await admin.end()
+    const r = new Redis(redisUrl)
+    const keys = await r.keys(`${prefix}*`)
+    if (keys.length > 0) await r.del(...keys)
+    r.disconnect()
+  }
+}
 // HEAP=1: an allocation sampling profile instead (--heap-prof), to see what each call allocates
 const args = process.env.HEAP ? ['--heap-prof', `--heap-prof-dir=${dir}`] : process.env.PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : []
 const gw = process.env.BASELINE
   ? await startServer([...args, fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: `http://127.0.0.1:${up.port}`, KIND: 'reply-from' })
   : await startServer([...args, cliOf(process.env.ROOT ?? fromRoot()), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error' })
 let n = 0
-const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
+const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}`, ...(process.env.CACHE ? { 'x-svc-cache': 'on' } : {}) }
 // IDEM=1: a fresh Idempotency-Key per call
 const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `p-${process.pid}-${n++}` } }) }] : undefined
 const path = process.env.PASSTHROUGH ? '/passthrough/u/chat/completions' : '/v1/chat/completions'
 const res = await autocannon({ url: `http://127.0.0.1:${gw.port}${path}`, method: 'POST', connections: 32, duration: Number(process.env.DURATION ?? 5), body: JSON.stringify({ model: process.env.PASSTHROUGH ? 'b/o' : 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
 console.log(process.env.BASELINE ? 'reply-from' : process.env.PLUGINS ?? 'all', 'rps', Math.round(res.requests.average), 'p50', res.latency.p50, 'non2xx', res.non2xx)
 await stopServers() // a clean exit, so that --cpu-prof writes the gateway's profile
+await dropStore()
 if (process.env.PROF) {
   // the gateway's main thread (thread 0) of this run, not the checkpoint thread or an earlier run
   const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile') && x.includes(`.${gw.pid}.0.`))!

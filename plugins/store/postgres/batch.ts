@@ -1,45 +1,13 @@
-import type pg from 'pg'
 import type { ContentRow, QuotaUsage, UsageRow } from '../types.js'
-import { inTransaction, isConnectionError, unavailable, type Connection } from './db.js'
+import { isConnectionError, unavailable, type Connection } from './db.js'
 
 const RETRY_MS = 250
 /** How long a lease give-back nobody waits for may wait for other writes to go with. */
 const LATER_MS = 5
 
-export const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status',
-  'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano'] as const satisfies ReadonlyArray<keyof UsageRow>
-
-const USAGE_TYPES: Record<typeof USAGE_COLUMNS[number], string> = {
-  id: 'text', created_at: 'bigint', trace_id: 'text', org_id: 'text', project_id: 'text', key_id: 'text', endpoint: 'text', model: 'text', provider: 'text',
-  stream: 'int', status: 'text', prompt_tokens: 'bigint', cached_input_tokens: 'bigint', completion_tokens: 'bigint', total_tokens: 'bigint', cost_nano: 'bigint',
-  latency_ms: 'float8', ttft_ms: 'float8', cache_hit: 'int', saved_nano: 'bigint'
-}
-
-const INSERT_USAGE = `INSERT INTO usage_records (${USAGE_COLUMNS.join(', ')})
-  SELECT * FROM unnest(${USAGE_COLUMNS.map((c, i) => `$${i + 1}::${USAGE_TYPES[c]}[]`).join(', ')})`
-
-// Leases shrink by what their calls took and what is given back, never below zero: a lease row
-// already released (its instance was taken for dead) releases nothing more, and its calls' charges
-// still apply. Every charge is capped at the balance.
-const SETTLE = `WITH l AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS l(id, released)),
-  old AS (SELECT h.id, h.org_id, h.amount_nano AS amount, LEAST(l.released, h.amount_nano) AS released FROM holds h JOIN l ON l.id = h.id FOR UPDATE OF h),
-  shrunk AS (UPDATE holds h SET amount_nano = old.amount - old.released FROM old WHERE h.id = old.id AND old.amount > old.released),
-  gone AS (DELETE FROM holds h USING old WHERE h.id = old.id AND old.amount <= old.released),
-  per AS (SELECT org, sum(released) AS released, sum(charge) AS charge FROM (
-      SELECT org_id AS org, released, 0::bigint AS charge FROM old
-      UNION ALL SELECT org, 0::bigint, charge FROM unnest($3::text[], $4::bigint[]) AS c(org, charge)) x GROUP BY org)
-  UPDATE organizations o SET held_nano = o.held_nano - per.released,
-    balance_nano = o.balance_nano - LEAST(per.charge, o.balance_nano), spent_nano = o.spent_nano + LEAST(per.charge, o.balance_nano)
-  FROM per WHERE o.id = per.org`
-
-// rows in key order, so that two instances' batches lock shared rows in the same order
-const COUNT_QUOTAS = `INSERT INTO quota_usage (scope, window_start, tokens, cost_nano)
-  SELECT scope, win, tokens, cost FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS q(scope, win, tokens, cost) ORDER BY scope, win
-  ON CONFLICT (scope, window_start) DO UPDATE SET tokens = quota_usage.tokens + EXCLUDED.tokens, cost_nano = quota_usage.cost_nano + EXCLUDED.cost_nano
-  RETURNING scope, window_start, tokens, cost_nano`
-
-const TOUCH_KEYS = `UPDATE api_keys k SET last_used_at = t.at FROM unnest($1::text[], $2::bigint[]) AS t(id, at)
-  WHERE k.id = t.id AND (k.last_used_at IS NULL OR k.last_used_at < t.at)`
+// The whole batch is one call of modelgate_end_batch (migration 005), one round trip and one
+// statement, prepared once per connection.
+const END_BATCH = { name: 'modelgate_end_batch', text: 'SELECT * FROM modelgate_end_batch($1)' }
 
 interface GiveBack { id: string, org: string, decide: () => number }
 
@@ -208,7 +176,7 @@ export class EndOfCallBatch {
       try {
         const t0 = performance.now()
         await this.conn.ready
-        await inTransaction(this.conn.pool, async (client) => { await this.write(client, b) })
+        await this.write(b)
         this.conn.observe(undefined)
         this.onBatch?.((performance.now() - t0) / 1000, b.writes)
         b.resolve()
@@ -227,27 +195,16 @@ export class EndOfCallBatch {
     }
   }
 
-  private async write (client: pg.PoolClient, b: Batch): Promise<void> {
-    if (b.leases.size > 0 || b.charges.size > 0) {
-      const orgs = new Set([...b.charges.keys(), ...[...b.leases.values()].map((l) => l.org)])
-      // organizations first, in id order, as refills and releases lock them: no deadlock
-      await client.query('SELECT 1 FROM organizations WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [[...orgs]])
-      await client.query(SETTLE, [[...b.leases.keys()], [...b.leases.values()].map((l) => l.released), [...b.charges.keys()], [...b.charges.values()]])
-    }
-    if (b.quotas.size > 0) {
-      const qs = [...b.quotas.values()]
-      const res = await client.query<{ scope: string, window_start: number, tokens: number, cost_nano: number }>(COUNT_QUOTAS,
-        [qs.map((q) => q.scope), qs.map((q) => q.window), qs.map((q) => q.tokens), qs.map((q) => q.cost)])
-      for (const r of res.rows) b.totals.set(`${r.window_start}\n${r.scope}`, { tokens: r.tokens, cost_nano: r.cost_nano })
-    }
-    if (b.touches.size > 0) {
-      const ids = [...b.touches.keys()].sort()
-      await client.query(TOUCH_KEYS, [ids, ids.map((id) => b.touches.get(id))])
-    }
-    if (b.rows.length > 0) await client.query(INSERT_USAGE, USAGE_COLUMNS.map((c) => b.rows.map((r) => r[c])))
-    if (b.contents.length > 0) {
-      await client.query('INSERT INTO usage_content (usage_id, created_at, request, response) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[])',
-        [b.contents.map((c) => c.usage_id), b.contents.map((c) => c.created_at), b.contents.map((c) => c.request), b.contents.map((c) => c.response)])
-    }
+  private async write (b: Batch): Promise<void> {
+    const payload = JSON.stringify({
+      leases: [...b.leases].map(([id, l]) => [id, l.org, l.released]),
+      charges: [...b.charges],
+      quotas: [...b.quotas.values()].map((q) => [q.scope, q.window, q.tokens, q.cost]),
+      touches: [...b.touches],
+      usage: b.rows,
+      contents: b.contents
+    })
+    const res = await this.conn.pool.query<{ q_scope: string, q_window: number, q_tokens: number, q_cost: number }>({ ...END_BATCH, values: [payload] })
+    for (const r of res.rows) b.totals.set(`${r.q_window}\n${r.q_scope}`, { tokens: r.q_tokens, cost_nano: r.q_cost })
   }
 }

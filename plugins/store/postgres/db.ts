@@ -108,7 +108,9 @@ export class Connection {
     this.pool.on('error', (err) => { opts.onError(err, 'PostgreSQL connection lost; it reconnects on the next query') })
     // fail fast while Redis is away (a 503, not a request that hangs), reconnect by itself
     const redisOptions = { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: (n: number) => Math.min(1000, 50 * n) }
-    this.redis = new Redis(opts.redis, redisOptions)
+    // the commands of one event-loop turn (the Idempotency-Keys of the calls admitted in it) go
+    // out in one write: a socket write is most of what a command costs here
+    this.redis = new Redis(opts.redis, { ...redisOptions, enableAutoPipelining: true })
     this.sub = new Redis(opts.redis, redisOptions)
     for (const r of [this.redis, this.sub]) r.on('error', (err: Error) => { opts.onError(err, 'Redis connection error; reconnecting') })
     this.sub.on('message', (channel: string, message: string) => {
