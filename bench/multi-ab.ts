@@ -2,6 +2,8 @@
 // and a fresh Idempotency-Key per call, beside the bare reply-from proxy: for finding which step
 // of a history moved the figure. Each argument is a built checkout (npm run build in each):
 //   node --import tsx bench/multi-ab.ts /path/a /path/b ...      (N calls per round: CALLS, default 15000)
+// CACHE=1 puts the response cache in the chain and asks for it on every call (all hits after the
+// first), to compare the cost of a hit.
 import { existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, join } from 'node:path'
@@ -13,7 +15,7 @@ import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 
 const N = Number(process.env.CALLS ?? 15000)
 const ROUNDS = Number(process.env.ROUNDS ?? 3)
-const PLUGINS = process.env.PLUGINS ?? ALL_PLUGINS
+const PLUGINS = process.env.PLUGINS ?? (process.env.CACHE ? ALL_PLUGINS.replace('idempotency,', 'idempotency,cache,') : ALL_PLUGINS)
 const roots = process.argv.slice(2)
 const dir = mkdtempSync(join(tmpdir(), 'mab-'))
 const up = await startServer([fromRoot('bench', 'upstream.mjs')])
@@ -26,7 +28,7 @@ for (const [i, root] of roots.entries()) {
   targets.push({ name: basename(root), ...s, us: [], main: [], rps: [], non2xx: 0 })
 }
 const body = JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
-const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
+const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}`, ...(process.env.CACHE ? { 'x-svc-cache': 'on' } : {}) }
 let k = 0
 for (let round = 0; round <= ROUNDS; round++) {
   for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {

@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
+import { LRUCache } from 'lru-cache'
 import { Counter, Gauge, type Registry } from 'prom-client'
 import {
   aggregateStream, definePlugin, isPromise, then,
@@ -25,7 +26,9 @@ import {
 // Only an answer that completed with a 2xx is stored, up to max_entry_kb.
 //
 // The answers live in the store (SQLite for the workers of one machine, Redis for several
-// instances), bounded by max_entries. Of identical calls that miss together one goes upstream
+// instances), bounded by max_entries. Each process keeps the answers it stored or found in a
+// bounded in-memory copy in front (memory_mb; at most max_entries), checked for expiry and
+// max-age as the store's are, so that a hot answer is not read from the store on every hit. Of identical calls that miss together one goes upstream
 // (it holds the key's fill) and the others wait for its answer, up to the server's
 // request_timeout_s; when it fails, they go upstream themselves. A failing store never fails a
 // call: it is then answered as if the cache were off, and the failure logged.
@@ -35,7 +38,8 @@ const options = Type.Object({
   scope: Type.Union([Type.Literal('key'), Type.Literal('project'), Type.Literal('org')], { default: 'project' }),
   max_entries: Type.Integer({ default: 10_000, minimum: 1 }),
   max_entry_kb: Type.Integer({ default: 1024, minimum: 1 }),
-  opt_in: Type.Boolean({ default: true })
+  opt_in: Type.Boolean({ default: true }),
+  memory_mb: Type.Number({ default: 32, minimum: 0 })
 }, { additionalProperties: false })
 
 type Scope = 'key' | 'project' | 'org'
@@ -155,6 +159,21 @@ export default definePlugin({
     const waitMs = config.server.request_timeout_s * 1000
     const m = series(fastify.gateway.metrics)
     fastify.decorateRequest('responseCache', null)
+    // answers this process stored or found, in front of the store; text, parsed on each hit, so
+    // that no call can change what the next one is answered
+    const near = opts.memory_mb > 0
+      ? new LRUCache<string, CachedAnswer>({ max: opts.max_entries, maxSize: Math.floor(opts.memory_mb * 1024 * 1024), sizeCalculation: (e) => 2 * e.value.length + 64 })
+      : null
+    /** The copy of `key` this process holds, when it is still fresh enough. */
+    const nearby = (key: string, now: number, storedSince: number | undefined): CachedAnswer | undefined => {
+      const e = near?.get(key)
+      if (e === undefined) return undefined
+      if (e.expiresAt <= now) {
+        near?.delete(key)
+        return undefined
+      }
+      return storedSince === undefined || e.storedAt >= storedSince ? e : undefined
+    }
 
     /** A store operation whose failure is logged and answered with `fallback`, never thrown. */
     const guarded = <T>(request: FastifyRequest, what: string, fallback: T, op: () => MaybePromise<T>): MaybePromise<T> => {
@@ -198,7 +217,8 @@ export default definePlugin({
       }
       switch (r.kind) {
         case 'hit':
-          if (!answer(ctx, s, r.entry)) miss(ctx, s)
+          if (answer(ctx, s, r.entry)) near?.set(s.key, r.entry)
+          else miss(ctx, s)
           return
         case 'fill':
           s.fills = true
@@ -245,6 +265,8 @@ export default definePlugin({
       }
       const now = clock.now()
       const storedSince = d.maxAge === null ? undefined : now - d.maxAge * 1000
+      const copy = nearby(s.key, now, storedSince)
+      if (copy !== undefined && answer(ctx, s, copy)) return
       const fill = keep ? { owner: request.id, ttlMs: waitMs } : undefined
       return then(guarded(request, 'lookup', null, () => store.cache.lookup(s.key, { now, storedSince, fill })), (r) => found(ctx, s, r, storedSince))
     })
@@ -266,7 +288,9 @@ export default definePlugin({
       else if (value !== null) {
         m.stores.inc({ result: 'stored' })
         const now = clock.now()
-        return guarded(request, 'storing an answer', undefined, () => store.cache.put(s.key, { value, storedAt: now, expiresAt: now + s.ttlMs }, opts.max_entries, owner))
+        const entry: CachedAnswer = { value, storedAt: now, expiresAt: now + s.ttlMs }
+        near?.set(s.key, entry)
+        return guarded(request, 'storing an answer', undefined, () => store.cache.put(s.key, entry, opts.max_entries, owner))
       }
       if (owner !== undefined) return guarded(request, 'ending a fill', undefined, () => store.cache.abandon(s.key, owner))
     })

@@ -229,8 +229,9 @@ t.test('opting in and out: the header, max-age, no-cache, no-store, off; opt_in 
   t.equal(all.mock.requests.length, 2)
 })
 
-t.test('expiry on the gateway\'s clock: ttl_s, and max-age bounding both the time to live and the age taken', async (t) => {
-  const g = await start(t, { ttl_s: 60 })
+for (const memory of [{}, { memory_mb: 0 }]) {
+t.test(`expiry on the gateway's clock: ttl_s, and max-age bounding both the time to live and the age taken (${memory.memory_mb === 0 ? 'no in-memory copy' : 'with the in-memory copy'})`, async (t) => {
+  const g = await start(t, { ttl_s: 60, ...memory })
   const body = chatBody('expiring')
   t.equal((await g.post('/v1/chat/completions', body)).headers.get('x-svc-cache'), 'miss')
   g.clock.advance(59_000)
@@ -253,6 +254,42 @@ t.test('expiry on the gateway\'s clock: ttl_s, and max-age bounding both the tim
   await g.post('/v1/chat/completions', long, { 'cache-control': 'max-age=3600' })
   g.clock.advance(60_000)
   t.equal((await g.post('/v1/chat/completions', long, { 'cache-control': 'max-age=3600' })).headers.get('x-svc-cache'), 'miss', 'never kept past ttl_s')
+})
+}
+
+t.test('the in-memory copy in front of the store: a hot answer is not read from the store again, until it expires; memory_mb 0 turns it off', async (t) => {
+  const counted = (g: Gw): { n: number } => {
+    const seen = { n: 0 }
+    const cacheStore = g.app.gateway.store.cache
+    const lookup = cacheStore.lookup.bind(cacheStore)
+    cacheStore.lookup = (key, o) => { seen.n++; return lookup(key, o) }
+    return seen
+  }
+  const g = await start(t, { ttl_s: 60 })
+  const body = chatBody('hot answer')
+  t.equal((await g.post('/v1/chat/completions', body)).headers.get('x-svc-cache'), 'miss')
+  const lookups = counted(g)
+  for (let i = 0; i < 3; i++) t.equal((await g.post('/v1/chat/completions', body)).headers.get('x-svc-cache'), 'hit')
+  t.equal(lookups.n, 0, 'answered from this process\'s copy: the store was not asked')
+  // gone from the store (as another process's eviction would do): this process's copy still
+  // answers, as the answer it is, until its time to live ends
+  sqliteOf(g.app).db.prepare('DELETE FROM response_cache').run()
+  g.clock.advance(59_000)
+  const aged = await g.post('/v1/chat/completions', body)
+  t.same([aged.headers.get('x-svc-cache'), aged.headers.get('age')], ['hit', '59'])
+  g.clock.advance(1_000)
+  t.equal((await g.post('/v1/chat/completions', body)).headers.get('x-svc-cache'), 'miss', 'expired in memory as in the store')
+  t.equal(lookups.n, 1)
+  t.equal(g.mock.requests.length, 2)
+
+  const off = await start(t, { memory_mb: 0 })
+  await off.post('/v1/chat/completions', body)
+  const offLookups = counted(off)
+  t.equal((await off.post('/v1/chat/completions', body)).headers.get('x-svc-cache'), 'hit')
+  t.equal((await off.post('/v1/chat/completions', body)).headers.get('x-svc-cache'), 'hit')
+  t.equal(offLookups.n, 2, 'every hit read from the store')
+  sqliteOf(off.app).db.prepare('DELETE FROM response_cache').run()
+  t.equal((await off.post('/v1/chat/completions', body)).headers.get('x-svc-cache'), 'miss', 'gone from the store: gone')
 })
 
 t.test('billing: a hit costs nothing, takes no quota or balance, and is recorded with its tokens and what it saved', async (t) => {
