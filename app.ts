@@ -26,6 +26,8 @@ export interface BuildOptions {
   runtime?: Runtime
   /** Fastify's serverFactory: a reloadable server hands requests to the handler it receives (server.ts). */
   serverFactory?: FastifyServerOptions['serverFactory']
+  /** The configuration's generation in a serving process (server.ts), shown by the admin API. */
+  generation?: number
 }
 
 export { headerNames } from './plugins/gateway/core.js'
@@ -136,7 +138,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
       }, { prefix: '/passthrough' })
     }
   })
-  await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload })
+  await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload, generation: opts.generation })
   await app.register(consoleRoutes, { prefix: '/console' })
 
   return app

@@ -144,6 +144,8 @@ export class GatewayServer {
       clock: this.opts.clock,
       store: this.store,
       runtime: this.runtime,
+      // the number it gets once built (reloads run one after the other)
+      generation: this.count + 1,
       // a server of its own that never listens: Fastify wants one; requests come from ours
       serverFactory: (handler) => { handle = handler as Handler; return createServer() }
     })

@@ -1,12 +1,13 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin, type ContentRow, type UsageRow } from './api/index.js'
+import { attemptError, definePlugin, usageId, type CallOutcome, type ContentRow, type UsageAttempt, type UsageRow } from './api/index.js'
 
 // Gateway hooks: onAdmission (ask for the content, when stored), onCallEnd (record the call).
 // One usage record per metered call that reached an upstream, refused calls excepted; a call
 // whose client left mid-answer is recorded too, with what it was sent. The record is written with
 // the call's other settlement writes, before the answer's last byte is sent. Prompt and
 // completion text (what the client sent, and what it received, streamed or not) are stored only
-// with store_content, and swept after retention_days.
+// with store_content, and swept after retention_days. The record keeps the call's attempts at
+// providers and the parameters it dropped: a few fields per attempt, made when the call ends.
 
 const options = Type.Object({
   store_content: Type.Boolean({ default: false }),
@@ -17,6 +18,24 @@ const options = Type.Object({
 }, { additionalProperties: false })
 
 const DAY_MS = 86_400_000
+
+/** The call's attempts as its record keeps them (most calls: one, that went well). */
+function attemptsOf (outcome: CallOutcome): UsageAttempt[] {
+  const list = outcome.attempts
+  const out: UsageAttempt[] = new Array(list.length)
+  for (let i = 0; i < list.length; i++) {
+    const a = list[i] as CallOutcome['attempts'][number]
+    out[i] = {
+      provider: a.provider,
+      upstream_model: outcome.upstreamModel,
+      outcome: a.outcome,
+      status: a.status,
+      error: a.outcome === 'ok' ? null : attemptError(a),
+      latency_ms: Math.max(0, Math.round(a.end - a.start))
+    }
+  }
+  return out
+}
 
 export default definePlugin({
   name: 'usage',
@@ -44,7 +63,7 @@ export default definePlugin({
       if ((!outcome.attempted && !outcome.cacheHit) || outcome.model === null || outcome.endpoint === 'count_tokens') return
       const p = outcome.principal
       const row: UsageRow = {
-        id: 'usage_' + outcome.traceId.replace(/-/g, ''),
+        id: usageId(outcome.traceId),
         created_at: outcome.startedAt,
         trace_id: outcome.traceId,
         org_id: p?.org ?? null,
@@ -63,7 +82,9 @@ export default definePlugin({
         latency_ms: Math.max(0, outcome.endedAt - outcome.startedAt),
         ttft_ms: outcome.firstByteAt === null ? null : Math.max(0, outcome.firstByteAt - outcome.startedAt),
         cache_hit: outcome.cacheHit ? 1 : 0,
-        saved_nano: outcome.savedNano
+        saved_nano: outcome.savedNano,
+        attempts: attemptsOf(outcome),
+        dropped_params: outcome.dropped as string[]
       }
       const content: ContentRow | undefined = opts.store_content && outcome.content !== null
         ? { usage_id: row.id, created_at: row.created_at, request: outcome.content.request, response: outcome.content.response }

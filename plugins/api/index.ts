@@ -21,6 +21,8 @@ export function definePlugin<S extends TObject> (p: GatewayPlugin<S>): GatewayPl
 
 /** A store answer that may be a promise: the embedded store answers most calls at once. */
 export { isPromise, then, type MaybePromise } from '../store/types.js'
+/** The id of a call's usage record, made from its trace id. */
+export { usageId } from '../store/types.js'
 /** The errors a plugin may throw to refuse a call, rendered in the route family's shape (or use `gateway.refusal`). */
 export {
   ContentBlocked, DuplicateRequest, InsufficientBalance, KeyExpired, KeyRateLimited, NoOrgContext, QuotaExceeded, RateLimited, StoreUnavailable, Unauthorized,
@@ -36,6 +38,8 @@ export { amountOf, budgetScope, budgetStatus, limitOf, limitStatus, quotaLimit, 
 export { mapRequestText, mapResponseText, streamText } from './content-text.js'
 /** How far a regular expression's match can reach, for holding stream text back. */
 export { regexShape } from './regex-span.js'
+/** How an attempt at a provider failed, in a few words (an error code, or how it went); null when it did not. */
+export { attemptError } from '../upstream/attempt-error.js'
 /** An in-stream error event in a client protocol. */
 export { errorEvent } from '../translation/sse.js'
 /** A streamed answer folded into the whole answer of its protocol (what a client that asked for no stream gets). */

@@ -100,6 +100,7 @@ export const Internal = define('internal', { status: 500, openaiType: 'api_error
 export const AdminUnauthorized = define('admin_unauthorized', { status: 401, openaiType: 'authentication_error', retry: false })
 export const OrgNotFound = define('org_not_found', { status: 404, code: 'org_not_found', retry: false })
 export const KeyNotFound = define('key_not_found', { status: 404, code: 'key_not_found', retry: false })
+export const UsageNotFound = define('usage_not_found', { status: 404, code: 'usage_not_found', retry: false })
 export const KeyExpired = define('key_expired', { status: 401, code: 'key_expired', openaiType: 'authentication_error', retry: false })
 export const KeyRateLimited = define('key_rate_limited', { status: 429, code: 429, openaiType: 'rate_limit_error' })
 export const KeyRevoked = define('key_revoked', { status: 409, code: 'key_revoked', retry: false })

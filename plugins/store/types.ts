@@ -215,6 +215,26 @@ export interface BalanceStore {
   settle: (org: string, held: number, charge: number, now: number) => MaybePromise<void>
 }
 
+/** The id of the usage record of the call with this trace id (ordered by time, as the trace id is). */
+export function usageId (traceId: string): string {
+  return 'usage_' + traceId.replace(/-/g, '')
+}
+
+/** One attempt of a call at a provider, as its usage record keeps it. */
+export interface UsageAttempt {
+  provider: string
+  /** The model name sent to the provider. */
+  upstream_model: string | null
+  /** How the attempt went: ok, client_error, server_error, network_error, timeout, aborted. */
+  outcome: string
+  /** The HTTP status, when the provider answered. */
+  status: number | null
+  /** A short error (a code such as ECONNREFUSED, or server_error); null when the attempt did not fail. */
+  error: string | null
+  /** From the attempt's start to the answer's headers (or the failure). */
+  latency_ms: number
+}
+
 /** One metered call, with money in nano-dollars. */
 export interface UsageRow {
   id: string
@@ -239,18 +259,33 @@ export interface UsageRow {
   cache_hit: number
   /** What a cache hit would have cost at the model's prices then; 0 otherwise. */
   saved_nano: number
+  /** Every attempt at a provider, in order (none for a cache hit); [] for records written before they were kept. */
+  attempts: UsageAttempt[]
+  /** The client parameters not sent on (the `{prefix}Dropped-Params` header's list). */
+  dropped_params: string[]
 }
 
 export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }
+
+/** The statuses a usage record can have. */
+export const USAGE_STATUSES = ['ok', 'client_aborted', 'upstream_error', 'timeout'] as const
+export type UsageStatus = typeof USAGE_STATUSES[number]
 
 export interface UsageFilter {
   org?: string
   project?: string
   key_id?: string
   model?: string
+  /** Any of these statuses. */
+  status?: UsageStatus[]
+  endpoint?: string
+  provider?: string
   since?: number
   until?: number
 }
+
+/** A usage record with its stored content (null when none was stored, or it was swept). */
+export interface UsageDetail { row: UsageRow, content: { request: string | null, response: string | null } | null }
 
 export interface Cursor { created_at: number, id: string }
 
@@ -294,6 +329,8 @@ export interface UsageStore {
   record: (row: UsageRow, content?: ContentRow) => MaybePromise<void>
   /** Newest first; pass the last row's cursor for the next page. */
   page: (filter: UsageFilter, limit: number, cursor?: Cursor) => MaybePromise<UsageRow[]>
+  /** The record of the call with this trace id, and its content; undefined when there is none. */
+  byTrace: (traceId: string) => MaybePromise<UsageDetail | undefined>
   totals: (filter: UsageFilter) => MaybePromise<UsageTotals>
   /** A project's calls summed per bucket of `size` ms since `since` (the console's chart). */
   buckets: (org: string, project: string, since: number, size: number) => MaybePromise<UsageBucket[]>

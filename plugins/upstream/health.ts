@@ -9,6 +9,9 @@ import type { Clock } from '../gateway/clock.js'
 // gets no calls for `openMs`. Then the next call that picks it is its probe (`half_open`: one at
 // a time, the others skip it): a real call, whose answer closes the breaker, and whose failure
 // opens it again for another `openMs`. Time is the gateway's Clock.
+//
+// Each provider also keeps its last RECENT failures (when, the status, a short error) in a ring
+// of fixed size, for the admin API; only a failure writes to it, never a successful call.
 
 export type BreakerState = 'closed' | 'open' | 'half_open'
 
@@ -31,9 +34,25 @@ export interface ProviderHealth {
   probing: boolean
   /** Moving average of the time to first byte, ms; null before the first answer. */
   ttfbMs: number | null
+  /** The last RECENT_FAILURES failures, a ring written at `nextFailure`. */
+  recentFailures: FailureNote[]
+  nextFailure: number
 }
 
 export type StateListener = (id: string, state: BreakerState, from: BreakerState) => void
+
+/** A failed attempt, as the provider's recent failures keep it. */
+export interface FailureNote {
+  /** The gateway clock's time (ms). */
+  at: number
+  /** The HTTP status, when the provider answered. */
+  status: number | null
+  /** A short error (a code such as ECONNREFUSED, or server_error). */
+  error: string
+}
+
+/** How many failures a provider keeps. */
+export const RECENT_FAILURES = 10
 
 export const DEFAULT_HEALTH: HealthOptions = { failures: 5, openMs: 30_000, smoothing: 0.3 }
 
@@ -49,7 +68,7 @@ export class HealthBook {
   of (id: string): ProviderHealth {
     let h = this.byId.get(id)
     if (h === undefined) {
-      h = { id, state: 'closed', failures: 0, openedAt: 0, probing: false, ttfbMs: null }
+      h = { id, state: 'closed', failures: 0, openedAt: 0, probing: false, ttfbMs: null, recentFailures: [], nextFailure: 0 }
       this.byId.set(id, h)
     }
     return h
@@ -84,14 +103,32 @@ export class HealthBook {
     if (h.state !== 'closed') this.move(h, 'closed')
   }
 
-  failure (id: string): void {
+  /** The provider failed (a 5xx, a refused or reset connection, a timeout); `note` says how, for its recent failures. */
+  failure (id: string, note?: { status: number | null, error: string }): void {
     const h = this.of(id)
     h.failures++
+    if (note !== undefined) {
+      const entry: FailureNote = { at: this.clock.now(), status: note.status, error: note.error }
+      if (h.recentFailures.length < RECENT_FAILURES) h.recentFailures.push(entry)
+      else h.recentFailures[h.nextFailure] = entry
+      h.nextFailure = (h.nextFailure + 1) % RECENT_FAILURES
+    }
     h.probing = false
     if (h.state === 'half_open' || (h.state === 'closed' && h.failures >= this.options.failures)) {
       h.openedAt = this.clock.now()
       this.move(h, 'open')
     }
+  }
+
+  /** The provider's recent failures, newest first. */
+  recentFailures (id: string): FailureNote[] {
+    const h = this.byId.get(id)
+    if (h === undefined) return []
+    const ring = h.recentFailures
+    const out: FailureNote[] = []
+    // the newest is just before the next slot to write
+    for (let i = 1; i <= ring.length; i++) out.push(ring[(h.nextFailure - i + RECENT_FAILURES) % RECENT_FAILURES] as FailureNote)
+    return out
   }
 
   /** An attempt ended without a verdict (the client went away): a probe's turn passes to the next call. */

@@ -1,5 +1,6 @@
 import type { Config, ProviderConfig } from '../../config/schema.js'
 import type { Clock } from '../gateway/clock.js'
+import { attemptError } from './attempt-error.js'
 import { createDemoClient } from './demo.js'
 import { HealthBook, type BreakerState, type HealthOptions } from './health.js'
 import { createHttpClient } from './http.js'
@@ -8,6 +9,7 @@ import type { AttemptReport, UpstreamClient } from './types.js'
 
 export type { AttemptOutcome, AttemptReport, AttemptSink, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 export { CallAbort } from './types.js'
+export { attemptError } from './attempt-error.js'
 export type { RoutingPolicy } from './routing.js'
 
 export interface UpstreamsOptions {
@@ -44,6 +46,9 @@ export class Upstreams {
     }
   }
 
+  /** Whether the provider can be called: built in, or given credentials. */
+  configured (id: string): boolean { return this.usable.has(id) }
+
   /** The client of a provider, usable or not. */
   get (id: string): UpstreamClient | undefined { return this.clients.get(id) }
 
@@ -76,7 +81,7 @@ export class Upstreams {
   report (r: AttemptReport): void {
     if (r.outcome === 'ok' || r.outcome === 'client_error') this.health.success(r.provider, r.end - r.start)
     else if (r.outcome === 'aborted') this.health.release(r.provider)
-    else this.health.failure(r.provider)
+    else this.health.failure(r.provider, { status: r.status, error: attemptError(r) ?? r.outcome })
     for (const fn of this.observers) fn(r)
   }
 

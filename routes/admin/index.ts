@@ -1,25 +1,29 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { InvalidCursor } from '../../plugins/gateway/errors.js'
+import { InvalidCursor, UsageNotFound } from '../../plugins/gateway/errors.js'
 import { adminGuard } from '../../plugins/ops/admin-token.js'
 import { nanoToUsd } from '../../plugins/gateway/money.js'
 import { decodeCursor, encodeCursor } from '../../plugins/store/cursor.js'
-import type { Cursor, SummaryField, UsageFilter } from '../../plugins/store/types.js'
+import type { Cursor, SummaryField, UsageFilter, UsageStatus } from '../../plugins/store/types.js'
 import { parseIsoTime } from '../schemas.js'
 import keys from './keys.js'
-import { AuditQuery, SummaryQuery, UsageQuery } from './schemas.js'
+import { AuditQuery, SummaryQuery, TraceParams, UsageQuery } from './schemas.js'
 import tenants from './tenants.js'
-import { usageRecord } from './usage-record.js'
+import gateway from './gateway.js'
+import { usageDetail } from './usage-record.js'
 import type { ReloadResult } from '../../plugins/ops/operations.js'
 
 // The admin API under /admin/v1: Bearer admin.token, numeric-code errors, JSON. With no admin
 // token configured every admin path answers 404, as if it did not exist. Tenants and keys are
-// in ./tenants.ts and ./keys.ts; usage, its summary, the audit log and reload here.
+// in ./tenants.ts and ./keys.ts, the providers and the plugin chain in ./gateway.ts; usage, its
+// summary, the audit log and reload here.
 
 const BUCKETS = { hour: 3_600_000, day: 86_400_000 } as const
 
 export interface AdminOptions {
   /** Re-reads the configuration file (a serving process); without it POST /reload answers 404. */
   reload?: () => Promise<ReloadResult>
+  /** The configuration's generation in a serving process (1 at start, one more per reload); none for an app built on its own. */
+  generation?: number
 }
 
 const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => {
@@ -34,9 +38,20 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
 
   await fastify.register(tenants)
   await fastify.register(keys)
+  await fastify.register(gateway, { generation: opts.generation })
 
-  const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, since?: string, until?: string }): UsageFilter =>
-    ({ org: q.org, project: q.project, key_id: q.key_id, model: q.model, since: parseIsoTime(q.since, 'since'), until: parseIsoTime(q.until, 'until') })
+  const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, status?: string, endpoint?: string, provider?: string, since?: string, until?: string }): UsageFilter => ({
+    org: q.org,
+    project: q.project,
+    key_id: q.key_id,
+    model: q.model,
+    // (the schema let only known statuses through)
+    status: q.status === undefined ? undefined : [...new Set(q.status.split(','))] as UsageStatus[],
+    endpoint: q.endpoint,
+    provider: q.provider,
+    since: parseIsoTime(q.since, 'since'),
+    until: parseIsoTime(q.until, 'until')
+  })
 
   const cursorOf = (text: string | undefined): Cursor | undefined => {
     if (text === undefined) return undefined
@@ -59,7 +74,16 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
   fastify.get('/usage', { schema: { querystring: UsageQuery } }, async (request) => {
     const q = request.query
     const rows = await store.usage.page(filterOf(q), q.limit + 1, cursorOf(q.cursor))
-    return pageOf(rows, q.limit, (r) => r.created_at, usageRecord)
+    return pageOf(rows, q.limit, (r) => r.created_at, usageDetail)
+  })
+
+  // One call by its trace id: its record with its attempts and dropped parameters, and the
+  // request and answer the usage plugin kept (store_content), or null.
+  fastify.get('/usage/:trace_id', { schema: { params: TraceParams } }, async (request) => {
+    const { trace_id: traceId } = request.params
+    const found = await store.usage.byTrace(traceId)
+    if (found === undefined) throw new UsageNotFound({ trace_id: traceId })
+    return { ...usageDetail(found.row), content: found.content === null ? null : { request: found.content.request, response: found.content.response } }
   })
 
   // Sums of the usage records the filters select, grouped, and bucketed by UTC hour or day:

@@ -79,11 +79,17 @@ export const RotateBody = Type.Object({ grace_s: Integer({ minimum: 0, maximum: 
 
 export const KeysQuery = Type.Object({ org: Type.Optional(Type.String()), project: Type.Optional(Type.String()) })
 
+const STATUS = '(ok|client_aborted|upstream_error|timeout)'
+const ENDPOINTS = ['chat.completions', 'messages', 'responses', 'generate_content', 'passthrough'] as const
+
 const Filters = {
   org: Type.Optional(Type.String()),
   project: Type.Optional(Type.String()),
   key_id: Type.Optional(Type.String()),
   model: Type.Optional(Type.String()),
+  status: Type.Optional(Type.String({ pattern: `^${STATUS}(,${STATUS})*$`, description: 'ok, client_aborted, upstream_error, timeout: one or more, comma-separated' })),
+  endpoint: Type.Optional(Type.Unsafe<typeof ENDPOINTS[number]>({ type: 'string', enum: ENDPOINTS, description: ENDPOINTS.join(', ') })),
+  provider: Type.Optional(Type.String()),
   since: Type.Optional(IsoTime),
   until: Type.Optional(IsoTime)
 }
@@ -101,6 +107,9 @@ export const SummaryQuery = Type.Object({
   group_by: Type.Optional(Type.String({ pattern: `^${FIELD}(,${FIELD})*$`, description: 'org, project, key_id, model, provider: one or more, comma-separated' })),
   bucket: Type.Optional(Type.Union([Type.Literal('hour'), Type.Literal('day')]))
 })
+
+/** A call's trace id: any text (one that names no call is a 404). */
+export const TraceParams = Type.Object({ trace_id: Type.String({ minLength: 1, maxLength: 200 }) })
 
 export const AuditQuery = Type.Object({
   limit: Integer({ minimum: 1, maximum: 1000, default: 100 }),

@@ -26,3 +26,8 @@ export function usageRecord (r: UsageRow): Record<string, unknown> {
     saved_usd: nanoToUsd(r.saved_nano)
   }
 }
+
+/** A record as the admin API shows it: the UsageRecord with the call's attempts and the parameters it dropped. */
+export function usageDetail (r: UsageRow): Record<string, unknown> {
+  return { ...usageRecord(r), attempts: r.attempts, dropped_params: r.dropped_params }
+}

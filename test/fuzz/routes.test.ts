@@ -80,7 +80,7 @@ const ROUTES: Array<[string, string]> = [
   ['GET', '/admin/v1/orgs'], ['POST', '/admin/v1/orgs'], ['PATCH', '/admin/v1/orgs/{seg}'], ['DELETE', '/admin/v1/orgs/{seg}'],
   ['POST', '/admin/v1/orgs/{seg}/projects'], ['PATCH', '/admin/v1/orgs/{seg}/projects/{seg}'], ['DELETE', '/admin/v1/orgs/{seg}/projects/{seg}'],
   ['GET', '/admin/v1/keys/{seg}'], ['PATCH', '/admin/v1/keys/{seg}'], ['POST', '/admin/v1/keys/{seg}/rotate'],
-  ['GET', '/admin/v1/usage/summary'], ['GET', '/admin/v1/audit'],
+  ['GET', '/admin/v1/usage/summary'], ['GET', '/admin/v1/audit'], ['GET', '/admin/v1/usage/{seg}'], ['GET', '/admin/v1/providers'], ['GET', '/admin/v1/plugins'],
   ['GET', '/console/api/models'], ['GET', '/console/api/me'], ['GET', '/console/api/usage'], ['GET', '/console/api/calls'], ['GET', '/console/{seg}'],
   ['GET', '/'], ['GET', '/healthz'], ['GET', '/readyz'], ['GET', '/metrics'], ['GET', '/{seg}']
 ]
@@ -92,9 +92,10 @@ const segment = fc.oneof(
   fc.integer({ min: 900, max: 1400 }).map((n) => 'a'.repeat(n))
 )
 
-const QUERY_NAMES = ['limit', 'cursor', 'since', 'until', 'org', 'project', 'model', 'key_id', 'range', 'after', 'group_by', 'bucket', '__proto__', 'x', 'alt', 'key', 'pageSize', 'pageToken']
+const QUERY_NAMES = ['limit', 'cursor', 'since', 'until', 'org', 'project', 'model', 'key_id', 'range', 'after', 'group_by', 'bucket', '__proto__', 'x', 'alt', 'key', 'pageSize', 'pageToken',
+  'status', 'endpoint', 'provider']
 const QUERY_VALUES = ['1', '0', '-5', '10001', 'abc', '2026-01-01T00:00:00Z', '2026-02-30', 'not-a-date', '24h', '7d', '', 'Infinity', '-Infinity', '1e400', 'NaN', '0x10',
-  'org,model', 'key_id,provider,project', 'org,org', 'color', 'hour', 'day', 'week', 'sse', 'json', KEY_A]
+  'org,model', 'key_id,provider,project', 'org,org', 'color', 'hour', 'day', 'week', 'sse', 'json', KEY_A, 'ok,timeout', 'upstream_error', 'ok,', 'messages', 'demo']
 const query = fc.array(fc.tuple(fc.constantFrom(...QUERY_NAMES), fc.oneof(fc.constantFrom(...QUERY_VALUES), fc.string({ maxLength: 20 }))), { maxLength: 4 })
   .map((pairs) => pairs.length === 0 ? '' : '?' + pairs.map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join('&'))
 

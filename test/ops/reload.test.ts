@@ -43,6 +43,10 @@ t.test('a reload adds a model, disables a plugin and changes a quota; the stream
     return { status: res.status, body: await res.json() as Record<string, unknown> }
   }
 
+  const plugins = async (): Promise<{ generation: number, data: Array<{ name: string }> }> =>
+    await (await fetch(`${url}/admin/v1/plugins`, { headers: { authorization: `Bearer ${ADMIN}` } })).json() as { generation: number, data: Array<{ name: string }> }
+  t.match(await plugins(), { generation: 1, data: [{ name: 'auth' }, { name: 'quota' }, { name: 'usage' }, { name: 'diagnostics' }, { name: 'metrics' }] }, 'the admin API shows the chain of generation 1')
+
   t.equal((await call('openai/gpt-new')).status, 404, 'no such model yet')
   // a stream that takes a while: 30 ms between frames
   mock.faults = { slowFramesMs: { ms: 30, path: '/v1/chat/completions' } }
@@ -64,6 +68,9 @@ t.test('a reload adds a model, disables a plugin and changes a quota; the stream
   t.match(done.body, { reloaded: true, generation: 2 })
   t.same(done.body.changes, ['models: added openai/gpt-new', 'plugins: disabled diagnostics', 'tenants: changed acme'])
   t.equal(server.open, 2, 'the previous configuration stays while its stream runs')
+  const after = await plugins()
+  t.equal(after.generation, 2, 'and of generation 2 after the reload')
+  t.same(after.data.map((p) => p.name), ['auth', 'quota', 'usage', 'metrics'], 'without the disabled plugin')
 
   mock.faults = {}
   const added = await call('openai/gpt-new')

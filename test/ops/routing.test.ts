@@ -1,5 +1,6 @@
 import t from 'tap'
 import { buildApp } from '../../app.js'
+import { attemptError } from '../../plugins/upstream/attempt-error.js'
 import { HealthBook } from '../../plugins/upstream/health.js'
 import { orderProviders } from '../../plugins/upstream/routing.js'
 import { startMockUpstream } from '../mock-upstream.js'
@@ -10,6 +11,29 @@ import { sample } from './prom.js'
 // retries of failures that are safe to repeat.
 
 const chat = (model: string): Record<string, unknown> => ({ model, messages: [{ role: 'user', content: 'hello' }] })
+
+t.test('a provider keeps its last 10 failures, newest first; a success writes nothing there; attemptError says how an attempt failed', async (t) => {
+  const clock = new FakeClock()
+  const book = new HealthBook(clock, { failures: 100, openMs: 10_000, smoothing: 0.5 })
+  t.same(book.recentFailures('p'), [], 'none yet (and no entry made by asking)')
+  for (let i = 0; i < 13; i++) {
+    clock.advance(1000)
+    book.failure('p', { status: 500 + i, error: `e${i}` })
+    book.success('p', 10)
+  }
+  book.failure('p')
+  const recent = book.recentFailures('p')
+  t.equal(recent.length, 10, 'at most 10')
+  t.same(recent.map((f) => f.status), [512, 511, 510, 509, 508, 507, 506, 505, 504, 503], 'newest first, the oldest gone')
+  t.same(recent[0], { at: clock.now(), status: 512, error: 'e12' })
+  t.same(book.recentFailures('q'), [], 'another provider\'s are its own')
+  const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' })
+  t.equal(attemptError({ outcome: 'ok', error: undefined }), null)
+  t.equal(attemptError({ outcome: 'network_error', error: refused }), 'ECONNREFUSED', 'the error\'s code')
+  t.equal(attemptError({ outcome: 'network_error', error: new Error('fetch failed', { cause: refused }) }), 'ECONNREFUSED', 'found along its causes')
+  t.equal(attemptError({ outcome: 'network_error', error: new Error('x'.repeat(500)) }), 'x'.repeat(200), 'else its message, cut short')
+  t.equal(attemptError({ outcome: 'server_error', error: undefined }), 'server_error', 'else how it went')
+})
 
 t.test('the breaker opens after N failures, lets one probe through once open_s is over, and closes on its success', async (t) => {
   const clock = new FakeClock()

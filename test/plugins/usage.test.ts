@@ -1,5 +1,6 @@
 import t from 'tap'
 import auth from '../../plugins/auth.js'
+import diagnostics from '../../plugins/diagnostics.js'
 import usage from '../../plugins/usage.js'
 import type { SqliteStore } from '../../plugins/store/sqlite/index.js'
 import { bareGateway, FakeClock, mockCatalog } from '../helper.js'
@@ -61,13 +62,52 @@ t.test('refused calls leave no record; a call the upstream failed is recorded wi
   t.not(rows[0]?.status, 'ok')
 })
 
+t.test('a record keeps the call\'s attempts and the parameters it dropped (the Dropped-Params header\'s list)', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  // a Messages model that lists presence_penalty: the chat → Messages translation drops it, the model's parameters drop logit_bias
+  const translated = {
+    id: 'anthropic/claude-pp', name: 'claude-pp', provider: 'mock-messages', upstream_model: 'claude-upstream-name', context_length: 200000,
+    supported_parameters: ['max_tokens', 'temperature', 'presence_penalty'], pricing: { input: 3, output: 15 }
+  }
+  const gw = await bareGateway(t, [auth, usage, diagnostics], { config: { ...mockCatalog(mock, [translated]), upstream: { retry: { attempts: 0 } } } })
+  const post = (body: Record<string, unknown>) => gw.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: body })
+  const recordOf = async (res: { headers: Record<string, unknown> }) => (await gw.gateway.store.usage.byTrace(String(res.headers['x-svc-trace-id'])))?.row
+
+  const dropped = await post(chat({ model: 'anthropic/claude-pp', presence_penalty: 0.5, logit_bias: { 1: 1 } }))
+  t.equal(dropped.statusCode, 200, dropped.body)
+  const header = String(dropped.headers['x-svc-dropped-params']).split(',')
+  t.same(header.slice().sort(), ['logit_bias', 'presence_penalty'], 'one dropped by the model\'s parameters, one by the translation')
+  const one = await recordOf(dropped)
+  t.same(one?.dropped_params, header, 'the record keeps the header\'s list')
+  t.match(one?.attempts, [{ provider: 'mock-messages', upstream_model: 'claude-upstream-name', outcome: 'ok', status: 200, error: null }])
+  t.equal(one?.attempts.length, 1)
+  t.type(one?.attempts[0]?.latency_ms, 'number')
+
+  // mock-dead refuses the connection; the call goes on to mock-openai
+  const failover = await post(chat({ model: 'openai/failover' }))
+  t.equal(failover.statusCode, 200, failover.body)
+  const two = await recordOf(failover)
+  t.match(two, { provider: 'mock-openai', status: 'ok', dropped_params: [] })
+  t.match(two?.attempts, [
+    { provider: 'mock-dead', upstream_model: 'gpt-upstream-name', outcome: 'network_error', status: null, error: 'ECONNREFUSED' },
+    { provider: 'mock-openai', upstream_model: 'gpt-upstream-name', outcome: 'ok', status: 200, error: null }
+  ], 'both attempts, in order')
+  t.equal(two?.attempts.length, 2)
+
+  mock.faults = { status: { status: 503, times: 1 } }
+  const failed = await post(chat({ model: 'openai/gpt-test' }))
+  t.equal(failed.statusCode, 502)
+  t.same((await recordOf(failed))?.attempts.map((a) => [a.provider, a.outcome, a.status, a.error]), [['mock-openai', 'server_error', 503, 'server_error']], 'a failed call\'s attempt')
+})
+
 t.test('store_content: content older than retention_days is swept when the plugin starts', async (t) => {
   const clock = new FakeClock()
   const day = 86_400_000
   const gw = await bareGateway(t, [], { clock })
   const store = gw.gateway.store as SqliteStore
   const record = (id: string, at: number): void => {
-    store.usage.insert({ id, created_at: at, trace_id: id, org_id: 'acme', project_id: 'web', key_id: null, endpoint: 'chat.completions', model: 'test/echo', provider: 'test-openai', stream: 0, status: 'ok', prompt_tokens: 1, cached_input_tokens: 0, completion_tokens: 1, total_tokens: 2, cost_nano: 3, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0 },
+    store.usage.insert({ id, created_at: at, trace_id: id, org_id: 'acme', project_id: 'web', key_id: null, endpoint: 'chat.completions', model: 'test/echo', provider: 'test-openai', stream: 0, status: 'ok', prompt_tokens: 1, cached_input_tokens: 0, completion_tokens: 1, total_tokens: 2, cost_nano: 3, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: [] },
       { usage_id: id, created_at: at, request: '{"secret":1}', response: '{}' })
   }
   record('old', clock.now() - 8 * day)

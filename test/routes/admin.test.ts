@@ -1,5 +1,9 @@
 import t from 'tap'
-import { bearer, build, KEY_A, settled, sqliteOf } from '../helper.js'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { bearer, build, FakeClock, KEY_A, mockCatalog, settled, sqliteOf, testConfig } from '../helper.js'
+import { startMockUpstream } from '../mock-upstream.js'
+import { tempDir } from '../temp-dir.js'
 
 const ADMIN = 'admin-secret-token'
 const admin = { authorization: `Bearer ${ADMIN}` }
@@ -111,4 +115,174 @@ t.test('usage: records of real calls, filters and cursor', async (t) => {
   t.equal((await app.inject({ method: 'GET', url: '/admin/v1/usage?cursor=%%%', headers: admin })).statusCode, 400)
   const future = await app.inject({ method: 'GET', url: '/admin/v1/usage?since=2999-01-01T00:00:00Z', headers: admin })
   t.equal(future.json().data.length, 0)
+})
+
+t.test('usage: filtered by status (one or a list), endpoint and provider; records carry their attempts and dropped parameters', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const app = await build(t, { ...withUsage, ...mockCatalog(mock), upstream: { retry: { attempts: 0 } } })
+  const call = async (url: string, payload: Record<string, unknown>): Promise<number> => {
+    const res = await app.inject({ method: 'POST', url, headers: bearer(KEY_A), payload })
+    await settled()
+    return res.statusCode
+  }
+  t.equal(await call('/v1/chat/completions', { model: 'openai/gpt-test', seed: 7, messages: [{ role: 'user', content: 'hi' }] }), 200)
+  t.equal(await call('/v1/messages', { model: 'anthropic/claude-test', max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] }), 200)
+  mock.faults = { status: { status: 500, times: 1 } }
+  t.equal(await call('/v1/chat/completions', { model: 'openai/gpt-test', messages: [{ role: 'user', content: 'hi' }] }), 502)
+  t.equal(await call('/v1/chat/completions', { model: 'openai/failover', messages: [{ role: 'user', content: 'hi' }] }), 200)
+
+  const list = async (query: string): Promise<Array<Record<string, any>>> => {
+    const res = await app.inject({ method: 'GET', url: `/admin/v1/usage?${query}`, headers: admin })
+    t.equal(res.statusCode, 200, `${query}: ${res.body}`)
+    return res.json().data
+  }
+  const failed = await list('status=upstream_error')
+  t.equal(failed.length, 1)
+  t.match(failed[0], { status: 'upstream_error', provider: 'mock-openai', attempts: [{ provider: 'mock-openai', upstream_model: 'gpt-upstream-name', outcome: 'server_error', status: 500, error: 'server_error' }], dropped_params: [] })
+  t.equal((await list('status=ok')).length, 3)
+  t.equal((await list('status=ok,upstream_error')).length, 4, 'a comma list: any of them')
+  t.equal((await list('status=timeout,client_aborted')).length, 0)
+  t.match(await list('endpoint=messages'), [{ endpoint: 'messages', model: 'anthropic/claude-test', provider: 'mock-messages' }])
+  t.equal((await list('endpoint=messages')).length, 1)
+  t.equal((await list('provider=mock-openai&endpoint=chat.completions&status=ok')).length, 2)
+  const seeded = (await list('provider=mock-openai&status=ok')).find((r) => r.dropped_params.length > 0)
+  t.same(seeded?.dropped_params, ['seed'], 'the parameter the model does not list')
+  const failover = (await list('model=openai/failover'))[0]
+  t.same(failover?.attempts.map((a: Record<string, unknown>) => [a.provider, a.outcome, a.status, a.error]), [['mock-dead', 'network_error', null, 'ECONNREFUSED'], ['mock-openai', 'ok', 200, null]], 'a call that went on to a second provider: two attempts')
+
+  const summary = await app.inject({ method: 'GET', url: '/admin/v1/usage/summary?status=upstream_error,timeout&group_by=provider', headers: admin })
+  t.match(summary.json().data, [{ provider: 'mock-openai', calls: 1, errors: 1 }], 'the summary takes the same filters')
+
+  for (const [query, param] of [['status=bogus', 'status'], ['status=ok,', 'status'], ['status=OK', 'status'], ['endpoint=chat', 'endpoint']]) {
+    const bad = await app.inject({ method: 'GET', url: `/admin/v1/usage?${query}`, headers: admin })
+    t.equal(bad.statusCode, 400, query)
+    t.equal(bad.json().error.code, 400)
+    t.match(bad.json().error.message, new RegExp(`query parameter ${param}\\b`), `${query}: the message names ${param}`)
+  }
+})
+
+t.test('usage/{trace_id}: the call\'s record, attempts, dropped parameters and stored content; 404 for no such call', async (t) => {
+  for (const storeContent of [true, false]) {
+    const app = await build(t, { ...withUsage, plugins: [{ name: 'auth' }, { name: 'usage', options: { store_content: storeContent } }] })
+    const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: { model: 'demo/gpt', seed: 3, messages: [{ role: 'user', content: 'Remember this sentence' }] } })
+    t.equal(res.statusCode, 200)
+    await settled()
+    const trace = String(res.headers['x-svc-trace-id'])
+    const one = await app.inject({ method: 'GET', url: `/admin/v1/usage/${trace}`, headers: admin })
+    t.equal(one.statusCode, 200)
+    const r = one.json()
+    t.match(r, { trace_id: trace, org: 'acme', project: 'web', endpoint: 'chat.completions', model: 'demo/gpt', provider: 'demo', status: 'ok', dropped_params: ['seed'] })
+    t.match(r.attempts, [{ provider: 'demo', upstream_model: 'gpt-sim', outcome: 'ok', status: 200, error: null }])
+    const listed = (await app.inject({ method: 'GET', url: '/admin/v1/usage', headers: admin })).json().data[0]
+    t.same({ ...r, content: undefined }, { ...listed, content: undefined }, 'the record as the list shows it, plus its content')
+    if (storeContent) {
+      t.type(r.content.request, 'string')
+      t.same(JSON.parse(r.content.request).messages, [{ role: 'user', content: 'Remember this sentence' }], 'the request as the usage plugin kept it')
+      t.equal(JSON.parse(r.content.response).id, res.json().id, 'and the answer')
+    } else {
+      t.equal(r.content, null, 'no content stored: null')
+    }
+  }
+  const app = await build(t, withUsage)
+  const missing = await app.inject({ method: 'GET', url: '/admin/v1/usage/0190a1b2-c3d4-7e5f-8a9b-000000000000', headers: admin })
+  t.equal(missing.statusCode, 404)
+  t.match(missing.json(), { error: { code: 'usage_not_found', message: /0190a1b2-c3d4-7e5f-8a9b-000000000000/ } })
+  t.equal((await app.inject({ method: 'GET', url: `/admin/v1/usage/${'x'.repeat(201)}`, headers: admin })).statusCode, 400)
+  t.equal((await app.inject({ method: 'GET', url: '/admin/v1/usage/anything' })).statusCode, 401, 'behind the admin token')
+})
+
+t.test('providers: configured or not, breaker, latency average, last failures newest first; a failing provider opens its breaker', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const clock = new FakeClock()
+  const c = mockCatalog(mock)
+  const app = await build(t, {
+    ...withUsage,
+    ...c,
+    providers: [...c.providers as object[], { id: 'mock-userinfo', protocol: 'openai', base_url: 'http://user:pw@127.0.0.1:9/v1', api_key: 'k' }],
+    upstream: { retry: { attempts: 0 }, breaker: { failures: 2, open_s: 60 } }
+  }, { clock })
+  const chat = async (model: string): Promise<number> => (await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: { model, messages: [{ role: 'user', content: 'hi' }] } })).statusCode
+  const providers = async (): Promise<Record<string, Record<string, any>>> => {
+    const res = await app.inject({ method: 'GET', url: '/admin/v1/providers', headers: admin })
+    t.equal(res.statusCode, 200)
+    t.equal(res.json().object, 'list')
+    return Object.fromEntries(res.json().data.map((p: { id: string }) => [p.id, p]))
+  }
+
+  t.equal(await chat('openai/gpt-test'), 200)
+  let p = await providers()
+  t.same(Object.keys(p), ['mock-openai', 'mock-messages', 'mock-dead', 'mock-nokey', 'mock-userinfo'], 'every configured provider, in config order')
+  t.match(p['mock-openai'], { protocol: 'openai', base_url: mock.openaiBaseUrl, configured: true, breaker: 'closed', healthy: true, recent_failures: [] })
+  t.type(p['mock-openai']?.avg_latency_ms, 'number', 'the time-to-first-byte average of its answers')
+  t.same(p['mock-messages'], { id: 'mock-messages', protocol: 'messages', base_url: mock.messagesBaseUrl, configured: true, breaker: 'closed', healthy: true, avg_latency_ms: null, recent_failures: [] }, 'never called: no average')
+  t.match(p['mock-nokey'], { configured: false, healthy: false, breaker: 'closed' }, 'no credentials: never tried')
+  t.equal(p['mock-userinfo']?.base_url, '••••••', 'a base URL with credentials is masked')
+
+  mock.faults = { status: { status: 503, times: 1 } }
+  t.equal(await chat('openai/gpt-test'), 502)
+  p = await providers()
+  t.match(p['mock-openai'], { breaker: 'closed', healthy: true, recent_failures: [{ at: new Date(clock.now()).toISOString(), status: 503, error: 'server_error' }] }, 'one failure: still closed')
+  clock.advance(1000)
+  t.equal(await chat('openai/failover'), 200, 'mock-dead refuses, mock-openai answers (its failures in a row start again)')
+  clock.advance(1000)
+  mock.faults = { status: { status: 500, times: 2 } }
+  t.equal(await chat('openai/gpt-test'), 502)
+  t.equal(await chat('openai/gpt-test'), 502)
+  t.equal(await chat('openai/failover'), 502, 'mock-dead refuses, mock-openai is open')
+  p = await providers()
+  t.match(p['mock-openai'], { breaker: 'open', healthy: false }, 'two failures in a row: open')
+  const now = new Date(clock.now()).toISOString()
+  t.same(p['mock-openai']?.recent_failures, [
+    { at: now, status: 500, error: 'server_error' },
+    { at: now, status: 500, error: 'server_error' },
+    { at: new Date(clock.now() - 2000).toISOString(), status: 503, error: 'server_error' }
+  ], 'newest first')
+  t.match(p['mock-dead'], { breaker: 'open', healthy: false, avg_latency_ms: null, recent_failures: [{ status: null, error: 'ECONNREFUSED' }, { status: null, error: 'ECONNREFUSED' }] })
+  t.equal((await app.inject({ method: 'GET', url: '/admin/v1/providers' })).statusCode, 401, 'behind the admin token')
+})
+
+t.test('plugins: the chain as it applies, in order, with the metrics and tracing sections; secrets in options masked', async (t) => {
+  const dir = tempDir('admin-plugins')
+  const file = join(dir, 'vault.mjs')
+  writeFileSync(file, "export default { name: 'vault', options: { type: 'object' }, async plugin () {} }\n")
+  const { resolveConfig } = await import('../../config/load.js')
+  const { buildApp } = await import('../../app.js')
+  const base = JSON.parse(JSON.stringify(testConfig())) as Record<string, unknown>
+  const config = await resolveConfig({
+    ...base,
+    admin: { token: ADMIN },
+    plugins: [
+      { name: 'auth' },
+      { name: 'guardrails', enabled: false },
+      { name: 'vault', module: './vault.mjs', options: { api_key: 'sk-live-1', endpoint: 'https://svc:hunter2@vault.example/v1', public_url: 'https://vault.example/v1', nested: { password: 'p', keep: 1, list: [{ secretToken: 't' }, 'postgres://u:p@db/x'] }, headers: { 'x-team': 'abc' }, region: null } },
+      { name: 'usage', options: { store_content: true } }
+    ],
+    tracing: { otlp_endpoint: 'http://127.0.0.1:9/v1/traces', headers: { authorization: 'Bearer otlp-secret' } }
+  }, { baseDir: dir })
+  const app = await buildApp(config, { logger: false })
+  t.teardown(() => app.close())
+  const res = await app.inject({ method: 'GET', url: '/admin/v1/plugins', headers: admin })
+  t.equal(res.statusCode, 200)
+  const body = res.json()
+  t.equal(body.object, 'list')
+  t.equal(body.generation, null, 'an app built on its own has no generation')
+  t.same(body.data.map((p: { name: string }) => p.name), ['auth', 'vault', 'usage', 'metrics', 'tracing'], 'enabled entries in config order, then metrics and tracing')
+  t.match(body.data[0], { name: 'auth', module: null, enabled: true, options: { cache_ttl_s: 10 } }, 'a built-in: module null, its options with their defaults')
+  t.match(body.data[1], { name: 'vault', enabled: true })
+  t.match(body.data[1].module, /vault\.mjs$/, 'an outside plugin names its module')
+  t.same(body.data[1].options, {
+    api_key: '••••••',
+    endpoint: '••••••',
+    public_url: 'https://vault.example/v1',
+    nested: { password: '••••••', keep: 1, list: [{ secretToken: '••••••' }, '••••••'] },
+    headers: { 'x-team': '••••••' },
+    region: null
+  })
+  t.match(body.data[2].options, { store_content: true, retention_days: 30 })
+  t.same(body.data[3], { name: 'metrics', module: null, enabled: true, options: { enabled: true, auth: 'admin' } })
+  t.match(body.data[4], { name: 'tracing', module: null, enabled: true, options: { otlp_endpoint: 'http://127.0.0.1:9/v1/traces', headers: { authorization: '••••••' } } })
+  t.notMatch(res.body, /sk-live-1|hunter2|otlp-secret|secretToken":"t"/, 'no secret anywhere in the answer')
+  t.equal((await app.inject({ method: 'GET', url: '/admin/v1/plugins' })).statusCode, 401, 'behind the admin token')
 })

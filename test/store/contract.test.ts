@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
-import type { CachedAnswer, QuotaLimit, Store, UsageRow } from '../../plugins/store/types.js'
+import { usageId, type CachedAnswer, type QuotaLimit, type Store, type UsageFilter, type UsageRow } from '../../plugins/store/types.js'
 import { KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
@@ -65,7 +65,8 @@ const tenants = (balanceUsd: number, keys: Array<Record<string, unknown>> = [{ k
 
 const row = (i: number): UsageRow => ({
   id: `usage_${String(i).padStart(5, '0')}`, created_at: 1_700_000_000_000 + i * 1000, trace_id: `t${i}`, org_id: 'acme', project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
-  model: i % 2 === 0 ? 'm-even' : 'm-odd', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 100, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0
+  model: i % 2 === 0 ? 'm-even' : 'm-odd', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 100, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0,
+  attempts: [], dropped_params: []
 })
 
 function contract (t: Tap.Test, open: Open): void {
@@ -229,6 +230,54 @@ function contract (t: Tap.Test, open: Open): void {
     const buckets = await store.usage.buckets('acme', 'web', row(0).created_at, 10_000)
     t.equal(buckets.reduce((a, b) => a + b.calls, 0), 30)
     t.equal(await store.usage.sweepContent(row(0).created_at + 1), 1, 'stored content swept by age')
+  })
+
+  t.test('usage: attempts and dropped parameters kept; filtered by status, endpoint and provider; a record found by its trace id, with its content', async (t) => {
+    const [store] = await open(t) as [Store]
+    const trace = (i: number): string => `0190a1b2-c3d4-7e5f-8a9b-${String(i).padStart(12, '0')}`
+    const statuses = ['ok', 'upstream_error', 'timeout', 'client_aborted'] as const
+    const rows: UsageRow[] = Array.from({ length: 16 }, (_, i) => ({
+      ...row(i),
+      id: usageId(trace(i)),
+      trace_id: trace(i),
+      status: statuses[i % 4] as string,
+      endpoint: i % 2 === 0 ? 'chat.completions' : 'messages',
+      provider: i % 3 === 0 ? 'p-one' : 'p-two',
+      attempts: i % 4 === 1
+        ? [{ provider: 'p-dead', upstream_model: 'up-m', outcome: 'network_error', status: null, error: 'ECONNREFUSED', latency_ms: 3 },
+            { provider: 'p-two', upstream_model: 'up-m', outcome: 'server_error', status: 503, error: 'server_error', latency_ms: 12 }]
+        : [{ provider: i % 3 === 0 ? 'p-one' : 'p-two', upstream_model: 'up-m', outcome: 'ok', status: 200, error: null, latency_ms: 40 + i }],
+      dropped_params: i % 5 === 0 ? ['seed', 'logit_bias'] : []
+    }))
+    await Promise.all(rows.map(async (r, i) => { await store.usage.record(r, i === 4 ? { usage_id: r.id, created_at: r.created_at, request: '{"model":"m"}', response: '{"id":"x"}' } : undefined) }))
+    // a record written as an older instance writes them: without attempts or dropped parameters
+    const { attempts: _a, dropped_params: _d, ...bare } = { ...row(99), id: usageId(trace(99)), trace_id: trace(99) }
+    await store.usage.record(bare as UsageRow)
+
+    const newestFirst = (list: UsageRow[]): string[] => list.slice().sort((a, b) => b.created_at - a.created_at).map((r) => r.id)
+    const all = [...rows, { ...bare, attempts: [], dropped_params: [] } as UsageRow]
+    const cases: UsageFilter[] = [
+      { status: ['upstream_error'] }, { status: ['timeout', 'client_aborted'] }, { status: ['ok'] }, { status: ['ok', 'timeout'] },
+      { endpoint: 'messages' }, { provider: 'p-one' }, { org: 'acme', status: ['upstream_error', 'timeout'], endpoint: 'chat.completions', provider: 'p-two' }
+    ]
+    for (const f of cases) {
+      const want = all.filter((r) => (f.status === undefined || (f.status as string[]).includes(r.status)) && (f.endpoint === undefined || r.endpoint === f.endpoint) && (f.provider === undefined || r.provider === f.provider))
+      t.same((await store.usage.page(f, 100)).map((r) => r.id), newestFirst(want), `page of ${JSON.stringify(f)}`)
+      t.equal((await store.usage.totals(f)).calls, want.length, `totals of ${JSON.stringify(f)}`)
+    }
+    const failed = await store.usage.page({ status: ['upstream_error'] }, 2)
+    const next = await store.usage.page({ status: ['upstream_error'] }, 10, { created_at: failed[1]?.created_at as number, id: failed[1]?.id as string })
+    t.same([...failed, ...next].map((r) => r.id), newestFirst(rows.filter((r) => r.status === 'upstream_error')), 'a filtered page goes on after its cursor')
+
+    const page = await store.usage.page({}, 100)
+    for (const r of all) t.same(page.find((p) => p.id === r.id), r, `${r.id} reads back as written, attempts and dropped parameters included`)
+
+    const one = await store.usage.byTrace(trace(4))
+    t.same(one, { row: rows[4], content: { request: '{"model":"m"}', response: '{"id":"x"}' } }, 'found by its trace id, with its content')
+    t.same(await store.usage.byTrace(trace(5)), { row: rows[5], content: null }, 'no content stored: null')
+    t.same(await store.usage.byTrace(trace(99)), { row: { ...bare, attempts: [], dropped_params: [] }, content: null }, 'a record written without them reads []')
+    t.equal(await store.usage.byTrace(trace(50)), undefined, 'no such call')
+    t.equal(await store.usage.byTrace('not-a-trace-id'), undefined)
   })
 
   t.test('tenancy: orgs and projects made, given quotas, deleted; their keys refused; the config brings its own back', async (t) => {

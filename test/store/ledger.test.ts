@@ -31,7 +31,7 @@ t.test('usage records: batched insert, filters, cursor pages', async (t) => {
   t.teardown(() => s.close())
   const row = (i: number, org: string) => ({
     id: `u${String(i).padStart(3, '0')}`, created_at: 1000 + Math.floor(i / 2), trace_id: `t${i}`, org_id: org, project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
-    model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 1, completion_tokens: 5, total_tokens: 15, cost_nano: 7, latency_ms: 1, ttft_ms: 1, cache_hit: 0, saved_nano: 0
+    model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 1, completion_tokens: 5, total_tokens: 15, cost_nano: 7, latency_ms: 1, ttft_ms: 1, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: []
   })
   s.usage.insertMany(Array.from({ length: 25 }, (_, i) => row(i, i % 5 === 0 ? 'zeta' : 'acme')), [])
   t.equal(s.usage.count(), 25)
@@ -59,7 +59,11 @@ t.test('usage pages search the index that fits their filter, newest first withou
     [{ org: 'acme', model: 'm' }, 'usage_org_time (org_id=?'],
     [{ org: 'acme', since: 1 }, 'usage_org_time (org_id=? AND created_at>?'],
     [{ org: 'acme', project: 'web' }, 'usage_project_time (org_id=? AND project_id=?'],
-    [{ since: 1, until: 2 }, 'usage_time (created_at>? AND created_at<?)']
+    [{ since: 1, until: 2 }, 'usage_time (created_at>? AND created_at<?)'],
+    [{ status: ['upstream_error', 'timeout'] }, 'usage_failed_time'],
+    [{ status: ['timeout'], since: 1 }, 'usage_failed_time (created_at>?'],
+    [{ status: ['ok'] }, 'usage_time'],
+    [{ org: 'acme', endpoint: 'messages', provider: 'p' }, 'usage_org_time (org_id=?']
   ]
   for (const [filter, index] of cases) {
     for (const c of [undefined, cursor]) {
@@ -76,16 +80,20 @@ t.test('usage filters combine: every page and total agrees with the rows', async
   t.teardown(() => s.close())
   const rows = Array.from({ length: 40 }, (_, i) => ({
     id: `u${String(i).padStart(3, '0')}`, created_at: 1000 + Math.floor(i / 3), trace_id: `t${i}`, org_id: i % 2 === 0 ? 'acme' : 'zeta', project_id: i % 4 < 2 ? 'web' : 'app',
-    key_id: `k${i % 3}`, endpoint: 'chat.completions', model: i % 5 === 0 ? 'big' : 'small', provider: 'p', stream: 0, status: 'ok',
+    key_id: `k${i % 3}`, endpoint: i % 7 < 3 ? 'messages' : 'chat.completions', model: i % 5 === 0 ? 'big' : 'small', provider: i % 6 === 0 ? 'q' : 'p',
+    stream: 0, status: ['ok', 'ok', 'upstream_error', 'timeout', 'client_aborted'][i % 5] as string, attempts: [], dropped_params: [],
     prompt_tokens: i, cached_input_tokens: 0, completion_tokens: 1, total_tokens: i + 1, cost_nano: 2 * i, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0
   }))
   s.usage.insertMany(rows, [])
   const filters: UsageFilter[] = [{}, { org: 'acme' }, { org: 'zeta', project: 'app' }, { project: 'web' }, { key_id: 'k1' }, { model: 'big' },
-    { since: 1005, until: 1010 }, { org: 'acme', since: 1003 }, { org: 'acme', project: 'web', key_id: 'k0', until: 1011 }]
+    { since: 1005, until: 1010 }, { org: 'acme', since: 1003 }, { org: 'acme', project: 'web', key_id: 'k0', until: 1011 },
+    { status: ['ok'] }, { status: ['timeout', 'upstream_error'] }, { status: ['ok', 'client_aborted'], org: 'zeta' }, { endpoint: 'messages' }, { provider: 'q', since: 1004 },
+    { org: 'acme', status: ['upstream_error', 'timeout', 'client_aborted'], endpoint: 'chat.completions', provider: 'p' }]
   for (const f of filters) {
     const want = rows.filter((r) => (f.org === undefined || r.org_id === f.org) && (f.project === undefined || r.project_id === f.project) &&
       (f.key_id === undefined || r.key_id === f.key_id) && (f.model === undefined || r.model === f.model) &&
-      (f.since === undefined || r.created_at >= f.since) && (f.until === undefined || r.created_at < f.until))
+      (f.since === undefined || r.created_at >= f.since) && (f.until === undefined || r.created_at < f.until) &&
+      (f.status === undefined || (f.status as string[]).includes(r.status)) && (f.endpoint === undefined || r.endpoint === f.endpoint) && (f.provider === undefined || r.provider === f.provider))
       .sort((a, b) => b.created_at - a.created_at || (a.id < b.id ? 1 : -1))
     const got: string[] = []
     let cursor

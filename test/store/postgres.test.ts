@@ -71,7 +71,8 @@ async function stores (t: Tap.Test, n: number, balanceUsd = 25): Promise<Postgre
 
 const row = (i: number, org = 'acme'): UsageRow => ({
   id: `usage_${i}_${randomBytes(3).toString('hex')}`, created_at: 1_700_000_000_000 + i, trace_id: `t${i}`, org_id: org, project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
-  model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 0, completion_tokens: 5, total_tokens: 15, cost_nano: 100 + i, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0
+  model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 0, completion_tokens: 5, total_tokens: 15, cost_nano: 100 + i, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0,
+  attempts: [], dropped_params: []
 })
 
 t.test('PostgreSQL + Redis store', async (t) => {
@@ -183,6 +184,44 @@ t.test('PostgreSQL + Redis store', async (t) => {
       cursor = { created_at: last.created_at, id: last.id }
     }
     t.equal(seen, 1000, 'paged through every record once')
+  })
+
+  t.test('migration 006: records written before it read attempts and dropped_params [], the end-of-call batch writes both, failed calls have their index', async (t) => {
+    const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    const { fromRoot } = await import('../../paths.js')
+    const { migrate, pgPool } = await import('../../plugins/store/postgres/db.js')
+    const url = await database(t)
+    // the database as a release that stopped at migration 005 left it, with a record its batch wrote
+    const upTo = join(tempDir('pg-migrations'), 'migrations')
+    mkdirSync(upTo)
+    const all = fromRoot('plugins', 'store', 'postgres', 'migrations')
+    for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= 5)) copyFileSync(join(all, f), join(upTo, f))
+    const pool = pgPool(url, 1)
+    await migrate(pool, upTo)
+    const { attempts: _a, dropped_params: _d, ...old } = row(1)
+    await pool.query('SELECT * FROM modelgate_end_batch($1)', [JSON.stringify({ leases: [], charges: [], quotas: [], touches: [], usage: [old], contents: [] })])
+    await pool.end()
+
+    const s = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: prefix(t) })
+    t.teardown(async () => { await s.close() })
+    const written = { ...row(2), attempts: [{ provider: 'p', upstream_model: 'm-up', outcome: 'timeout', status: null, error: 'UND_ERR_HEADERS_TIMEOUT', latency_ms: 5000 }], dropped_params: ['seed'] }
+    await s.usage.record(written)
+    const rows = await s.usage.page({}, 10)
+    t.same(rows.find((r) => r.id === old.id), { ...old, attempts: [], dropped_params: [] }, 'the older record reads []')
+    t.same(rows.find((r) => r.id === written.id), written, 'the batch wrote both columns')
+    const versions = (await s.conn.q<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version)
+    t.same(versions.filter((v) => v >= 5 && v <= 6), [5, 6], 'migration 006 applied after 005')
+    // (on a table this small PostgreSQL would rather scan it: sequential scans are switched off to see the index is usable)
+    const client = await s.conn.pool.connect()
+    try {
+      await client.query('SET enable_seqscan = off')
+      const plan = (await client.query<{ 'QUERY PLAN': string }>("EXPLAIN SELECT * FROM usage_records WHERE status = ANY('{timeout}'::text[]) AND status <> 'ok' ORDER BY created_at DESC, id DESC LIMIT 10")).rows.map((r) => r['QUERY PLAN']).join('\n')
+      t.match(plan, /usage_failed_time/, `the failed calls' pages can read their partial index: ${plan}`)
+      await client.query('RESET enable_seqscan')
+    } finally {
+      client.release()
+    }
   })
 
   t.test('an instance that stops beating has its holds released by the others', async (t) => {
@@ -386,8 +425,9 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
     t.ok(await sqlite.balance.hold('acme', 2_000_000, Date.now()))
     await sqlite.balance.settle('acme', 2_000_000, 700_000 + i, Date.now())
   }
+  const detailed = { ...row(7), attempts: [{ provider: 'p', upstream_model: 'm-up', outcome: 'ok', status: 200, error: null, latency_ms: 9 }], dropped_params: ['seed'] }
   await Promise.all(Array.from({ length: 2500 }, async (_, i) => {
-    const r = row(i)
+    const r = i === 7 ? detailed : row(i)
     await sqlite.usage.record(r, i % 100 === 0 ? { usage_id: r.id, created_at: r.created_at, request: 'q', response: 'a' } : undefined)
   }))
   await sqlite.quota.count('project:acme/web', 0, 123, 456, { tokens: 1_000_000 })
@@ -422,6 +462,7 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
   t.same(await store.quota.used('project:acme/web', 0), { tokens: 123, cost_nano: 456 })
   t.equal(await store.releaseDeadHolders(Date.now() + 1), 1, 'the migrated hold is released like a silent instance\'s')
   t.equal((await store.orgs.get('acme'))?.held_nano, 0)
+  t.same((await store.usage.page({ until: detailed.created_at + 1, since: detailed.created_at }, 10)).find((r) => r.id === detailed.id), detailed, 'a record\'s attempts and dropped parameters came along')
 
   const again = await run()
   t.equal(again.code, 1, 'a second run refuses a database that is not empty')

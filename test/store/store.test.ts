@@ -57,9 +57,29 @@ t.test('migration 005 turns the usage indexes ascending and keeps the records', 
   t.teardown(() => store.close())
   t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 5)
   const indexes = store.db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'usage_records' AND sql IS NOT NULL ORDER BY name").all() as Array<{ name: string, sql: string }>
-  t.same(indexes.map((i) => i.name), ['usage_key_time', 'usage_org_time', 'usage_project_time', 'usage_time'])
+  t.same(indexes.map((i) => i.name), ['usage_failed_time', 'usage_key_time', 'usage_org_time', 'usage_project_time', 'usage_time'])
   for (const i of indexes) t.notMatch(i.sql, /DESC/, `${i.name} is ascending`)
   t.same(store.usage.page({ org: 'acme' }, 10).map((r) => r.id), ['u2', 'u1', 'u0'], 'the records are kept, newest first')
+})
+
+t.test('migration 010: records made before it read attempts and dropped_params [], new ones keep theirs', async (t) => {
+  const { file, old } = databaseAt(9)
+  old.prepare(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
+    prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms) VALUES ('usage_old', 1000, 'old', 'acme', 'web', 'k', 'messages', 'm', 'p', 0, 'timeout', 1, 0, 1, 2, 3, 4, null)`).run()
+  old.close()
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 10)
+  const fresh = {
+    id: 'usage_new', created_at: 2000, trace_id: 'new', org_id: 'acme', project_id: 'web', key_id: 'k', endpoint: 'chat.completions', model: 'm', provider: 'p', stream: 0, status: 'ok',
+    prompt_tokens: 1, cached_input_tokens: 0, completion_tokens: 1, total_tokens: 2, cost_nano: 3, latency_ms: 4, ttft_ms: 2, cache_hit: 0, saved_nano: 0,
+    attempts: [{ provider: 'p', upstream_model: 'm-up', outcome: 'ok', status: 200, error: null, latency_ms: 2 }], dropped_params: ['seed']
+  }
+  await store.usage.record(fresh)
+  const rows = store.usage.page({}, 10)
+  t.match(rows[1], { id: 'usage_old', attempts: [], dropped_params: [] }, 'the older record reads []')
+  t.same(rows[0], fresh, 'the new one reads back as written')
+  t.same(store.usage.page({ status: ['timeout'] }, 10).map((r) => r.id), ['usage_old'], 'the failed calls\' index holds the older failed record')
 })
 
 t.test('tenants sync: orgs keep their balance across restarts, config keys follow the config', async (t) => {

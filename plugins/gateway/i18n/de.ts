@@ -41,6 +41,7 @@ export const de: Catalog = {
   admin_unauthorized: "Ungültiges oder fehlendes Admin-Token.",
   org_not_found: "Organisation {org} nicht gefunden.",
   key_not_found: "API-Schlüssel {id} nicht gefunden.",
+  usage_not_found: "Kein Nutzungsdatensatz für die Trace-ID {trace_id}.",
   key_expired: "Dieser API-Schlüssel ist am {expired_at} abgelaufen.",
   key_rate_limited: "API-Schlüssel {id} hat sein Limit von {limit} {unit} pro Minute überschritten. Erneut versuchen in {retry_after} s.",
   key_revoked: "API-Schlüssel {id} ist widerrufen: Er kann nicht mehr geändert oder rotiert werden.",

@@ -42,6 +42,7 @@ export const en = {
   admin_unauthorized: 'Invalid or missing admin token.',
   org_not_found: 'Organization {org} not found.',
   key_not_found: 'API key {id} not found.',
+  usage_not_found: 'No usage record for trace id {trace_id}.',
   key_expired: 'This API key expired at {expired_at}.',
   key_rate_limited: 'API key {id} is over its limit of {limit} {unit} per minute. Retry after {retry_after} s.',
   key_revoked: 'API key {id} is revoked: it can no longer be changed or rotated.',

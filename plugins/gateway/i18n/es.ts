@@ -41,6 +41,7 @@ export const es: Catalog = {
   admin_unauthorized: "El token de administración no es válido o falta.",
   org_not_found: "No se encontró la organización {org}.",
   key_not_found: "No se encontró la clave de API {id}.",
+  usage_not_found: "No hay ningún registro de uso para el id de traza {trace_id}.",
   key_expired: "Esta clave de API caducó el {expired_at}.",
   key_rate_limited: "La clave de API {id} superó su límite de {limit} {unit} por minuto. Reintente en {retry_after} s.",
   key_revoked: "La clave de API {id} está revocada: ya no se puede modificar ni rotar.",

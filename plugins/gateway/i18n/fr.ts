@@ -41,6 +41,7 @@ export const fr: Catalog = {
   admin_unauthorized: "Jeton d'administration non valide ou absent.",
   org_not_found: "Organisation {org} introuvable.",
   key_not_found: "Clé API {id} introuvable.",
+  usage_not_found: "Aucun enregistrement d'utilisation pour l'identifiant de trace {trace_id}.",
   key_expired: "Cette clé API a expiré le {expired_at}.",
   key_rate_limited: "La clé API {id} a dépassé sa limite de {limit} {unit} par minute. Réessayez dans {retry_after} s.",
   key_revoked: "La clé API {id} est révoquée : elle ne peut plus être modifiée ni renouvelée.",

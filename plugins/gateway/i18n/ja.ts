@@ -41,6 +41,7 @@ export const ja: Catalog = {
   admin_unauthorized: "管理トークンが無効か、指定されていません。",
   org_not_found: "組織 {org} が見つかりません。",
   key_not_found: "API キー {id} が見つかりません。",
+  usage_not_found: "トレース ID {trace_id} の使用記録はありません。",
   key_expired: "この API キーは {expired_at} に期限切れになりました。",
   key_rate_limited: "API キー {id} は 1 分あたり {limit} {unit} の上限を超えました。{retry_after} 秒後に再試行してください。",
   key_revoked: "API キー {id} は失効しています。変更もローテーションもできません。",

@@ -41,6 +41,7 @@ export const ko: Catalog = {
   admin_unauthorized: "관리자 토큰이 올바르지 않거나 없습니다.",
   org_not_found: "조직 {org}을(를) 찾을 수 없습니다.",
   key_not_found: "API 키 {id}을(를) 찾을 수 없습니다.",
+  usage_not_found: "트레이스 ID {trace_id}에 대한 사용 기록이 없습니다.",
   key_expired: "이 API 키는 {expired_at}에 만료되었습니다.",
   key_rate_limited: "API 키 {id}이(가) 분당 {limit} {unit} 한도를 초과했습니다. {retry_after}초 후에 다시 시도하세요.",
   key_revoked: "API 키 {id}은(는) 폐기되었습니다. 더 이상 변경하거나 교체할 수 없습니다.",

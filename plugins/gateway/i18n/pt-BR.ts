@@ -41,6 +41,7 @@ export const ptBR: Catalog = {
   admin_unauthorized: "Token de administração inválido ou ausente.",
   org_not_found: "Organização {org} não encontrada.",
   key_not_found: "Chave de API {id} não encontrada.",
+  usage_not_found: "Nenhum registro de uso para o id de rastreamento {trace_id}.",
   key_expired: "Esta chave de API expirou em {expired_at}.",
   key_rate_limited: "A chave de API {id} excedeu seu limite de {limit} {unit} por minuto. Tente novamente em {retry_after} s.",
   key_revoked: "A chave de API {id} foi revogada: não pode mais ser alterada nem rotacionada.",

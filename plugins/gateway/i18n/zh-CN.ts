@@ -41,6 +41,7 @@ export const zhCN: Catalog = {
   admin_unauthorized: "管理令牌无效或缺失。",
   org_not_found: "未找到组织 {org}。",
   key_not_found: "未找到 API 密钥 {id}。",
+  usage_not_found: "没有追踪 ID {trace_id} 的用量记录。",
   key_expired: "此 API 密钥已于 {expired_at} 过期。",
   key_rate_limited: "API 密钥 {id} 已超出每分钟 {limit} {unit} 的限制。请在 {retry_after} 秒后重试。",
   key_revoked: "API 密钥 {id} 已吊销：不能再修改或轮换。",

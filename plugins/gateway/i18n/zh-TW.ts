@@ -41,6 +41,7 @@ export const zhTW: Catalog = {
   admin_unauthorized: "管理權杖無效或缺少。",
   org_not_found: "找不到組織 {org}。",
   key_not_found: "找不到 API 金鑰 {id}。",
+  usage_not_found: "沒有追蹤 ID {trace_id} 的用量紀錄。",
   key_expired: "此 API 金鑰已於 {expired_at} 過期。",
   key_rate_limited: "API 金鑰 {id} 已超過每分鐘 {limit} {unit} 的限制。請於 {retry_after} 秒後再試。",
   key_revoked: "API 金鑰 {id} 已撤銷：無法再修改或輪替。",

@@ -1,5 +1,5 @@
 import { summaryRow, summarySql } from '../summary.js'
-import type { ContentRow, Cursor, SummaryField, SummaryRow, UsageBucket, UsageFilter, UsageRow, UsageStore, UsageTotals } from '../types.js'
+import { usageId, type ContentRow, type Cursor, type SummaryField, type SummaryRow, type UsageBucket, type UsageDetail, type UsageFilter, type UsageRow, type UsageStore, type UsageTotals } from '../types.js'
 import type { EndOfCallBatch } from './batch.js'
 import type { Connection } from './db.js'
 
@@ -11,6 +11,13 @@ function where (f: UsageFilter, cursor: Cursor | undefined, params: unknown[]): 
   if (f.project !== undefined) add('project_id = ?', f.project)
   if (f.key_id !== undefined) add('key_id = ?', f.key_id)
   if (f.model !== undefined) add('model = ?', f.model)
+  if (f.endpoint !== undefined) add('endpoint = ?', f.endpoint)
+  if (f.provider !== undefined) add('provider = ?', f.provider)
+  if (f.status !== undefined) {
+    add('status = ANY(?::text[])', f.status)
+    // the literal term lets PostgreSQL read the failed calls' own (partial) index
+    if (!f.status.includes('ok')) conds.push("status <> 'ok'")
+  }
   if (f.since !== undefined) add('created_at >= ?', f.since)
   if (f.until !== undefined) add('created_at < ?', f.until)
   if (cursor !== undefined) {
@@ -34,6 +41,14 @@ export class UsageRepository implements UsageStore {
     const w = where(f, cursor, params)
     params.push(limit)
     return (await this.conn.q<UsageRow>(`SELECT * FROM usage_records ${w} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`, params)).rows
+  }
+
+  async byTrace (traceId: string): Promise<UsageDetail | undefined> {
+    const id = usageId(traceId)
+    const row = (await this.conn.q<UsageRow>('SELECT * FROM usage_records WHERE id = $1 AND trace_id = $2', [id, traceId])).rows[0]
+    if (row === undefined) return undefined
+    const content = (await this.conn.q<{ request: string | null, response: string | null }>('SELECT request, response FROM usage_content WHERE usage_id = $1', [id])).rows[0]
+    return { row, content: content ?? null }
   }
 
   async totals (f: UsageFilter): Promise<UsageTotals> {

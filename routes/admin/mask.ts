@@ -1,0 +1,46 @@
+// What the admin API shows of configured values that may hold a secret (plugin options, a
+// provider's base URL): the value of any key that names a secret, every header value, and any
+// URL with credentials in it (`https://user:pass@host/`) become MASK. The input is not changed.
+
+export const MASK = '••••••'
+
+/** Keys whose values are secrets: tokens, secrets, passwords, API keys, authorization headers, credentials, cookies, private keys. */
+const SECRET_KEY = /token|secret|passw(?:or)?d|api[_-]?key|authorization|credential|cookie|private[_-]?key/i
+
+/** A URL with userinfo: a scheme, `//`, then `something@` before the host. */
+const URL_WITH_USERINFO = /^[a-z][a-z0-9+.-]*:\/\/[^/?#\s]*@/i
+
+/** Whether a key names a secret. */
+export function isSecretKey (key: string): boolean {
+  return SECRET_KEY.test(key)
+}
+
+/** A string value as shown: masked when it is a URL with credentials. */
+export function maskUrl (value: string): string {
+  return URL_WITH_USERINFO.test(value) ? MASK : value
+}
+
+/**
+ * A copy of `value` with its secrets masked: under a key that names a secret, the whole value
+ * (whatever its type; null stays null, there is nothing to hide); under a `headers` object,
+ * every value (a header may carry a credential under any name); and any string that is a URL
+ * with credentials. Arrays and objects are copied all the way down.
+ */
+export function maskSecrets (value: unknown): unknown {
+  return mask(value, false)
+}
+
+function mask (value: unknown, secret: boolean): unknown {
+  if (value === null || value === undefined) return value
+  if (secret) return MASK
+  if (typeof value === 'string') return maskUrl(value)
+  if (Array.isArray(value)) return value.map((v) => mask(v, false))
+  if (typeof value === 'object') {
+    // (built from entries: a key named __proto__ stays a key)
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => {
+      const headers = k.toLowerCase() === 'headers' && v !== null && typeof v === 'object' && !Array.isArray(v)
+      return [k, headers ? Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([h, hv]) => [h, mask(hv, true)])) : mask(v, isSecretKey(k))]
+    }))
+  }
+  return value
+}
