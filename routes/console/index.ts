@@ -116,6 +116,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       index: ['index.html'],
       wildcard: false,
       globIgnore: ['admin/**'], // the operator's console, served below with headers of its own
+      cacheControl: false, // (send's own Cache-Control would replace the one setHeaders sets)
       setHeaders: cacheHeaders
     })
   } else {
@@ -147,7 +148,7 @@ const adminConsole: FastifyPluginAsyncTypebox = async (fastify) => {
     fastify.get('/', async (_request, reply) => await reply.status(404).type('text/html; charset=utf-8').header('cache-control', 'no-cache').send(ADMIN_OFF))
   } else if (existsSync(join(root, 'index.html'))) {
     // the page at /console/admin and /console/admin/, its hashed assets under /console/admin/assets/
-    await fastify.register(fastifyStatic, { root, prefix: '/', index: ['index.html'], wildcard: false, decorateReply: false, setHeaders: cacheHeaders })
+    await fastify.register(fastifyStatic, { root, prefix: '/', index: ['index.html'], wildcard: false, decorateReply: false, cacheControl: false, setHeaders: cacheHeaders })
   } else {
     fastify.get('/', async (_request, reply) => reply.status(503).type('text/plain').send('The console is not built: run `npm run build`.\n'))
   }
