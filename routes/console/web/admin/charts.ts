@@ -32,7 +32,8 @@ export function chart (target: HTMLElement, xs: number[], series: Series[], form
     // the buckets are UTC hours or days: the axis says them in UTC
     tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
     cursor: { drag: { x: false, y: false } },
-    legend: { show: true },
+    // the legend names the series; the values are on the axes and in the text above
+    legend: { show: true, live: false },
     scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
     axes: [
       {
@@ -45,7 +46,8 @@ export function chart (target: HTMLElement, xs: number[], series: Series[], form
         stroke: fg,
         grid: { stroke: grid, width: 1 },
         ticks: { stroke: grid, width: 1 },
-        size: 60,
+        // wide enough for the longest label of the axis
+        size: (_u, values) => 24 + 7 * Math.max(3, ...(values ?? []).map((v) => v.length)),
         values: (_u, ticks) => ticks.map(format)
       }
     ],

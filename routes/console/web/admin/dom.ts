@@ -43,11 +43,24 @@ export function say (id: string, text: string): void {
 /** The error of a request, as a sentence. */
 export const problem = (err: unknown): string => err instanceof Error ? err.message : String(err)
 
-/** A table body's rows, or one row saying there is nothing. */
+/**
+ * A table body's rows, or one row saying there is nothing. Each cell is labelled with its
+ * column's heading (`data-label`), which a narrow screen shows beside it when the table's rows
+ * become cards (`table.cards` in styles.css).
+ */
 export function fill (table: string, rows: HTMLElement[], empty: string): void {
   const body = $(table).querySelector('tbody') as HTMLElement
   const cols = $(table).querySelectorAll('thead th').length
-  body.replaceChildren(...(rows.length > 0 ? rows : [el('tr', {}, el('td', { colspan: String(cols), class: 'muted' }, empty))]))
+  body.replaceChildren(...(rows.length > 0 ? label(table, rows) : [el('tr', {}, el('td', { colspan: String(cols), class: 'muted' }, empty))]))
+}
+
+/** Rows with each cell labelled with its column's heading (visible headings only). */
+export function label (table: string, rows: HTMLElement[]): HTMLElement[] {
+  const heads = [...$(table).querySelectorAll('thead th')].map((th) => th.querySelector('.sr-only') === null ? (th.textContent ?? '') : '')
+  for (const row of rows) {
+    for (const [i, cell] of [...row.children].entries()) if (heads[i] !== '' && !cell.hasAttribute('data-label')) cell.setAttribute('data-label', heads[i] ?? '')
+  }
+  return rows
 }
 
 /** Comma-separated words, trimmed, empty ones left out. */

@@ -25,14 +25,15 @@ function row (k: Key): HTMLElement {
   const live = !k.revoked
   const label = k.name === '' ? k.id : k.name
   return el('tr', { 'data-key-id': k.id, class: k.revoked ? 'dim' : undefined },
-    el('th', { scope: 'row' }, el('div', {}, k.name === '' ? el('span', { class: 'muted' }, '(no name)') : k.name), el('div', { class: 'mono muted' }, k.id),
-      k.replaces === null || k.replaces === undefined ? null : el('div', { class: 'muted small' }, `replaces ${k.replaces}`)),
+    el('th', { scope: 'row' }, el('div', {},
+      el('div', {}, k.name === '' ? el('span', { class: 'muted' }, '(no name)') : k.name), el('div', { class: 'mono muted' }, k.id),
+      k.replaces === null || k.replaces === undefined ? null : el('div', { class: 'muted small' }, `replaces ${k.replaces}`))),
     el('td', {}, `${k.org}/${k.project}`),
     el('td', { class: 'mono' }, k.models.join(', '), k.passthrough.length === 0 ? null : el('div', { class: 'muted small' }, `pass-through: ${k.passthrough.join(', ')}`)),
     el('td', {}, limits(k)),
     el('td', {}, k.budget === null ? '—' : `${usd(k.budget.used)} of ${usd(k.budget.limit)} per ${k.budget.per}`),
-    el('td', {}, k.expires_at === null ? 'never' : when(k.expires_at)),
-    el('td', {}, when(k.last_used_at)),
+    el('td', { class: 'nowrap' }, k.expires_at === null ? 'never' : when(k.expires_at)),
+    el('td', { class: 'nowrap' }, when(k.last_used_at)),
     el('td', {}, status(k)),
     el('td', { class: 'actions' }, live
       ? el('div', { class: 'row' },
@@ -107,6 +108,7 @@ async function create (form: HTMLFormElement): Promise<void> {
     say('keys-error', '')
     say('keys-status', `Key ${k.name === '' ? k.id : k.name} created for ${k.org}/${k.project}.`)
     form.reset()
+    $<HTMLDetailsElement>('key-create').open = false
     await loadKeys()
     showSecret(k.key, `The secret of key ${k.id} (${k.org}/${k.project}). Only its hash is stored: copy it now, it cannot be shown again.`)
   } catch (err) {

@@ -4,7 +4,7 @@
 // plugin stores them, its request and response.
 
 import { get, query } from './api.js'
-import { $, closers, el, fill, input, int, isoOf, problem, say, select, usd, when } from './dom.js'
+import { $, closers, el, fill, input, int, isoOf, label, problem, say, select, usd, when } from './dom.js'
 import type { CallDetail, List, UsageRecord } from './types.js'
 
 const PAGE = 50
@@ -15,7 +15,7 @@ let shown = 0
 function row (r: UsageRecord): HTMLElement {
   const ok = r.status === 'ok'
   return el('tr', { 'data-trace': r.trace_id, class: 'clickable' },
-    el('td', {}, el('button', { type: 'button', class: 'link', 'data-open': r.trace_id, 'aria-label': `Open the call of ${when(r.created_at)} to ${r.model}` }, when(r.created_at))),
+    el('td', { class: 'nowrap' }, el('button', { type: 'button', class: 'link', 'data-open': r.trace_id, 'aria-label': `Open the call of ${when(r.created_at)} to ${r.model}` }, when(r.created_at))),
     el('td', {}, `${r.org}/${r.project}`),
     el('td', { class: 'mono' }, r.key_id ?? '—'),
     el('td', {}, r.model),
@@ -33,7 +33,7 @@ async function page (append: boolean): Promise<void> {
     cursor = list.next_cursor ?? null
     const rows = list.data.map(row)
     if (append) {
-      ($('log').querySelector('tbody') as HTMLElement).append(...rows)
+      ($('log').querySelector('tbody') as HTMLElement).append(...label('log', rows))
       shown += rows.length
     } else {
       fill('log', rows, 'No calls match.')
@@ -63,7 +63,11 @@ const dl = (pairs: Array<[string, string | Node]>): HTMLElement =>
   el('dl', { class: 'facts' }, ...pairs.map(([k, v]) => el('div', {}, el('dt', {}, k), el('dd', {}, v))))
 
 const ms = (n: number | null | undefined): string => n === null || n === undefined ? '—' : `${int(n)} ms`
-const text = (v: unknown): string => typeof v === 'string' ? v : JSON.stringify(v, null, 2)
+/** Stored text as shown: JSON indented, anything else as it is. */
+function text (v: string | null): string {
+  if (v === null) return '(none)'
+  try { return JSON.stringify(JSON.parse(v), null, 2) } catch { return v }
+}
 
 function detail (c: CallDetail): HTMLElement[] {
   const attempts = c.attempts ?? []
@@ -86,9 +90,10 @@ function detail (c: CallDetail): HTMLElement[] {
     attempts.length === 0
       ? el('p', { class: 'muted' }, c.cache_hit ? 'None: answered from the cache.' : 'None recorded.')
       : el('div', { class: 'table-wrap' }, el('table', { id: 'call-attempts' },
-        el('thead', {}, el('tr', {}, ...['#', 'Provider', 'Upstream model', 'Status', 'Error', 'Latency'].map((h) => el('th', { scope: 'col' }, h)))),
+        el('thead', {}, el('tr', {}, ...['#', 'Provider', 'Upstream model', 'Outcome', 'HTTP status', 'Error', 'Latency'].map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', {}, ...attempts.map((a, i) => el('tr', {},
-          el('td', {}, String(i + 1)), el('td', {}, a.provider), el('td', { class: 'mono' }, a.upstream_model),
+          el('td', {}, String(i + 1)), el('td', {}, a.provider), el('td', { class: 'mono' }, a.upstream_model ?? '—'),
+          el('td', {}, el('span', { class: `badge ${a.outcome === 'ok' ? 'good' : 'bad'}` }, a.outcome ?? '—')),
           el('td', {}, a.status === null ? '—' : String(a.status)), el('td', {}, a.error ?? '—'), el('td', { class: 'num' }, ms(a.latency_ms))))))),
     el('h3', {}, 'Dropped parameters'),
     dropped.length === 0 ? el('p', { class: 'muted' }, 'None.') : el('p', { class: 'mono', id: 'call-dropped' }, dropped.join(', ')),

@@ -15,7 +15,9 @@ export async function loadPlugins (): Promise<void> {
   try {
     const p = await get<Plugins>('/plugins')
     say('pl-error', '')
-    $('pl-generation').textContent = `Configuration generation ${p.generation}: the chain runs in this order.`
+    $('pl-generation').textContent = p.generation === null
+      ? 'The chain runs in this order.'
+      : `Configuration generation ${p.generation} (one more at each reload): the chain runs in this order.`
     fill('plugins', p.data.map((x) => el('tr', { 'data-plugin': x.name, class: x.enabled ? undefined : 'dim' },
       el('th', { scope: 'row' }, x.name),
       el('td', { class: 'mono' }, x.module ?? el('span', { class: 'muted' }, 'built in')),

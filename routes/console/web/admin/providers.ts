@@ -25,8 +25,9 @@ function row (p: Provider): HTMLElement {
 
 export async function loadProviders (): Promise<void> {
   try {
-    const list = await get<{ data: Provider[] }>('/providers')
+    const list = await get<{ data: Provider[], pid?: number }>('/providers')
     say('pv-error', '')
+    $('pv-worker').textContent = list.pid === undefined ? '' : `Answered by the worker with process id ${list.pid}.`
     fill('providers', list.data.map(row), 'No providers configured.')
   } catch (err) {
     say('pv-error', `Could not load the providers: ${problem(err)}`)
@@ -39,5 +40,6 @@ export function initProviders (): void {
 
 export function resetProviders (): void {
   fill('providers', [], '')
+  $('pv-worker').textContent = ''
   say('pv-error', '')
 }

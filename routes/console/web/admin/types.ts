@@ -58,11 +58,12 @@ export interface UsageRecord {
   cache_hit: boolean
   saved_usd: string
 }
-export interface Attempt { provider: string, upstream_model: string, status: number | string | null, error: string | null, latency_ms: number | null }
+/** One attempt at a provider; `outcome` is ok, client_error, server_error, network_error, timeout or aborted. */
+export interface Attempt { provider: string, upstream_model: string | null, outcome?: string, status: number | null, error: string | null, latency_ms: number | null }
 export interface CallDetail extends UsageRecord {
   attempts?: Attempt[]
   dropped_params?: string[]
-  content?: { request: unknown, response: unknown } | null
+  content?: { request: string | null, response: string | null } | null
 }
 
 export interface Provider {
@@ -77,5 +78,5 @@ export interface Provider {
 }
 
 export interface Plugin { name: string, module?: string | null, enabled: boolean, options: unknown }
-export interface Plugins { generation: number, data: Plugin[] }
+export interface Plugins { generation: number | null, data: Plugin[] }
 export interface Reloaded { reloaded: true, changes: string[], generation?: number }
