@@ -20,7 +20,8 @@ let onUnauthorized: (() => void) | undefined
 export function whenUnauthorized (fn: () => void): void { onUnauthorized = fn }
 
 export async function api<T> (method: string, path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = { authorization: `Bearer ${token.get() ?? ''}` }
+  const sent = token.get()
+  const headers: Record<string, string> = { authorization: `Bearer ${sent ?? ''}` }
   if (body !== undefined) headers['content-type'] = 'application/json'
   const res = await fetch(`${BASE}${path}`, {
     method,
@@ -30,6 +31,8 @@ export async function api<T> (method: string, path: string, body?: unknown): Pro
     credentials: 'omit'
   })
   const text = await res.text()
+  // signed out (or in again) meanwhile: what was asked with the old token is not shown
+  if (token.get() !== sent) throw new ApiError(0, 'Signed out.', null)
   let parsed: unknown = null
   try { parsed = text === '' ? null : JSON.parse(text) } catch { parsed = text }
   if (!res.ok) {

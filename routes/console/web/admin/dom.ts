@@ -81,6 +81,14 @@ export function localOf (iso: string | null): string {
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`
 }
 
+/** Runs `run` when the form `id` is submitted, instead of sending it anywhere. */
+export function onSubmit (id: string, run: (form: HTMLFormElement) => unknown): void {
+  $(id).addEventListener('submit', (e) => {
+    e.preventDefault()
+    void run(e.target as HTMLFormElement)
+  })
+}
+
 /** Wires the buttons marked `data-close` of a dialog to close it. */
 export function closers (dialog: HTMLDialogElement): void {
   for (const b of dialog.querySelectorAll('[data-close]')) b.addEventListener('click', () => dialog.close())

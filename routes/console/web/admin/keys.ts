@@ -3,7 +3,7 @@
 // secret shown once); revoked after a confirmation.
 
 import { api, get, query } from './api.js'
-import { $, closers, el, fill, input, isoOf, localOf, problem, say, select, usd, when, words } from './dom.js'
+import { $, closers, el, fill, input, isoOf, localOf, onSubmit, problem, say, select, usd, when, words } from './dom.js'
 import { projectPicker, refreshOrgs } from './tenants.js'
 import type { Key, List, NewKey, Rotation } from './types.js'
 
@@ -202,10 +202,10 @@ async function revoke (): Promise<void> {
 export function initKeys (): void {
   projectPicker(select('key-org'), select('key-project'))
   projectPicker(select('kf-org'), select('kf-project'), 'All projects')
-  $('keys-filter').addEventListener('submit', (e) => { e.preventDefault(); void loadKeys() })
+  onSubmit('keys-filter', loadKeys)
   select('kf-org').addEventListener('change', () => { void loadKeys() })
   select('kf-project').addEventListener('change', () => { void loadKeys() })
-  $('key-form').addEventListener('submit', (e) => { e.preventDefault(); void create(e.target as HTMLFormElement) })
+  onSubmit('key-form', create)
   $('secret-copy').addEventListener('click', () => { void copySecret() })
   $('secret-done').addEventListener('click', hideSecret)
   $('keys').addEventListener('click', (e) => {
@@ -217,9 +217,9 @@ export function initKeys (): void {
     else if (button.dataset.action === 'rotate') openRotate(k)
     else openRevoke(k)
   })
-  $('edit-form').addEventListener('submit', (e) => { e.preventDefault(); void saveEdit() })
-  $('rotate-form').addEventListener('submit', (e) => { e.preventDefault(); void rotate() })
-  $('revoke-form').addEventListener('submit', (e) => { e.preventDefault(); void revoke() })
+  onSubmit('edit-form', saveEdit)
+  onSubmit('rotate-form', rotate)
+  onSubmit('revoke-form', revoke)
   for (const id of ['edit-dialog', 'rotate-dialog', 'revoke-dialog']) closers($<HTMLDialogElement>(id))
 }
 

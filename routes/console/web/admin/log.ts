@@ -4,7 +4,7 @@
 // plugin stores them, its request and response.
 
 import { get, query } from './api.js'
-import { $, closers, el, fill, input, int, isoOf, label, problem, say, select, usd, when } from './dom.js'
+import { $, closers, el, fill, input, int, isoOf, label, onSubmit, problem, say, select, usd, when } from './dom.js'
 import type { CallDetail, List, UsageRecord } from './types.js'
 
 const PAGE = 50
@@ -127,7 +127,7 @@ async function open (trace: string): Promise<void> {
 }
 
 export function initLog (): void {
-  $('log-filter').addEventListener('submit', (e) => { e.preventDefault(); void loadLog() })
+  onSubmit('log-filter', loadLog)
   $('log-filter').addEventListener('reset', () => { setTimeout(() => { void loadLog() }) })
   $('log-older').addEventListener('click', () => { void page(true) })
   $('log').addEventListener('click', (e) => {

@@ -62,7 +62,7 @@ function signedIn (on: boolean): void {
 
 function signOut (message = ''): void {
   token.clear()
-  resetOverview(); resetTenants(); resetKeys(); resetLog(); resetProviders(); resetPlugins()
+  for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetPlugins]) reset()
   signedIn(false)
   history.replaceState(null, '', location.pathname)
   say('signin-error', message)
@@ -104,7 +104,7 @@ $('signin').addEventListener('submit', (e) => {
 })
 $('signout').addEventListener('click', () => { signOut() })
 
-initOverview(); initTenants(); initKeys(); initLog(); initProviders(); initPlugins()
+for (const init of [initOverview, initTenants, initKeys, initLog, initProviders, initPlugins]) init()
 
 if (token.get() !== null) void enter()
 else input('token').focus()
