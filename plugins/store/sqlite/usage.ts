@@ -33,7 +33,7 @@ const pageSql = (where: string): string => `SELECT * FROM usage_records ${where}
 export class UsageRepository implements UsageStore {
   private readonly insertStmt
   private readonly insertContentStmt
-  /** page and totals statements by the filters they hold (at most 2 × 2 × 64 shapes) */
+  /** page, totals and summary statements by the filters they hold (one per combination of the filters given, of the number of statuses, and of a cursor: a few thousand at most) */
   private readonly shapes = new Map<string, Statement<Record<string, unknown>, unknown>>()
   private readonly sweepStmt
   private readonly countStmt
