@@ -6,7 +6,8 @@
 //     process compiles only what it runs. The dependencies are bundled too, except those below:
 //     Node reads, resolves and compiles thousands of small files to load them from node_modules
 //     (TypeBox alone is 247 ES modules), which was most of a process's start-up;
-//   the console page: routes/console/web bundled into dist/console (routes/console/build.mjs).
+//   the console pages: routes/console/web (the developer console) and routes/console/web/admin
+//     (the operator's console) bundled into dist/console (routes/console/build.mjs).
 // Each part is rebuilt when one of its sources is newer than its last build (for the server:
 // also package.json, package-lock.json, tsconfig.json and this file), or with --force (npm pack
 // builds with it). Nothing changed: no work, so `npm start` serves at once.
@@ -91,5 +92,5 @@ const consoleStamp = join(dist, 'console', 'index.html')
 if (force || newest([...files(CONSOLE_WEB, () => true), join(root, 'routes', 'console', 'build.mjs')]) > builtAt(consoleStamp)) {
   mkdirSync(dist, { recursive: true })
   await import('./routes/console/build.mjs')
-  process.stderr.write(`build: the console page → ${relative(root, join(dist, 'console'))}/\n`)
+  process.stderr.write(`build: the console pages → ${relative(root, join(dist, 'console'))}/\n`)
 }

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
@@ -13,7 +14,8 @@ import { Integer } from '../schemas.js'
 
 // The developer console: the page, bundled by esbuild into dist/console and served as static
 // files, and its small JSON API under /console/api. The marketplace is public; the usage views
-// need an API key (Bearer) and show only that key's project.
+// need an API key (Bearer) and show only that key's project. The operator's console, a page of
+// its own over the admin API, is served under /console/admin (adminConsole below).
 
 const RANGES = { '24h': { span: 86_400_000, bucket: 3_600_000 }, '7d': { span: 7 * 86_400_000, bucket: 86_400_000 }, '30d': { span: 30 * 86_400_000, bucket: 86_400_000 } } as const
 
@@ -113,11 +115,49 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       prefix: '/',
       index: ['index.html'],
       wildcard: false,
-      setHeaders: (res, path) => { res.setHeader('cache-control', path.endsWith('.html') ? 'no-cache' : 'public, max-age=31536000, immutable') }
+      globIgnore: ['admin/**'], // the operator's console, served below with headers of its own
+      cacheControl: false, // (send's own Cache-Control would replace the one setHeaders sets)
+      setHeaders: cacheHeaders
     })
   } else {
     fastify.get('/', async (_request, reply) => reply.status(503).type('text/plain').send('The console is not built: run `npm run build`.\n'))
   }
+
+  await fastify.register(adminConsole, { prefix: '/admin' })
 }
+
+const cacheHeaders = (res: { setHeader: (name: string, value: string) => unknown }, path: string): void => {
+  res.setHeader('cache-control', path.endsWith('.html') ? 'no-cache' : 'public, max-age=31536000, immutable')
+}
+
+/** What every answer under /console/admin carries: the page may load, run and call only this origin. */
+const ADMIN_CONSOLE_HEADERS = {
+  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer'
+}
+
+// The operator's console: a page of its own (dist/console/admin) that signs in with the admin
+// token and calls /admin/v1 from the browser. The page holds no data and no secret: without the
+// token it can do nothing, and with no token configured it only says that the admin API is off.
+const adminConsole: FastifyPluginAsyncTypebox = async (fastify) => {
+  const root = fromRoot('dist', 'console', 'admin')
+  fastify.addHook('onSend', async (_request, reply) => { reply.headers(ADMIN_CONSOLE_HEADERS) })
+
+  if (fastify.gateway.config.admin.token === '') {
+    fastify.get('/', async (_request, reply) => await reply.status(404).type('text/html; charset=utf-8').header('cache-control', 'no-cache').send(ADMIN_OFF))
+  } else if (existsSync(join(root, 'index.html'))) {
+    // the page at /console/admin and /console/admin/, its hashed assets under /console/admin/assets/
+    await fastify.register(fastifyStatic, { root, prefix: '/', index: ['index.html'], wildcard: false, decorateReply: false, cacheControl: false, setHeaders: cacheHeaders })
+  } else {
+    fastify.get('/', async (_request, reply) => reply.status(503).type('text/plain').send('The console is not built: run `npm run build`.\n'))
+  }
+}
+
+const ADMIN_OFF = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>modelgate operator's console</title></head>
+<body><main><h1>The admin API is off</h1>
+<p>This gateway has no admin token configured (<code>admin.token</code> in its config file), so the admin API and the operator's console are switched off. Set a token and reload or restart the gateway to use them.</p></main></body></html>
+`
 
 export default consoleRoutes

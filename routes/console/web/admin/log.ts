@@ -1,0 +1,149 @@
+// The request log: usage records newest first, filtered by organization, project, key, model,
+// status and time, fifty at a time ("Older" reads the next page by its cursor). A row opens the
+// call: its tokens, cost, timings, provider attempts, dropped parameters and, when the usage
+// plugin stores them, its request and response.
+
+import { get, query } from './api.js'
+import { $, closers, el, fill, input, int, isoOf, label, onSubmit, problem, say, select, usd, when } from './dom.js'
+import type { CallDetail, List, UsageRecord } from './types.js'
+
+const PAGE = 50
+let filters: Record<string, string | undefined> = {}
+let cursor: string | null = null
+let shown = 0
+
+function row (r: UsageRecord): HTMLElement {
+  const ok = r.status === 'ok'
+  return el('tr', { 'data-trace': r.trace_id, class: 'clickable' },
+    el('td', { class: 'nowrap' }, el('button', { type: 'button', class: 'link', 'data-open': r.trace_id, 'aria-label': `Open the call of ${when(r.created_at)} to ${r.model}` }, when(r.created_at))),
+    el('td', {}, `${r.org}/${r.project}`),
+    el('td', { class: 'mono' }, r.key_id ?? '—'),
+    el('td', {}, r.model),
+    el('td', {}, r.provider ?? '—'),
+    el('td', {}, el('span', { class: `badge ${ok ? 'good' : 'bad'}` }, r.status), r.cache_hit ? el('span', { class: 'badge' }, 'cache hit') : null),
+    el('td', { class: 'num' }, `${int(r.prompt_tokens)} / ${int(r.completion_tokens)}`),
+    el('td', { class: 'num' }, usd(r.cost_usd)),
+    el('td', { class: 'num' }, `${int(r.latency_ms)} ms`))
+}
+
+async function page (append: boolean): Promise<void> {
+  try {
+    const list = await get<List<UsageRecord>>(`/usage${query({ ...filters, limit: PAGE, cursor: append ? cursor ?? undefined : undefined })}`)
+    say('log-error', '')
+    cursor = list.next_cursor ?? null
+    const rows = list.data.map(row)
+    if (append) {
+      ($('log').querySelector('tbody') as HTMLElement).append(...label('log', rows))
+      shown += rows.length
+    } else {
+      fill('log', rows, 'No calls match.')
+      shown = rows.length
+    }
+    $('log-older').hidden = cursor === null
+    say('log-count', shown === 0 ? '' : `${int(shown)} call${shown === 1 ? '' : 's'} shown${cursor === null ? ', the oldest included' : ''}.`)
+  } catch (err) {
+    say('log-error', `Could not load the calls: ${problem(err)}`)
+  }
+}
+
+export async function loadLog (): Promise<void> {
+  filters = {
+    org: input('lf-org').value.trim(),
+    project: input('lf-project').value.trim(),
+    key_id: input('lf-key').value.trim(),
+    model: input('lf-model').value.trim(),
+    status: select('lf-status').value,
+    since: isoOf(input('lf-since').value),
+    until: isoOf(input('lf-until').value)
+  }
+  await page(false)
+}
+
+const dl = (pairs: Array<[string, string | Node]>): HTMLElement =>
+  el('dl', { class: 'facts' }, ...pairs.map(([k, v]) => el('div', {}, el('dt', {}, k), el('dd', {}, v))))
+
+const ms = (n: number | null | undefined): string => n === null || n === undefined ? '—' : `${int(n)} ms`
+/** Stored text as shown: JSON indented, anything else as it is. */
+function text (v: string | null): string {
+  if (v === null) return '(none)'
+  try { return JSON.stringify(JSON.parse(v), null, 2) } catch { return v }
+}
+
+function detail (c: CallDetail): HTMLElement[] {
+  const attempts = c.attempts ?? []
+  const dropped = c.dropped_params ?? []
+  return [
+    dl([
+      ['Time', when(c.created_at)], ['Trace id', el('span', { class: 'mono' }, c.trace_id)],
+      ['Project', `${c.org}/${c.project}`], ['Key', el('span', { class: 'mono' }, c.key_id ?? '—')],
+      ['Endpoint', `${c.endpoint}${c.stream ? ' (stream)' : ''}`], ['Model', c.model],
+      ['Provider', c.provider ?? '—'], ['Status', c.status]
+    ]),
+    el('h3', {}, 'Tokens, cost and timing'),
+    dl([
+      ['Input tokens', int(c.prompt_tokens)], ['Cached input tokens', int(c.cached_input_tokens)],
+      ['Output tokens', int(c.completion_tokens)], ['Total tokens', int(c.total_tokens)],
+      ['Cost', usd(c.cost_usd)], ['Cache', c.cache_hit ? `hit, saved ${usd(c.saved_usd)}` : 'miss'],
+      ['Latency', ms(c.latency_ms)], ['Time to first token', ms(c.ttft_ms)]
+    ]),
+    el('h3', {}, 'Provider attempts'),
+    attempts.length === 0
+      ? el('p', { class: 'muted' }, c.cache_hit ? 'None: answered from the cache.' : 'None recorded.')
+      : el('div', { class: 'table-wrap' }, el('table', { id: 'call-attempts', class: 'cards' },
+        el('thead', {}, el('tr', {}, ...['#', 'Provider', 'Upstream model', 'Outcome', 'HTTP status', 'Error', 'Latency'].map((h) => el('th', { scope: 'col' }, h)))),
+        el('tbody', {}, ...attempts.map((a, i) => el('tr', {},
+          el('td', { 'data-label': '#' }, String(i + 1)),
+          el('td', { 'data-label': 'Provider' }, a.provider),
+          el('td', { 'data-label': 'Upstream model', class: 'mono' }, a.upstream_model ?? '—'),
+          el('td', { 'data-label': 'Outcome' }, el('span', { class: `badge ${a.outcome === 'ok' ? 'good' : 'bad'}` }, a.outcome ?? '—')),
+          el('td', { 'data-label': 'HTTP status' }, a.status === null ? '—' : String(a.status)),
+          el('td', { 'data-label': 'Error' }, a.error ?? '—'),
+          el('td', { 'data-label': 'Latency', class: 'num' }, ms(a.latency_ms))))))),
+    el('h3', {}, 'Dropped parameters'),
+    dropped.length === 0 ? el('p', { class: 'muted' }, 'None.') : el('p', { class: 'mono', id: 'call-dropped' }, dropped.join(', ')),
+    el('h3', {}, 'Content'),
+    c.content === null || c.content === undefined
+      ? el('p', { class: 'muted', id: 'call-content' }, 'Not stored (the usage plugin keeps request and response text only with store_content: true).')
+      : el('div', { id: 'call-content' },
+        el('details', { open: true }, el('summary', {}, 'Request'), el('pre', {}, text(c.content.request))),
+        el('details', {}, el('summary', {}, 'Response'), el('pre', {}, text(c.content.response))))
+  ]
+}
+
+async function open (trace: string): Promise<void> {
+  const dialog = $<HTMLDialogElement>('call-dialog')
+  $('call-title').textContent = 'Call'
+  $('call-body').replaceChildren(el('p', { class: 'muted' }, 'Loading…'))
+  say('call-error', '')
+  if (!dialog.open) dialog.showModal()
+  try {
+    const c = await get<CallDetail>(`/usage/${encodeURIComponent(trace)}`)
+    $('call-title').textContent = `Call to ${c.model}`
+    $('call-body').replaceChildren(...detail(c))
+  } catch (err) {
+    $('call-body').replaceChildren()
+    say('call-error', `Could not load the call: ${problem(err)}`)
+  }
+}
+
+export function initLog (): void {
+  onSubmit('log-filter', loadLog)
+  $('log-filter').addEventListener('reset', () => { setTimeout(() => { void loadLog() }) })
+  $('log-older').addEventListener('click', () => { void page(true) })
+  $('log').addEventListener('click', (e) => {
+    const target = e.target as HTMLElement
+    const trace = target.closest('button[data-open]')?.getAttribute('data-open') ??
+      (target.closest('a, button') === null ? target.closest('tr')?.dataset.trace : undefined)
+    if (trace !== undefined && trace !== null) void open(trace)
+  })
+  closers($<HTMLDialogElement>('call-dialog'))
+}
+
+export function resetLog (): void {
+  cursor = null
+  shown = 0
+  fill('log', [], '')
+  $('log-older').hidden = true
+  say('log-count', '')
+  $<HTMLDialogElement>('call-dialog').close()
+}

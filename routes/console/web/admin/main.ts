@@ -1,0 +1,110 @@
+// The operator's console: sign-in with the admin token, then six sections over the admin API
+// (overview, tenants, keys, request log, providers, plugins) as ARIA tabs, one loaded at a time.
+
+import { ApiError, get, token, whenUnauthorized } from './api.js'
+import { $, input, problem, say } from './dom.js'
+import { initKeys, loadKeys, resetKeys } from './keys.js'
+import { initLog, loadLog, resetLog } from './log.js'
+import { initOverview, loadOverview, resetOverview } from './overview.js'
+import { initPlugins, loadPlugins, resetPlugins } from './plugins.js'
+import { initProviders, loadProviders, resetProviders } from './providers.js'
+import { initTenants, loadTenants, resetTenants } from './tenants.js'
+
+const SECTIONS = {
+  overview: loadOverview,
+  tenants: loadTenants,
+  keys: loadKeys,
+  log: loadLog,
+  providers: loadProviders,
+  plugins: loadPlugins
+} as const
+type Section = keyof typeof SECTIONS
+const NAMES = Object.keys(SECTIONS) as Section[]
+
+const tabs = NAMES.map((n) => $(`tab-${n}`))
+let active: Section = 'overview'
+
+function show (name: Section, focus = false): void {
+  active = name
+  for (const [i, t] of tabs.entries()) {
+    const on = NAMES[i] === name
+    t.setAttribute('aria-selected', String(on))
+    t.tabIndex = on ? 0 : -1
+    $(t.getAttribute('aria-controls') as string).hidden = !on
+    if (on && focus) t.focus()
+  }
+  history.replaceState(null, '', `#${name}`)
+  void SECTIONS[name]()
+}
+
+tabs.forEach((t, i) => {
+  t.addEventListener('click', () => { show(NAMES[i] as Section) })
+  t.addEventListener('keydown', (e) => {
+    const last = tabs.length - 1
+    const to = e.key === 'ArrowRight' ? (i === last ? 0 : i + 1)
+      : e.key === 'ArrowLeft' ? (i === 0 ? last : i - 1)
+        : e.key === 'Home' ? 0
+          : e.key === 'End' ? last
+            : undefined
+    if (to === undefined) return
+    e.preventDefault()
+    show(NAMES[to] as Section, true)
+  })
+})
+
+// ---- signing in and out ---------------------------------------------------------------------
+function signedIn (on: boolean): void {
+  $('signin-view').hidden = on
+  $('nav').hidden = !on
+  $('signout').hidden = !on
+  if (!on) for (const n of NAMES) $(`view-${n}`).hidden = true
+}
+
+function signOut (message = ''): void {
+  token.clear()
+  for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetPlugins]) reset()
+  signedIn(false)
+  history.replaceState(null, '', location.pathname)
+  say('signin-error', message)
+  input('token').focus()
+}
+
+/** Checks the token with a request that needs it; on success shows the section asked for. */
+async function enter (): Promise<void> {
+  try {
+    await get('/orgs')
+    say('signin-error', '')
+    signedIn(true)
+    const asked = location.hash.slice(1) as Section
+    show(NAMES.includes(asked) ? asked : active)
+  } catch (err) {
+    token.clear()
+    signedIn(false)
+    const status = err instanceof ApiError ? err.status : 0
+    say('signin-error', status === 401
+      ? 'That admin token was not accepted. Check it and try again.'
+      : status === 404
+        ? 'The admin API is off on this gateway: no admin token is configured.'
+        : `Could not reach the admin API: ${problem(err)}`)
+  }
+}
+
+whenUnauthorized(() => {
+  // the token stopped working while signed in (changed in the config and reloaded)
+  if (!$('nav').hidden) signOut('The admin token is no longer accepted: sign in again.')
+})
+
+$('signin').addEventListener('submit', (e) => {
+  e.preventDefault()
+  const value = input('token').value.trim()
+  if (value === '') return
+  token.set(value)
+  input('token').value = ''
+  void enter()
+})
+$('signout').addEventListener('click', () => { signOut() })
+
+for (const init of [initOverview, initTenants, initKeys, initLog, initProviders, initPlugins]) init()
+
+if (token.get() !== null) void enter()
+else input('token').focus()

@@ -1,0 +1,82 @@
+// What the admin API answers, as far as the page reads it.
+
+export interface List<T> { object: 'list', data: T[], next_cursor?: string | null }
+
+export interface QuotaView { limit: string, used: string, unit: 'tokens' | 'usd', per: string, resets_at: string }
+export interface Org { id: string, balance_usd: string, held_usd: string, spent_usd: string, quota: QuotaView | null, projects: Array<{ id: string, quota: QuotaView | null }> }
+
+export interface Key {
+  id: string
+  org: string
+  project: string
+  name: string
+  models: string[]
+  passthrough: string[]
+  created_at: string
+  expires_at: string | null
+  limits: { rpm: number | null, tpm: number | null } | null
+  budget: { limit: string, used: string, unit: string, per: string, resets_at: string } | null
+  last_used_at: string | null
+  revoked: boolean
+  replaces?: string | null
+}
+export interface NewKey extends Key { key: string }
+export interface Rotation { id: string, key: string, replaces: string, old_valid_until: string }
+
+export interface SummaryRow {
+  bucket_start?: string
+  org?: string | null
+  model?: string | null
+  calls: number
+  errors: number
+  prompt_tokens: number
+  cached_input_tokens: number
+  completion_tokens: number
+  cost_usd: string
+  saved_usd: string
+}
+
+export interface UsageRecord {
+  id: string
+  created_at: string
+  trace_id: string
+  org: string
+  project: string
+  key_id: string | null
+  endpoint: string
+  model: string
+  provider: string | null
+  stream: boolean
+  status: string
+  prompt_tokens: number
+  cached_input_tokens: number
+  completion_tokens: number
+  total_tokens: number
+  cost_usd: string
+  latency_ms: number
+  ttft_ms: number | null
+  cache_hit: boolean
+  saved_usd: string
+}
+/** One attempt at a provider; `outcome` is ok, client_error, server_error, network_error, timeout or aborted. */
+export interface Attempt { provider: string, upstream_model: string | null, outcome?: string, status: number | null, error: string | null, latency_ms: number | null }
+export interface CallDetail extends UsageRecord {
+  attempts?: Attempt[]
+  dropped_params?: string[]
+  content?: { request: string | null, response: string | null } | null
+}
+
+export interface Provider {
+  id: string
+  protocol: string
+  base_url: string | null
+  configured: boolean
+  breaker: 'closed' | 'open' | 'half_open'
+  healthy: boolean
+  avg_latency_ms: number | null
+  recent_failures: Array<{ at: string, status: number | string | null, error: string | null }>
+}
+
+export interface Plugin { name: string, module?: string | null, enabled: boolean, options: unknown }
+export interface Plugins { generation: number | null, data: Plugin[] }
+export interface Reloaded { reloaded: true, changes: string[], generation?: number }
