@@ -93,8 +93,9 @@ async function main (): Promise<void> {
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
     await admin.end()
     const r = new Redis(REDIS_URL)
+    // hundreds of thousands of keys (an idempotency key per call): removed a thousand at a time
     const keys = await r.keys(`${redisPrefix}*`)
-    if (keys.length > 0) await r.del(...keys)
+    for (let i = 0; i < keys.length; i += 1000) await r.unlink(...keys.slice(i, i + 1000))
     r.disconnect()
   }
 }

@@ -40,7 +40,7 @@ if (process.env.STORE === 'postgres') {
     await admin.end()
     const r = new Redis(redisUrl)
     const keys = await r.keys(`${prefix}*`)
-    if (keys.length > 0) await r.del(...keys)
+    for (let i = 0; i < keys.length; i += 1000) await r.unlink(...keys.slice(i, i + 1000))
     r.disconnect()
   }
 }
