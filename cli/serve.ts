@@ -81,6 +81,7 @@ function banner (config: Config, workers: number, port: number): void {
     `modelgate listening on ${url} (${workers} worker${workers > 1 ? 's' : ''})`,
     `  API:      ${url}/v1   console: ${url}/console`
   ]
+  if (config.admin.token !== '') lines.push(`  operator: ${url}/console/admin (sign in with the admin token)`)
   if (config.tenants.some((t) => t.projects.some((p) => p.keys.some((k) => k.key === SHIPPED_DEMO_KEY)))) {
     lines.push(`  demo key: ${SHIPPED_DEMO_KEY} (for local trials only)`, `  try:      curl ${url}/v1/chat/completions -H 'Authorization: Bearer ${SHIPPED_DEMO_KEY}' -H 'Content-Type: application/json' -d '{"model":"demo/echo-1","messages":[{"role":"user","content":"Hello"}]}'`)
   } else {

@@ -24,3 +24,18 @@ t.test('serve: the banner prints the shipped demo key, and no other key', async 
     await gw.exited
   }
 })
+
+t.test('serve: the banner points at the operator\'s console when the admin API is on, never printing the token', async (t) => {
+  const ADMIN = 'banner-admin-token-0123456789abcdef'
+  const tenants = [{ org: 'o', projects: [{ id: 'p', keys: [{ key: 'mg-operator-secret-0123456789abcdef' }] }] }]
+  const on = await spawnGateway(t, { tenants, admin: { token: ADMIN } }, ['--workers', '1'])
+  const out = await on.stdout(/API keys:/)
+  t.match(out, /operator: http:\/\/127\.0\.0\.1:\d+\/console\/admin \(sign in with the admin token\)/)
+  t.notMatch(out, ADMIN, 'the token itself is never printed')
+  on.kill()
+  await on.exited
+  const off = await spawnGateway(t, { tenants }, ['--workers', '1'])
+  t.notMatch(await off.stdout(/API keys:/), /operator:/, 'no admin token: no operator console to point at')
+  off.kill()
+  await off.exited
+})
