@@ -4,15 +4,22 @@
 
 export const MASK = '••••••'
 
-/** Keys whose values are secrets: tokens, secrets, passwords, API keys, authorization headers, credentials, cookies, private keys. */
-const SECRET_KEY = /token|secret|passw(?:or)?d|api[_-]?key|authorization|credential|cookie|private[_-]?key/i
+/**
+ * Keys whose values are secrets: tokens, secrets, passwords, API keys, authorization headers,
+ * credentials, cookies, private keys. Judged by the key's words (split at `_`, `-`, `.`, spaces
+ * and camelCase), so that `max_tokens` (a count) is shown while `accessToken` is not: a word that
+ * is one of these, or the words run together ending in one or naming an API or private key.
+ */
+const SECRET_WORD = /^(?:token|secrets?|passw(?:or)?d|authorization|credentials?|cookies?|bearer)$/
+const SECRET_RUN = /(?:token|secret|passw(?:or)?d|credentials?)$|apikey|privatekey/
 
 /** A URL with userinfo: a scheme, `//`, then `something@` before the host. */
 const URL_WITH_USERINFO = /^[a-z][a-z0-9+.-]*:\/\/[^/?#\s]*@/i
 
 /** Whether a key names a secret. */
 export function isSecretKey (key: string): boolean {
-  return SECRET_KEY.test(key)
+  const words = key.split(/[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])/).map((w) => w.toLowerCase())
+  return words.some((w) => SECRET_WORD.test(w)) || SECRET_RUN.test(words.join(''))
 }
 
 /** A string value as shown: masked when it is a URL with credentials. */

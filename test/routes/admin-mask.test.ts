@@ -6,7 +6,10 @@ import { isSecretKey, MASK, maskSecrets, maskUrl } from '../../routes/admin/mask
 t.test('keys that name a secret', async (t) => {
   for (const key of ['token', 'admin_token', 'accessToken', 'secret', 'client_secret', 'password', 'passwd', 'api_key', 'apikey', 'apiKey', 'x-api-key', 'DD-API-KEY',
     'authorization', 'Authorization', 'credentials', 'cookie', 'private_key']) t.ok(isSecretKey(key), key)
+  for (const key of ['accesstoken', 'client-secret', 'db.password', 'AUTH_TOKEN', 'bearer', 'clientCredentials']) t.ok(isSecretKey(key), key)
   for (const key of ['tag', 'header', 'url', 'endpoint', 'retention_days', 'store_content', 'key', 'keys', 'scope']) t.notOk(isSecretKey(key), key)
+  // counts and settings named after tokens are not secrets
+  for (const key of ['max_tokens', 'maxTokens', 'tokens', 'tokenizer', 'default_max_tokens', 'tpm', 'auth']) t.notOk(isSecretKey(key), key)
 })
 
 t.test('URLs with credentials', async (t) => {
