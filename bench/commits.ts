@@ -2,6 +2,7 @@
 // a fresh Idempotency-Key per call, 32 connections; from modelgate_store_write_batch_* around
 // N calls (default 20,000): group commits per call, writes per commit, and the wall time spent
 // in them (the statements and the commit, on the event loop) per call and per commit.
+// PLUGINS (comma-separated) replaces the plugin list, to see what each one's writes cost.
 //   node --import tsx bench/commits.ts [N]
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -12,7 +13,7 @@ import { startServer, stopServers } from './servers.js'
 import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 const dir = mkdtempSync(join(tmpdir(), 'cm-'))
 const up = await startServer([fromRoot('bench', 'upstream.mjs')])
-const f = writeSmallConfig(join(dir, 'g.json'), join(dir, 'g.db'), `http://127.0.0.1:${up.port}`, ALL_PLUGINS)
+const f = writeSmallConfig(join(dir, 'g.json'), join(dir, 'g.db'), `http://127.0.0.1:${up.port}`, process.env.PLUGINS ?? ALL_PLUGINS)
 const c = JSON.parse(readFileSync(f, 'utf8')); c.metrics = { enabled: true, auth: 'open' }; writeFileSync(f, JSON.stringify(c))
 const gw = await startServer([fromRoot('dist/cli/index.js'), 'serve', '--config', f, '--workers', '1'], { LOG_LEVEL: 'error' })
 const body = JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
