@@ -138,7 +138,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
       }, { prefix: '/passthrough' })
     }
   })
-  await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload, generation: opts.generation })
+  await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload, generation: opts.generation, providerHealth: runtime.providerHealth })
   await app.register(consoleRoutes, { prefix: '/console' })
 
   return app

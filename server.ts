@@ -80,12 +80,14 @@ export class GatewayServer {
       bus: opts.worker === true ? workerBus() : undefined
     })
     const metrics = new Metrics()
-    this.link = opts.worker === true ? linkWorker(metrics.registry, async () => await this.reload()) : null
+    const health = new HealthBook(clock)
+    this.link = opts.worker === true ? linkWorker(metrics.registry, async () => await this.reload(), () => ({ pid: process.pid, providers: health.snapshot() })) : null
     this.runtime = {
       metrics,
-      health: new HealthBook(clock),
+      health,
       scrape: this.link?.scrape ?? (async () => await metrics.text()),
-      reload: async () => await this.reloadEverywhere()
+      reload: async () => await this.reloadEverywhere(),
+      ...(this.link === null ? {} : { providerHealth: this.link.health })
     }
     // the config's limits on slow and broken clients (plugins/ops/server-limits.ts), which a restart changes
     const limits = serverTimeouts(opts.config.server)

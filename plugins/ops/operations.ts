@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Config } from '../../config/schema.js'
 import { adminGuard } from './admin-token.js'
 import { Metrics } from './metrics/index.js'
-import type { HealthBook } from '../upstream/health.js'
+import type { HealthBook, HealthReport } from '../upstream/health.js'
 
 // What an operator watches and steers, around one app: GET /metrics and the reload hook of the
 // admin API. The metrics registry and the providers' health outlive a configuration (the Runtime
@@ -22,6 +22,8 @@ export interface Runtime {
   scrape: () => Promise<string>
   /** Re-reads the configuration file; absent when the app was built on its own (tests). */
   reload?: () => Promise<ReloadResult>
+  /** Every worker's view of the providers (serve --workers N); absent in a single process. */
+  providerHealth?: () => Promise<HealthReport[]>
 }
 
 export function standaloneRuntime (): Runtime {

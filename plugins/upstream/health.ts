@@ -51,6 +51,17 @@ export interface FailureNote {
   error: string
 }
 
+/** One process's view of a provider (HealthBook.snapshot), as the admin API merges the workers' views. */
+export interface ProviderView {
+  state: BreakerState
+  ttfbMs: number | null
+  /** Newest first. */
+  failures: FailureNote[]
+}
+
+/** Every process's view of the providers: its pid and what it has seen. */
+export interface HealthReport { pid: number, providers: Record<string, ProviderView> }
+
 /** How many failures a provider keeps. */
 export const RECENT_FAILURES = 10
 
@@ -128,6 +139,13 @@ export class HealthBook {
     const out: FailureNote[] = []
     // the newest is just before the next slot to write
     for (let i = 1; i <= ring.length; i++) out.push(ring[(h.nextFailure - i + RECENT_FAILURES) % RECENT_FAILURES] as FailureNote)
+    return out
+  }
+
+  /** What this process knows of each provider it has seen: breaker, latency average, recent failures (newest first). */
+  snapshot (): Record<string, ProviderView> {
+    const out: Record<string, ProviderView> = {}
+    for (const [id, h] of this.byId) out[id] = { state: h.state, ttfbMs: h.ttfbMs, failures: this.recentFailures(id) }
     return out
   }
 

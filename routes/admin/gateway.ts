@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { chainOf } from '../../plugins/gateway/registry.js'
+import { RECENT_FAILURES, type BreakerState, type FailureNote, type HealthReport } from '../../plugins/upstream/health.js'
 import { maskSecrets, maskUrl } from './mask.js'
 
 // What the gateway is made of and how its providers fare: the configured providers with their
@@ -7,31 +8,63 @@ import { maskSecrets, maskUrl } from './mask.js'
 // options with their secrets masked (./mask.ts).
 //
 // A provider's health lives in each worker's memory (plugins/upstream/health.ts): with several
-// workers, /providers answers what the worker that took the request has seen (`pid` says which).
+// workers, /providers asks every worker for its view (through the primary) and merges them: the
+// worst breaker, the mean of the latency averages, the latest failures of all, each with the pid
+// of the worker that saw it; `workers` has each worker's own breaker and latency.
 
 const iso = (t: number): string => new Date(t).toISOString()
 
-const gateway: FastifyPluginAsyncTypebox<{ generation?: number }> = async (fastify, opts) => {
+/** Worst first: a breaker open in one worker is open for some of the calls. */
+const SEVERITY: Record<BreakerState, number> = { open: 2, half_open: 1, closed: 0 }
+
+const round2 = (ms: number): number => Math.round(ms * 100) / 100
+
+/** One provider's health across the workers' reports. */
+function merged (id: string, reports: HealthReport[]): { breaker: BreakerState, avgLatencyMs: number | null, failures: Array<FailureNote & { pid: number }>, workers: Array<{ pid: number, breaker: BreakerState, avg_latency_ms: number | null }> } {
+  let breaker: BreakerState = 'closed'
+  const latencies: number[] = []
+  const failures: Array<FailureNote & { pid: number }> = []
+  const workers: Array<{ pid: number, breaker: BreakerState, avg_latency_ms: number | null }> = []
+  for (const r of reports) {
+    const v = r.providers[id]
+    const state = v?.state ?? 'closed'
+    if (SEVERITY[state] > SEVERITY[breaker]) breaker = state
+    const ttfb = v?.ttfbMs ?? null
+    if (ttfb !== null) latencies.push(ttfb)
+    for (const f of v?.failures ?? []) failures.push({ ...f, pid: r.pid })
+    workers.push({ pid: r.pid, breaker: state, avg_latency_ms: ttfb === null ? null : round2(ttfb) })
+  }
+  failures.sort((a, b) => b.at - a.at)
+  const avgLatencyMs = latencies.length === 0 ? null : round2(latencies.reduce((a, b) => a + b, 0) / latencies.length)
+  return { breaker, avgLatencyMs, failures: failures.slice(0, RECENT_FAILURES), workers }
+}
+
+const gateway: FastifyPluginAsyncTypebox<{ generation?: number, providerHealth?: () => Promise<HealthReport[]> }> = async (fastify, opts) => {
   const { config, upstreams } = fastify.gateway
+  const own = (): HealthReport[] => [{ pid: process.pid, providers: upstreams.health.snapshot() }]
+  const providerHealth = opts.providerHealth
 
   fastify.get('/providers', async () => {
-    const status = upstreams.status()
+    // every worker's view; this process's own when it is alone (or the primary could not be asked)
+    let reports = providerHealth === undefined ? own() : await providerHealth().catch(own)
+    if (reports.length === 0) reports = own()
     return {
       object: 'list',
       pid: process.pid,
+      workers: reports.length,
       data: config.providers.map((p) => {
-        const s = status[p.id]
         const configured = upstreams.configured(p.id)
-        const breaker = s?.state ?? 'closed'
+        const m = merged(p.id, reports)
         return {
           id: p.id,
           protocol: p.protocol,
           base_url: p.base_url === undefined ? null : maskUrl(p.base_url),
           configured,
-          breaker,
-          healthy: configured && breaker === 'closed',
-          avg_latency_ms: s?.ttfb_ms ?? null,
-          recent_failures: upstreams.health.recentFailures(p.id).map((f) => ({ at: iso(f.at), status: f.status, error: f.error }))
+          breaker: m.breaker,
+          healthy: configured && m.breaker === 'closed',
+          avg_latency_ms: m.avgLatencyMs,
+          recent_failures: m.failures.map((f) => ({ at: iso(f.at), status: f.status, error: f.error, pid: f.pid })),
+          workers: m.workers
         }
       })
     }

@@ -11,6 +11,7 @@ import tenants from './tenants.js'
 import gateway from './gateway.js'
 import { usageDetail } from './usage-record.js'
 import type { ReloadResult } from '../../plugins/ops/operations.js'
+import type { HealthReport } from '../../plugins/upstream/health.js'
 
 // The admin API under /admin/v1: Bearer admin.token, numeric-code errors, JSON. With no admin
 // token configured every admin path answers 404, as if it did not exist. Tenants and keys are
@@ -24,6 +25,8 @@ export interface AdminOptions {
   reload?: () => Promise<ReloadResult>
   /** The configuration's generation in a serving process (1 at start, one more per reload); none for an app built on its own. */
   generation?: number
+  /** Every worker's view of the providers (serve --workers N); without it, this process's own. */
+  providerHealth?: () => Promise<HealthReport[]>
 }
 
 const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => {
@@ -38,7 +41,7 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
 
   await fastify.register(tenants)
   await fastify.register(keys)
-  await fastify.register(gateway, { generation: opts.generation })
+  await fastify.register(gateway, { generation: opts.generation, providerHealth: opts.providerHealth })
 
   const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, status?: string, endpoint?: string, provider?: string, since?: string, until?: string }): UsageFilter => ({
     org: q.org,

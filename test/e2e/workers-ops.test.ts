@@ -9,8 +9,9 @@ import { childEnv, KEY_A, mockCatalog, spawnGateway } from '../helper.js'
 import { sample } from '../ops/prom.js'
 import { tempDir } from '../temp-dir.js'
 
-// `serve --workers 2`: one scrape of /metrics sums both workers' figures, and a reload (the CLI,
-// or SIGHUP to the primary) reaches both workers.
+// `serve --workers 2`: one scrape of /metrics sums both workers' figures, a reload (the CLI, or
+// SIGHUP to the primary) reaches both workers, and the admin API's /providers merges both
+// workers' views of the providers' health.
 
 const ADMIN = 'admin-token-0123456789'
 
@@ -81,6 +82,63 @@ t.test('two workers: one scrape sums both; modelgate reload and SIGHUP reload bo
   }
   t.equal(reloads, 4, 'the CLI\'s reload and the SIGHUP, in both workers')
   t.same(await Promise.all(Array.from({ length: 4 }, async () => await call('openai/gpt-new'))), Array(4).fill(404), 'the model is gone again in both')
+
+  gw.kill('SIGTERM')
+  t.equal(await gw.exited, 0)
+})
+
+t.test('two workers: /admin/v1/providers answers the same merged view from either worker', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(() => mock.close())
+  const c = mockCatalog(mock)
+  const gw = await spawnGateway(t, {
+    server: { port: 0 },
+    admin: { token: ADMIN },
+    plugins: [{ name: 'auth' }],
+    providers: c.providers,
+    models: c.models,
+    upstream: { breaker: { failures: 100, open_s: 60 } },
+    tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
+  }, ['--workers', '2'])
+  // a fresh connection each: the primary hands connections to the workers in turn
+  const send = async (path: string, token: string, body?: string): Promise<{ status: number, json: () => any }> => await new Promise((resolve, reject) => {
+    const req = request(`http://127.0.0.1:${gw.port}${path}`, { method: body === undefined ? 'GET' : 'POST', agent: false, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } }, (res) => {
+      let text = ''
+      res.on('data', (d: Buffer) => { text += String(d) })
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, json: () => JSON.parse(text) }) })
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+  // each call tries the dead provider first (refused), then the one that answers
+  for (let i = 0; i < 8; i++) t.equal((await send('/v1/chat/completions', KEY_A, JSON.stringify({ model: 'openai/failover', messages: [{ role: 'user', content: 'x' }] }))).status, 200)
+
+  const answers = []
+  for (let i = 0; i < 4; i++) {
+    const res = await send('/admin/v1/providers', ADMIN)
+    t.equal(res.status, 200)
+    answers.push(res.json())
+  }
+  const pids = new Set<number>()
+  for (const a of answers) {
+    t.equal(a.workers, 2, 'both workers answered')
+    const dead = a.data.find((p: { id: string }) => p.id === 'mock-dead')
+    t.equal(dead.workers.length, 2)
+    for (const w of dead.workers) pids.add(w.pid)
+    const failedIn = new Set(dead.recent_failures.map((f: { pid: number }) => f.pid))
+    t.equal(failedIn.size, 2, 'the latest failures come from both workers')
+    t.equal(dead.recent_failures.length, 10, 'the latest ten of all')
+    const times = dead.recent_failures.map((f: { at: string }) => Date.parse(f.at))
+    t.same(times, [...times].sort((x, y) => y - x), 'newest first')
+    t.match(dead.recent_failures[0], { status: null, error: 'ECONNREFUSED' })
+    const openai = a.data.find((p: { id: string }) => p.id === 'mock-openai')
+    t.same(openai.workers.map((w: { breaker: string }) => w.breaker), ['closed', 'closed'])
+    t.type(openai.avg_latency_ms, 'number', 'the mean of the workers\' latency averages')
+  }
+  t.equal(pids.size, 2, 'two distinct workers')
+  t.same(new Set(answers.map((a) => a.pid)), pids, 'either worker answers, with the same merged view')
+  const views = answers.map((a) => JSON.stringify(a.data.find((p: { id: string }) => p.id === 'mock-dead').recent_failures))
+  t.equal(new Set(views).size, 1, 'the same failures, whichever worker answered')
 
   gw.kill('SIGTERM')
   t.equal(await gw.exited, 0)

@@ -216,7 +216,7 @@ t.test('providers: configured or not, breaker, latency average, last failures ne
   t.same(Object.keys(p), ['mock-openai', 'mock-messages', 'mock-dead', 'mock-nokey', 'mock-userinfo'], 'every configured provider, in config order')
   t.match(p['mock-openai'], { protocol: 'openai', base_url: mock.openaiBaseUrl, configured: true, breaker: 'closed', healthy: true, recent_failures: [] })
   t.type(p['mock-openai']?.avg_latency_ms, 'number', 'the time-to-first-byte average of its answers')
-  t.same(p['mock-messages'], { id: 'mock-messages', protocol: 'messages', base_url: mock.messagesBaseUrl, configured: true, breaker: 'closed', healthy: true, avg_latency_ms: null, recent_failures: [] }, 'never called: no average')
+  t.same(p['mock-messages'], { id: 'mock-messages', protocol: 'messages', base_url: mock.messagesBaseUrl, configured: true, breaker: 'closed', healthy: true, avg_latency_ms: null, recent_failures: [], workers: [{ pid: process.pid, breaker: 'closed', avg_latency_ms: null }] }, 'never called: no average; one process: its own view')
   t.match(p['mock-nokey'], { configured: false, healthy: false, breaker: 'closed' }, 'no credentials: never tried')
   t.equal(p['mock-userinfo']?.base_url, '••••••', 'a base URL with credentials is masked')
 
@@ -234,11 +234,12 @@ t.test('providers: configured or not, breaker, latency average, last failures ne
   p = await providers()
   t.match(p['mock-openai'], { breaker: 'open', healthy: false }, 'two failures in a row: open')
   const now = new Date(clock.now()).toISOString()
+  const pid = process.pid
   t.same(p['mock-openai']?.recent_failures, [
-    { at: now, status: 500, error: 'server_error' },
-    { at: now, status: 500, error: 'server_error' },
-    { at: new Date(clock.now() - 2000).toISOString(), status: 503, error: 'server_error' }
-  ], 'newest first')
+    { at: now, status: 500, error: 'server_error', pid },
+    { at: now, status: 500, error: 'server_error', pid },
+    { at: new Date(clock.now() - 2000).toISOString(), status: 503, error: 'server_error', pid }
+  ], 'newest first, each with the process that saw it')
   t.match(p['mock-dead'], { breaker: 'open', healthy: false, avg_latency_ms: null, recent_failures: [{ status: null, error: 'ECONNREFUSED' }, { status: null, error: 'ECONNREFUSED' }] })
   t.equal((await app.inject({ method: 'GET', url: '/admin/v1/providers' })).statusCode, 401, 'behind the admin token')
 })

@@ -1,5 +1,6 @@
 // Providers: each one's protocol, address, whether it has credentials, its circuit breaker, its
-// health and latency and its latest failures, as the worker that answered sees them.
+// health and latency and its latest failures, merged from every worker's view (a breaker open in
+// some workers only says in how many).
 
 import { get } from './api.js'
 import { $, el, fill, int, problem, say, when } from './dom.js'
@@ -14,7 +15,7 @@ function row (p: Provider): HTMLElement {
     el('td', {}, p.protocol),
     el('td', { class: 'mono wrap' }, p.base_url ?? '(built in)'),
     el('td', {}, p.configured ? 'yes' : el('span', { class: 'badge warn' }, 'no credentials')),
-    el('td', {}, el('span', { class: `badge ${tone}` }, breaker)),
+    el('td', {}, el('span', { class: `badge ${tone}` }, breaker), ...partly(p)),
     el('td', {}, el('span', { class: `badge ${p.healthy ? 'good' : 'bad'}` }, p.healthy ? 'healthy' : 'unhealthy')),
     el('td', { class: 'num' }, p.avg_latency_ms === null ? '—' : `${int(Math.round(p.avg_latency_ms))} ms`),
     el('td', {}, p.recent_failures.length === 0
@@ -23,11 +24,18 @@ function row (p: Provider): HTMLElement {
         el('li', {}, el('span', { class: 'muted' }, when(f.at)), ' ', f.status === null ? '' : `${f.status} `, f.error ?? '')))))
 }
 
+/** "in 1 of 2 workers", when the workers do not agree on the breaker. */
+function partly (p: Provider): Array<HTMLElement | string> {
+  const workers = p.workers ?? []
+  const worst = workers.filter((w) => w.breaker === p.breaker).length
+  return workers.length > 1 && worst < workers.length ? [' ', el('span', { class: 'muted' }, `in ${worst} of ${workers.length} workers`)] : []
+}
+
 export async function loadProviders (): Promise<void> {
   try {
-    const list = await get<{ data: Provider[], pid?: number }>('/providers')
+    const list = await get<{ data: Provider[], pid?: number, workers?: number }>('/providers')
     say('pv-error', '')
-    $('pv-worker').textContent = list.pid === undefined ? '' : `Answered by the worker with process id ${list.pid}.`
+    $('pv-worker').textContent = list.workers === undefined || list.workers < 2 ? '' : `Merged from ${list.workers} workers.`
     fill('providers', list.data.map(row), 'No providers configured.')
   } catch (err) {
     say('pv-error', `Could not load the providers: ${problem(err)}`)

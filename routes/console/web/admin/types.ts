@@ -74,7 +74,9 @@ export interface Provider {
   breaker: 'closed' | 'open' | 'half_open'
   healthy: boolean
   avg_latency_ms: number | null
-  recent_failures: Array<{ at: string, status: number | string | null, error: string | null }>
+  recent_failures: Array<{ at: string, status: number | string | null, error: string | null, pid?: number }>
+  /** Each worker's own breaker and latency average (a worker keeps its own). */
+  workers?: Array<{ pid: number, breaker: 'closed' | 'open' | 'half_open', avg_latency_ms: number | null }>
 }
 
 export interface Plugin { name: string, module?: string | null, enabled: boolean, options: unknown }
