@@ -1,12 +1,14 @@
 import { nanoToUsd } from '../plugins/gateway/money.js'
-import { usageRecord } from '../routes/admin/usage-record.js'
+import { usageDetail } from '../routes/admin/usage-record.js'
 import { UsageError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
 import { withStore } from './with-store.js'
 
 export const help = `modelgate usage [--org O] [--project P] [--since ISO] [--limit N] [--json] [--config FILE]
 
-Usage records, newest first, and their totals.`
+Usage records, newest first, and their totals. A call that tried more than one provider lists
+them, and one whose parameters were dropped names them; --json prints every field, its attempts
+and dropped parameters included.`
 
 export async function run ({ args }: CommandInput): Promise<void> {
   const since = args.since === undefined ? undefined : Date.parse(args.since)
@@ -15,12 +17,16 @@ export async function run ({ args }: CommandInput): Promise<void> {
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError('--limit: an integer from 1 to 10000', 'usage')
   await withStore((await readConfig(args)).config, async (store) => {
     const filter = { org: args.org, project: args.project, since }
-    const records = (await store.usage.page(filter, limit)).map(usageRecord)
+    const records = (await store.usage.page(filter, limit)).map(usageDetail)
     const t = await store.usage.totals(filter)
     const totals = { calls: t.calls, prompt_tokens: t.prompt_tokens, cached_input_tokens: t.cached_input_tokens, completion_tokens: t.completion_tokens, total_tokens: t.total_tokens, cost_usd: nanoToUsd(t.cost_nano) }
     if (args.json === true) { process.stdout.write(JSON.stringify({ totals, data: records }, null, 2) + '\n'); return }
     for (const r of records) {
-      process.stdout.write(`${String(r.created_at)}  ${String(r.org)}/${String(r.project)}  ${String(r.model)}  ${String(r.status)}  in ${String(r.prompt_tokens)} (cached ${String(r.cached_input_tokens)})  out ${String(r.completion_tokens)}  $${String(r.cost_usd)}\n`)
+      const attempts = r.attempts as Array<{ provider: string }>
+      const dropped = r.dropped_params as string[]
+      const tried = attempts.length > 1 ? `  tried ${attempts.map((a) => a.provider).join(', ')}` : ''
+      const without = dropped.length > 0 ? `  dropped ${dropped.join(', ')}` : ''
+      process.stdout.write(`${String(r.created_at)}  ${String(r.org)}/${String(r.project)}  ${String(r.model)}  ${String(r.status)}  in ${String(r.prompt_tokens)} (cached ${String(r.cached_input_tokens)})  out ${String(r.completion_tokens)}  $${String(r.cost_usd)}${tried}${without}\n`)
     }
     process.stdout.write(`total: ${totals.calls} calls, ${totals.prompt_tokens} input tokens (${totals.cached_input_tokens} cached), ${totals.completion_tokens} output tokens, $${totals.cost_usd}\n`)
   })

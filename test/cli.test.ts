@@ -92,12 +92,22 @@ t.test('usage: records and totals from the same store', async (t) => {
     VALUES (?, ?, ?, 'acme', 'web', 'k', 'chat.completions', 'demo/gpt', 'demo', 0, 'ok', ?, ?, ?, ?, ?, 5, 1)`)
   insert.run('u1', Date.parse('2026-01-01T00:00:00Z'), 't1', 100, 20, 10, 110, 1_500_000)
   insert.run('u2', Date.parse('2026-02-01T00:00:00Z'), 't2', 50, 0, 5, 55, 2)
+  // a call that failed over to a second provider and had a parameter dropped
+  raw.prepare(`UPDATE usage_records SET attempts = ?, dropped_params = ? WHERE id = 'u2'`).run(JSON.stringify([
+    { provider: 'dead', upstream_model: 'm', outcome: 'network_error', status: null, error: 'ECONNREFUSED', latency_ms: 1 },
+    { provider: 'demo', upstream_model: 'm', outcome: 'ok', status: 200, error: null, latency_ms: 4 }
+  ]), JSON.stringify(['seed']))
   raw.close()
   const res = await cli(['usage', '--org', 'acme', '--json', '--config', file])
   t.equal(res.code, 0, res.stderr)
   const out = JSON.parse(res.stdout)
   t.same(out.totals, { calls: 2, prompt_tokens: 150, cached_input_tokens: 20, completion_tokens: 15, total_tokens: 165, cost_usd: '0.001500002' })
   t.equal(out.data[0].id, 'u2', 'newest first')
+  t.same(out.data[0].attempts.map((a: { provider: string }) => a.provider), ['dead', 'demo'], 'with its attempts')
+  t.same([out.data[0].dropped_params, out.data[1].attempts, out.data[1].dropped_params], [['seed'], [], []])
+  const text = await cli(['usage', '--org', 'acme', '--config', file])
+  t.match(text.stdout, /demo\/gpt  ok  in 50 \(cached 0\)  out 5  \$0\.000000002  tried dead, demo  dropped seed\n/)
+  t.notMatch(text.stdout.split('\n')[1], /tried|dropped/, 'one attempt, nothing dropped: nothing more said')
   const since = await cli(['usage', '--since', '2026-01-15', '--config', file])
   t.match(since.stdout, /total: 1 calls/)
   t.equal((await cli(['usage', '--since', 'soon', '--config', file])).code, 2)
