@@ -1,20 +1,16 @@
 import t from 'tap'
-import pg from 'pg'
-import { Redis } from 'ioredis'
-import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { KEY_A, mockCatalog, spawnGateway } from '../helper.js'
 import { sample } from '../ops/prom.js'
 import { tempDir } from '../temp-dir.js'
+import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 
 // The response cache shared by the processes of one store: the workers of `serve --workers 2` on
 // one SQLite file, and two instances on one PostgreSQL database and Redis. An answer stored by
 // one is a hit on the other, and identical calls that miss together, spread over the processes,
 // reach the provider once: the others wait (the waiting gauge of /metrics says when they all do).
 
-const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 interface Answer { status: number, cache: string | null, text: string }
 
@@ -91,36 +87,14 @@ t.test('serve --workers 2: the workers share one cache', async (t) => {
   t.equal(await gw.exited, 0)
 })
 
-async function reachable (): Promise<string | null> {
-  const c = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 2000 })
-  try { await c.connect() } catch (err) { return `PostgreSQL: ${(err as Error).message}` } finally { await c.end().catch(() => {}) }
-  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  try { await r.connect(); await r.ping() } catch (err) { return `Redis: ${(err as Error).message}` } finally { r.disconnect() }
-  return null
-}
-
 t.test('two instances on PostgreSQL + Redis share one cache', async (t) => {
-  const missing = await reachable()
+  const missing = await servicesMissing()
   if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
-  const name = `mg_test_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const prefix = `mgcache:${randomBytes(4).toString('hex')}:`
+  const url = await scratchDatabase(t)
+  const prefix = scratchRedisPrefix(t, 'mgcache')
   const mock = await startMockUpstream()
-  t.teardown(async () => {
-    await mock.close()
-    const r = new Redis(REDIS_URL)
-    const keys = await r.keys(`${prefix}*`)
-    if (keys.length > 0) await r.del(...keys)
-    r.disconnect()
-    const c = new pg.Client({ connectionString: ADMIN_URL })
-    await c.connect()
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await c.end()
-  })
-  const cfg = config(mock, { postgres: ADMIN_URL.replace(/\/postgres$/, `/${name}`), redis: REDIS_URL, redis_prefix: prefix })
+  t.teardown(async () => { await mock.close() })
+  const cfg = config(mock, { postgres: url, redis: REDIS_URL, redis_prefix: prefix })
   const a = await spawnGateway(t, cfg, ['--workers', '1'])
   const b = await spawnGateway(t, cfg, ['--workers', '1'])
   await shared(t, mock, [a, b].map((g) => `http://127.0.0.1:${g.port}`))

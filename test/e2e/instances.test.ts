@@ -1,9 +1,9 @@
 import t from 'tap'
 import pg from 'pg'
 import { Redis } from 'ioredis'
-import { randomBytes } from 'node:crypto'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
+import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 
 // Three gateway processes on their own ports, sharing one PostgreSQL database and one Redis
 // database: an Idempotency-Key, a balance that pays for five holds and a revocation driven at
@@ -11,29 +11,14 @@ import { KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper
 // instances in turn (each instance admits from its own leases and memory); then one instance
 // killed with SIGKILL under load.
 
-const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const ADMIN = 'instances-admin-token-0123456789'
-
-async function reachable (): Promise<string | null> {
-  const c = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 2000 })
-  try { await c.connect() } catch (err) { return `PostgreSQL: ${(err as Error).message}` } finally { await c.end().catch(() => {}) }
-  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  try { await r.connect(); await r.ping() } catch (err) { return `Redis: ${(err as Error).message}` } finally { r.disconnect() }
-  return null
-}
 
 interface Cluster { gws: SpawnedGateway[], mock: MockUpstream, db: pg.Pool, bases: string[], redisUrl: string, redisPrefix: string }
 
 async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[], extra: Record<string, unknown> = {}): Promise<Cluster> {
-  const name = `mg_test_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const url = ADMIN_URL.replace(/\/postgres$/, `/${name}`)
+  const url = await scratchDatabase(t)
   // a Redis key prefix of this cluster's own
-  const redisPrefix = `mgi:${randomBytes(4).toString('hex')}:`
+  const redisPrefix = scratchRedisPrefix(t, 'mgi')
   const mock = await startMockUpstream()
   const db = new pg.Pool({ connectionString: url, max: 2 })
   // an idle client of this pool is cut when the database is dropped at the end: not a failure
@@ -41,14 +26,6 @@ async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[], ext
   t.teardown(async () => {
     await db.end()
     await mock.close()
-    const r = new Redis(REDIS_URL)
-    const keys = await r.keys(`${redisPrefix}*`)
-    if (keys.length > 0) await r.del(...keys)
-    r.disconnect()
-    const c = new pg.Client({ connectionString: ADMIN_URL })
-    await c.connect()
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await c.end()
   })
   const c = mockCatalog(mock)
   const config = { store: { postgres: url, redis: REDIS_URL, redis_prefix: redisPrefix }, admin: { token: ADMIN }, plugins, providers: c.providers, models: c.models, tenants, ...extra }
@@ -102,7 +79,7 @@ const ledger = async (db: pg.Pool, org = 'acme'): Promise<{ balance: number, hel
 }
 
 t.test('three instances on one PostgreSQL and Redis', async (t) => {
-  const missing = await reachable()
+  const missing = await servicesMissing()
   if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
 
   t.test('idempotency, balance, revocation, rate limit and quota across the instances', async (t) => {

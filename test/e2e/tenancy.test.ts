@@ -1,11 +1,9 @@
 import t from 'tap'
-import pg from 'pg'
-import { Redis } from 'ioredis'
-import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { mockCatalog, spawnGateway } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
+import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 
 // The tenancy at runtime, through the real HTTP API of the built gateway, as it is served: by
 // `modelgate serve --workers 2` on one SQLite file, and by two instances on one PostgreSQL and
@@ -15,8 +13,6 @@ import { tempDir } from '../temp-dir.js'
 // summary against the records; the audit log.
 
 const ADMIN = 'tenancy-e2e-admin-token-0123456789'
-const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PLUGINS = [{ name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'quota' }, { name: 'usage' }]
 // what a call to openai/gpt-test with the prompt 'x' costs on the mock: 8 prompt tokens at $3
 // and 2 completion tokens at $15 per million
@@ -170,38 +166,16 @@ t.test('serve --workers 2 on one SQLite file', async (t) => {
   t.equal(await gw.exited, 0)
 })
 
-async function reachable (): Promise<string | null> {
-  const c = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 2000 })
-  try { await c.connect() } catch (err) { return `PostgreSQL: ${(err as Error).message}` } finally { await c.end().catch(() => {}) }
-  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  try { await r.connect(); await r.ping() } catch (err) { return `Redis: ${(err as Error).message}` } finally { r.disconnect() }
-  return null
-}
-
 t.test('two instances on one PostgreSQL and Redis', async (t) => {
-  const missing = await reachable()
+  const missing = await servicesMissing()
   if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
-  const name = `mg_test_${randomBytes(6).toString('hex')}`
-  const prefix = `mgt:${randomBytes(4).toString('hex')}:`
-  const root = new pg.Client({ connectionString: ADMIN_URL })
-  await root.connect()
-  await root.query(`CREATE DATABASE ${name}`)
-  await root.end()
+  const url = await scratchDatabase(t)
+  const prefix = scratchRedisPrefix(t)
   const mock = await startMockUpstream()
-  t.teardown(async () => {
-    await mock.close()
-    const r = new Redis(REDIS_URL)
-    const keys = await r.keys(`${prefix}*`)
-    if (keys.length > 0) await r.del(...keys)
-    r.disconnect()
-    const c = new pg.Client({ connectionString: ADMIN_URL })
-    await c.connect()
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await c.end()
-  })
+  t.teardown(async () => { await mock.close() })
   const c = mockCatalog(mock)
   const config = {
-    store: { postgres: ADMIN_URL.replace(/\/postgres$/, `/${name}`), redis: REDIS_URL, redis_prefix: prefix },
+    store: { postgres: url, redis: REDIS_URL, redis_prefix: prefix },
     admin: { token: ADMIN },
     plugins: PLUGINS,
     providers: c.providers,

@@ -1,13 +1,11 @@
 import t from 'tap'
-import pg from 'pg'
-import { Redis } from 'ioredis'
-import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
 import { usageId, type CachedAnswer, type QuotaLimit, type Store, type UsageFilter, type UsageRow } from '../../plugins/store/types.js'
 import { KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
+import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 
 // The store interfaces' contract, one set of test bodies run against every backend: SQLite (a
 // file) and PostgreSQL + Redis (a database and a key prefix of their own, when both answer).
@@ -16,8 +14,6 @@ import { tempDir } from '../temp-dir.js'
 // What is particular to one backend (SQLite's checkpoints, PostgreSQL's migrations and fault
 // handling) is tested beside it.
 
-const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 /** `n` stores on one fresh backend, closed when the test ends. */
 type Open = (t: Tap.Test, n?: number) => Promise<Store[]>
@@ -29,32 +25,11 @@ const sqlite: Open = async (t, n = 1) => {
   return stores
 }
 
-async function postgresReachable (): Promise<boolean> {
-  const c = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 2000 })
-  try { await c.connect() } catch { return false } finally { await c.end().catch(() => {}) }
-  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  try { await r.connect(); await r.ping(); return true } catch { return false } finally { r.disconnect() }
-}
-
 const postgres: Open = async (t, n = 1) => {
-  const name = `mg_test_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const prefix = `mgc:${randomBytes(4).toString('hex')}:`
-  const stores = Array.from({ length: n }, () => new PostgresStore({ postgres: ADMIN_URL.replace(/\/postgres$/, `/${name}`), redis: REDIS_URL, prefix }))
-  t.teardown(async () => {
-    for (const s of stores) await s.close()
-    const c = new pg.Client({ connectionString: ADMIN_URL })
-    await c.connect()
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await c.end()
-    const r = new Redis(REDIS_URL)
-    const keys = await r.keys(`${prefix}*`)
-    if (keys.length > 0) await r.del(...keys)
-    r.disconnect()
-  })
+  const url = await scratchDatabase(t)
+  const prefix = scratchRedisPrefix(t, 'mgc')
+  const stores = Array.from({ length: n }, () => new PostgresStore({ postgres: url, redis: REDIS_URL, prefix }))
+  t.teardown(async () => { for (const s of stores) await s.close() })
   // all open: migrated once, subscribed
   await Promise.all(stores.map(async (s) => { await s.ready }))
   return stores
@@ -428,6 +403,6 @@ function contract (t: Tap.Test, open: Open): void {
 t.test('SQLite', async (t) => { contract(t, sqlite) })
 
 t.test('PostgreSQL + Redis', async (t) => {
-  if (!await postgresReachable()) { t.skip('PostgreSQL or Redis not reachable'); return }
+  if (await servicesMissing() !== null) { t.skip('PostgreSQL or Redis not reachable'); return }
   contract(t, postgres)
 })

@@ -8,54 +8,12 @@ import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import type { UsageRow } from '../../plugins/store/types.js'
 import { childEnv, KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
+import { ADMIN_URL, REDIS_URL, scratchDatabase as database, scratchRedisPrefix as prefix, servicesMissing as services } from '../scratch-services.js'
 
 // The PostgreSQL + Redis store, against the machine's PostgreSQL (127.0.0.1:5432) and Redis
 // (127.0.0.1:6379). Each test gets a database of its own (created and dropped here) and a Redis
 // key prefix of its own. "Instances" are several stores, or several gateway apps, on the same
 // database: what one does, the others must see, exactly.
-
-const ADMIN_URL = process.env.PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
-
-async function services (): Promise<string | null> {
-  const c = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 2000 })
-  try { await c.connect(); await c.query('SELECT 1') } catch (err) { return `PostgreSQL: ${(err as Error).message}` } finally { await c.end().catch(() => {}) }
-  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  try { await r.connect(); await r.ping() } catch (err) { return `Redis: ${(err as Error).message}` } finally { r.disconnect() }
-  return null
-}
-
-/** A fresh database, dropped when the test ends; returns its URL. */
-async function database (t: Tap.Test): Promise<string> {
-  const name = `mg_test_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  t.teardown(async () => {
-    const c = new pg.Client({ connectionString: ADMIN_URL })
-    await c.connect()
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await c.end()
-  })
-  return ADMIN_URL.replace(/\/postgres$/, `/${name}`)
-}
-
-/** A Redis key prefix of this test's own, its keys deleted when the test ends. */
-function prefix (t: Tap.Test): string {
-  const p = `mgt:${randomBytes(4).toString('hex')}:`
-  t.teardown(async () => {
-    const r = new Redis(REDIS_URL)
-    let cursor = '0'
-    do {
-      const [next, keys] = await r.scan(cursor, 'MATCH', `${p}*`, 'COUNT', 1000)
-      cursor = next
-      if (keys.length > 0) await r.del(...keys)
-    } while (cursor !== '0')
-    r.disconnect()
-  })
-  return p
-}
 
 const tenants = (balanceUsd: number, quota?: Record<string, unknown>): Array<Record<string, unknown>> => [{ org: 'acme', balance_usd: balanceUsd, projects: [{ id: 'web', ...(quota === undefined ? {} : { quota }), keys: [{ key: KEY_A }] }] }]
 
