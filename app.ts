@@ -32,6 +32,16 @@ export interface BuildOptions {
 
 export { headerNames } from './plugins/gateway/core.js'
 
+/** A route of the API scope (/v1, /v1beta, /passthrough and the plugins' own): what the gate must cover. */
+export interface ApiRoute { methods: string[], url: string, metered: boolean }
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The API scope's routes as registered, whether metered (admitted by the one gate) or not. */
+    apiRoutes: readonly ApiRoute[]
+  }
+}
+
 const MAX_PARAM_LENGTH = 1000
 
 // The prefixes of the API scope's own route groups; routes in any other are the chain plugins'.
@@ -68,7 +78,9 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const ownStore = opts.store === undefined
   const store = opts.store ?? openStore(config, { now: clock?.now, onError: (err, what) => { app.log.error({ err }, what) } })
   if (ownStore) store.startMaintenance({ staleHoldMs: staleHoldMs(config) })
-  await store.syncTenants(config, (clock ?? { now: Date.now }).now())
+  // serve and reload apply the config's tenants (other commands only create what is missing)
+  const synced = await store.syncTenants(config, (clock ?? { now: Date.now }).now(), 'apply')
+  for (const warning of synced.warnings) app.log.warn(warning)
   const runtime = opts.runtime ?? standaloneRuntime()
   const core = createGateway({ config, store, clock, log: app.log, health: runtime.health, metrics: runtime.metrics.registry })
   installGateway(app, core)
@@ -114,10 +126,13 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   // scope of its own that holds every metered route: /v1 and each provider's pass-through
   const chain = chainOf(config)
   await registerChain(app, app, chain, 'app')
+  const apiRoutes: ApiRoute[] = []
+  app.decorate('apiRoutes', apiRoutes)
   await app.register(async (api) => {
     // a plugin's own routes are API routes: under /v1, as if the chain were registered there
     api.addHook('onRoute', (route) => {
       if (!isCoreScope(route.prefix)) route.url = route.path = `/v1${route.url}`
+      apiRoutes.push({ methods: ([] as string[]).concat(route.method), url: route.url, metered: route.config?.metered === true })
     })
     await registerChain(app, api, chain, 'api')
     await api.register(async (v1) => {

@@ -22,7 +22,7 @@ export async function run ({ positionals: [dirArg] }: CommandInput): Promise<voi
   const file = join(dir, 'gateway.yaml')
   if (existsSync(file)) throw new UsageError(`${file} exists already; init never overwrites a config (pick another folder, or move it away)`, 'init')
   const [{ default: YAML }, { loadConfig }] = await Promise.all([import('yaml'), import('../config/load.js')])
-  mkdirSync(join(dir, 'data'), { recursive: true })
+  mkdirSync(join(dir, 'data'), { recursive: true, mode: 0o700 })
   const adminToken = 'mga-' + randomBytes(24).toString('base64url')
   const doc = YAML.parseDocument(readFileSync(fromRoot('config', 'gateway.yaml'), 'utf8'))
   doc.commentBefore = ` modelgate: the config modelgate init wrote (${new Date().toISOString().slice(0, 10)}).

@@ -33,7 +33,10 @@ async function settings (args: Args, current: ApiKey | null, providers: Array<{ 
   const { isoTimeMs } = await import('../config/schema.js')
   const { parseUsd } = await import('../plugins/gateway/money.js')
   const patch: KeyPatch = {}
-  if (args.models !== undefined) patch.models = list(args.models)
+  if (args.models !== undefined) {
+    patch.models = list(args.models)
+    if (patch.models.length === 0) throw new UsageError('--models: at least one glob (* for every model)', 'keys')
+  }
   if (args.passthrough !== undefined) {
     patch.passthrough = list(args.passthrough)
     const unknown = patch.passthrough.filter((p) => !providers.some((provider) => provider.id === p && provider.passthrough))
@@ -71,6 +74,11 @@ async function settings (args: Args, current: ApiKey | null, providers: Array<{ 
   return patch
 }
 
+/** A key the config file declares belongs to the file: changed there, then reloaded. */
+function refuseConfigOwned (k: ApiKey, verb: string): void {
+  if (k.source === 'config') throw new UsageError(`the key ${k.id} is declared in the config file: it is ${verb} there (then modelgate reload), not here; keys revoke ${k.id} revokes it for good`, 'keys')
+}
+
 export async function run ({ args, positionals: [sub, id] }: CommandInput): Promise<void> {
   const { config } = await readConfig(args)
   await withStore(config, async (store) => {
@@ -101,6 +109,7 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
       }
     } else if (sub === 'update') {
       const current = await named('update', true)
+      refuseConfigOwned(current, 'changed')
       const patch = await settings(args, current, config.providers)
       if (Object.keys(patch).length === 0) throw new UsageError('keys update: nothing to change (--models, --passthrough, --name, --expires, --rpm, --tpm, --budget-usd, --per)', 'keys')
       const k = await store.keys.update(current.id, patch, Date.now(), 'cli')
@@ -111,6 +120,7 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
       process.stdout.write(`${k.id} updated: models ${k.models.join(',')}; expires ${k.expires_at === null ? 'never' : new Date(k.expires_at).toISOString()}; limits ${limits}; budget ${budget}\n`)
     } else if (sub === 'rotate') {
       const current = await named('rotate', true)
+      refuseConfigOwned(current, 'rotated')
       const grace = args['grace-s'] === undefined ? 0 : whole(args['grace-s'], 'grace-s', MAX_GRACE_S)
       const now = Date.now()
       if (current.expires_at !== null && current.expires_at <= now) throw new UsageError(`the key ${current.id} expired at ${new Date(current.expires_at).toISOString()}: extend it (keys update --expires) before rotating it, or create a new key`, 'keys')

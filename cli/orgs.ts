@@ -25,12 +25,12 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
     await withStore((await readConfig(args)).config, async (store) => {
       const orgs = await Promise.all((await store.orgs.list()).map(async (o) => ({ ...o, projects: (await store.orgs.projects(o.id)).map((p) => p.id) })))
       if (args.json === true) {
-        process.stdout.write(JSON.stringify(orgs.map((o) => ({ id: o.id, balance_usd: nanoToUsd(o.balance_nano), held_usd: nanoToUsd(o.held_nano), spent_usd: nanoToUsd(o.spent_nano), quota: o.quota, projects: o.projects })), null, 2) + '\n')
+        process.stdout.write(JSON.stringify(orgs.map((o) => ({ id: o.id, balance_usd: nanoToUsd(o.balance_nano), held_usd: nanoToUsd(o.held_nano), spent_usd: nanoToUsd(o.spent_nano), uncollected_usd: nanoToUsd(o.uncollected_nano), quota: o.quota, projects: o.projects })), null, 2) + '\n')
         return
       }
       for (const o of orgs) {
         const quota = o.quota === null ? '-' : 'tokens' in o.quota ? `${o.quota.tokens} tokens/${o.quota.per}` : `${o.quota.usd} USD/${o.quota.per}`
-        process.stdout.write(`${o.id}\tbalance ${nanoToUsd(o.balance_nano)} USD\tspent ${nanoToUsd(o.spent_nano)} USD\tquota ${quota}\tprojects ${o.projects.join(',') || '-'}\n`)
+        process.stdout.write(`${o.id}\tbalance ${nanoToUsd(o.balance_nano)} USD\tspent ${nanoToUsd(o.spent_nano)} USD${o.uncollected_nano > 0 ? ` (uncollected ${nanoToUsd(o.uncollected_nano)} USD)` : ''}\tquota ${quota}\tprojects ${o.projects.join(',') || '-'}\n`)
       }
     })
   } else {

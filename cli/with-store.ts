@@ -1,12 +1,15 @@
 import type { Config } from '../config/schema.js'
 import type { Store } from '../plugins/store/types.js'
 
-/** Opens the config's store with its tenants in place, runs `fn`, and closes the store. */
+/**
+ * Opens the config's store with the config's missing tenants created (never changing or
+ * restoring what is there: only serve and reload apply the file), runs `fn`, and closes the store.
+ */
 export async function withStore<T> (config: Config, fn: (store: Store) => Promise<T>): Promise<T> {
   const { openStore } = await import('../plugins/store/index.js')
   const store = openStore(config)
   try {
-    await store.syncTenants(config, Date.now())
+    await store.syncTenants(config, Date.now(), 'missing')
     return await fn(store)
   } finally {
     await store.close()

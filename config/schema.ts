@@ -130,7 +130,8 @@ export const KeyBudgetSchema = Type.Object({ usd: Type.Number({ exclusiveMinimum
 export const KeyEntrySchema = Type.Object({
   key: Type.String({ minLength: 16 }),
   name: Type.String({ default: '' }),
-  models: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] }),
+  // at least one glob: an empty list would be a key that may call nothing, most likely a mistake
+  models: Type.Array(Type.String({ minLength: 1 }), { default: ['*'], minItems: 1 }),
   passthrough: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
   expires_at: Type.Optional(IsoTime),
   limits: Type.Optional(KeyLimitsSchema),

@@ -1,11 +1,12 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then } from './api/index.js'
+import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then, unmeteredRefusal } from './api/index.js'
 
 // Gateway hooks: onAdmission (hold), onCallEnd (settle or release).
 // Prepaid credits: at admission a hold of the call's worst-case cost is taken from the org's
 // balance (an upper bound of the prompt plus max_tokens, or the model's output cap, all at the
 // higher of the input and output rates); 402 when balance − held cannot cover it, 403 when the
-// caller has no organization. When the call ends the hold is settled to the real charge, or
+// caller has no organization, 403 for a call that may spend without reporting what (a
+// pass-through batch job: `call.unmetered`). When the call ends the hold is settled to the real charge, or
 // released when nothing was billed. The store takes holds under the guard balance − held ≥ amount,
 // so concurrent calls on any number of workers or instances cannot overdraw.
 
@@ -36,7 +37,9 @@ export default definePlugin({
     fastify.gateway.addHook('onAdmission', ({ request, call, principal, model, body }) => {
       if (!call.billable) return
       if (principal === null) throw new NoOrgContext()
-      if (model === null || model.price === null) return // a free model, or a pass-through call with no catalog price
+      // what it spends cannot be held for, nor charged: never a way past the balance
+      if (call.unmetered) throw unmeteredRefusal(request, call)
+      if (model === null || model.price === null) return // a free model
       const gemini = body.generationConfig as { maxOutputTokens?: unknown } | null | undefined
       const maxOut = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens, gemini?.maxOutputTokens].find((v): v is number => typeof v === 'number' && v > 0) ??
         model.config.max_output_tokens ?? model.config.context_length

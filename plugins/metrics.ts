@@ -17,6 +17,8 @@ export default definePlugin({
     const m = callMetrics(gateway.metrics)
     m.watchHealth(gateway.upstreams.health)
     m.watchStore(gateway.store)
-    gateway.addHook('onCallEnd', (outcome) => { m.call(outcome) })
+    // a model label is a catalog id, or `other`: never a string a client chose
+    const label = (id: string | null): string => id !== null && gateway.catalog.get(id) !== undefined ? id : 'other'
+    gateway.addHook('onCallEnd', (outcome) => { m.call(outcome, label(outcome.model)) })
   }
 })

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import {
-  budgetScope, definePlugin, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules,
+  budgetScope, definePlugin, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules, unmeteredRefusal,
   type MaybePromise, type Principal, type QuotaLimit, type QuotaPer, type QuotaUsage, type RateLimitHit
 } from './api/index.js'
 
@@ -15,7 +15,9 @@ import {
 //     quotas, under the key's rotation line (`key:<id>`, `key-tpm:<id>`);
 //   - a key's rpm: every call it makes (count_tokens and free calls included), through the
 //     store's rate-limit counters (`key-rpm:<id>`, a window of one minute).
-// Budgets, tpm and quotas count what is billed: a free call or a cache hit spends none.
+// Budgets, tpm and quotas count what is billed: a free call or a cache hit spends none. A call
+// that may spend without reporting what (`call.unmetered`: a pass-through batch job) is refused
+// (403) when any of them applies to its key, since it could not be counted.
 // A call is refused with 429 and Retry-After (seconds until its window resets), in the route's
 // error shape (numeric code 429; Messages: rate_limit_error): quota_exceeded for a quota or a
 // budget, a rate-limit error naming the key for rpm and tpm. The store admits from what it knows
@@ -126,6 +128,8 @@ export default definePlugin({
       }
       if (call.billable) {
         const mine = rulesOf(principal)
+        // what it spends cannot be counted: never a way past a quota or a budget
+        if (call.unmetered && mine.length > 0) throw unmeteredRefusal(request, call)
         for (const r of mine) {
           const used: MaybePromise<QuotaUsage | null> = store.quota.admit(r.scope, quotaWindow(r.per, now).start, r.limit)
           const check = (u: QuotaUsage | null): void => { if (u !== null) refuse(r, u, now) }

@@ -1,31 +1,48 @@
 import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify'
 import { Transform, type Readable, type TransformCallback } from 'node:stream'
 import type { ProviderConfig } from '../config/schema.js'
+import type { Principal } from '../plugins/api/index.js'
 import { callOf, hooksOf } from '../plugins/gateway/core.js'
-import { NoOrgContext, PassthroughForbidden, PassthroughPath, RequestTooLarge } from '../plugins/gateway/errors.js'
-import { admit, relayBytes, relayJson, relayStream, send, type Pipe } from '../plugins/gateway/pipeline.js'
+import type { CatalogModel } from '../plugins/gateway/catalog.js'
+import { InvalidField, InvalidJson, MissingField, PassthroughPath, RequestTooLarge, UnreadableModel } from '../plugins/gateway/errors.js'
+import { admit, grantedProvider, grantedUpstreamModel } from '../plugins/gateway/gate.js'
+import { relayBytes, relayJson, relayMapped, relayStream, send, type Pipe } from '../plugins/gateway/pipeline.js'
 import { geminiPassthrough } from '../plugins/translation/gemini-passthrough.js'
 import { embeddingsPassthrough, messagesPassthrough, openaiPassthrough } from '../plugins/translation/passthrough.js'
 import { responsesPassthrough } from '../plugins/translation/responses-passthrough.js'
+import { maskCredentials, maskHeaders } from '../plugins/upstream/credentials.js'
 import type { Json, TranslateCtx, TranslatorPair } from '../plugins/translation/types.js'
 
 // /passthrough/{provider}/*: a provider's own API (batches, files, audio, moderation, its model
 // list...) behind the gateway's keys, any method, request and answer streamed as they are. It is
-// a metered call like any other and goes through the same pipeline: the chain's admission (the
-// IP rate limit and auth, then here the key's grant, the path check and the admission hooks:
-// idempotency, quota, balance where the call names a priced model, guardrails), dispatch through
-// the provider's own connection pool (attempts, retries of what is safe to repeat, health and
-// breaker reports), the relay, the end of the call.
+// a metered call like any other and is admitted by the same gate as every other call: the chain's
+// IP rate limit and auth, then here the key's grant of the provider, the path check, the model
+// the call names among those the key may use, and the admission hooks (idempotency, limits,
+// budget, quota, balance, guardrails). Then dispatch through the provider's own connection pool,
+// the relay, the end of the call.
 //
-// The endpoints that report usage (POST chat/completions, messages, responses, embeddings; a
-// Gemini provider's {model}:generateContent and :streamGenerateContent) have their JSON body read
-// (within the body limit) for the model and the stream flag (a Gemini call names both in its
-// path), and their answers, whole or streamed, read by the same-protocol translator pairs, which
-// leave the bytes as they are: the call is priced from the catalog when a model of this provider
-// has that upstream name (or id), else recorded at cost 0. Every other call streams through unread
-// and is recorded with zero tokens. The client's credentials (a Gemini client's ?key= included)
-// and the gateway's own headers never reach the provider; its own key is sent. The provider's
-// answers, errors included, come back unchanged.
+// What an endpoint costs decides how it is admitted:
+//   metered     POST chat/completions, messages, responses, embeddings; a Gemini provider's
+//               {model}:generateContent and :streamGenerateContent. The JSON body (or the Gemini
+//               path) must name a catalog model of this provider that the key may use: its
+//               upstream name, or a dated or versioned snapshot of it; it is billed at that
+//               model's prices from the usage the answer reports, read by the same-protocol
+//               translator pairs, which leave the bytes as they are. Any other model: 404, nothing
+//               sent.
+//   free        reads and deletions (GET, HEAD, OPTIONS, DELETE), and the POSTs that cost nothing
+//               (FREE below: uploads, moderation, token counts, cancellations): no charge; a JSON
+//               body that names a model must name one the key may use.
+//   unmetered   every other POST, PUT or PATCH (batch and fine-tuning jobs, audio, images...): it
+//               may spend at the provider without reporting what. The balance and quota plugins
+//               refuse it while a balance, a budget or a quota applies; a model its JSON body
+//               names must be one the key may use, and one the gateway cannot read (a multipart
+//               upload) only a key granted every model may call.
+//
+// The client's credentials (a Gemini client's ?key= included), cookies, OpenAI's organization and
+// project headers, forwarding headers and the gateway's own headers never reach the provider,
+// whose configured headers and key win over a client's header of any case. The provider's answers
+// come back unchanged but for its cookies, which never reach the client, and its credentials,
+// masked in an error's body and headers (see plugins/upstream/).
 
 const METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']
 
@@ -37,11 +54,16 @@ const READERS: Array<[string, TranslatorPair]> = [
   ['/embeddings', embeddingsPassthrough]
 ]
 
-/** A Gemini model call: the model (below `models/`, or a tuned model's collection) and the method. */
-const GEMINI_CALL = /(?:^|\/)((?:models|tunedModels)\/[^?]+):(generateContent|streamGenerateContent)$/
+/** A Gemini model's method: the model (below `models/`, or a tuned model's collection) and the method. */
+const GEMINI_METHOD = /(?:^|\/)((?:models|tunedModels)\/[^?]+):([A-Za-z]+)$/
+/** The Gemini methods whose answers report usage. */
+const GEMINI_METERED = new Set(['generateContent', 'streamGenerateContent'])
 
-/** Headers that never go to the provider: the client's credentials and the gateway's own. */
-const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'x-goog-api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip'])
+/** The POSTs that cost nothing at a provider: uploads, moderation, token counts, cancellations. */
+const FREE = [/\/files$/, /\/uploads(?:\/[^/]+\/(?:parts|complete|cancel))?$/, /\/moderations$/, /\/cancel$/, /\/count_tokens$/, /\/input_tokens$/, /:countTokens$/]
+
+/** Headers that never go to the provider: the client's credentials, cookies, its organization and project at OpenAI, forwarding headers, and the gateway's own. */
+const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'x-goog-api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-real-ip', 'via', 'openai-organization', 'openai-project'])
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and what the connection itself sets: never copied across. */
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host'])
 
@@ -106,15 +128,33 @@ function upstreamName (name: string): string {
 const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 const isStream = (v: unknown): v is Readable => typeof (v as Readable | undefined)?.pipe === 'function'
 
-/** The provider's answer headers the client gets: all but hop-by-hop ones (and the length, when the body may be re-sent). */
+/** The provider's answer headers the client gets: all but hop-by-hop ones and cookies (and the length, when the body may be re-sent). */
 function answerHeaders (headers: Record<string, string | string[] | undefined>, keepLength: boolean): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
   for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || HOP.has(name) || (!keepLength && name === 'content-length')) continue
+    if (value === undefined || HOP.has(name) || name === 'set-cookie' || name === 'set-cookie2' || (!keepLength && name === 'content-length')) continue
     out[name] = value
   }
   return out
 }
+
+/**
+ * The request target in origin form (`/path?query`): an absolute-form target
+ * (`http://host/passthrough/...`, which HTTP/1.1 servers must accept) is routed by its path too.
+ */
+export function originForm (target: string): string {
+  if (target.startsWith('/')) return target
+  const m = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(target)
+  if (m === null) return target
+  const rest = target.slice(m[0].length)
+  return rest.startsWith('/') ? rest : `/${rest}`
+}
+
+type Cost = 'metered' | 'free' | 'unmetered'
+
+const READS = new Set(['GET', 'HEAD', 'OPTIONS', 'DELETE'])
+
+const isJsonType = (type: string | undefined): boolean => type !== undefined && /^application\/(?:[\w.+-]*\+)?json\b/i.test(type)
 
 export interface PassthroughOptions { providers: ProviderConfig[] }
 
@@ -168,7 +208,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
     async function handle (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
       const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
       const call = p.call
-      const raw = (request.raw.url ?? '').slice(prefix.length)
+      const raw = originForm(request.raw.url ?? '').slice(prefix.length)
       // the key a Gemini client may give in the query is the gateway's: never sent on
       const target = gemini ? withoutKey(raw) : raw
       const path = target.split('?', 1)[0] ?? ''
@@ -176,33 +216,37 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (why !== null) throw new PassthroughPath({ reason: why })
       call.routedTo(provider.id)
       // pass-through spends the provider's own key: never without a gateway key that was granted it
-      const principal = request.principal
-      if (principal === null) throw new NoOrgContext()
-      if (!principal.passthrough.includes(provider.id)) throw new PassthroughForbidden({ provider: provider.id })
+      const principal = grantedProvider(request.principal, provider.id)
       if (Number(request.headers['content-length'] ?? 0) > limit) throw new RequestTooLarge({ limit_mb: limitMb })
 
-      const geminiCall = gemini && request.method === 'POST' ? GEMINI_CALL.exec(path) : null
-      const reader = request.method !== 'POST' ? undefined : gemini ? (geminiCall === null ? undefined : geminiPassthrough) : READERS.find(([end]) => path.endsWith(end))?.[1]
+      const method = request.method
+      const geminiCall = gemini ? GEMINI_METHOD.exec(path) : null
+      const reader = method !== 'POST' ? undefined : gemini ? (geminiCall !== null && GEMINI_METERED.has(geminiCall[2] as string) ? geminiPassthrough : undefined) : READERS.find(([end]) => path.endsWith(end))?.[1]
+      const cost: Cost = reader !== undefined ? 'metered' : READS.has(method) || FREE.some((re) => re.test(path)) ? 'free' : 'unmetered'
       const stream = isStream(request.body) ? request.body : undefined
       let parsed: Json | null = null
       let upload: string | Readable | undefined
-      if (reader !== undefined && stream !== undefined) {
+      if (stream !== undefined && (reader !== undefined || isJsonType(request.headers['content-type']))) {
+        // read whole: what it costs, or which model it names, is in it
         const text = await readBody(stream, limit, limitMb)
         let json: unknown
         try { json = JSON.parse(text) } catch {}
         if (isObj(json)) parsed = json
+        else if (reader !== undefined) throw new InvalidJson()
         else upload = text
       } else if (stream !== undefined) {
         upload = stream.pipe(new UploadLimit(limit, limitMb))
       }
       if (reader !== undefined) call.speaks(reader.client)
-      // a Gemini call names its model and whether it streams in its path
-      const name = geminiCall !== null ? upstreamName(geminiCall[1] as string) : typeof parsed?.model === 'string' ? parsed.model : ''
-      const model = parsed === null ? null : catalog.forUpstream(provider.id, name) ?? null
-      call.resolved(model, geminiCall !== null ? geminiCall[2] === 'streamGenerateContent' : parsed?.stream === true, name)
+      const model = modelOf(principal, geminiCall, parsed, cost, method, path, upload)
+      call.resolved(model, geminiCall !== null ? geminiCall[2] === 'streamGenerateContent' : parsed?.stream === true, model?.upstreamModel)
+      if (cost === 'free') call.free()
+      else if (cost === 'unmetered') call.spendsUnread()
       const body = await admit(p, model, parsed ?? {})
+      // the name the client gave (a snapshot's, perhaps) is the one sent on
+      const name = geminiCall !== null ? upstreamName(geminiCall[1] as string) : typeof parsed?.model === 'string' ? parsed.model : ''
       const ctx: TranslateCtx = {
-        model: model?.id ?? name,
+        model: model?.id ?? '',
         upstreamModel: name,
         id: request.id.replace(/-/g, ''),
         created: Math.floor(call.startedAt / 1000),
@@ -212,19 +256,40 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         defaultMaxTokens: config.translation.default_max_tokens
       }
       // a JSON body goes up as the hooks left it, through the pair (a chat stream asks for its usage)
-      const sent = parsed !== null && reader !== undefined ? reader.request(body, ctx).body : upload
+      const sent = parsed === null ? upload : reader !== undefined ? reader.request(body, ctx).body : body
       const answer = await send(p, {
         providers: [provider.id],
         model,
-        plan: () => ({ method: request.method, path: target, body: sent, protocol: provider.protocol, headers: forwarded(request, parsed !== null), forwarded: true })
+        plan: () => ({ method, path: target, body: sent, protocol: provider.protocol, headers: forwarded(request, parsed !== null), forwarded: true })
       })
       const status = answer.res.statusCode
+      const secrets = answer.upstream.secrets
       reply.status(status)
-      if (reader === undefined || parsed === null || status >= 400 || request.method === 'HEAD') return relayBytes(p, answer, answerHeaders(answer.res.headers, true))
-      const headers = answerHeaders(answer.res.headers, false)
+      // an error may echo the provider's key: read whole and masked
+      if (status >= 400 && method !== 'HEAD') return await relayMapped(p, answer, maskHeaders(answerHeaders(answer.res.headers, false), secrets), (text) => maskCredentials(text, secrets))
+      if (reader === undefined || parsed === null || method === 'HEAD') return relayBytes(p, answer, maskHeaders(answerHeaders(answer.res.headers, true), secrets))
+      const headers = maskHeaders(answerHeaders(answer.res.headers, false), secrets)
       const sse = String(answer.res.headers['content-type'] ?? '').includes('text/event-stream')
       // a Gemini stream asked for without alt=sse comes as one JSON array of chunks
       return sse ? relayStream(p, answer, { pair: reader, ctx, headers }) : await relayJson(p, answer, { pair: reader, ctx, headers, array: geminiCall !== null })
+    }
+
+    /**
+     * The catalog model a call names, which the key must be granted: a Gemini path's, or a JSON
+     * body's `model`. A metered call must name one; a call whose body the gateway cannot read may
+     * name any, so only a key granted every model may make it when it may spend.
+     */
+    function modelOf (principal: Principal, geminiCall: RegExpExecArray | null, parsed: Json | null, cost: Cost, method: string, path: string, upload: string | Readable | undefined): CatalogModel | null {
+      if (geminiCall !== null) return grantedUpstreamModel(gateway, principal, provider.id, upstreamName(geminiCall[1] as string))
+      if (parsed !== null && parsed.model !== undefined) {
+        if (typeof parsed.model !== 'string' || parsed.model === '') throw new InvalidField({ field: 'model', reason: 'must be a model name' })
+        return grantedUpstreamModel(gateway, principal, provider.id, parsed.model)
+      }
+      if (cost === 'metered') throw new MissingField({ field: 'model' })
+      if (cost === 'unmetered' && upload !== undefined && !principal.models.includes('*')) {
+        throw new UnreadableModel({ method, path: path.slice(0, 200), provider: provider.id })
+      }
+      return null
     }
 
     const routeConfig: FastifyContextConfig = { family: messages ? 'messages' : gemini ? 'gemini' : 'openai', apiKeyHeader: messages || (gemini ? 'x-goog-api-key' : false), metered: true, endpoint: 'passthrough', protocol: provider.protocol }

@@ -25,9 +25,11 @@ export { isPromise, then, type MaybePromise } from '../store/types.js'
 export { usageId } from '../store/types.js'
 /** The errors a plugin may throw to refuse a call, rendered in the route family's shape (or use `gateway.refusal`). */
 export {
-  ContentBlocked, DuplicateRequest, InsufficientBalance, KeyExpired, KeyRateLimited, NoOrgContext, QuotaExceeded, RateLimited, StoreUnavailable, Unauthorized,
+  ContentBlocked, DuplicateRequest, InsufficientBalance, KeyExpired, KeyRateLimited, NoOrgContext, QuotaExceeded, RateLimited, StoreUnavailable, Unauthorized, UnmeteredEndpoint,
   isGatewayError, type ErrorFamily, type GatewayError
 } from '../gateway/errors.js'
+/** The refusal of a call that may spend without reporting what (`call.unmetered`), for a plugin that holds money or counts spend. */
+export { unmeteredRefusal } from '../gateway/gate.js'
 /** Money: integers of nano-dollars, decimal strings at the edges. */
 export { nanoToUsd, usdToNano } from '../gateway/money.js'
 /** A call's charge, and the upper bound of its input the balance plugin holds for. */

@@ -76,8 +76,14 @@ export interface CallView {
   readonly endpoint: Endpoint
   /** The client's protocol. */
   readonly protocol: Protocol
-  /** The call can cost money: false for a free one (count_tokens), which balance, quota and usage leave alone. */
+  /** The call can cost money: false for a free one (count_tokens, a pass-through read or upload), which balance and quota leave alone. */
   readonly billable: boolean
+  /**
+   * The call may spend at the provider but its answer reports nothing the gateway can read (a
+   * pass-through batch or fine-tuning job, audio...): a plugin that holds money or counts spend
+   * refuses it (UnmeteredEndpoint) rather than let it past a balance, a budget or a quota.
+   */
+  readonly unmetered: boolean
   readonly stream: boolean
   /** The catalog model, once resolved. */
   readonly model: CatalogModel | null

@@ -7,6 +7,11 @@ import type { Json, Protocol, Usage } from '../translation/types.js'
 import type { AttemptReport } from '../upstream/index.js'
 import { CallAbort, type AttemptSink } from '../upstream/types.js'
 
+/** The longest client string a usage record keeps (a model name, a dropped field's name). */
+export const MAX_CLIENT_STRING = 256
+/** The most dropped field names a usage record keeps. */
+const MAX_DROPPED = 64
+
 /** Where a stream in progress says how far it got, for a call that ends while it runs. */
 export interface RelayProgress {
   usage: () => Usage | null
@@ -37,6 +42,8 @@ export class Call implements CallView, AttemptSink {
   private _provider: string | null = null
   private _dropped: string[] = []
   private _stream = false
+  private _billable: boolean
+  private _unmetered = false
   readonly startedAt: number
   /** performance.now() when the call began (high resolution: overhead and traces). */
   readonly t0 = performance.now()
@@ -68,10 +75,12 @@ export class Call implements CallView, AttemptSink {
     private _protocol: Protocol
   ) {
     this.startedAt = gateway.clock.now()
+    this._billable = _endpoint !== 'count_tokens'
   }
 
   get endpoint (): Endpoint { return this._endpoint }
-  get billable (): boolean { return this._endpoint !== 'count_tokens' }
+  get billable (): boolean { return this._billable }
+  get unmetered (): boolean { return this._unmetered }
   get protocol (): Protocol { return this._protocol }
   get model (): CatalogModel | null { return this._model }
   get provider (): string | null { return this._provider }
@@ -84,18 +93,30 @@ export class Call implements CallView, AttemptSink {
   resolved (model: CatalogModel | null, stream: boolean, name?: string): void {
     this._model = model
     this._stream = stream
-    if (model === null) this.modelName = name ?? ''
+    // a client's string, kept in the usage record: cut to a bounded length
+    if (model === null) this.modelName = (name ?? '').slice(0, MAX_CLIENT_STRING)
   }
+
+  /** The call costs nothing at the provider (a read, an upload, a count): no hold, no charge, no quota. */
+  free (): void { this._billable = false }
+
+  /** The call may spend at the provider without reporting what (a pass-through batch job): before admission. */
+  spendsUnread (): void { this._unmetered = true }
 
   /** The protocol the client speaks, when its route alone does not say (a pass-through endpoint). */
   speaks (protocol: Protocol): void { this._protocol = protocol }
 
   /** The kind of call, when its route alone does not say (Gemini's methods share one path); before admission. */
-  kind (endpoint: Endpoint): void { this._endpoint = endpoint }
+  kind (endpoint: Endpoint): void {
+    this._endpoint = endpoint
+    this._billable = endpoint !== 'count_tokens'
+  }
 
   /** Client fields not sent on: unsupported by the model, or with no upstream equivalent. */
   dropParams (names: readonly string[]): void {
-    if (names.length > 0) this._dropped = this._dropped.concat(names)
+    if (names.length === 0 || this._dropped.length >= MAX_DROPPED) return
+    // client field names, kept in the usage record: bounded in number and length
+    for (const n of names) if (this._dropped.length < MAX_DROPPED) this._dropped.push(n.length > MAX_CLIENT_STRING ? n.slice(0, MAX_CLIENT_STRING) : n)
   }
 
   /** The client body as it is after admission (the hooks may have changed it). */

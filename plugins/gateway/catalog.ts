@@ -15,8 +15,22 @@ export interface PublicModel {
   default_parameters: Record<string, unknown>
 }
 
+/**
+ * What a model makes, from its `architecture.output_modalities`: an embedding model (`[embeddings]`),
+ * an image model (`[image]`), or a chat model (anything with `text`). A route serves one kind.
+ */
+export type ModelKind = 'chat' | 'embeddings' | 'image'
+
+export function kindOf (outputModalities: readonly string[]): ModelKind {
+  if (outputModalities.includes('text')) return 'chat'
+  if (outputModalities.includes('embeddings')) return 'embeddings'
+  if (outputModalities.includes('image')) return 'image'
+  return 'chat'
+}
+
 export interface CatalogModel {
   id: string
+  kind: ModelKind
   config: ModelConfig
   /** Provider ids, in config order. */
   providers: string[]
@@ -46,6 +60,7 @@ function toCatalogModel (m: ModelConfig): CatalogModel {
     config: m,
     providers: refs.map((r) => typeof r === 'string' ? r : r.id),
     weights: refs.map((r) => typeof r === 'string' ? 1 : r.weight),
+    kind: kindOf(m.architecture.output_modalities),
     routing: m.routing,
     upstreamModel: m.upstream_model ?? m.id,
     active: m.status === 'active',
@@ -64,8 +79,12 @@ function toCatalogModel (m: ModelConfig): CatalogModel {
   }
 }
 
-/** `anthropic/*` → a matcher; `*` spans slashes, since model ids contain them. */
+/**
+ * `anthropic/*` → a matcher; `*` spans slashes, since model ids contain them. An empty list
+ * grants nothing (a key whose list was emptied may call no model, never every model).
+ */
 export function globMatcher (globs: readonly string[]): (id: string) => boolean {
+  if (globs.length === 0) return () => false
   if (globs.includes('*')) return () => true
   const source = globs.map((g) => '^' + g.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*') + '$').join('|')
   const re = new RegExp(source)
@@ -83,17 +102,24 @@ export class Catalog {
   all (): CatalogModel[] { return [...this.byId.values()] }
 
   /**
-   * The model a provider's own API call names (pass-through): the one of that provider whose
-   * upstream model name is `name`, else the one whose id is `name`.
+   * The active model a provider's own API call names (pass-through), if these globs may see it:
+   * the model of that provider whose upstream name is `name`, or, when `name` is a dated or
+   * versioned snapshot of an upstream name (`gpt-4o-2024-08-06`, `claude-sonnet-4-5-20250929`,
+   * `gemini-2.0-flash-001`), the model of that name.
    */
-  forUpstream (provider: string, name: string): CatalogModel | undefined {
-    let found: CatalogModel | undefined
+  forUpstream (provider: string, name: string, globs: readonly string[] | null): CatalogModel | undefined {
+    const base = snapshotBase(name)
+    let bySnapshot: CatalogModel | undefined
     for (const m of this.byId.values()) {
-      if (!m.providers.includes(provider)) continue
-      if (m.upstreamModel === name) return m
-      if (m.id === name) found = m
+      if (!m.active || !m.providers.includes(provider)) continue
+      if (m.upstreamModel === name) return this.granted(m, globs)
+      if (base !== null && m.upstreamModel === base) bySnapshot ??= m
     }
-    return found
+    return bySnapshot === undefined ? undefined : this.granted(bySnapshot, globs)
+  }
+
+  private granted (m: CatalogModel, globs: readonly string[] | null): CatalogModel | undefined {
+    return globs === null || this.matcher(globs)(m.id) ? m : undefined
   }
   /** Any model by id, whatever its status (billing a call that started before a change). */
   get (id: string): CatalogModel | undefined { return this.byId.get(id) }
@@ -113,8 +139,7 @@ export class Catalog {
   find (id: string, globs: readonly string[] | null): CatalogModel | undefined {
     const m = this.byId.get(id)
     if (m === undefined || !m.active) return undefined
-    if (globs !== null && !this.matcher(globs)(id)) return undefined
-    return m
+    return this.granted(m, globs)
   }
 
   visible (globs: readonly string[] | null): CatalogModel[] {
@@ -122,4 +147,14 @@ export class Catalog {
     const match = this.matcher(globs)
     return this.active().filter((m) => match(m.id))
   }
+}
+
+// A snapshot's suffix: a date (`-2024-08-06`, `-20250929`, Vertex's `@20240620`), a version
+// number (`-001`, `-v2`, `-v1.5`) or the `-latest` alias.
+const SNAPSHOT = /(?:-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8}|-\d{3}|-v\d+(?:\.\d+)*|-latest)$/
+
+/** The upstream name a snapshot name stands for, or null when `name` is no snapshot's. */
+export function snapshotBase (name: string): string | null {
+  const m = SNAPSHOT.exec(name)
+  return m === null || m.index === 0 ? null : name.slice(0, m.index)
 }

@@ -112,6 +112,10 @@ export const InvalidCursor = define('invalid_cursor', { status: 400, openaiType:
 export const InvalidQuery = define('invalid_query', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const PassthroughForbidden = define('passthrough_forbidden', { status: 403, openaiType: 'permission_error', retry: false })
 export const StoreUnavailable = define('store_unavailable', { status: 503, openaiType: 'overloaded_error' })
+export const ConfigOwned = define('config_owned', { status: 409, code: 'config_owned', retry: false })
+export const UnmeteredEndpoint = define('unmetered_endpoint', { status: 403, code: 'unmetered_endpoint', openaiType: 'permission_error', retry: false })
+export const UnreadableModel = define('unreadable_model', { status: 403, code: 'unreadable_model', openaiType: 'permission_error', retry: false })
+export const WrongModelKind = define('wrong_model_kind', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
 export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
 
 /**

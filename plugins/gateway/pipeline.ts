@@ -1,11 +1,11 @@
 import { Readable, Transform, type TransformCallback } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { AdmissionContext, Gateway, PluginAnswer, ResponseBodyContext, StreamContext, UpstreamRequestContext } from '../api/index.js'
+import type { Gateway, PluginAnswer, ResponseBodyContext, StreamContext, UpstreamRequestContext } from '../api/index.js'
 import type { Call } from './call.js'
 import type { CatalogModel } from './catalog.js'
 import { RequestTimeout, StreamIdleTimeout, UpstreamStreamError, UpstreamUnavailable, type GatewayError } from './errors.js'
-import { runSeries, runSeriesUntil, type HookRegistry } from './hooks.js'
-import { then, type MaybePromise } from '../store/types.js'
+import { runSeries, type HookRegistry } from './hooks.js'
+import { then } from '../store/types.js'
 import { relay, StreamRelay, type RelayEnd } from '../translation/relay.js'
 import { pairFor } from '../translation/index.js'
 import { replayStream } from '../translation/replay.js'
@@ -34,31 +34,6 @@ export interface Pipe {
   call: Call
   /** The client reads a stream as one JSON array of its events, not as SSE (Google's streamGenerateContent without alt=sse). */
   arrayStream?: boolean
-}
-
-/**
- * Runs the admission hooks (which may change the body, or refuse the call by throwing) and
- * resolves with the body as they left it. `model` is null for a pass-through call naming no
- * catalog model.
- */
-export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerable = false): MaybePromise<Json> {
-  const { call } = p
-  call.admittedBody(body)
-  if (p.hooks.onAdmission.length === 0) return body
-  const ctx: AdmissionContext = {
-    request: p.request,
-    reply: p.reply,
-    call,
-    principal: p.request.principal,
-    model,
-    body,
-    keepContent: () => { call.keepContent() },
-    answer: answerable ? (answer) => { call.answeredByPlugin(answer) } : undefined
-  }
-  return then(runSeriesUntil(p.hooks.onAdmission, ctx, () => call.pluginAnswer !== null), () => {
-    call.admittedBody(ctx.body)
-    return ctx.body
-  })
 }
 
 /**
@@ -258,6 +233,30 @@ export function relayBytes (p: Pipe, answer: Answer, headers: Record<string, str
   call.answering()
   reply.status(status).headers(headers)
   return reply.send(answer.res.body.pipe(tail))
+}
+
+/**
+ * Relays an answer the gateway does not read for usage but must see whole (a pass-through error,
+ * which may echo the provider's credentials): read, changed by `map`, and sent once the call has
+ * ended.
+ */
+export async function relayMapped (p: Pipe, answer: Answer, headers: Record<string, string | string[]>, map: (text: string) => string): Promise<FastifyReply> {
+  const { reply, call } = p
+  const status = answer.res.statusCode
+  let text: string
+  const t0 = performance.now()
+  try {
+    text = await readText(answer.res.body)
+    call.waited(performance.now() - t0)
+  } catch (err) {
+    call.failed(isTimeout(err) ? 'timeout' : 'upstream_error')
+    throw isTimeout(err) ? new RequestTimeout({ seconds: p.gateway.config.server.request_timeout_s }, { cause: err }) : new UpstreamUnavailable({}, { cause: err })
+  }
+  call.firstByte()
+  call.answering()
+  await call.end({ status: status < 400 ? 'ok' : 'upstream_error', usage: null, complete: true })
+  const { 'content-length': _length, ...rest } = headers
+  return reply.status(status).headers(rest).send(map(text))
 }
 
 /** Passes chunks on one behind, so that the last one is still here when the source ends: it goes once `onEnd` has settled. */

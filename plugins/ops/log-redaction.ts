@@ -6,7 +6,8 @@ import type { FastifyRequest, FastifyServerOptions } from 'fastify'
 // its path and query, with the value of any parameter whose name looks like a credential, and
 // anything shaped like a gateway or provider key, replaced.
 
-const SECRET_PARAM = /key|token|secret|passw|auth|signature|credential|^sig$/i
+/** A query parameter's name that says its value is a credential (`key`, `api_key`, `access_token`, `sig`...). */
+export const SECRET_PARAM = /key|token|secret|passw|auth|signature|credential|^sig$/i
 const KEY_SHAPED = /\b(?:mg|sk)-[A-Za-z0-9_-]{8,}/g
 
 const decode = (s: string): string => {

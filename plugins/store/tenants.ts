@@ -1,7 +1,7 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Config, QuotaConfig } from '../../config/schema.js'
 import { nanoToUsd, usdToNano } from '../gateway/money.js'
-import type { ApiKey, AuditRow, KeyBudget, KeyLimits, KeyPatch, KeySource, NewKey, QuotaPer, TenancyChange } from './types.js'
+import type { ApiKey, AuditRow, KeyBudget, KeyLimits, KeyPatch, KeySource, NewKey, QuotaPer, SyncMode, TenancyChange } from './types.js'
 
 // API keys and tenants as both stores write them: keys stored as a SHA-256 hash with a short hint,
 // config keys with an id derived from their hash (stable across restarts), the plan a config's
@@ -173,14 +173,49 @@ export function configKeyColumns (k: ConfigKey): Partial<KeyRow> {
   return { org_id: k.org, project_id: k.project, ...patchColumns({ name: k.name, models: k.models, passthrough: k.passthrough, expires_at: k.expires_at, limits: k.limits, budget: k.budget }) }
 }
 
+export type KeyStep =
+  | { action: 'insert', id: string }
+  | { action: 'update', id: string, set: Partial<KeyRow>, detail: Record<string, unknown> }
+  | { action: 'keep', id: string, warning?: string }
+
 /**
- * What becomes of a config key given the row with its hash: inserted when there is none, brought
- * up to date (and unrevoked) when it is a config key, left alone when a key made otherwise has
- * the same secret. `id` is the key's id either way (kept from revocation).
+ * What becomes of a config key given the row with its hash: inserted when there is none; left
+ * alone when a key made otherwise has the same secret, or when it was revoked (a revocation is
+ * final: the file cannot bring a key back); otherwise, when applying, brought to what the file
+ * says (`set`: the columns that differ, `detail`: for the audit log).
  */
-export function configKeyStep (existing: { id: string, source: string } | undefined, k: ConfigKey): { action: 'insert' | 'update' | 'keep', id: string } {
+export function configKeyStep (existing: KeyRow | undefined, k: ConfigKey, mode: SyncMode): KeyStep {
   if (existing === undefined) return { action: 'insert', id: configKeyId(k.hash) }
-  return { action: existing.source === 'config' ? 'update' : 'keep', id: existing.id }
+  if (existing.source !== 'config') return { action: 'keep', id: existing.id }
+  if (existing.revoked_at !== null) {
+    return { action: 'keep', id: existing.id, warning: `the config lists key ${existing.id} (${existing.hint}) of ${k.org}/${k.project}, which was revoked: it stays revoked; remove it from the file` }
+  }
+  if (mode === 'missing') return { action: 'keep', id: existing.id }
+  const wanted = configKeyColumns(k)
+  const set: Partial<KeyRow> = {}
+  for (const [column, value] of Object.entries(wanted) as Array<[keyof KeyRow, unknown]>) {
+    if (existing[column] !== value) (set as Record<string, unknown>)[column] = value
+  }
+  if (Object.keys(set).length === 0) return { action: 'keep', id: existing.id }
+  return { action: 'update', id: existing.id, set, detail: Object.fromEntries(Object.keys(set).map((c) => [c, c === 'models' || c === 'passthrough' ? JSON.parse(set[c as 'models'] as string) : set[c as keyof KeyRow]])) }
+}
+
+/** A tenant (organization or project) as the store holds it, for a sync. */
+export interface TenantRow { deleted_at: number | null, quota: string | null }
+
+export type TenantStep = { action: 'insert' } | { action: 'set-quota', quota: string | null } | { action: 'keep', warning?: string }
+
+/**
+ * What becomes of a tenant the config names: created when missing; a deleted one stays deleted
+ * (a deletion is final, as a revocation is); otherwise, when applying, given the quota the file
+ * names (a quota it does not name is the store's).
+ */
+export function tenantStep (existing: TenantRow | undefined, quota: QuotaConfig | undefined, mode: SyncMode, what: string): TenantStep {
+  if (existing === undefined) return { action: 'insert' }
+  if (existing.deleted_at !== null) return { action: 'keep', warning: `the config lists ${what}, which was deleted: it stays deleted; remove it from the file` }
+  if (mode === 'missing' || quota === undefined) return { action: 'keep' }
+  const text = quotaText(quota)
+  return text === existing.quota ? { action: 'keep' } : { action: 'set-quota', quota: text }
 }
 
 /** A quota as stored (JSON text) and back. */

@@ -23,8 +23,18 @@ export function then<T, R> (v: MaybePromise<T>, next: (value: T) => MaybePromise
 
 export type KeySource = 'config' | 'cli' | 'admin'
 
-/** Who made a change through the store: the admin API or the CLI (written to the audit log). */
-export type Actor = 'admin' | 'cli'
+/**
+ * How a config's tenants are applied: `apply` (serve, reload) makes the store hold what the file
+ * names; `missing` (every other command) only creates what is not there, and never changes or
+ * restores what is.
+ */
+export type SyncMode = 'apply' | 'missing'
+
+/** What an application of the config's tenants had to say: what the file names that the store keeps otherwise. */
+export interface SyncReport { warnings: string[] }
+
+/** Who made a change through the store: the admin API, the CLI, or the config file applied at start or reload (written to the audit log). */
+export type Actor = 'admin' | 'cli' | 'config'
 
 export type QuotaPer = QuotaConfig['per']
 
@@ -112,6 +122,8 @@ export interface OrgRow {
   balance_nano: number
   held_nano: number
   spent_nano: number
+  /** Charged beyond what the balance held (the provider reported more than the hold foresaw); a top-up pays it first. */
+  uncollected_nano: number
   created_at: number
   quota: QuotaConfig | null
 }
@@ -397,7 +409,12 @@ export interface Store {
    * keys are created when missing (a deleted one comes back), and the fields the config names
    * are set to its values; then every process hears a `tenants` change.
    */
-  syncTenants: (config: Config, now: number) => MaybePromise<void>
+  /**
+   * Applies the config's tenants (`apply`: serve and reload) or creates those that are missing
+   * (`missing`: every other command); changes are in the audit log as the config's, and what the
+   * file names that the store keeps otherwise (a revoked key, a deleted tenant) is reported.
+   */
+  syncTenants: (config: Config, now: number, mode?: SyncMode) => MaybePromise<SyncReport>
   /**
    * Hears every change of the tenancy made by any process sharing the store, this one included
    * (the processes serving it within a second, those on its bus before the change resolves).

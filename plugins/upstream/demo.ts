@@ -601,6 +601,7 @@ export function createDemoClient (id: string, protocol: Protocol, opts: DemoOpti
     id,
     protocol,
     responses: false,
+    secrets: [],
     async request (req: UpstreamRequest): Promise<UpstreamResponse> {
       if (req.signal.aborted) throw abortError()
       seq++

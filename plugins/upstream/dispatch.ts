@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify'
 import type { Readable } from 'node:stream'
 import { NoProvider, RequestTimeout, UpstreamClientError, UpstreamUnavailable } from '../gateway/errors.js'
 import type { Json, Protocol } from '../translation/types.js'
+import { maskCredentials } from './credentials.js'
 import type { RoutingPolicy, Upstreams } from './index.js'
 import type { AttemptOutcome, AttemptReport, AttemptSink, CallAbort, UpstreamClient, UpstreamResponse } from './types.js'
 
@@ -202,7 +203,8 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
       continue
     }
     if (res.statusCode >= 400 && attempt.error !== undefined) {
-      const text = await readText(res.body)
+      // a provider may echo its own key in an error: it never reaches the client
+      const text = maskCredentials(await readText(res.body), upstream.secrets)
       const shaped = attempt.error(res.statusCode, parseJson(text) ?? { error: { message: text } })
       throw new UpstreamClientError(res.statusCode, shaped, `upstream ${upstream.id} answered ${res.statusCode}`)
     }

@@ -1,5 +1,6 @@
 import { Pool, type Dispatcher } from 'undici'
 import type { ProviderConfig } from '../../config/schema.js'
+import { credentialsOf } from './credentials.js'
 import type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 
 // One keep-alive undici pool per provider. The provider's own credentials are set here and
@@ -18,8 +19,10 @@ export function createHttpClient (provider: ProviderConfig, opts: HttpClientOpti
     headersTimeout: opts.timeoutMs,
     bodyTimeout: opts.timeoutMs
   })
-  // the provider's credentials and fixed headers go with every request, a pass-through's too
-  const credentials: Record<string, string> = { ...(provider.headers ?? {}) }
+  // the provider's credentials and fixed headers go with every request, a pass-through's too, and
+  // win over a client's header of any case (Node gives the client's names in lower case)
+  const credentials: Record<string, string> = {}
+  for (const [name, value] of Object.entries(provider.headers ?? {})) credentials[name.toLowerCase()] = value
   if (provider.api_key !== '') {
     if (provider.protocol === 'openai') credentials.authorization = `Bearer ${provider.api_key}`
     else if (provider.protocol === 'gemini') credentials['x-goog-api-key'] = provider.api_key
@@ -31,10 +34,11 @@ export function createHttpClient (provider: ProviderConfig, opts: HttpClientOpti
     id: provider.id,
     protocol: provider.protocol,
     responses: provider.responses,
+    secrets: credentialsOf(provider),
     async request (req: UpstreamRequest): Promise<UpstreamResponse> {
       const headers: Record<string, string | string[]> = { ...req.headers, ...(req.forwarded === true ? credentials : fixed) }
       if (provider.protocol === 'messages' && headers['anthropic-version'] === undefined) headers['anthropic-version'] = '2023-06-01'
-      const res = await pool.request({ method: (req.method ?? 'POST') as Dispatcher.HttpMethod, path: basePath + req.path, headers, body: req.body, signal: req.signal })
+      const res = await pool.request({ method: (req.method ?? 'POST') as Dispatcher.HttpMethod, path: basePath + req.path === '' ? '/' : basePath + req.path, headers, body: req.body, signal: req.signal })
       return { statusCode: res.statusCode, headers: res.headers, body: res.body }
     },
     async close (): Promise<void> { await pool.close() }

@@ -48,6 +48,8 @@ export interface UpstreamClient {
   readonly protocol: Protocol
   /** The provider serves the Responses API itself (Responses calls go through unchanged). */
   readonly responses: boolean
+  /** Its credentials (key, configured header values): masked in whatever of its answers goes on to a client or the log. */
+  readonly secrets: readonly string[]
   request: (req: UpstreamRequest) => Promise<UpstreamResponse>
   close: () => Promise<void>
 }

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { KeyExpiredNotRotated, KeyNotFound, KeyRevoked, OrgNotFound, ProjectNotFound } from '../../plugins/gateway/errors.js'
+import { ConfigOwned, KeyExpiredNotRotated, KeyNotFound, KeyRevoked, OrgNotFound, ProjectNotFound } from '../../plugins/gateway/errors.js'
 import type { KeyPatch } from '../../plugins/store/types.js'
 import { parseIsoTime } from '../schemas.js'
 import { KeyParams, KeyPatchBody, KeysQuery, NewKeyBody, RotateBody } from './schemas.js'
@@ -7,7 +7,8 @@ import { budgetOf, mergedLimits, views } from './views.js'
 
 // API keys with a lifecycle: created with their grants, expiry, limits and budget; changed;
 // rotated (a new secret with the same grants, limits and budget, the old one valid for a grace
-// period); revoked. The secret is shown once, when it is made. Every change is in the audit log
+// period); revoked. A key the config file declares belongs to the file: it is changed and rotated
+// there (409 config_owned here), but revoked here for good, whatever the file says after. The secret is shown once, when it is made. Every change is in the audit log
 // and heard by every worker and instance before it is answered.
 
 const keys: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -49,6 +50,7 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
     const { id } = request.params
     const current = await existing(id)
     if (current.revoked) throw new KeyRevoked({ id })
+    if (current.source === 'config') throw new ConfigOwned({ what: 'API key', id })
     const b = request.body
     const patch: KeyPatch = {}
     if (b.models !== undefined) patch.models = b.models
@@ -70,6 +72,8 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
     const { id } = request.params
     const current = await existing(id)
     if (current.revoked) throw new KeyRevoked({ id })
+    // the file holds its secret: a new one goes there
+    if (current.source === 'config') throw new ConfigOwned({ what: 'API key', id })
     const now = clock.now()
     if (current.expires_at !== null && current.expires_at <= now) throw new KeyExpiredNotRotated({ id, expired_at: new Date(current.expires_at).toISOString() })
     const rotation = await store.keys.rotate(id, now + request.body.grace_s * 1000, now, 'admin')

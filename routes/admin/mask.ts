@@ -1,3 +1,5 @@
+import { SECRET_PARAM } from '../../plugins/ops/log-redaction.js'
+
 // What the admin API shows of configured values that may hold a secret (plugin options, a
 // provider's base URL): the value of any key that names a secret, every header value, and any
 // URL with credentials in it (`https://user:pass@host/`) become MASK. The input is not changed.
@@ -22,9 +24,28 @@ export function isSecretKey (key: string): boolean {
   return words.some((w) => SECRET_WORD.test(w)) || SECRET_RUN.test(words.join(''))
 }
 
-/** A string value as shown: masked when it is a URL with credentials. */
+/** A URL: a scheme and `//`. */
+const URL_LIKE = /^[a-z][a-z0-9+.-]*:\/\//i
+
+/**
+ * A string value as shown: masked whole when it is a URL with credentials; a URL's query
+ * parameters named like a credential (`?api_key=`, `?token=`, `&sig=`) masked.
+ */
 export function maskUrl (value: string): string {
-  return URL_WITH_USERINFO.test(value) ? MASK : value
+  if (URL_WITH_USERINFO.test(value)) return MASK
+  if (!URL_LIKE.test(value)) return value
+  const q = value.indexOf('?')
+  if (q < 0) return value
+  const hash = value.indexOf('#', q)
+  const query = value.slice(q + 1, hash < 0 ? undefined : hash)
+  const masked = query.split('&').map((pair) => {
+    const eq = pair.indexOf('=')
+    if (eq < 0) return pair
+    let name = pair.slice(0, eq)
+    try { name = decodeURIComponent(name.replace(/\+/g, ' ')) } catch {}
+    return SECRET_PARAM.test(name) ? `${pair.slice(0, eq + 1)}${MASK}` : pair
+  }).join('&')
+  return value.slice(0, q + 1) + masked + (hash < 0 ? '' : value.slice(hash))
 }
 
 /**

@@ -45,7 +45,8 @@ export const NewProjectBody = Type.Object({ id: NewId, quota: Type.Optional(OrNu
 
 export const CreditsBody = Type.Object({ amount_usd: Usd })
 
-const Globs = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 1000 })
+/** A key's model globs: at least one (an empty list would grant nothing, never everything). */
+const Globs = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 1000 })
 const Providers = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 1000 })
 const PerMinute = Type.Unsafe<number | null>({ type: ['integer', 'null'], minimum: 1, maximum: 1_000_000_000, finite: true })
 

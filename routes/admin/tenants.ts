@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { OrgExists, OrgNotFound, ProjectExists, ProjectNotFound } from '../../plugins/gateway/errors.js'
+import { ConfigOwned, OrgExists, OrgNotFound, ProjectExists, ProjectNotFound } from '../../plugins/gateway/errors.js'
 import { CreditsBody, NewOrgBody, NewProjectBody, OrgParams, ProjectParams, QuotaBody } from './schemas.js'
 import { quotaOf, usdField, views } from './views.js'
 
@@ -8,8 +8,16 @@ import { quotaOf, usdField, views } from './views.js'
 // in the audit log, and heard by every worker and instance before it is answered.
 
 const tenants: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { store, clock } = fastify.gateway
+  const { store, clock, config } = fastify.gateway
   const view = views(store, clock.now)
+
+  // a quota the config file names belongs to the file: a reload would set it back
+  const fileQuota = (org: string, project?: string): boolean => {
+    const t = config.tenants.find((x) => x.org === org)
+    if (t === undefined) return false
+    if (project === undefined) return t.quota !== undefined
+    return t.projects.find((p) => p.id === project)?.quota !== undefined
+  }
 
   fastify.get('/orgs', async () => ({
     object: 'list',
@@ -28,6 +36,7 @@ const tenants: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.patch('/orgs/:org', { schema: { params: OrgParams, body: QuotaBody } }, async (request) => {
     const { org } = request.params
+    if (fileQuota(org)) throw new ConfigOwned({ what: 'The quota of organization', id: org })
     const quota = request.body.quota === null ? null : quotaOf(request.body.quota, 'quota')
     if (!await store.orgs.setQuota(org, quota, clock.now(), 'admin')) throw new OrgNotFound({ org })
     return await view.org(org)
@@ -58,6 +67,7 @@ const tenants: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.patch('/orgs/:org/projects/:project', { schema: { params: ProjectParams, body: QuotaBody } }, async (request) => {
     const { org, project } = request.params
+    if (fileQuota(org, project)) throw new ConfigOwned({ what: 'The quota of project', id: `${org}/${project}` })
     const quota = request.body.quota === null ? null : quotaOf(request.body.quota, 'quota')
     if (!await store.orgs.setProjectQuota(org, project, quota, clock.now(), 'admin')) await notFound(org, project)
     return await view.project(org, project, quota)

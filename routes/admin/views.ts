@@ -60,6 +60,7 @@ export function views (store: Store, now: () => number) {
       balance_usd: nanoToUsd(o.balance_nano),
       held_usd: nanoToUsd(o.held_nano),
       spent_usd: nanoToUsd(o.spent_nano),
+      uncollected_usd: nanoToUsd(o.uncollected_nano),
       quota: await quotaView(o.quota === null ? null : orgRule(id, o.quota)),
       projects: await Promise.all(projects.map(async (p) => await project(id, p.id, p.quota)))
     }

@@ -27,6 +27,8 @@ const COUNTS = ['calls', 'prompt_tokens', 'cached_input_tokens', 'completion_tok
 const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   const { store, catalog, clock } = fastify.gateway
   const root = fromRoot('dist', 'console')
+  // both consoles (the operator's is registered below, inside this scope): the page may load, run and call only this origin
+  fastify.addHook('onSend', async (_request, reply) => { reply.headers(CONSOLE_HEADERS) })
 
   const keyOf = async (request: FastifyRequest): Promise<ApiKey> => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
@@ -130,8 +132,8 @@ const cacheHeaders = (res: { setHeader: (name: string, value: string) => unknown
   res.setHeader('cache-control', path.endsWith('.html') ? 'no-cache' : 'public, max-age=31536000, immutable')
 }
 
-/** What every answer under /console/admin carries: the page may load, run and call only this origin. */
-const ADMIN_CONSOLE_HEADERS = {
+/** What every answer under /console carries: the page may load, run and call only this origin. */
+const CONSOLE_HEADERS = {
   'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer'
@@ -142,7 +144,6 @@ const ADMIN_CONSOLE_HEADERS = {
 // token it can do nothing, and with no token configured it only says that the admin API is off.
 const adminConsole: FastifyPluginAsyncTypebox = async (fastify) => {
   const root = fromRoot('dist', 'console', 'admin')
-  fastify.addHook('onSend', async (_request, reply) => { reply.headers(ADMIN_CONSOLE_HEADERS) })
 
   if (fastify.gateway.config.admin.token === '') {
     fastify.get('/', async (_request, reply) => await reply.status(404).type('text/html; charset=utf-8').header('cache-control', 'no-cache').send(ADMIN_OFF))

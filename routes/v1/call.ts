@@ -2,8 +2,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Gateway } from '../../plugins/api/index.js'
 import type { CatalogModel } from '../../plugins/gateway/catalog.js'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
-import { ModelNotFound, UnsupportedOnUpstream } from '../../plugins/gateway/errors.js'
-import { admit, answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
+import { UnsupportedOnUpstream } from '../../plugins/gateway/errors.js'
+import { admit, grantedModel } from '../../plugins/gateway/gate.js'
+import { answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { applyParameters, checkBody, checkMedia, checkMediaHostsByDns } from '../../plugins/gateway/validation.js'
 import { then, type MaybePromise } from '../../plugins/store/types.js'
 import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
@@ -60,8 +61,7 @@ export function callHandler (fastify: FastifyInstance, protocol: Protocol) {
 function resolve (p: Pipe, protocol: Protocol, target: CallTarget | undefined): { model: CatalogModel, valid: Json } {
   const valid = checkBody(p.request.body, protocol)
   const name = target?.model ?? valid.model as string
-  const model = p.gateway.catalog.find(name, p.request.principal?.models ?? null)
-  if (model === undefined) throw new ModelNotFound({ model: name })
+  const model = grantedModel(p.gateway, p.request.principal, name, 'chat')
   p.call.resolved(model, target?.stream ?? valid.stream === true)
   return { model, valid }
 }

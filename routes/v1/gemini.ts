@@ -3,8 +3,9 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
 import type { CatalogModel } from '../../plugins/gateway/catalog.js'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
-import { InvalidQuery, MissingModelId, ModelNotFound, RouteNotFound } from '../../plugins/gateway/errors.js'
-import { admit, relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
+import { InvalidQuery, MissingModelId, RouteNotFound } from '../../plugins/gateway/errors.js'
+import { admit, grantedModel, grantedModels } from '../../plugins/gateway/gate.js'
+import { relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { checkBody, checkMedia } from '../../plugins/gateway/validation.js'
 import { geminiCountTokensPair } from '../../plugins/translation/gemini-passthrough.js'
 import { upstreamPath } from '../../plugins/translation/index.js'
@@ -84,11 +85,7 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
   /** The catalog id a path names: `models/{id}` is `{id}` when the catalog has no such id. */
   const modelId = (name: string): string => name.startsWith('models/') && catalog.get(name) === undefined ? name.slice('models/'.length) : name
 
-  const find = (request: FastifyRequest, id: string): CatalogModel => {
-    const model = catalog.find(id, request.principal?.models ?? null)
-    if (model === undefined) throw new ModelNotFound({ model: id })
-    return model
-  }
+  const find = (request: FastifyRequest, id: string): CatalogModel => grantedModel(gateway, request.principal, id, 'chat')
 
   // Counted by the model's Gemini providers (failover as for calls); for other models locally
   // with a tokenizer (an estimate), never a fake 0.
@@ -133,7 +130,7 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
   const listing = { config: { family: 'gemini', ...keys } } as const
 
   fastify.get('/models', { ...listing, schema: { querystring: ListQuery } }, async (request) => {
-    const visible = catalog.visible(request.principal?.models ?? null)
+    const visible = grantedModels(gateway, request.principal)
     const token = request.query.pageToken
     const start = token === undefined || token === '' ? 0 : /^\d{1,9}$/.test(token) ? Number(token) : NaN
     if (!(start <= visible.length)) throw new InvalidQuery({ param: 'pageToken', reason: 'is not a page token this list gave' })
@@ -146,7 +143,7 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
   fastify.get('/models/*', { ...listing, schema: { params: Rest } }, async (request) => {
     const id = request.params['*']
     if (id === '') throw new MissingModelId()
-    return geminiModel(find(request, modelId(id)))
+    return geminiModel(grantedModel(gateway, request.principal, modelId(id)))
   })
 
   // any other path: a 404 after the key is checked, as under /v1, with the key where Gemini clients put it

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { MissingModelId, ModelNotFound } from '../../plugins/gateway/errors.js'
+import { MissingModelId } from '../../plugins/gateway/errors.js'
+import { grantedModel, grantedModels } from '../../plugins/gateway/gate.js'
 import { Integer } from '../schemas.js'
 
 // GET /v1/models and GET /v1/models/{id}: the catalog's model objects, never a price, only the
@@ -13,19 +14,17 @@ const ModelParams = Type.Object({ '*': Type.String() })
 const config = { family: 'openai' } as const
 
 const models: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { catalog } = fastify.gateway
+  const gateway = fastify.gateway
 
   fastify.get('/models', { config, schema: { querystring: ListQuery } }, async (request) => {
-    const visible = catalog.visible(request.principal?.models ?? null)
+    const visible = grantedModels(gateway, request.principal)
     return { object: 'list', data: visible.slice(0, request.query.limit).map((m) => m.public) }
   })
 
   fastify.get('/models/*', { config, schema: { params: ModelParams } }, async (request) => {
     const id = request.params['*']
     if (id === '') throw new MissingModelId()
-    const model = catalog.find(id, request.principal?.models ?? null)
-    if (model === undefined) throw new ModelNotFound({ model: id })
-    return model.public
+    return grantedModel(gateway, request.principal, id).public
   })
 }
 

@@ -83,17 +83,31 @@ t.test('a streamed pass-through call is relayed chunk by chunk and metered from 
   t.ok((row?.completion_tokens ?? 0) > 0 && (row?.cost_nano ?? 0) > 0, 'metered from the usage chunk')
 })
 
-t.test('Messages pass-through: x-api-key accepted from the client, the provider\'s x-api-key sent; an unknown model costs 0', async (t) => {
+t.test('Messages pass-through: x-api-key accepted from the client, the provider\'s x-api-key sent; a snapshot of a catalog model billed at its prices', async (t) => {
   const g = await gateway(t)
-  const res = await post(`${g.base}/passthrough/mock-messages/v1/messages`, { model: 'some-new-claude', max_tokens: 20, messages: [{ role: 'user', content: 'hello' }] }, { 'x-api-key': KEY_A })
+  const res = await post(`${g.base}/passthrough/mock-messages/v1/messages`, { model: 'claude-upstream-name-20250929', max_tokens: 20, messages: [{ role: 'user', content: 'hello' }] }, { 'x-api-key': KEY_A })
   t.equal(res.status, 200)
   t.equal((await res.json() as { type: string }).type, 'message')
   const up = g.mock.requests.at(-1)
   t.equal(up?.apiKey, UPSTREAM_ANTHROPIC_KEY)
   t.equal(up?.headers['anthropic-version'], '2023-06-01')
+  t.equal((up?.body as { model?: string } | undefined)?.model, 'claude-upstream-name-20250929', 'the snapshot the client named is the one sent')
   const [row] = await g.rows()
-  t.match(row, { endpoint: 'passthrough', model: 'some-new-claude', cost_nano: 0 }, 'not in the catalog: recorded with its tokens at cost 0')
-  t.ok((row?.prompt_tokens ?? 0) > 0)
+  t.match(row, { endpoint: 'passthrough', model: 'anthropic/claude-test' }, 'the catalog model of which it is a snapshot')
+  t.ok((row?.prompt_tokens ?? 0) > 0 && (row?.cost_nano ?? 0) > 0, 'billed at that model\'s prices')
+})
+
+t.test('a pass-through call naming a model that is no catalog model of the provider is refused before anything is sent', async (t) => {
+  const g = await gateway(t)
+  for (const model of ['some-new-claude', 'claude-upstream-name-preview', 'anthropic/claude-test', 'gpt-upstream-name']) {
+    const res = await post(`${g.base}/passthrough/mock-messages/v1/messages`, { model, max_tokens: 20, messages: [{ role: 'user', content: 'hello' }] }, { 'x-api-key': KEY_A })
+    t.equal(res.status, 404, model)
+    t.match(await res.json(), { type: 'error', error: { type: 'not_found_error' } })
+  }
+  const noModel = await post(`${g.base}/passthrough/mock-openai/chat/completions`, { messages: [{ role: 'user', content: 'hi' }] })
+  t.equal(noModel.status, 400, 'a metered endpoint must name its model')
+  t.equal(g.mock.requests.length, 0, 'nothing reached the provider')
+  t.same(await g.rows(), [], 'and nothing was recorded')
 })
 
 t.test('a key without the grant is refused, in the provider family\'s shape', async (t) => {
@@ -360,4 +374,97 @@ t.test('an answer the gateway reads comes unencoded; others keep the client\'s a
   const models = await fetch(`${g.base}/passthrough/mock-openai/models`, { headers: { authorization: `Bearer ${KEY_A}`, 'accept-encoding': 'gzip' } })
   await models.text()
   t.equal(g.mock.requests.at(-1)?.headers['accept-encoding'], 'gzip', 'an answer passed unread: the client\'s own')
+})
+
+t.test('pass-through spends nothing past an empty balance or a spent budget: a snapshot is priced as its model, an unknown name refused', async (t) => {
+  const g = await gateway(t, [{ name: 'auth' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }], {
+    tenants: [
+      { org: 'acme', balance_usd: 0, projects: [{ id: 'web', keys: [{ key: KEY_A, passthrough: ['mock-openai', 'mock-messages'] }] }] },
+      { org: 'rich', balance_usd: 100, projects: [{ id: 'app', keys: [{ key: KEY_B, passthrough: ['mock-openai'], budget: { usd: 0.01, per: 'day' } }] }] }
+    ]
+  })
+  const url = `${g.base}/passthrough/mock-openai/chat/completions`
+  for (const model of ['gpt-upstream-name', 'gpt-upstream-name-2025-01-01', 'gpt-upstream-name-20250101']) {
+    const res = await post(url, chatBody({ model }))
+    t.equal(res.status, 402, `${model} on a balance of 0: refused`)
+  }
+  t.equal((await post(url, chatBody({ model: 'gpt-x-2025-01-01' }))).status, 404, 'a snapshot of no catalog model: unknown')
+  t.equal((await post(url, { messages: [{ role: 'user', content: 'hi' }] })).status, 400, 'a metered endpoint must name its model')
+  const batch = await post(`${g.base}/passthrough/mock-openai/batches`, { input_file_id: 'f', endpoint: '/v1/chat/completions', completion_window: '24h' })
+  t.equal(batch.status, 403, 'an endpoint that spends without reporting what: refused under a balance')
+  t.match(await batch.json(), { error: { code: 'unmetered_endpoint', type: 'permission_error' } })
+  t.equal(g.mock.requests.length, 0, 'nothing reached the provider')
+
+  // a budget: the first call goes (its worst case is held), then the window is spent
+  const big = { authorization: `Bearer ${KEY_B}` }
+  g.mock.script(() => ({ body: { id: 'c', object: 'chat.completion', created: 1, model: 'gpt-upstream-name', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 2_000_000, completion_tokens: 1_000_000, total_tokens: 3_000_000 } } }))
+  const first = await post(url, chatBody({ model: 'gpt-upstream-name-2025-01-01' }), big)
+  t.equal(first.status, 200)
+  const [row] = await g.rows()
+  t.match(row, { model: 'openai/gpt-test', prompt_tokens: 2_000_000, completion_tokens: 1_000_000 }, 'billed as the catalog model: millions of tokens, all charged')
+  t.equal(row?.cost_nano, 2_000_000 * 3_000 + 1_000_000 * 15_000, 'at its prices')
+  const second = await post(url, chatBody({ model: 'gpt-upstream-name-2025-01-01' }), big)
+  t.equal(second.status, 429, 'the budget is spent: refused')
+  t.equal(g.mock.requests.length, 1, 'only the first reached the provider')
+})
+
+t.test('pass-through holds the key\'s model grants: a key limited to some models reaches no other through the provider\'s API', async (t) => {
+  const g = await gateway(t, undefined, {
+    tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, models: ['anthropic/*'], passthrough: ['mock-openai', 'mock-messages'] }] }] }]
+  })
+  const refused = await post(`${g.base}/passthrough/mock-openai/chat/completions`, chatBody())
+  t.equal(refused.status, 404, 'openai/gpt-test is not granted: as /v1/chat/completions answers')
+  t.equal((await post(`${g.base}/v1/chat/completions`, { ...chatBody(), model: 'openai/gpt-test' })).status, 404)
+  const granted = await post(`${g.base}/passthrough/mock-messages/v1/messages`, { model: 'claude-upstream-name', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }, { 'x-api-key': KEY_A })
+  t.equal(granted.status, 200, 'anthropic/claude-test is')
+  t.equal(g.mock.requests.length, 1)
+})
+
+t.test('headers: the provider\'s own win whatever the case; the client\'s cookies, organization, project and forwarding headers stay; the provider\'s cookies stay', async (t) => {
+  const mock = await startMockUpstream()
+  const c = mockCatalog(mock)
+  const providers = (c.providers as Array<Record<string, unknown>>).map((p) => p.id === 'mock-openai' ? { ...p, passthrough: true, headers: { 'X-Org-Secret': 'the-configured-secret-value' } } : p)
+  const app = await buildApp(testConfig({ ...c, providers, plugins: [{ name: 'auth' }], tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, passthrough: ['mock-openai'] }] }] }] }), { logger: false })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(async () => { await app.close(); await mock.close() })
+  const port = (app.server.address() as { port: number }).port
+  mock.script(() => ({ body: { id: 'c', object: 'chat.completion', created: 1, model: 'gpt-upstream-name', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }, headers: { 'set-cookie': 'session=provider-session; Path=/' } }))
+  const res = await post(`http://127.0.0.1:${port}/passthrough/mock-openai/chat/completions`, chatBody(), {
+    authorization: `Bearer ${KEY_A}`, 'x-org-secret': 'from-the-client', 'openai-organization': 'org-client', 'openai-project': 'proj-client', cookie: 'a=b', 'x-forwarded-for': '6.6.6.6', forwarded: 'for=6.6.6.6'
+  })
+  t.equal(res.status, 200)
+  t.equal(res.headers.get('set-cookie'), null, 'the provider\'s cookie does not reach the client')
+  const up = mock.requests.at(-1)
+  t.equal(up?.headers['x-org-secret'], 'the-configured-secret-value', 'the configured header, and only it')
+  for (const h of ['openai-organization', 'openai-project', 'cookie', 'x-forwarded-for', 'forwarded']) t.equal(up?.headers[h], undefined, `${h} not forwarded`)
+
+  // an absolute-form request target is routed by its path, like the origin form
+  const status = await new Promise<number>((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path: `http://127.0.0.1:${port}/passthrough/mock-openai/chat/completions`, headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' } }, (r) => { r.resume(); resolve(r.statusCode ?? 0) })
+    req.on('error', reject)
+    req.end(JSON.stringify(chatBody()))
+  })
+  t.equal(status, 200)
+  t.equal(mock.requests.at(-1)?.path, '/v1/chat/completions', 'under the provider\'s base path, as an origin-form target')
+})
+
+t.test('a provider\'s key echoed in its error never reaches the client, on any route', async (t) => {
+  const g = await gateway(t)
+  const echo = (status: number): void => {
+    g.mock.script((rec) => ({ status, body: rec.path.startsWith('/v1/messages') ? { type: 'error', error: { type: 'authentication_error', message: `invalid x-api-key: ${UPSTREAM_ANTHROPIC_KEY}` } } : { error: { message: `Incorrect API key provided: ${UPSTREAM_OPENAI_KEY}.`, type: 'invalid_request_error', code: 'invalid_api_key' } }, headers: { 'x-debug-key': rec.path.startsWith('/v1/messages') ? UPSTREAM_ANTHROPIC_KEY : UPSTREAM_OPENAI_KEY } }))
+  }
+  echo(401)
+  const answers = [
+    await post(`${g.base}/v1/chat/completions`, { ...chatBody(), model: 'openai/gpt-test' }),
+    await post(`${g.base}/v1/messages`, { model: 'anthropic/claude-test', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }),
+    await post(`${g.base}/passthrough/mock-openai/chat/completions`, chatBody()),
+    await post(`${g.base}/passthrough/mock-messages/v1/messages`, { model: 'claude-upstream-name', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }, { 'x-api-key': KEY_A })
+  ]
+  for (const res of answers) {
+    t.equal(res.status, 401, 'the provider\'s status kept')
+    const text = await res.text()
+    t.notOk(text.includes(UPSTREAM_OPENAI_KEY) || text.includes(UPSTREAM_ANTHROPIC_KEY), `masked: ${text}`)
+    t.match(text, /\[REDACTED\]/)
+    t.notOk(JSON.stringify([...res.headers]).includes(UPSTREAM_OPENAI_KEY) || JSON.stringify([...res.headers]).includes(UPSTREAM_ANTHROPIC_KEY), 'nor in its headers')
+  }
 })

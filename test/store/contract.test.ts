@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
 import { usageId, type CachedAnswer, type QuotaLimit, type Store, type UsageFilter, type UsageRow } from '../../plugins/store/types.js'
+import type { Config } from '../../config/schema.js'
 import { KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
@@ -56,8 +57,35 @@ function contract (t: Tap.Test, open: Open): void {
     t.match(key, { org: 'acme', project: 'web', name: 'a', source: 'config', revoked: false })
     await store.syncTenants(tenants(25, []), 3)
     t.equal(await store.keys.verify(KEY_A), undefined, 'a key no longer in the config is revoked')
-    await store.syncTenants(tenants(25), 4)
-    t.equal((await store.keys.verify(KEY_A))?.id, key?.id, 'and back, with the same id')
+    const back = await store.syncTenants(tenants(25), 4)
+    t.equal(await store.keys.verify(KEY_A), undefined, 'listed again, it stays revoked: a revocation is final')
+    t.match(back.warnings, [new RegExp(`${key?.id ?? 'no key'}.*revoked`)], 'and the sync says so')
+    t.match((await store.audit.page(10)).map((r) => [r.action, r.actor]), [['key.revoke', 'config'], ['key.create', 'config'], ['project.create', 'config'], ['org.create', 'config']], 'what the config did is in the audit log')
+  })
+
+  t.test('tenants: only apply changes what exists; missing only creates what is not there', async (t) => {
+    const [store] = await open(t) as [Store]
+    const quota = (tokens: number): Config => {
+      const c = tenants(25)
+      return { ...c, tenants: c.tenants.map((o) => ({ ...o, quota: { tokens, per: 'day' as const } })) }
+    }
+    await store.syncTenants(quota(100), 1, 'missing')
+    t.match((await store.orgs.get('acme'))?.quota, { tokens: 100 }, 'missing creates with what the file says')
+    await store.syncTenants(quota(200), 2, 'missing')
+    t.match((await store.orgs.get('acme'))?.quota, { tokens: 100 }, 'and never changes what is there')
+    await store.syncTenants(quota(200), 3, 'apply')
+    t.match((await store.orgs.get('acme'))?.quota, { tokens: 200 }, 'apply does')
+    const before = (await store.audit.page(100)).length
+    await store.syncTenants(quota(200), 4, 'apply')
+    t.equal((await store.audit.page(100)).length, before, 'applying an unchanged file writes nothing to the audit log')
+    const key = await store.keys.verify(KEY_A)
+    t.ok(await store.keys.revoke(key?.id ?? '', 5, 'admin'))
+    await store.syncTenants(quota(200), 6, 'apply')
+    t.equal(await store.keys.verify(KEY_A), undefined, 'a key revoked through the admin API stays revoked when the file is applied')
+    t.ok(await store.orgs.remove('acme', 7, 'admin'))
+    const report = await store.syncTenants(quota(300), 8, 'apply')
+    t.equal(await store.orgs.get('acme'), undefined, 'a deleted organization stays deleted')
+    t.ok(report.warnings.some((w) => w.includes('organization acme')), 'the sync warns of it')
   })
 
   t.test('keys: created once with a hash, listed without the secret, revoked for good', async (t) => {
@@ -255,7 +283,7 @@ function contract (t: Tap.Test, open: Open): void {
     t.equal(await store.usage.byTrace('not-a-trace-id'), undefined)
   })
 
-  t.test('tenancy: orgs and projects made, given quotas, deleted; their keys refused; the config brings its own back', async (t) => {
+  t.test('tenancy: orgs and projects made, given quotas, deleted; their keys refused; a deletion is final, whatever the config says', async (t) => {
     const [store] = await open(t) as [Store]
     await store.syncTenants(tenants(1), 1)
     t.ok(await store.orgs.create({ id: 'globex', balanceNano: 5, quota: { tokens: 10, per: 'day' } }, 2, 'admin'))
@@ -277,13 +305,24 @@ function contract (t: Tap.Test, open: Open): void {
     t.notOk(await store.orgs.credit('globex', 1, 11, 'admin'), 'a deleted organization gets no credits')
     t.ok(await store.orgs.remove('acme', 12, 'admin'))
     t.equal(await store.keys.verify(KEY_A), undefined, 'a key of a deleted organization')
-    await store.syncTenants(testConfig({ tenants: [{ org: 'acme', quota: { usd: 3, per: 'day' }, projects: [{ id: 'web', keys: [{ key: KEY_A, limits: { rpm: 7 }, expires_at: '2030-01-01' }] }] }] }), 13)
-    t.match(await store.orgs.get('acme'), { quota: { usd: 3, per: 'day' } }, 'a config organization is back, with the quota the config names')
+    const report = await store.syncTenants(testConfig({ tenants: [{ org: 'acme', quota: { usd: 3, per: 'day' }, projects: [{ id: 'web', keys: [{ key: KEY_A, limits: { rpm: 7 }, expires_at: '2030-01-01' }] }] }] }), 13)
+    t.equal(await store.orgs.get('acme'), undefined, 'a config organization deleted through the store stays deleted')
+    t.equal(await store.keys.verify(KEY_A), undefined, 'and its key answers nothing')
+    t.match(report.warnings, [/organization acme.*deleted/], 'the sync says so')
+    t.same((await store.audit.page(100)).map((a) => [a.action, a.actor]), [
+      ['key.update', 'config'], ['org.delete', 'admin'], ['org.delete', 'admin'], ['project.delete', 'admin'], ['org.update', 'admin'], ['key.create', 'admin'],
+      ['project.create', 'cli'], ['org.create', 'admin'], ['key.create', 'config'], ['project.create', 'config'], ['org.create', 'config']
+    ], 'every change, newest first, and who made it: the store\'s callers and the config')
+  })
+
+  t.test('tenancy: a config quota is applied to a live tenant, one it does not name is kept', async (t) => {
+    const [store] = await open(t) as [Store]
+    await store.syncTenants(testConfig({ tenants: [{ org: 'acme', quota: { usd: 3, per: 'day' }, projects: [{ id: 'web', keys: [{ key: KEY_A, limits: { rpm: 7 }, expires_at: '2030-01-01' }] }] }] }), 1)
+    t.match(await store.orgs.get('acme'), { quota: { usd: 3, per: 'day' } }, 'the quota the config names')
     t.match(await store.keys.verify(KEY_A), { limits: { rpm: 7 }, expires_at: Date.UTC(2030, 0, 1) }, 'its key, with the limits and expiry the config names')
-    await store.syncTenants(tenants(1), 14)
+    await store.syncTenants(tenants(1), 2)
     t.match(await store.orgs.get('acme'), { quota: { usd: 3, per: 'day' } }, 'a quota the config does not name is kept')
     t.match(await store.keys.verify(KEY_A), { limits: { rpm: 7 } }, 'and so are limits')
-    t.same((await store.audit.page(100)).map((a) => a.action), ['org.delete', 'org.delete', 'project.delete', 'org.update', 'key.create', 'project.create', 'org.create'], 'the changes made through the store, newest first; the config\'s are not')
   })
 
   t.test('keys: updated, rotated in a line, revoked; every process hears each change before it resolves', async (t) => {
@@ -316,7 +355,7 @@ function contract (t: Tap.Test, open: Open): void {
     const audit = await b.audit.page(3)
     t.same(audit.map((x) => `${x.action} ${x.actor}`), ['key.revoke admin', 'key.rotate admin', 'key.rotate cli'])
     const next = await b.audit.page(3, { created_at: audit[2]?.at as number, id: audit[2]?.id as string })
-    t.same(next.map((x) => x.action), ['key.update', 'key.create'], 'the next page')
+    t.same(next.map((x) => `${x.action} ${x.actor}`), ['key.update admin', 'key.create admin', 'key.create config'], 'the next page (the config\'s own key made by the sync before)')
     t.notOk(JSON.stringify(await b.audit.page(100)).includes(k.key), 'no secret in the audit log')
   })
 

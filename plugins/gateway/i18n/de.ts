@@ -53,5 +53,9 @@ export const de: Catalog = {
   invalid_query: "Ungültiger Abfrageparameter {param}: {reason}",
   passthrough_forbidden: "Dieser API-Schlüssel darf die Durchleitungsrouten des Anbieters {provider} nicht verwenden.",
   passthrough_path: "Der Durchleitungspfad muss unter dem Basispfad des Anbieters bleiben: keine Punktsegmente, kodierten Schrägstriche, Backslashes oder absoluten URLs.",
+  config_owned: "{what} {id} ist in der Konfigurationsdatei festgelegt: Ändern Sie es dort und laden Sie neu; Admin-API und CLI können nicht ändern, was die Datei festlegt.",
+  unmetered_endpoint: "{method} {path} beim Anbieter {provider} kann Kosten verursachen, die das Gateway nicht lesen kann: Der Aufruf wird abgelehnt, solange für diesen Schlüssel ein Guthaben, ein Budget oder ein Kontingent gilt.",
+  unreadable_model: "{method} {path} beim Anbieter {provider} nennt sein Modell nicht in lesbarer Form: Nur ein Schlüssel, der alle Modelle nutzen darf, kann es aufrufen.",
+  wrong_model_kind: "{model} ist kein Modell der Art {kind}: Diese Route bedient nur solche Modelle.",
   store_unavailable: "Der Speicher des Gateways ist gerade nicht erreichbar. Bitte gleich erneut versuchen."
 }

@@ -54,6 +54,10 @@ export const en = {
   invalid_query: 'Invalid query parameter {param}: {reason}',
   passthrough_forbidden: 'This API key may not use the pass-through routes of provider {provider}.',
   passthrough_path: 'The pass-through path must stay under the provider\'s base path: no dot segments, encoded slashes, backslashes or absolute URLs.',
+  config_owned: '{what} {id} is declared in the config file: change it there and reload; the admin API and the CLI cannot change what the file sets.',
+  unmetered_endpoint: '{method} {path} on provider {provider} may spend without reporting a cost the gateway can read: it is refused while a prepaid balance, a budget or a quota applies to this key.',
+  unreadable_model: '{method} {path} on provider {provider} does not say which model it uses in a form the gateway can read: only a key granted every model may call it.',
+  wrong_model_kind: '{model} is not {article} {kind} model: this route serves {kind} models only.',
   store_unavailable: 'The gateway\'s store cannot be reached right now. Retry in a moment.'
 } as const
 

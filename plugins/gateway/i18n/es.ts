@@ -53,5 +53,9 @@ export const es: Catalog = {
   invalid_query: "Parámetro de consulta {param} no válido: {reason}",
   passthrough_forbidden: "Esta clave de API no puede usar las rutas de paso directo del proveedor {provider}.",
   passthrough_path: "La ruta de paso directo debe quedar bajo la ruta base del proveedor: sin segmentos de punto, barras codificadas, barras invertidas ni URL absolutas.",
+  config_owned: "{what} {id} está declarado en el archivo de configuración: cámbielo allí y recargue; la API de administración y la CLI no pueden cambiar lo que fija el archivo.",
+  unmetered_endpoint: "{method} {path} del proveedor {provider} puede generar un gasto que el gateway no puede leer: se rechaza mientras esta clave tenga un saldo prepago, un presupuesto o una cuota.",
+  unreadable_model: "{method} {path} del proveedor {provider} no indica su modelo de forma legible para el gateway: solo una clave con acceso a todos los modelos puede llamarlo.",
+  wrong_model_kind: "{model} no es un modelo de tipo {kind}: esta ruta solo sirve modelos de ese tipo.",
   store_unavailable: "El almacén de la pasarela no está disponible en este momento. Vuelva a intentarlo en un momento."
 }

@@ -53,5 +53,9 @@ export const fr: Catalog = {
   invalid_query: "Paramètre de requête {param} non valide : {reason}",
   passthrough_forbidden: "Cette clé d'API ne peut pas utiliser les routes de transmission directe du fournisseur {provider}.",
   passthrough_path: "Le chemin de transmission directe doit rester sous le chemin de base du fournisseur : ni segments point, ni barres obliques encodées, ni barres obliques inverses, ni URL absolues.",
+  config_owned: "{what} {id} est déclaré dans le fichier de configuration : modifiez-le là puis rechargez ; l'API d'administration et la CLI ne peuvent pas changer ce que fixe le fichier.",
+  unmetered_endpoint: "{method} {path} chez le fournisseur {provider} peut engager une dépense que la passerelle ne sait pas lire : l'appel est refusé tant qu'un solde prépayé, un budget ou un quota s'applique à cette clé.",
+  unreadable_model: "{method} {path} chez le fournisseur {provider} n'indique pas son modèle sous une forme lisible : seule une clé autorisée sur tous les modèles peut l'appeler.",
+  wrong_model_kind: "{model} n'est pas un modèle de type {kind} : cette route ne sert que ce type de modèle.",
   store_unavailable: "Le stockage de la passerelle est injoignable pour le moment. Réessayez dans un instant."
 }

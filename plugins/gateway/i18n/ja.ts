@@ -53,5 +53,9 @@ export const ja: Catalog = {
   invalid_query: "クエリパラメーター {param} が無効です: {reason}",
   passthrough_forbidden: "この API キーはプロバイダー {provider} のパススルー経路を使用できません。",
   passthrough_path: "パススルーのパスはプロバイダーのベースパスの下に留まる必要があります（ドットセグメント、エンコードされたスラッシュ、バックスラッシュ、絶対 URL は使用できません）。",
+  config_owned: "{what} {id} は設定ファイルで定義されています。ファイルを変更して再読み込みしてください。管理 API と CLI ではファイルの設定を変更できません。",
+  unmetered_endpoint: "プロバイダー {provider} の {method} {path} はゲートウェイが読めない費用を発生させる可能性があります。このキーに前払い残高、予算、クォータが適用される間は拒否されます。",
+  unreadable_model: "プロバイダー {provider} の {method} {path} は使用するモデルを読み取れる形で示していません。すべてのモデルを許可されたキーのみ呼び出せます。",
+  wrong_model_kind: "{model} は {kind} モデルではありません。このルートは {kind} モデルのみを扱います。",
   store_unavailable: "ゲートウェイのストアに現在接続できません。しばらくしてから再試行してください。"
 }

@@ -53,5 +53,9 @@ export const ptBR: Catalog = {
   invalid_query: "Parâmetro de consulta {param} inválido: {reason}",
   passthrough_forbidden: "Esta chave de API não pode usar as rotas de repasse do provedor {provider}.",
   passthrough_path: "O caminho de repasse deve ficar sob o caminho base do provedor: sem segmentos de ponto, barras codificadas, barras invertidas ou URLs absolutas.",
+  config_owned: "{what} {id} está declarado no arquivo de configuração: altere-o lá e recarregue; a API de administração e a CLI não podem mudar o que o arquivo define.",
+  unmetered_endpoint: "{method} {path} do provedor {provider} pode gerar um gasto que o gateway não consegue ler: é recusado enquanto esta chave tiver saldo pré-pago, orçamento ou cota.",
+  unreadable_model: "{method} {path} do provedor {provider} não informa seu modelo de forma legível: só uma chave com acesso a todos os modelos pode chamá-lo.",
+  wrong_model_kind: "{model} não é um modelo do tipo {kind}: esta rota atende apenas modelos desse tipo.",
   store_unavailable: "O armazenamento do gateway não está acessível no momento. Tente novamente em instantes."
 }

@@ -96,9 +96,8 @@ export class CallMetrics {
     })
   }
 
-  /** A call ended: its counts, tokens, durations, cost, and each of its attempts. */
-  call (o: CallOutcome): void {
-    const model = o.model ?? ''
+  /** A call ended: its counts, tokens, durations, cost, and each of its attempts; `model` is the label of its model. */
+  call (o: CallOutcome, model: string): void {
     const provider = o.provider ?? ''
     this.requests.inc([o.endpoint, model, provider, o.status, o.httpStatus])
     if (o.overheadMs !== null) this.overhead.observe([o.endpoint, o.stream ? 'true' : 'false'], o.overheadMs / 1000)

@@ -3,7 +3,7 @@ import type { Config } from '../../../config/schema.js'
 import { ChangeFeed } from '../changes.js'
 import { Leases } from '../leases.js'
 import { tenantPlan } from '../tenants.js'
-import type { ChangeListener, Store } from '../types.js'
+import type { ChangeListener, Store, SyncMode, SyncReport } from '../types.js'
 import { AuditRepository } from './audit.js'
 import { EndOfCallBatch } from './batch.js'
 import { RedisBus } from './bus.js'
@@ -126,14 +126,18 @@ export class PostgresStore implements Store {
     return await this.ledger.releaseDeadHolders(before)
   }
 
-  async syncTenants (config: Config, now: number): Promise<void> {
+  async syncTenants (config: Config, now: number, mode: SyncMode = 'apply'): Promise<SyncReport> {
     const plan = tenantPlan(config)
+    const warnings: string[] = []
     await this.conn.tx(async (client) => {
-      await this.orgs.ensure(client, plan, now)
-      await this.keys.syncConfigKeys(client, plan.keys, now)
+      // instances that start together apply the same file one after the other
+      await client.query("SELECT pg_advisory_xact_lock(hashtext('modelgate:sync-tenants'))")
+      await this.orgs.ensure(client, plan, now, mode, warnings)
+      await this.keys.syncConfigKeys(client, plan.keys, now, mode, warnings)
     })
     // not waited for: an instance starting beside others would wait for each to answer
     void this.feed.publish({ kind: 'tenants' })
+    return { warnings }
   }
 
   onChange (listener: ChangeListener): () => void {

@@ -2,10 +2,10 @@ import { timingSafeEqual } from 'node:crypto'
 import type pg from 'pg'
 import type { ChangeFeed } from '../changes.js'
 import {
-  configKeyColumns, configKeyStep, generateKey, hashKey, KEY_COLUMNS, keyAuditDetail, newKeyRow, patchAuditDetail, patchColumns, rotatedKeySpec, toApiKey,
+  configKeyStep, generateKey, hashKey, KEY_COLUMNS, keyAuditDetail, newKeyRow, patchAuditDetail, patchColumns, rotatedKeySpec, toApiKey,
   type ConfigKey, type KeyRow
 } from '../tenants.js'
-import type { Actor, ApiKey, KeyPatch, KeyStore, NewKey, Rotation } from '../types.js'
+import type { Actor, ApiKey, KeyPatch, KeyStore, NewKey, Rotation, SyncMode } from '../types.js'
 import type { AuditRepository } from './audit.js'
 import type { EndOfCallBatch } from './batch.js'
 import type { Connection } from './db.js'
@@ -99,16 +99,28 @@ export class KeyRepository implements KeyStore {
     this.batch.touchLater(id, at)
   }
 
-  /** Makes the config's literal keys present and current, inside the caller's transaction; config keys no longer listed are revoked. */
-  async syncConfigKeys (client: pg.PoolClient, keys: ConfigKey[], now: number): Promise<void> {
+  /**
+   * Makes the config's literal keys present and (`apply`) current, inside the caller's
+   * transaction; when applying, config keys no longer listed are revoked. A revoked key stays
+   * revoked. Changes go to the audit log as the config's.
+   */
+  async syncConfigKeys (client: pg.PoolClient, keys: ConfigKey[], now: number, mode: SyncMode, warnings: string[]): Promise<void> {
     const wanted: string[] = []
     for (const k of keys) {
-      const existing = (await client.query<{ id: string, source: string }>('SELECT id, source FROM api_keys WHERE hash = $1', [k.hash])).rows[0]
-      const step = configKeyStep(existing, k)
+      const existing = (await client.query<KeyRow>('SELECT * FROM api_keys WHERE hash = $1', [k.hash])).rows[0]
+      const step = configKeyStep(existing, k, mode)
       wanted.push(step.id)
-      if (step.action === 'insert') await client.query(INSERT, insertParams(newKeyRow({ ...k, source: 'config' }, k.key, now)))
-      else if (step.action === 'update') await client.query(...updateOf(step.id, { ...configKeyColumns(k), revoked_at: null }))
+      if (step.action === 'insert') {
+        const row = newKeyRow({ ...k, source: 'config' }, k.key, now)
+        await client.query(INSERT, insertParams(row))
+        await this.audit.insert(client, 'key.create', row.id, keyAuditDetail(toApiKey(row)), 'config', now)
+      } else if (step.action === 'update') {
+        await client.query(...updateOf(step.id, step.set))
+        await this.audit.insert(client, 'key.update', step.id, step.detail, 'config', now)
+      } else if (step.warning !== undefined) warnings.push(step.warning)
     }
-    await client.query("UPDATE api_keys SET revoked_at = $1 WHERE source = 'config' AND revoked_at IS NULL AND NOT (id = ANY($2::text[]))", [now, wanted])
+    if (mode !== 'apply') return
+    const gone = await client.query<{ id: string }>("UPDATE api_keys SET revoked_at = $1 WHERE source = 'config' AND revoked_at IS NULL AND NOT (id = ANY($2::text[])) RETURNING id", [now, wanted])
+    for (const r of gone.rows) await this.audit.insert(client, 'key.revoke', r.id, { reason: 'no longer in the config' }, 'config', now)
   }
 }

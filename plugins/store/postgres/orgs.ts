@@ -2,14 +2,14 @@ import type pg from 'pg'
 import type { QuotaConfig } from '../../../config/schema.js'
 import { nanoToUsd } from '../../gateway/money.js'
 import type { ChangeFeed } from '../changes.js'
-import { quotaOf, quotaText, type TenantPlan } from '../tenants.js'
-import type { Actor, NewOrg, OrgRow, OrgStore, ProjectRow, QuotaEntry, TenancyChange } from '../types.js'
+import { quotaOf, quotaText, tenantStep, type TenantPlan, type TenantRow } from '../tenants.js'
+import type { Actor, NewOrg, OrgRow, OrgStore, ProjectRow, QuotaEntry, SyncMode, TenancyChange } from '../types.js'
 import type { AuditRepository } from './audit.js'
 import type { Connection } from './db.js'
 
 type Stored<T> = Omit<T, 'quota'> & { quota: string | null }
 
-const COLUMNS = 'id, balance_nano, held_nano, spent_nano, created_at, quota'
+const COLUMNS = 'id, balance_nano, held_nano, spent_nano, uncollected_nano, created_at, quota'
 const org = (r: Stored<OrgRow>): OrgRow => ({ ...r, quota: quotaOf(r.quota) })
 const project = (r: Stored<ProjectRow>): ProjectRow => ({ ...r, quota: quotaOf(r.quota) })
 const LIVE_ORG = 'EXISTS (SELECT 1 FROM organizations o WHERE o.id = projects.org_id AND o.deleted_at IS NULL)'
@@ -41,7 +41,10 @@ export class OrgRepository implements OrgStore {
 
   async credit (id: string, amountNano: number, now?: number, by?: Actor): Promise<boolean> {
     return await this.conn.tx(async (client) => {
-      if (((await client.query('UPDATE organizations SET balance_nano = balance_nano + $1 WHERE id = $2 AND deleted_at IS NULL', [amountNano, id])).rowCount ?? 0) === 0) return false
+      // a top-up pays what is uncollected first (every SET reads the row as it was)
+      const paid = await client.query(`UPDATE organizations SET balance_nano = balance_nano + GREATEST($1 - uncollected_nano, 0),
+        spent_nano = spent_nano + LEAST($1, uncollected_nano), uncollected_nano = GREATEST(uncollected_nano - $1, 0) WHERE id = $2 AND deleted_at IS NULL`, [amountNano, id])
+      if ((paid.rowCount ?? 0) === 0) return false
       if (by !== undefined) await this.audit.insert(client, 'credits.add', id, { amount_usd: nanoToUsd(amountNano) }, by, now ?? Date.now())
       return true
     })
@@ -102,14 +105,33 @@ export class OrgRepository implements OrgStore {
   }
 
   /** The plan's organizations (with their initial balance; an existing one keeps its own) and projects, present (a deleted one comes back) with the quotas it names, inside the caller's transaction. */
-  async ensure (client: pg.PoolClient, plan: TenantPlan, now: number): Promise<void> {
+  /**
+   * The plan's organizations and projects present, and (`apply`) with the quotas it names, inside
+   * the caller's transaction; a deleted one stays deleted (warned of). Changes go to the audit log
+   * as the config's.
+   */
+  async ensure (client: pg.PoolClient, plan: TenantPlan, now: number, mode: SyncMode, warnings: string[]): Promise<void> {
     for (const o of plan.orgs) {
-      await client.query(`INSERT INTO organizations (id, balance_nano, created_at, quota) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE
-        SET deleted_at = NULL, quota = CASE WHEN $5 THEN EXCLUDED.quota ELSE organizations.quota END`, [o.id, o.balanceNano, now, quotaText(o.quota), o.quota !== undefined])
+      const row = (await client.query<TenantRow>('SELECT deleted_at, quota FROM organizations WHERE id = $1', [o.id])).rows[0]
+      const step = tenantStep(row, o.quota, mode, `organization ${o.id}`)
+      if (step.action === 'insert') {
+        await client.query('INSERT INTO organizations (id, balance_nano, created_at, quota) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING', [o.id, o.balanceNano, now, quotaText(o.quota)])
+        await this.audit.insert(client, 'org.create', o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota ?? null }, 'config', now)
+      } else if (step.action === 'set-quota') {
+        await client.query('UPDATE organizations SET quota = $1 WHERE id = $2', [step.quota, o.id])
+        await this.audit.insert(client, 'org.update', o.id, { quota: o.quota }, 'config', now)
+      } else if (step.warning !== undefined) warnings.push(step.warning)
     }
     for (const p of plan.projects) {
-      await client.query(`INSERT INTO projects (org_id, id, created_at, quota) VALUES ($1, $2, $3, $4) ON CONFLICT (org_id, id) DO UPDATE
-        SET deleted_at = NULL, quota = CASE WHEN $5 THEN EXCLUDED.quota ELSE projects.quota END`, [p.org, p.id, now, quotaText(p.quota), p.quota !== undefined])
+      const row = (await client.query<TenantRow>('SELECT deleted_at, quota FROM projects WHERE org_id = $1 AND id = $2', [p.org, p.id])).rows[0]
+      const step = tenantStep(row, p.quota, mode, `project ${p.org}/${p.id}`)
+      if (step.action === 'insert') {
+        await client.query('INSERT INTO projects (org_id, id, created_at, quota) VALUES ($1, $2, $3, $4) ON CONFLICT (org_id, id) DO NOTHING', [p.org, p.id, now, quotaText(p.quota)])
+        await this.audit.insert(client, 'project.create', `${p.org}/${p.id}`, { quota: p.quota ?? null }, 'config', now)
+      } else if (step.action === 'set-quota') {
+        await client.query('UPDATE projects SET quota = $1 WHERE org_id = $2 AND id = $3', [step.quota, p.org, p.id])
+        await this.audit.insert(client, 'project.update', `${p.org}/${p.id}`, { quota: p.quota }, 'config', now)
+      } else if (step.warning !== undefined) warnings.push(step.warning)
     }
   }
 

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3'
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fromRoot } from '../../../paths.js'
 
@@ -13,9 +13,22 @@ export function isBusy (err: unknown): boolean {
   return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED'
 }
 
+/**
+ * The store's files are the gateway's own (they may hold prompts and key hashes): a folder it
+ * makes is 0700, and the database is 0600 (made so before SQLite opens it; SQLite gives its -wal
+ * and -shm files the database's mode). A file an older version left readable is made private too.
+ */
+function privateFiles (file: string): void {
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 })
+  if (!existsSync(file)) closeSync(openSync(file, 'a', 0o600))
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+    try { chmodSync(f, 0o600) } catch (err) { if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err }
+  }
+}
+
 /** Opens (creating if needed) the SQLite database in WAL mode and applies pending migrations. */
 export function openDatabase (file: string): DB {
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })
+  if (file !== ':memory:') privateFiles(file)
   const db = new Database(file)
   db.pragma('journal_mode = WAL')
   db.pragma('synchronous = NORMAL')

@@ -5,7 +5,7 @@ import { LocalBus } from '../bus.js'
 import { ChangeFeed } from '../changes.js'
 import { Leases } from '../leases.js'
 import { tenantPlan } from '../tenants.js'
-import type { ChangeListener, PeerBus, Store } from '../types.js'
+import type { ChangeListener, PeerBus, Store, SyncMode, SyncReport } from '../types.js'
 import { AuditRepository } from './audit.js'
 import { ChangeLog } from './changes.js'
 import { startCheckpointer, type Checkpointer } from './checkpointer.js'
@@ -139,15 +139,17 @@ export class SqliteStore implements Store {
     return this.ledger.releaseDeadHolders(this.holder, this.now() - this.holderTimeoutMs)
   }
 
-  async syncTenants (config: Config, now: number): Promise<void> {
+  async syncTenants (config: Config, now: number, mode: SyncMode = 'apply'): Promise<SyncReport> {
     const plan = tenantPlan(config)
+    const warnings: string[] = []
     this.db.transaction(() => {
-      this.orgs.ensure(plan, now)
-      this.keys.syncConfigKeys(plan.keys, now)
+      this.orgs.ensure(plan, now, mode, warnings)
+      this.keys.syncConfigKeys(plan.keys, now, mode, warnings)
       this.changes.write({ kind: 'tenants' }, now)
     }).immediate()
     // not waited for: a worker starting beside others would wait for each to answer
     void this.changes.publish({ kind: 'tenants' })
+    return { warnings }
   }
 
   onChange (listener: ChangeListener): () => void {

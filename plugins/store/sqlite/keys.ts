@@ -5,10 +5,10 @@ import type { AuditRepository } from './audit.js'
 import type { ChangeLog } from './changes.js'
 import type { GroupCommit } from './group-commit.js'
 import {
-  configKeyColumns, configKeyStep, generateKey, hashKey, KEY_COLUMNS, keyAuditDetail, newKeyRow, patchAuditDetail, patchColumns, rotatedKeySpec, toApiKey,
+  configKeyStep, generateKey, hashKey, KEY_COLUMNS, keyAuditDetail, newKeyRow, patchAuditDetail, patchColumns, rotatedKeySpec, toApiKey,
   type ConfigKey, type KeyRow
 } from '../tenants.js'
-import type { Actor, ApiKey, KeyPatch, KeyStore, NewKey, Rotation } from '../types.js'
+import type { Actor, ApiKey, KeyPatch, KeyStore, NewKey, Rotation, SyncMode } from '../types.js'
 
 export class KeyRepository implements KeyStore {
   private readonly byHash
@@ -113,16 +113,31 @@ export class KeyRepository implements KeyStore {
     this.commit.later(() => { this.touchStmt.run({ id, at }) })
   }
 
-  /** Makes the config's literal keys present and current, inside the caller's transaction; config keys no longer listed are revoked. */
-  syncConfigKeys (keys: ConfigKey[], now: number): void {
+  /**
+   * Makes the config's literal keys present and (`apply`) current, inside the caller's
+   * transaction; when applying, config keys no longer listed are revoked. A revoked key stays
+   * revoked. Changes go to the audit log as the config's.
+   */
+  syncConfigKeys (keys: ConfigKey[], now: number, mode: SyncMode, warnings: string[]): void {
     const wanted = new Set<string>()
     for (const k of keys) {
-      const step = configKeyStep(this.byHash.get(k.hash), k)
+      const step = configKeyStep(this.byHash.get(k.hash), k, mode)
       wanted.add(step.id)
-      if (step.action === 'insert') this.insert.run(newKeyRow({ ...k, source: 'config' }, k.key, now))
-      else if (step.action === 'update') this.setColumns(step.id, { ...configKeyColumns(k), revoked_at: null })
+      if (step.action === 'insert') {
+        const row = newKeyRow({ ...k, source: 'config' }, k.key, now)
+        this.insert.run(row)
+        this.audit.insert('key.create', row.id, keyAuditDetail(toApiKey(row)), 'config', now)
+      } else if (step.action === 'update') {
+        this.setColumns(step.id, step.set)
+        this.audit.insert('key.update', step.id, step.detail, 'config', now)
+      } else if (step.warning !== undefined) warnings.push(step.warning)
     }
-    for (const row of this.configKeys.all()) if (!wanted.has(row.id)) this.revokeStmt.run(now, row.id)
+    if (mode !== 'apply') return
+    for (const row of this.configKeys.all()) {
+      if (wanted.has(row.id)) continue
+      this.revokeStmt.run(now, row.id)
+      this.audit.insert('key.revoke', row.id, { reason: 'no longer in the config' }, 'config', now)
+    }
   }
 
   private setColumns (id: string, set: Partial<KeyRow>): void {

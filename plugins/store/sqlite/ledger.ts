@@ -40,7 +40,8 @@ export class LedgerRepository {
     const balanceOf = db.prepare<[string], { balance_nano: number }>('SELECT balance_nano FROM organizations WHERE id = ?')
     const reserve = db.prepare('UPDATE organizations SET held_nano = held_nano + @amount WHERE id = @org AND balance_nano - held_nano >= @amount')
     const unreserve = db.prepare('UPDATE organizations SET held_nano = held_nano - ? WHERE id = ?')
-    const charge = db.prepare('UPDATE organizations SET balance_nano = balance_nano - @debit, spent_nano = spent_nano + @debit, held_nano = held_nano - @fromLease WHERE id = @org')
+    const charge = db.prepare(`UPDATE organizations SET balance_nano = balance_nano - @debit, spent_nano = spent_nano + @debit,
+      uncollected_nano = uncollected_nano + @short, held_nano = held_nano - @fromLease WHERE id = @org`)
     const growLease = db.prepare(`INSERT INTO holds (id, org_id, amount_nano, created_at, holder) VALUES (@id, @org, @amount, @now, @holder)
       ON CONFLICT(id) DO UPDATE SET amount_nano = amount_nano + excluded.amount_nano, created_at = excluded.created_at`)
     const shrinkLease = db.prepare('UPDATE holds SET amount_nano = amount_nano - @amount, created_at = max(created_at, @now) WHERE id = @id')
@@ -81,7 +82,8 @@ export class LedgerRepository {
       // only what the lease row still holds leaves `held`: a lease released meanwhile (its
       // process taken for dead) gave its amount back already, and its calls' charges still apply
       const still = Math.max(0, Math.min(fromLease, leaseAmount.get(id)?.amount_nano ?? 0))
-      charge.run({ debit, fromLease: still, org })
+      // what the balance cannot cover is not written off: it stays owed, and a top-up pays it first
+      charge.run({ debit, short: amount - debit, fromLease: still, org })
       shrinkLease.run({ id, amount: still, now })
       dropEmptyLease.run(id)
       return debit

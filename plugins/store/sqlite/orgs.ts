@@ -2,9 +2,9 @@ import type { QuotaConfig } from '../../../config/schema.js'
 import type { DB } from './db.js'
 import type { AuditRepository } from './audit.js'
 import type { ChangeLog } from './changes.js'
-import { quotaOf, quotaText, type TenantPlan } from '../tenants.js'
+import { quotaOf, quotaText, tenantStep, type TenantPlan, type TenantRow } from '../tenants.js'
 import { nanoToUsd } from '../../gateway/money.js'
-import type { Actor, NewOrg, OrgRow, OrgStore, ProjectRow, QuotaEntry, TenancyChange } from '../types.js'
+import type { Actor, NewOrg, OrgRow, OrgStore, ProjectRow, QuotaEntry, SyncMode, TenancyChange } from '../types.js'
 
 type Stored<T> = Omit<T, 'quota'> & { quota: string | null }
 
@@ -25,11 +25,11 @@ export class OrgRepository implements OrgStore {
   private readonly removeStmt
   private readonly setProjectQuotaStmt
   private readonly removeProjectStmt
-  private readonly ensureStmt
-  private readonly ensureProjectStmt
+  private readonly rowStmt
+  private readonly projectRowStmt
 
   constructor (private readonly db: DB, private readonly audit: AuditRepository, private readonly changes: ChangeLog) {
-    const columns = 'id, balance_nano, held_nano, spent_nano, created_at, quota'
+    const columns = 'id, balance_nano, held_nano, spent_nano, uncollected_nano, created_at, quota'
     this.getStmt = db.prepare<[string], Stored<OrgRow>>(`SELECT ${columns} FROM organizations WHERE id = ? AND deleted_at IS NULL`)
     this.existsStmt = db.prepare<[string], { id: string }>('SELECT id FROM organizations WHERE id = ?')
     this.listStmt = db.prepare<[], Stored<OrgRow>>(`SELECT ${columns} FROM organizations WHERE deleted_at IS NULL ORDER BY id`)
@@ -37,7 +37,9 @@ export class OrgRepository implements OrgStore {
     this.projectsStmt = db.prepare<[string], Stored<ProjectRow>>('SELECT org_id, id, created_at, quota FROM projects WHERE org_id = ? AND deleted_at IS NULL ORDER BY id')
     this.projectExistsStmt = db.prepare<[string, string], { id: string }>('SELECT id FROM projects WHERE org_id = ? AND id = ?')
     this.insertProjectStmt = db.prepare('INSERT INTO projects (org_id, id, created_at, quota) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING')
-    this.creditStmt = db.prepare('UPDATE organizations SET balance_nano = balance_nano + ? WHERE id = ? AND deleted_at IS NULL')
+    // a top-up pays what is uncollected first (every SET reads the row as it was)
+    this.creditStmt = db.prepare(`UPDATE organizations SET balance_nano = balance_nano + max(@amount - uncollected_nano, 0),
+      spent_nano = spent_nano + min(@amount, uncollected_nano), uncollected_nano = max(uncollected_nano - @amount, 0) WHERE id = @id AND deleted_at IS NULL`)
     this.quotasStmt = db.prepare<[], { org: string, project: string | null, quota: string }>(`
       SELECT id AS org, NULL AS project, quota FROM organizations WHERE quota IS NOT NULL AND deleted_at IS NULL
       UNION ALL
@@ -49,11 +51,9 @@ export class OrgRepository implements OrgStore {
       AND EXISTS (SELECT 1 FROM organizations WHERE id = projects.org_id AND deleted_at IS NULL)`)
     this.removeProjectStmt = db.prepare(`UPDATE projects SET deleted_at = ? WHERE org_id = ? AND id = ? AND deleted_at IS NULL
       AND EXISTS (SELECT 1 FROM organizations WHERE id = projects.org_id AND deleted_at IS NULL)`)
-    // the config's tenants: present (a deleted one comes back), with the quota the config names
-    this.ensureStmt = db.prepare(`INSERT INTO organizations (id, balance_nano, created_at, quota) VALUES (@id, @balance, @now, @quota)
-      ON CONFLICT(id) DO UPDATE SET deleted_at = NULL, quota = CASE WHEN @named THEN @quota ELSE quota END`)
-    this.ensureProjectStmt = db.prepare(`INSERT INTO projects (org_id, id, created_at, quota) VALUES (@org, @id, @now, @quota)
-      ON CONFLICT(org_id, id) DO UPDATE SET deleted_at = NULL, quota = CASE WHEN @named THEN @quota ELSE quota END`)
+    // the config's tenants, as they stand, for a sync
+    this.rowStmt = db.prepare<[string], TenantRow>('SELECT deleted_at, quota FROM organizations WHERE id = ?')
+    this.projectRowStmt = db.prepare<[string, string], TenantRow>('SELECT deleted_at, quota FROM projects WHERE org_id = ? AND id = ?')
   }
 
   get (id: string): OrgRow | undefined {
@@ -68,7 +68,7 @@ export class OrgRepository implements OrgStore {
   /** Adds credits; false when the org does not exist. */
   credit (id: string, amountNano: number, now?: number, by?: Actor): boolean {
     return this.db.transaction(() => {
-      if (this.creditStmt.run(amountNano, id).changes === 0) return false
+      if (this.creditStmt.run({ amount: amountNano, id }).changes === 0) return false
       if (by !== undefined) this.audit.insert('credits.add', id, { amount_usd: nanoToUsd(amountNano) }, by, now ?? Date.now())
       return true
     }).immediate()
@@ -127,10 +127,32 @@ export class OrgRepository implements OrgStore {
     })
   }
 
-  /** The plan's organizations and projects, present and with the quotas it names, inside the caller's transaction. */
-  ensure (plan: TenantPlan, now: number): void {
-    for (const o of plan.orgs) this.ensureStmt.run({ id: o.id, balance: o.balanceNano, now, quota: quotaText(o.quota), named: o.quota === undefined ? 0 : 1 })
-    for (const p of plan.projects) this.ensureProjectStmt.run({ org: p.org, id: p.id, now, quota: quotaText(p.quota), named: p.quota === undefined ? 0 : 1 })
+  /**
+   * The plan's organizations and projects present, and (`apply`) with the quotas it names, inside
+   * the caller's transaction; a deleted one stays deleted (warned of). Changes go to the audit log
+   * as the config's.
+   */
+  ensure (plan: TenantPlan, now: number, mode: SyncMode, warnings: string[]): void {
+    for (const o of plan.orgs) {
+      const step = tenantStep(this.rowStmt.get(o.id), o.quota, mode, `organization ${o.id}`)
+      if (step.action === 'insert') {
+        this.insertStmt.run(o.id, o.balanceNano, now, quotaText(o.quota))
+        this.audit.insert('org.create', o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota ?? null }, 'config', now)
+      } else if (step.action === 'set-quota') {
+        this.setQuotaStmt.run(step.quota, o.id)
+        this.audit.insert('org.update', o.id, { quota: o.quota }, 'config', now)
+      } else if (step.warning !== undefined) warnings.push(step.warning)
+    }
+    for (const p of plan.projects) {
+      const step = tenantStep(this.projectRowStmt.get(p.org, p.id), p.quota, mode, `project ${p.org}/${p.id}`)
+      if (step.action === 'insert') {
+        this.insertProjectStmt.run(p.org, p.id, now, quotaText(p.quota))
+        this.audit.insert('project.create', `${p.org}/${p.id}`, { quota: p.quota ?? null }, 'config', now)
+      } else if (step.action === 'set-quota') {
+        this.setProjectQuotaStmt.run(step.quota, p.org, p.id)
+        this.audit.insert('project.update', `${p.org}/${p.id}`, { quota: p.quota }, 'config', now)
+      } else if (step.warning !== undefined) warnings.push(step.warning)
+    }
   }
 
   /** Runs `write` in a transaction with the change logged when it returns true; published after the commit. */

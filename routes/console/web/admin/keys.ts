@@ -65,7 +65,8 @@ function showSecret (secret: string, note: string): void {
   input('secret-value').select()
 }
 
-function hideSecret (): void {
+/** Forgets a secret shown: when it is dismissed, and when its section is left (a secret is shown once). */
+export function hideSecret (): void {
   input('secret-value').value = ''
   $('secret-note').textContent = ''
   say('secret-copied', '')

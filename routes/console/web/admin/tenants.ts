@@ -66,7 +66,9 @@ export async function loadTenants (): Promise<void> {
         el('th', { scope: 'row' }, o.id),
         el('td', { class: 'num' }, usd(o.balance_usd)),
         el('td', { class: 'num' }, usd(o.held_usd)),
-        el('td', { class: 'num' }, usd(o.spent_usd)),
+        el('td', { class: 'num' }, usd(o.spent_usd), o.uncollected_usd === '0'
+          ? ''
+          : el('div', { class: 'warn', 'data-uncollected': o.uncollected_usd, title: 'Charged beyond what the balance held; the next top-up pays it first' }, `${usd(o.uncollected_usd)} uncollected`)),
         el('td', {}, quotaCell(o.quota)),
         el('td', { class: 'num' }, int(u?.calls ?? 0)),
         el('td', { class: 'num' }, usd(u?.cost_usd ?? '0')),

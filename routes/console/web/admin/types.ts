@@ -3,7 +3,7 @@
 export interface List<T> { object: 'list', data: T[], next_cursor?: string | null }
 
 export interface QuotaView { limit: string, used: string, unit: 'tokens' | 'usd', per: string, resets_at: string }
-export interface Org { id: string, balance_usd: string, held_usd: string, spent_usd: string, quota: QuotaView | null, projects: Array<{ id: string, quota: QuotaView | null }> }
+export interface Org { id: string, balance_usd: string, held_usd: string, spent_usd: string, uncollected_usd: string, quota: QuotaView | null, projects: Array<{ id: string, quota: QuotaView | null }> }
 
 export interface Key {
   id: string

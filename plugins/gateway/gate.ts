@@ -1,0 +1,98 @@
+import type { FastifyRequest } from 'fastify'
+import type { AdmissionContext, CallView, Gateway, Principal } from '../api/index.js'
+import type { CatalogModel, ModelKind } from './catalog.js'
+import { ModelNotFound, NoOrgContext, PassthroughForbidden, UnmeteredEndpoint, WrongModelKind, type GatewayError } from './errors.js'
+import { runSeriesUntil } from './hooks.js'
+import type { Pipe } from './pipeline.js'
+import { then, type MaybePromise } from '../store/types.js'
+import type { Json } from '../translation/types.js'
+
+// The one gate every route that spends passes: chat, Messages, Responses, Gemini, count_tokens,
+// pass-through (and whatever route comes next). A key is a promise to the operator: it reaches
+// what it was granted, stops when it is revoked, and everything it spends is charged.
+//
+//   who          the auth plugin (onRequest): the key, its expiry, revocation, and its tenant
+//                still there; `request.principal`
+//   what         here: the catalog model the call names, among those the key's `models` globs
+//                grant, of the kind the route serves; the provider a pass-through call reaches,
+//                among those its `passthrough` list names
+//   how much     here, through the admission hooks of the chain (`admit`): rpm, tpm, budget and
+//                quota (quota plugin), the balance's hold (balance plugin), idempotency,
+//                guardrails, the cache
+//
+// A route calls these and nothing else to admit a call, so that no route admits what another
+// would refuse for the same key and model. Where a route cannot know what a call costs, it says
+// so (`Call.spendsUnread`) and the plugins that hold money refuse it rather than guess.
+
+const ARTICLE: Record<ModelKind, string> = { chat: 'a', embeddings: 'an', image: 'an' }
+const KIND_NAME: Record<ModelKind, string> = { chat: 'chat', embeddings: 'embedding', image: 'image' }
+
+/** The key's model globs; null when no key is asked for (the operator runs the gateway without auth). */
+const globsOf = (principal: Principal | null): readonly string[] | null => principal?.models ?? null
+
+/**
+ * The active catalog model `id` names, if the caller's key may use it: else 404 (unknown,
+ * deprecated or offline, or not granted: the key cannot tell them apart), or 400 when it is a
+ * model of another kind than the route serves (`kind`; none for a route that only shows models).
+ */
+export function grantedModel (gateway: Gateway, principal: Principal | null, id: string, kind?: ModelKind): CatalogModel {
+  const model = gateway.catalog.find(id, globsOf(principal))
+  if (model === undefined) throw new ModelNotFound({ model: id })
+  if (kind !== undefined && model.kind !== kind) throw new WrongModelKind({ model: id, kind: KIND_NAME[kind], article: ARTICLE[kind] })
+  return model
+}
+
+/** The active catalog models the caller's key may see (listings). */
+export function grantedModels (gateway: Gateway, principal: Principal | null): CatalogModel[] {
+  return gateway.catalog.visible(globsOf(principal))
+}
+
+/** A pass-through call's key: there must be one (pass-through spends the provider's own key), granted this provider. */
+export function grantedProvider (principal: Principal | null, provider: string): Principal {
+  if (principal === null) throw new NoOrgContext()
+  if (!principal.passthrough.includes(provider)) throw new PassthroughForbidden({ provider })
+  return principal
+}
+
+/**
+ * The catalog model a pass-through call names (a body's `model`, a Gemini path's), if the key may
+ * use it: a model of that provider whose upstream name is `name`, or of which `name` is a dated
+ * or versioned snapshot; else 404, and nothing is sent.
+ */
+export function grantedUpstreamModel (gateway: Gateway, principal: Principal, provider: string, name: string): CatalogModel {
+  const model = gateway.catalog.forUpstream(provider, name, principal.models)
+  if (model === undefined) throw new ModelNotFound({ model: name })
+  return model
+}
+
+/**
+ * Runs the admission hooks (which may change the body, or refuse the call by throwing) and
+ * resolves with the body as they left it. `model` is null only for a pass-through call that
+ * names no model (a provider's file or batch listing). `answerable`: a plugin may answer the call
+ * itself (the model call routes).
+ */
+export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerable = false): MaybePromise<Json> {
+  const { call } = p
+  call.admittedBody(body)
+  if (p.hooks.onAdmission.length === 0) return body
+  const ctx: AdmissionContext = {
+    request: p.request,
+    reply: p.reply,
+    call,
+    principal: p.request.principal,
+    model,
+    body,
+    keepContent: () => { call.keepContent() },
+    answer: answerable ? (answer) => { call.answeredByPlugin(answer) } : undefined
+  }
+  return then(runSeriesUntil(p.hooks.onAdmission, ctx, () => call.pluginAnswer !== null), () => {
+    call.admittedBody(ctx.body)
+    return ctx.body
+  })
+}
+
+/** Why a call that may spend without reporting what (`call.unmetered`) is refused: by the balance and quota plugins. */
+export function unmeteredRefusal (request: FastifyRequest, call: CallView): GatewayError {
+  const path = (request.url.split('?', 1)[0] ?? '').slice(0, 200)
+  return new UnmeteredEndpoint({ method: request.method, path, provider: call.provider ?? '' })
+}

@@ -1,0 +1,243 @@
+import t from 'tap'
+import { join } from 'node:path'
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import { buildApp } from '../../app.js'
+import type { Config } from '../../config/schema.js'
+import { budgetScope, quotaWindow } from '../../plugins/gateway/quota-windows.js'
+import { openStore } from '../../plugins/store/index.js'
+import type { Store } from '../../plugins/store/types.js'
+import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { FakeClock, mockCatalogWithGemini, testConfig } from '../helper.js'
+import { tempDir } from '../temp-dir.js'
+
+// One gate for every route that spends: every route of the API, called by a key in every state,
+// with the status each cell must have. A cell is `ok` when the gate admitted the call and the
+// provider was reached; a number is the gateway's own answer, and then nothing reached the
+// provider. The key states that must survive the store being re-read (a revocation, a deletion)
+// are set up before a reload and a restart of the gateway on the same SQLite file.
+//
+// The table is complete by construction: every route the API scope registers is either a row
+// here (metered routes, each method) or listed in SPENDS_NOTHING with what it answers, which is
+// checked too; a route added later without a row fails this test by itself.
+
+const K = {
+  valid: 'mg-gate-valid-0123456789abcdef',
+  ungranted: 'mg-gate-ungranted-0123456789ab',
+  nopass: 'mg-gate-nopass-0123456789abcdef',
+  expired: 'mg-gate-expired-0123456789abcde',
+  rpm: 'mg-gate-rpm-0123456789abcdefgh',
+  budget: 'mg-gate-budget-0123456789abcdef',
+  broke: 'mg-gate-broke-0123456789abcdefg',
+  orgGone: 'mg-gate-org-gone-0123456789abcd',
+  projectGone: 'mg-gate-project-gone-0123456789',
+  revokedReload: 'mg-gate-revoked-reload-012345678',
+  revokedRestart: 'mg-gate-revoked-restart-01234567'
+}
+const ALL_PROVIDERS = ['mock-openai', 'mock-messages', 'mock-gemini']
+
+const STATES = ['valid', 'ungranted', 'empty grants', 'no passthrough', 'revoked', 'revoked, reloaded', 'revoked, restarted', 'expired', 'rotated past grace', 'over rpm', 'over budget', 'balance 0', 'org deleted', 'project deleted'] as const
+type State = typeof STATES[number]
+
+type Cell = 'ok' | number
+type Kind = 'priced' | 'count' | 'listing' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model'
+
+/** What each kind of route answers a key in each state. */
+function expected (kind: Kind, state: State): Cell {
+  const passthrough = kind.startsWith('pt-')
+  const spends = kind === 'priced' || kind === 'pt-priced'
+  const unmetered = kind === 'pt-unmetered' || kind === 'pt-unmetered-model'
+  switch (state) {
+    case 'revoked': case 'revoked, reloaded': case 'revoked, restarted': case 'expired': case 'rotated past grace': case 'org deleted': case 'project deleted':
+      return 401
+    case 'no passthrough':
+      return passthrough ? 403 : kind === 'listing' ? 200 : 'ok'
+    case 'ungranted': case 'empty grants':
+      // a pass-through call that names no model needs no model grant (an unmetered one is refused anyway)
+      return kind === 'pt-read' ? 'ok' : kind === 'pt-unmetered' ? 403 : 404
+    case 'over rpm':
+      return kind === 'listing' ? 200 : 429
+    case 'over budget':
+      return spends ? 429 : unmetered ? 403 : kind === 'listing' ? 200 : 'ok'
+    case 'balance 0':
+      return spends ? 402 : unmetered ? 403 : kind === 'listing' ? 200 : 'ok'
+    case 'valid':
+      return kind === 'listing' ? 200 : unmetered ? 403 : 'ok'
+  }
+}
+
+interface Row {
+  name: string
+  kind: Kind
+  /** The route as registered, and the methods of it this row stands for. */
+  route: string
+  covers: string[]
+  call: (app: FastifyInstance, key: string) => Promise<LightMyRequestResponse>
+}
+
+const chat = { model: 'openai/gpt-test', max_tokens: 16, messages: [{ role: 'user', content: 'hello there' }] }
+const gemini = { contents: [{ role: 'user', parts: [{ text: 'hello there' }] }], generationConfig: { maxOutputTokens: 16 } }
+const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
+const json = (key: string): Record<string, string> => ({ ...bearer(key), 'content-type': 'application/json' })
+const post = (url: string, body: unknown) => async (app: FastifyInstance, key: string) => await app.inject({ method: 'POST', url, headers: json(key), payload: JSON.stringify(body) })
+const get = (url: string) => async (app: FastifyInstance, key: string) => await app.inject({ method: 'GET', url, headers: bearer(key) })
+
+const ROWS: Row[] = [
+  { name: 'POST /v1/chat/completions', kind: 'priced', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', chat) },
+  { name: 'POST /v1/chat/completions (stream)', kind: 'priced', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...chat, stream: true }) },
+  { name: 'POST /v1/messages', kind: 'priced', route: '/v1/messages', covers: ['POST'], call: post('/v1/messages', { ...chat, model: 'anthropic/claude-test' }) },
+  { name: 'POST /v1/messages/count_tokens', kind: 'count', route: '/v1/messages/count_tokens', covers: ['POST'], call: post('/v1/messages/count_tokens', { model: 'anthropic/claude-test', messages: chat.messages }) },
+  { name: 'POST /v1/responses', kind: 'priced', route: '/v1/responses', covers: ['POST'], call: post('/v1/responses', { model: 'openai/gpt-test', input: 'hello there', max_output_tokens: 16 }) },
+  { name: 'POST /v1beta/…:generateContent', kind: 'priced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:generateContent', gemini) },
+  { name: 'POST /v1beta/…:streamGenerateContent', kind: 'priced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:streamGenerateContent?alt=sse', gemini) },
+  { name: 'POST /v1beta/…:countTokens', kind: 'count', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:countTokens', { contents: gemini.contents }) },
+  { name: 'POST /v1/models/…:generateContent', kind: 'priced', route: '/v1/models/*', covers: ['POST'], call: post('/v1/models/anthropic/claude-test:generateContent', gemini) },
+  { name: 'GET /v1/models/{id}', kind: 'listing', route: '/v1/models/*', covers: ['GET', 'HEAD'], call: get('/v1/models/openai/gpt-test') },
+  { name: 'GET /v1beta/models/{id}', kind: 'listing', route: '/v1beta/models/*', covers: ['GET', 'HEAD'], call: get('/v1beta/models/google/gemini-test') },
+  { name: 'POST /passthrough/openai chat', kind: 'pt-priced', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/chat/completions', { ...chat, model: 'gpt-upstream-name' }) },
+  { name: 'POST /passthrough/openai chat, a dated snapshot', kind: 'pt-priced', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/chat/completions', { ...chat, model: 'gpt-upstream-name-2025-01-01' }) },
+  { name: 'POST /passthrough/anthropic messages', kind: 'pt-priced', route: '/passthrough/mock-messages/*', covers: ['POST'], call: post('/passthrough/mock-messages/v1/messages', { ...chat, model: 'claude-upstream-name' }) },
+  { name: 'POST /passthrough/anthropic count_tokens', kind: 'pt-count', route: '/passthrough/mock-messages/*', covers: ['POST'], call: post('/passthrough/mock-messages/v1/messages/count_tokens', { model: 'claude-upstream-name', messages: chat.messages }) },
+  { name: 'POST /passthrough/gemini generateContent', kind: 'pt-priced', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: post('/passthrough/mock-gemini/v1beta/models/gemini-upstream-name:generateContent', gemini) },
+  { name: 'GET /passthrough/openai models', kind: 'pt-read', route: '/passthrough/mock-openai/*', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-openai/models') },
+  { name: 'GET /passthrough/openai', kind: 'pt-read', route: '/passthrough/mock-openai', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-openai') },
+  { name: 'GET /passthrough/anthropic models', kind: 'pt-read', route: '/passthrough/mock-messages/*', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-messages/v1/models') },
+  { name: 'GET /passthrough/anthropic', kind: 'pt-read', route: '/passthrough/mock-messages', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-messages') },
+  { name: 'GET /passthrough/gemini models', kind: 'pt-read', route: '/passthrough/mock-gemini/*', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-gemini/v1beta/models') },
+  { name: 'GET /passthrough/gemini', kind: 'pt-read', route: '/passthrough/mock-gemini', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-gemini') },
+  { name: 'POST /passthrough/openai batches', kind: 'pt-unmetered', route: '/passthrough/mock-openai/*', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-openai/batches', { input_file_id: 'file-1', endpoint: '/v1/chat/completions', completion_window: '24h' }) },
+  { name: 'POST /passthrough/openai', kind: 'pt-unmetered', route: '/passthrough/mock-openai', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-openai', {}) },
+  { name: 'POST /passthrough/anthropic batches', kind: 'pt-unmetered', route: '/passthrough/mock-messages/*', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-messages/v1/messages/batches', { requests: [] }) },
+  { name: 'POST /passthrough/anthropic', kind: 'pt-unmetered', route: '/passthrough/mock-messages', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-messages', {}) },
+  { name: 'POST /passthrough/gemini predict', kind: 'pt-unmetered-model', route: '/passthrough/mock-gemini/*', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-gemini/v1beta/models/gemini-upstream-name:predictLongRunning', { instances: [] }) },
+  { name: 'POST /passthrough/gemini', kind: 'pt-unmetered', route: '/passthrough/mock-gemini', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-gemini', {}) }
+]
+
+/**
+ * The API scope's routes that spend nothing, with what they answer the valid key without reaching
+ * a provider. Each claim is checked: a route that starts to spend must move to ROWS.
+ */
+const SPENDS_NOTHING: Array<{ route: string, method: string, url: string, status: number }> = [
+  { route: '/v1/models', method: 'GET', url: '/v1/models', status: 200 },
+  { route: '/v1beta/models', method: 'GET', url: '/v1beta/models', status: 200 },
+  { route: '/v1/responses/:id', method: 'GET', url: '/v1/responses/resp_1', status: 404 },
+  { route: '/v1/responses/:id', method: 'DELETE', url: '/v1/responses/resp_1', status: 404 },
+  { route: '/v1/responses/:id/cancel', method: 'POST', url: '/v1/responses/resp_1/cancel', status: 404 },
+  { route: '/v1/responses/:id/input_items', method: 'GET', url: '/v1/responses/resp_1/input_items', status: 404 },
+  { route: '/v1/embeddings', method: 'POST', url: '/v1/embeddings', status: 501 },
+  { route: '/v1/images/generations', method: 'POST', url: '/v1/images/generations', status: 501 },
+  { route: '/v1beta/*', method: 'POST', url: '/v1beta/files', status: 404 }
+]
+
+function gateConfig (mock: MockUpstream, file: string): Config {
+  const catalog = mockCatalogWithGemini(mock)
+  const providers = (catalog.providers as Array<Record<string, unknown>>).map((p) => ALL_PROVIDERS.includes(p.id as string) ? { ...p, passthrough: true } : p)
+  const key = (key: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ key, passthrough: ALL_PROVIDERS, ...extra })
+  return testConfig({
+    ...catalog,
+    providers,
+    store: { sqlite: file },
+    plugins: [{ name: 'auth' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }],
+    tenants: [
+      {
+        org: 'acme',
+        balance_usd: 100,
+        projects: [
+          {
+            id: 'web',
+            keys: [
+              key(K.valid), key(K.ungranted, { models: ['nothing/*'] }), key(K.nopass, { passthrough: [] }), key(K.expired, { expires_at: '2020-01-01' }),
+              key(K.rpm, { limits: { rpm: 2 } }), key(K.budget, { budget: { usd: 0.001, per: 'day' } }), key(K.revokedReload), key(K.revokedRestart)
+            ]
+          },
+          { id: 'dead', keys: [key(K.projectGone)] }
+        ]
+      },
+      { org: 'broke', balance_usd: 0, projects: [{ id: 'app', keys: [key(K.broke)] }] },
+      { org: 'gone', balance_usd: 10, projects: [{ id: 'app', keys: [key(K.orgGone)] }] }
+    ]
+  })
+}
+
+const idOf = async (store: Store, secret: string): Promise<string> => {
+  const k = await store.keys.verify(secret)
+  if (k === undefined) throw new Error('no such key')
+  return k.id
+}
+
+t.test('every route against every key state', async (t) => {
+  const mock = await startMockUpstream()
+  t.teardown(async () => { await mock.close() })
+  const clock = new FakeClock()
+  const config = gateConfig(mock, join(tempDir('gate'), 'gw.db'))
+
+  // the first generation: keys made, revoked, rotated, tenants deleted through the store
+  let store = openStore(config)
+  const first = await buildApp(config, { store, clock, logger: false })
+  const keys = new Map<State, string>([
+    ['valid', K.valid], ['ungranted', K.ungranted], ['no passthrough', K.nopass], ['expired', K.expired], ['over rpm', K.rpm], ['over budget', K.budget],
+    ['balance 0', K.broke], ['org deleted', K.orgGone], ['project deleted', K.projectGone], ['revoked, reloaded', K.revokedReload], ['revoked, restarted', K.revokedRestart]
+  ])
+  // a key whose list of models is empty (an old row: the config and the admin API refuse one now)
+  keys.set('empty grants', (await store.keys.create({ org: 'acme', project: 'web', models: [], passthrough: ALL_PROVIDERS, source: 'admin' }, clock.now())).key)
+  const revoked = await store.keys.create({ org: 'acme', project: 'web', passthrough: ALL_PROVIDERS, source: 'admin' }, clock.now())
+  await store.keys.revoke(revoked.id, clock.now(), 'admin')
+  keys.set('revoked', revoked.key)
+  const rotated = await store.keys.create({ org: 'acme', project: 'web', passthrough: ALL_PROVIDERS, source: 'admin' }, clock.now())
+  await store.keys.rotate(rotated.id, clock.now() - 1, clock.now(), 'admin')
+  keys.set('rotated past grace', rotated.key)
+  for (const secret of [K.revokedReload, K.revokedRestart]) await store.keys.revoke(await idOf(store, secret), clock.now(), 'admin')
+  await store.orgs.remove('gone', clock.now(), 'admin')
+  await store.orgs.removeProject('acme', 'dead', clock.now(), 'admin')
+
+  // a reload (a new generation on the same store) and a restart (the store opened again)
+  const reloaded = await buildApp(config, { store, clock, logger: false })
+  await first.close()
+  await reloaded.close()
+  await store.close()
+  store = openStore(config)
+  const app = await buildApp(config, { store, clock, logger: false })
+  t.teardown(async () => { await app.close(); await store.close() })
+
+  // over rpm and over budget: their windows filled
+  const now = clock.now()
+  const rpmLine = (await store.keys.verify(K.rpm))?.lineage as string
+  for (let i = 0; i < 2; i++) await store.rateLimits.hit(`key-rpm:${rpmLine}`, now, 60_000, 2)
+  const budgetLine = (await store.keys.verify(K.budget))?.lineage as string
+  await store.quota.count(budgetScope(budgetLine), quotaWindow('day', now).start, 0, 1_000_000, { costNano: 1_000_000 })
+
+  const want: Record<string, Record<string, Cell>> = {}
+  const got: Record<string, Record<string, Cell>> = {}
+  const bodies: string[] = []
+  for (const row of ROWS) {
+    want[row.name] = {}
+    got[row.name] = {}
+    for (const state of STATES) {
+      const before = mock.requests.length
+      const res = await row.call(app, keys.get(state) as string)
+      const reached = mock.requests.length > before
+      const cell: Cell = reached && res.statusCode < 500 ? 'ok' : res.statusCode;
+      (want[row.name] as Record<string, Cell>)[state] = expected(row.kind, state);
+      (got[row.name] as Record<string, Cell>)[state] = cell
+      if (cell !== expected(row.kind, state)) bodies.push(`${row.name} / ${state}: ${res.statusCode} reached=${String(reached)} ${res.body.slice(0, 300)}`)
+      if (typeof cell === 'number' && cell >= 400) t.notOk(reached, `${row.name} / ${state}: refused, and nothing reached the provider`)
+    }
+  }
+  t.same(got, want, bodies.length === 0 ? 'every cell as expected' : `cells that differ:\n${bodies.join('\n')}`)
+
+  // the table covers every route of the API that may spend
+  for (const r of app.apiRoutes) {
+    for (const method of r.methods) {
+      if (r.metered) {
+        t.ok(ROWS.some((row) => row.route === r.url && row.covers.includes(method)), `${method} ${r.url} is metered: it has a row in the table`)
+      } else if (r.url !== '/v1/*' && r.url !== '/v1beta/*' && r.url !== '/passthrough/*' && !['GET', 'HEAD'].includes(method)) {
+        t.ok(SPENDS_NOTHING.some((s) => s.route === r.url && s.method === method), `${method} ${r.url} is not metered: it is listed as spending nothing`)
+      }
+    }
+  }
+  for (const s of SPENDS_NOTHING) {
+    const before = mock.requests.length
+    const res = await app.inject({ method: s.method as 'GET', url: s.url, headers: s.method === 'POST' ? json(K.valid) : bearer(K.valid), payload: s.method === 'POST' ? '{}' : undefined })
+    t.equal(res.statusCode, s.status, `${s.method} ${s.url} spends nothing: ${s.status}`)
+    t.equal(mock.requests.length, before, `${s.method} ${s.url} reaches no provider`)
+  }
+})
