@@ -203,6 +203,20 @@ export async function listeningGateway (t: Teardown, configure: (mock: import('.
   return { app, mock, base: `http://127.0.0.1:${port}`, rows: async () => await app.gateway.store.usage.page({}, 100) }
 }
 
+/**
+ * Polls `get` until `ok` holds of its value or `ms` have passed, and returns the last value: for
+ * what another process makes true in its own time (a change heard over the store's bus, a
+ * worker's restart). The test asserts on the value; no test waits a fixed time.
+ */
+export async function eventually<T> (ms: number, get: () => Promise<T>, ok: (v: T) => boolean, everyMs = 25): Promise<T> {
+  const until = Date.now() + ms
+  for (;;) {
+    const v = await get()
+    if (ok(v) || Date.now() > until) return v
+    await new Promise((resolve) => setTimeout(resolve, everyMs))
+  }
+}
+
 /** Lets end-of-response work (metering, ledger, idempotency) that follows a response run. */
 export const settled = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
 

@@ -133,3 +133,8 @@ t.test('the SQLite file is relative to the config file\'s folder; absolute paths
   t.equal((await loadConfig(join(dir, 'f.json'), {})).store.sqlite, join(dir, 'data', 'modelgate.db'), 'the default as well')
   t.equal((await loadConfig(fromRoot('config', 'gateway.yaml'), {})).store.sqlite, fromRoot('data', 'modelgate.db'), 'the shipped config keeps the checkout\'s data/')
 })
+
+t.test('a key\'s models name at least one glob: an empty list is a mistake, not a key that may call everything', async (t) => {
+  const problems = problemsOf({ tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: 'mg-empty-grants-0123456789', models: [] }] }] }] })
+  t.match(problems, [/^tenants\[0\]\.projects\[0\]\.keys\[0\]\.models: /])
+})

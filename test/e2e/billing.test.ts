@@ -149,3 +149,26 @@ t.test('a SIGTERM during load loses no record of a completed response', async (t
   raw.close()
   t.ok(n >= completed, `every completed response has its record (${n} records, ${completed} responses)`)
 })
+
+t.test('a charge beyond what the balance holds is not written off: the record keeps it, the rest is uncollected, and a top-up pays it first', async (t) => {
+  const ADMIN = 'uncollected-admin-token-0123456789'
+  const tenants = [{ org: 'acme', balance_usd: 5, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
+  const { app, mock, base, post } = await start(t, { tenants, admin: { token: ADMIN }, plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }] })
+  // the provider reports far more than max_tokens foresaw: 10M in at $3/M and 2/3M out at $15/M is $40
+  mock.script(() => ({ body: { id: 'c', object: 'chat.completion', created: 1, model: 'gpt-upstream-name', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 10_000_000, completion_tokens: 666_667, total_tokens: 10_666_667 } } }))
+  const res = await post(chat('hello', { max_tokens: 10 }))
+  t.equal(res.status, 200)
+  await res.text()
+  await settled()
+  await app.gateway.store.flush()
+  const admin = async (method: string, path: string, body?: unknown): Promise<any> => await (await fetch(`${base}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${ADMIN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body) })).json()
+  const [row] = await app.gateway.store.usage.page({}, 1)
+  t.equal(row?.cost_nano, 40_000_005_000, 'the record keeps the whole charge')
+  t.match(await admin('GET', '/orgs/acme'), { balance_usd: '0', spent_usd: '5', uncollected_usd: '35.000005' }, 'the balance went to 0, and the rest is owed')
+  t.equal((await post(chat())).status, 402, 'refused until a top-up covers it')
+  t.match(await admin('POST', '/orgs/acme/credits', { amount_usd: 20 }), { balance_usd: '0', spent_usd: '25', uncollected_usd: '15.000005' }, 'a top-up pays what is owed first')
+  t.equal((await post(chat())).status, 402)
+  t.match(await admin('POST', '/orgs/acme/credits', { amount_usd: 20 }), { balance_usd: '4.999995', spent_usd: '40.000005', uncollected_usd: '0' })
+  mock.script(null)
+  t.equal((await post(chat())).status, 200, 'and then calls go again')
+})

@@ -333,6 +333,11 @@ if (!existsSync(CHROMIUM)) {
     t.not(newId, keyId)
     if (!o.phone) await shot(page, 'console-admin-keys.png')
     await look(page, 'keys')
+    // a secret is shown once: gone when its section is left, not there when it is opened again
+    await tab(page, 'overview')
+    await tab(page, 'keys')
+    t.equal(await page.inputValue('#secret-value'), '', 'the new secret is gone once the keys section was left')
+    t.ok(await page.isHidden('#secret'), 'and its panel is closed')
 
     // ---- revoke, after a confirmation
     await page.click(`#keys tr[data-key-id="${newId}"] button[data-action=revoke]`)
@@ -477,7 +482,7 @@ if (!existsSync(CHROMIUM)) {
     }
     const dev = await fetch(`${base}/console/`)
     t.equal(dev.status, 200)
-    t.equal(dev.headers.get('content-security-policy'), null, 'the developer console keeps its own headers')
+    t.equal(dev.headers.get('content-security-policy'), CSP, 'the developer console has the same policy')
     t.equal(dev.headers.get('cache-control'), 'no-cache')
     const devHtml = await dev.text()
     t.match(devHtml, /Model marketplace/)

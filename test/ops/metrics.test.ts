@@ -146,3 +146,41 @@ t.test('the Grafana dashboard is valid JSON and names only series the gateway se
     }
   }
 })
+
+t.test('labels and stored fields come from the catalog, never from a client: random model names and field names grow neither /metrics nor a record', async (t) => {
+  const mock = await startMockUpstream()
+  const c = mockCatalog(mock)
+  const providers = (c.providers as Array<Record<string, unknown>>).map((p) => p.id === 'mock-openai' ? { ...p, passthrough: true } : p)
+  const app = await buildApp(testConfig({
+    ...c, providers, admin: { token: ADMIN }, plugins: [{ name: 'auth' }, { name: 'usage' }], tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, passthrough: ['mock-openai'] }] }] }]
+  }))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(async () => { await app.close(); await mock.close() })
+  const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+  await post(base, '/v1/chat/completions', chat('openai/gpt-test'))
+  await post(base, '/passthrough/mock-openai/chat/completions', chat('gpt-upstream-name'))
+  const before = await scrape(base)
+  const names: string[] = []
+  for (let i = 0; i < 200; i++) {
+    const name = `model-${i}-${Math.random().toString(36).slice(2)}${i === 0 ? 'x'.repeat(200_000) : ''}`
+    names.push(name.slice(0, 40))
+    t.equal((await post(base, '/passthrough/mock-openai/chat/completions', chat(name))).status, 404, 'a name that is no catalog model of the provider')
+    t.equal((await post(base, '/v1/chat/completions', chat(name))).status, 404)
+  }
+  t.equal(mock.requests.length, 2, 'none reached the provider')
+  const after = await scrape(base)
+  for (const n of names) t.notOk(after.includes(n), 'no label of a client\'s model name')
+  t.ok(after.length - before.length < 2_000, `/metrics grew ${after.length - before.length} bytes over 400 calls with unknown names: refusals are counted under model="other"`)
+  t.match(after, /modelgate_requests_total\{route="passthrough",model="other"/)
+  t.match(after, /modelgate_requests_total\{route="passthrough",model="openai\/gpt-test"/, 'an admitted pass-through call under its catalog model')
+  t.equal((await app.gateway.store.usage.page({}, 100)).length, 2, 'and no record of a refused one')
+
+  // fields a model does not take are dropped and named in the record: bounded in length and number
+  const extra: Record<string, unknown> = { ['f'.repeat(200_000)]: 1 }
+  for (let i = 0; i < 200; i++) extra[`field_${i}`] = i
+  const res = await post(base, '/v1/chat/completions', { ...chat('openai/gpt-test'), ...extra })
+  t.equal(res.status, 200)
+  const [row] = await app.gateway.store.usage.page({}, 1)
+  t.ok((row?.dropped_params.length ?? 0) <= 64 && (row?.dropped_params.length ?? 0) > 0, `${row?.dropped_params.length ?? 0} dropped names kept`)
+  t.ok(row?.dropped_params.every((n) => n.length <= 256), 'each cut to 256 characters')
+})

@@ -339,3 +339,25 @@ t.test('bad input on the admin routes: 400 naming the field, in the numeric-code
   }
   t.equal((await api(app, 'GET', '/audit')).body.data.filter((e: any) => e.actor !== 'config').length, 1, 'nothing changed but the key made first')
 })
+
+t.test('a key\'s models name at least one glob: an empty list is refused, never taken for every model', async (t) => {
+  const app = await build(t, { admin: { token: ADMIN }, plugins })
+  const created = await api(app, 'POST', '/keys', { org: 'acme', project: 'web', models: [] })
+  t.equal(created.status, 400)
+  t.match(created.body, { error: { code: 400, message: /models/ } })
+  const k = await newKey(app, { models: ['demo/*'] })
+  const patched = await api(app, 'PATCH', `/keys/${k.id}`, { models: [] })
+  t.equal(patched.status, 400, 'nor set by a change')
+  t.same((await api(app, 'GET', `/keys/${k.id}`)).body.models, ['demo/*'], 'the key keeps its grants')
+  t.equal((await chat(app, k.key, 'anthropic/claude-x')).status, 404, 'and reaches only them')
+})
+
+t.test('the quota a config file names belongs to the file: 409 config_owned; one it does not name is the API\'s', async (t) => {
+  const app = await build(t, { admin: { token: ADMIN }, plugins, tenants: [{ org: 'acme', quota: { tokens: 1000, per: 'day' }, projects: [{ id: 'web', quota: { usd: 1, per: 'month' } }, { id: 'free' }] }] })
+  const org = await api(app, 'PATCH', '/orgs/acme', { quota: null })
+  t.equal(org.status, 409)
+  t.match(org.body, { error: { code: 'config_owned' } })
+  t.equal((await api(app, 'PATCH', '/orgs/acme/projects/web', { quota: null })).status, 409)
+  t.equal((await api(app, 'PATCH', '/orgs/acme/projects/free', { quota: { tokens: 5, per: 'day' } })).status, 200, 'a quota the file does not name')
+  t.match((await api(app, 'GET', '/orgs/acme')).body, { quota: { limit: '1000' } }, 'unchanged')
+})

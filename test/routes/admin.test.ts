@@ -260,7 +260,7 @@ t.test('plugins: the chain as it applies, in order, with the metrics and tracing
       { name: 'vault', module: './vault.mjs', options: { api_key: 'sk-live-1', endpoint: 'https://svc:hunter2@vault.example/v1', public_url: 'https://vault.example/v1', nested: { password: 'p', keep: 1, list: [{ secretToken: 't' }, 'postgres://u:p@db/x'] }, headers: { 'x-team': 'abc' }, region: null } },
       { name: 'usage', options: { store_content: true } }
     ],
-    tracing: { otlp_endpoint: 'http://127.0.0.1:9/v1/traces', headers: { authorization: 'Bearer otlp-secret' } }
+    tracing: { otlp_endpoint: 'http://127.0.0.1:9/v1/traces?api_key=otlp-query-secret&region=eu', headers: { authorization: 'Bearer otlp-secret' } }
   }, { baseDir: dir })
   const app = await buildApp(config, { logger: false })
   t.teardown(() => app.close())
@@ -283,7 +283,7 @@ t.test('plugins: the chain as it applies, in order, with the metrics and tracing
   })
   t.match(body.data[2].options, { store_content: true, retention_days: 30 })
   t.same(body.data[3], { name: 'metrics', module: null, enabled: true, options: { enabled: true, auth: 'admin' } })
-  t.match(body.data[4], { name: 'tracing', module: null, enabled: true, options: { otlp_endpoint: 'http://127.0.0.1:9/v1/traces', headers: { authorization: '••••••' } } })
-  t.notMatch(res.body, /sk-live-1|hunter2|otlp-secret|secretToken":"t"/, 'no secret anywhere in the answer')
+  t.match(body.data[4], { name: 'tracing', module: null, enabled: true, options: { otlp_endpoint: 'http://127.0.0.1:9/v1/traces?api_key=••••••&region=eu', headers: { authorization: '••••••' } } }, 'a URL\'s query secret masked, the rest shown')
+  t.notMatch(res.body, /sk-live-1|hunter2|otlp-secret|otlp-query-secret|secretToken":"t"/, 'no secret anywhere in the answer')
   t.equal((await app.inject({ method: 'GET', url: '/admin/v1/plugins' })).statusCode, 401, 'behind the admin token')
 })

@@ -40,3 +40,16 @@ t.test('/console/api/usage and /calls: what the cache saved, beside the spend', 
   const calls = (await app.inject({ method: 'GET', url: '/console/api/calls', headers: bearer(KEY_A) })).json()
   t.same(calls.data.map((c: { cache_hit: boolean }) => c.cache_hit).sort(), [false, true, true])
 })
+
+t.test('both consoles and their APIs are served with a Content-Security-Policy of this origin only, nosniff and no referrer', async (t) => {
+  const app = await build(t, { admin: { token: 'console-headers-admin-0123456789' } })
+  for (const url of ['/console', '/console/', '/console/api/models', '/console/admin', '/console/admin/', '/console/api/me']) {
+    const res = await app.inject({ method: 'GET', url })
+    const csp = String(res.headers['content-security-policy'] ?? '')
+    t.match(csp, /default-src 'self'/, `${url}: a CSP`)
+    t.match(csp, /script-src 'self'(;|$)/, `${url}: scripts of this origin only`)
+    t.notMatch(csp, /unsafe-inline|unsafe-eval/, `${url}: no inline script`)
+    t.equal(res.headers['x-content-type-options'], 'nosniff', `${url}: nosniff`)
+    t.equal(res.headers['referrer-policy'], 'no-referrer', `${url}: no referrer`)
+  }
+})

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { copyFileSync, mkdirSync, readdirSync } from 'node:fs'
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { fromRoot } from '../../paths.js'
@@ -22,6 +22,28 @@ t.test('a file database is in WAL mode and migrations apply once', async (t) => 
   const raw = new Database(file)
   t.ok(raw.prepare("SELECT name FROM sqlite_master WHERE name = 'api_keys'").get())
   raw.close()
+})
+
+t.test('the store\'s files are the gateway\'s own: the folder it makes 0700, the database and its -wal and -shm 0600, an older readable file made private', async (t) => {
+  const dir = tempDir('store')
+  const file = join(dir, 'made', 'gw.db')
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  store.syncTenants(testConfig(), 1)
+  store.keys.touch('key_x', 2)
+  store.flush()
+  const mode = (f: string): string => (statSync(f).mode & 0o777).toString(8)
+  t.equal(mode(join(dir, 'made')), '700')
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) t.equal(mode(f), '600', f)
+
+  const old = join(dir, 'old.db')
+  const raw = new Database(old)
+  raw.pragma('journal_mode = WAL')
+  raw.close()
+  chmodSync(old, 0o644)
+  const reopened = new Store(old)
+  t.teardown(() => reopened.close())
+  t.equal(mode(old), '600', 'a file left readable by an older version')
 })
 
 /** A database file as a release that stopped at migration `version` left it, still open. */
