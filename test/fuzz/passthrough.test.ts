@@ -1,0 +1,85 @@
+import t from 'tap'
+import fc from 'fast-check'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../app.js'
+import { snapshotBase } from '../../plugins/gateway/catalog.js'
+import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { KEY_A, mockCatalog, testConfig } from '../helper.js'
+
+// Pass-through's two edges, fuzzed: the model a body names, and the case of the headers a client
+// and the config give. A name reaches the provider only when it is the upstream name of a catalog
+// model of that provider, or a dated or versioned snapshot of one (and then it is billed as that
+// model); any other is refused with 404 and nothing is sent. A header the provider's config sets
+// reaches it with the configured value only, whatever the case of either side. FUZZ_SEED and
+// FUZZ_RUNS replay or widen a run.
+
+const SEED = Number(process.env.FUZZ_SEED ?? 20261127)
+const RUNS = Number(process.env.FUZZ_RUNS ?? 300)
+const UPSTREAM = 'gpt-upstream-name'
+
+async function gateway (t: Tap.Test, headers: Record<string, string> = {}): Promise<{ app: FastifyInstance, mock: MockUpstream }> {
+  const mock = await startMockUpstream()
+  const c = mockCatalog(mock)
+  const providers = (c.providers as Array<Record<string, unknown>>).map((p) => p.id === 'mock-openai' ? { ...p, passthrough: true, headers } : p)
+  const app = await buildApp(testConfig({ ...c, providers, plugins: [{ name: 'auth' }, { name: 'usage' }], tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, passthrough: ['mock-openai'] }] }] }] }), { logger: false })
+  t.teardown(async () => { await app.close(); await mock.close() })
+  return { app, mock }
+}
+
+const call = async (app: FastifyInstance, model: unknown, headers: Record<string, string> = {}): Promise<number> =>
+  (await app.inject({ method: 'POST', url: '/passthrough/mock-openai/chat/completions', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', ...headers }, payload: JSON.stringify({ model, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }) })).statusCode
+
+const upstreamNames = ['gpt-upstream-name', 'claude-upstream-name', 'gpt-video', 'gpt-text', 'gpt-x']
+const snapshot = fc.oneof(
+  fc.date({ min: new Date('2020-01-01'), max: new Date('2030-12-31'), noInvalidDate: true }).map((d) => `-${d.toISOString().slice(0, 10)}`),
+  fc.date({ min: new Date('2020-01-01'), max: new Date('2030-12-31'), noInvalidDate: true }).map((d) => `-${d.toISOString().slice(0, 10).replace(/-/g, '')}`),
+  fc.integer({ min: 0, max: 999 }).map((n) => `-${String(n).padStart(3, '0')}`),
+  fc.constant('-latest')
+)
+const names = fc.oneof(
+  fc.constantFrom(...upstreamNames),
+  fc.tuple(fc.constantFrom(...upstreamNames), snapshot).map(([n, s]) => n + s),
+  fc.tuple(fc.constantFrom(...upstreamNames), fc.constantFrom('-mini', '-preview', '-2024-13', '_2024-08-06', '-2024-08-06-extra', ' ', '/x', '\u0000')).map(([n, s]) => n + s),
+  fc.constantFrom(...upstreamNames).map((n) => n.toUpperCase()),
+  fc.string({ maxLength: 80 }),
+  fc.string({ unit: 'grapheme', maxLength: 40 }),
+  fc.constantFrom('', 'openai/gpt-test', '../gpt-upstream-name', 'gpt-upstream-name'.repeat(500), '-2024-08-06', '__proto__')
+)
+
+/** The upstream names of the catalog's models on mock-openai (mockCatalog), and their ids. */
+const ON_PROVIDER = new Map([['gpt-upstream-name', ['openai/gpt-test', 'openai/failover']], ['gpt-video', ['openai/video']], ['gpt-text', ['openai/text-only']]])
+
+/** Whether the gateway must let a name through to mock-openai: the upstream name of one of its models, or a snapshot of one. */
+function admitted (name: string): boolean {
+  return ON_PROVIDER.has(name) || ON_PROVIDER.has(snapshotBase(name) ?? '')
+}
+
+t.test('a pass-through model name reaches the provider only when it is a catalog model of it, or a snapshot of one', async (t) => {
+  const { app, mock } = await gateway(t)
+  let reached = 0
+  await fc.assert(fc.asyncProperty(names, async (name) => {
+    const before = mock.requests.length
+    const status = await call(app, name)
+    const went = mock.requests.length > before
+    if (went) reached++
+    if (admitted(name)) return status === 200 && went && (mock.requests.at(-1)?.body as { model?: string }).model === name
+    return (status === 404 || (status === 400 && name === '')) && !went
+  }), { seed: SEED, numRuns: RUNS })
+  const rows = await app.gateway.store.usage.page({}, 10_000)
+  t.equal(rows.length, reached, 'a record for each call that reached the provider, and none for the others')
+  t.ok(rows.every((r) => [...ON_PROVIDER.values()].flat().includes(r.model) && r.cost_nano > 0), 'each billed as its catalog model')
+  for (const bad of [42, null, { name: UPSTREAM }, [UPSTREAM]]) t.equal(await call(app, bad), 400, `a model that is no name (${JSON.stringify(bad)}): 400`)
+})
+
+t.test('a header the provider\'s config sets reaches it with the configured value only, whatever the case on either side', async (t) => {
+  const casing = (name: string): fc.Arbitrary<string> => fc.array(fc.boolean(), { minLength: name.length, maxLength: name.length }).map((up) => [...name].map((ch, i) => up[i] === true ? ch.toUpperCase() : ch.toLowerCase()).join(''))
+  await fc.assert(fc.asyncProperty(casing('x-org-secret'), casing('x-org-secret'), fc.string({ minLength: 1, maxLength: 30 }).filter((v) => /^[\x21-\x7e]+$/.test(v)), async (configured, sent, value) => {
+    const { app, mock } = await gateway(t, { [configured]: 'the-configured-value-0123' })
+    const status = await call(app, UPSTREAM, { [sent]: value, 'OpenAI-Organization': value, 'openai-PROJECT': value, CoOkIe: `a=${value}` })
+    await app.close()
+    const up = mock.requests.at(-1)?.headers ?? {}
+    return status === 200 &&
+      up['x-org-secret'] === 'the-configured-value-0123' &&
+      up['openai-organization'] === undefined && up['openai-project'] === undefined && up.cookie === undefined
+  }), { seed: SEED, numRuns: Math.min(RUNS, 25) })
+})
