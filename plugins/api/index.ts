@@ -1,5 +1,7 @@
 import type { TObject } from '@sinclair/typebox'
-import type { GatewayPlugin } from './types.js'
+import type { FastifyRequest } from 'fastify'
+import { UnmeteredEndpoint, type GatewayError } from '../gateway/errors.js'
+import type { CallView, GatewayPlugin } from './types.js'
 
 // The plugin API, what an outside package imports as `modelgate/plugin`: everything a concern
 // plugin needs, and exactly what the built-in plugins use. It imports no plugin, so any plugin
@@ -28,8 +30,6 @@ export {
   ContentBlocked, DuplicateRequest, InsufficientBalance, KeyExpired, KeyRateLimited, NoOrgContext, QuotaExceeded, RateLimited, StoreUnavailable, Unauthorized, UnmeteredEndpoint,
   isGatewayError, type ErrorFamily, type GatewayError
 } from '../gateway/errors.js'
-/** The refusal of a call that may spend without reporting what (`call.unmetered`), for a plugin that holds money or counts spend. */
-export { unmeteredRefusal } from '../gateway/gate.js'
 /** Money: integers of nano-dollars, decimal strings at the edges. */
 export { nanoToUsd, usdToNano } from '../gateway/money.js'
 /** A call's charge, and the upper bound of its input the balance plugin holds for. */
@@ -46,3 +46,9 @@ export { attemptError } from '../upstream/attempt-error.js'
 export { errorEvent } from '../translation/sse.js'
 /** A streamed answer folded into the whole answer of its protocol (what a client that asked for no stream gets). */
 export { aggregateStream, type AggregateOptions, type StreamEventLike } from '../translation/aggregate.js'
+
+/** The refusal of a call that may spend without reporting what (`call.unmetered`), for a plugin that holds money or counts spend. */
+export function unmeteredRefusal (request: FastifyRequest, call: CallView): GatewayError {
+  const path = (request.url.split('?', 1)[0] ?? '').slice(0, 200)
+  return new UnmeteredEndpoint({ method: request.method, path, provider: call.provider ?? '' })
+}

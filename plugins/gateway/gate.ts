@@ -1,7 +1,6 @@
-import type { FastifyRequest } from 'fastify'
-import type { AdmissionContext, CallView, Gateway, Principal } from '../api/index.js'
+import type { AdmissionContext, Gateway, Principal } from '../api/index.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
-import { ModelNotFound, NoOrgContext, PassthroughForbidden, UnmeteredEndpoint, WrongModelKind, type GatewayError } from './errors.js'
+import { ModelNotFound, NoOrgContext, PassthroughForbidden, WrongModelKind } from './errors.js'
 import { runSeriesUntil } from './hooks.js'
 import type { Pipe } from './pipeline.js'
 import { then, type MaybePromise } from '../store/types.js'
@@ -22,7 +21,8 @@ import type { Json } from '../translation/types.js'
 //
 // A route calls these and nothing else to admit a call, so that no route admits what another
 // would refuse for the same key and model. Where a route cannot know what a call costs, it says
-// so (`Call.spendsUnread`) and the plugins that hold money refuse it rather than guess.
+// so (`Call.spendsUnread`) and the plugins that hold money refuse it (`unmeteredRefusal` of the
+// plugin API) rather than guess.
 
 const ARTICLE: Record<ModelKind, string> = { chat: 'a', embeddings: 'an', image: 'an' }
 const KIND_NAME: Record<ModelKind, string> = { chat: 'chat', embeddings: 'embedding', image: 'image' }
@@ -91,8 +91,3 @@ export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerab
   })
 }
 
-/** Why a call that may spend without reporting what (`call.unmetered`) is refused: by the balance and quota plugins. */
-export function unmeteredRefusal (request: FastifyRequest, call: CallView): GatewayError {
-  const path = (request.url.split('?', 1)[0] ?? '').slice(0, 200)
-  return new UnmeteredEndpoint({ method: request.method, path, provider: call.provider ?? '' })
-}
