@@ -115,7 +115,10 @@ export const StoreUnavailable = define('store_unavailable', { status: 503, opena
 export const ConfigOwned = define('config_owned', { status: 409, code: 'config_owned', retry: false })
 export const UnmeteredEndpoint = define('unmetered_endpoint', { status: 403, code: 'unmetered_endpoint', openaiType: 'permission_error', retry: false })
 export const UnreadableModel = define('unreadable_model', { status: 403, code: 'unreadable_model', openaiType: 'permission_error', retry: false })
-export const WrongModelKind = define('wrong_model_kind', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
+// a model of another kind than the route serves (`architecture.output_modalities`), one error per kind
+export const NotChatModel = define('not_chat_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
+export const NotEmbeddingModel = define('not_embedding_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
+export const NotImageModel = define('not_image_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
 export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
 
 /**

@@ -1,6 +1,6 @@
 import type { AdmissionContext, Gateway, Principal } from '../api/index.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
-import { ModelNotFound, NoOrgContext, PassthroughForbidden, WrongModelKind } from './errors.js'
+import { ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayErrorClass } from './errors.js'
 import { runSeriesUntil } from './hooks.js'
 import type { Pipe } from './pipeline.js'
 import { then, type MaybePromise } from '../store/types.js'
@@ -24,8 +24,7 @@ import type { Json } from '../translation/types.js'
 // so (`Call.spendsUnread`) and the plugins that hold money refuse it (`unmeteredRefusal` of the
 // plugin API) rather than guess.
 
-const ARTICLE: Record<ModelKind, string> = { chat: 'a', embeddings: 'an', image: 'an' }
-const KIND_NAME: Record<ModelKind, string> = { chat: 'chat', embeddings: 'embedding', image: 'image' }
+const NOT_OF_KIND: Record<ModelKind, GatewayErrorClass> = { chat: NotChatModel, embeddings: NotEmbeddingModel, image: NotImageModel }
 
 /** The key's model globs; null when no key is asked for (the operator runs the gateway without auth). */
 const globsOf = (principal: Principal | null): readonly string[] | null => principal?.models ?? null
@@ -38,7 +37,7 @@ const globsOf = (principal: Principal | null): readonly string[] | null => princ
 export function grantedModel (gateway: Gateway, principal: Principal | null, id: string, kind?: ModelKind): CatalogModel {
   const model = gateway.catalog.find(id, globsOf(principal))
   if (model === undefined) throw new ModelNotFound({ model: id })
-  if (kind !== undefined && model.kind !== kind) throw new WrongModelKind({ model: id, kind: KIND_NAME[kind], article: ARTICLE[kind] })
+  if (kind !== undefined && model.kind !== kind) throw new NOT_OF_KIND[kind]({ model: id })
   return model
 }
 

@@ -57,7 +57,9 @@ export const en = {
   config_owned: '{what} {id} is declared in the config file: change it there and reload; the admin API and the CLI cannot change what the file sets.',
   unmetered_endpoint: '{method} {path} on provider {provider} may spend without reporting a cost the gateway can read: it is refused while a prepaid balance, a budget or a quota applies to this key.',
   unreadable_model: '{method} {path} on provider {provider} does not say which model it uses in a form the gateway can read: only a key granted every model may call it.',
-  wrong_model_kind: '{model} is not {article} {kind} model: this route serves {kind} models only.',
+  not_chat_model: '{model} is not a chat model: this route serves chat models only.',
+  not_embedding_model: '{model} is not an embedding model: this route serves embedding models only.',
+  not_image_model: '{model} is not an image model: this route serves image models only.',
   store_unavailable: 'The gateway\'s store cannot be reached right now. Retry in a moment.'
 } as const
 

@@ -56,6 +56,8 @@ export const fr: Catalog = {
   config_owned: "{what} {id} est déclaré dans le fichier de configuration : modifiez-le là puis rechargez ; l'API d'administration et la CLI ne peuvent pas changer ce que fixe le fichier.",
   unmetered_endpoint: "{method} {path} chez le fournisseur {provider} peut engager une dépense que la passerelle ne sait pas lire : l'appel est refusé tant qu'un solde prépayé, un budget ou un quota s'applique à cette clé.",
   unreadable_model: "{method} {path} chez le fournisseur {provider} n'indique pas son modèle sous une forme lisible : seule une clé autorisée sur tous les modèles peut l'appeler.",
-  wrong_model_kind: "{model} n'est pas un modèle de type {kind} : cette route ne sert que ce type de modèle.",
+  not_chat_model: "{model} n'est pas un modèle de chat : cette route ne sert que des modèles de chat.",
+  not_embedding_model: "{model} n'est pas un modèle d'embeddings : cette route ne sert que des modèles d'embeddings.",
+  not_image_model: "{model} n'est pas un modèle d'images : cette route ne sert que des modèles d'images.",
   store_unavailable: "Le stockage de la passerelle est injoignable pour le moment. Réessayez dans un instant."
 }

@@ -56,6 +56,8 @@ export const ptBR: Catalog = {
   config_owned: "{what} {id} está declarado no arquivo de configuração: altere-o lá e recarregue; a API de administração e a CLI não podem mudar o que o arquivo define.",
   unmetered_endpoint: "{method} {path} do provedor {provider} pode gerar um gasto que o gateway não consegue ler: é recusado enquanto esta chave tiver saldo pré-pago, orçamento ou cota.",
   unreadable_model: "{method} {path} do provedor {provider} não informa seu modelo de forma legível: só uma chave com acesso a todos os modelos pode chamá-lo.",
-  wrong_model_kind: "{model} não é um modelo do tipo {kind}: esta rota atende apenas modelos desse tipo.",
+  not_chat_model: "{model} não é um modelo de chat: esta rota atende apenas modelos de chat.",
+  not_embedding_model: "{model} não é um modelo de embeddings: esta rota atende apenas modelos de embeddings.",
+  not_image_model: "{model} não é um modelo de imagens: esta rota atende apenas modelos de imagens.",
   store_unavailable: "O armazenamento do gateway não está acessível no momento. Tente novamente em instantes."
 }
