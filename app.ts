@@ -1,7 +1,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
-import { Internal, InvalidUrl, UrlTooLong } from './plugins/gateway/errors.js'
+import { Internal, InvalidUrl, UrlTooLong } from './plugins/kernel/errors.js'
 import { createGateway, familyOfUrl, installGateway, notFound, sendError, traceId } from './plugins/gateway/core.js'
 import { lazyChildLogger } from './plugins/ops/lazy-logger.js'
 import { redactingLogger } from './plugins/ops/log-redaction.js'

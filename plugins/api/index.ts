@@ -1,6 +1,6 @@
 import type { TObject } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
-import { UnmeteredEndpoint, type GatewayError } from '../gateway/errors.js'
+import { UnmeteredEndpoint, type GatewayError } from '../kernel/errors.js'
 import type { CallView, GatewayPlugin } from './types.js'
 
 // The plugin API, what an outside package imports as `modelgate/plugin`: everything a concern
@@ -22,16 +22,16 @@ export function definePlugin<S extends TObject> (p: GatewayPlugin<S>): GatewayPl
 // What a plugin may use of the gateway's machinery.
 
 /** A store answer that may be a promise: the embedded store answers most calls at once. */
-export { isPromise, then, type MaybePromise } from '../store/types.js'
+export { isPromise, then, type MaybePromise } from '../kernel/maybe-promise.js'
 /** The id of a call's usage record, made from its trace id. */
 export { usageId } from '../store/types.js'
 /** The errors a plugin may throw to refuse a call, rendered in the route family's shape (or use `gateway.refusal`). */
 export {
   ContentBlocked, DuplicateRequest, InsufficientBalance, KeyExpired, KeyRateLimited, NoOrgContext, QuotaExceeded, RateLimited, StoreUnavailable, Unauthorized, UnmeteredEndpoint,
   isGatewayError, type ErrorFamily, type GatewayError
-} from '../gateway/errors.js'
+} from '../kernel/errors.js'
 /** Money: integers of nano-dollars, decimal strings at the edges. */
-export { nanoToUsd, usdToNano } from '../gateway/money.js'
+export { nanoToUsd, usdToNano } from '../kernel/money.js'
 /** A call's charge, and the upper bound of its input the balance plugin holds for. */
 export { chargeOf, estimatePromptTokens } from '../gateway/billing.js'
 /** UTC quota windows and the tenants' quota rules. */

@@ -3,9 +3,9 @@ import type { FastifyBaseLogger, FastifyPluginAsync, FastifyReply, FastifyReques
 import type { Static, TObject } from '@sinclair/typebox'
 import type { Registry } from 'prom-client'
 import type { Config } from '../../config/schema.js'
-import type { Clock } from '../gateway/clock.js'
+import type { Clock } from '../kernel/clock.js'
 import type { Catalog, CatalogModel } from '../gateway/catalog.js'
-import type { ErrorFamily, GatewayError } from '../gateway/errors.js'
+import type { ErrorFamily, GatewayError } from '../kernel/errors.js'
 import type { KeyBudget, KeyLimits, Store } from '../store/types.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
 import type { AttemptReport, Upstreams } from '../upstream/index.js'
@@ -37,7 +37,7 @@ export type { CatalogModel } from '../gateway/catalog.js'
 export type * from '../store/types.js'
 export type { AttemptOutcome, AttemptReport } from '../upstream/index.js'
 
-export type { Clock } from '../gateway/clock.js'
+export type { Clock } from '../kernel/clock.js'
 
 export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, overhead: string }
 

@@ -1,5 +1,5 @@
 import type { ModelConfig, Routing } from '../../config/schema.js'
-import { pricePerToken } from './money.js'
+import { pricePerToken } from '../kernel/money.js'
 
 /** Prices in nano-dollars per token. */
 export interface Price { input: number, cached_input: number, output: number }

@@ -4,15 +4,15 @@ import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, Fa
 import type { Registry } from 'prom-client'
 import type { Config } from '../../config/schema.js'
 import type { Endpoint, Gateway, HeaderNames, RefusalSpec } from '../api/index.js'
-import { systemClock, type Clock } from './clock.js'
+import { systemClock, type Clock } from '../kernel/clock.js'
 import { Catalog } from './catalog.js'
 import { Call } from './call.js'
 import {
   BodyTooDeep, errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MalformedRequest, MissingField, Refusal, RequestTooLarge, RouteNotFound,
   UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
-} from './errors.js'
+} from '../kernel/errors.js'
 import { HookRegistry } from './hooks.js'
-import { localize, negotiateLocale } from './i18n/index.js'
+import { localize, negotiateLocale } from '../kernel/i18n/index.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './validation.js'
 import type { Store } from '../store/types.js'
 import type { Protocol } from '../translation/types.js'
@@ -24,7 +24,7 @@ import { Upstreams } from '../upstream/index.js'
 // metered route, body parsing and the one error handler that renders every error in its route
 // family's shape.
 
-export { systemClock } from './clock.js'
+export { systemClock } from '../kernel/clock.js'
 
 export function headerNames (prefix: string): HeaderNames {
   return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params`, overhead: `${prefix}Overhead-Ms` }

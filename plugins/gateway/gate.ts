@@ -1,9 +1,9 @@
 import type { AdmissionContext, Gateway, Principal } from '../api/index.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
-import { ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayErrorClass } from './errors.js'
+import { ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayErrorClass } from '../kernel/errors.js'
 import { runSeriesUntil } from './hooks.js'
 import type { Pipe } from './pipeline.js'
-import { then, type MaybePromise } from '../store/types.js'
+import { then, type MaybePromise } from '../kernel/maybe-promise.js'
 import type { Json } from '../translation/types.js'
 
 // The one gate every route that spends passes: chat, Messages, Responses, Gemini, count_tokens,

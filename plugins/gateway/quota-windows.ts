@@ -1,5 +1,5 @@
 import type { Config, QuotaConfig } from '../../config/schema.js'
-import { nanoToUsd, usdToNano } from './money.js'
+import { nanoToUsd, usdToNano } from '../kernel/money.js'
 import type { KeyBudget, QuotaEntry, QuotaLimit, QuotaUsage } from '../store/types.js'
 
 // Quotas of the tenants: per organization and per project, in tokens or USD, per UTC minute,

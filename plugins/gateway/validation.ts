@@ -1,5 +1,5 @@
 import type { CatalogModel } from './catalog.js'
-import { InvalidBody, InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, ModalityNotSupported } from './errors.js'
+import { InvalidBody, InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, ModalityNotSupported } from '../kernel/errors.js'
 import { firstHostResolvingToBlockedAddress, mediaUrlProblem, type DataUris, type Lookup, type NamedHost } from './media-url.js'
 import { fileType } from '../translation/gemini-request.js'
 import { checkResponsesBody } from '../translation/responses-request.js'

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
-import { AdminUnauthorized, RouteNotFound } from '../gateway/errors.js'
+import { AdminUnauthorized, RouteNotFound } from '../kernel/errors.js'
 
 // The admin token's check, for the admin API and a /metrics that needs it. With no token
 // configured the route answers 404, as if it did not exist.

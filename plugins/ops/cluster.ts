@@ -1,7 +1,8 @@
 import cluster, { type Worker } from 'node:cluster'
 import { AggregatorRegistry, type Registry } from 'prom-client'
 import { bounded, BUS_WAIT_MS, Topics } from '../store/bus.js'
-import type { MaybePromise, PeerBus } from '../store/types.js'
+import type { PeerBus } from '../store/types.js'
+import type { MaybePromise } from '../kernel/maybe-promise.js'
 import type { HealthReport } from '../upstream/health.js'
 
 // What the workers of `serve --workers N` ask of each other, through the primary (node:cluster

@@ -1,7 +1,7 @@
 import { maxHeaderSize, STATUS_CODES, type ServerOptions, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { ServerConfig } from '../../config/schema.js'
-import { ClientTimeout, errorBody, HeadersTooLarge, MalformedRequest, type ErrorFamily, type GatewayError } from '../gateway/errors.js'
+import { ClientTimeout, errorBody, HeadersTooLarge, MalformedRequest, type ErrorFamily, type GatewayError } from '../kernel/errors.js'
 
 // The HTTP server's own limits on slow or broken clients, and the errors Node reports before a
 // request reaches Fastify, rendered in the gateway's shapes.

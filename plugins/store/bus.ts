@@ -1,4 +1,5 @@
-import type { MaybePromise, PeerBus } from './types.js'
+import type { PeerBus } from './types.js'
+import type { MaybePromise } from '../kernel/maybe-promise.js'
 
 /** How long a broadcast waits for a peer that does not answer. */
 export const BUS_WAIT_MS = 1000

@@ -1,4 +1,5 @@
-import type { MaybePromise, PeerBus } from './types.js'
+import type { PeerBus } from './types.js'
+import type { MaybePromise } from '../kernel/maybe-promise.js'
 
 // The response cache's fills as one process sees them: the fills it holds itself (a second
 // identical call here waits for the first without asking the store) and the calls waiting for a

@@ -1,4 +1,5 @@
-import { isPromise, then, type BalanceStore, type MaybePromise, type PeerBus } from './types.js'
+import { type BalanceStore, type PeerBus } from './types.js'
+import { isPromise, then, type MaybePromise } from '../kernel/maybe-promise.js'
 
 /** How many more calls like the one asking a new lease reserves for (see Leases). */
 const LEASE_CALLS = 16

@@ -1,4 +1,5 @@
-import { isPromise, type MaybePromise, type PeerBus, type QuotaLimit, type QuotaUsage } from './types.js'
+import { type PeerBus, type QuotaLimit, type QuotaUsage } from './types.js'
+import { isPromise, type MaybePromise } from '../kernel/maybe-promise.js'
 
 const TOPIC = 'quota'
 /** A window not asked about for this long is forgotten (read again from the store if asked). */

@@ -1,4 +1,5 @@
-import { isPromise, type MaybePromise, type RateLimitHit, type RateLimitStore } from './types.js'
+import { type RateLimitHit, type RateLimitStore } from './types.js'
+import { isPromise, type MaybePromise } from '../kernel/maybe-promise.js'
 
 /** What one take from a window's shared counter gave: the counter after it, its window's end, and how many hits it took. */
 export interface HitTake { count: number, resetAt: number, taken: number }

@@ -1,6 +1,6 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Config, QuotaConfig } from '../../config/schema.js'
-import { nanoToUsd, usdToNano } from '../gateway/money.js'
+import { nanoToUsd, usdToNano } from '../kernel/money.js'
 import type { ApiKey, AuditRow, KeyBudget, KeyLimits, KeyPatch, KeySource, NewKey, QuotaPer, SyncMode, TenancyChange } from './types.js'
 
 // API keys and tenants as both stores write them: keys stored as a SHA-256 hash with a short hint,

@@ -1,4 +1,5 @@
 import type { Config, QuotaConfig } from '../../config/schema.js'
+import type { MaybePromise } from '../kernel/maybe-promise.js'
 
 // The store behind the gateway, as interfaces named by what the plugins and routes mean: verify
 // a key, take an idempotency key, count a rate-limit hit, admit against a quota and count a call
@@ -8,18 +9,8 @@ import type { Config, QuotaConfig } from '../../config/schema.js'
 //
 // Methods return MaybePromise: the embedded store answers most of them at once, without a
 // promise or a microtask on the hot path; a network store returns promises. Callers handle both
-// (see `then` below).
+// (`then` of plugins/kernel/maybe-promise.ts).
 
-export type MaybePromise<T> = T | Promise<T>
-
-export function isPromise<T> (v: MaybePromise<T>): v is Promise<T> {
-  return typeof (v as { then?: unknown } | null)?.then === 'function'
-}
-
-/** Runs `next` on the value, at once when it is there, after it resolves otherwise. */
-export function then<T, R> (v: MaybePromise<T>, next: (value: T) => MaybePromise<R>): MaybePromise<R> {
-  return isPromise(v) ? v.then(next) : next(v)
-}
 
 export type KeySource = 'config' | 'cli' | 'admin'
 

@@ -1,5 +1,5 @@
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
-import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '../gateway/errors.js'
+import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { joinText, parseToolArguments } from './content.js'
 import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'

@@ -1,6 +1,6 @@
 import type { Base64ImageSource, ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
-import { errorBody, InvalidField, UnsupportedOnUpstream } from '../gateway/errors.js'
+import { errorBody, InvalidField, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { joinText, parseToolArguments, textParts } from './content.js'
 import { Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
 import { upstreamMessage } from './passthrough.js'

@@ -1,4 +1,4 @@
-import { InvalidField } from '../gateway/errors.js'
+import { InvalidField } from '../kernel/errors.js'
 import type { Json } from './types.js'
 
 // What a cross-protocol pair does with each field of a client request, and readers for bodies

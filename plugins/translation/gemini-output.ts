@@ -1,4 +1,4 @@
-import { errorBody } from '../gateway/errors.js'
+import { errorBody } from '../kernel/errors.js'
 import { toGeminiUsage } from './gemini.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, TranslateCtx, Usage } from './types.js'

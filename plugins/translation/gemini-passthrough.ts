@@ -1,4 +1,4 @@
-import { errorBody, geminiStatusFor } from '../gateway/errors.js'
+import { errorBody, geminiStatusFor } from '../kernel/errors.js'
 import { isObj } from './fields.js'
 import { geminiPath, geminiUpstreamPath, googleError, usageFromGemini } from './gemini.js'
 import { upstreamMessage } from './passthrough.js'

@@ -1,4 +1,4 @@
-import { InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, UnsupportedOnUpstream } from '../gateway/errors.js'
+import { InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { mediaUrlProblem } from '../gateway/media-url.js'
 import { Dropped, entry, isObj, list, optBoolean, optEntry, optText, strings, text } from './fields.js'
 import { schemaFromGemini, unpackThinking } from './gemini.js'

@@ -1,4 +1,4 @@
-import { UnsupportedOnUpstream } from '../gateway/errors.js'
+import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { parseToolArguments, textOf } from './content.js'
 import { isObj, type Dropped } from './fields.js'
 import { geminiError } from './gemini.js'

@@ -1,4 +1,4 @@
-import { UnsupportedOnUpstream } from '../gateway/errors.js'
+import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { isObj, type Dropped } from './fields.js'
 import { geminiError, packThinking } from './gemini.js'
 import { candidate, chunk, errorChunk, responseBody } from './gemini-output.js'

@@ -1,4 +1,4 @@
-import { InvalidField } from '../gateway/errors.js'
+import { InvalidField } from '../kernel/errors.js'
 import { isObj } from './fields.js'
 import { FOREIGN_SIGNATURE, splitSignature, withSignature } from './gemini.js'
 import type { Json, TranslateCtx } from './types.js'

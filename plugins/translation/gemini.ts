@@ -1,4 +1,4 @@
-import { errorBody } from '../gateway/errors.js'
+import { errorBody } from '../kernel/errors.js'
 import { isObj } from './fields.js'
 import { upstreamMessage } from './passthrough.js'
 import type { Json, TranslateCtx, Usage } from './types.js'

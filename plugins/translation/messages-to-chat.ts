@@ -2,7 +2,7 @@ import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messag
 import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
 import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import type { ReasoningEffort } from 'openai/resources/shared'
-import { errorBody, InvalidField } from '../gateway/errors.js'
+import { errorBody, InvalidField } from '../kernel/errors.js'
 import { joinText, parseToolArguments, textOf } from './content.js'
 import { Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
 import { upstreamMessage } from './passthrough.js'

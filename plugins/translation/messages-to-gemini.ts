@@ -1,6 +1,6 @@
 import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messages'
 import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
-import { errorBody, InvalidField, messagesTypeFor } from '../gateway/errors.js'
+import { errorBody, InvalidField, messagesTypeFor } from '../kernel/errors.js'
 import { joinText } from './content.js'
 import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
 import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'

@@ -1,4 +1,4 @@
-import { errorBody, messagesTypeFor, openaiTypeFor } from '../gateway/errors.js'
+import { errorBody, messagesTypeFor, openaiTypeFor } from '../kernel/errors.js'
 import { isObj } from './fields.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
 import { usageFromMessages, usageFromOpenAI } from './usage.js'

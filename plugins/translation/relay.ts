@@ -1,6 +1,6 @@
 import { Transform, type Readable, type TransformCallback } from 'node:stream'
 import type { ClientEvent, StreamEventResult } from '../api/index.js'
-import type { ErrorBodyInput } from '../gateway/errors.js'
+import type { ErrorBodyInput } from '../kernel/errors.js'
 import { errorEvent, frame, serialize, SseParser } from './sse.js'
 import type { Json, Protocol, SseEvent, StreamMapper, Usage } from './types.js'
 

@@ -1,4 +1,4 @@
-import { errorBody } from '../gateway/errors.js'
+import { errorBody } from '../kernel/errors.js'
 import { upstreamMessage } from './passthrough.js'
 import { namespacedTools } from './responses-request.js'
 import { frame } from './sse.js'

@@ -1,4 +1,4 @@
-import { InvalidBody, InvalidField, MissingField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../gateway/errors.js'
+import { InvalidBody, InvalidField, MissingField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../kernel/errors.js'
 import type { Json, TranslateCtx } from './types.js'
 
 // A Responses request read into one neutral shape that both translated pairs (towards Chat

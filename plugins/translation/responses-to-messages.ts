@@ -1,4 +1,4 @@
-import { UnsupportedOnUpstream } from '../gateway/errors.js'
+import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { parseToolArguments } from './content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromAnthropic, type IncompleteReason, type OutputPart } from './responses-output.js'
 import { allows, messagesEffort, normalise, type Part } from './responses-request.js'

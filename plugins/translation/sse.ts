@@ -1,4 +1,4 @@
-import { errorBody, type ErrorBodyInput } from '../gateway/errors.js'
+import { errorBody, type ErrorBodyInput } from '../kernel/errors.js'
 import type { Protocol, SseEvent } from './types.js'
 
 // SSE framing only (bytes ↔ {event, data}); mapping is the pairs' business. The parser is fed

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream'
-import { geminiStatusFor } from '../gateway/errors.js'
+import { geminiStatusFor } from '../kernel/errors.js'
 import { schemaFromGemini } from '../translation/gemini.js'
 import type { Json, Protocol } from '../translation/types.js'
 import type { CallAbort, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import type { Readable } from 'node:stream'
-import { NoProvider, RequestTimeout, UpstreamClientError, UpstreamUnavailable } from '../gateway/errors.js'
+import { NoProvider, RequestTimeout, UpstreamClientError, UpstreamUnavailable } from '../kernel/errors.js'
 import type { Json, Protocol } from '../translation/types.js'
 import { maskCredentials } from './credentials.js'
 import type { RoutingPolicy, Upstreams } from './index.js'

@@ -1,4 +1,4 @@
-import type { Clock } from '../gateway/clock.js'
+import type { Clock } from '../kernel/clock.js'
 
 // What the gateway knows of each provider's health: a circuit breaker and a moving average of
 // its time to first byte. Kept by provider id for the life of the process, so that a reloaded

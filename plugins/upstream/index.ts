@@ -1,5 +1,5 @@
 import type { Config, ProviderConfig } from '../../config/schema.js'
-import type { Clock } from '../gateway/clock.js'
+import type { Clock } from '../kernel/clock.js'
 import { attemptError } from './attempt-error.js'
 import { createDemoClient } from './demo.js'
 import { HealthBook, type BreakerState, type HealthOptions } from './health.js'

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ConfigOwned, KeyExpiredNotRotated, KeyNotFound, KeyRevoked, OrgNotFound, ProjectNotFound } from '../../plugins/gateway/errors.js'
+import { ConfigOwned, KeyExpiredNotRotated, KeyNotFound, KeyRevoked, OrgNotFound, ProjectNotFound } from '../../plugins/kernel/errors.js'
 import type { KeyPatch } from '../../plugins/store/types.js'
 import { parseIsoTime } from '../schemas.js'
 import { KeyParams, KeyPatchBody, KeysQuery, NewKeyBody, RotateBody } from './schemas.js'

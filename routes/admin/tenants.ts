@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ConfigOwned, OrgExists, OrgNotFound, ProjectExists, ProjectNotFound } from '../../plugins/gateway/errors.js'
+import { ConfigOwned, OrgExists, OrgNotFound, ProjectExists, ProjectNotFound } from '../../plugins/kernel/errors.js'
 import { CreditsBody, NewOrgBody, NewProjectBody, OrgParams, ProjectParams, QuotaBody } from './schemas.js'
 import { quotaOf, usdField, views } from './views.js'
 

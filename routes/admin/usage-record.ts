@@ -1,4 +1,4 @@
-import { nanoToUsd } from '../../plugins/gateway/money.js'
+import { nanoToUsd } from '../../plugins/kernel/money.js'
 import type { UsageRow } from '../../plugins/store/types.js'
 
 /** A usage_records row as the API shows it (the UsageRecord of the admin API). */

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { MissingModelId } from '../../plugins/gateway/errors.js'
+import { MissingModelId } from '../../plugins/kernel/errors.js'
 import { grantedModel, grantedModels } from '../../plugins/gateway/gate.js'
 import { Integer } from '../schemas.js'
 

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { NoStoredResponse } from '../../plugins/gateway/errors.js'
+import { NoStoredResponse } from '../../plugins/kernel/errors.js'
 import { callHandler } from './call.js'
 
 // POST /v1/responses: the OpenAI Responses API for any sellable model, translated to the model's

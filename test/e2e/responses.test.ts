@@ -1,6 +1,6 @@
 import t from 'tap'
 import OpenAI from 'openai'
-import { nanoToUsd } from '../../plugins/gateway/money.js'
+import { nanoToUsd } from '../../plugins/kernel/money.js'
 import { promptTokens } from '../mock-upstream.js'
 import { KEY_A, listeningGateway, mockCatalog } from '../helper.js'
 

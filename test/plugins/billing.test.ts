@@ -1,6 +1,6 @@
 import t from 'tap'
 import { chargeOf, estimatePromptTokens, settle } from '../../plugins/gateway/billing.js'
-import { nanoToUsd, parseUsd, pricePerToken, usdToNano } from '../../plugins/gateway/money.js'
+import { nanoToUsd, parseUsd, pricePerToken, usdToNano } from '../../plugins/kernel/money.js'
 import type { Usage } from '../../plugins/translation/types.js'
 
 const usage = (prompt: number, cached: number, completion: number): Usage => ({ prompt_tokens: prompt, cached_input_tokens: cached, completion_tokens: completion, cache_creation_input_tokens: 0 })

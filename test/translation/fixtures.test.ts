@@ -1,7 +1,7 @@
 import t from 'tap'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { isGatewayError } from '../../plugins/gateway/errors.js'
+import { isGatewayError } from '../../plugins/kernel/errors.js'
 import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
 import { serialize, SseParser } from '../../plugins/translation/sse.js'
 import type { Protocol, SseEvent, TranslateCtx } from '../../plugins/translation/types.js'

@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { isGatewayError } from '../../plugins/gateway/errors.js'
+import { isGatewayError } from '../../plugins/kernel/errors.js'
 import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
 import { checkResponsesBody } from '../../plugins/translation/responses-request.js'
 import type { Protocol, SseEvent, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { errorBody } from '../../plugins/gateway/errors.js'
+import { errorBody } from '../../plugins/kernel/errors.js'
 import { FOREIGN_SIGNATURE, geminiPath, schemaFromGemini, splitSignature, toGeminiUsage, unpackThinking, usageFromGemini, withSignature } from '../../plugins/translation/gemini.js'
 import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
 import { errorEvent, serialize, SseParser } from '../../plugins/translation/sse.js'

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { BUS_WAIT_MS, Topics } from '../bus.js'
-import type { MaybePromise, PeerBus } from '../types.js'
+import type { PeerBus } from '../types.js'
+import type { MaybePromise } from '../../kernel/maybe-promise.js'
 import type { Connection } from './db.js'
 
 interface Envelope { from: string, id: string, topic: string, message: Record<string, unknown> }

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { Redis } from 'ioredis'
 import { fromRoot } from '../../../paths.js'
-import { StoreUnavailable } from '../../gateway/errors.js'
+import { StoreUnavailable } from '../../kernel/errors.js'
 
 const MIGRATIONS = fromRoot('plugins', 'store', 'postgres', 'migrations')
 const PROBE_MS = 250

@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import type { QuotaConfig } from '../../../config/schema.js'
-import { nanoToUsd } from '../../gateway/money.js'
+import { nanoToUsd } from '../../kernel/money.js'
 import type { ChangeFeed } from '../changes.js'
 import { quotaOf, quotaText, tenantStep, type TenantPlan, type TenantRow } from '../tenants.js'
 import type { Actor, NewOrg, OrgRow, OrgStore, ProjectRow, QuotaEntry, SyncMode, TenancyChange } from '../types.js'

@@ -1,5 +1,6 @@
 import { QuotaLatch } from '../quota-latch.js'
-import type { MaybePromise, PeerBus, QuotaLimit, QuotaStore, QuotaUsage } from '../types.js'
+import type { PeerBus, QuotaLimit, QuotaStore, QuotaUsage } from '../types.js'
+import type { MaybePromise } from '../../kernel/maybe-promise.js'
 import type { EndOfCallBatch } from './batch.js'
 import type { Connection } from './db.js'
 

@@ -3,7 +3,7 @@ import type { DB } from './db.js'
 import type { AuditRepository } from './audit.js'
 import type { ChangeLog } from './changes.js'
 import { quotaOf, quotaText, tenantStep, type TenantPlan, type TenantRow } from '../tenants.js'
-import { nanoToUsd } from '../../gateway/money.js'
+import { nanoToUsd } from '../../kernel/money.js'
 import type { Actor, NewOrg, OrgRow, OrgStore, ProjectRow, QuotaEntry, SyncMode, TenancyChange } from '../types.js'
 
 type Stored<T> = Omit<T, 'quota'> & { quota: string | null }

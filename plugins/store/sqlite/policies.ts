@@ -2,7 +2,8 @@ import type { DB } from './db.js'
 import type { GroupCommit } from './group-commit.js'
 import { QuotaLatch } from '../quota-latch.js'
 import { hitsToTake, RateLimitLeases, type HitTake } from '../rate-limit-leases.js'
-import type { IdempotencyStore, MaybePromise, PeerBus, QuotaLimit, QuotaStore, QuotaUsage } from '../types.js'
+import type { IdempotencyStore, PeerBus, QuotaLimit, QuotaStore, QuotaUsage } from '../types.js'
+import type { MaybePromise } from '../../kernel/maybe-promise.js'
 
 // The admission policies' shared state. Each operation is one atomic statement or transaction on
 // the shared file, so every worker of one machine agrees.

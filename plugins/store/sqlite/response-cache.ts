@@ -1,5 +1,6 @@
 import { CacheFills } from '../cache-fills.js'
-import type { CachedAnswer, CacheLookup, CacheLookupOptions, MaybePromise, PeerBus, ResponseCacheStore } from '../types.js'
+import type { CachedAnswer, CacheLookup, CacheLookupOptions, PeerBus, ResponseCacheStore } from '../types.js'
+import type { MaybePromise } from '../../kernel/maybe-promise.js'
 import type { DB } from './db.js'
 import type { GroupCommit } from './group-commit.js'
 
