@@ -2,20 +2,18 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
 import { Internal, InvalidUrl, UrlTooLong } from './plugins/kernel/errors.js'
-import { createGateway, familyOfUrl, installGateway, notFound, sendError, traceId } from './plugins/gateway/core.js'
+import { createGateway, familyOfUrl, installGateway, sendError, traceId } from './plugins/gateway/core.js'
 import { lazyChildLogger } from './plugins/ops/lazy-logger.js'
 import { redactingLogger } from './plugins/ops/log-redaction.js'
 import { serveMetrics, standaloneRuntime, type Runtime } from './plugins/ops/operations.js'
-import { chainOf, registerChain } from './plugins/gateway/registry.js'
+import { PluginHost } from './plugins/host/index.js'
 import { clientErrorHandler, serverTimeouts } from './plugins/ops/server-limits.js'
-import { openStore, staleHoldMs } from './plugins/store/index.js'
+import { openStore } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
-import v1Routes from './routes/v1/index.js'
-import geminiRoutes from './routes/v1/gemini.js'
+import { API_PREFIXES, apiRoutes } from './routes/api.js'
 import adminRoutes from './routes/admin/index.js'
 import consoleRoutes from './routes/console/index.js'
 import { finiteNumbers } from './routes/schemas.js'
-import passthroughRoutes from './routes/passthrough.js'
 
 export interface BuildOptions {
   logger?: FastifyServerOptions['logger']
@@ -44,10 +42,9 @@ declare module 'fastify' {
 
 const MAX_PARAM_LENGTH = 1000
 
-// The prefixes of the API scope's own route groups; routes in any other are the chain plugins'.
-const isCoreScope = (prefix: string): boolean => prefix === '/v1' || prefix.startsWith('/v1/') || prefix === '/v1beta' || prefix === '/passthrough'
-
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
+  // the chain first: a plugin that cannot be loaded or configured stops the build before anything is opened
+  const host = await PluginHost.of(config)
   const traceHeader = `${config.server.header_prefix}Trace-ID`
   const app = Fastify({
     logger: redactingLogger(opts.logger),
@@ -77,7 +74,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const clock = opts.clock
   const ownStore = opts.store === undefined
   const store = opts.store ?? openStore(config, { now: clock?.now, onError: (err, what) => { app.log.error({ err }, what) } })
-  if (ownStore) store.startMaintenance({ staleHoldMs: staleHoldMs(config) })
+  if (ownStore) store.startMaintenance({ staleHoldMs: config.store.stale_hold_s * 1000 })
   // serve and reload apply the config's tenants (other commands only create what is missing)
   const synced = await store.syncTenants(config, (clock ?? { now: Date.now }).now(), 'apply')
   for (const warning of synced.warnings) app.log.warn(warning)
@@ -122,38 +119,16 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   // Claude Code sends HEAD / to the base URL before its first call.
   app.get('/', async () => ({ name: 'modelgate', api: '/v1', console: '/console' }))
 
-  // plugins that cover every route (the IP rate limit) first, then the API's chain, once, in a
-  // scope of its own that holds every metered route: /v1 and each provider's pass-through
-  const chain = chainOf(config)
-  await registerChain(app, app, chain, 'app')
-  const apiRoutes: ApiRoute[] = []
-  app.decorate('apiRoutes', apiRoutes)
-  await app.register(async (api) => {
-    // a plugin's own routes are API routes: under /v1, as if the chain were registered there
-    api.addHook('onRoute', (route) => {
-      if (!isCoreScope(route.prefix)) route.url = route.path = `/v1${route.url}`
-      apiRoutes.push({ methods: ([] as string[]).concat(route.method), url: route.url, metered: route.config?.metered === true })
-    })
-    await registerChain(app, api, chain, 'api')
-    await api.register(async (v1) => {
-      // unknown /v1 paths pass through the chain too (rate limit, auth) before their 404
-      v1.setNotFoundHandler(notFound)
-      await v1.register(v1Routes)
-    }, { prefix: '/v1' })
-    // Google's Gemini API lives under /v1beta (and its method calls under /v1 too)
-    await api.register(async (v1beta) => {
-      v1beta.setNotFoundHandler(notFound)
-      await v1beta.register(geminiRoutes, { underOpenAI: false })
-    }, { prefix: '/v1beta' })
-    const passthrough = config.providers.filter((p) => p.passthrough && p.base_url !== undefined)
-    if (passthrough.length > 0) {
-      await api.register(async (scope) => {
-        scope.setNotFoundHandler(notFound)
-        await scope.register(passthroughRoutes, { providers: passthrough })
-      }, { prefix: '/passthrough' })
-    }
+  // the chain, through the plugin host: plugins that cover every route (the IP rate limit) on the
+  // whole app, the others once, in a scope of their own with every metered route: /v1 and each
+  // provider's pass-through; a plugin's own routes go under /v1
+  const apiRoutesSeen: ApiRoute[] = []
+  app.decorate('apiRoutes', apiRoutesSeen)
+  await host.mount(app, async (api) => { await apiRoutes(api, config) }, {
+    corePrefixes: API_PREFIXES,
+    onRoute: (route) => { apiRoutesSeen.push({ methods: ([] as string[]).concat(route.method), url: route.url, metered: route.config?.metered === true }) }
   })
-  await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload, generation: opts.generation, providerHealth: runtime.providerHealth })
+  await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload, generation: opts.generation, providerHealth: runtime.providerHealth, plugins: host.links })
   await app.register(consoleRoutes, { prefix: '/console' })
 
   return app

@@ -55,7 +55,7 @@ if (force || newest(serverInputs) > builtAt(serverStamp)) {
   const result = await build({
     // the command, and what package.json exports to plugins written outside the project (they
     // share the command's chunks, so a plugin and the gateway that loads it share one API)
-    entryPoints: [join(root, 'cli', 'index.ts'), join(root, 'plugins', 'api', 'index.ts'), join(root, 'plugins', 'api', 'testing.ts')],
+    entryPoints: [join(root, 'cli', 'index.ts'), join(root, 'plugins', 'api', 'index.ts'), join(root, 'plugins', 'host', 'testing.ts')],
     outdir: dist,
     outbase: root,
     absWorkingDir: root,

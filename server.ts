@@ -10,7 +10,7 @@ import { systemClock } from './plugins/gateway/core.js'
 import { Metrics } from './plugins/ops/metrics/index.js'
 import type { ReloadResult, Runtime } from './plugins/ops/operations.js'
 import { clientErrorHandler, serverTimeouts } from './plugins/ops/server-limits.js'
-import { openStore, staleHoldMs } from './plugins/store/index.js'
+import { openStore } from './plugins/store/index.js'
 import type { Store } from './plugins/store/types.js'
 import { HealthBook } from './plugins/upstream/health.js'
 
@@ -106,7 +106,7 @@ export class GatewayServer {
       s.runtime.metrics.close()
       throw err
     }
-    s.store.startMaintenance({ staleHoldMs: staleHoldMs(opts.config) })
+    s.store.startMaintenance({ staleHoldMs: opts.config.store.stale_hold_s * 1000 })
     return s
   }
 
@@ -193,10 +193,10 @@ export class GatewayServer {
     let g: Generation
     let file: Config
     // the config loader is needed only now: a worker starts with the configuration its primary read
-    const { ConfigError, loadConfig } = await import('./config/load.js')
+    const [{ ConfigError }, { loadGatewayConfig }] = await Promise.all([import('./config/load.js'), import('./plugins/host/index.js')])
     try {
       if (this.closing) throw new Error('the gateway is shutting down')
-      file = await loadConfig(this.opts.file)
+      file = await loadGatewayConfig(this.opts.file)
       g = await this.build(file)
     } catch (err) {
       const problems = err instanceof ConfigError ? err.problems : [(err as Error).message]

@@ -7,8 +7,8 @@ path. Exit status 2 when it is not valid.`
 
 export async function run ({ args, positionals: [sub, given] }: CommandInput): Promise<void> {
   if (sub !== 'check') throw new UsageError('config check [FILE]', 'config')
-  const { configPath, loadConfig } = await import('../config/load.js')
+  const [{ configPath }, { loadGatewayConfig }] = await Promise.all([import('../config/load.js'), import('../plugins/host/index.js')])
   const file = given ?? configPath(args)
-  await loadConfig(file)
+  await loadGatewayConfig(file)
   process.stdout.write(`${file}: ok\n`)
 }

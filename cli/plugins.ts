@@ -1,4 +1,5 @@
 import type { Config } from '../config/schema.js'
+import type { GatewayPlugin } from '../plugins/api/index.js'
 import type { CommandInput } from './command.js'
 
 export const help = `modelgate plugins [--config FILE] [--json]
@@ -6,21 +7,23 @@ export const help = `modelgate plugins [--config FILE] [--json]
 Lists the built-in plugins and the config's chain, with every option and its default.`
 
 export async function run ({ args }: CommandInput): Promise<void> {
-  const [{ configPath, loadConfig }, { describeOptions }, { builtinPlugins, definitionOf }] = await Promise.all([
-    import('../config/load.js'), import('../plugins/gateway/plugin-options.js'), import('../plugins/gateway/registry.js')
+  const [{ configPath }, { builtinPlugin, builtinPlugins, describeOptions, loadGatewayConfig }, { loadPlugin }] = await Promise.all([
+    import('../config/load.js'), import('../plugins/host/index.js'), import('../plugins/host/modules.js')
   ])
+  // an entry's plugin: a built-in, or the module the config's check loaded (a file: URL by then)
+  const definitionOf = async (e: { name: string, module?: string }): Promise<GatewayPlugin | undefined> => e.module === undefined ? builtinPlugin(e.name) : await loadPlugin(e.module)
   const describe = (schema: object | undefined, values?: Record<string, unknown>): string[] =>
     describeOptions(schema).map((o) => `      ${o.name}: ${o.type}${o.required ? ' (required)' : ''}${o.default !== undefined ? `, default ${JSON.stringify(o.default)}` : ''}${values !== undefined && o.name in values ? ` = ${JSON.stringify(values[o.name])}` : ''}${o.description !== undefined ? `  ${o.description}` : ''}`)
   const file = configPath(args)
   let config: Config | undefined
   try {
-    config = await loadConfig(file)
+    config = await loadGatewayConfig(file)
   } catch (err) {
     // with no config named, the built-ins alone are worth listing
     if (args.config !== undefined || process.env.MODELGATE_CONFIG !== undefined) throw err
   }
   if (args.json === true) {
-    const entries = config?.plugins.map((e) => ({ ...e, builtin: e.module === undefined, description: definitionOf(e)?.description ?? null, schema: definitionOf(e)?.options ?? null })) ?? null
+    const entries = config === undefined ? null : await Promise.all(config.plugins.map(async (e) => ({ ...e, builtin: e.module === undefined, description: (await definitionOf(e))?.description ?? null, schema: (await definitionOf(e))?.options ?? null })))
     process.stdout.write(JSON.stringify({ builtin: builtinPlugins().map((p) => ({ name: p.name, description: p.description ?? null, scope: p.scope ?? 'api', options: describeOptions(p.options) })), config: entries }, null, 2) + '\n')
     return
   }
@@ -33,11 +36,11 @@ export async function run ({ args }: CommandInput): Promise<void> {
     lines.push('', `(no config at ${file}: only the built-ins are listed)`)
   } else {
     lines.push('', `the chain of ${file}, in order:`)
-    config.plugins.forEach((e, i) => {
-      const def = definitionOf(e)
+    for (const [i, e] of config.plugins.entries()) {
+      const def = await definitionOf(e)
       lines.push(`  ${i + 1}. ${e.name}${e.module === undefined ? '' : ` (from ${e.module})`}${e.enabled ? '' : ' [disabled]'}`)
       lines.push(...describe(def?.options, e.options))
-    })
+    }
   }
   process.stdout.write(lines.join('\n') + '\n')
 }

@@ -33,9 +33,9 @@ export async function run ({ args }: CommandInput): Promise<void> {
     await serveHere(args, file, config, port)
     return
   }
-  const { configPath, loadConfig } = await import('../config/load.js')
+  const [{ configPath }, { loadGatewayConfig }] = await Promise.all([import('../config/load.js'), import('../plugins/host/index.js')])
   const file = configPath(args)
-  const fromFile = await loadConfig(file)
+  const fromFile = await loadGatewayConfig(file)
   const config = withAddress(fromFile, args, port)
   // one worker per core, except for an in-memory store, which a worker cannot share
   const workers = args.workers === undefined ? (config.store.sqlite === ':memory:' ? 1 : availableParallelism()) : Number(args.workers)

@@ -35,8 +35,8 @@ export function supervise (opts: SuperviseOptions): void {
   const configFor = async (worker: Worker): Promise<Config> => {
     if (first.has(worker.id)) return config
     try {
-      const { loadConfig } = await import('../config/load.js')
-      config = await loadConfig(opts.file)
+      const { loadGatewayConfig } = await import('../plugins/host/index.js')
+      config = await loadGatewayConfig(opts.file)
     } catch (err) {
       process.stderr.write(`modelgate: ${(err as Error).message}\nmodelgate: worker ${worker.process.pid} starts with the last valid configuration\n`)
     }

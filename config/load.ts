@@ -1,18 +1,15 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, extname, isAbsolute, resolve } from 'node:path'
-import { Value } from '@sinclair/typebox/value'
-import type { TSchema } from '@sinclair/typebox'
 import YAML from 'yaml'
-import { ConfigSchema, isoTimeMs, type Config, type PluginEntry } from './schema.js'
-import type { GatewayPlugin } from '../plugins/api/index.js'
-import { checkOptions } from '../plugins/gateway/plugin-options.js'
-import { builtinPlugin, builtinPlugins, bySection, loadPlugin, resolveModule } from '../plugins/gateway/registry.js'
+import { ConfigSchema, isoTimeMs, type Config } from './schema.js'
+import { checkSchema } from '../plugins/kernel/schema-check.js'
 
 // Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
-// applies defaults, validates it, loads the plugins it names from outside the project, validates
-// the options of every plugin entry against that plugin's own schema, and reports every problem
-// at once, each with its path: `models[3].pricing.input: must be >= 0`. The relative paths in a
-// file (the SQLite file, plugin modules) are relative to the file's folder.
+// applies defaults, validates it against its schema and across its sections, and reports every
+// problem at once, each with its path: `models[3].pricing.input: must be >= 0`. The relative
+// paths in a file (the SQLite file, plugin modules) are relative to the file's folder. What the
+// plugins of its chain are, and whether their options are right, is the plugin host's business
+// (plugins/host/): this module knows no plugin.
 
 export class ConfigError extends Error {
   readonly problems: string[]
@@ -56,37 +53,6 @@ function substitute (node: unknown, path: string, env: Env, problems: string[]):
     return out
   }
   return node
-}
-
-function describe (error: { message: string, schema: TSchema, type: number }): string {
-  const s = error.schema as Record<string, unknown>
-  const m = error.message
-  if (m.startsWith('Expected required property')) return 'is required'
-  if (m.startsWith('Unexpected property')) return 'is not a known key'
-  if (typeof s.minimum === 'number' && m.includes('greater or equal')) return `must be >= ${s.minimum}`
-  if (typeof s.exclusiveMinimum === 'number' && m.includes('greater')) return `must be > ${s.exclusiveMinimum}`
-  if (typeof s.maximum === 'number' && m.includes('less or equal')) return `must be <= ${s.maximum}`
-  if (Array.isArray(s.anyOf) && s.anyOf.every((x: { const?: unknown }) => x.const !== undefined)) {
-    return 'must be one of ' + s.anyOf.map((x: { const?: unknown }) => JSON.stringify(x.const)).join(', ')
-  }
-  return m.charAt(0).toLowerCase() + m.slice(1)
-}
-
-function check (schema: TSchema, value: unknown, basePath: string, problems: string[]): void {
-  const seen = new Set<string>()
-  for (const error of Value.Errors(schema, value)) {
-    const path = displayPath(basePath + error.path)
-    const line = `${path}: ${describe(error)}`
-    // a union reports each branch too; one line per path is what a person wants to read
-    if (seen.has(path)) continue
-    seen.add(path)
-    problems.push(line)
-  }
-}
-
-function prepare<T> (schema: TSchema, value: unknown): T {
-  const withDefaults = Value.Default(schema, Value.Clone(value))
-  return Value.Convert(schema, withDefaults) as T
 }
 
 function duplicates (values: string[]): string[] {
@@ -146,128 +112,64 @@ function semanticChecks (config: Config, problems: string[]): void {
   if (duplicates(keys).length > 0) problems.push('tenants: the same API key is listed twice')
 }
 
-/** What loading the modules of a config's external plugins gave: the plugin, or why not. */
-export type LoadedModules = Map<number, { resolved: string, plugin: GatewayPlugin } | { error: string }>
-
-function checkPlugins (entries: PluginEntry[], loaded: LoadedModules, problems: string[]): void {
-  const known = builtinPlugins().map((p) => p.name).filter((n) => !bySection(n)).join(', ')
-  entries.forEach((entry, i) => {
-    if (entry === null || typeof entry !== 'object' || typeof entry.name !== 'string') return
-    let def: GatewayPlugin | undefined
-    if (entry.module === undefined && bySection(entry.name)) {
-      problems.push(`plugins[${i}].name: ${entry.name} is switched on by the config's own \`${entry.name}:\` section, not listed here`)
-      return
-    }
-    if (entry.module === undefined) {
-      def = builtinPlugin(entry.name)
-      if (def === undefined) {
-        problems.push(`plugins[${i}].name: unknown plugin ${JSON.stringify(entry.name)} (built-in: ${known}; a plugin from outside the project needs \`module\`)`)
-        return
-      }
-    } else {
-      if (builtinPlugin(entry.name) !== undefined) {
-        problems.push(`plugins[${i}].name: ${entry.name} is a built-in plugin; give the plugin from ${entry.module} another name`)
-        return
-      }
-      const l = loaded.get(i)
-      if (l === undefined) { problems.push(`plugins[${i}].module: not loaded (load the config with loadConfig or resolveConfig)`); return }
-      if ('error' in l) { problems.push(`plugins[${i}].module: ${l.error}`); return }
-      entry.module = l.resolved
-      def = l.plugin
-    }
-    entry.options = { ...(entry.options ?? {}) }
-    const found = def.options === undefined ? [] : checkOptions(def.options, entry.options, `plugins[${i}].options`)
-    problems.push(...found)
-    if (found.length === 0 && def.validate !== undefined) {
-      try {
-        for (const p of def.validate(entry.options)) problems.push(`plugins[${i}].options.${p}`)
-      } catch (err) {
-        problems.push(`plugins[${i}].options: ${(err as Error).message}`)
-      }
-    }
-  })
-  for (const name of duplicates(entries.map((p) => p.name))) problems.push(`plugins: ${name} is listed twice`)
-  const enabled = new Set<string>()
-  entries.forEach((entry, i) => {
-    if (entry?.enabled !== true) return
-    // an entry already refused for its name says nothing of what it needs
-    if (entry.module !== undefined && builtinPlugin(entry.name) !== undefined) return
-    const def = entry.module === undefined ? builtinPlugin(entry.name) : (loaded.get(i) as { plugin?: GatewayPlugin } | undefined)?.plugin
-    for (const d of def?.dependencies ?? []) if (!enabled.has(d)) problems.push(`plugins[${i}]: ${entry.name} needs ${d} enabled before it`)
-    enabled.add(entry.name)
-  })
-}
-
-/** Loads the module of every plugin entry that has one, relative to `baseDir`. */
-export async function loadPluginModules (raw: unknown, baseDir: string, env: Env = process.env): Promise<LoadedModules> {
-  const out: LoadedModules = new Map()
-  const plugins = (raw as { plugins?: unknown } | null)?.plugins
-  if (!Array.isArray(plugins)) return out
-  for (const [i, entry] of plugins.entries()) {
-    const spec = (entry as { module?: unknown } | null)?.module
-    if (typeof spec !== 'string' || spec === '') continue
-    const text = substitute(spec, '', env, [])
-    try {
-      const resolved = resolveModule(text as string, baseDir)
-      out.set(i, { resolved, plugin: await loadPlugin(resolved) })
-    } catch (err) {
-      out.set(i, { error: `cannot load ${String(text)}: ${(err as Error).message}` })
-    }
-  }
-  return out
-}
-
 /**
- * Validates a parsed config object. `source` names it in the error message. Plugins from outside
- * the project must be loaded first (`loaded`, from loadPluginModules); resolveConfig does both.
+ * A parsed config object with ${VAR}s substituted, defaults filled in and values coerced, and
+ * every problem of it (none when it is valid). The plugin host adds its own problems to these.
  */
-export function parseConfig (raw: unknown, env: Env = process.env, source = '(inline)', loaded: LoadedModules = new Map()): Config {
+export function checkConfig (raw: unknown, env: Env = process.env): { config: Config, problems: string[] } {
   const problems: string[] = []
   const substituted = substitute(raw ?? {}, '', env, problems)
   if (substituted === null || typeof substituted !== 'object' || Array.isArray(substituted)) {
-    throw new ConfigError(source, ['(root): must be a mapping'])
+    return { config: substituted as Config, problems: ['(root): must be a mapping'] }
   }
-  const config = prepare<Config>(ConfigSchema, substituted)
-  check(ConfigSchema, config, '', problems)
+  const config = substituted as Config
+  const found = checkSchema(ConfigSchema, config, '', { defaults: true, coerce: true })
+  problems.push(...found)
+  if (Array.isArray(config.plugins)) {
+    for (const name of duplicates(config.plugins.map((p) => (p as { name?: string } | null)?.name).filter((n): n is string => typeof n === 'string'))) problems.push(`plugins: ${name} is listed twice`)
+  }
+  if (found.length === 0) semanticChecks(config, problems)
+  return { config, problems }
+}
 
-  if (Array.isArray(config.plugins)) checkPlugins(config.plugins, loaded, problems)
-  if (problems.length === 0) semanticChecks(config, problems)
+/** Validates a parsed config object; `source` names it in the error. */
+export function parseConfig (raw: unknown, env: Env = process.env, source = '(inline)'): Config {
+  const { config, problems } = checkConfig(raw, env)
   if (problems.length > 0) throw new ConfigError(source, problems)
   return config
 }
 
-/** The SQLite file relative to `baseDir` unless it is absolute or ':memory:'. */
-function resolvePaths (config: Config, baseDir: string): Config {
+/**
+ * The SQLite file relative to `baseDir` unless it is absolute or ':memory:'. (Plugin modules are
+ * resolved from the same folder by the plugin host, which loads them.)
+ */
+export function resolvePaths (config: Config, baseDir: string): Config {
   const sqlite = config.store.sqlite
   if (sqlite === ':memory:' || isAbsolute(sqlite)) return config
   return { ...config, store: { ...config.store, sqlite: resolve(baseDir, sqlite) } }
 }
 
-/**
- * Loads the plugin modules a config names, then validates it. The paths it names (plugin modules,
- * the SQLite file) are relative to `baseDir`: the config file's folder, or the current one.
- */
-export async function resolveConfig (raw: unknown, opts: { env?: Env, baseDir?: string, source?: string } = {}): Promise<Config> {
-  const env = opts.env ?? process.env
-  const baseDir = opts.baseDir ?? process.cwd()
-  const loaded = await loadPluginModules(raw, baseDir, env)
-  return resolvePaths(parseConfig(raw, env, opts.source, loaded), baseDir)
-}
-
-export async function loadConfig (file: string, env: Env = process.env): Promise<Config> {
+/** A config file's text, parsed (YAML, or JSON by its extension). */
+export function readConfigFile (file: string): unknown {
   let text: string
   try {
     text = readFileSync(file, 'utf8')
   } catch (err) {
     throw new ConfigError(file, [`(file): cannot read: ${(err as Error).message}`])
   }
-  let raw: unknown
   try {
-    raw = extname(file) === '.json' ? JSON.parse(text) : YAML.parse(text)
+    return extname(file) === '.json' ? JSON.parse(text) : YAML.parse(text)
   } catch (err) {
     throw new ConfigError(file, [`(file): not valid ${extname(file) === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message}`])
   }
-  return await resolveConfig(raw, { env, baseDir: dirname(resolve(file)), source: file })
+}
+
+/**
+ * A config file, validated, its paths relative to its folder. Its plugins are not looked at:
+ * commands that serve or list them load it through the plugin host (`loadGatewayConfig`).
+ */
+export async function loadConfig (file: string, env: Env = process.env): Promise<Config> {
+  return resolvePaths(parseConfig(readConfigFile(file), env, file), dirname(resolve(file)))
 }
 
 /**

@@ -44,7 +44,10 @@ export const StoreSchema = Type.Object({
   postgres: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
   redis: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   // the prefix of every Redis key and channel: gateways with different prefixes share one Redis apart
-  redis_prefix: Type.String({ default: 'mg:', pattern: '^[A-Za-z0-9:_.-]{1,64}$' })
+  redis_prefix: Type.String({ default: 'mg:', pattern: '^[A-Za-z0-9:_.-]{1,64}$' }),
+  // how long the balance holds of a process that stopped (killed, crashed) may stay before the
+  // live processes release them; each process beats a heartbeat three times in this span
+  stale_hold_s: Type.Number({ default: 30, exclusiveMinimum: 0 })
 }, { ...Closed, default: {} })
 
 export const AdminSchema = Type.Object({

@@ -11,9 +11,8 @@ import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, 
 // so concurrent calls on any number of workers or instances cannot overdraw.
 
 const options = Type.Object({
-  // how long the holds of a process that stopped (killed, crashed) may stay before the live
-  // processes release them; read by the store's maintenance (default 30 s)
-  stale_hold_s: Type.Optional(Type.Number({ exclusiveMinimum: 0 }))
+  // moved to the store's own section (store.stale_hold_s): the store's maintenance is no plugin's
+  stale_hold_s: Type.Optional(Type.Number({ exclusiveMinimum: 0, deprecated: true }))
 }, { additionalProperties: false })
 
 interface Hold { org: string, amount: number }
@@ -30,8 +29,9 @@ export default definePlugin({
   description: 'prepaid credits: a hold at admission, settled to the real charge: 402',
   options,
   dependencies: ['auth'],
-  plugin: async (fastify) => {
+  plugin: async (fastify, opts) => {
     const { store, clock } = fastify.gateway
+    if (opts.stale_hold_s !== undefined) fastify.log.warn('balance: the stale_hold_s option has moved to the config\'s store.stale_hold_s, and is not read here')
     fastify.decorateRequest('balanceHold', null)
 
     fastify.gateway.addHook('onAdmission', ({ request, call, principal, model, body }) => {

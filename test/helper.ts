@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import type { Clock, GatewayPlugin } from '../plugins/api/index.js'
-import type { TestGateway } from '../plugins/api/testing.js'
+import type { TestGateway } from '../plugins/host/testing.js'
 import type { SqliteStore } from '../plugins/store/sqlite/index.js'
 import { childEnv } from './child-env.js'
 import { tempDir } from './temp-dir.js'
@@ -77,7 +77,7 @@ export async function build (t: Teardown, overrides: Overrides = {}, extras: Bui
 }
 
 export interface BareOptions {
-  /** Config sections for the test gateway (plugins/api/testing.ts has the defaults). */
+  /** Config sections for the test gateway (plugins/host/testing.ts has the defaults). */
   config?: Record<string, unknown>
   clock?: Clock
   /** Options of the bare Fastify instance (trustProxy, logger). */
@@ -91,7 +91,7 @@ export interface BareOptions {
  */
 export async function bareGateway (t: Teardown, plugins: Array<GatewayPlugin | string | [GatewayPlugin | string, Record<string, unknown>]>, opts: BareOptions = {}): Promise<TestGateway> {
   const { default: Fastify } = await import('fastify')
-  const { testGateway } = await import('../plugins/api/testing.js')
+  const { testGateway } = await import('../plugins/host/testing.js')
   const app = Fastify({ logger: false, ...opts.fastify })
   t.teardown(() => app.close())
   const gw = await testGateway(app, { config: opts.config, clock: opts.clock })

@@ -18,16 +18,6 @@ export interface StoreOptions {
   bus?: PeerBus
 }
 
-/**
- * How long the balance holds of a process that stopped may stay before the live ones release
- * them (the balance plugin's stale_hold_s), in ms; undefined for the store's default.
- */
-export function staleHoldMs (config: Config): number | undefined {
-  const entry = config.plugins.find((p) => p.name === 'balance' && p.enabled !== false)
-  const s = (entry?.options as { stale_hold_s?: unknown } | undefined)?.stale_hold_s
-  return typeof s === 'number' ? s * 1000 : undefined
-}
-
 /** Opens the store the config names. */
 export function openStore (config: Config, opts: StoreOptions = {}): Store {
   const { postgres, redis } = config.store

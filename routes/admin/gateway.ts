@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { chainOf } from '../../plugins/gateway/registry.js'
+import type { Link } from '../../plugins/host/index.js'
 import { RECENT_FAILURES, type BreakerState, type FailureNote, type HealthReport } from '../../plugins/upstream/health.js'
 import { maskSecrets, maskUrl } from './mask.js'
 
@@ -39,7 +39,7 @@ function merged (id: string, reports: HealthReport[]): { breaker: BreakerState, 
   return { breaker, avgLatencyMs, failures: failures.slice(0, RECENT_FAILURES), workers }
 }
 
-const gateway: FastifyPluginAsyncTypebox<{ generation?: number, providerHealth?: () => Promise<HealthReport[]> }> = async (fastify, opts) => {
+const gateway: FastifyPluginAsyncTypebox<{ generation?: number, providerHealth?: () => Promise<HealthReport[]>, plugins?: readonly Link[] }> = async (fastify, opts) => {
   const { config, upstreams } = fastify.gateway
   const own = (): HealthReport[] => [{ pid: process.pid, providers: upstreams.health.snapshot() }]
   const providerHealth = opts.providerHealth
@@ -75,11 +75,11 @@ const gateway: FastifyPluginAsyncTypebox<{ generation?: number, providerHealth?:
   fastify.get('/plugins', async () => ({
     object: 'list',
     generation: opts.generation ?? null,
-    data: chainOf(config).filter((e) => e.enabled).map((e) => ({
-      name: e.name,
-      module: e.module ?? null,
+    data: (opts.plugins ?? []).map((l) => ({
+      name: l.name,
+      module: l.module ?? null,
       enabled: true,
-      options: maskSecrets(e.module === undefined && e.name === 'metrics' ? { ...config.metrics } : e.options ?? {})
+      options: maskSecrets(l.index === null && l.name === 'metrics' ? { ...config.metrics } : l.options)
     }))
   }))
 }

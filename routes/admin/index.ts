@@ -11,6 +11,7 @@ import tenants from './tenants.js'
 import gateway from './gateway.js'
 import { usageDetail } from './usage-record.js'
 import type { ReloadResult } from '../../plugins/ops/operations.js'
+import type { Link } from '../../plugins/host/index.js'
 import type { HealthReport } from '../../plugins/upstream/health.js'
 
 // The admin API under /admin/v1: Bearer admin.token, numeric-code errors, JSON. With no admin
@@ -27,6 +28,8 @@ export interface AdminOptions {
   generation?: number
   /** Every worker's view of the providers (serve --workers N); without it, this process's own. */
   providerHealth?: () => Promise<HealthReport[]>
+  /** The plugin chain as it applies (the plugin host's links), for GET /plugins. */
+  plugins?: readonly Link[]
 }
 
 const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => {
@@ -41,7 +44,7 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
 
   await fastify.register(tenants)
   await fastify.register(keys)
-  await fastify.register(gateway, { generation: opts.generation, providerHealth: opts.providerHealth })
+  await fastify.register(gateway, { generation: opts.generation, providerHealth: opts.providerHealth, plugins: opts.plugins })
 
   const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, status?: string, endpoint?: string, provider?: string, since?: string, until?: string }): UsageFilter => ({
     org: q.org,

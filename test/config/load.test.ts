@@ -2,6 +2,7 @@ import t from 'tap'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { ConfigError, displayPath, loadConfig, parseConfig } from '../../config/load.js'
+import { resolveGatewayConfig } from '../../plugins/host/index.js'
 import { fromRoot } from '../../paths.js'
 import { tempDir } from '../temp-dir.js'
 
@@ -31,8 +32,8 @@ t.test('defaults are applied', async (t) => {
   t.equal(config.admin.token, '')
 })
 
-t.test('several mistakes are all reported, each with its path', async (t) => {
-  const problems = problemsOf({
+t.test('several mistakes are all reported, each with its path, the chain\'s with the file\'s', async (t) => {
+  const raw = {
     server: { port: 'eighty', colour: 'blue' },
     providers: [{ id: 'p', protocol: 'grpc', base_url: 'https://x' }],
     models: [
@@ -42,7 +43,9 @@ t.test('several mistakes are all reported, each with its path', async (t) => {
       { id: 'm4', name: 'M4', provider: 'p', context_length: 0, pricing: { input: 1, output: 1 } }
     ],
     plugins: [{ name: 'auth', options: { cache_size: -5 } }, { name: 'nope' }]
-  })
+  }
+  const problems = await resolveGatewayConfig(raw, { env: {} }).then(() => [], (err: unknown) => err instanceof ConfigError ? err.problems : [String(err)])
+  t.same(problemsOf(raw).filter((p) => p.startsWith('plugins')), [], 'the config loader knows no plugin')
   const text = problems.join('\n')
   t.match(text, /server\.port: /)
   t.match(text, /server\.colour: is not a known key/)

@@ -15,7 +15,7 @@ const ADMIN = 'instances-admin-token-0123456789'
 
 interface Cluster { gws: SpawnedGateway[], mock: MockUpstream, db: pg.Pool, bases: string[], redisUrl: string, redisPrefix: string }
 
-async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[], extra: Record<string, unknown> = {}): Promise<Cluster> {
+async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[], extra: Record<string, unknown> = {}, staleHoldS = 30): Promise<Cluster> {
   const url = await scratchDatabase(t)
   // a Redis key prefix of this cluster's own
   const redisPrefix = scratchRedisPrefix(t, 'mgi')
@@ -28,7 +28,7 @@ async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[], ext
     await mock.close()
   })
   const c = mockCatalog(mock)
-  const config = { store: { postgres: url, redis: REDIS_URL, redis_prefix: redisPrefix }, admin: { token: ADMIN }, plugins, providers: c.providers, models: c.models, tenants, ...extra }
+  const config = { store: { postgres: url, redis: REDIS_URL, redis_prefix: redisPrefix, stale_hold_s: staleHoldS }, admin: { token: ADMIN }, plugins, providers: c.providers, models: c.models, tenants, ...extra }
   const gws: SpawnedGateway[] = []
   // the first one migrates; the others start together
   gws.push(await spawnGateway(t, config, ['--workers', '1']))
@@ -90,8 +90,8 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
         { org: 'quota', balance_usd: 100, projects: [{ id: 'q', quota: { tokens: 45, per: 'hour' }, keys: [{ key: 'mg-test-key-quota-0123456789abcdef' }] }] },
         { org: 'paid', balance_usd: (3_075_000 + 10 * 54_000) / 1e9, projects: [{ id: 'p', keys: [{ key: 'mg-test-key-paid-0123456789abcdef' }] }] }],
       // a live instance must never be taken for dead here: stale_hold_s far above a loaded machine's stalls
-      [{ name: 'rate-limit', options: { max: 200, window_s: 600 } }, { name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'idempotency' }, { name: 'quota' }, { name: 'balance', options: { stale_hold_s: 10 } }, { name: 'usage' }],
-      { server: { port: 0, trust_proxy: true } })
+      [{ name: 'rate-limit', options: { max: 200, window_s: 600 } }, { name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }],
+      { server: { port: 0, trust_proxy: true } }, 10)
     const big = 'mg-test-key-big-0123456789abcdef'
 
     // the call that got through waits upstream until the eleven others were refused
@@ -159,7 +159,7 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
 
   t.test('kill -9 of an instance under load: completed responses recorded, ledger balanced, no hold left', async (t) => {
     const { gws, bases, mock, db } = await cluster(t, [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }],
-      [{ name: 'auth' }, { name: 'balance', options: { stale_hold_s: 1.5 } }, { name: 'usage' }])
+      [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }], {}, 1.5)
     mock.faults = { delayMs: 20 }
     const completed: string[] = []
     let stop = false

@@ -27,9 +27,9 @@ async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, ten
   const c = mockCatalog(mock)
   const db = join(tempDir('races'), 'gw.db')
   const gw = await spawnGateway(t, {
-    store: { sqlite: db },
+    store: { sqlite: db, stale_hold_s: staleHoldS },
     admin: { token: ADMIN },
-    plugins: [{ name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'quota' }, { name: 'balance', options: { stale_hold_s: staleHoldS } }, { name: 'usage' }],
+    plugins: [{ name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }],
     providers: c.providers,
     models: c.models,
     tenants: tenants ?? [{ org: 'acme', balance_usd: INITIAL_USD, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }],

@@ -1,6 +1,6 @@
 import t from 'tap'
 import auth from '../../plugins/auth.js'
-import { TEST_KEY } from '../../plugins/api/testing.js'
+import { TEST_KEY } from '../../plugins/host/testing.js'
 import type { SqliteStore } from '../../plugins/store/sqlite/index.js'
 import { bareGateway, bearer } from '../helper.js'
 

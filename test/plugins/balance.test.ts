@@ -1,4 +1,5 @@
 import t from 'tap'
+import { definePlugin } from '../../plugins/api/index.js'
 import auth from '../../plugins/auth.js'
 import balance from '../../plugins/balance.js'
 import { estimatePromptTokens } from '../../plugins/gateway/billing.js'
@@ -65,8 +66,10 @@ t.test('a model without a price needs no balance', async (t) => {
 
 t.test('balance needs auth before it: a config without it is refused; with no organization a call is 403', async (t) => {
   await t.rejects(build(t, { plugins: [{ name: 'balance' }] }), { problems: ['plugins[0]: balance needs auth enabled before it'] })
-  // registered alone all the same (the test gateway does not check the chain), it refuses the call
-  const gw = await bareGateway(t, [balance])
+  await t.rejects(bareGateway(t, [balance]), { problems: ['plugin balance: balance needs auth enabled before it'] }, 'the test gateway checks the chain as serving does')
+  // behind a stand-in auth that names no caller, it refuses the call
+  const noCaller = definePlugin({ name: 'auth', plugin: async () => {} })
+  const gw = await bareGateway(t, [noCaller, balance])
   const res = await gw.app.inject({ method: 'POST', url: '/v1/chat/completions', payload: chat() })
   t.equal(res.statusCode, 403)
   t.equal(res.json().error.type, 'permission_error')

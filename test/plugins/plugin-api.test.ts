@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Writable } from 'node:stream'
 import { buildApp } from '../../app.js'
-import { ConfigError, loadConfig, resolveConfig } from '../../config/load.js'
+import { ConfigError } from '../../config/load.js'
+import { loadGatewayConfig, resolveGatewayConfig } from '../../plugins/host/index.js'
 import type { CallOutcome } from '../../plugins/api/index.js'
 import { fromRoot } from '../../paths.js'
 import { childEnv, KEY_A, testConfig } from '../helper.js'
@@ -61,7 +62,7 @@ t.test('plugins from outside the project: loaded by path from the config, hooks 
     { name: 'second', module: recorder, options: { label: 'second' } },
     { name: 'usage' }
   ])
-  const config = await loadConfig(file, {})
+  const config = await loadGatewayConfig(file, {})
   const app = await buildApp(config)
   t.teardown(() => app.close())
   hookLog().length = 0
@@ -88,7 +89,7 @@ t.test('plugins from outside the project: loaded by path from the config, hooks 
 
 t.test('a streamed call runs the stream hooks on each client event', async (t) => {
   const recorder = fromRoot('test', 'fixtures', 'plugins', 'recorder.mjs')
-  const app = await buildApp(await loadConfig(configFile([{ name: 'auth' }, { name: 'rec', module: recorder, options: { label: 'rec' } }]), {}))
+  const app = await buildApp(await loadGatewayConfig(configFile([{ name: 'auth' }, { name: 'rec', module: recorder, options: { label: 'rec' } }]), {}))
   t.teardown(() => app.close())
   hookLog().length = 0
   const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${KEY_A}` }, payload: { model: 'demo/gpt', stream: true, messages: [{ role: 'user', content: 'one two three' }] } })
@@ -103,7 +104,7 @@ t.test('a plugin that throws fails its request with a 500 in the route\'s shape,
   const recorder = fromRoot('test', 'fixtures', 'plugins', 'recorder.mjs')
   const lines: string[] = []
   const sink = new Writable({ write (chunk, _enc, cb) { lines.push(String(chunk)); cb() } })
-  const config = await loadConfig(configFile([{ name: 'auth' }, { name: 'bad', module: recorder, options: { label: 'bad', throwIn: 'onAdmission' } }]), {})
+  const config = await loadGatewayConfig(configFile([{ name: 'auth' }, { name: 'bad', module: recorder, options: { label: 'bad', throwIn: 'onAdmission' } }]), {})
   const app = await buildApp(config, { logger: { level: 'error', stream: sink } })
   t.teardown(() => app.close())
   const chat = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${KEY_A}` }, payload: { model: 'demo/gpt', messages: [{ role: 'user', content: 'hi' }] } })
@@ -123,7 +124,7 @@ t.test('config check: a missing module, a module with no plugin, and bad options
   writeFileSync(join(dir, 'not-a-plugin.mjs'), 'export default { hello: 1 }\n')
   const problems = async (plugins: unknown[]): Promise<string[]> => {
     try {
-      await resolveConfig({ ...JSON.parse(JSON.stringify(testConfig())), plugins }, { env: {}, baseDir: dir })
+      await resolveGatewayConfig({ ...JSON.parse(JSON.stringify(testConfig())), plugins }, { env: {}, baseDir: dir })
     } catch (err) {
       if (err instanceof ConfigError) return err.problems
       throw err
@@ -135,7 +136,7 @@ t.test('config check: a missing module, a module with no plugin, and bad options
   t.match(await problems([{ name: 'x', module: './not-a-plugin.mjs' }]), [/^plugins\[0\]\.module: cannot load \.\/not-a-plugin\.mjs: exports no plugin/])
   t.match(await problems([{ name: 'x', module: 'no-such-package-anywhere' }]), [/^plugins\[0\]\.module: cannot load no-such-package-anywhere: cannot find the package/])
   t.same(await problems([{ name: 'auth' }, { name: 'tagger', module: tagger }]), ['plugins[1].options.tag: is required'])
-  t.same(await problems([{ name: 'auth' }, { name: 'tagger', module: tagger, options: { tag: 'x', colour: 'red', header: 5 } }]).then((p) => p.sort()), ['plugins[1].options.colour: is not a known option', 'plugins[1].options.header: must be string'])
+  t.same(await problems([{ name: 'auth' }, { name: 'tagger', module: tagger, options: { tag: 'x', colour: 'red', header: 5 } }]).then((p) => p.sort()), ['plugins[1].options.colour: is not a known option', 'plugins[1].options.header: must be a string'])
   t.same(await problems([{ name: 'tagger', module: tagger, options: { tag: 'x' } }]), ['plugins[0]: tagger needs auth enabled before it'], 'its declared dependency')
   t.same(await problems([{ name: 'auth', module: tagger, options: { tag: 'x' } }]), [`plugins[0].name: auth is a built-in plugin; give the plugin from ${tagger} another name`])
   t.same(await problems([{ name: 'auth' }, { name: 'metrics' }]), ['plugins[1].name: metrics is switched on by the config\'s own `metrics:` section, not listed here'])

@@ -1,20 +1,24 @@
 import type { FastifyInstance } from 'fastify'
-import fp from 'fastify-plugin'
 import { Registry } from 'prom-client'
 import { parseConfig } from '../../config/load.js'
-import type { Clock, Gateway, GatewayPlugin } from './index.js'
+import { API_PREFIXES, apiRoutes } from '../../routes/api.js'
+import { routeValidatorCompiler } from '../../routes/schemas.js'
+import type { Clock, Gateway, GatewayPlugin } from '../api/index.js'
 import { createGateway, installGateway } from '../gateway/core.js'
-import { checkOptions } from '../gateway/plugin-options.js'
-import { builtinPlugin } from '../gateway/registry.js'
 import { SqliteStore } from '../store/sqlite/index.js'
+import { builtinPlugin, PluginHost } from './index.js'
 
-// The plugin API's test helper (what an outside package imports as `modelgate/testing`): a gateway on a bare Fastify instance, with an in-memory
-// store and two simulated providers (one per upstream protocol), for testing one plugin alone.
+// The plugin API's test helper (what an outside package imports as `modelgate/testing`): a
+// gateway on a bare Fastify instance, with an in-memory store and two simulated providers (one
+// per upstream protocol), for testing one plugin alone. The plugins given to `use` go through the
+// plugin host exactly as a config's chain does when the gateway serves: options validated and
+// defaulted by the same validator, dependencies checked in order, 'app' plugins on the whole app
+// and the others in the API's scope beside the routes, a plugin's own routes under /v1.
 //
 //   const app = Fastify()
 //   const gw = await testGateway(app)
 //   await gw.use(myPlugin, { tag: 'blue' })
-//   await gw.routes()                     // the /v1 (and /v1beta) call routes, after the plugins
+//   await gw.routes()                     // mounts the chain and the /v1 (and /v1beta) routes
 //   const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: {...} })
 
 export const TEST_KEY = 'mg-test-gateway-key-0123456789abcdef'
@@ -35,14 +39,17 @@ export interface TestGateway {
   /** Headers that authenticate as the default tenant's key (for a test that registers the auth plugin). */
   readonly auth: Record<string, string>
   /**
-   * Registers a plugin as the chain would: options validated against its schema and defaulted.
+   * Adds a plugin to the chain as a config entry would: options validated against its schema and
+   * defaulted, its dependencies checked against the plugins added before it (an Error otherwise).
    * A built-in is named by its name (`use('auth')`), so a plugin's own tests can put it behind
    * the gateway's key check.
    */
   use: <O extends Record<string, unknown>>(plugin: GatewayPlugin | string, options?: O) => Promise<void>
   /**
-   * Mounts the gateway's routes under /v1 (chat, messages, responses, models, Gemini's method
-   * calls) and the Gemini API under /v1beta; call it after `use`.
+   * Mounts the chain and the gateway's routes as a serving gateway does: the API's scope with the
+   * plugins in the order given, /v1 (chat, messages, responses, models, Gemini's method calls),
+   * the Gemini API under /v1beta, and the pass-through routes of the config's providers; call it
+   * once, after `use`.
    */
   routes: () => Promise<void>
 }
@@ -78,27 +85,23 @@ export async function testGateway (app: FastifyInstance, opts: TestGatewayOption
     await core.gateway.upstreams.close()
     await store.close()
   })
-  let n = 0
+  const host = PluginHost.empty()
+  let mounted = false
   return {
     app,
     gateway: core.gateway,
     auth: { authorization: `Bearer ${TEST_KEY}` },
     async use (which, options = {} as never) {
+      if (mounted) throw new Error('testGateway: use() comes before routes()')
       const plugin = typeof which === 'string' ? builtinPlugin(which) : which
       if (plugin === undefined) throw new Error(`no built-in plugin ${String(which)}`)
-      const values: Record<string, unknown> = { ...options }
-      const problems = plugin.options === undefined ? [] : checkOptions(plugin.options, values, 'options')
-      if (problems.length === 0 && plugin.validate !== undefined) problems.push(...plugin.validate(values as never).map((p) => `options.${p}`))
-      if (problems.length > 0) throw new Error(`plugin ${plugin.name}: ${problems.join('; ')}`)
-      await app.register(fp(async (i, o) => { await plugin.plugin(i, o as never) }, { name: `modelgate-${plugin.name}-${++n}` }), values)
+      host.add(plugin, options)
     },
     async routes () {
-      const { routeValidatorCompiler } = await import('../../routes/schemas.js')
+      if (mounted) throw new Error('testGateway: routes() is called once')
+      mounted = true
       app.setValidatorCompiler(routeValidatorCompiler())
-      const v1 = (await import('../../routes/v1/index.js')).default
-      const gemini = (await import('../../routes/v1/gemini.js')).default
-      await app.register(v1, { prefix: '/v1' })
-      await app.register(gemini, { prefix: '/v1beta', underOpenAI: false })
+      await host.mount(app, async (api) => { await apiRoutes(api, config) }, { corePrefixes: API_PREFIXES })
     }
   }
 }

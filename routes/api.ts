@@ -1,0 +1,31 @@
+import type { FastifyInstance } from 'fastify'
+import type { Config } from '../config/schema.js'
+import { notFound } from '../plugins/gateway/core.js'
+import passthroughRoutes from './passthrough.js'
+import geminiRoutes from './v1/gemini.js'
+import v1Routes from './v1/index.js'
+
+// The API's own route groups, mounted in the chain's API scope (plugins/host): /v1, Google's
+// Gemini API under /v1beta (its method calls under /v1 too), and each pass-through provider's
+// /passthrough/{id}. Unknown paths in a group pass through the chain (rate limit, auth) before
+// their 404.
+
+/** The prefixes of the API's own groups: a route in none of them is a plugin's. */
+export const API_PREFIXES = ['/v1', '/v1beta', '/passthrough'] as const
+
+export async function apiRoutes (api: FastifyInstance, config: Config): Promise<void> {
+  await api.register(async (v1) => {
+    v1.setNotFoundHandler(notFound)
+    await v1.register(v1Routes)
+  }, { prefix: '/v1' })
+  await api.register(async (v1beta) => {
+    v1beta.setNotFoundHandler(notFound)
+    await v1beta.register(geminiRoutes, { underOpenAI: false })
+  }, { prefix: '/v1beta' })
+  const passthrough = config.providers.filter((p) => p.passthrough && p.base_url !== undefined)
+  if (passthrough.length === 0) return
+  await api.register(async (scope) => {
+    scope.setNotFoundHandler(notFound)
+    await scope.register(passthroughRoutes, { providers: passthrough })
+  }, { prefix: '/passthrough' })
+}
