@@ -59,7 +59,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // route schemas refuse numbers that are not finite (`?limit=Infinity` is coerced to one)
-    ajv: { plugins: [finiteNumbers] },
+    // verbose: a problem is worded from the schema that found it (plugins/kernel/schema-check.ts)
+    ajv: { customOptions: { verbose: true }, plugins: [finiteNumbers] },
     // with a serverFactory the listening server is the caller's, which sets these limits itself (server.ts)
     ...(opts.serverFactory === undefined ? { ...serverTimeouts(config.server), clientErrorHandler: clientErrorHandler(config.server) } : { serverFactory: opts.serverFactory }),
     // what the router refuses before any hook runs: a malformed percent-escape, an overlong parameter

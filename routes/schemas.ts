@@ -38,9 +38,19 @@ export function finiteNumbers (ajv: Ajv): Ajv {
  * not made by buildApp (a plugin's tests on a bare Fastify mount the routes with it).
  */
 export function routeValidatorCompiler (): (route: { schema: object }) => ReturnType<Ajv['compile']> {
-  const ajv = finiteNumbers(new Ajv({ coerceTypes: 'array', useDefaults: true, removeAdditional: true, allErrors: false }))
+  const ajv = finiteNumbers(new Ajv({ coerceTypes: 'array', useDefaults: true, removeAdditional: true, allErrors: false, verbose: true }))
   return ({ schema }) => ajv.compile(schema)
 }
+
+/**
+ * The validator compiler of the call routes' bodies: strict, so that a value of the wrong type is
+ * refused rather than coerced and sent on (`"stream": "true"` is a 400, not a stream), with
+ * nothing removed or defaulted: the body goes upstream as the client wrote it.
+ */
+export const callBodyCompiler: (route: { schema: object }) => ReturnType<Ajv['compile']> = (() => {
+  const ajv = finiteNumbers(new Ajv({ coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, verbose: true, strict: false }))
+  return ({ schema }) => ajv.compile(schema)
+})()
 
 /** An integer of a route schema (finite). */
 export const Integer = (opts: IntegerOptions = {}): TInteger => Type.Integer({ ...opts, finite: true })

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
+import type { ErrorObject } from 'ajv'
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Registry } from 'prom-client'
 import type { Config } from '../../config/schema.js'
@@ -14,6 +15,7 @@ import {
 import { HookRegistry } from './hooks.js'
 import { localize, negotiateLocale } from '../kernel/i18n/index.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './validation.js'
+import { problemList } from '../kernel/schema-check.js'
 import type { Store } from '../store/types.js'
 import type { Protocol } from '../translation/types.js'
 import type { HealthBook } from '../upstream/health.js'
@@ -115,26 +117,22 @@ export function familyOfUrl (url: string): ErrorFamily {
   return 'openai'
 }
 
-interface SchemaError { instancePath: string, keyword: string, params: Record<string, unknown>, message?: string }
-
-/** A route schema's verdict (Fastify's FST_ERR_VALIDATION) as the gateway error of its part of the request. */
-function validationError (err: FastifyError & { validation?: SchemaError[], validationContext?: string }, request: FastifyRequest): GatewayError {
-  const first = err.validation?.[0]
+/** A route schema's verdict (Fastify's FST_ERR_VALIDATION) as the gateway error of its part of the request, worded as every schema problem is. */
+function validationError (err: FastifyError & { validation?: ErrorObject[], validationContext?: string }, request: FastifyRequest): GatewayError {
+  const first = problemList(err.validation ?? [], '')[0]
   if (first === undefined) return new InvalidBody()
-  const name = (first.keyword === 'required' ? `${first.instancePath}/${String(first.params.missingProperty)}` : first.instancePath)
-    .split('/').filter((p) => p !== '').map((p, i) => /^\d+$/.test(p) ? `[${p}]` : (i === 0 ? p : `.${p}`)).join('')
-  const reason = first.message ?? 'is not valid'
+  const name = first.path === '(root)' ? '' : first.path
   switch (err.validationContext) {
     case 'querystring': {
       const given = new URLSearchParams(request.url.split('?')[1] ?? '').getAll(name).length
-      if (first.keyword === 'required') return new InvalidQuery({ param: name, reason: 'is required' })
-      return new InvalidQuery({ param: name, reason: given > 1 ? 'must be given once' : reason })
+      if (first.missing) return new InvalidQuery({ param: name, reason: 'is required' })
+      return new InvalidQuery({ param: name, reason: given > 1 ? 'must be given once' : first.what })
     }
     case 'body':
       if (name === '') return new InvalidBody()
-      return first.keyword === 'required' ? new MissingField({ field: name }) : new InvalidField({ field: name, reason })
+      return first.missing ? new MissingField({ field: name }) : new InvalidField({ field: name, reason: first.what })
     default:
-      return new InvalidField({ field: name === '' ? String(err.validationContext) : name, reason })
+      return new InvalidField({ field: name === '' ? String(err.validationContext) : name, reason: first.what })
   }
 }
 

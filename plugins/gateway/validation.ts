@@ -1,12 +1,14 @@
 import type { CatalogModel } from './catalog.js'
 import { InvalidBody, InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, ModalityNotSupported } from '../kernel/errors.js'
 import { firstHostResolvingToBlockedAddress, mediaUrlProblem, type DataUris, type Lookup, type NamedHost } from './media-url.js'
+import { firstProblem } from '../kernel/schema-check.js'
 import { fileType } from '../translation/gemini-request.js'
-import { checkResponsesBody } from '../translation/responses-request.js'
 import type { Json, Protocol } from '../translation/types.js'
 
-// Checks made before anything is forwarded (docs/api.md), as
-// pure functions of the client's body and the catalog model.
+// Checks made before anything is forwarded (docs/api.md), as pure functions of the client's body
+// and the catalog model. A body's shape is its schema's (./request-schemas.ts); what is checked
+// here is what a schema cannot say: media against the model and the URL rules, and the
+// parameters a model takes.
 
 /** The fields the gateway reads itself; they are never dropped as unsupported. */
 const STRUCTURAL: Record<Protocol, ReadonlySet<string>> = {
@@ -60,61 +62,15 @@ const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && 
 const given = (v: unknown): boolean => v !== undefined && v !== null
 
 /**
- * A Gemini request's shape (its model and stream mode are the URL's): the translated pairs read
- * every field themselves; this is what a request must be to go anywhere, a Gemini upstream included.
+ * A body checked against its call's schema (./request-schemas.ts), for a body Fastify did not
+ * validate itself (Google's method calls share one route, and a countTokens body may wrap its
+ * request): the first problem as the route validation reports it.
  */
-function checkGeminiBody (body: unknown): Json {
+export function validBody (schema: object, body: unknown): Json {
   if (!isObj(body)) throw new InvalidBody()
-  if (!given(body.contents)) throw new MissingField({ field: 'contents' })
-  if (!Array.isArray(body.contents)) throw new InvalidField({ field: 'contents', reason: 'must be an array' })
-  if (body.contents.length === 0) throw new InvalidField({ field: 'contents', reason: 'must not be empty' })
-  for (const [i, c] of body.contents.entries()) {
-    if (!isObj(c)) throw new InvalidField({ field: `contents[${i}]`, reason: 'must be an object with parts' })
-    if (given(c.role) && typeof c.role !== 'string') throw new InvalidField({ field: `contents[${i}].role`, reason: 'must be a string' })
-    checkParts(c.parts, `contents[${i}].parts`)
-  }
-  const system = body.systemInstruction
-  if (given(system) && typeof system !== 'string') {
-    if (!isObj(system)) throw new InvalidField({ field: 'systemInstruction', reason: 'must be an object with parts' })
-    checkParts(system.parts, 'systemInstruction.parts')
-  }
-  for (const field of ['generationConfig', 'toolConfig']) {
-    if (given(body[field]) && !isObj(body[field])) throw new InvalidField({ field, reason: 'must be an object' })
-  }
-  for (const field of ['tools', 'safetySettings']) {
-    if (given(body[field]) && !Array.isArray(body[field])) throw new InvalidField({ field, reason: 'must be an array' })
-  }
-  return body
-}
-
-function checkParts (parts: unknown, field: string): void {
-  if (!Array.isArray(parts)) throw new InvalidField({ field, reason: 'must be an array' })
-  for (const [j, part] of parts.entries()) if (!isObj(part)) throw new InvalidField({ field: `${field}[${j}]`, reason: 'must be an object' })
-}
-
-export function checkBody (body: unknown, protocol: Protocol): Json {
-  if (protocol === 'responses') return checkResponsesBody(body)
-  if (protocol === 'gemini') return checkGeminiBody(body)
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidBody()
-  const b = body as Json
-  if (b.model === undefined || b.model === null || b.model === '') throw new MissingField({ field: 'model' })
-  if (typeof b.model !== 'string') throw new InvalidField({ field: 'model', reason: 'must be a string' })
-  if (b.messages === undefined || b.messages === null) throw new MissingField({ field: 'messages' })
-  if (!Array.isArray(b.messages)) throw new InvalidField({ field: 'messages', reason: 'must be an array' })
-  if (b.messages.length === 0) throw new InvalidField({ field: 'messages', reason: 'must not be empty' })
-  for (const [i, m] of b.messages.entries()) {
-    if (m === null || typeof m !== 'object' || typeof (m as Json).role !== 'string') {
-      throw new InvalidField({ field: `messages[${i}]`, reason: 'must be an object with a role' })
-    }
-  }
-  if (b.stream !== undefined && typeof b.stream !== 'boolean') throw new InvalidField({ field: 'stream', reason: 'must be a boolean' })
-  if (protocol === 'messages') {
-    if (b.max_tokens === undefined || b.max_tokens === null) throw new MissingField({ field: 'max_tokens' })
-    if (!Number.isInteger(b.max_tokens) || (b.max_tokens as number) < 1) throw new InvalidField({ field: 'max_tokens', reason: 'must be a positive integer' })
-  } else if (b.max_tokens !== undefined && b.max_tokens !== null && (!Number.isInteger(b.max_tokens) || (b.max_tokens as number) < 1)) {
-    throw new InvalidField({ field: 'max_tokens', reason: 'must be a positive integer' })
-  }
-  return b
+  const problem = firstProblem(schema, body)
+  if (problem === null) return body
+  throw problem.missing ? new MissingField({ field: problem.path }) : new InvalidField({ field: problem.path, reason: problem.what })
 }
 
 export interface ParamResult { body: Json, dropped: string[] }

@@ -76,24 +76,45 @@ export function describeError (e: ErrorObject, noun = 'key'): { where: string, w
   }
 }
 
+/** One problem: where (in the value's own terms), what is wrong there, and whether it is a missing field. */
+export interface Problem { path: string, what: string, missing: boolean }
+
 /**
- * The problems of a list of ajv errors, one line per path: a union that failed is said once, in
- * its own words, rather than as each of its branches' complaints.
+ * The problems of a list of ajv errors, one per path. A union that failed is said once, in its
+ * own words, when the value fits none of its branches' types ("must be a string or an array");
+ * when it fits one and fails inside it, what failed inside is said instead (`limits.rpm: must be
+ * >= 1` rather than "limits: must be an object or null").
  */
-export function problemsOf (errors: readonly ErrorObject[], base: string, noun = 'key'): string[] {
-  const unions = errors.filter((e) => e.keyword === 'anyOf' || e.keyword === 'oneOf').map((e) => e.instancePath)
+export function problemList (errors: readonly ErrorObject[], base: string, noun = 'key'): Problem[] {
+  const isUnion = (e: ErrorObject): boolean => e.keyword === 'anyOf' || e.keyword === 'oneOf'
+  const under = (e: ErrorObject, at: string): boolean => e.instancePath === at || e.instancePath.startsWith(`${at}/`)
+  // a branch error that is more than "not this branch's form" at the union's own place (a union
+  // that describes its forms in words keeps its words for anything at its own place)
+  const inside = (e: ErrorObject, u: ErrorObject): boolean => {
+    if (!under(e, u.instancePath) || isUnion(e)) return false
+    if (e.instancePath !== u.instancePath) return true
+    const described = typeof (u.parentSchema as { description?: unknown } | undefined)?.description === 'string'
+    return !described && !['type', 'const', 'enum'].includes(e.keyword)
+  }
+  const unions = errors.filter(isUnion)
+  const said = new Set(unions.filter((u) => errors.some((e) => inside(e, u))))
   const seen = new Set<string>()
-  const out: string[] = []
+  const out: Problem[] = []
   for (const e of errors) {
-    const insideUnion = e.keyword !== 'anyOf' && e.keyword !== 'oneOf' && unions.some((u) => e.instancePath === u || e.instancePath.startsWith(`${u}/`))
-    if (insideUnion) continue
+    if (isUnion(e) && said.has(e)) continue
+    if (!isUnion(e) && unions.some((u) => under(e, u.instancePath) && !(said.has(u) && inside(e, u)))) continue
     const { where, what } = describeError(e, noun)
     const path = pathOf(base, e.instancePath + where)
     if (seen.has(path)) continue
     seen.add(path)
-    out.push(`${path}: ${what}`)
+    out.push({ path, what, missing: e.keyword === 'required' })
   }
   return out
+}
+
+/** The problems of a list of ajv errors as lines: `<path>: <what>`. */
+export function problemsOf (errors: readonly ErrorObject[], base: string, noun = 'key'): string[] {
+  return problemList(errors, base, noun).map((p) => `${p.path}: ${p.what}`)
 }
 
 /**
@@ -118,4 +139,17 @@ export function checkSchema (schema: object, value: unknown, base: string, opts:
   }
   if (validate(value)) return []
   return problemsOf(validate.errors ?? [], base, opts.noun)
+}
+
+const strictCompiled = new WeakMap<object, ValidateFunction>()
+
+/** The first problem of `value` against `schema` (nothing is changed or coerced); null when it is valid. */
+export function firstProblem (schema: object, value: unknown): Problem | null {
+  let validate = strictCompiled.get(schema)
+  if (validate === undefined) {
+    validate = ajvFor(false, false).compile(schema)
+    strictCompiled.set(schema, validate)
+  }
+  if (validate(value)) return null
+  return problemList(validate.errors ?? [], '')[0] ?? { path: '(root)', what: 'is not valid', missing: false }
 }

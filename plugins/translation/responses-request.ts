@@ -1,4 +1,4 @@
-import { InvalidBody, InvalidField, MissingField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../kernel/errors.js'
+import { NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../kernel/errors.js'
 import type { Json, TranslateCtx } from './types.js'
 
 // A Responses request read into one neutral shape that both translated pairs (towards Chat
@@ -96,37 +96,12 @@ const callName = (item: Json): string => {
 // The route's checks
 
 /** Refuses what only a service that stores responses could answer. */
-function refuseStored (body: Json): void {
+/** The fields of a stateful Responses call, which this stateless gateway refuses (400) rather than ignores. */
+export function refuseStateful (body: Json): void {
   for (const field of ['previous_response_id', 'conversation']) {
     if (body[field] !== undefined && body[field] !== null) throw new NoStoredHistory({ field })
   }
   if (body.background === true) throw new NoBackground()
-}
-
-/** The checks of POST /v1/responses before anything is forwarded; answers the body. */
-export function checkResponsesBody (body: unknown): Json {
-  if (!isObj(body)) throw new InvalidBody()
-  if (body.model === undefined || body.model === null || body.model === '') throw new MissingField({ field: 'model' })
-  if (typeof body.model !== 'string') throw new InvalidField({ field: 'model', reason: 'must be a string' })
-  refuseStored(body)
-  if (body.input === undefined || body.input === null) throw new MissingField({ field: 'input' })
-  if (Array.isArray(body.input)) {
-    if (body.input.length === 0) throw new InvalidField({ field: 'input', reason: 'must not be empty' })
-    for (const [i, item] of body.input.entries()) {
-      if (!isObj(item) || (typeof item.type !== 'string' && typeof item.role !== 'string')) {
-        throw new InvalidField({ field: `input[${i}]`, reason: 'must be an object with a type or a role' })
-      }
-    }
-  } else if (typeof body.input !== 'string') {
-    throw new InvalidField({ field: 'input', reason: 'must be a string or an array of items' })
-  }
-  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw new InvalidField({ field: 'stream', reason: 'must be a boolean' })
-  const max = body.max_output_tokens
-  if (max !== undefined && max !== null && (!Number.isInteger(max) || (max as number) < 1)) {
-    throw new InvalidField({ field: 'max_output_tokens', reason: 'must be a positive integer' })
-  }
-  if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) throw new InvalidField({ field: 'tools', reason: 'must be an array' })
-  return body
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -143,7 +118,7 @@ const MAPPED = new Set([
 const ACCEPTED = new Set(['store', 'client_metadata', 'stream_options', 'previous_response_id', 'conversation', 'background'])
 
 export function normalise (body: Json, ctx: TranslateCtx): Normalised {
-  refuseStored(body)
+  refuseStateful(body)
   const out: Normalised = { instructions: null, turns: [], tools: [], extra: {}, dropped: [] }
   const drop = (name: string): void => { if (!out.dropped.includes(name)) out.dropped.push(name) }
 

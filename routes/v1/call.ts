@@ -5,7 +5,9 @@ import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { UnsupportedOnUpstream } from '../../plugins/kernel/errors.js'
 import { admit, grantedModel } from '../../plugins/gateway/gate.js'
 import { answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
-import { applyParameters, checkBody, checkMedia, checkMediaHostsByDns } from '../../plugins/gateway/validation.js'
+import { GeminiBody } from '../../plugins/gateway/request-schemas.js'
+import { applyParameters, checkMedia, checkMediaHostsByDns, validBody } from '../../plugins/gateway/validation.js'
+import { refuseStateful } from '../../plugins/translation/responses-request.js'
 import { then, type MaybePromise } from '../../plugins/kernel/maybe-promise.js'
 import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
 import type { Json, Protocol, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
@@ -57,9 +59,10 @@ export function callHandler (fastify: FastifyInstance, protocol: Protocol) {
   }
 }
 
-/** The body's fields the gateway reads, checked, and the catalog model it (or the URL) names among those the key may use. */
+/** The body (its shape checked by its route's schema; Gemini's here), and the catalog model it (or the URL) names among those the key may use. */
 function resolve (p: Pipe, protocol: Protocol, target: CallTarget | undefined): { model: CatalogModel, valid: Json } {
-  const valid = checkBody(p.request.body, protocol)
+  const valid = protocol === 'gemini' ? validBody(GeminiBody, p.request.body) : p.request.body as Json
+  if (protocol === 'responses') refuseStateful(valid)
   const name = target?.model ?? valid.model as string
   const model = grantedModel(p.gateway, p.request.principal, name, 'chat')
   p.call.resolved(model, target?.stream ?? valid.stream === true)

@@ -6,7 +6,8 @@ import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { InvalidQuery, MissingModelId, RouteNotFound } from '../../plugins/kernel/errors.js'
 import { admit, grantedModel, grantedModels } from '../../plugins/gateway/gate.js'
 import { relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
-import { checkBody, checkMedia } from '../../plugins/gateway/validation.js'
+import { GeminiBody } from '../../plugins/gateway/request-schemas.js'
+import { checkMedia, validBody } from '../../plugins/gateway/validation.js'
 import { geminiCountTokensPair } from '../../plugins/translation/gemini-passthrough.js'
 import { upstreamPath } from '../../plugins/translation/index.js'
 import { countGeminiTokens } from '../../plugins/translation/tokenizer.js'
@@ -92,7 +93,7 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
   async function countTokens (request: FastifyRequest, reply: FastifyReply, id: string): Promise<unknown> {
     const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
     p.call.kind('count_tokens')
-    const valid = checkBody(countBody(request.body), 'gemini')
+    const valid = validBody(GeminiBody, countBody(request.body))
     const model = find(request, id)
     checkMedia(valid, model, 'gemini')
     p.call.resolved(model, false)

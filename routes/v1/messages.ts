@@ -2,7 +2,8 @@ import type { FastifyPluginAsync } from 'fastify'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { admit, grantedModel } from '../../plugins/gateway/gate.js'
 import { relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
-import { checkBody } from '../../plugins/gateway/validation.js'
+import { CountTokensBody, MessagesBody } from '../../plugins/gateway/request-schemas.js'
+import { callBodyCompiler } from '../schemas.js'
 import { countTokens } from '../../plugins/translation/tokenizer.js'
 import { upstreamPath } from '../../plugins/translation/index.js'
 import { countTokensPair } from '../../plugins/translation/passthrough.js'
@@ -19,14 +20,13 @@ const messages: FastifyPluginAsync = async (fastify) => {
   const gateway = fastify.gateway
   const hooks = hooksOf(gateway)
   const { upstreams } = gateway
-  fastify.post('/messages', { config: { ...config, metered: true, endpoint: 'messages', protocol: 'messages' } }, callHandler(fastify, 'messages'))
+  fastify.post('/messages', { config: { ...config, metered: true, endpoint: 'messages', protocol: 'messages' }, schema: { body: MessagesBody }, validatorCompiler: callBodyCompiler }, callHandler(fastify, 'messages'))
 
   // Sent to the model's Messages providers (failover as for calls); for other models counted
   // locally with a tokenizer (an estimate), never a fake 0.
-  fastify.post('/messages/count_tokens', { config: { ...config, metered: true, endpoint: 'count_tokens', protocol: 'messages' } }, async (request, reply) => {
+  fastify.post('/messages/count_tokens', { config: { ...config, metered: true, endpoint: 'count_tokens', protocol: 'messages' }, schema: { body: CountTokensBody }, validatorCompiler: callBodyCompiler }, async (request, reply) => {
     const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
-    const valid = checkBody({ ...(request.body as Json), max_tokens: 1 }, 'messages')
-    delete valid.max_tokens
+    const valid = request.body as Json
     const model = grantedModel(gateway, request.principal, valid.model as string, 'chat')
     p.call.resolved(model, false)
     const body = await admit(p, model, valid)

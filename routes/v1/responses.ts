@@ -1,5 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { NoStoredResponse } from '../../plugins/kernel/errors.js'
+import { ResponsesBody } from '../../plugins/gateway/request-schemas.js'
+import { callBodyCompiler } from '../schemas.js'
 import { callHandler } from './call.js'
 
 // POST /v1/responses: the OpenAI Responses API for any sellable model, translated to the model's
@@ -7,7 +9,11 @@ import { callHandler } from './call.js'
 // rest of the service: nothing is stored, so there is no response to retrieve, delete or cancel.
 
 const responses: FastifyPluginAsync = async (fastify) => {
-  fastify.post('/responses', { config: { family: 'openai', metered: true, endpoint: 'responses', protocol: 'responses' } }, callHandler(fastify, 'responses'))
+  fastify.post('/responses', {
+    config: { family: 'openai', metered: true, endpoint: 'responses', protocol: 'responses' },
+    schema: { body: ResponsesBody },
+    validatorCompiler: callBodyCompiler
+  }, callHandler(fastify, 'responses'))
 
   const none = async (request: { params: unknown }): Promise<never> => {
     throw new NoStoredResponse({ id: (request.params as { id: string }).id })

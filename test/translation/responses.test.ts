@@ -6,7 +6,16 @@ import OpenAI from 'openai'
 import t from 'tap'
 import { isGatewayError } from '../../plugins/kernel/errors.js'
 import { pairFor } from '../../plugins/translation/index.js'
-import { checkResponsesBody, flatName, namespacedTools } from '../../plugins/translation/responses-request.js'
+import { ResponsesBody } from '../../plugins/gateway/request-schemas.js'
+import { validBody } from '../../plugins/gateway/validation.js'
+import { flatName, namespacedTools, refuseStateful } from '../../plugins/translation/responses-request.js'
+
+/** What POST /v1/responses checks of a body before anything is forwarded: its schema, then that it asks for no stored state. */
+function checkResponsesBody (body: unknown): Json {
+  const valid = validBody(ResponsesBody, body)
+  refuseStateful(valid)
+  return valid
+}
 import { serialize, SseParser } from '../../plugins/translation/sse.js'
 import type { Json, Protocol, SseEvent, TranslateCtx } from '../../plugins/translation/types.js'
 import { fromRoot } from '../../paths.js'
@@ -184,7 +193,7 @@ t.test('passthrough: usage from the body and from the terminal event; fail() num
   t.same(whole.fail?.({ status: 502, message: 'late' }), [])
 })
 
-t.test('checkResponsesBody: what the route refuses before anything is forwarded', async (t) => {
+t.test('the Responses route\'s schema and its stateless checks: what the route refuses before anything is forwarded', async (t) => {
   const ok = { model: 'm', input: 'hi' }
   t.equal(checkResponsesBody(ok), ok)
   t.ok(checkResponsesBody({ model: 'm', input: [{ role: 'user', content: 'x' }, { type: 'function_call_output', call_id: 'c', output: 'y' }], stream: true, previous_response_id: null, background: false }))
