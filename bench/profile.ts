@@ -63,7 +63,7 @@ if (process.env.PROF) {
   const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile') && x.includes(`.${gw.pid}.0.`))!
   const prof = JSON.parse(readFileSync(join(dir, f), 'utf8'))
   const self = new Map<string, number>()
-  const dt = prof.timeDeltas as number[]; const idx = new Map(prof.nodes.map((nd: any, i: number) => [nd.id, nd]))
+  const dt = prof.timeDeltas as number[]; const idx = new Map(prof.nodes.map((nd: any) => [nd.id, nd]))
   const counts = new Map<number, number>()
   prof.samples.forEach((s: number, i: number) => counts.set(s, (counts.get(s) ?? 0) + (dt[i] ?? 0)))
   for (const [id, t] of counts) { const nd: any = idx.get(id); const k = `${nd.callFrame.functionName || '(anon)'} ${nd.callFrame.url.replace(/.*node_modules\//, '').replace('file:///work/main/', '')}:${nd.callFrame.lineNumber}`; self.set(k, (self.get(k) ?? 0) + t) }

@@ -37,9 +37,15 @@ const GUARDRAILS = { name: 'guardrails', options: { rules: [{ name: 'keys', patt
 function gatewayConfig (upstream: number, db: string, opts: { metrics?: boolean, extraPlugins?: Array<Record<string, unknown>>, cache?: boolean } = {}): Record<string, unknown> {
   const { metrics = true, extraPlugins = [], cache = false } = opts
   const model = (id: string, provider: string): Record<string, unknown> => ({
-    id, name: id, provider, upstream_model: 'bench', context_length: 128000, max_output_tokens: 4096,
+    id,
+    name: id,
+    provider,
+    upstream_model: 'bench',
+    context_length: 128000,
+    max_output_tokens: 4096,
     architecture: { input_modalities: ['text'], output_modalities: ['text'] },
-    supported_parameters: ['temperature', 'max_tokens'], pricing: { input: 1, cached_input: 0.5, output: 2 }
+    supported_parameters: ['temperature', 'max_tokens'],
+    pricing: { input: 1, cached_input: 0.5, output: 2 }
   })
   return {
     server: { port: 0, request_timeout_s: 30 },
@@ -111,14 +117,22 @@ async function load (url: string, body: string, connections: number, extra = hea
   const cpu0 = processCpuUs(pid)
   const main0 = mainThreadCpuUs(pid)
   const r = await autocannon({
-    url, method: 'POST', body, headers: extra, connections, duration: SLICE,
+    url,
+    method: 'POST',
+    body,
+    headers: extra,
+    connections,
+    duration: SLICE,
     // A fresh Idempotency-Key per request, so modelgate's idempotency plugin does its real work.
     // Every target gets it (the proxies forward it, the upstream ignores it): building each
     // request costs autocannon CPU on the cores the targets share, and it must cost all alike.
     requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...extra, 'idempotency-key': `k-${process.pid}-${idempotencyKeys++}` } }) }]
   })
   return {
-    rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.non2xx + r.errors,
+    rps: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.non2xx + r.errors,
     cpuUs: (processCpuUs(pid) - cpu0) / r.requests.total,
     mainUs: (mainThreadCpuUs(pid) - main0) / r.requests.total
   }
@@ -368,7 +382,14 @@ async function main (): Promise<void> {
     responses_translated_over_passthrough: responsesRatio,
     gemini_translated_over_passthrough: geminiRatio,
     guardrails: { cpu_per_request_over_modelgate: guardCpu, stream_throughput_over_modelgate: guardStream },
-    throughput, throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])), single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, streaming_one_at_a_time: streamOne, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
+    throughput,
+    throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])),
+    single_connection: single,
+    added_latency_ms: { p50: added50, p99: added99 },
+    streaming,
+    streaming_one_at_a_time: streamOne,
+    translated_over_passthrough: translatedRatio,
+    ledger_records_per_s: ledger,
     ratios: {
       modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN),
       modelgate_all_cores_over_reply_from: (throughput[`modelgate ${cpus().length} workers`]?.rps ?? NaN) / (bare ?? NaN),

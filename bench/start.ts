@@ -79,6 +79,7 @@ async function once (c: Case, db: string): Promise<{ healthz: number, banner: nu
       await new Promise((resolve) => setTimeout(resolve, 5))
     }
     const healthz = performance.now() - started
+    // eslint-disable-next-line no-unmodified-loop-condition -- both are set by the child's output handlers
     while (Number.isNaN(banner) && failed === undefined) await new Promise((resolve) => setTimeout(resolve, 5))
     return { healthz, banner }
   } finally {

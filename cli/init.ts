@@ -31,6 +31,7 @@ export async function run ({ positionals: [dirArg] }: CommandInput): Promise<voi
  this folder). The demo/* models answer in-process, with no provider key; set
  OPENAI_API_KEY / ANTHROPIC_API_KEY for the others. Keep this file private: it holds the admin
  token (or set MODELGATE_ADMIN_TOKEN and remove it here).`
+  // eslint-disable-next-line no-template-curly-in-string -- the config file's own ${VAR} syntax, written as it is
   doc.setIn(['store', 'sqlite'], '${MODELGATE_DB:-data/modelgate.db}')
   const token = doc.createNode(`\${MODELGATE_ADMIN_TOKEN:-${adminToken}}`)
   token.comment = ' made by modelgate init'

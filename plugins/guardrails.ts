@@ -83,7 +83,7 @@ export default definePlugin({
   validate: (opts: Options) => {
     const problems: string[] = []
     opts.rules.forEach((r, i) => {
-      try { regexShape(r.pattern, r.flags); new RegExp(r.pattern, r.flags) } catch (err) { problems.push(`rules[${i}].pattern: not a valid regular expression: ${(err as Error).message}`) }
+      try { regexShape(r.pattern, r.flags); RegExp(r.pattern, r.flags) } catch (err) { problems.push(`rules[${i}].pattern: not a valid regular expression: ${(err as Error).message}`) }
     })
     return problems
   },

@@ -148,7 +148,8 @@ export default definePlugin({
       if (tokens === 0 && outcome.costNano === 0) return
       const now = clock.now()
       const counts = mine.map((r) => store.quota.count(r.scope, quotaWindow(r.per, now).start, tokens, outcome.costNano, r.limit))
-      if (counts.some(isPromise)) return Promise.all(counts)
+      const pending = counts.filter(isPromise)
+      if (pending.length > 0) return Promise.all(pending)
     })
   }
 })

@@ -178,7 +178,7 @@ function decodeName (name: string): string {
 export default async function passthroughRoutes (scope: FastifyInstance, opts: PassthroughOptions): Promise<void> {
   const gateway = scope.gateway
   const hooks = hooksOf(gateway)
-  const { config, catalog } = gateway
+  const { config } = gateway
   const limitMb = config.server.body_limit_mb
   const limit = Math.floor(limitMb * 1024 * 1024)
   // the gateway's own headers ({prefix}*), not sent on; with an empty prefix there are none to tell apart

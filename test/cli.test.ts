@@ -93,7 +93,7 @@ t.test('usage: records and totals from the same store', async (t) => {
   insert.run('u1', Date.parse('2026-01-01T00:00:00Z'), 't1', 100, 20, 10, 110, 1_500_000)
   insert.run('u2', Date.parse('2026-02-01T00:00:00Z'), 't2', 50, 0, 5, 55, 2)
   // a call that failed over to a second provider and had a parameter dropped
-  raw.prepare(`UPDATE usage_records SET attempts = ?, dropped_params = ? WHERE id = 'u2'`).run(JSON.stringify([
+  raw.prepare('UPDATE usage_records SET attempts = ?, dropped_params = ? WHERE id = \'u2\'').run(JSON.stringify([
     { provider: 'dead', upstream_model: 'm', outcome: 'network_error', status: null, error: 'ECONNREFUSED', latency_ms: 1 },
     { provider: 'demo', upstream_model: 'm', outcome: 'ok', status: 200, error: null, latency_ms: 4 }
   ]), JSON.stringify(['seed']))
@@ -106,7 +106,7 @@ t.test('usage: records and totals from the same store', async (t) => {
   t.same(out.data[0].attempts.map((a: { provider: string }) => a.provider), ['dead', 'demo'], 'with its attempts')
   t.same([out.data[0].dropped_params, out.data[1].attempts, out.data[1].dropped_params], [['seed'], [], []])
   const text = await cli(['usage', '--org', 'acme', '--config', file])
-  t.match(text.stdout, /demo\/gpt  ok  in 50 \(cached 0\)  out 5  \$0\.000000002  tried dead, demo  dropped seed\n/)
+  t.match(text.stdout, /demo\/gpt {2}ok {2}in 50 \(cached 0\) {2}out 5 {2}\$0\.000000002 {2}tried dead, demo {2}dropped seed\n/)
   t.notMatch(text.stdout.split('\n')[1], /tried|dropped/, 'one attempt, nothing dropped: nothing more said')
   const since = await cli(['usage', '--since', '2026-01-15', '--config', file])
   t.match(since.stdout, /total: 1 calls/)
@@ -120,7 +120,7 @@ t.test('--version and --help load no store, no Fastify, no plugin: only the comm
   writeFileSync(join(dir, 'hooks.mjs'), `import { appendFileSync } from 'node:fs'
 export async function resolve (spec, ctx, next) { const r = await next(spec, ctx); appendFileSync(${JSON.stringify(log)}, r.url + '\\n'); return r }
 `)
-  writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module'\nregister('./hooks.mjs', import.meta.url)\n`)
+  writeFileSync(join(dir, 'register.mjs'), 'import { register } from \'node:module\'\nregister(\'./hooks.mjs\', import.meta.url)\n')
   const own = new Set(['cli/', 'paths.ts', 'plugins/gateway/money.ts', 'routes/admin/usage-record.ts'])
   for (const args of [['--version'], ['--help'], ['keys', '--help']]) {
     writeFileSync(log, '')

@@ -120,9 +120,15 @@ export const UPSTREAM_ANTHROPIC_KEY = 'sk-ant-upstream-secret'
 export function mockCatalog (mock: { openaiBaseUrl: string, messagesBaseUrl: string }, extraModels: Array<Record<string, unknown>> = []): Overrides {
   const params = ['temperature', 'top_p', 'max_tokens', 'stop', 'stop_sequences', 'tools', 'tool_choice', 'parallel_tool_calls', 'user', 'metadata', 'thinking']
   const model = (id: string, provider: string | string[], upstream: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-    id, name: id, provider, upstream_model: upstream, context_length: 200000,
+    id,
+    name: id,
+    provider,
+    upstream_model: upstream,
+    context_length: 200000,
     architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] },
-    supported_parameters: params, pricing: { input: 3, cached_input: 0.3, output: 15 }, ...extra
+    supported_parameters: params,
+    pricing: { input: 3, cached_input: 0.3, output: 15 },
+    ...extra
   })
   return {
     providers: [

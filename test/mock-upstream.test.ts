@@ -65,7 +65,9 @@ t.test('openai: non-streaming answer echoes the user and counts usage by the doc
   const p = Math.ceil(JSON.stringify(messages).length / 4)
   t.equal(promptTokens(mock.body()), p)
   t.same(res.usage, {
-    prompt_tokens: p + 3, completion_tokens: 5, total_tokens: p + 3 + 5,
+    prompt_tokens: p + 3,
+    completion_tokens: 5,
+    total_tokens: p + 3 + 5,
     prompt_tokens_details: { cached_tokens: 3, audio_tokens: 0 },
     completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 }
   })

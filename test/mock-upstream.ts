@@ -734,7 +734,7 @@ function checkMessages (body: Json, countOnly: boolean): string | null {
     let sawOther = false
     for (const [j, b] of blocks.entries()) {
       if (!isObj(b)) return `messages.${i}.content.${j}: Input should be a valid dictionary`
-      if (b.type === 'text' && (typeof b.text !== 'string' || b.text === '')) return `messages: text content blocks must be non-empty`
+      if (b.type === 'text' && (typeof b.text !== 'string' || b.text === '')) return 'messages: text content blocks must be non-empty'
       if (b.type === 'tool_use') {
         if (m.role !== 'assistant') return `messages.${i}.content.${j}: tool_use blocks are only allowed in assistant messages`
         if (!isObj(b.input)) return `messages.${i}.content.${j}.tool_use.input: Input should be a valid dictionary`
@@ -780,7 +780,7 @@ function checkGemini (body: Json, countOnly: boolean, signatures: boolean): stri
   let calls: string[] = []
   for (const [i, c] of (request.contents as unknown[]).entries()) {
     if (!isObj(c)) return `Invalid value at 'contents[${i}]'`
-    if (c.role !== undefined && c.role !== 'user' && c.role !== 'model') return `Please use a valid role: user, model.`
+    if (c.role !== undefined && c.role !== 'user' && c.role !== 'model') return 'Please use a valid role: user, model.'
     if (!Array.isArray(c.parts) || c.parts.length === 0) return `* GenerateContentRequest.contents[${i}].parts: contents.parts must not be empty.`
     const responses: string[] = []
     for (const [j, p] of c.parts.entries()) {

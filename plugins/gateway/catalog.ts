@@ -121,6 +121,7 @@ export class Catalog {
   private granted (m: CatalogModel, globs: readonly string[] | null): CatalogModel | undefined {
     return globs === null || this.matcher(globs)(m.id) ? m : undefined
   }
+
   /** Any model by id, whatever its status (billing a call that started before a change). */
   get (id: string): CatalogModel | undefined { return this.byId.get(id) }
   active (): CatalogModel[] { return this.all().filter((m) => m.active) }

@@ -89,4 +89,3 @@ export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerab
     return ctx.body
   })
 }
-

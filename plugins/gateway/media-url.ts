@@ -18,7 +18,9 @@ export type DataUris = 'image' | 'none'
 const DATA_IMAGE = /^data:image\/[a-z0-9][a-z0-9.+-]{0,126}[;,]/i
 const HTTP_PREFIX = /^https?:\/\//i
 // C0 controls, space, DEL and backslash: read differently by different URL parsers
+// eslint-disable-next-line no-control-regex -- control characters are what this looks for
 const AMBIGUOUS = /[\u0000-\u0020\u007f\\]/
+// eslint-disable-next-line no-control-regex -- the ASCII range, written out
 const NON_ASCII = /[^\u0000-\u007f]/
 
 // Reserved for local or private use, or never resolvable on the public internet.

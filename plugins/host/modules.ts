@@ -74,4 +74,3 @@ export async function loadPlugin (resolved: string): Promise<GatewayPlugin> {
   loaded.set(resolved, p)
   return p
 }
-

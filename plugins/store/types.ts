@@ -11,7 +11,6 @@ import type { MaybePromise } from '../kernel/maybe-promise.js'
 // promise or a microtask on the hot path; a network store returns promises. Callers handle both
 // (`then` of plugins/kernel/maybe-promise.ts).
 
-
 export type KeySource = 'config' | 'cli' | 'admin'
 
 /**

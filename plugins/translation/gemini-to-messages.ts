@@ -198,8 +198,7 @@ function response (body: Json, ctx: TranslateCtx) {
     if (b.type === 'thinking' || b.type === 'redacted_thinking') {
       parts.push(...out.thought(b.thinking))
       out.hold(b)
-    }
-    else if (b.type === 'text' && typeof b.text === 'string' && b.text !== '') parts.push(out.part({ text: b.text }))
+    } else if (b.type === 'text' && typeof b.text === 'string' && b.text !== '') parts.push(out.part({ text: b.text }))
     else if (b.type === 'tool_use') {
       const call: Json = { name: typeof b.name === 'string' ? b.name : '', args: isObj(b.input) ? b.input : {} }
       if (typeof b.id === 'string' && b.id !== '') call.id = b.id

@@ -324,7 +324,13 @@ function stream (ctx: TranslateCtx): StreamMapper {
     started = true
     return [ev('message_start', {
       message: {
-        id: `msg_${ctx.id}`, type: 'message', role: 'assistant', model: ctx.model, content: [], stop_reason: null, stop_sequence: null,
+        id: `msg_${ctx.id}`,
+        type: 'message',
+        role: 'assistant',
+        model: ctx.model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
         usage: { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 0 }
       }
     })]

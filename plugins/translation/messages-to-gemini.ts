@@ -359,7 +359,13 @@ function stream (ctx: TranslateCtx): StreamMapper {
     const u = toMessagesUsage(usage ?? ZERO)
     return [ev('message_start', {
       message: {
-        id: `msg_${ctx.id}`, type: 'message', role: 'assistant', model: ctx.model, content: [], stop_reason: null, stop_sequence: null,
+        id: `msg_${ctx.id}`,
+        type: 'message',
+        role: 'assistant',
+        model: ctx.model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
         usage: { input_tokens: u.input_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cache_read_input_tokens, output_tokens: 0 }
       }
     })]

@@ -47,7 +47,8 @@ export interface RelayOptions {
 
 /** An upstream body error, written to the relay as a value so it can end the client's stream cleanly. */
 class UpstreamFailure {
-  constructor (readonly error: unknown) {}
+  readonly error: unknown
+  constructor (cause: unknown) { this.error = cause }
 }
 
 export class StreamRelay extends Transform {

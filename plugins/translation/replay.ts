@@ -107,7 +107,13 @@ function messagesStream (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>): S
   const out: SseEvent[] = [ev({
     type: 'message_start',
     message: {
-      id: str(body.id) || `msg_${ctx.id}`, type: 'message', role: 'assistant', model: str(body.model) || ctx.model, content: [], stop_reason: null, stop_sequence: null,
+      id: str(body.id) || `msg_${ctx.id}`,
+      type: 'message',
+      role: 'assistant',
+      model: str(body.model) || ctx.model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
       // every field of the usage, as Anthropic's message_start has them; the output counted in message_delta
       usage: { ...usage, input_tokens: usage.input_tokens ?? 0, cache_creation_input_tokens: usage.cache_creation_input_tokens ?? 0, cache_read_input_tokens: usage.cache_read_input_tokens ?? 0, output_tokens: 1 }
     }

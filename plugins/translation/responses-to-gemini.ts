@@ -13,7 +13,6 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, Tra
 
 const INCOMPLETE: Partial<Record<Finish, IncompleteReason>> = { length: 'max_output_tokens', filter: 'content_filter' }
 
-
 function part (p: Part): Json {
   if (p.type === 'text') return { text: p.text }
   // `detail` only tunes OpenAI's image resolution

@@ -134,8 +134,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
         case 'content_block_start': {
           const b = isObj(data.content_block) ? data.content_block : {}
           let initial: unknown
-          if (b.type === 'text') { items.set(index, w.message()); initial = b.text }
-          else if (b.type === 'tool_use') items.set(index, w.call(String(b.id ?? ''), String(b.name ?? '')))
+          if (b.type === 'text') { items.set(index, w.message()); initial = b.text } else if (b.type === 'tool_use') items.set(index, w.call(String(b.id ?? ''), String(b.name ?? '')))
           else if (b.type === 'thinking') { items.set(index, w.reasoning()); initial = b.thinking }
           const at = items.get(index)
           if (at !== undefined && typeof initial === 'string') w.append(at, initial)

@@ -102,6 +102,7 @@ export async function countTexts (texts: string[], enc: Encoding, pause: () => P
       return true
     }
     pattern.lastIndex = 0
+    // eslint-disable-next-line no-unmodified-loop-condition -- `work` grows in flush(), called in the loop
     for (let m = pattern.exec(text); m !== null && work < MAX_WORK; m = pattern.exec(text)) {
       const piece = m[0]
       if (piece.length <= MAX_PIECE) {

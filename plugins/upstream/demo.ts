@@ -428,7 +428,13 @@ function messagesFrames (c: Completion): string[] {
   const ev = (type: string, data: Json = {}): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
   const frames = [ev('message_start', {
     message: {
-      id: c.id, type: 'message', role: 'assistant', model: c.model, content: [], stop_reason: null, stop_sequence: null,
+      id: c.id,
+      type: 'message',
+      role: 'assistant',
+      model: c.model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
       usage: { ...messagesUsage(c.usage, Math.min(1, c.usage.output)), service_tier: 'standard' }
     }
   })]
@@ -456,8 +462,16 @@ function messagesFrames (c: Completion): string[] {
 const OPENAI_ERROR_TYPE: Record<number, string> = { 403: 'permission_denied', 429: 'requests' }
 const OPENAI_ERROR_CODE: Record<number, string> = { 401: 'invalid_api_key', 429: 'rate_limit_exceeded' }
 const MESSAGES_ERROR_TYPE: Record<number, string> = {
-  400: 'invalid_request_error', 401: 'authentication_error', 402: 'billing_error', 403: 'permission_error', 404: 'not_found_error',
-  413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error', 504: 'timeout_error', 529: 'overloaded_error'
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  504: 'timeout_error',
+  529: 'overloaded_error'
 }
 
 /** The provider's own error body for a status (`type` overrides the usual type for it). */

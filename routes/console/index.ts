@@ -97,8 +97,13 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       const b: UsageBucket = rows.get(t) ?? { t, calls: 0, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0, saved_nano: 0 }
       for (const k of COUNTS) totals[k] += b[k]
       buckets.push({
-        start: new Date(t).toISOString(), calls: b.calls, prompt_tokens: b.prompt_tokens, cached_input_tokens: b.cached_input_tokens, completion_tokens: b.completion_tokens,
-        cost_usd: nanoToUsd(b.cost_nano), saved_usd: nanoToUsd(b.saved_nano)
+        start: new Date(t).toISOString(),
+        calls: b.calls,
+        prompt_tokens: b.prompt_tokens,
+        cached_input_tokens: b.cached_input_tokens,
+        completion_tokens: b.completion_tokens,
+        cost_usd: nanoToUsd(b.cost_nano),
+        saved_usd: nanoToUsd(b.saved_nano)
       })
     }
     const { cost_nano: cost, saved_nano: saved, ...counts } = totals

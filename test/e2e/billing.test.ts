@@ -127,6 +127,7 @@ t.test('a SIGTERM during load loses no record of a completed response', async (t
   let loaded!: () => void
   const underLoad = new Promise<void>((resolve) => { loaded = resolve })
   const worker = async (): Promise<void> => {
+    // eslint-disable-next-line no-unmodified-loop-condition -- `stop` is set by the test once the load has run long enough
     while (!stop) {
       try {
         const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' }, body: JSON.stringify(chat('load')) })

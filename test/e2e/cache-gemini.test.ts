@@ -41,8 +41,14 @@ const whole = (r: GenerateContentResponse): { text: string, thoughts: string, ca
 t.test('Gemini clients: hits whole and streamed, on a Gemini and a translated upstream', async (t) => {
   const { base, mock, rows } = await listeningGateway(t, (m) => {
     const c = mockCatalog(m, [{
-      id: 'google/gemini-test', name: 'google/gemini-test', provider: 'mock-gemini', upstream_model: 'gemini-upstream-name', context_length: 100000,
-      architecture: { input_modalities: ['text'], output_modalities: ['text'] }, supported_parameters: ['temperature', 'max_tokens', 'tools', 'tool_choice', 'reasoning_effort'], pricing: { input: 1, output: 2 }
+      id: 'google/gemini-test',
+      name: 'google/gemini-test',
+      provider: 'mock-gemini',
+      upstream_model: 'gemini-upstream-name',
+      context_length: 100000,
+      architecture: { input_modalities: ['text'], output_modalities: ['text'] },
+      supported_parameters: ['temperature', 'max_tokens', 'tools', 'tool_choice', 'reasoning_effort'],
+      pricing: { input: 1, output: 2 }
     }])
     return { ...c, providers: [...(c.providers as unknown[]), { id: 'mock-gemini', protocol: 'gemini', base_url: m.geminiBaseUrl, api_key: 'AIza-upstream' }], plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }] }
   })

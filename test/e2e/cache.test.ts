@@ -11,7 +11,6 @@ import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from 
 // one is a hit on the other, and identical calls that miss together, spread over the processes,
 // reach the provider once: the others wait (the waiting gauge of /metrics says when they all do).
 
-
 interface Answer { status: number, cache: string | null, text: string }
 
 async function call (base: string, content: string, stream = false): Promise<Answer> {

@@ -73,7 +73,7 @@ function holdUpstream (mock: MockUpstream, ready: (arrived: number) => boolean):
 }
 
 const ledger = async (db: pg.Pool, org = 'acme'): Promise<{ balance: number, held: number, spent: number, holds: number, records: number, recorded: number }> => {
-  const o = (await db.query("SELECT balance_nano::float8 AS balance, held_nano::float8 AS held, spent_nano::float8 AS spent, (SELECT count(*)::int FROM holds) AS holds FROM organizations WHERE id = $1", [org])).rows[0]
+  const o = (await db.query('SELECT balance_nano::float8 AS balance, held_nano::float8 AS held, spent_nano::float8 AS spent, (SELECT count(*)::int FROM holds) AS holds FROM organizations WHERE id = $1', [org])).rows[0]
   const u = (await db.query('SELECT count(*)::int AS records, coalesce(sum(cost_nano), 0)::float8 AS recorded FROM usage_records WHERE org_id = $1', [org])).rows[0]
   return { ...o, ...u }
 }
@@ -164,6 +164,7 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
     const completed: string[] = []
     let stop = false
     const client = async (i: number): Promise<void> => {
+      // eslint-disable-next-line no-unmodified-loop-condition -- `stop` is set by the test once the load has run long enough
       while (!stop) {
         const r = await chat(bases[i % 3] as string)
         if (r.status === 200 && r.text.includes('chat.completion')) completed.push(r.trace)

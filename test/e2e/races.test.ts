@@ -198,6 +198,7 @@ t.test('kill -9 of a worker under load: completed responses all recorded, ledger
   let failed = 0
   let stop = false
   const client = async (): Promise<void> => {
+    // eslint-disable-next-line no-unmodified-loop-condition -- `stop` is set by the test once the load has run long enough
     while (!stop) {
       const r = await chat(g)
       if (r.status === 200 && r.text.includes('chat.completion')) completed.push(r.trace)

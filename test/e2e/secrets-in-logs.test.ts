@@ -94,7 +94,7 @@ t.test('a Gemini client\'s ?key= is never logged, whatever the key looks like an
   t.match(logs, /key=\[redacted\]/, 'the requests were logged, their key redacted')
   for (const secret of [plain, wrong, UPSTREAM_GEMINI_KEY]) {
     t.notOk(logs.includes(secret), `${secret.slice(0, 8)}… is not in the logs`)
-    t.notOk(logs.includes(secret.slice(0, 16)), `nor a long piece of it`)
+    t.notOk(logs.includes(secret.slice(0, 16)), 'nor a long piece of it')
   }
 })
 

@@ -58,7 +58,7 @@ t.test('a key refuses repeats for ttl_s after the answer, then is taken again', 
   const row = () => store.db.prepare("SELECT created_at, expires_at FROM idempotency_keys WHERE idem_key = 'e'").get() as { created_at: number, expires_at: number }
   // the key's first use is noted (when it was last used): a write of its own, done with before
   t.equal((await gw.app.inject({ method: 'GET', url: '/v1/models', headers: gw.auth })).statusCode, 200)
-  await store.flush()
+  store.flush()
   t.equal((await post()).statusCode, 200)
   await settled()
   t.equal(store.commit.pending, 0, 'a quick call costs no second write')

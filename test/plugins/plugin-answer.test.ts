@@ -16,12 +16,20 @@ const longText = 'The heron stands in the shallows, patient as a post, waiting f
 
 const ANSWERS: Record<string, Json> = {
   openai: {
-    id: 'chatcmpl-cached', object: 'chat.completion', created: 1700000000, model: 'test/echo',
+    id: 'chatcmpl-cached',
+    object: 'chat.completion',
+    created: 1700000000,
+    model: 'test/echo',
     choices: [{ index: 0, message: { role: 'assistant', content: longText, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Lyon","unit":"celsius","days":3,"hourly":false}' } }] }, finish_reason: 'tool_calls', logprobs: null }],
     usage: { prompt_tokens: 1200, completion_tokens: 300, total_tokens: 1500 }
   },
   messages: {
-    id: 'msg_cached', type: 'message', role: 'assistant', model: 'test/claude', stop_reason: 'tool_use', stop_sequence: null,
+    id: 'msg_cached',
+    type: 'message',
+    role: 'assistant',
+    model: 'test/claude',
+    stop_reason: 'tool_use',
+    stop_sequence: null,
     content: [
       { type: 'thinking', thinking: 'The user wants the weather; a tool call will give it. '.repeat(3), signature: 'sig-abc' },
       { type: 'text', text: longText },
@@ -30,13 +38,21 @@ const ANSWERS: Record<string, Json> = {
     usage: { input_tokens: 1200, output_tokens: 300, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 }
   },
   responses: {
-    id: 'resp_cached', object: 'response', created_at: 1700000000, status: 'completed', model: 'test/echo', error: null, incomplete_details: null,
+    id: 'resp_cached',
+    object: 'response',
+    created_at: 1700000000,
+    status: 'completed',
+    model: 'test/echo',
+    error: null,
+    incomplete_details: null,
     output: [
       { type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: longText, annotations: [] }] },
       { type: 'function_call', id: 'fc_1', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Lyon"}', status: 'completed' }
     ],
     usage: { input_tokens: 1200, input_tokens_details: { cached_tokens: 0 }, output_tokens: 300, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 1500 },
-    parallel_tool_calls: true, tool_choice: 'auto', tools: []
+    parallel_tool_calls: true,
+    tool_choice: 'auto',
+    tools: []
   },
   gemini: {
     candidates: [{
@@ -79,7 +95,10 @@ async function start (t: Tap.Test) {
   t.teardown(() => app.close())
   const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
   return {
-    app, gw, base, outcomes,
+    app,
+    gw,
+    base,
+    outcomes,
     openai: new OpenAI({ baseURL: `${base}/v1`, apiKey: TEST_KEY, maxRetries: 0 }),
     anthropic: new Anthropic({ baseURL: base, apiKey: TEST_KEY, maxRetries: 0 }),
     google: new GoogleGenAI({ apiKey: TEST_KEY, httpOptions: { baseUrl: base } })

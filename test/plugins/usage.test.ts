@@ -67,8 +67,13 @@ t.test('a record keeps the call\'s attempts and the parameters it dropped (the D
   t.teardown(() => mock.close())
   // a Messages model that lists presence_penalty: the chat → Messages translation drops it, the model's parameters drop logit_bias
   const translated = {
-    id: 'anthropic/claude-pp', name: 'claude-pp', provider: 'mock-messages', upstream_model: 'claude-upstream-name', context_length: 200000,
-    supported_parameters: ['max_tokens', 'temperature', 'presence_penalty'], pricing: { input: 3, output: 15 }
+    id: 'anthropic/claude-pp',
+    name: 'claude-pp',
+    provider: 'mock-messages',
+    upstream_model: 'claude-upstream-name',
+    context_length: 200000,
+    supported_parameters: ['max_tokens', 'temperature', 'presence_penalty'],
+    pricing: { input: 3, output: 15 }
   }
   const gw = await bareGateway(t, [auth, usage, diagnostics], { config: { ...mockCatalog(mock, [translated]), upstream: { retry: { attempts: 0 } } } })
   const post = (body: Record<string, unknown>) => gw.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: body })
@@ -117,5 +122,5 @@ t.test('store_content: content older than retention_days is swept when the plugi
   const left = () => (store.db.prepare('SELECT usage_id FROM usage_content ORDER BY usage_id').all() as Array<{ usage_id: string }>).map((r) => r.usage_id)
   for (let i = 0; i < 100 && left().length > 1; i++) await new Promise((resolve) => setImmediate(resolve))
   t.same(left(), ['recent'], 'the content older than seven days is gone')
-  t.equal((await store.usage.page({}, 10)).length, 2, 'the records themselves stay')
+  t.equal((store.usage.page({}, 10)).length, 2, 'the records themselves stay')
 })

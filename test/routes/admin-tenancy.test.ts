@@ -89,8 +89,17 @@ t.test('keys: created with an expiry, limits and a budget; read; changed; models
   const k = await newKey(app, { name: 'svc', models: ['demo/*'], expires_at: '2026-02-01T00:00:00Z', limits: { rpm: 100, tpm: 100_000 }, budget: { usd: '2.5', per: 'month' } })
   const got = await api(app, 'GET', `/keys/${k.id}`)
   t.match(got.body, {
-    id: k.id, org: 'acme', project: 'web', name: 'svc', models: ['demo/*'], passthrough: [], expires_at: '2026-02-01T00:00:00.000Z',
-    limits: { rpm: 100, tpm: 100_000 }, budget: { limit: '2.5', used: '0', per: 'month', resets_at: '2026-02-01T00:00:00.000Z' }, last_used_at: null, revoked: false
+    id: k.id,
+    org: 'acme',
+    project: 'web',
+    name: 'svc',
+    models: ['demo/*'],
+    passthrough: [],
+    expires_at: '2026-02-01T00:00:00.000Z',
+    limits: { rpm: 100, tpm: 100_000 },
+    budget: { limit: '2.5', used: '0', per: 'month', resets_at: '2026-02-01T00:00:00.000Z' },
+    last_used_at: null,
+    revoked: false
   })
   t.notOk(got.text.includes(k.key), 'the secret is never shown again')
   t.equal((await chat(app, k.key)).status, 200)

@@ -15,7 +15,6 @@ import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from 
 // What is particular to one backend (SQLite's checkpoints, PostgreSQL's migrations and fault
 // handling) is tested beside it.
 
-
 /** `n` stores on one fresh backend, closed when the test ends. */
 type Open = (t: Tap.Test, n?: number) => Promise<Store[]>
 
@@ -40,9 +39,28 @@ const tenants = (balanceUsd: number, keys: Array<Record<string, unknown>> = [{ k
   testConfig({ tenants: [{ org: 'acme', balance_usd: balanceUsd, projects: [{ id: 'web', keys }] }] })
 
 const row = (i: number): UsageRow => ({
-  id: `usage_${String(i).padStart(5, '0')}`, created_at: 1_700_000_000_000 + i * 1000, trace_id: `t${i}`, org_id: 'acme', project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
-  model: i % 2 === 0 ? 'm-even' : 'm-odd', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 100, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0,
-  attempts: [], dropped_params: []
+  id: `usage_${String(i).padStart(5, '0')}`,
+  created_at: 1_700_000_000_000 + i * 1000,
+  trace_id: `t${i}`,
+  org_id: 'acme',
+  project_id: 'web',
+  key_id: 'k',
+  endpoint: 'chat.completions',
+  model: i % 2 === 0 ? 'm-even' : 'm-odd',
+  provider: 'p',
+  stream: 0,
+  status: 'ok',
+  prompt_tokens: 10,
+  cached_input_tokens: 2,
+  completion_tokens: 5,
+  total_tokens: 15,
+  cost_nano: 100,
+  latency_ms: 1,
+  ttft_ms: null,
+  cache_hit: 0,
+  saved_nano: 0,
+  attempts: [],
+  dropped_params: []
 })
 
 function contract (t: Tap.Test, open: Open): void {

@@ -14,7 +14,7 @@ const leaseRows = (s: SqliteStore): number => (s.db.prepare('SELECT count(*) AS 
 async function open (t: Teardown, file: string, balance?: number, opts: ConstructorParameters<typeof SqliteStore>[1] = {}): Promise<SqliteStore> {
   const store = new SqliteStore(file, opts)
   t.teardown(() => store.close())
-  store.syncTenants(testConfig(), 0)
+  await store.syncTenants(testConfig(), 0)
   if (balance !== undefined) store.db.prepare('UPDATE organizations SET balance_nano = ? WHERE id = ?').run(balance, 'acme')
   return store
 }
@@ -169,7 +169,7 @@ t.test('a lease from before holders were recorded is released as stale', async (
 t.test('a store that closes gives its leases back', async (t) => {
   const file = join(tempDir('leases'), 'gw.db')
   const a = new SqliteStore(file)
-  a.syncTenants(testConfig(), 0)
+  await a.syncTenants(testConfig(), 0)
   a.db.prepare('UPDATE organizations SET balance_nano = 100000 WHERE id = ?').run('acme')
   t.ok(await a.balance.hold('acme', 1000, 0))
   await a.close()

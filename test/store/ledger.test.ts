@@ -5,7 +5,7 @@ import { testConfig } from '../helper.js'
 
 function store (): Store {
   const s = new Store(':memory:')
-  s.syncTenants(testConfig(), 0)
+  await s.syncTenants(testConfig(), 0)
   return s
 }
 
@@ -30,8 +30,28 @@ t.test('usage records: batched insert, filters, cursor pages', async (t) => {
   const s = store()
   t.teardown(() => s.close())
   const row = (i: number, org: string) => ({
-    id: `u${String(i).padStart(3, '0')}`, created_at: 1000 + Math.floor(i / 2), trace_id: `t${i}`, org_id: org, project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
-    model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 1, completion_tokens: 5, total_tokens: 15, cost_nano: 7, latency_ms: 1, ttft_ms: 1, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: []
+    id: `u${String(i).padStart(3, '0')}`,
+    created_at: 1000 + Math.floor(i / 2),
+    trace_id: `t${i}`,
+    org_id: org,
+    project_id: 'web',
+    key_id: 'k',
+    endpoint: 'chat.completions',
+    model: 'm',
+    provider: 'p',
+    stream: 0,
+    status: 'ok',
+    prompt_tokens: 10,
+    cached_input_tokens: 1,
+    completion_tokens: 5,
+    total_tokens: 15,
+    cost_nano: 7,
+    latency_ms: 1,
+    ttft_ms: 1,
+    cache_hit: 0,
+    saved_nano: 0,
+    attempts: [],
+    dropped_params: []
   })
   s.usage.insertMany(Array.from({ length: 25 }, (_, i) => row(i, i % 5 === 0 ? 'zeta' : 'acme')), [])
   t.equal(s.usage.count(), 25)
@@ -79,10 +99,28 @@ t.test('usage filters combine: every page and total agrees with the rows', async
   const s = store()
   t.teardown(() => s.close())
   const rows = Array.from({ length: 40 }, (_, i) => ({
-    id: `u${String(i).padStart(3, '0')}`, created_at: 1000 + Math.floor(i / 3), trace_id: `t${i}`, org_id: i % 2 === 0 ? 'acme' : 'zeta', project_id: i % 4 < 2 ? 'web' : 'app',
-    key_id: `k${i % 3}`, endpoint: i % 7 < 3 ? 'messages' : 'chat.completions', model: i % 5 === 0 ? 'big' : 'small', provider: i % 6 === 0 ? 'q' : 'p',
-    stream: 0, status: ['ok', 'ok', 'upstream_error', 'timeout', 'client_aborted'][i % 5] as string, attempts: [], dropped_params: [],
-    prompt_tokens: i, cached_input_tokens: 0, completion_tokens: 1, total_tokens: i + 1, cost_nano: 2 * i, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0
+    id: `u${String(i).padStart(3, '0')}`,
+    created_at: 1000 + Math.floor(i / 3),
+    trace_id: `t${i}`,
+    org_id: i % 2 === 0 ? 'acme' : 'zeta',
+    project_id: i % 4 < 2 ? 'web' : 'app',
+    key_id: `k${i % 3}`,
+    endpoint: i % 7 < 3 ? 'messages' : 'chat.completions',
+    model: i % 5 === 0 ? 'big' : 'small',
+    provider: i % 6 === 0 ? 'q' : 'p',
+    stream: 0,
+    status: ['ok', 'ok', 'upstream_error', 'timeout', 'client_aborted'][i % 5] as string,
+    attempts: [],
+    dropped_params: [],
+    prompt_tokens: i,
+    cached_input_tokens: 0,
+    completion_tokens: 1,
+    total_tokens: i + 1,
+    cost_nano: 2 * i,
+    latency_ms: 1,
+    ttft_ms: null,
+    cache_hit: 0,
+    saved_nano: 0
   }))
   s.usage.insertMany(rows, [])
   const filters: UsageFilter[] = [{}, { org: 'acme' }, { org: 'zeta', project: 'app' }, { project: 'web' }, { key_id: 'k1' }, { model: 'big' },
@@ -106,8 +144,12 @@ t.test('usage filters combine: every page and total agrees with the rows', async
     }
     t.same(got, want.map((r) => r.id), `pages of ${JSON.stringify(f)}, newest first`)
     t.same(s.usage.totals(f), {
-      calls: want.length, prompt_tokens: want.reduce((a, r) => a + r.prompt_tokens, 0), cached_input_tokens: 0,
-      completion_tokens: want.length, total_tokens: want.reduce((a, r) => a + r.total_tokens, 0), cost_nano: want.reduce((a, r) => a + r.cost_nano, 0)
+      calls: want.length,
+      prompt_tokens: want.reduce((a, r) => a + r.prompt_tokens, 0),
+      cached_input_tokens: 0,
+      completion_tokens: want.length,
+      total_tokens: want.reduce((a, r) => a + r.total_tokens, 0),
+      cost_nano: want.reduce((a, r) => a + r.cost_nano, 0)
     }, `totals of ${JSON.stringify(f)}`)
   }
 })

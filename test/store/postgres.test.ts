@@ -1,14 +1,12 @@
 import t from 'tap'
-import pg from 'pg'
-import { Redis } from 'ioredis'
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import type { UsageRow } from '../../plugins/store/types.js'
-import { childEnv, KEY_A, testConfig } from '../helper.js'
+import { childEnv, eventually, KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
-import { ADMIN_URL, REDIS_URL, scratchDatabase as database, scratchRedisPrefix as prefix, servicesMissing as services } from '../scratch-services.js'
+import { REDIS_URL, scratchDatabase as database, scratchRedisPrefix as prefix, servicesMissing as services } from '../scratch-services.js'
 
 // The PostgreSQL + Redis store, against the machine's PostgreSQL (127.0.0.1:5432) and Redis
 // (127.0.0.1:6379). Each test gets a database of its own (created and dropped here) and a Redis
@@ -28,9 +26,28 @@ async function stores (t: Tap.Test, n: number, balanceUsd = 25): Promise<Postgre
 }
 
 const row = (i: number, org = 'acme'): UsageRow => ({
-  id: `usage_${i}_${randomBytes(3).toString('hex')}`, created_at: 1_700_000_000_000 + i, trace_id: `t${i}`, org_id: org, project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
-  model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 0, completion_tokens: 5, total_tokens: 15, cost_nano: 100 + i, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0,
-  attempts: [], dropped_params: []
+  id: `usage_${i}_${randomBytes(3).toString('hex')}`,
+  created_at: 1_700_000_000_000 + i,
+  trace_id: `t${i}`,
+  org_id: org,
+  project_id: 'web',
+  key_id: 'k',
+  endpoint: 'chat.completions',
+  model: 'm',
+  provider: 'p',
+  stream: 0,
+  status: 'ok',
+  prompt_tokens: 10,
+  cached_input_tokens: 0,
+  completion_tokens: 5,
+  total_tokens: 15,
+  cost_nano: 100 + i,
+  latency_ms: 1,
+  ttft_ms: null,
+  cache_hit: 0,
+  saved_nano: 0,
+  attempts: [],
+  dropped_params: []
 })
 
 t.test('PostgreSQL + Redis store', async (t) => {
@@ -250,31 +267,31 @@ t.test('PostgreSQL + Redis store', async (t) => {
 })
 
 /** A TCP relay to a real service that a test can cut and restore, on the same port. */
-async function relay (t: Tap.Test, target: number): Promise<{ port: number, cut: () => Promise<void>, restore: () => Promise<void> }> {
+/**
+ * A TCP relay to a local service that can be cut (every connection dropped, new ones refused:
+ * counted, so a test can wait until a client has tried) and restored on the same port.
+ */
+async function relay (t: Tap.Test, target: number): Promise<{ port: number, cut: () => Promise<void>, restore: () => Promise<void>, refused: () => number }> {
   const { createServer, connect } = await import('node:net')
   const sockets = new Set<import('node:net').Socket>()
-  let server = createServer()
-  const handler = (client: import('node:net').Socket): void => {
+  let open = true
+  let refused = 0
+  const server = createServer((client) => {
+    if (!open) { refused++; client.destroy(); return }
     const upstream = connect(target, '127.0.0.1')
     sockets.add(client); sockets.add(upstream)
     client.pipe(upstream).pipe(client)
     const drop = (): void => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream) }
     client.on('error', drop); upstream.on('error', drop); client.on('close', drop); upstream.on('close', drop)
-  }
-  server.on('connection', handler)
+  })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const port = (server.address() as { port: number }).port
   t.teardown(() => { for (const s of sockets) s.destroy(); server.close() })
   return {
     port,
-    cut: async () => {
-      await new Promise<void>((resolve) => { server.close(() => resolve()); for (const s of sockets) s.destroy() })
-    },
-    restore: async () => {
-      server = createServer()
-      server.on('connection', handler)
-      await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
-    }
+    cut: async () => { open = false; for (const s of sockets) s.destroy() },
+    restore: async () => { open = true },
+    refused: () => refused
   }
 }
 
@@ -326,8 +343,9 @@ t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /ready
   const kept = row(424242)
   let committed = false
   const writes = Promise.all([app.gateway.store.usage.record(kept), app.gateway.store.balance.settle('acme', 5_000, 1_234, Date.now())]).then(() => { committed = true })
-  await new Promise((resolve) => setTimeout(resolve, 700))
-  t.notOk(committed, 'not committed while PostgreSQL is away, and not given up either')
+  const before = pgRelay.refused()
+  await eventually(10_000, async () => pgRelay.refused(), (n) => n > before + 1)
+  t.notOk(committed, 'not committed while PostgreSQL is away (the store has tried again), and not given up either')
   await pgRelay.restore()
   await writes
   t.ok(committed, 'committed once it is back')
@@ -375,10 +393,10 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
   // a SQLite store with tenants, a created key, a revoked one, credits, charges, records and a hold left open
   const sqlite = new SqliteStore(file)
   await sqlite.syncTenants(testConfig({ tenants: tenants(25) }), Date.now())
-  const made = await sqlite.keys.create({ org: 'acme', project: 'web', source: 'cli', passthrough: ['x'] }, Date.now())
-  const revoked = await sqlite.keys.create({ org: 'acme', project: 'web', source: 'admin' }, Date.now())
+  const made = sqlite.keys.create({ org: 'acme', project: 'web', source: 'cli', passthrough: ['x'] }, Date.now())
+  const revoked = sqlite.keys.create({ org: 'acme', project: 'web', source: 'admin' }, Date.now())
   await sqlite.keys.revoke(revoked.id, Date.now())
-  await sqlite.orgs.credit('acme', 1_500_000_000)
+  sqlite.orgs.credit('acme', 1_500_000_000)
   for (let i = 0; i < 3; i++) {
     t.ok(await sqlite.balance.hold('acme', 2_000_000, Date.now()))
     await sqlite.balance.settle('acme', 2_000_000, 700_000 + i, Date.now())
@@ -389,10 +407,11 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
     await sqlite.usage.record(r, i % 100 === 0 ? { usage_id: r.id, created_at: r.created_at, request: 'q', response: 'a' } : undefined)
   }))
   await sqlite.quota.count('project:acme/web', 0, 123, 456, { tokens: 1_000_000 })
-  await sqlite.flush()
+  sqlite.flush()
   await sqlite.close()
   // and a hold left open by a process that died (a lease of a gateway killed mid-call)
-  const raw = new (await import('better-sqlite3')).default(file)
+  const { default: Database } = await import('better-sqlite3')
+  const raw = new Database(file)
   raw.prepare("INSERT INTO holds (id, org_id, amount_nano, created_at, holder) VALUES ('lease:dead', 'acme', 3000000, 1, 'dead:1')").run()
   raw.prepare("UPDATE organizations SET held_nano = held_nano + 3000000 WHERE id = 'acme'").run()
   raw.close()

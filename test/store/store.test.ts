@@ -29,7 +29,7 @@ t.test('the store\'s files are the gateway\'s own: the folder it makes 0700, the
   const file = join(dir, 'made', 'gw.db')
   const store = new Store(file)
   t.teardown(() => store.close())
-  store.syncTenants(testConfig(), 1)
+  await store.syncTenants(testConfig(), 1)
   store.keys.touch('key_x', 2)
   store.flush()
   const mode = (f: string): string => (statSync(f).mode & 0o777).toString(8)
@@ -93,9 +93,28 @@ t.test('migration 010: records made before it read attempts and dropped_params [
   t.teardown(() => store.close())
   t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 10)
   const fresh = {
-    id: 'usage_new', created_at: 2000, trace_id: 'new', org_id: 'acme', project_id: 'web', key_id: 'k', endpoint: 'chat.completions', model: 'm', provider: 'p', stream: 0, status: 'ok',
-    prompt_tokens: 1, cached_input_tokens: 0, completion_tokens: 1, total_tokens: 2, cost_nano: 3, latency_ms: 4, ttft_ms: 2, cache_hit: 0, saved_nano: 0,
-    attempts: [{ provider: 'p', upstream_model: 'm-up', outcome: 'ok', status: 200, error: null, latency_ms: 2 }], dropped_params: ['seed']
+    id: 'usage_new',
+    created_at: 2000,
+    trace_id: 'new',
+    org_id: 'acme',
+    project_id: 'web',
+    key_id: 'k',
+    endpoint: 'chat.completions',
+    model: 'm',
+    provider: 'p',
+    stream: 0,
+    status: 'ok',
+    prompt_tokens: 1,
+    cached_input_tokens: 0,
+    completion_tokens: 1,
+    total_tokens: 2,
+    cost_nano: 3,
+    latency_ms: 4,
+    ttft_ms: 2,
+    cache_hit: 0,
+    saved_nano: 0,
+    attempts: [{ provider: 'p', upstream_model: 'm-up', outcome: 'ok', status: 200, error: null, latency_ms: 2 }],
+    dropped_params: ['seed']
   }
   await store.usage.record(fresh)
   const rows = store.usage.page({}, 10)
@@ -108,25 +127,25 @@ t.test('tenants sync: orgs keep their balance across restarts, config keys follo
   const store = new Store(':memory:')
   t.teardown(() => store.close())
   const config = testConfig()
-  store.syncTenants(config, 1000)
+  await store.syncTenants(config, 1000)
   t.equal(store.orgs.get('acme')?.balance_nano, 25_000_000_000)
   store.orgs.credit('acme', 5)
-  store.syncTenants(config, 2000)
+  await store.syncTenants(config, 2000)
   t.equal(store.orgs.get('acme')?.balance_nano, 25_000_000_005, 'a restart does not reset the balance')
   const id = store.keys.verify(KEY_A)?.id
   t.ok(id)
-  store.syncTenants(config, 3000)
+  await store.syncTenants(config, 3000)
   t.equal(store.keys.verify(KEY_A)?.id, id, 'config keys keep their id')
 
   const without = testConfig({ tenants: [{ org: 'acme', projects: [{ id: 'web' }] }] })
-  store.syncTenants(without, 4000)
+  await store.syncTenants(without, 4000)
   t.equal(store.keys.verify(KEY_A), undefined, 'a key removed from the config is revoked')
 })
 
 t.test('created keys: shown once, stored as a hash, revocable', async (t) => {
   const store = new Store(':memory:')
   t.teardown(() => store.close())
-  store.syncTenants(testConfig(), 1000)
+  await store.syncTenants(testConfig(), 1000)
   const k = store.keys.create({ org: 'acme', project: 'web', models: ['demo/*'], name: 'cli', source: 'cli' }, 1000)
   t.match(k.key, /^mg-[A-Za-z0-9_-]{43}$/)
   t.equal(store.keys.verify(k.key)?.id, k.id)

@@ -17,12 +17,19 @@ const long = 'The heron stands in the shallows, patient as a post, waiting for t
 const ANSWERS: Record<Protocol, Json[]> = {
   openai: [
     {
-      id: 'chatcmpl-1', object: 'chat.completion', created: 1700000001, model: 'vendor/model', system_fingerprint: 'fp_1',
+      id: 'chatcmpl-1',
+      object: 'chat.completion',
+      created: 1700000001,
+      model: 'vendor/model',
+      system_fingerprint: 'fp_1',
       choices: [{ index: 0, message: { role: 'assistant', content: long, refusal: null, reasoning_content: 'Think first. '.repeat(9) }, logprobs: null, finish_reason: 'stop' }],
       usage: { prompt_tokens: 120, completion_tokens: 30, total_tokens: 150, prompt_tokens_details: { cached_tokens: 20 } }
     },
     {
-      id: 'chatcmpl-2', object: 'chat.completion', created: 1700000002, model: 'vendor/model',
+      id: 'chatcmpl-2',
+      object: 'chat.completion',
+      created: 1700000002,
+      model: 'vendor/model',
       choices: [{
         index: 0,
         message: {
@@ -40,7 +47,10 @@ const ANSWERS: Record<Protocol, Json[]> = {
       usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }
     },
     {
-      id: 'chatcmpl-3', object: 'chat.completion', created: 1700000003, model: 'vendor/model',
+      id: 'chatcmpl-3',
+      object: 'chat.completion',
+      created: 1700000003,
+      model: 'vendor/model',
       choices: [
         { index: 0, message: { role: 'assistant', content: 'one', refusal: null }, logprobs: null, finish_reason: 'stop' },
         { index: 1, message: { role: 'assistant', content: '', refusal: 'I cannot help with that.' }, logprobs: null, finish_reason: 'stop' }
@@ -50,7 +60,12 @@ const ANSWERS: Record<Protocol, Json[]> = {
   ],
   messages: [
     {
-      id: 'msg_1', type: 'message', role: 'assistant', model: 'vendor/model', stop_reason: 'tool_use', stop_sequence: null,
+      id: 'msg_1',
+      type: 'message',
+      role: 'assistant',
+      model: 'vendor/model',
+      stop_reason: 'tool_use',
+      stop_sequence: null,
       content: [
         { type: 'thinking', thinking: 'The user wants the weather. '.repeat(5), signature: 'sig-abc' },
         { type: 'redacted_thinking', data: 'opaque' },
@@ -61,24 +76,43 @@ const ANSWERS: Record<Protocol, Json[]> = {
       usage: { input_tokens: 1200, cache_creation_input_tokens: 10, cache_read_input_tokens: 300, output_tokens: 300 }
     },
     {
-      id: 'msg_2', type: 'message', role: 'assistant', model: 'vendor/model', stop_reason: 'stop_sequence', stop_sequence: 'END',
+      id: 'msg_2',
+      type: 'message',
+      role: 'assistant',
+      model: 'vendor/model',
+      stop_reason: 'stop_sequence',
+      stop_sequence: 'END',
       content: [{ type: 'text', text: 'short' }],
       usage: { input_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 }
     }
   ],
   responses: [
     {
-      id: 'resp_1', object: 'response', created_at: 1700000000, status: 'completed', model: 'vendor/model', error: null, incomplete_details: null,
+      id: 'resp_1',
+      object: 'response',
+      created_at: 1700000000,
+      status: 'completed',
+      model: 'vendor/model',
+      error: null,
+      incomplete_details: null,
       output: [
         { type: 'reasoning', id: 'rs_1', summary: [{ type: 'summary_text', text: 'Thinking about it. '.repeat(6) }] },
         { type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: long, annotations: [] }] },
         { type: 'function_call', id: 'fc_1', call_id: 'call_1', name: 'get_weather', arguments: JSON.stringify({ city: 'Lyon', notes: long }), status: 'completed' }
       ],
       usage: { input_tokens: 1200, input_tokens_details: { cached_tokens: 0 }, output_tokens: 300, output_tokens_details: { reasoning_tokens: 12 }, total_tokens: 1500 },
-      parallel_tool_calls: true, tool_choice: 'auto', tools: []
+      parallel_tool_calls: true,
+      tool_choice: 'auto',
+      tools: []
     },
     {
-      id: 'resp_2', object: 'response', created_at: 1700000000, status: 'incomplete', model: 'vendor/model', error: null, incomplete_details: { reason: 'max_output_tokens' },
+      id: 'resp_2',
+      object: 'response',
+      created_at: 1700000000,
+      status: 'incomplete',
+      model: 'vendor/model',
+      error: null,
+      incomplete_details: { reason: 'max_output_tokens' },
       output: [{ type: 'message', id: 'msg_2', status: 'incomplete', role: 'assistant', content: [{ type: 'output_text', text: 'cut sh', annotations: [] }] }],
       usage: { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 2, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 12 }
     }
@@ -98,7 +132,8 @@ const ANSWERS: Record<Protocol, Json[]> = {
         index: 0
       }],
       usageMetadata: { promptTokenCount: 12, candidatesTokenCount: 40, thoughtsTokenCount: 8, totalTokenCount: 60 },
-      modelVersion: 'gemini-test', responseId: 'resp-g1'
+      modelVersion: 'gemini-test',
+      responseId: 'resp-g1'
     },
     {
       candidates: [

@@ -97,8 +97,20 @@ const GEMINI_REQUEST = {
   tools: [{ functionDeclarations: [{ name: 'f', description: 'd', parameters: { type: 'OBJECT', properties: { a: { type: 'INTEGER', nullable: true } }, required: ['a'] } }, { name: 'g', parametersJsonSchema: { type: 'object' }, response: { type: 'OBJECT' } }] }, { googleSearch: {} }],
   toolConfig: { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['f'] }, retrievalConfig: {} },
   generationConfig: {
-    temperature: 1, topP: 0.95, topK: 64, maxOutputTokens: 100, stopSequences: ['END'], candidateCount: 1, presencePenalty: 0.1, frequencyPenalty: 0.2, seed: 3,
-    responseMimeType: 'application/json', responseSchema: { type: 'OBJECT' }, responseJsonSchema: { type: 'object' }, thinkingConfig: { includeThoughts: true, thinkingBudget: 2048, thinkingLevel: 'high' }, responseModalities: ['TEXT']
+    temperature: 1,
+    topP: 0.95,
+    topK: 64,
+    maxOutputTokens: 100,
+    stopSequences: ['END'],
+    candidateCount: 1,
+    presencePenalty: 0.1,
+    frequencyPenalty: 0.2,
+    seed: 3,
+    responseMimeType: 'application/json',
+    responseSchema: { type: 'OBJECT' },
+    responseJsonSchema: { type: 'object' },
+    thinkingConfig: { includeThoughts: true, thinkingBudget: 2048, thinkingLevel: 'high' },
+    responseModalities: ['TEXT']
   },
   safetySettings: [{ category: 'HARM_CATEGORY_HARASSMENT', threshold: 'BLOCK_NONE' }]
 }

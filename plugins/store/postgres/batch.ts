@@ -34,7 +34,7 @@ const deadlock = (err: unknown): boolean => (err as { code?: string } | null)?.c
 function newBatch (): Batch {
   let resolve!: () => void
   let reject!: (err: unknown) => void
-  const done = new Promise<void>((res, rej) => { resolve = res; reject = rej })
+  const done = new Promise<void>((_resolve, _reject) => { resolve = _resolve; reject = _reject })
   done.catch(() => {}) // each caller gets the rejection from its own promise
   return { leases: new Map(), charges: new Map(), quotas: new Map(), rows: [], contents: [], touches: new Map(), writes: 0, totals: new Map(), done, resolve, reject }
 }

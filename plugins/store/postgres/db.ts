@@ -25,7 +25,7 @@ export function isConnectionError (err: unknown): boolean {
 /** A connection failure of either store, answered as 503 with Retry-After rather than a 500. */
 export function unavailable (err: unknown): never {
   if (isConnectionError(err)) throw new StoreUnavailable({}, { headers: { 'retry-after': '1' } })
-  throw err as Error
+  throw err instanceof Error ? err : new Error(String(err))
 }
 
 /** Runs `fn` in a transaction on one connection of `pool`: committed when it resolves, rolled back when it throws. */

@@ -11,8 +11,11 @@ import { inTransaction, migrate, pgPool } from './db.js'
 const TABLES: Array<{ name: string, columns: string[] }> = [
   { name: 'organizations', columns: ['id', 'balance_nano', 'held_nano', 'spent_nano', 'uncollected_nano', 'created_at', 'quota', 'deleted_at'] },
   { name: 'projects', columns: ['org_id', 'id', 'created_at', 'quota', 'deleted_at'] },
-  { name: 'api_keys', columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at', 'revoked_at',
-    'expires_at', 'rpm', 'tpm', 'budget_nano', 'budget_per', 'last_used_at', 'replaces', 'lineage'] },
+  {
+    name: 'api_keys',
+    columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at', 'revoked_at',
+      'expires_at', 'rpm', 'tpm', 'budget_nano', 'budget_per', 'last_used_at', 'replaces', 'lineage']
+  },
   { name: 'holds', columns: ['id', 'org_id', 'amount_nano', 'holder', 'created_at'] },
   { name: 'quota_usage', columns: ['scope', 'window_start', 'tokens', 'cost_nano'] },
   { name: 'usage_records', columns: ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano', 'attempts', 'dropped_params'] },
@@ -64,7 +67,7 @@ function numbers (row: Record<string, unknown>): Totals {
 async function copy (db: Database.Database, client: pg.PoolClient, table: string, columns: string[]): Promise<void> {
   // holds written before holders existed have none: they are released like any silent holder's
   const select = table === 'holds'
-    ? `SELECT id, org_id, amount_nano, coalesce(holder, 'migrated') AS holder, created_at FROM holds`
+    ? 'SELECT id, org_id, amount_nano, coalesce(holder, \'migrated\') AS holder, created_at FROM holds'
     : `SELECT ${columns.join(', ')} FROM ${table}`
   let batch: unknown[][] = []
   const flush = async (): Promise<void> => {

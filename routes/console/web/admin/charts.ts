@@ -3,11 +3,11 @@
 // part of styles.css. Each chart follows its container's width, and says in its label what it
 // shows, for screen readers.
 
-import uPlot from 'uplot'
+import UPlot from 'uplot'
 
 export interface Series { label: string, values: number[], color: string }
 
-const charts = new Map<HTMLElement, { plot: uPlot, observer: ResizeObserver }>()
+const charts = new Map<HTMLElement, { plot: UPlot, observer: ResizeObserver }>()
 const HEIGHT = 200
 
 const css = (name: string): string => getComputedStyle(document.documentElement).getPropertyValue(name).trim()
@@ -26,11 +26,11 @@ export function chart (target: HTMLElement, xs: number[], series: Series[], form
   const fg = css('--muted')
   const grid = css('--line')
   const width = Math.max(240, target.clientWidth)
-  const opts: uPlot.Options = {
+  const opts: UPlot.Options = {
     width,
     height: HEIGHT,
     // the buckets are UTC hours or days: the axis says them in UTC
-    tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
+    tzDate: (ts) => UPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
     cursor: { drag: { x: false, y: false } },
     // the legend names the series; the values are on the axes and in the text above
     legend: { show: true, live: false },
@@ -59,11 +59,11 @@ export function chart (target: HTMLElement, xs: number[], series: Series[], form
         width: 2,
         fill: `${s.color}22`,
         points: { show: xs.length <= 31, size: 5, fill: s.color },
-        value: (_u: uPlot, v: number | null) => v === null ? '—' : format(v)
+        value: (_u: UPlot, v: number | null) => v === null ? '—' : format(v)
       }))
     ]
   }
-  const plot = new uPlot(opts, [xs, ...series.map((s) => s.values)], target)
+  const plot = new UPlot(opts, [xs, ...series.map((s) => s.values)], target)
   const observer = new ResizeObserver(() => {
     const w = target.clientWidth
     if (w > 0 && Math.abs(w - plot.width) > 1) plot.setSize({ width: w, height: HEIGHT })

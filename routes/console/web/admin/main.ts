@@ -43,10 +43,14 @@ tabs.forEach((t, i) => {
   t.addEventListener('click', () => { show(NAMES[i] as Section) })
   t.addEventListener('keydown', (e) => {
     const last = tabs.length - 1
-    const to = e.key === 'ArrowRight' ? (i === last ? 0 : i + 1)
-      : e.key === 'ArrowLeft' ? (i === 0 ? last : i - 1)
-        : e.key === 'Home' ? 0
-          : e.key === 'End' ? last
+    const to = e.key === 'ArrowRight'
+      ? (i === last ? 0 : i + 1)
+      : e.key === 'ArrowLeft'
+        ? (i === 0 ? last : i - 1)
+        : e.key === 'Home'
+          ? 0
+          : e.key === 'End'
+            ? last
             : undefined
     if (to === undefined) return
     e.preventDefault()
