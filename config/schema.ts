@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 
 // The config file's schema (docs/configuration.md). Every object is closed: an unknown key is a mistake
 // the operator wants to hear about. Plugin options are validated separately, against each
-// plugin's own schema (see plugins/gateway/registry.ts), so that a plugin owns its options.
+// plugin's own schema by the plugin host (plugins/host/), so that a plugin owns its options.
 
 const Closed = { additionalProperties: false } as const
 
@@ -206,8 +206,6 @@ export type Config = Static<typeof ConfigSchema>
 export type ServerConfig = Static<typeof ServerSchema>
 export type ProviderConfig = Static<typeof ProviderSchema>
 export type ModelConfig = Static<typeof ModelSchema>
-export type TenantConfig = Static<typeof TenantSchema>
 export type QuotaConfig = Static<typeof QuotaSchema>
 export type PluginEntry = Static<typeof PluginEntrySchema>
 export type Routing = Static<typeof RoutingSchema>
-export type UpstreamConfig = Static<typeof UpstreamSchema>

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { fromRoot } from '../paths.js'
 import { startMockUpstream } from './mock-upstream.js'
-import { childEnv, mockCatalog, spawnGateway } from './helper.js'
+import { eventually, childEnv, mockCatalog, spawnGateway } from './helper.js'
 import { tempDir } from './temp-dir.js'
 
 // The tenancy through the built CLI, beside a gateway serving the same SQLite file with two
@@ -23,15 +23,6 @@ async function cli (args: string[]): Promise<{ code: number, stdout: string, std
   } catch (err) {
     const e = err as { code: number, stdout: string, stderr: string }
     return { code: e.code, stdout: e.stdout, stderr: e.stderr }
-  }
-}
-
-async function eventually<T> (ms: number, get: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
-  const until = Date.now() + ms
-  for (;;) {
-    const v = await get()
-    if (ok(v) || Date.now() > until) return v
-    await new Promise((resolve) => setTimeout(resolve, 50))
   }
 }
 

@@ -214,7 +214,7 @@ export async function listeningGateway (t: Teardown, configure: (mock: import('.
  * what another process makes true in its own time (a change heard over the store's bus, a
  * worker's restart). The test asserts on the value; no test waits a fixed time.
  */
-export async function eventually<T> (ms: number, get: () => Promise<T>, ok: (v: T) => boolean, everyMs = 25): Promise<T> {
+export async function eventually<T> (ms: number, get: () => T | Promise<T>, ok: (v: T) => boolean, everyMs = 25): Promise<T> {
   const until = Date.now() + ms
   for (;;) {
     const v = await get()

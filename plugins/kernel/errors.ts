@@ -2,7 +2,7 @@ import createError, { type FastifyErrorConstructor } from '@fastify/error'
 import { en, type MessageKey } from './i18n/en.js'
 
 // Every error the gateway answers with, in one place. Hooks and handlers
-// throw these; the error handler in app.ts renders them in the route family's shape:
+// throw these; the one error handler (plugins/gateway/core.ts) renders them in the route family's shape:
 //   numeric-code shape  {error: {code, message, type}}            (chat, models, admin, others)
 //   Messages shape      {type: "error", error: {type, message}}   (/v1/messages)
 //   Google's shape      {error: {code, message, status}}          (the Gemini API)
@@ -75,7 +75,6 @@ export const UnsupportedOnUpstream = define('unsupported_on_upstream', { status:
 export const NoStoredHistory = define('no_stored_history', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const NoBackground = define('no_background', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const NoStoredResponse = define('no_stored_response', { status: 404, code: 'response_not_found', openaiType: 'invalid_request_error', retry: false })
-export const InvalidLimit = define('invalid_limit', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const MissingModelId = define('missing_model_id', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const Unauthorized = define('unauthorized', { status: 401, openaiType: 'authentication_error', retry: false })
 export const InsufficientBalance = define('insufficient_balance', { status: 402, code: 402, openaiType: 'insufficient_balance', retry: false })

@@ -74,10 +74,6 @@ export function finishOf (reason: unknown, called: boolean): Finish {
   return called ? 'tool' : 'stop'
 }
 
-const GEMINI_FINISH: Record<Finish, string> = { stop: 'STOP', tool: 'STOP', length: 'MAX_TOKENS', filter: 'SAFETY' }
-
-export const geminiFinish = (f: Finish): string => GEMINI_FINISH[f]
-
 // ---------------------------------------------------------------------------------------------
 // Errors
 

@@ -106,7 +106,7 @@ export interface TranslatorPair {
    * (upstreamPath() in index.ts resolves either).
    */
   path: string | ((ctx: TranslateCtx) => string)
-  /** The upstream request. Throws a GatewayError (plugins/errors.ts) when it cannot be mapped. */
+  /** The upstream request. Throws a GatewayError (plugins/kernel/errors.ts) when it cannot be mapped. */
   request: (body: Json, ctx: TranslateCtx) => TranslatedRequest
   response: (body: Json, ctx: TranslateCtx) => TranslatedResponse
   /** An upstream error status and body → the client's error body (status is kept). */

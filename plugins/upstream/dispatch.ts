@@ -122,11 +122,6 @@ function pause (ms: number, abort: CallAbort): Promise<void> {
   })
 }
 
-/** A no-op sink for upstream calls that are no metered call (count_tokens). */
-export function bareSink (abort: CallAbort): AttemptSink {
-  return { abort, attemptStarted: () => {}, attemptEnded: () => {}, waited: () => {} }
-}
-
 const isStream = (body: Attempt['body']): body is Readable => typeof (body as Readable | undefined)?.pipe === 'function'
 
 /**

@@ -2,7 +2,7 @@ import t from 'tap'
 import pg from 'pg'
 import { Redis } from 'ioredis'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
-import { KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
+import { eventually, KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
 import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 
 // Three gateway processes on their own ports, sharing one PostgreSQL database and one Redis
@@ -47,15 +47,6 @@ async function chat (base: string, headers: Record<string, string> = {}, key = K
     return { status: res.status, text: await res.text(), trace: res.headers.get('x-svc-trace-id') ?? '' }
   } catch {
     return { status: 0, text: '', trace: '' }
-  }
-}
-
-async function eventually<T> (ms: number, get: () => Promise<T> | T, ok: (v: T) => boolean): Promise<T> {
-  const until = Date.now() + ms
-  for (;;) {
-    const v = await get()
-    if (ok(v) || Date.now() > until) return v
-    await new Promise((resolve) => setTimeout(resolve, 50))
   }
 }
 

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
-import { KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
+import { eventually, KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
 // Races against `modelgate serve --workers 2`: two processes sharing one SQLite file, driven
@@ -67,14 +67,6 @@ function ledger (db: string, orgId = 'acme'): { balance: number, held: number, s
 }
 
 /** Polls `check` until it holds or `ms` of wall time passed; returns its last answer. */
-async function eventually<T> (ms: number, fetchValue: () => T | Promise<T>, ok: (v: T) => boolean): Promise<T> {
-  const until = Date.now() + ms
-  for (;;) {
-    const v = await fetchValue()
-    if (ok(v) || Date.now() > until) return v
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 /**
  * Holds every request that reaches the mock upstream until `open()` is called, or until

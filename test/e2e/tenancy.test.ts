@@ -1,7 +1,7 @@
 import t from 'tap'
 import { join } from 'node:path'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
-import { mockCatalog, spawnGateway } from '../helper.js'
+import { eventually, mockCatalog, spawnGateway } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 
@@ -48,15 +48,6 @@ async function call (base: string, key: string, model = 'openai/gpt-test', path 
   })
   const text = await res.text()
   return { status: res.status, body: JSON.parse(text), retryAfter: res.headers.get('retry-after') }
-}
-
-async function eventually<T> (ms: number, get: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
-  const until = Date.now() + ms
-  for (;;) {
-    const v = await get()
-    if (ok(v) || Date.now() > until) return v
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
 }
 
 /** Waits out the last seconds of a UTC minute, so that a sequence of calls stays in one minute's window (it does not judge anything). */

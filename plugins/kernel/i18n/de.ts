@@ -19,7 +19,6 @@ export const de: Catalog = {
   no_stored_history: '{field} wird nicht unterstützt: Dieser Dienst speichert keinen Gesprächsverlauf. Senden Sie das ganze Gespräch in input.',
   no_background: 'background: true wird nicht unterstützt: Dieser Dienst speichert keine Antworten, die später ausgeführt oder abgerufen werden könnten. Senden Sie die Anfrage ohne background.',
   no_stored_response: 'Keine Antwort {id}: Dieser Dienst speichert keine Antworten. Die Antwort wurde von der Anfrage geliefert, die sie erzeugt hat.',
-  invalid_limit: 'limit muss eine ganze Zahl von 1 bis 1000 sein.',
   missing_model_id: 'Eine Modell-ID ist erforderlich: GET /v1/models/{id}.',
   unauthorized: 'Ungültiger oder fehlender API-Schlüssel.',
   insufficient_balance: 'Guthaben nicht ausreichend: Die Organisation {org} kann diese Anfrage nicht bezahlen. Laden Sie Guthaben auf und versuchen Sie es erneut.',

@@ -20,7 +20,6 @@ export const en = {
   no_stored_history: '{field} is not supported: this service keeps no conversation history. Send the whole conversation in input.',
   no_background: 'background: true is not supported: this service keeps no responses to run or fetch later. Send the request without background.',
   no_stored_response: 'No response {id}: this service keeps no responses. The answer was returned by the request that made it.',
-  invalid_limit: 'limit must be an integer from 1 to 1000.',
   missing_model_id: 'A model id is required: GET /v1/models/{id}.',
   unauthorized: 'Invalid or missing API key.',
   insufficient_balance: 'Insufficient balance: the organization {org} cannot pay for this request. Add credits and try again.',

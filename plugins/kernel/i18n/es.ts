@@ -19,7 +19,6 @@ export const es: Catalog = {
   no_stored_history: '{field} no es compatible: este servicio no guarda el historial de la conversación. Envíe la conversación completa en input.',
   no_background: 'background: true no es compatible: este servicio no guarda respuestas para ejecutarlas o recuperarlas más tarde. Envíe la solicitud sin background.',
   no_stored_response: 'No existe la respuesta {id}: este servicio no guarda respuestas. La respuesta se devolvió en la solicitud que la creó.',
-  invalid_limit: 'limit debe ser un número entero entre 1 y 1000.',
   missing_model_id: 'Se requiere un id de modelo: GET /v1/models/{id}.',
   unauthorized: 'La clave de API no es válida o falta.',
   insufficient_balance: 'Saldo insuficiente: la organización {org} no puede pagar esta solicitud. Añada créditos e inténtelo de nuevo.',

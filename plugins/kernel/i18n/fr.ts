@@ -19,7 +19,6 @@ export const fr: Catalog = {
   no_stored_history: "{field} n'est pas pris en charge : ce service ne conserve aucun historique de conversation. Envoyez toute la conversation dans input.",
   no_background: "background: true n'est pas pris en charge : ce service ne conserve aucune réponse à exécuter ou récupérer plus tard. Envoyez la requête sans background.",
   no_stored_response: "Aucune réponse {id} : ce service ne conserve aucune réponse. La réponse a été renvoyée par la requête qui l'a produite.",
-  invalid_limit: 'limit doit être un entier compris entre 1 et 1000.',
   missing_model_id: 'Un identifiant de modèle est requis : GET /v1/models/{id}.',
   unauthorized: 'Clé API non valide ou absente.',
   insufficient_balance: "Solde insuffisant : l'organisation {org} ne peut pas payer cette requête. Ajoutez des crédits puis réessayez.",

@@ -19,7 +19,6 @@ export const ja: Catalog = {
   no_stored_history: '{field} はサポートされていません: このサービスは会話履歴を保持しません。会話全体を input で送信してください。',
   no_background: 'background: true はサポートされていません: このサービスは後で実行・取得するための応答を保持しません。background なしでリクエストを送信してください。',
   no_stored_response: 'レスポンス {id} はありません: このサービスはレスポンスを保存しません。レスポンスは、それを作成したリクエストで返されています。',
-  invalid_limit: 'limit は 1 から 1000 までの整数である必要があります。',
   missing_model_id: 'モデル ID が必要です: GET /v1/models/{id}。',
   unauthorized: 'API キーが無効か、指定されていません。',
   insufficient_balance: '残高不足: 組織 {org} はこのリクエストの料金を支払えません。クレジットを追加して再試行してください。',

@@ -19,7 +19,6 @@ export const ko: Catalog = {
   no_stored_history: '{field}은(는) 지원되지 않습니다: 이 서비스는 대화 기록을 보관하지 않습니다. 전체 대화를 input에 담아 보내세요.',
   no_background: 'background: true는 지원되지 않습니다: 이 서비스는 나중에 실행하거나 가져올 응답을 보관하지 않습니다. background 없이 요청을 보내세요.',
   no_stored_response: '응답 {id}이(가) 없습니다: 이 서비스는 응답을 저장하지 않습니다. 응답은 그것을 만든 요청에서 반환되었습니다.',
-  invalid_limit: 'limit은 1에서 1000 사이의 정수여야 합니다.',
   missing_model_id: '모델 ID가 필요합니다: GET /v1/models/{id}.',
   unauthorized: 'API 키가 올바르지 않거나 없습니다.',
   insufficient_balance: '잔액 부족: 조직 {org}은(는) 이 요청의 비용을 지불할 수 없습니다. 크레딧을 충전한 후 다시 시도하세요.',

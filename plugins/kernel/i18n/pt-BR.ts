@@ -19,7 +19,6 @@ export const ptBR: Catalog = {
   no_stored_history: '{field} não é suportado: este serviço não guarda histórico de conversa. Envie a conversa inteira em input.',
   no_background: 'background: true não é suportado: este serviço não guarda respostas para executar ou buscar depois. Envie a requisição sem background.',
   no_stored_response: 'Nenhuma resposta {id}: este serviço não guarda respostas. A resposta foi devolvida pela solicitação que a criou.',
-  invalid_limit: 'limit deve ser um número inteiro de 1 a 1000.',
   missing_model_id: 'É necessário um id de modelo: GET /v1/models/{id}.',
   unauthorized: 'Chave de API inválida ou ausente.',
   insufficient_balance: 'Saldo insuficiente: a organização {org} não pode pagar por esta requisição. Adicione créditos e tente novamente.',

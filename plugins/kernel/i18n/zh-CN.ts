@@ -19,7 +19,6 @@ export const zhCN: Catalog = {
   no_stored_history: '不支持 {field}：本服务不保存对话历史。请在 input 中发送完整对话。',
   no_background: '不支持 background: true：本服务不保存可稍后运行或获取的响应。请在不带 background 的情况下发送请求。',
   no_stored_response: '不存在响应 {id}：本服务不保存响应。响应已在生成它的请求中返回。',
-  invalid_limit: 'limit 必须是 1 到 1000 之间的整数。',
   missing_model_id: '需要提供模型 ID：GET /v1/models/{id}。',
   unauthorized: 'API 密钥无效或缺失。',
   insufficient_balance: '余额不足：组织 {org} 无法支付此请求。请充值后重试。',

@@ -19,7 +19,6 @@ export const zhTW: Catalog = {
   no_stored_history: '不支援 {field}：本服務不保存對話歷史。請在 input 中傳送完整對話。',
   no_background: '不支援 background: true：本服務不保存可稍後執行或取得的回應。請在不帶 background 的情況下傳送請求。',
   no_stored_response: '不存在回應 {id}：本服務不保存回應。回應已在產生它的請求中傳回。',
-  invalid_limit: 'limit 必須是 1 到 1000 之間的整數。',
   missing_model_id: '需要提供模型 ID：GET /v1/models/{id}。',
   unauthorized: 'API 金鑰無效或缺少。',
   insufficient_balance: '餘額不足：組織 {org} 無法支付此請求。請儲值後再試。',
