@@ -84,6 +84,15 @@ export interface BareOptions {
   fastify?: FastifyServerOptions
 }
 
+/** The plugin API's test gateway on a bare Fastify, nothing added yet (`use`, then `routes`); closed when the test ends. */
+export async function testGatewayAlone (t: Teardown, opts: BareOptions = {}): Promise<TestGateway> {
+  const { default: Fastify } = await import('fastify')
+  const { testGateway } = await import('../plugins/host/testing.js')
+  const app = Fastify({ logger: false, ...opts.fastify })
+  t.teardown(() => app.close())
+  return await testGateway(app, { config: opts.config, clock: opts.clock })
+}
+
 /**
  * A bare Fastify with the plugin API's test gateway (an in-memory store, in-process providers
  * `test/echo` and `test/claude`, the tenant acme/web whose key is in `gw.auth`), the given

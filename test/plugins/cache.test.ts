@@ -7,7 +7,7 @@ import type { Json } from '../../plugins/api/index.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import auth from '../../plugins/auth.js'
 import cache from '../../plugins/cache.js'
-import { bareGateway, FakeClock, KEY_A, KEY_OTHER_ORG, mockCatalog, sqliteOf, testConfig } from '../helper.js'
+import { bareGateway, build, FakeClock, KEY_A, KEY_OTHER_ORG, mockCatalog, sqliteOf, testConfig } from '../helper.js'
 
 // The response cache plugin with the official SDKs over a real socket, against the mock upstream:
 // misses and hits on chat, Messages and Responses, whole and streamed (an answer stored whole
@@ -432,5 +432,5 @@ t.test('a cache listed after the quota and balance still answers, and the chain 
   t.equal((await g.post('/v1/chat/completions', body)).headers.get('x-svc-cache'), 'hit')
   await g.app.gateway.store.flush()
   t.equal((await g.app.gateway.store.orgs.get('acme'))?.held_nano, 0, 'the hold taken before the hit was released')
-  t.throws(() => testConfig({ plugins: [{ name: 'cache' }] }), /cache needs auth/)
+  await t.rejects(build(t, { plugins: [{ name: 'cache' }] }), { problems: [/cache needs auth/] })
 })

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { maxMatchLength, regexShape } from '../../plugins/api/regex-span.js'
 import guardrails from '../../plugins/guardrails.js'
 import { SseParser } from '../../plugins/translation/sse.js'
-import { bareGateway, build, KEY_A, mockCatalog, mockCatalogWithGemini, type Teardown } from '../helper.js'
+import { bareGateway, build, KEY_A, mockCatalog, mockCatalogWithGemini, testGatewayAlone, type Teardown } from '../helper.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 
 // The guardrails plugin on a bare Fastify with the test gateway, in front of the mock upstream:
@@ -213,11 +213,7 @@ t.test('the Responses API: requests, whole answers and streams (deltas, the .don
 })
 
 t.test('options: a pattern that is not a regular expression is refused by name; replacement; max_hold_chars', async (t) => {
-  const { testGateway } = await import('../../plugins/host/testing.js')
-  const { default: Fastify } = await import('fastify')
-  const bare = Fastify({ logger: false })
-  t.teardown(() => bare.close())
-  const gw = await testGateway(bare)
+  const gw = await testGatewayAlone(t)
   await t.rejects(gw.use(guardrails, { rules: [KEY_RULE, { name: 'broken', pattern: '(unclosed' }] }), /plugin guardrails\.options\.rules\[1\]\.pattern: not a valid regular expression/)
   await t.rejects(gw.use(guardrails, { rules: [{ ...KEY_RULE, action: 'mask' }] }), /options\.rules/)
 
