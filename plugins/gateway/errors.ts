@@ -114,6 +114,20 @@ export const PassthroughForbidden = define('passthrough_forbidden', { status: 40
 export const StoreUnavailable = define('store_unavailable', { status: 503, openaiType: 'overloaded_error' })
 export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
 
+/** The longest wait until a limit's window reopens that the official SDKs are left to retry through. */
+export const RETRY_WITHIN_S = 60
+
+/**
+ * The headers of a refusal that lifts in `seconds` (a limit's window reopens): Retry-After, and,
+ * when that is more than RETRY_WITHIN_S away, `x-should-retry: false`. The official SDKs wait
+ * for whatever Retry-After says before their automatic retries, hours for a daily budget; told
+ * not to retry, they give up at once and the application decides.
+ */
+export function retryAfterHeaders (seconds: number): Record<string, string> {
+  const s = Math.max(1, Math.ceil(seconds))
+  return s > RETRY_WITHIN_S ? { 'retry-after': String(s), 'x-should-retry': 'false' } : { 'retry-after': String(s) }
+}
+
 /**
  * A plugin's own refusal of a call (`fastify.gateway.refusal({...})`): its status, code and
  * message, shown as they are in every locale, in the route family's shape.
