@@ -1,9 +1,12 @@
+import { existsSync } from 'node:fs'
 import type { Config } from '../config/schema.js'
 import type { CommandInput } from './command.js'
 
 export const help = `modelgate plugins [--config FILE] [--json]
 
 Lists the built-in plugins and the config's chain, with every option and its default.`
+
+export const flags = { '': ['config', 'json'] } as const
 
 export async function run ({ args }: CommandInput): Promise<void> {
   const [{ configPath, loadConfig }, { describeOptions }, { builtinPlugins, definitionOf }] = await Promise.all([
@@ -12,13 +15,9 @@ export async function run ({ args }: CommandInput): Promise<void> {
   const describe = (schema: object | undefined, values?: Record<string, unknown>): string[] =>
     describeOptions(schema).map((o) => `      ${o.name}: ${o.type}${o.required ? ' (required)' : ''}${o.default !== undefined ? `, default ${JSON.stringify(o.default)}` : ''}${values !== undefined && o.name in values ? ` = ${JSON.stringify(values[o.name])}` : ''}${o.description !== undefined ? `  ${o.description}` : ''}`)
   const file = configPath(args)
-  let config: Config | undefined
-  try {
-    config = await loadConfig(file)
-  } catch (err) {
-    // with no config named, the built-ins alone are worth listing
-    if (args.config !== undefined || process.env.MODELGATE_CONFIG !== undefined) throw err
-  }
+  // with no config here, the built-ins alone are worth listing; a config named must be there
+  const named = args.config !== undefined || (process.env.MODELGATE_CONFIG ?? '') !== ''
+  const config: Config | undefined = named || existsSync(file) ? await loadConfig(await (await import('./config-file.js')).configFile(args)) : undefined
   if (args.json === true) {
     const entries = config?.plugins.map((e) => ({ ...e, builtin: e.module === undefined, description: definitionOf(e)?.description ?? null, schema: definitionOf(e)?.options ?? null })) ?? null
     process.stdout.write(JSON.stringify({ builtin: builtinPlugins().map((p) => ({ name: p.name, description: p.description ?? null, scope: p.scope ?? 'api', options: describeOptions(p.options) })), config: entries }, null, 2) + '\n')

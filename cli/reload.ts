@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { fail, UsageError, type CommandInput } from './command.js'
+import { CommandError, fail, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
 import { pidFilePath, type PidFile } from './pid-file.js'
 
@@ -15,10 +15,12 @@ answers what changed, else it is sent SIGHUP.`
  * file beside the store. With an admin token it asks the admin API, which answers what changed
  * (or the problems it found); without one it sends SIGHUP, and the result is in the gateway's log.
  */
+export const flags = { '': ['config'] } as const
+
 export async function run ({ args }: CommandInput): Promise<void> {
   const { config } = await readConfig(args)
   const path = pidFilePath(config)
-  if (path === null) throw new UsageError('the store is :memory:, so no pid file says where the gateway runs: use POST /admin/v1/reload or send it SIGHUP', 'reload')
+  if (path === null) throw new CommandError('the store is :memory:, so no pid file says where the gateway runs: use POST /admin/v1/reload or send it SIGHUP')
   let found: PidFile
   try {
     found = JSON.parse(readFileSync(path, 'utf8')) as PidFile

@@ -10,6 +10,8 @@ export const help = `modelgate serve [--config FILE] [--port N] [--host H] [--wo
 Serves the config's gateway. PORT does what --port does. --workers defaults to one per core
 (one for a :memory: store); the workers share the port and the store. --pretty: readable logs.`
 
+export const flags = { '': ['config', 'port', 'host', 'workers', 'pretty'] } as const
+
 // The key config/gateway.yaml ships for local trials. It is printed by the banner when it is the
 // configured key; no other key is ever printed (they are secrets, and stdout often ends up in logs).
 const SHIPPED_DEMO_KEY = 'mg-demo-local-only-0123456789abcdef'
@@ -33,9 +35,7 @@ export async function run ({ args }: CommandInput): Promise<void> {
     await serveHere(args, file, config, port)
     return
   }
-  const { configPath, loadConfig } = await import('../config/load.js')
-  const file = configPath(args)
-  const fromFile = await loadConfig(file)
+  const { file, config: fromFile } = await (await import('./config-file.js')).readConfig(args)
   const config = withAddress(fromFile, args, port)
   // one worker per core, except for an in-memory store, which a worker cannot share
   const workers = args.workers === undefined ? (config.store.sqlite === ':memory:' ? 1 : availableParallelism()) : Number(args.workers)

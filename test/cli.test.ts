@@ -141,6 +141,78 @@ t.test('unknown commands print the usage', async (t) => {
   t.match(res.stderr, /modelgate keys create/)
 })
 
+t.test('bare modelgate prints the help and serves nothing', async (t) => {
+  const res = await cli([], { PORT: '0' })
+  t.equal(res.code, 0)
+  t.match(res.stdout, /modelgate serve \[--config FILE\]/)
+  t.match(res.stdout, /modelgate init/)
+  t.notMatch(res.stdout, /listening/)
+})
+
+t.test('each command takes its own flags: another is refused, naming the ones it takes', async (t) => {
+  const { file } = tempConfig()
+  const workers = await cli(['orgs', 'list', '--workers', '3', '--config', file])
+  t.equal(workers.code, 2)
+  t.match(workers.stderr, /--workers: not for orgs list, which takes --json, --config/)
+  t.equal(workers.stdout, '', 'and nothing is listed')
+  const unknown = await cli(['keys', 'list', '--frob', '--config', file])
+  t.equal(unknown.code, 2)
+  t.match(unknown.stderr, /unknown flag --frob: keys list takes --org, --project, --json, --config/)
+  const sub = await cli(['keys', 'revoke', 'key_x', '--models', '*', '--config', file])
+  t.match(sub.stderr, /--models: not for keys revoke, which takes --config/, 'by subcommand')
+  t.match((await cli(['init', '--config', file])).stderr, /--config: not for init, which takes no flags/)
+  const bare = await cli(['keys'])
+  t.equal(bare.code, 2)
+  t.match(bare.stderr, /^modelgate: keys needs one of: create, list, update, rotate, revoke\n/)
+  t.match((await cli(['--config', file, 'serve'])).stderr, /the command comes first/)
+})
+
+t.test('errors say what to do, once: no usage text after a refusal, init named when there is no config', async (t) => {
+  const { file } = tempConfig()
+  const ghost = await cli(['keys', 'create', '--org', 'ghost', '--project', 'web', '--config', file])
+  t.equal(ghost.code, 2)
+  t.equal(ghost.stderr, 'modelgate: no organization ghost (see modelgate orgs list)\n', 'the refusal alone')
+  const empty = tempDir('cli-empty')
+  for (const args of [['orgs', 'list'], ['serve'], ['keys', 'list'], ['reload'], ['config', 'check']]) {
+    const res = await cli(args, {}, empty)
+    t.equal(res.code, 2, args.join(' '))
+    t.match(res.stderr, /modelgate init/, `${args.join(' ')}: names modelgate init`)
+    t.notMatch(res.stderr, /ENOENT|usage:/, `${args.join(' ')}: no ENOENT, no usage text`)
+  }
+  const named = await cli(['orgs', 'list', '--config', join(empty, 'nope.yaml')])
+  t.match(named.stderr, /no config file at .*nope\.yaml \(--config\)/)
+  const badValue = await cli(['usage', '--since', 'soon', '--config', file])
+  t.match(badValue.stderr, /--since: not an ISO date: soon\n\nusage:\n  modelgate usage \[--org O\]/, 'a wrong flag value: the command\'s synopsis, not every command\'s')
+  t.notMatch(badValue.stderr, /modelgate keys/)
+})
+
+t.test('config check: a value outside a plugin option\'s choices is one line listing them', async (t) => {
+  const dir = tempDir('cli')
+  const bad = join(dir, 'enum.yaml')
+  writeFileSync(bad, 'store: { sqlite: ":memory:" }\nplugins:\n  - name: auth\n  - name: cache\n    options: { scope: team }\n')
+  const res = await cli(['config', 'check', bad])
+  t.equal(res.code, 2)
+  t.same(res.stderr.split('\n').filter((l) => l.includes('scope')), ['  - plugins[1].options.scope: must be one of "key", "project", "org"'])
+})
+
+t.test('keys list: the state (a rotated key past its grace is expired), the expiry, and --json as the admin API shows a key', async (t) => {
+  const { file } = tempConfig()
+  const created = await cli(['keys', 'create', '--org', 'acme', '--project', 'web', '--name', 'old', '--expires', '2031-05-01T00:00:00Z', '--config', file])
+  const id = /created (key_[0-9a-f]+)/.exec(created.stderr)?.[1] as string
+  const rotated = await cli(['keys', 'rotate', id, '--config', file])
+  t.equal(rotated.code, 0, rotated.stderr)
+  const fresh = /created (key_[0-9a-f]+)/.exec(rotated.stderr)?.[1] as string
+  const text = (await cli(['keys', 'list', '--config', file])).stdout.split('\n')
+  t.match(text[0], /^ID\s+PROJECT\s+KEY\s+NAME\s+MODELS\s+STATE\s+CREATED\s+EXPIRES$/)
+  t.match(text.find((l) => l.startsWith(id)), /\sold\s.*\sexpired\s+\S+\s+20\d\d-\d\d-\d\dT/, 'rotated with no grace: expired, and when')
+  t.match(text.find((l) => l.startsWith(fresh)), /\sactive\s+\S+\s+2031-05-01T00:00:00\.000Z$/, 'its successor: active, with the expiry it took over')
+  const json = JSON.parse((await cli(['keys', 'list', '--json', '--config', file])).stdout) as Array<Record<string, unknown>>
+  const old = json.find((k) => k.id === id)
+  t.match(old, { state: 'expired', revoked: false, created_at: /^20\d\d-\d\d-\d\dT.*Z$/, expires_at: /^20\d\d-\d\d-\d\dT.*Z$/ })
+  t.match(json.find((k) => k.id === fresh), { state: 'active', expires_at: '2031-05-01T00:00:00.000Z', replaces: id })
+  t.notOk(json.some((k) => typeof k.created_at === 'number'), 'no epoch milliseconds')
+})
+
 t.test('serve: PORT over the config\'s port, --port over PORT; --host', async (t) => {
   // a port taken on every address: a gateway that tried to listen on it would exit at once
   const taken = createServer()

@@ -4,7 +4,8 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 // a plugin from outside the project may give a plain object), with the schema's defaults filled
 // in, and every problem reported with its path: `plugins[4].options.tag: is required`.
 
-const ajv = new Ajv({ useDefaults: true, allErrors: true, strict: false, coerceTypes: false })
+// verbose: an error carries the schema it failed, so that a union of constants is named as a list
+const ajv = new Ajv({ useDefaults: true, allErrors: true, strict: false, coerceTypes: false, verbose: true })
 const compiled = new WeakMap<object, ValidateFunction>()
 
 /** `/a/0/b` → `a[0].b` under `base` */
@@ -33,6 +34,13 @@ function describe (e: ErrorObject): { where: string, what: string } {
   }
 }
 
+/** The values of a union whose branches are all constants, else undefined. */
+function constants (branches: unknown): unknown[] | undefined {
+  if (!Array.isArray(branches) || branches.length === 0) return undefined
+  const values = branches.map((b) => (b !== null && typeof b === 'object' && 'const' in b) ? (b as { const: unknown }).const : undefined)
+  return values.every((v) => v !== undefined) ? values : undefined
+}
+
 /**
  * Validates `value` (defaults filled in, in place) against `schema`; returns the problems, each
  * as `<base>.<path>: <what>`. A schema ajv cannot compile is a problem of its own.
@@ -50,8 +58,16 @@ export function checkOptions (schema: object, value: Record<string, unknown>, ba
   if (validate(value)) return []
   const seen = new Set<string>()
   const out: string[] = []
-  for (const e of validate.errors ?? []) {
-    const { where, what } = describe(e)
+  const errors = validate.errors ?? []
+  // a value outside a union of constants (TypeBox's Union of Literals): one line listing them,
+  // not one per constant and one for the union
+  const choices = errors.filter((e) => e.keyword === 'anyOf' && constants(e.schema) !== undefined)
+  const inChoice = (e: ErrorObject): boolean => choices.some((c) => e !== c && e.schemaPath.startsWith(`${c.schemaPath}/`))
+  for (const e of errors) {
+    if (inChoice(e)) continue
+    const { where, what } = e.keyword === 'anyOf' && choices.includes(e)
+      ? { where: '', what: `must be one of ${(constants(e.schema) ?? []).map((v) => JSON.stringify(v)).join(', ')}` }
+      : describe(e)
     const line = `${pathOf(base, e.instancePath + where)}: ${what}`
     if (!seen.has(line)) { seen.add(line); out.push(line) }
   }
