@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os'
 import type { Config } from '../config/schema.js'
 import type { GatewayServer } from '../server.js'
 import { UsageError, type Args, type CommandInput } from './command.js'
-import { removePidFile, writePidFile } from './pid-file.js'
+import { claimPidFile, removePidFile, writePidFile } from './pid-file.js'
 
 export const help = `modelgate serve [--config FILE] [--port N] [--host H] [--workers N] [--pretty]
 
@@ -40,8 +40,15 @@ export async function run ({ args }: CommandInput): Promise<void> {
   // one worker per core, except for an in-memory store, which a worker cannot share
   const workers = args.workers === undefined ? (config.store.sqlite === ':memory:' ? 1 : availableParallelism()) : Number(args.workers)
   if (!Number.isInteger(workers) || workers < 1) throw new UsageError(`--workers: a whole number >= 1, or omit it (cores here: ${availableParallelism()})`, 'serve')
+  // before the store is opened: a SQLite store another gateway serves is refused, naming it
+  claimPidFile(config)
   if (workers === 1) {
-    await serveHere(args, file, fromFile, port)
+    try {
+      await serveHere(args, file, fromFile, port)
+    } catch (err) {
+      removePidFile(config)
+      throw err
+    }
     return
   }
   // node:cluster: the workers share the port; every policy's state is in the shared store

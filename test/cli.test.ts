@@ -281,3 +281,43 @@ t.test('init DIR, then serve --config DIR/gateway.yaml from another folder: the 
   child.kill('SIGTERM')
   t.equal(await exited, 0)
 })
+
+t.test('a second serve of a SQLite store already served is refused, naming the first; reload still finds the first', async (t) => {
+  const first = await spawnGateway(t, { admin: { token: 'second-serve-admin-token-0123456789' } }, ['--workers', '1'])
+  const second = await cli(['serve', '--config', first.configFile, '--workers', '1'], { PORT: '0' })
+  t.equal(second.code, 2)
+  t.match(second.stderr, new RegExp(`a gateway already serves .*gw\\.db \\(pid ${first.pid}, listening on 127\\.0\\.0\\.1:${first.port}\\)`))
+  t.match(second.stderr, /modelgate reload/, 'and says what to do')
+  t.notMatch(second.stdout, /listening/)
+  const reloaded = await cli(['reload', '--config', first.configFile])
+  t.equal(reloaded.code, 0, reloaded.stderr)
+  t.match(reloaded.stdout, /^reloaded: nothing changed/, 'reload reaches the first gateway, through its admin API')
+  first.kill()
+  t.equal(await first.exited, 0)
+  const gone = await cli(['reload', '--config', first.configFile])
+  t.equal(gone.code, 2)
+  t.match(gone.stderr, /no running gateway found/, 'once it stopped, no gateway is named')
+})
+
+t.test('a pid file left by a gateway that is gone does not stop the next serve', async (t) => {
+  const dir = tempDir('cli-stale')
+  const file = join(dir, 'gw.json')
+  writeFileSync(file, JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, 'gw.db') } }))
+  // a pid no process has: the largest pid_max allows is 2^22
+  writeFileSync(join(dir, 'modelgate.pid'), JSON.stringify({ pid: 4_194_304, host: '127.0.0.1', port: 1 }))
+  const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--workers', '1'], { env: childEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  let err = ''
+  child.stderr.on('data', (d: Buffer) => { err += String(d) })
+  await new Promise<void>((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => { out += String(d); if (/listening on/.test(out)) resolve() })
+    void exited.then((code) => { reject(new Error(`serve exited with ${String(code)}: ${err}`)) })
+  })
+  const { readFileSync } = await import('node:fs')
+  t.same(JSON.parse(readFileSync(join(dir, 'modelgate.pid'), 'utf8')).gateways.map((g: { pid: number }) => g.pid), [child.pid], 'the stale entry is dropped')
+  child.kill('SIGTERM')
+  t.equal(await exited, 0)
+  t.notOk(existsSync(join(dir, 'modelgate.pid')), 'and the file goes with the last gateway')
+})
