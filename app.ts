@@ -101,8 +101,9 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   app.get('/readyz', async (_request, reply) => {
     try {
       await store.ping()
-      // the providers' breakers, for the operator: a provider outage does not make the gateway unready
-      return { status: 'ready', providers: core.gateway.upstreams.status() }
+      // the providers' breakers and credentials, for the operator: a provider outage, or a provider
+      // without credentials, does not make the gateway unready; the models it leaves unserved are named
+      return { status: 'ready', providers: core.gateway.upstreams.status(), unavailable_models: core.gateway.catalog.unserved().map((m) => m.id) }
     } catch {
       return reply.status(503).send({ status: 'unavailable' })
     }

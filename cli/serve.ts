@@ -52,13 +52,13 @@ export async function run ({ args }: CommandInput): Promise<void> {
     return
   }
   // node:cluster: the workers share the port; every policy's state is in the shared store
-  const { supervise } = await import('./supervisor.js')
+  const [{ supervise }, notes] = await Promise.all([import('./supervisor.js'), uncredentialed(config, file)])
   supervise({
     file,
     config: fromFile,
     workers,
     onListening: (listening) => {
-      banner(config, workers, listening)
+      banner(config, notes, workers, listening)
       writePidFile(config, listening)
     }
   })
@@ -77,12 +77,12 @@ async function serveHere (args: Args, file: string, fromFile: Config, port: numb
   process.on('SIGHUP', () => { void server.reload() })
   installShutdown(server, config)
   if (cluster.isPrimary) {
-    banner(config, 1, address.port)
+    banner(config, await uncredentialed(config, file), 1, address.port)
     writePidFile(config, address.port)
   }
 }
 
-function banner (config: Config, workers: number, port: number): void {
+function banner (config: Config, notes: string[], workers: number, port: number): void {
   const url = `http://${config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host}:${port}`
   const lines = [
     `modelgate listening on ${url} (${workers} worker${workers > 1 ? 's' : ''})`,
@@ -94,7 +94,24 @@ function banner (config: Config, workers: number, port: number): void {
   } else {
     lines.push('  API keys: the tenants\' keys in the config, or `modelgate keys create --org O --project P`')
   }
+  lines.push(...notes)
   process.stdout.write(lines.join('\n') + '\n')
+}
+
+/** The providers that have no credentials, what to set for each, and the models they leave unserved. */
+async function uncredentialed (config: Config, file: string): Promise<string[]> {
+  const [{ variablesAt }, { Catalog }, { withoutCredentials }] = await Promise.all([import('../config/load.js'), import('../plugins/gateway/catalog.js'), import('../plugins/upstream/index.js')])
+  const missing = withoutCredentials(config)
+  if (missing.length === 0) return []
+  const what = missing.map((p) => {
+    const vars = variablesAt(file, ['providers', config.providers.indexOf(p), 'api_key'])
+    return `${p.id} (${vars.length === 0 ? 'its api_key is empty' : `${vars.join(', ')} ${vars.length > 1 ? 'are' : 'is'} not set`})`
+  })
+  const models = new Catalog(config.models, (id) => !missing.some((p) => p.id === id)).unserved().map((m) => m.id)
+  return [
+    `  no credentials: ${what.join(', ')}`,
+    `                  ${models.length === 0 ? 'every model has another provider' : `not listed or served: ${models.length > 4 ? `${models.slice(0, 3).join(', ')} and ${models.length - 3} more` : models.join(', ')}`}; set the variables and restart (a reload does not read the environment again)`
+  ]
 }
 
 // SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the store.

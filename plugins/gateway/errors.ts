@@ -96,6 +96,8 @@ export const NotImplemented = define('not_implemented', { status: 501, openaiTyp
 export const UpstreamUnavailable = define('upstream_unavailable', { status: 502, openaiType: 'api_error' })
 export const UpstreamStreamError = define('upstream_stream_error', { status: 502, openaiType: 'api_error' })
 export const NoProvider = define('no_provider', { status: 503, openaiType: 'overloaded_error' })
+// a model whose providers have no credentials: only the operator can change that
+export const NoCredentials = define('no_credentials', { status: 503, code: 'no_credentials', openaiType: 'overloaded_error', retry: false })
 export const Internal = define('internal', { status: 500, openaiType: 'api_error' })
 export const AdminUnauthorized = define('admin_unauthorized', { status: 401, openaiType: 'authentication_error', retry: false })
 export const OrgNotFound = define('org_not_found', { status: 404, code: 'org_not_found', retry: false })

@@ -39,7 +39,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   // Prices come from the catalog that routes and bills calls: what is shown is what a call costs.
   fastify.get('/api/models', async () => ({
     object: 'list',
-    data: catalog.active().map((m) => {
+    data: catalog.available().map((m) => {
       const p = m.config.pricing
       return {
         id: m.id,

@@ -146,7 +146,9 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
   fastify.get('/models/*', { ...listing, schema: { params: Rest } }, async (request) => {
     const id = request.params['*']
     if (id === '') throw new MissingModelId()
-    return geminiModel(find(request, modelId(id)))
+    const model = catalog.shown(modelId(id), request.principal?.models ?? null)
+    if (model === undefined) throw new ModelNotFound({ model: modelId(id) })
+    return geminiModel(model)
   })
 
   // any other path: a 404 after the key is checked, as under /v1, with the key where Gemini clients put it

@@ -4,7 +4,8 @@ import { MissingModelId, ModelNotFound } from '../../plugins/gateway/errors.js'
 import { Integer } from '../schemas.js'
 
 // GET /v1/models and GET /v1/models/{id}: the catalog's model objects, never a price, only the
-// active models the calling key may see (its `models` globs). A `limit` outside 1–1000 is 400.
+// active models the calling key may see (its `models` globs) that some provider can serve (one
+// given credentials). A `limit` outside 1–1000 is 400.
 
 const ListQuery = Type.Object({ limit: Integer({ minimum: 1, maximum: 1000, default: 500 }) })
 const ModelParams = Type.Object({ '*': Type.String() })
@@ -23,7 +24,7 @@ const models: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/models/*', { config, schema: { params: ModelParams } }, async (request) => {
     const id = request.params['*']
     if (id === '') throw new MissingModelId()
-    const model = catalog.find(id, request.principal?.models ?? null)
+    const model = catalog.shown(id, request.principal?.models ?? null)
     if (model === undefined) throw new ModelNotFound({ model: id })
     return model.public
   })

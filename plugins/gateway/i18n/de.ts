@@ -37,6 +37,7 @@ export const de: Catalog = {
   upstream_unavailable: "Kein Upstream-Anbieter konnte die Anfrage bearbeiten.",
   upstream_stream_error: "Der Upstream-Anbieter ist beim Streamen der Antwort ausgefallen.",
   no_provider: "Dienst vorübergehend nicht verfügbar: Für das Modell {model} ist kein Upstream-Anbieter nutzbar.",
+  no_credentials: "Das Modell {model} ist auf diesem Gateway nicht verfügbar: Keiner seiner Anbieter ({providers}) hat einen API-Schlüssel konfiguriert.",
   internal: "Interner Fehler. Nennen Sie dem Support die Trace-ID {trace_id}.",
   admin_unauthorized: "Ungültiges oder fehlendes Admin-Token.",
   org_not_found: "Organisation {org} nicht gefunden.",

@@ -37,6 +37,7 @@ export const es: Catalog = {
   upstream_unavailable: "Ningún proveedor upstream pudo atender la solicitud.",
   upstream_stream_error: "El proveedor upstream falló mientras transmitía la respuesta.",
   no_provider: "Servicio no disponible temporalmente: ningún proveedor upstream se puede usar para el modelo {model}.",
+  no_credentials: "El modelo {model} no está disponible en este gateway: ninguno de sus proveedores ({providers}) tiene una clave de API configurada.",
   internal: "Error interno. Indique el id de traza {trace_id} al soporte.",
   admin_unauthorized: "El token de administración no es válido o falta.",
   org_not_found: "No se encontró la organización {org}.",

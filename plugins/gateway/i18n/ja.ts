@@ -37,6 +37,7 @@ export const ja: Catalog = {
   upstream_unavailable: "リクエストを処理できる上流プロバイダーがありません。",
   upstream_stream_error: "上流プロバイダーがレスポンスのストリーミング中に失敗しました。",
   no_provider: "サービスは一時的に利用できません: モデル {model} に利用可能な上流プロバイダーがありません。",
+  no_credentials: "モデル {model} はこのゲートウェイでは利用できません: どのプロバイダー ({providers}) にも API キーが設定されていません。",
   internal: "内部エラーです。サポートにトレース ID {trace_id} をお伝えください。",
   admin_unauthorized: "管理トークンが無効か、指定されていません。",
   org_not_found: "組織 {org} が見つかりません。",

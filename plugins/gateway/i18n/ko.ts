@@ -37,6 +37,7 @@ export const ko: Catalog = {
   upstream_unavailable: "요청을 처리할 수 있는 업스트림 공급자가 없습니다.",
   upstream_stream_error: "업스트림 공급자가 응답을 스트리밍하는 중에 실패했습니다.",
   no_provider: "서비스를 일시적으로 사용할 수 없습니다: 모델 {model}에 사용 가능한 업스트림 공급자가 없습니다.",
+  no_credentials: "모델 {model}은(는) 이 게이트웨이에서 사용할 수 없습니다: 공급자({providers}) 중 API 키가 설정된 곳이 없습니다.",
   internal: "내부 오류입니다. 지원팀에 추적 ID {trace_id}를 알려 주세요.",
   admin_unauthorized: "관리자 토큰이 올바르지 않거나 없습니다.",
   org_not_found: "조직 {org}을(를) 찾을 수 없습니다.",

@@ -37,6 +37,7 @@ export const ptBR: Catalog = {
   upstream_unavailable: "Nenhum provedor upstream conseguiu atender a requisição.",
   upstream_stream_error: "O provedor upstream falhou durante o streaming da resposta.",
   no_provider: "Serviço temporariamente indisponível: nenhum provedor upstream pode ser usado para o modelo {model}.",
+  no_credentials: "O modelo {model} não está disponível neste gateway: nenhum de seus provedores ({providers}) tem uma chave de API configurada.",
   internal: "Erro interno. Informe o id de rastreamento {trace_id} ao suporte.",
   admin_unauthorized: "Token de administração inválido ou ausente.",
   org_not_found: "Organização {org} não encontrada.",

@@ -37,6 +37,7 @@ export const zhCN: Catalog = {
   upstream_unavailable: "没有可处理此请求的上游服务商。",
   upstream_stream_error: "上游服务商在流式传输响应时出错。",
   no_provider: "服务暂时不可用：模型 {model} 没有可用的上游服务商。",
+  no_credentials: "此网关无法提供模型 {model}：它的服务商（{providers}）都没有配置 API 密钥。",
   internal: "内部错误。请向技术支持提供追踪 ID {trace_id}。",
   admin_unauthorized: "管理令牌无效或缺失。",
   org_not_found: "未找到组织 {org}。",

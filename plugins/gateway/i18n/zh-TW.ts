@@ -37,6 +37,7 @@ export const zhTW: Catalog = {
   upstream_unavailable: "沒有上游供應商能處理此請求。",
   upstream_stream_error: "上游供應商在串流回應時發生錯誤。",
   no_provider: "服務暫時無法使用：模型 {model} 沒有可用的上游供應商。",
+  no_credentials: "此閘道無法提供模型 {model}：它的供應商（{providers}）都沒有設定 API 金鑰。",
   internal: "內部錯誤。請向客服提供追蹤 ID {trace_id}。",
   admin_unauthorized: "管理權杖無效或缺少。",
   org_not_found: "找不到組織 {org}。",
