@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
@@ -15,6 +16,7 @@ import geminiRoutes from './routes/v1/gemini.js'
 import adminRoutes from './routes/admin/index.js'
 import consoleRoutes from './routes/console/index.js'
 import { finiteNumbers } from './routes/schemas.js'
+import { fromRoot } from './paths.js'
 import passthroughRoutes from './routes/passthrough.js'
 
 export interface BuildOptions {
@@ -36,6 +38,14 @@ const MAX_PARAM_LENGTH = 1000
 
 // The prefixes of the API scope's own route groups; routes in any other are the chain plugins'.
 const isCoreScope = (prefix: string): boolean => prefix === '/v1' || prefix.startsWith('/v1/') || prefix === '/v1beta' || prefix === '/passthrough'
+
+function consoleIcon (): Buffer | null {
+  try {
+    return readFileSync(fromRoot('dist', 'console', 'favicon.svg'))
+  } catch {
+    return null
+  }
+}
 
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
   const traceHeader = `${config.server.header_prefix}Trace-ID`
@@ -110,6 +120,9 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   })
   // Claude Code sends HEAD / to the base URL before its first call.
   app.get('/', async () => ({ name: 'modelgate', api: '/v1', console: '/console' }))
+  // what a browser asks for beside any page: the consoles' icon
+  const icon = consoleIcon()
+  if (icon !== null) app.get('/favicon.ico', async (_request, reply) => await reply.type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(icon))
 
   // plugins that cover every route (the IP rate limit) first, then the API's chain, once, in a
   // scope of its own that holds every metered route: /v1 and each provider's pass-through
