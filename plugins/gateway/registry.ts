@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config, PluginEntry } from '../../config/schema.js'
 import type { GatewayPlugin } from '../api/index.js'
+import { resolveOwnApi } from './own-api.js'
 import auth from '../auth.js'
 import balance from '../balance.js'
 import cache from '../cache.js'
@@ -90,6 +91,7 @@ export function pluginOf (exported: unknown): GatewayPlugin | string {
 export async function loadPlugin (resolved: string): Promise<GatewayPlugin> {
   const cached = loaded.get(resolved)
   if (cached !== undefined) return cached
+  resolveOwnApi()
   const p = pluginOf(await import(resolved))
   if (typeof p === 'string') throw new Error(p)
   loaded.set(resolved, p)
