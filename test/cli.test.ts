@@ -321,3 +321,34 @@ t.test('a pid file left by a gateway that is gone does not stop the next serve',
   t.equal(await exited, 0)
   t.notOk(existsSync(join(dir, 'modelgate.pid')), 'and the file goes with the last gateway')
 })
+
+t.test('instances on PostgreSQL from one folder are each tracked: reload reaches both', async (t) => {
+  const { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } = await import('./scratch-services.js')
+  const missing = await servicesMissing()
+  if (missing !== null) { t.skip(missing); return }
+  const dir = tempDir('cli-pg')
+  const file = join(dir, 'gw.json')
+  writeFileSync(file, JSON.stringify({
+    server: { port: 0 },
+    store: { sqlite: join(dir, 'gw.db'), postgres: await scratchDatabase(t), redis: REDIS_URL, redis_prefix: scratchRedisPrefix(t, 'mgc') },
+    admin: { token: 'pg-instances-admin-token-0123456789' }
+  }))
+  const start = async (): Promise<number> => {
+    const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--workers', '1'], { env: childEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'inherit'] })
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+    t.teardown(async () => { if (child.exitCode === null) { child.kill('SIGTERM'); await exited } })
+    await new Promise<void>((resolve, reject) => {
+      let out = ''
+      child.stdout.on('data', (d: Buffer) => { out += String(d); if (/listening on/.test(out)) resolve() })
+      void exited.then((code) => { reject(new Error(`serve exited with ${String(code)}: ${out}`)) })
+    })
+    return child.pid as number
+  }
+  // the first one migrates the database
+  const a = await start()
+  const b = await start()
+  const reloaded = await cli(['reload', '--config', file])
+  t.equal(reloaded.code, 0, reloaded.stderr)
+  t.match(reloaded.stdout, new RegExp(`pid ${a}: reloaded: nothing changed`))
+  t.match(reloaded.stdout, new RegExp(`pid ${b}: reloaded: nothing changed`))
+})
