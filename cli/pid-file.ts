@@ -72,9 +72,10 @@ export function claimPidFile (config: Config): void {
   const first = others[0]
   if (first !== undefined && config.store.postgres === undefined) {
     const at = first.port === null ? 'starting' : `listening on ${first.host}:${first.port}`
+    const kill = `kill ${first.pid}`
     throw new CommandError(`a gateway already serves ${config.store.sqlite} (pid ${first.pid}, ${at}); two gateways on one SQLite store would share its data unawares.
-  modelgate reload --config <its config>   makes it read its config again
-  kill ${first.pid}                         stops it (then serve again)
+  ${'modelgate reload --config FILE'.padEnd(32)}makes it read its config again
+  ${kill.padEnd(32)}stops it (then serve again)
 (If no gateway runs, ${path} is stale: remove it.)`)
   }
   entry(path, others, { pid: process.pid, host: config.server.host, port: null })
