@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
@@ -14,6 +15,7 @@ import { API_PREFIXES, apiRoutes } from './routes/api.js'
 import adminRoutes from './routes/admin/index.js'
 import consoleRoutes from './routes/console/index.js'
 import { finiteNumbers } from './routes/schemas.js'
+import { fromRoot } from './paths.js'
 
 export interface BuildOptions {
   logger?: FastifyServerOptions['logger']
@@ -41,6 +43,14 @@ declare module 'fastify' {
 }
 
 const MAX_PARAM_LENGTH = 1000
+
+function consoleIcon (): Buffer | null {
+  try {
+    return readFileSync(fromRoot('dist', 'console', 'favicon.svg'))
+  } catch {
+    return null
+  }
+}
 
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
   // the chain first: a plugin that cannot be loaded or configured stops the build before anything is opened
@@ -111,14 +121,18 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   app.get('/readyz', async (_request, reply) => {
     try {
       await store.ping()
-      // the providers' breakers, for the operator: a provider outage does not make the gateway unready
-      return { status: 'ready', providers: core.gateway.upstreams.status() }
+      // the providers' breakers and credentials, for the operator: a provider outage, or a provider
+      // without credentials, does not make the gateway unready; the models it leaves unserved are named
+      return { status: 'ready', providers: core.gateway.upstreams.status(), unavailable_models: core.gateway.catalog.unserved().map((m) => m.id) }
     } catch {
       return reply.status(503).send({ status: 'unavailable' })
     }
   })
   // Claude Code sends HEAD / to the base URL before its first call.
   app.get('/', async () => ({ name: 'modelgate', api: '/v1', console: '/console' }))
+  // what a browser asks for beside any page: the consoles' icon
+  const icon = consoleIcon()
+  if (icon !== null) app.get('/favicon.ico', async (_request, reply) => await reply.type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(icon))
 
   // the chain, through the plugin host: plugins that cover every route (the IP rate limit) on the
   // whole app, the others once, in a scope of their own with every metered route: /v1 and each

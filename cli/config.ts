@@ -1,14 +1,19 @@
-import { UsageError, type CommandInput } from './command.js'
+import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
+import { CommandError, type CommandInput } from './command.js'
+import { configFile } from './config-file.js'
 
 export const help = `modelgate config check [FILE]
 
 Validates a config (plugin modules and their options included) and lists every problem with its
-path. Exit status 2 when it is not valid.`
+path. Exit status 2 when it is not valid. FILE defaults to the config every command reads.`
 
-export async function run ({ args, positionals: [sub, given] }: CommandInput): Promise<void> {
-  if (sub !== 'check') throw new UsageError('config check [FILE]', 'config')
-  const [{ configPath }, { loadGatewayConfig }] = await Promise.all([import('../config/load.js'), import('../plugins/host/index.js')])
-  const file = given ?? configPath(args)
+export const flags = { check: ['config'] } as const
+
+export async function run ({ args, positionals: [, given] }: CommandInput): Promise<void> {
+  if (given !== undefined && !existsSync(given)) throw new CommandError(`no config file at ${resolve(given)}`)
+  const file = given ?? await configFile(args)
+  const { loadGatewayConfig } = await import('../plugins/host/index.js')
   await loadGatewayConfig(file)
   process.stdout.write(`${file}: ok\n`)
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, relative, resolve } from 'node:path'
 import { fromRoot } from '../paths.js'
-import { UsageError, type CommandInput } from './command.js'
+import { CommandError, type CommandInput } from './command.js'
 import { withStore } from './with-store.js'
 
 export const help = `modelgate init [DIR]
@@ -12,6 +12,8 @@ provider key) and data/ into DIR (default: the current folder), never overwritin
 key for the demo tenant and an admin token, and prints both once. Then, in DIR: modelgate serve
 (or from anywhere: modelgate serve --config DIR/gateway.yaml)`
 
+export const flags = { '': [] } as const
+
 /**
  * The shipped config's catalog and chain with a demo tenant whose key is made here (stored as a
  * hash, printed once) and an admin token of its own, and data/ for the store. Never overwrites:
@@ -20,7 +22,7 @@ key for the demo tenant and an admin token, and prints both once. Then, in DIR: 
 export async function run ({ positionals: [dirArg] }: CommandInput): Promise<void> {
   const dir = resolve(dirArg ?? '.')
   const file = join(dir, 'gateway.yaml')
-  if (existsSync(file)) throw new UsageError(`${file} exists already; init never overwrites a config (pick another folder, or move it away)`, 'init')
+  if (existsSync(file)) throw new CommandError(`${file} exists already; init never overwrites a config (pick another folder, or move it away)`)
   const [{ default: YAML }, { loadConfig }] = await Promise.all([import('yaml'), import('../config/load.js')])
   mkdirSync(join(dir, 'data'), { recursive: true, mode: 0o700 })
   const adminToken = 'mga-' + randomBytes(24).toString('base64url')

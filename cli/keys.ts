@@ -1,5 +1,5 @@
 import type { ApiKey, KeyBudget, KeyLimits, KeyPatch, QuotaPer } from '../plugins/store/types.js'
-import { UsageError, type Args, type CommandInput } from './command.js'
+import { CommandError, UsageError, type Args, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
 import { withStore } from './with-store.js'
 
@@ -17,6 +17,15 @@ key answers 401. --rpm and --tpm: the key's calls and billed tokens per minute; 
 most it may spend per UTC window (--per). In an update, 0 removes a limit (--budget-usd 0 the
 budget), and what is not given is kept. rotate prints a new key with the old one's grants,
 limits, budget and expiry, and lets the old one work --grace-s seconds more (default 0).`
+
+const SETTINGS = ['models', 'passthrough', 'name', 'expires', 'rpm', 'tpm', 'budget-usd', 'per'] as const
+export const flags = {
+  create: ['org', 'project', ...SETTINGS, 'config'],
+  list: ['org', 'project', 'json', 'config'],
+  update: [...SETTINGS, 'config'],
+  rotate: ['grace-s', 'config'],
+  revoke: ['config']
+} as const
 
 const PERS = ['minute', 'hour', 'day', 'month'] as const
 const MAX_GRACE_S = 30 * 86_400
@@ -86,15 +95,15 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
     const named = async (verb: string, live: boolean): Promise<ApiKey> => {
       if (id === undefined) throw new UsageError(`keys ${verb} needs a key id (see keys list)`, 'keys')
       const k = await store.keys.get(id)
-      if (k === undefined) throw new UsageError(`no key ${id}`, 'keys')
-      if (live && k.revoked) throw new UsageError(`the key ${id} is revoked: it can no longer be changed or rotated`, 'keys')
+      if (k === undefined) throw new CommandError(`no key ${id} (see modelgate keys list)`)
+      if (live && k.revoked) throw new CommandError(`the key ${id} is revoked: it can no longer be changed or rotated`)
       return k
     }
     if (sub === 'create') {
       if (args.org === undefined || args.project === undefined) throw new UsageError('keys create needs --org and --project', 'keys')
       const org = await store.orgs.get(args.org)
-      if (org === undefined) throw new UsageError(`no organization ${args.org} (see orgs list)`, 'keys')
-      if (!(await store.orgs.projects(args.org)).some((p) => p.id === args.project)) throw new UsageError(`no project ${args.project} in ${args.org}`, 'keys')
+      if (org === undefined) throw new CommandError(`no organization ${args.org} (see modelgate orgs list)`)
+      if (!(await store.orgs.projects(args.org)).some((p) => p.id === args.project)) throw new CommandError(`no project ${args.project} in ${args.org} (modelgate projects create ${args.org} ${args.project} makes it)`)
       const s = await settings(args, null, config.providers)
       const created = await store.keys.create({
         org: args.org, project: args.project, models: s.models ?? ['*'], passthrough: s.passthrough ?? [], name: s.name ?? '', source: 'cli', expires_at: s.expires_at, limits: s.limits, budget: s.budget
@@ -103,17 +112,23 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
       process.stderr.write(`created ${created.id} for ${created.org}/${created.project} (models: ${created.models.join(',')}); the key is shown only once\n`)
     } else if (sub === 'list') {
       const keys = await store.keys.list(args.org, args.project)
-      if (args.json === true) { process.stdout.write(JSON.stringify(keys, null, 2) + '\n'); return }
-      for (const k of keys) {
-        process.stdout.write(`${k.id}\t${k.org}/${k.project}\t${k.hint}\t${k.name || '-'}\t${k.models.join(',')}\t${k.revoked ? 'revoked' : 'active'}\t${new Date(k.created_at).toISOString()}\n`)
+      const now = Date.now()
+      if (args.json === true) {
+        // what the admin API answers for each key (GET /admin/v1/keys/{id}), with its hint and state
+        const { views } = await import('../routes/admin/views.js')
+        const view = views(store, () => now)
+        process.stdout.write(JSON.stringify(await Promise.all(keys.map(async (k) => ({ ...await view.key(k), hint: k.hint, state: stateOf(k, now) }))), null, 2) + '\n')
+        return
       }
+      const rows = keys.map((k) => [k.id, `${k.org}/${k.project}`, k.hint, k.name || '-', k.models.join(','), stateOf(k, now), new Date(k.created_at).toISOString(), k.expires_at === null ? 'never' : new Date(k.expires_at).toISOString()])
+      process.stdout.write(table(['ID', 'PROJECT', 'KEY', 'NAME', 'MODELS', 'STATE', 'CREATED', 'EXPIRES'], rows))
     } else if (sub === 'update') {
       const current = await named('update', true)
       refuseConfigOwned(current, 'changed')
       const patch = await settings(args, current, config.providers)
       if (Object.keys(patch).length === 0) throw new UsageError('keys update: nothing to change (--models, --passthrough, --name, --expires, --rpm, --tpm, --budget-usd, --per)', 'keys')
       const k = await store.keys.update(current.id, patch, Date.now(), 'cli')
-      if (k === undefined) throw new UsageError(`the key ${current.id} is revoked: it can no longer be changed`, 'keys')
+      if (k === undefined) throw new CommandError(`the key ${current.id} is revoked: it can no longer be changed`)
       const limits = k.limits === null ? 'none' : `rpm ${k.limits.rpm ?? '-'}, tpm ${k.limits.tpm ?? '-'}`
       const { nanoToUsd } = await import('../plugins/kernel/money.js')
       const budget = k.budget === null ? 'none' : `${nanoToUsd(k.budget.nano)} USD per ${k.budget.per}`
@@ -123,17 +138,27 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
       refuseConfigOwned(current, 'rotated')
       const grace = args['grace-s'] === undefined ? 0 : whole(args['grace-s'], 'grace-s', MAX_GRACE_S)
       const now = Date.now()
-      if (current.expires_at !== null && current.expires_at <= now) throw new UsageError(`the key ${current.id} expired at ${new Date(current.expires_at).toISOString()}: extend it (keys update --expires) before rotating it, or create a new key`, 'keys')
+      if (current.expires_at !== null && current.expires_at <= now) throw new CommandError(`the key ${current.id} expired at ${new Date(current.expires_at).toISOString()}: extend it (keys update --expires) before rotating it, or create a new key`)
       const r = await store.keys.rotate(current.id, now + grace * 1000, now, 'cli')
-      if (r === undefined) throw new UsageError(`the key ${current.id} is revoked: it can no longer be rotated`, 'keys')
+      if (r === undefined) throw new CommandError(`the key ${current.id} is revoked: it can no longer be rotated`)
       process.stdout.write(`${r.key.key}\n`)
       process.stderr.write(`created ${r.key.id} in place of ${current.id}, which works until ${new Date(r.old.expires_at ?? now).toISOString()}; the new key is shown only once\n`)
-    } else if (sub === 'revoke') {
+    } else {
       await named('revoke', false)
       await store.keys.revoke(id as string, Date.now(), 'cli')
       process.stdout.write(`${id as string} revoked\n`)
-    } else {
-      throw new UsageError(`unknown keys command ${sub ?? ''}`, 'keys')
     }
   })
+}
+
+/** What a key is now: revoked, expired (past expires_at, a rotated key past its grace too), or active. */
+function stateOf (k: ApiKey, now: number): 'revoked' | 'expired' | 'active' {
+  if (k.revoked) return 'revoked'
+  return k.expires_at !== null && k.expires_at <= now ? 'expired' : 'active'
+}
+
+/** Rows under a header, in columns as wide as their widest cell. */
+function table (header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
+  return [header, ...rows].map((r) => r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0)).join('  ')).join('\n') + '\n'
 }

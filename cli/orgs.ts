@@ -1,5 +1,5 @@
 import { nanoToUsd, parseUsd } from '../plugins/kernel/money.js'
-import { UsageError, type CommandInput } from './command.js'
+import { CommandError, UsageError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
 import { withStore } from './with-store.js'
 
@@ -10,6 +10,8 @@ Organizations at runtime, beside those of the config: made here, they live in th
 (restarts and reloads keep them). --balance-usd: the new organization's prepaid credits (default
 0). Projects: modelgate projects create ORG ID.`
 
+export const flags = { create: ['balance-usd', 'config'], list: ['json', 'config'] } as const
+
 const ID = /^[A-Za-z0-9_.-]{1,64}$/
 
 export async function run ({ args, positionals: [sub, id] }: CommandInput): Promise<void> {
@@ -18,10 +20,10 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
     const balance = args['balance-usd'] === undefined ? 0 : parseUsd(args['balance-usd'])
     if (balance === undefined || balance < 0) throw new UsageError(`--balance-usd: an amount in USD, at most 9 decimals: ${args['balance-usd'] ?? ''}`, 'orgs')
     await withStore((await readConfig(args)).config, async (store) => {
-      if (!await store.orgs.create({ id, balanceNano: balance, quota: null }, Date.now(), 'cli')) throw new UsageError(`the organization ${id} exists already (a deleted one keeps its id)`, 'orgs')
+      if (!await store.orgs.create({ id, balanceNano: balance, quota: null }, Date.now(), 'cli')) throw new CommandError(`the organization ${id} exists already (a deleted one keeps its id)`)
       process.stdout.write(`created ${id} (balance ${nanoToUsd(balance)} USD)\n`)
     })
-  } else if (sub === 'list') {
+  } else {
     await withStore((await readConfig(args)).config, async (store) => {
       const orgs = await Promise.all((await store.orgs.list()).map(async (o) => ({ ...o, projects: (await store.orgs.projects(o.id)).map((p) => p.id) })))
       if (args.json === true) {
@@ -33,7 +35,5 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
         process.stdout.write(`${o.id}\tbalance ${nanoToUsd(o.balance_nano)} USD\tspent ${nanoToUsd(o.spent_nano)} USD${o.uncollected_nano > 0 ? ` (uncollected ${nanoToUsd(o.uncollected_nano)} USD)` : ''}\tquota ${quota}\tprojects ${o.projects.join(',') || '-'}\n`)
       }
     })
-  } else {
-    throw new UsageError(`unknown orgs command ${sub ?? ''}`, 'orgs')
   }
 }

@@ -1,34 +1,104 @@
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import type { Config } from '../config/schema.js'
+import { CommandError } from './command.js'
 
-// The running gateway's pid and address, beside its store, so that `modelgate reload` finds it.
+// The running gateways' pids and addresses, beside their store, so that `modelgate reload` finds
+// them. A SQLite store is served by one gateway (its workers share it): a second `serve` of it is
+// refused, naming the first. Instances on PostgreSQL share their store by design: each one that
+// serves from the same folder is listed, and a reload reaches every one.
 
-export interface PidFile { pid: number, host: string, port: number }
+export interface PidEntry {
+  pid: number
+  host: string
+  /** null while the gateway starts (it claimed the file, it does not listen yet). */
+  port: number | null
+}
 
 /** Where the pid file of a gateway serving `config` is; null for a :memory: store. */
 export function pidFilePath (config: Config): string | null {
   return config.store.sqlite === ':memory:' ? null : join(dirname(resolve(config.store.sqlite)), 'modelgate.pid')
 }
 
-export function writePidFile (config: Config, port: number): void {
+function alive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    // EPERM: it runs, as another user
+    return (err as { code?: string }).code === 'EPERM'
+  }
+}
+
+function read (path: string): PidEntry[] {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch {
+    return []
+  }
+  try {
+    const parsed = JSON.parse(text) as { gateways?: PidEntry[] } & Partial<PidEntry>
+    // a file written before several gateways were listed holds one
+    return Array.isArray(parsed.gateways) ? parsed.gateways : typeof parsed.pid === 'number' ? [{ pid: parsed.pid, host: parsed.host ?? '127.0.0.1', port: parsed.port ?? null }] : []
+  } catch {
+    return []
+  }
+}
+
+/** Replaces the file whole (a reader never sees half of it); no gateway left: no file. */
+function write (path: string, gateways: PidEntry[]): void {
+  if (gateways.length === 0) { try { unlinkSync(path) } catch {} return }
+  mkdirSync(dirname(path), { recursive: true })
+  const tmp = `${path}.${process.pid}.tmp`
+  writeFileSync(tmp, JSON.stringify({ gateways }) + '\n')
+  renameSync(tmp, path)
+}
+
+/** The gateways the pid file names whose process still runs. */
+export function runningGateways (config: Config): PidEntry[] {
+  const path = pidFilePath(config)
+  return path === null ? [] : read(path).filter((g) => g.pid !== process.pid && alive(g.pid))
+}
+
+/**
+ * Puts this process in the pid file before it serves. A SQLite store another running gateway
+ * serves is refused, with that gateway's pid and address; entries of processes gone are dropped.
+ */
+export function claimPidFile (config: Config): void {
   const path = pidFilePath(config)
   if (path === null) return
+  const others = runningGateways(config)
+  const first = others[0]
+  if (first !== undefined && config.store.postgres === undefined) {
+    const at = first.port === null ? 'starting' : `listening on ${first.host}:${first.port}`
+    const kill = `kill ${first.pid}`
+    throw new CommandError(`a gateway already serves ${config.store.sqlite} (pid ${first.pid}, ${at}); two gateways on one SQLite store would share its data unawares.
+  ${'modelgate reload --config FILE'.padEnd(32)}makes it read its config again
+  ${kill.padEnd(32)}stops it (then serve again)
+(If no gateway runs, ${path} is stale: remove it.)`)
+  }
+  entry(path, others, { pid: process.pid, host: config.server.host, port: null })
+}
+
+function entry (path: string, others: PidEntry[], mine: PidEntry): void {
   try {
-    // a PostgreSQL store has no SQLite folder of its own: the folder is made here
-    mkdirSync(dirname(path), { recursive: true })
-    writeFileSync(path, JSON.stringify({ pid: process.pid, host: config.server.host, port } satisfies PidFile) + '\n')
+    write(path, [...others, mine])
   } catch (err) {
     process.stderr.write(`modelgate: cannot write ${path}: ${(err as Error).message} (modelgate reload will not find this gateway)\n`)
   }
 }
 
-/** Removes the pid file if this process wrote it. */
+/** Records the port this process listens on. */
+export function writePidFile (config: Config, port: number): void {
+  const path = pidFilePath(config)
+  if (path === null) return
+  entry(path, runningGateways(config), { pid: process.pid, host: config.server.host, port })
+}
+
+/** Takes this process out of the pid file (and the entries of processes gone). */
 export function removePidFile (config: Config): void {
   const path = pidFilePath(config)
   if (path === null) return
-  try {
-    const found = JSON.parse(readFileSync(path, 'utf8')) as Partial<PidFile>
-    if (found.pid === process.pid) unlinkSync(path)
-  } catch {}
+  try { write(path, runningGateways(config)) } catch {}
 }

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import type { Config } from '../config/schema.js'
 import type { GatewayPlugin } from '../plugins/api/index.js'
 import type { CommandInput } from './command.js'
@@ -5,6 +6,8 @@ import type { CommandInput } from './command.js'
 export const help = `modelgate plugins [--config FILE] [--json]
 
 Lists the built-in plugins and the config's chain, with every option and its default.`
+
+export const flags = { '': ['config', 'json'] } as const
 
 export async function run ({ args }: CommandInput): Promise<void> {
   const [{ configPath }, { builtinPlugin, builtinPlugins, describeOptions, loadGatewayConfig }, { loadPlugin }] = await Promise.all([
@@ -15,13 +18,9 @@ export async function run ({ args }: CommandInput): Promise<void> {
   const describe = (schema: object | undefined, values?: Record<string, unknown>): string[] =>
     describeOptions(schema).map((o) => `      ${o.name}: ${o.type}${o.required ? ' (required)' : ''}${o.default !== undefined ? `, default ${JSON.stringify(o.default)}` : ''}${values !== undefined && o.name in values ? ` = ${JSON.stringify(values[o.name])}` : ''}${o.description !== undefined ? `  ${o.description}` : ''}`)
   const file = configPath(args)
-  let config: Config | undefined
-  try {
-    config = await loadGatewayConfig(file)
-  } catch (err) {
-    // with no config named, the built-ins alone are worth listing
-    if (args.config !== undefined || process.env.MODELGATE_CONFIG !== undefined) throw err
-  }
+  // with no config here, the built-ins alone are worth listing; a config named must be there
+  const named = args.config !== undefined || (process.env.MODELGATE_CONFIG ?? '') !== ''
+  const config: Config | undefined = named || existsSync(file) ? await loadGatewayConfig(await (await import('./config-file.js')).configFile(args)) : undefined
   if (args.json === true) {
     const entries = config === undefined ? null : await Promise.all(config.plugins.map(async (e) => ({ ...e, builtin: e.module === undefined, description: (await definitionOf(e))?.description ?? null, schema: (await definitionOf(e))?.options ?? null })))
     process.stdout.write(JSON.stringify({ builtin: builtinPlugins().map((p) => ({ name: p.name, description: p.description ?? null, scope: p.scope ?? 'api', options: describeOptions(p.options) })), config: entries }, null, 2) + '\n')

@@ -3,12 +3,14 @@ import { availableParallelism } from 'node:os'
 import type { Config } from '../config/schema.js'
 import type { GatewayServer } from '../server.js'
 import { UsageError, type Args, type CommandInput } from './command.js'
-import { removePidFile, writePidFile } from './pid-file.js'
+import { claimPidFile, removePidFile, writePidFile } from './pid-file.js'
 
 export const help = `modelgate serve [--config FILE] [--port N] [--host H] [--workers N] [--pretty]
 
 Serves the config's gateway. PORT does what --port does. --workers defaults to one per core
 (one for a :memory: store); the workers share the port and the store. --pretty: readable logs.`
+
+export const flags = { '': ['config', 'port', 'host', 'workers', 'pretty'] } as const
 
 // The key config/gateway.yaml ships for local trials. It is printed by the banner when it is the
 // configured key; no other key is ever printed (they are secrets, and stdout often ends up in logs).
@@ -33,25 +35,30 @@ export async function run ({ args }: CommandInput): Promise<void> {
     await serveHere(args, file, config, port)
     return
   }
-  const [{ configPath }, { loadGatewayConfig }] = await Promise.all([import('../config/load.js'), import('../plugins/host/index.js')])
-  const file = configPath(args)
-  const fromFile = await loadGatewayConfig(file)
+  const { file, config: fromFile } = await (await import('./config-file.js')).readConfig(args, { gateway: true })
   const config = withAddress(fromFile, args, port)
   // one worker per core, except for an in-memory store, which a worker cannot share
   const workers = args.workers === undefined ? (config.store.sqlite === ':memory:' ? 1 : availableParallelism()) : Number(args.workers)
   if (!Number.isInteger(workers) || workers < 1) throw new UsageError(`--workers: a whole number >= 1, or omit it (cores here: ${availableParallelism()})`, 'serve')
+  // before the store is opened: a SQLite store another gateway serves is refused, naming it
+  claimPidFile(config)
   if (workers === 1) {
-    await serveHere(args, file, fromFile, port)
+    try {
+      await serveHere(args, file, fromFile, port)
+    } catch (err) {
+      removePidFile(config)
+      throw err
+    }
     return
   }
   // node:cluster: the workers share the port; every policy's state is in the shared store
-  const { supervise } = await import('./supervisor.js')
+  const [{ supervise }, notes] = await Promise.all([import('./supervisor.js'), uncredentialed(config, file)])
   supervise({
     file,
     config: fromFile,
     workers,
     onListening: (listening) => {
-      banner(config, workers, listening)
+      banner(config, notes, workers, listening)
       writePidFile(config, listening)
     }
   })
@@ -70,12 +77,12 @@ async function serveHere (args: Args, file: string, fromFile: Config, port: numb
   process.on('SIGHUP', () => { void server.reload() })
   installShutdown(server, config)
   if (cluster.isPrimary) {
-    banner(config, 1, address.port)
+    banner(config, await uncredentialed(config, file), 1, address.port)
     writePidFile(config, address.port)
   }
 }
 
-function banner (config: Config, workers: number, port: number): void {
+function banner (config: Config, notes: string[], workers: number, port: number): void {
   const url = `http://${config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host}:${port}`
   const lines = [
     `modelgate listening on ${url} (${workers} worker${workers > 1 ? 's' : ''})`,
@@ -87,7 +94,24 @@ function banner (config: Config, workers: number, port: number): void {
   } else {
     lines.push('  API keys: the tenants\' keys in the config, or `modelgate keys create --org O --project P`')
   }
+  lines.push(...notes)
   process.stdout.write(lines.join('\n') + '\n')
+}
+
+/** The providers that have no credentials, what to set for each, and the models they leave unserved. */
+async function uncredentialed (config: Config, file: string): Promise<string[]> {
+  const [{ variablesAt }, { Catalog }, { withoutCredentials }] = await Promise.all([import('../config/load.js'), import('../plugins/gateway/catalog.js'), import('../plugins/upstream/index.js')])
+  const missing = withoutCredentials(config)
+  if (missing.length === 0) return []
+  const what = missing.map((p) => {
+    const vars = variablesAt(file, ['providers', config.providers.indexOf(p), 'api_key'])
+    return `${p.id} (${vars.length === 0 ? 'its api_key is empty' : `${vars.join(', ')} ${vars.length > 1 ? 'are' : 'is'} not set`})`
+  })
+  const models = new Catalog(config.models, (id) => !missing.some((p) => p.id === id)).unserved().map((m) => m.id)
+  return [
+    `  no credentials: ${what.join(', ')}`,
+    `                  ${models.length === 0 ? 'every model has another provider' : `not listed or served: ${models.length > 4 ? `${models.slice(0, 3).join(', ')} and ${models.length - 3} more` : models.join(', ')}`}; set the variables and restart (a reload does not read the environment again)`
+  ]
 }
 
 // SIGTERM/SIGINT: stop accepting, let in-flight requests finish (bounded), close the store.

@@ -6,8 +6,9 @@ Copies a SQLite store (stop the gateway first) into an empty PostgreSQL database
 balances, projects, keys, open holds, quota usage, usage records and stored content, in one
 transaction; then compares the totals of both and exits with status 1 if they differ.`
 
-export async function run ({ args, positionals: [sub] }: CommandInput): Promise<void> {
-  if (sub !== 'migrate') throw new UsageError('store migrate --from FILE.db --to postgres://…', 'store')
+export const flags = { migrate: ['from', 'to'] } as const
+
+export async function run ({ args }: CommandInput): Promise<void> {
   if (args.from === undefined || args.to === undefined) throw new UsageError('store migrate needs --from and --to', 'store')
   if (!/^postgres(ql)?:\/\//.test(args.to)) throw new UsageError('--to: a postgres:// URL', 'store')
   const { migrateSqliteToPostgres } = await import('../plugins/store/postgres/from-sqlite.js')

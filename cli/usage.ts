@@ -10,6 +10,8 @@ Usage records, newest first, and their totals. A call that tried more than one p
 them, and one whose parameters were dropped names them; --json prints every field, its attempts
 and dropped parameters included.`
 
+export const flags = { '': ['org', 'project', 'since', 'limit', 'json', 'config'] } as const
+
 export async function run ({ args }: CommandInput): Promise<void> {
   const since = args.since === undefined ? undefined : Date.parse(args.since)
   if (since !== undefined && Number.isNaN(since)) throw new UsageError(`--since: not an ISO date: ${args.since}`, 'usage')

@@ -173,6 +173,21 @@ export async function loadConfig (file: string, env: Env = process.env): Promise
 }
 
 /**
+ * The environment variables the text at `path` in a config file names (`${OPENAI_API_KEY:-}` at
+ * ['providers', 0, 'api_key'] gives ['OPENAI_API_KEY']); none when it names none or cannot be read.
+ */
+export function variablesAt (file: string, path: Array<string | number>): string[] {
+  try {
+    const text = readFileSync(file, 'utf8')
+    let node: unknown = extname(file) === '.json' ? JSON.parse(text) : YAML.parse(text)
+    for (const step of path) node = (node as Record<string | number, unknown> | null)?.[step]
+    return typeof node === 'string' ? [...node.matchAll(VAR)].map((m) => m[1] as string) : []
+  } catch {
+    return []
+  }
+}
+
+/**
  * Which config a command reads: --config FILE, else $MODELGATE_CONFIG, else config/gateway.yaml
  * (a checkout of the project), else gateway.yaml (a folder made by `modelgate init`), both in
  * the current folder.

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import {
-  budgetScope, definePlugin, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules, unmeteredRefusal,
+  budgetScope, definePlugin, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules, retryAfterHeaders, unmeteredRefusal,
   type MaybePromise, type Principal, type QuotaLimit, type QuotaPer, type QuotaUsage, type RateLimitHit
 } from './api/index.js'
 
@@ -18,8 +18,9 @@ import {
 // Budgets, tpm and quotas count what is billed: a free call or a cache hit spends none. A call
 // that may spend without reporting what (`call.unmetered`: a pass-through batch job) is refused
 // (403) when any of them applies to its key, since it could not be counted.
-// A call is refused with 429 and Retry-After (seconds until its window resets), in the route's
-// error shape (numeric code 429; Messages: rate_limit_error): quota_exceeded for a quota or a
+// A call is refused with 429 and Retry-After (seconds until its window resets; past a minute also
+// `x-should-retry: false`, so that the SDKs do not wait hours to retry), in the route's error
+// shape (numeric code 429; Messages: rate_limit_error): quota_exceeded for a quota or a
 // budget, a rate-limit error naming the key for rpm and tpm. The store admits from what it knows
 // of a window and counts an ended call before its answer's last byte is sent; a count that
 // reaches a limit closes the window in every process first: once the calls that ended have
@@ -105,7 +106,7 @@ export default definePlugin({
 
     const refuse = (r: Rule, used: QuotaUsage, now: number): never => {
       const retryAfter = secondsTo(quotaWindow(r.per, now).end, now)
-      const headers = { 'retry-after': String(retryAfter) }
+      const headers = retryAfterHeaders(retryAfter)
       if (r.rate) throw new KeyRateLimited({ id: r.id, limit: r.limit.tokens ?? 0, unit: 'tokens', retry_after: retryAfter }, { headers })
       const status = limitStatus(r.limit, r.per, used, now)
       throw new QuotaExceeded({ scope: r.kind, id: r.id, used: status.used, limit: status.limit, unit: status.unit === 'usd' ? 'USD' : 'tokens', per: r.per, retry_after: retryAfter }, { headers })
@@ -121,7 +122,7 @@ export default definePlugin({
         const check = (h: RateLimitHit): void => {
           if (h.count <= rpm) return
           const retryAfter = secondsTo(h.resetAt, now)
-          throw new KeyRateLimited({ id: principal.keyId, limit: rpm, unit: 'requests', retry_after: retryAfter }, { headers: { 'retry-after': String(retryAfter) } })
+          throw new KeyRateLimited({ id: principal.keyId, limit: rpm, unit: 'requests', retry_after: retryAfter }, { headers: retryAfterHeaders(retryAfter) })
         }
         if (isPromise(hit)) (pending ??= []).push(hit.then(check))
         else check(hit)

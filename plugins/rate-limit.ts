@@ -1,7 +1,7 @@
 import rateLimit from '@fastify/rate-limit'
 import { Type } from '@sinclair/typebox'
 import type { onRequestHookHandler } from 'fastify'
-import { definePlugin, isPromise, RateLimited, type RateLimitHit, type RateLimitStore } from './api/index.js'
+import { definePlugin, isPromise, RateLimited, retryAfterHeaders, type RateLimitHit, type RateLimitStore } from './api/index.js'
 
 // Phase: onRequest, on the whole app: `max` requests per `window_s` per client IP on every route
 // (/v1, /admin, /console and the health checks), counted before auth, so failed key and admin
@@ -51,7 +51,7 @@ export default definePlugin({
       timeWindow: opts.window_s * 1000,
       allowList: opts.allow_list,
       store: storeClass(store.rateLimits, clock.now, opts.window_s * 1000, opts.max),
-      errorResponseBuilder: (_request, ctx) => new RateLimited({}, { headers: { 'retry-after': String(Math.max(1, Math.ceil(ctx.ttl / 1000))) } })
+      errorResponseBuilder: (_request, ctx) => new RateLimited({}, { headers: retryAfterHeaders(ctx.ttl / 1000) })
     })
     // an instance hook (not the per-route one) so that it runs before the /v1 chain's auth
     fastify.addHook('onRequest', fastify.rateLimit() as onRequestHookHandler)

@@ -1,5 +1,6 @@
-// Run by `npm install` (the package's prepare script): builds tap for the plugin set package.json
-// names, so the first `npm test` after an install already runs with it. Tap rebuilds itself when
+// Run by `npm install` and `npm ci` in a checkout (the package's `dependencies` script): builds
+// tap for the plugin set package.json names, so the first `npm test` after an install already
+// runs with it. Tap rebuilds itself when
 // its plugin list changed, but only after it started that run's test processes with the loaders
 // of its default set (ts-node and the mock loader, which double each test file's start).
 // Skipped where tap is not installed (an install without devDependencies) and for npm pack.

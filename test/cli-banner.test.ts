@@ -39,3 +39,29 @@ t.test('serve: the banner points at the operator\'s console when the admin API i
   off.kill()
   await off.exited
 })
+
+t.test('serve: the banner names the providers without credentials, what to set, and the models they leave unserved', async (t) => {
+  const tenants = [{ org: 'o', projects: [{ id: 'p', keys: [{ key: 'mg-operator-secret-0123456789abcdef' }] }] }]
+  const gw = await spawnGateway(t, {
+    tenants,
+    providers: [
+      { id: 'demo', protocol: 'openai', builtin: 'demo' },
+      { id: 'openai', protocol: 'openai', base_url: 'https://api.openai.com/v1', api_key: '${MG_BANNER_TEST_OPENAI_KEY:-}' },
+      { id: 'bare', protocol: 'messages', base_url: 'https://api.anthropic.com', api_key: '' }
+    ],
+    models: [
+      { id: 'demo/echo', name: 'Echo', provider: 'demo', context_length: 8192 },
+      { id: 'openai/gpt', name: 'GPT', provider: 'openai', context_length: 8192 },
+      { id: 'bare/claude', name: 'Claude', provider: 'bare', context_length: 8192 }
+    ]
+  }, ['--workers', '1'])
+  const out = await gw.stdout(/not listed or served/)
+  t.match(out, /no credentials: openai \(MG_BANNER_TEST_OPENAI_KEY is not set\), bare \(its api_key is empty\)/)
+  t.match(out, /not listed or served: openai\/gpt, bare\/claude; set the variables and restart/)
+  gw.kill()
+  await gw.exited
+  const served = await spawnGateway(t, { tenants }, ['--workers', '1'])
+  t.notMatch(await served.stdout(/API keys:/), /no credentials/, 'every provider can be called: nothing said')
+  served.kill()
+  await served.exited
+})

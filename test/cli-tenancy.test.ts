@@ -75,7 +75,7 @@ t.test('orgs, projects and keys through the CLI while two workers serve the stor
   const key = created.stdout.trim()
   const id = /created (key_[0-9a-f]+)/.exec(created.stderr)?.[1] as string
   const listed = (JSON.parse((await cli(['keys', 'list', '--org', 'globex', '--json', ...config])).stdout) as Array<Record<string, unknown>>)[0]
-  t.match(listed, { id, limits: { rpm: 100 }, budget: { nano: 1e9, per: 'day' }, expires_at: Date.UTC(2030, 0, 1), revoked: false })
+  t.match(listed, { id, limits: { rpm: 100 }, budget: { limit: '1', per: 'day', unit: 'usd' }, expires_at: '2030-01-01T00:00:00.000Z', revoked: false, state: 'active' }, 'the admin API\'s shape: ISO times, USD strings')
   t.same(await both(key, 'anthropic/claude-test'), [200, 200, 200, 200], 'the key calls on both workers (and is cached there)')
 
   const narrowed = await cli(['keys', 'update', id, '--models', 'openai/*', '--rpm', '0', '--tpm', '5000', '--budget-usd', '0', '--expires', 'never', ...config])

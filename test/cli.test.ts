@@ -141,6 +141,78 @@ t.test('unknown commands print the usage', async (t) => {
   t.match(res.stderr, /modelgate keys create/)
 })
 
+t.test('bare modelgate prints the help and serves nothing', async (t) => {
+  const res = await cli([], { PORT: '0' })
+  t.equal(res.code, 0)
+  t.match(res.stdout, /modelgate serve \[--config FILE\]/)
+  t.match(res.stdout, /modelgate init/)
+  t.notMatch(res.stdout, /listening/)
+})
+
+t.test('each command takes its own flags: another is refused, naming the ones it takes', async (t) => {
+  const { file } = tempConfig()
+  const workers = await cli(['orgs', 'list', '--workers', '3', '--config', file])
+  t.equal(workers.code, 2)
+  t.match(workers.stderr, /--workers: not for orgs list, which takes --json, --config/)
+  t.equal(workers.stdout, '', 'and nothing is listed')
+  const unknown = await cli(['keys', 'list', '--frob', '--config', file])
+  t.equal(unknown.code, 2)
+  t.match(unknown.stderr, /unknown flag --frob: keys list takes --org, --project, --json, --config/)
+  const sub = await cli(['keys', 'revoke', 'key_x', '--models', '*', '--config', file])
+  t.match(sub.stderr, /--models: not for keys revoke, which takes --config/, 'by subcommand')
+  t.match((await cli(['init', '--config', file])).stderr, /--config: not for init, which takes no flags/)
+  const bare = await cli(['keys'])
+  t.equal(bare.code, 2)
+  t.match(bare.stderr, /^modelgate: keys needs one of: create, list, update, rotate, revoke\n/)
+  t.match((await cli(['--config', file, 'serve'])).stderr, /the command comes first/)
+})
+
+t.test('errors say what to do, once: no usage text after a refusal, init named when there is no config', async (t) => {
+  const { file } = tempConfig()
+  const ghost = await cli(['keys', 'create', '--org', 'ghost', '--project', 'web', '--config', file])
+  t.equal(ghost.code, 2)
+  t.equal(ghost.stderr, 'modelgate: no organization ghost (see modelgate orgs list)\n', 'the refusal alone')
+  const empty = tempDir('cli-empty')
+  for (const args of [['orgs', 'list'], ['serve'], ['keys', 'list'], ['reload'], ['config', 'check']]) {
+    const res = await cli(args, {}, empty)
+    t.equal(res.code, 2, args.join(' '))
+    t.match(res.stderr, /modelgate init/, `${args.join(' ')}: names modelgate init`)
+    t.notMatch(res.stderr, /ENOENT|usage:/, `${args.join(' ')}: no ENOENT, no usage text`)
+  }
+  const named = await cli(['orgs', 'list', '--config', join(empty, 'nope.yaml')])
+  t.match(named.stderr, /no config file at .*nope\.yaml \(--config\)/)
+  const badValue = await cli(['usage', '--since', 'soon', '--config', file])
+  t.match(badValue.stderr, /--since: not an ISO date: soon\n\nusage:\n {2}modelgate usage \[--org O\]/, 'a wrong flag value: the command\'s synopsis, not every command\'s')
+  t.notMatch(badValue.stderr, /modelgate keys/)
+})
+
+t.test('config check: a value outside a plugin option\'s choices is one line listing them', async (t) => {
+  const dir = tempDir('cli')
+  const bad = join(dir, 'enum.yaml')
+  writeFileSync(bad, 'store: { sqlite: ":memory:" }\nplugins:\n  - name: auth\n  - name: cache\n    options: { scope: team }\n')
+  const res = await cli(['config', 'check', bad])
+  t.equal(res.code, 2)
+  t.same(res.stderr.split('\n').filter((l) => l.includes('scope')), ['  - plugins[1].options.scope: must be one of "key", "project", "org"'])
+})
+
+t.test('keys list: the state (a rotated key past its grace is expired), the expiry, and --json as the admin API shows a key', async (t) => {
+  const { file } = tempConfig()
+  const created = await cli(['keys', 'create', '--org', 'acme', '--project', 'web', '--name', 'old', '--expires', '2031-05-01T00:00:00Z', '--config', file])
+  const id = /created (key_[0-9a-f]+)/.exec(created.stderr)?.[1] as string
+  const rotated = await cli(['keys', 'rotate', id, '--config', file])
+  t.equal(rotated.code, 0, rotated.stderr)
+  const fresh = /created (key_[0-9a-f]+)/.exec(rotated.stderr)?.[1] as string
+  const text = (await cli(['keys', 'list', '--config', file])).stdout.split('\n')
+  t.match(text[0], /^ID\s+PROJECT\s+KEY\s+NAME\s+MODELS\s+STATE\s+CREATED\s+EXPIRES$/)
+  t.match(text.find((l) => l.startsWith(id)), /\sold\s.*\sexpired\s+\S+\s+20\d\d-\d\d-\d\dT/, 'rotated with no grace: expired, and when')
+  t.match(text.find((l) => l.startsWith(fresh)), /\sactive\s+\S+\s+2031-05-01T00:00:00\.000Z$/, 'its successor: active, with the expiry it took over')
+  const json = JSON.parse((await cli(['keys', 'list', '--json', '--config', file])).stdout) as Array<Record<string, unknown>>
+  const old = json.find((k) => k.id === id)
+  t.match(old, { state: 'expired', revoked: false, created_at: /^20\d\d-\d\d-\d\dT.*Z$/, expires_at: /^20\d\d-\d\d-\d\dT.*Z$/ })
+  t.match(json.find((k) => k.id === fresh), { state: 'active', expires_at: '2031-05-01T00:00:00.000Z', replaces: id })
+  t.notOk(json.some((k) => typeof k.created_at === 'number'), 'no epoch milliseconds')
+})
+
 t.test('serve: PORT over the config\'s port, --port over PORT; --host', async (t) => {
   // a port taken on every address: a gateway that tried to listen on it would exit at once
   const taken = createServer()
@@ -208,4 +280,75 @@ t.test('init DIR, then serve --config DIR/gateway.yaml from another folder: the 
   t.same(readdirSync(elsewhere), [], 'nothing is written in the folder it was started from')
   child.kill('SIGTERM')
   t.equal(await exited, 0)
+})
+
+t.test('a second serve of a SQLite store already served is refused, naming the first; reload still finds the first', async (t) => {
+  const first = await spawnGateway(t, { admin: { token: 'second-serve-admin-token-0123456789' } }, ['--workers', '1'])
+  const second = await cli(['serve', '--config', first.configFile, '--workers', '1'], { PORT: '0' })
+  t.equal(second.code, 2)
+  t.match(second.stderr, new RegExp(`a gateway already serves .*gw\\.db \\(pid ${first.pid}, listening on 127\\.0\\.0\\.1:${first.port}\\)`))
+  t.match(second.stderr, /modelgate reload/, 'and says what to do')
+  t.notMatch(second.stdout, /listening/)
+  const reloaded = await cli(['reload', '--config', first.configFile])
+  t.equal(reloaded.code, 0, reloaded.stderr)
+  t.match(reloaded.stdout, /^reloaded: nothing changed/, 'reload reaches the first gateway, through its admin API')
+  first.kill()
+  t.equal(await first.exited, 0)
+  const gone = await cli(['reload', '--config', first.configFile])
+  t.equal(gone.code, 2)
+  t.match(gone.stderr, /no running gateway found/, 'once it stopped, no gateway is named')
+})
+
+t.test('a pid file left by a gateway that is gone does not stop the next serve', async (t) => {
+  const dir = tempDir('cli-stale')
+  const file = join(dir, 'gw.json')
+  writeFileSync(file, JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, 'gw.db') } }))
+  // a pid no process has: the largest pid_max allows is 2^22
+  writeFileSync(join(dir, 'modelgate.pid'), JSON.stringify({ pid: 4_194_304, host: '127.0.0.1', port: 1 }))
+  const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--workers', '1'], { env: childEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  let err = ''
+  child.stderr.on('data', (d: Buffer) => { err += String(d) })
+  await new Promise<void>((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => { out += String(d); if (/listening on/.test(out)) resolve() })
+    void exited.then((code) => { reject(new Error(`serve exited with ${String(code)}: ${err}`)) })
+  })
+  const { readFileSync } = await import('node:fs')
+  t.same(JSON.parse(readFileSync(join(dir, 'modelgate.pid'), 'utf8')).gateways.map((g: { pid: number }) => g.pid), [child.pid], 'the stale entry is dropped')
+  child.kill('SIGTERM')
+  t.equal(await exited, 0)
+  t.notOk(existsSync(join(dir, 'modelgate.pid')), 'and the file goes with the last gateway')
+})
+
+t.test('instances on PostgreSQL from one folder are each tracked: reload reaches both', async (t) => {
+  const { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } = await import('./scratch-services.js')
+  const missing = await servicesMissing()
+  if (missing !== null) { t.skip(missing); return }
+  const dir = tempDir('cli-pg')
+  const file = join(dir, 'gw.json')
+  writeFileSync(file, JSON.stringify({
+    server: { port: 0 },
+    store: { sqlite: join(dir, 'gw.db'), postgres: await scratchDatabase(t), redis: REDIS_URL, redis_prefix: scratchRedisPrefix(t, 'mgc') },
+    admin: { token: 'pg-instances-admin-token-0123456789' }
+  }))
+  const start = async (): Promise<number> => {
+    const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--workers', '1'], { env: childEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'inherit'] })
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+    t.teardown(async () => { if (child.exitCode === null) { child.kill('SIGTERM'); await exited } })
+    await new Promise<void>((resolve, reject) => {
+      let out = ''
+      child.stdout.on('data', (d: Buffer) => { out += String(d); if (/listening on/.test(out)) resolve() })
+      void exited.then((code) => { reject(new Error(`serve exited with ${String(code)}: ${out}`)) })
+    })
+    return child.pid as number
+  }
+  // the first one migrates the database
+  const a = await start()
+  const b = await start()
+  const reloaded = await cli(['reload', '--config', file])
+  t.equal(reloaded.code, 0, reloaded.stderr)
+  t.match(reloaded.stdout, new RegExp(`pid ${a}: reloaded: nothing changed`))
+  t.match(reloaded.stdout, new RegExp(`pid ${b}: reloaded: nothing changed`))
 })

@@ -26,7 +26,7 @@ t.test('npm pack, then init and serve from an empty folder with the packed comma
   for (const needed of ['dist/cli/index.js', 'dist/plugins/api/index.js', 'dist/plugins/host/testing.js', 'dist/console/index.html', 'config/gateway.yaml', 'plugins/store/sqlite/migrations/001_tenants.sql', 'README.md', 'LICENSE', 'docs/plugins.md', 'examples/plugins/call-tagger/index.mjs', 'examples/plugins/call-tagger/package.json']) {
     t.ok(files.includes(needed), `the tarball has ${needed}`)
   }
-  t.same(files.filter((f) => /^(test|bench|\.ci)\//.test(f) || f.endsWith('.ts')), [], 'no tests, benchmarks, CI script or TypeScript sources')
+  t.same(files.filter((f) => /^(test|bench|\.ci)\//.test(f) || (f.endsWith('.ts') && !f.endsWith('.d.ts'))), [], 'no tests, benchmarks, CI script or TypeScript sources (the declarations npm pack adds are no source)')
 
   const prefix = join(work, 'prefix')
   const pkg = join(prefix, 'lib', 'node_modules', 'modelgate')
@@ -37,6 +37,8 @@ t.test('npm pack, then init and serve from an empty folder with the packed comma
   const bin = join(prefix, 'bin', 'modelgate')
   symlinkSync(join('..', 'lib', 'node_modules', 'modelgate', 'dist', 'cli', 'index.js'), bin)
 
+  const manifest = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')) as { scripts?: Record<string, string> }
+  t.same(Object.keys(manifest.scripts ?? {}).filter((s) => ['preinstall', 'install', 'postinstall', 'prepare'].includes(s)), [], 'no install-time script: npm install -g of the tarball has nothing to allow but the SQLite driver\'s build')
   const version = JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')).version as string
   t.equal((await run(bin, ['--version'], { env: childEnv() })).stdout.trim(), version, 'modelgate --version')
   t.match((await run(bin, ['serve', '--help'], { env: childEnv() })).stdout, /modelgate serve \[--config FILE\]/, 'help on a command')
@@ -102,4 +104,20 @@ t.test('every module the built code imports is a dependency or a Node built-in',
   t.same([...missing], [], 'imported but not a dependency')
   // modules loaded by name at run time rather than imported
   t.ok(deps.has('pino-pretty'), 'pino-pretty, the --pretty log transport')
+})
+
+t.test('an install is quiet: every package runs on the Node the package promises, every install script is decided', async (t) => {
+  const { default: semver } = await import('semver')
+  const pkg = JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as { engines: { node: string } }
+  const promised = semver.minVersion(pkg.engines.node)?.version ?? ''
+  t.equal(promised, '20.18.1', 'the Node version README.md names')
+  const lock = JSON.parse(readFileSync(fromRoot('package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string, dev?: boolean, engines?: { node?: string } }> }
+  // what an installed modelgate pulls must run on the promised Node (npm warns EBADENGINE otherwise);
+  // the test suite's own tools (tap's coverage, c8, and its yargs) need 20.19, which docs/testing.md says
+  const refused = Object.entries(lock.packages)
+    .filter(([path, p]) => path !== '' && typeof p.engines?.node === 'string' && !semver.satisfies(p.dev === true ? '20.19.0' : promised, p.engines.node))
+    .map(([path, p]) => `${path.replace(/^.*node_modules\//, '')}@${p.version ?? ''} wants node ${p.engines?.node ?? ''}`)
+  t.same(refused, [], 'no package wants a newer Node')
+  const { stdout } = await run('npm', ['install-scripts', 'ls'], { cwd: fromRoot(), env: childEnv() })
+  t.match(stdout, /No packages with unreviewed install scripts/, 'allowScripts covers every install script')
 })

@@ -1,60 +1,75 @@
 import t from 'tap'
 import { execFile, spawn } from 'node:child_process'
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import YAML from 'yaml'
 import { fromRoot } from '../paths.js'
 import { childEnv } from './child-env.js'
-import { KEY_A } from './helper.js'
 import { tempDir } from './temp-dir.js'
 
-// The example plugin as a contributor ships one: a package of its own that imports the plugin API
-// from `modelgate/plugin`. Both modelgate and the plugin are packed with `npm pack` and unpacked
-// into a project's node_modules, as `npm install` of the two tarballs lays them out (modelgate's
-// own dependencies come from this project's install: fetching them would need the registry). The
-// config names the plugin by its package name; the gateway serves it from there.
+// docs/plugins.md's steps, "A plugin package, from npm pack to a serving gateway": the example
+// plugin packed with `npm pack`, installed with `npm install` of its tarball beside the config
+// that `modelgate init` wrote for an installed modelgate, named in that config, checked and served.
+// modelgate is installed as `npm install -g` lays it out (the package under <prefix>/lib/node_modules,
+// the command in <prefix>/bin), with its dependencies from this project's install: fetching them
+// would need the registry. The plugin's `npm install` runs with --offline: it must need nothing
+// from the registry (modelgate is only its optional peer), and no `modelgate` is installed beside
+// it: the gateway answers its `modelgate/plugin` import with its own package.
 
 const run = promisify(execFile)
 
-async function pack (dir: string, into: string): Promise<string> {
-  // --ignore-scripts: `npm test` built dist/ already, and a rebuild now would pull it from under the other tests
-  const { stdout } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', into], { cwd: dir, env: childEnv() })
+async function pack (dir: string, into: string, args: string[] = []): Promise<string> {
+  const { stdout } = await run('npm', ['pack', ...args, '--json', '--pack-destination', into], { cwd: dir, env: childEnv() })
   const [info] = JSON.parse(stdout) as Array<{ filename: string }>
   return join(into, info!.filename)
 }
 
-async function unpack (tarball: string, dir: string): Promise<void> {
-  mkdirSync(dir, { recursive: true })
-  await run('tar', ['xzf', tarball, '--strip-components=1', '-C', dir])
-}
-
-t.test('the example plugin, packed and installed beside a packed modelgate, is loaded by its package name and works', async (t) => {
+t.test('the example plugin, packed, npm-installed beside an init\'d config of an installed modelgate, is checked and served', async (t) => {
   const work = tempDir('plugin-pkg')
-  const project = join(work, 'project')
-  const modules = join(project, 'node_modules')
-  await unpack(await pack(fromRoot(), work), join(modules, 'modelgate'))
-  symlinkSync(fromRoot('node_modules'), join(modules, 'modelgate', 'node_modules'))
-  await unpack(await pack(fromRoot('examples', 'plugins', 'call-tagger'), work), join(modules, 'modelgate-call-tagger'))
 
-  const manifest = JSON.parse(readFileSync(join(modules, 'modelgate', 'package.json'), 'utf8')) as { bin: { modelgate: string }, exports: Record<string, unknown> }
-  t.ok(manifest.exports['./plugin'] !== undefined && manifest.exports['./testing'] !== undefined, 'modelgate exports its plugin API and test helper')
-  const tagger = readFileSync(join(modules, 'modelgate-call-tagger', 'index.mjs'), 'utf8')
-  t.match(tagger, /from 'modelgate\/plugin'/, 'the plugin imports the API as an outside package')
+  // modelgate, installed (--ignore-scripts: `npm test` built dist/ already, and a rebuild now
+  // would pull it from under the other tests)
+  const prefix = join(work, 'prefix')
+  const pkg = join(prefix, 'lib', 'node_modules', 'modelgate')
+  mkdirSync(pkg, { recursive: true })
+  mkdirSync(join(prefix, 'bin'))
+  await run('tar', ['xzf', await pack(fromRoot(), work, ['--ignore-scripts']), '--strip-components=1', '-C', pkg])
+  symlinkSync(fromRoot('node_modules'), join(pkg, 'node_modules'))
+  const modelgate = join(prefix, 'bin', 'modelgate')
+  symlinkSync(join('..', 'lib', 'node_modules', 'modelgate', 'dist', 'cli', 'index.js'), modelgate)
 
-  const config = join(project, 'gateway.json')
-  writeFileSync(config, JSON.stringify({
-    server: { port: 0 },
-    store: { sqlite: ':memory:' },
-    plugins: [{ name: 'auth' }, { name: 'call-tagger', module: 'modelgate-call-tagger', options: { tag: 'green' } }],
-    providers: [{ id: 'demo', protocol: 'openai', builtin: 'demo' }],
-    models: [{ id: 'demo/echo', name: 'Echo', provider: 'demo', context_length: 8192 }],
-    tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }]
-  }))
-  const cli = join(modules, 'modelgate', manifest.bin.modelgate)
-  const checked = await run(process.execPath, [cli, 'config', 'check', config], { env: childEnv() })
-  t.match(checked.stdout, /gateway\.json: ok/, 'config check loads the plugin from its package')
+  // the plugin's author: npm pack
+  const tarball = await pack(fromRoot('examples', 'plugins', 'call-tagger'), work)
+  const manifest = JSON.parse(readFileSync(fromRoot('examples', 'plugins', 'call-tagger', 'package.json'), 'utf8')) as { peerDependenciesMeta?: Record<string, { optional?: boolean }> }
+  t.equal(manifest.peerDependenciesMeta?.modelgate?.optional, true, 'modelgate is an optional peer: it is not on the registry')
 
-  const child = spawn(process.execPath, [cli, 'serve', '--config', config, '--workers', '1'], { cwd: work, env: childEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
+  // the operator: modelgate init, npm install of the plugin's tarball beside the config
+  const gw = join(work, 'my-gateway')
+  mkdirSync(gw)
+  const init = await run(modelgate, ['init'], { cwd: gw, env: childEnv() })
+  const key = /API key \([^)]*\): (\S+)/.exec(init.stdout)?.[1] ?? ''
+  t.match(key, /^mg-/)
+  const installed = await run('npm', ['install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: gw, env: childEnv() })
+  t.notMatch(installed.stderr, /ERR!|E404|peer/i, 'npm install: no error, no peer dependency complaint')
+  t.ok(existsSync(join(gw, 'node_modules', 'modelgate-call-tagger', 'index.mjs')), 'installed beside the config')
+  t.notOk(existsSync(join(gw, 'node_modules', 'modelgate')), 'with no modelgate of its own')
+  t.match(readFileSync(join(gw, 'node_modules', 'modelgate-call-tagger', 'index.mjs'), 'utf8'), /from 'modelgate\/plugin'/, 'which it imports')
+
+  // in gateway.yaml, after `- name: auth`
+  const file = join(gw, 'gateway.yaml')
+  const doc = YAML.parseDocument(readFileSync(file, 'utf8'))
+  const chain = doc.get('plugins') as YAML.YAMLSeq
+  const auth = chain.items.findIndex((p) => (p as YAML.YAMLMap).get('name') === 'auth')
+  t.ok(auth >= 0, 'init\'s chain has auth')
+  chain.items.splice(auth + 1, 0, doc.createNode({ name: 'call-tagger', module: 'modelgate-call-tagger', options: { tag: 'blue' } }))
+  writeFileSync(file, doc.toString({ lineWidth: 0 }))
+
+  const checked = await run(modelgate, ['config', 'check'], { cwd: gw, env: childEnv() })
+  t.equal(checked.stdout, 'gateway.yaml: ok\n', 'modelgate config check')
+  t.match((await run(modelgate, ['plugins'], { cwd: gw, env: childEnv() })).stdout, /\d+\. call-tagger \(from file:.*modelgate-call-tagger\/index\.mjs\)\n\s+tag: string \(required\) = "blue"/, 'modelgate plugins lists it')
+
+  const child = spawn(modelgate, ['serve', '--workers', '1'], { cwd: gw, env: childEnv({ PORT: '0', LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   let err = ''
   child.stderr.on('data', (d: Buffer) => { err += String(d) })
@@ -68,13 +83,13 @@ t.test('the example plugin, packed and installed beside a packed modelgate, is l
     child.once('exit', (code) => { reject(new Error(`modelgate serve exited with ${String(code)}: ${err}`)) })
   })
   const base = `http://127.0.0.1:${port}`
-  const headers = { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' }
-  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ model: 'demo/echo', messages: [{ role: 'user', content: 'hi' }] }) })
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
+  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ model: 'demo/echo-1', messages: [{ role: 'user', content: 'hi' }] }) })
   t.equal(res.status, 200)
-  t.equal(res.headers.get('x-call-tag'), 'green', 'the plugin tagged the answer')
+  t.equal(res.headers.get('x-call-tag'), 'blue', 'the plugin tagged the answer')
   await res.text()
   const tags = await fetch(`${base}/v1/call-tags`, { headers })
-  t.same(await tags.json(), { org: 'acme', tag: 'green', calls: { 'demo/echo': 1 } }, 'its own route, under /v1, counted the call from its outcome')
+  t.same(await tags.json(), { org: 'demo', tag: 'blue', calls: { 'demo/echo-1': 1 } }, 'its own route, under /v1, counted the call from its outcome')
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
   child.kill('SIGTERM')
   t.equal(await exited, 0)

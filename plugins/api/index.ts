@@ -28,7 +28,7 @@ export { usageId } from '../store/types.js'
 /** The errors a plugin may throw to refuse a call, rendered in the route family's shape (or use `gateway.refusal`). */
 export {
   ContentBlocked, DuplicateRequest, InsufficientBalance, KeyExpired, KeyRateLimited, NoOrgContext, QuotaExceeded, RateLimited, StoreUnavailable, Unauthorized, UnmeteredEndpoint,
-  isGatewayError, type ErrorFamily, type GatewayError
+  isGatewayError, retryAfterHeaders, type ErrorFamily, type GatewayError
 } from '../kernel/errors.js'
 /** Money: integers of nano-dollars, decimal strings at the edges. */
 export { nanoToUsd, usdToNano } from '../kernel/money.js'

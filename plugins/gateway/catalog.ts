@@ -94,9 +94,16 @@ export function globMatcher (globs: readonly string[]): (id: string) => boolean 
 export class Catalog {
   private readonly byId = new Map<string, CatalogModel>()
   private readonly matchers = new Map<string, (id: string) => boolean>()
+  private readonly served: CatalogModel[]
 
-  constructor (models: ModelConfig[]) {
+  /**
+   * `usable`: whether a provider can be called at all (upstream/ knows: a built-in one, or one
+   * given credentials). A model none of whose providers is usable is listed nowhere; a call to it
+   * still reaches dispatch, which says what is missing.
+   */
+  constructor (models: ModelConfig[], usable: (provider: string) => boolean = () => true) {
     for (const m of models) this.byId.set(m.id, toCatalogModel(m))
+    this.served = this.all().filter((m) => m.active && m.providers.some(usable))
   }
 
   all (): CatalogModel[] { return [...this.byId.values()] }
@@ -124,7 +131,10 @@ export class Catalog {
 
   /** Any model by id, whatever its status (billing a call that started before a change). */
   get (id: string): CatalogModel | undefined { return this.byId.get(id) }
-  active (): CatalogModel[] { return this.all().filter((m) => m.active) }
+  /** The models that are listed: active, with a provider that can be called. */
+  available (): CatalogModel[] { return this.served }
+  /** The active models that are not listed: none of their providers can be called. */
+  unserved (): CatalogModel[] { return this.all().filter((m) => m.active && !this.served.includes(m)) }
 
   private matcher (globs: readonly string[]): (id: string) => boolean {
     const cacheKey = globs.join('\n')
@@ -136,17 +146,24 @@ export class Catalog {
     return m
   }
 
-  /** The active model if these globs may see it (null globs: no key restriction). */
+  /** The active model to call if these globs may see it (null globs: no key restriction). */
   find (id: string, globs: readonly string[] | null): CatalogModel | undefined {
     const m = this.byId.get(id)
     if (m === undefined || !m.active) return undefined
     return this.granted(m, globs)
   }
 
+  /** The model to show (GET /v1/models/{id}) if these globs may see it: as find, and listed. */
+  shown (id: string, globs: readonly string[] | null): CatalogModel | undefined {
+    const m = this.find(id, globs)
+    return m !== undefined && this.served.includes(m) ? m : undefined
+  }
+
+  /** The listed models these globs may see. */
   visible (globs: readonly string[] | null): CatalogModel[] {
-    if (globs === null) return this.active()
+    if (globs === null) return this.served
     const match = this.matcher(globs)
-    return this.active().filter((m) => match(m.id))
+    return this.served.filter((m) => match(m.id))
   }
 }
 

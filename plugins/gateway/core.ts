@@ -79,11 +79,12 @@ export function hooksOf (gateway: Gateway): HookRegistry {
 export function createGateway (parts: GatewayParts): GatewayCore {
   const clock = parts.clock ?? systemClock
   const hooks = new HookRegistry()
+  const upstreams = new Upstreams(parts.config, clock, { health: parts.health })
   const gateway: Gateway = {
     config: parts.config,
     store: parts.store,
-    catalog: new Catalog(parts.config.models),
-    upstreams: new Upstreams(parts.config, clock, { health: parts.health }),
+    catalog: new Catalog(parts.config.models, (id) => upstreams.configured(id)),
+    upstreams,
     clock,
     headers: headerNames(parts.config.server.header_prefix),
     log: parts.log,

@@ -41,7 +41,17 @@ export function grantedModel (gateway: Gateway, principal: Principal | null, id:
   return model
 }
 
-/** The active catalog models the caller's key may see (listings). */
+/**
+ * A model as the listings show it (`GET /v1/models/{id}`, Gemini's): granted to the key, and
+ * listed (some provider of it can be called); else 404.
+ */
+export function shownModel (gateway: Gateway, principal: Principal | null, id: string): CatalogModel {
+  const model = gateway.catalog.shown(id, globsOf(principal))
+  if (model === undefined) throw new ModelNotFound({ model: id })
+  return model
+}
+
+/** The listed catalog models the caller's key may see (listings). */
 export function grantedModels (gateway: Gateway, principal: Principal | null): CatalogModel[] {
   return gateway.catalog.visible(globsOf(principal))
 }

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { GatewayPlugin } from '../api/index.js'
+import { resolveOwnApi } from './own-api.js'
 
 // Plugins from outside the project: where a config's `module` points (a file, or an npm package
 // installed beside the config or beside modelgate), and the plugin object its default export is.
@@ -69,6 +70,7 @@ export function pluginOf (exported: unknown): GatewayPlugin | string {
 export async function loadPlugin (resolved: string): Promise<GatewayPlugin> {
   const cached = loaded.get(resolved)
   if (cached !== undefined) return cached
+  resolveOwnApi()
   const p = pluginOf(await import(resolved))
   if (typeof p === 'string') throw new Error(p)
   loaded.set(resolved, p)

@@ -95,6 +95,8 @@ export const NotImplemented = define('not_implemented', { status: 501, openaiTyp
 export const UpstreamUnavailable = define('upstream_unavailable', { status: 502, openaiType: 'api_error' })
 export const UpstreamStreamError = define('upstream_stream_error', { status: 502, openaiType: 'api_error' })
 export const NoProvider = define('no_provider', { status: 503, openaiType: 'overloaded_error' })
+// a model whose providers have no credentials: only the operator can change that
+export const NoCredentials = define('no_credentials', { status: 503, code: 'no_credentials', openaiType: 'overloaded_error', retry: false })
 export const Internal = define('internal', { status: 500, openaiType: 'api_error' })
 export const AdminUnauthorized = define('admin_unauthorized', { status: 401, openaiType: 'authentication_error', retry: false })
 export const OrgNotFound = define('org_not_found', { status: 404, code: 'org_not_found', retry: false })
@@ -119,6 +121,20 @@ export const NotChatModel = define('not_chat_model', { status: 400, code: 'wrong
 export const NotEmbeddingModel = define('not_embedding_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
 export const NotImageModel = define('not_image_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
 export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
+
+/** The longest wait until a limit's window reopens that the official SDKs are left to retry through. */
+export const RETRY_WITHIN_S = 60
+
+/**
+ * The headers of a refusal that lifts in `seconds` (a limit's window reopens): Retry-After, and,
+ * when that is more than RETRY_WITHIN_S away, `x-should-retry: false`. The official SDKs wait
+ * for whatever Retry-After says before their automatic retries, hours for a daily budget; told
+ * not to retry, they give up at once and the application decides.
+ */
+export function retryAfterHeaders (seconds: number): Record<string, string> {
+  const s = Math.max(1, Math.ceil(seconds))
+  return s > RETRY_WITHIN_S ? { 'retry-after': String(s), 'x-should-retry': 'false' } : { 'retry-after': String(s) }
+}
 
 /**
  * A plugin's own refusal of a call (`fastify.gateway.refusal({...})`): its status, code and

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import type { Readable } from 'node:stream'
-import { NoProvider, RequestTimeout, UpstreamClientError, UpstreamUnavailable } from '../kernel/errors.js'
+import { NoCredentials, NoProvider, RequestTimeout, UpstreamClientError, UpstreamUnavailable } from '../kernel/errors.js'
 import type { Json, Protocol } from '../translation/types.js'
 import { maskCredentials } from './credentials.js'
 import type { RoutingPolicy, Upstreams } from './index.js'
@@ -127,14 +127,17 @@ const isStream = (body: Attempt['body']): body is Readable => typeof (body as Re
 /**
  * Sends the call to the model's providers until one answers. Throws UpstreamClientError (a
  * provider's 4xx, re-shaped), RequestTimeout (every provider timed out), UpstreamUnavailable,
- * or NoProvider (none usable). A failure that is safe to repeat (see REPEATABLE) is repeated on
+ * NoCredentials (no provider of the model has credentials) or NoProvider (none usable now). A failure that is safe to repeat (see REPEATABLE) is repeated on
  * the same provider, `retry.attempts` times at most, after a pause that doubles each time, as
  * long as the pause ends within the request timeout and the body can be sent again; then the next
  * provider is tried.
  */
 export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Promise<Answer> {
   const candidates = upstreams.candidates(opts.providers, opts.policy)
-  if (candidates.length === 0) throw new NoProvider({ model: opts.model ?? '' })
+  if (candidates.length === 0) {
+    if (!opts.providers.some((id) => upstreams.configured(id))) throw new NoCredentials({ model: opts.model ?? '', providers: opts.providers.join(', ') })
+    throw new NoProvider({ model: opts.model ?? '' })
+  }
   const { call } = opts
   const abort = call.abort
   const retry = opts.retry ?? { attempts: 0, backoffMs: 0 }

@@ -19,7 +19,7 @@ export interface UpstreamsOptions {
   random?: () => number
 }
 
-export interface ProviderStatus { state: BreakerState, failures: number, ttfb_ms: number | null }
+export interface ProviderStatus { state: BreakerState, failures: number, ttfb_ms: number | null, credentials: boolean }
 
 export function healthOptions (config: Config): HealthOptions {
   const u = config.upstream
@@ -42,7 +42,7 @@ export class Upstreams {
     this.explore = config.upstream.latency.explore
     for (const p of config.providers) {
       this.clients.set(p.id, p.builtin === 'demo' ? createDemoClient(p.id, p.protocol) : createHttpClient(p, { timeoutMs }))
-      if (isUsable(p)) this.usable.add(p.id)
+      if (hasCredentials(p)) this.usable.add(p.id)
     }
   }
 
@@ -85,12 +85,12 @@ export class Upstreams {
     for (const fn of this.observers) fn(r)
   }
 
-  /** Each configured provider's breaker and latency average (for /readyz). */
+  /** Each configured provider's breaker and latency average, and whether it has credentials (for /readyz). */
   status (): Record<string, ProviderStatus> {
     const out: Record<string, ProviderStatus> = {}
     for (const id of this.clients.keys()) {
       const h = this.health.of(id)
-      out[id] = { state: h.state, failures: h.failures, ttfb_ms: h.ttfbMs === null ? null : Math.round(h.ttfbMs * 100) / 100 }
+      out[id] = { state: h.state, failures: h.failures, ttfb_ms: h.ttfbMs === null ? null : Math.round(h.ttfbMs * 100) / 100, credentials: this.usable.has(id) }
     }
     return out
   }
@@ -101,8 +101,13 @@ export class Upstreams {
 }
 
 // An HTTP provider without an API key cannot be called: the shipped catalog's real providers
-// answer 503 until OPENAI_API_KEY / ANTHROPIC_API_KEY are set. (A local server that needs no
-// key takes any placeholder.)
-function isUsable (p: ProviderConfig): boolean {
+// serve nothing until OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY are set, and their models
+// are listed nowhere. (A local server that needs no key takes any placeholder.)
+export function hasCredentials (p: ProviderConfig): boolean {
   return p.builtin !== undefined || p.api_key !== ''
+}
+
+/** The providers of a config that cannot be called for want of credentials. */
+export function withoutCredentials (config: Config): ProviderConfig[] {
+  return config.providers.filter((p) => !hasCredentials(p))
 }

@@ -50,7 +50,8 @@ export function maskUrl (value: string): string {
 
 /**
  * A copy of `value` with its secrets masked: under a key that names a secret, the whole value
- * (whatever its type; null stays null, there is nothing to hide); under a `headers` object,
+ * (whatever its type, but null, which hides nothing, and a boolean, which is a switch such as
+ * CORS's `credentials: false`, never a secret); under a `headers` object,
  * every value (a header may carry a credential under any name); and any string that is a URL
  * with credentials. Arrays and objects are copied all the way down.
  */
@@ -59,7 +60,7 @@ export function maskSecrets (value: unknown): unknown {
 }
 
 function mask (value: unknown, secret: boolean): unknown {
-  if (value === null || value === undefined) return value
+  if (value === null || value === undefined || typeof value === 'boolean') return value
   if (secret) return MASK
   if (typeof value === 'string') return maskUrl(value)
   if (Array.isArray(value)) return value.map((v) => mask(v, false))

@@ -5,7 +5,7 @@
 // its stylesheet included: nothing is loaded from elsewhere), and its index.html is rewritten to
 // point at them.
 import { build } from 'esbuild'
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -36,5 +36,7 @@ async function page (web, out, base) {
 
 rmSync(dist, { recursive: true, force: true })
 await page(join(here, 'web', 'admin'), join(dist, 'admin'), '/console/admin/')
+// the icon of both pages (and of /favicon.ico)
+copyFileSync(join(here, 'web', 'favicon.svg'), join(dist, 'favicon.svg'))
 // last: its index.html is what build.mjs compares the sources' times with
 await page(join(here, 'web'), dist, '/console/')

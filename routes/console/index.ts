@@ -41,7 +41,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   // Prices come from the catalog that routes and bills calls: what is shown is what a call costs.
   fastify.get('/api/models', async () => ({
     object: 'list',
-    data: catalog.active().map((m) => {
+    data: catalog.available().map((m) => {
       const p = m.config.pricing
       return {
         id: m.id,
@@ -65,6 +65,9 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     })
   }))
 
+  // without the balance plugin, calls are not charged to a balance: it stays as topped up and nothing shows as spent
+  const charged = fastify.gateway.config.plugins.some((p) => p.name === 'balance' && p.module === undefined && p.enabled)
+
   fastify.get('/api/me', async (request) => {
     const key = await keyOf(request)
     await store.flush() // lease give-backs the store delays
@@ -79,6 +82,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       balance_usd: nanoToUsd(org?.balance_nano ?? 0),
       held_usd: nanoToUsd(org?.held_nano ?? 0),
       spent_usd: nanoToUsd(org?.spent_nano ?? 0),
+      balance_charged: charged,
       org_quota: await quota(org?.quota === null || org === undefined ? undefined : orgRule(key.org, org.quota)),
       project_quota: await quota(project?.quota === null || project === undefined ? undefined : projectRule(key.org, key.project, project.quota))
     }
@@ -161,9 +165,13 @@ const adminConsole: FastifyPluginAsyncTypebox = async (fastify) => {
 }
 
 const ADMIN_OFF = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>modelgate operator's console</title></head>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>modelgate operator's console</title><link rel="icon" type="image/svg+xml" href="/console/favicon.svg"></head>
 <body><main><h1>The admin API is off</h1>
-<p>This gateway has no admin token configured (<code>admin.token</code> in its config file), so the admin API and the operator's console are switched off. Set a token and reload or restart the gateway to use them.</p></main></body></html>
+<p>This gateway has no admin token configured (<code>admin.token</code> in its config file is empty), so the admin API and the operator's console are switched off. To switch them on, give it a token (a long random string, such as <code>openssl rand -base64 32</code> prints), in one of two ways:</p>
+<ul>
+<li>in the environment variable the config reads it from (the shipped config: <code>token: \${MODELGATE_ADMIN_TOKEN:-}</code>), then <strong>restart</strong> the gateway: a reload reads the config file again, not the environment;</li>
+<li>or written in the config file itself (keep the file private), then reload it (<code>modelgate reload</code>, or <code>kill -HUP</code> the gateway).</li>
+</ul></main></body></html>
 `
 
 export default consoleRoutes

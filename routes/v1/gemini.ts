@@ -4,7 +4,7 @@ import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify
 import type { CatalogModel } from '../../plugins/gateway/catalog.js'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { InvalidQuery, MissingModelId, RouteNotFound } from '../../plugins/kernel/errors.js'
-import { admit, grantedModel, grantedModels } from '../../plugins/gateway/gate.js'
+import { admit, grantedModel, grantedModels, shownModel } from '../../plugins/gateway/gate.js'
 import { relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { GeminiBody } from '../../plugins/gateway/request-schemas.js'
 import { checkMedia, validBody } from '../../plugins/gateway/validation.js'
@@ -144,7 +144,7 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
   fastify.get('/models/*', { ...listing, schema: { params: Rest } }, async (request) => {
     const id = request.params['*']
     if (id === '') throw new MissingModelId()
-    return geminiModel(grantedModel(gateway, request.principal, modelId(id)))
+    return geminiModel(shownModel(gateway, request.principal, modelId(id)))
   })
 
   // any other path: a 404 after the key is checked, as under /v1, with the key where Gemini clients put it

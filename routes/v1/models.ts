@@ -1,11 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { MissingModelId } from '../../plugins/kernel/errors.js'
-import { grantedModel, grantedModels } from '../../plugins/gateway/gate.js'
+import { grantedModels, shownModel } from '../../plugins/gateway/gate.js'
 import { Integer } from '../schemas.js'
 
 // GET /v1/models and GET /v1/models/{id}: the catalog's model objects, never a price, only the
-// active models the calling key may see (its `models` globs). A `limit` outside 1–1000 is 400.
+// active models the calling key may see (its `models` globs) that some provider can serve (one
+// given credentials). A `limit` outside 1–1000 is 400.
 
 const ListQuery = Type.Object({ limit: Integer({ minimum: 1, maximum: 1000, default: 500 }) })
 const ModelParams = Type.Object({ '*': Type.String() })
@@ -24,7 +25,7 @@ const models: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/models/*', { config, schema: { params: ModelParams } }, async (request) => {
     const id = request.params['*']
     if (id === '') throw new MissingModelId()
-    return grantedModel(gateway, request.principal, id).public
+    return shownModel(gateway, request.principal, id).public
   })
 }
 

@@ -12,6 +12,12 @@ t.test('keys that name a secret', async (t) => {
   for (const key of ['max_tokens', 'maxTokens', 'tokens', 'tokenizer', 'default_max_tokens', 'tpm', 'auth']) t.notOk(isSecretKey(key), key)
 })
 
+t.test('a switch under a secret\'s name is shown: CORS\'s credentials: false is no secret', async (t) => {
+  t.same(maskSecrets({ origins: ['*'], credentials: false, max_age_s: 600 }), { origins: ['*'], credentials: false, max_age_s: 600 })
+  t.same(maskSecrets({ credentials: true, token: true }), { credentials: true, token: true })
+  t.same(maskSecrets({ credentials: 'user:pw', token: 0 }), { credentials: MASK, token: MASK }, 'any other value under such a name is masked')
+})
+
 t.test('URLs with credentials', async (t) => {
   for (const url of ['https://user:pass@host/v1', 'http://user@host', 'postgres://u:p@db:5432/x', 'redis://:pw@127.0.0.1:6379']) t.equal(maskUrl(url), MASK, url)
   for (const text of ['https://host/v1', 'https://host/path?x=a@b', 'https://host/a@b', 'mailto:someone@example.com', 'user@example.com', 'plain text']) t.equal(maskUrl(text), text, text)

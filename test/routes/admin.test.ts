@@ -287,3 +287,9 @@ t.test('plugins: the chain as it applies, in order, with the metrics and tracing
   t.notMatch(res.body, /sk-live-1|hunter2|otlp-secret|otlp-query-secret|secretToken":"t"/, 'no secret anywhere in the answer')
   t.equal((await app.inject({ method: 'GET', url: '/admin/v1/plugins' })).statusCode, 401, 'behind the admin token')
 })
+
+t.test('GET /admin/v1/plugins shows CORS\'s credentials switch as it is set', async (t) => {
+  const app = await build(t, { admin: { token: ADMIN }, plugins: [{ name: 'cors' }, { name: 'auth' }] })
+  const cors = (await app.inject({ method: 'GET', url: '/admin/v1/plugins', headers: admin })).json().data[0]
+  t.same(cors, { name: 'cors', module: null, enabled: true, options: { origins: ['*'], credentials: false, max_age_s: 600 } })
+})

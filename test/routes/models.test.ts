@@ -1,5 +1,5 @@
 import t from 'tap'
-import { bearer, build, KEY_A, KEY_B } from '../helper.js'
+import { bearer, build, KEY_A, KEY_B, testConfig } from '../helper.js'
 
 t.test('GET /v1/models lists the active models the key may see, without prices', async (t) => {
   const app = await build(t)
@@ -86,4 +86,42 @@ t.test('embeddings and images answer 501', async (t) => {
     t.equal(res.json().error.code, 501)
     t.ok(res.headers['x-svc-trace-id'])
   }
+})
+
+t.test('a model whose providers have no credentials is listed nowhere, and its call says what is missing', async (t) => {
+  const base = testConfig()
+  const app = await build(t, {
+    providers: [...base.providers, { id: 'openai', protocol: 'openai', base_url: 'http://127.0.0.1:9/v1', api_key: '' }, { id: 'backup', protocol: 'openai', base_url: 'http://127.0.0.1:9/v1', api_key: '' }],
+    models: [
+      ...base.models.map((m) => ({ ...m })),
+      { id: 'openai/keyless', name: 'Keyless', provider: ['openai', 'backup'], context_length: 8192, pricing: { input: 1, output: 2 } },
+      // one provider without credentials, one with: served
+      { id: 'openai/half', name: 'Half', provider: ['openai', 'demo'], context_length: 8192 }
+    ]
+  })
+  const ids = (await app.inject({ method: 'GET', url: '/v1/models', headers: bearer(KEY_A) })).json().data.map((m: { id: string }) => m.id)
+  t.notOk(ids.includes('openai/keyless'), '/v1/models leaves it out')
+  t.ok(ids.includes('openai/half'), 'a model with one provider that has credentials stays')
+  t.equal((await app.inject({ method: 'GET', url: '/v1/models/openai/keyless', headers: bearer(KEY_A) })).statusCode, 404, 'and so does /v1/models/{id}')
+  const gemini = (await app.inject({ method: 'GET', url: '/v1beta/models', headers: { 'x-goog-api-key': KEY_A } })).json().models.map((m: { name: string }) => m.name)
+  t.ok(gemini.includes('models/openai/half'))
+  t.notOk(gemini.includes('models/openai/keyless'), 'Gemini\'s model list too')
+  t.equal((await app.inject({ method: 'GET', url: '/v1beta/models/openai/keyless', headers: { 'x-goog-api-key': KEY_A } })).statusCode, 404)
+  const market = (await app.inject({ method: 'GET', url: '/console/api/models' })).json().data.map((m: { id: string }) => m.id)
+  t.ok(market.includes('openai/half'))
+  t.notOk(market.includes('openai/keyless'), 'and the marketplace')
+
+  const call = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: { model: 'openai/keyless', messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(call.statusCode, 503)
+  t.same(call.json().error.code, 'no_credentials')
+  t.equal(call.json().error.message, 'The model openai/keyless is not available on this gateway: none of its providers (openai, backup) has an API key configured.')
+  t.equal(call.headers['x-should-retry'], 'false', 'a retry cannot help')
+  const messages = await app.inject({ method: 'POST', url: '/v1/messages', headers: bearer(KEY_A), payload: { model: 'openai/keyless', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] } })
+  t.equal(messages.statusCode, 503)
+  t.match(messages.json().error.message, /none of its providers \(openai, backup\) has an API key/)
+
+  const ready = (await app.inject({ method: 'GET', url: '/readyz' })).json()
+  t.equal(ready.status, 'ready', 'the gateway serves its other models')
+  t.match(ready.providers, { openai: { credentials: false }, backup: { credentials: false }, demo: { credentials: true } })
+  t.same(ready.unavailable_models, ['openai/keyless'], '/readyz names the models it cannot serve')
 })

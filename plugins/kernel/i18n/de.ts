@@ -58,5 +58,6 @@ export const de: Catalog = {
   not_chat_model: '{model} ist kein Chat-Modell: Diese Route bedient nur Chat-Modelle.',
   not_embedding_model: '{model} ist kein Embedding-Modell: Diese Route bedient nur Embedding-Modelle.',
   not_image_model: '{model} ist kein Bildmodell: Diese Route bedient nur Bildmodelle.',
+  no_credentials: 'Das Modell {model} ist auf diesem Gateway nicht verfügbar: Keiner seiner Anbieter ({providers}) hat einen API-Schlüssel konfiguriert.',
   store_unavailable: 'Der Speicher des Gateways ist gerade nicht erreichbar. Bitte gleich erneut versuchen.'
 }

@@ -37,6 +37,7 @@ export const en = {
   upstream_unavailable: 'No upstream provider could serve the request.',
   upstream_stream_error: 'The upstream provider failed while streaming the response.',
   no_provider: 'The service is temporarily unavailable: no upstream provider is usable for the model {model}.',
+  no_credentials: 'The model {model} is not available on this gateway: none of its providers ({providers}) has an API key configured.',
   internal: 'Internal error. Quote the trace id {trace_id} to support.',
   admin_unauthorized: 'Invalid or missing admin token.',
   org_not_found: 'Organization {org} not found.',

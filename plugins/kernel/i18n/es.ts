@@ -58,5 +58,6 @@ export const es: Catalog = {
   not_chat_model: '{model} no es un modelo de chat: esta ruta solo sirve modelos de chat.',
   not_embedding_model: '{model} no es un modelo de embeddings: esta ruta solo sirve modelos de embeddings.',
   not_image_model: '{model} no es un modelo de imágenes: esta ruta solo sirve modelos de imágenes.',
+  no_credentials: 'El modelo {model} no está disponible en este gateway: ninguno de sus proveedores ({providers}) tiene una clave de API configurada.',
   store_unavailable: 'El almacén de la pasarela no está disponible en este momento. Vuelva a intentarlo en un momento.'
 }

@@ -36,6 +36,7 @@ export const fr: Catalog = {
   upstream_unavailable: "Aucun fournisseur en amont n'a pu traiter la requête.",
   upstream_stream_error: 'Le fournisseur en amont a échoué pendant la diffusion de la réponse.',
   no_provider: "Service temporairement indisponible : aucun fournisseur en amont n'est utilisable pour le modèle {model}.",
+  no_credentials: "Le modèle {model} n'est pas disponible sur cette passerelle : aucun de ses fournisseurs ({providers}) n'a de clé d'API configurée.",
   internal: "Erreur interne. Communiquez l'identifiant de trace {trace_id} au support.",
   admin_unauthorized: "Jeton d'administration non valide ou absent.",
   org_not_found: 'Organisation {org} introuvable.',

@@ -58,5 +58,6 @@ export const ja: Catalog = {
   not_chat_model: '{model} はチャットモデルではありません。このルートはチャットモデルのみを扱います。',
   not_embedding_model: '{model} は埋め込みモデルではありません。このルートは埋め込みモデルのみを扱います。',
   not_image_model: '{model} は画像モデルではありません。このルートは画像モデルのみを扱います。',
+  no_credentials: 'モデル {model} はこのゲートウェイでは利用できません: どのプロバイダー ({providers}) にも API キーが設定されていません。',
   store_unavailable: 'ゲートウェイのストアに現在接続できません。しばらくしてから再試行してください。'
 }

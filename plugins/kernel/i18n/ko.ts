@@ -58,5 +58,6 @@ export const ko: Catalog = {
   not_chat_model: '{model}은(는) 채팅 모델이 아닙니다. 이 경로는 채팅 모델만 제공합니다.',
   not_embedding_model: '{model}은(는) 임베딩 모델이 아닙니다. 이 경로는 임베딩 모델만 제공합니다.',
   not_image_model: '{model}은(는) 이미지 모델이 아닙니다. 이 경로는 이미지 모델만 제공합니다.',
+  no_credentials: '모델 {model}은(는) 이 게이트웨이에서 사용할 수 없습니다: 공급자({providers}) 중 API 키가 설정된 곳이 없습니다.',
   store_unavailable: '지금은 게이트웨이 저장소에 연결할 수 없습니다. 잠시 후 다시 시도하세요.'
 }

@@ -58,5 +58,6 @@ export const ptBR: Catalog = {
   not_chat_model: '{model} não é um modelo de chat: esta rota atende apenas modelos de chat.',
   not_embedding_model: '{model} não é um modelo de embeddings: esta rota atende apenas modelos de embeddings.',
   not_image_model: '{model} não é um modelo de imagens: esta rota atende apenas modelos de imagens.',
+  no_credentials: 'O modelo {model} não está disponível neste gateway: nenhum de seus provedores ({providers}) tem uma chave de API configurada.',
   store_unavailable: 'O armazenamento do gateway não está acessível no momento. Tente novamente em instantes.'
 }

@@ -58,5 +58,6 @@ export const zhCN: Catalog = {
   not_chat_model: '{model} 不是聊天模型：此路由只服务聊天模型。',
   not_embedding_model: '{model} 不是嵌入模型：此路由只服务嵌入模型。',
   not_image_model: '{model} 不是图像模型：此路由只服务图像模型。',
+  no_credentials: '此网关无法提供模型 {model}：它的服务商（{providers}）都没有配置 API 密钥。',
   store_unavailable: '网关的存储暂时无法访问，请稍后重试。'
 }

@@ -58,5 +58,6 @@ export const zhTW: Catalog = {
   not_chat_model: '{model} 不是聊天模型：此路由只服務聊天模型。',
   not_embedding_model: '{model} 不是嵌入模型：此路由只服務嵌入模型。',
   not_image_model: '{model} 不是圖像模型：此路由只服務圖像模型。',
+  no_credentials: '此閘道無法提供模型 {model}：它的供應商（{providers}）都沒有設定 API 金鑰。',
   store_unavailable: '閘道的儲存目前無法連線，請稍後再試。'
 }

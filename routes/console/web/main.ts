@@ -4,7 +4,7 @@
 interface Pricing { input: string, cached_input: string, cached_input_configured: boolean, output: string }
 interface Model { id: string, name: string, vendor: string, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
 interface Quota { limit: string, used: string, unit: string, per: string, resets_at: string }
-interface Me { org: string, project: string, key: { name: string, hint: string }, balance_usd: string, held_usd: string, spent_usd: string, org_quota: Quota | null, project_quota: Quota | null }
+interface Me { org: string, project: string, key: { name: string, hint: string }, balance_usd: string, held_usd: string, spent_usd: string, balance_charged: boolean, org_quota: Quota | null, project_quota: Quota | null }
 interface Bucket { start: string, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, saved_usd: string }
 interface Usage { range: string, bucket_s: number, buckets: Bucket[], totals: Omit<Bucket, 'start'> }
 interface Call { created_at: string, model: string, endpoint: string, status: string, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number, cache_hit: boolean, saved_usd: string }
@@ -168,7 +168,7 @@ async function loadUsage (): Promise<void> {
     const t = usage.totals
     $('stats').replaceChildren(
       stat('Calls', fmtInt.format(t.calls)), stat('Input tokens', fmtInt.format(t.prompt_tokens)), stat('Cached input tokens', fmtInt.format(t.cached_input_tokens)),
-      stat('Output tokens', fmtInt.format(t.completion_tokens)), stat('Spend', usd(t.cost_usd)), stat('Saved by the cache', usd(t.saved_usd)), stat('Balance', usd(me.balance_usd)))
+      stat('Output tokens', fmtInt.format(t.completion_tokens)), stat('Spend', usd(t.cost_usd)), stat('Saved by the cache', usd(t.saved_usd)), stat('Balance', me.balance_charged ? usd(me.balance_usd) : 'not charged'))
     const labels = usage.buckets.map((b) => usage.bucket_s < 86_400 ? new Date(b.start).getHours().toString().padStart(2, '0') + 'h' : new Date(b.start).toLocaleDateString(undefined, { month: 'short', day: 'numeric' }))
     const css = getComputedStyle(document.documentElement)
     const color = (v: string): string => css.getPropertyValue(v).trim()
@@ -180,7 +180,9 @@ async function loadUsage (): Promise<void> {
     ], (n) => n >= 1000 ? `${+(n / 1000).toFixed(1)}k` : String(Math.round(n))))
     $('chart-spend').replaceChildren(chart('Spend', labels, [{ name: 'spend', values: usage.buckets.map((b) => Number(b.cost_usd)), color: color('--out') }], (n) => `$${n < 0.01 ? n.toPrecision(2) : n.toFixed(2)}`))
     $('quota').replaceChildren(
-      el('p', {}, `Balance ${usd(me.balance_usd)} · held ${usd(me.held_usd)} · spent ${usd(me.spent_usd)}`),
+      me.balance_charged
+        ? el('p', {}, `Balance ${usd(me.balance_usd)} · held ${usd(me.held_usd)} · spent ${usd(me.spent_usd)}`)
+        : el('p', { id: 'balance-off', class: 'muted' }, 'Calls are not charged to a prepaid balance on this gateway (its balance plugin is off): the spend above is what the calls cost at the catalog\'s prices.'),
       quotaView('Organization', me.org_quota), quotaView('Project', me.project_quota))
     const rows = calls.data.map((c) => el('tr', {},
       el('td', {}, new Date(c.created_at).toLocaleString()), el('td', {}, c.model), el('td', {}, c.endpoint + (c.stream ? ' (stream)' : '')), el('td', {}, c.status),

@@ -4,7 +4,7 @@
 
 import { api, get, query } from './api.js'
 import { $, el, fill, input, int, problem, say, select, usd } from './dom.js'
-import type { List, Org, QuotaView, SummaryRow } from './types.js'
+import type { List, Org, Plugins, QuotaView, SummaryRow } from './types.js'
 
 let orgs: Org[] = []
 
@@ -57,8 +57,11 @@ export async function refreshOrgs (): Promise<void> {
 export async function loadTenants (): Promise<void> {
   try {
     const since = new Date(Date.now() - 30 * 86_400_000).toISOString()
-    const [, usage] = await Promise.all([refreshOrgs(), get<List<SummaryRow>>(`/usage/summary${query({ group_by: 'org', since })}`)])
+    const [, usage, plugins] = await Promise.all([refreshOrgs(), get<List<SummaryRow>>(`/usage/summary${query({ group_by: 'org', since })}`), get<Plugins>('/plugins')])
     const byOrg = new Map(usage.data.map((r) => [r.org, r]))
+    // without the balance plugin nothing is charged to a balance: Spent stays at 0 whatever the calls cost
+    const charged = plugins.data.some((p) => p.name === 'balance' && (p.module ?? null) === null && p.enabled)
+    $('tn-balance-off').hidden = charged
     say('tn-error', '')
     fill('orgs', orgs.map((o) => {
       const u = byOrg.get(o.id)
@@ -66,9 +69,11 @@ export async function loadTenants (): Promise<void> {
         el('th', { scope: 'row' }, o.id),
         el('td', { class: 'num' }, usd(o.balance_usd)),
         el('td', { class: 'num' }, usd(o.held_usd)),
-        el('td', { class: 'num' }, usd(o.spent_usd), o.uncollected_usd === '0'
-          ? ''
-          : el('div', { class: 'warn', 'data-uncollected': o.uncollected_usd, title: 'Charged beyond what the balance held; the next top-up pays it first' }, `${usd(o.uncollected_usd)} uncollected`)),
+        charged
+          ? el('td', { class: 'num' }, usd(o.spent_usd), o.uncollected_usd === '0'
+            ? ''
+            : el('div', { class: 'warn', 'data-uncollected': o.uncollected_usd, title: 'Charged beyond what the balance held; the next top-up pays it first' }, `${usd(o.uncollected_usd)} uncollected`))
+          : el('td', { class: 'num muted', title: 'The balance plugin is off: balances are not charged' }, 'not charged'),
         el('td', {}, quotaCell(o.quota)),
         el('td', { class: 'num' }, int(u?.calls ?? 0)),
         el('td', { class: 'num' }, usd(u?.cost_usd ?? '0')),
