@@ -261,9 +261,13 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
   writeFileSync(file, JSON.stringify({ server: { port: 0 }, ...config, store }))
   // the built CLI (npm test builds first): compiling the sources in each child would take seconds
   const child = spawn(process.execPath, [fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', file, ...args], {
-    cwd: fromRoot(), env: childEnv({ LOG_LEVEL: 'warn', ...env }), stdio: ['ignore', 'pipe', 'inherit']
+    cwd: fromRoot(), env: childEnv({ LOG_LEVEL: 'warn', ...env }), stdio: ['ignore', 'pipe', 'pipe']
   })
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+  // what it says on stderr goes on to the test's, and its end is kept for the message of an early exit
+  let err = ''
+  child.stderr.on('data', (d: Buffer) => { process.stderr.write(d); err = (err + String(d)).slice(-4000) })
+  // 'close': the process is gone and its output read to the end
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve))
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   let out = ''
   child.stdout.on('data', (d: Buffer) => { out += String(d) })
@@ -275,7 +279,7 @@ export async function spawnGateway (t: Teardown, config: Record<string, unknown>
     }
     child.stdout.on('data', check)
     check()
-    void exited.then((code) => reject(new Error(`gateway exited with ${String(code)}; its output: ${out}`)))
+    void exited.then((code) => reject(new Error(`gateway exited with ${String(code)}; its output: ${out}; its stderr: ${err}`)))
   })
   const listening = await stdout(/listening on http:\/\/[^/]+:(\d+)/)
   const port = Number(/listening on http:\/\/[^/]+:(\d+)/.exec(listening)?.[1])
