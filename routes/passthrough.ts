@@ -5,7 +5,8 @@ import { callOf, hooksOf } from '../plugins/gateway/core.js'
 import { NoOrgContext, PassthroughForbidden, PassthroughPath, RequestTooLarge } from '../plugins/gateway/errors.js'
 import { admit, relayBytes, relayJson, relayStream, send, type Pipe } from '../plugins/gateway/pipeline.js'
 import { geminiPassthrough } from '../plugins/translation/gemini-passthrough.js'
-import { embeddingsPassthrough, messagesPassthrough, openaiPassthrough } from '../plugins/translation/passthrough.js'
+import { embeddingsPassthrough } from '../plugins/translation/embeddings-passthrough.js'
+import { messagesPassthrough, openaiPassthrough } from '../plugins/translation/passthrough.js'
 import { responsesPassthrough } from '../plugins/translation/responses-passthrough.js'
 import type { Json, TranslateCtx, TranslatorPair } from '../plugins/translation/types.js'
 
@@ -34,7 +35,7 @@ const READERS: Array<[string, TranslatorPair]> = [
   ['/chat/completions', openaiPassthrough],
   ['/messages', messagesPassthrough],
   ['/responses', responsesPassthrough],
-  ['/embeddings', embeddingsPassthrough]
+  ['/embeddings', { ...embeddingsPassthrough, stream: () => { throw new Error('embeddings are never streamed') } }]
 ]
 
 /** A Gemini model call: the model (below `models/`, or a tuned model's collection) and the method. */

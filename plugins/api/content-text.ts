@@ -1,4 +1,4 @@
-import type { ClientEvent } from './types.js'
+import type { ClientEvent, Endpoint } from './types.js'
 import type { Json, Protocol } from '../translation/types.js'
 
 // Where the text sits in each client protocol: what a user wrote in a request, what the model
@@ -37,8 +37,23 @@ function mapGeminiParts (parts: unknown, fn: Rewrite): void {
   }
 }
 
-/** Rewrites, in place, every text of a request in the client's protocol. */
-export function mapRequestText (protocol: Protocol, body: Json, fn: Rewrite): void {
+/**
+ * Rewrites, in place, every text of a request in the client's protocol; `endpoint` says which of
+ * its calls (the texts to embed, an image's prompt; chat when not given). Token ids given as an
+ * embedding's input are no text: see hasTokenInput.
+ */
+export function mapRequestText (protocol: Protocol, body: Json, fn: Rewrite, endpoint?: Endpoint): void {
+  if (endpoint === 'embeddings') {
+    if (protocol === 'gemini') {
+      for (const r of Array.isArray(body.requests) ? body.requests : [body]) if (isObj(r) && isObj(r.content)) mapGeminiParts(r.content.parts, fn)
+    } else if (typeof body.input === 'string') body.input = fn(body.input)
+    else if (Array.isArray(body.input)) body.input = body.input.map((v: unknown) => typeof v === 'string' ? fn(v) : v)
+    return
+  }
+  if (endpoint === 'images.generations') {
+    if (typeof body.prompt === 'string') body.prompt = fn(body.prompt)
+    return
+  }
   if (protocol === 'gemini') {
     if (typeof body.systemInstruction === 'string') body.systemInstruction = fn(body.systemInstruction)
     else if (isObj(body.systemInstruction)) mapGeminiParts(body.systemInstruction.parts, fn)
@@ -60,6 +75,11 @@ export function mapRequestText (protocol: Protocol, body: Json, fn: Rewrite): vo
   if (protocol === 'messages') mapContent(body, 'system', fn, types)
   if (!Array.isArray(body.messages)) return
   for (const m of body.messages) if (isObj(m)) mapContent(m, 'content', fn, types)
+}
+
+/** An embeddings request whose input is token ids (`[1, 2]`, `[[1, 2], [3]]`): text no rule can read. */
+export function hasTokenInput (body: Json): boolean {
+  return Array.isArray(body.input) && body.input.some((v: unknown) => typeof v === 'number' || Array.isArray(v))
 }
 
 /** Rewrites, in place, every text of a whole (non-streamed) answer in the client's protocol. */

@@ -1,6 +1,20 @@
 import type { ModelConfig, Routing } from '../../config/schema.js'
 import { pricePerToken } from './money.js'
 
+/**
+ * What a model does, from its `architecture.output_modalities`: any model that writes text is a
+ * chat model; one that only gives embeddings, or only images, is served by the embeddings or the
+ * image generation route and refused by the others.
+ */
+export type ModelKind = 'chat' | 'embeddings' | 'image'
+
+export function modelKind (outputModalities: readonly string[]): ModelKind {
+  if (outputModalities.includes('text')) return 'chat'
+  if (outputModalities.includes('embeddings')) return 'embeddings'
+  if (outputModalities.includes('image')) return 'image'
+  return 'chat'
+}
+
 /** Prices in nano-dollars per token. */
 export interface Price { input: number, cached_input: number, output: number }
 
@@ -25,6 +39,7 @@ export interface CatalogModel {
   routing: Routing
   upstreamModel: string
   active: boolean
+  kind: ModelKind
   price: Price | null
   inputModalities: ReadonlySet<string>
   supportedParameters: ReadonlySet<string>
@@ -49,6 +64,7 @@ function toCatalogModel (m: ModelConfig): CatalogModel {
     routing: m.routing,
     upstreamModel: m.upstream_model ?? m.id,
     active: m.status === 'active',
+    kind: modelKind(m.architecture.output_modalities),
     price,
     inputModalities: new Set(m.architecture.input_modalities),
     supportedParameters: new Set(m.supported_parameters),
@@ -75,10 +91,18 @@ export function globMatcher (globs: readonly string[]): (id: string) => boolean 
 export class Catalog {
   private readonly byId = new Map<string, CatalogModel>()
   private readonly matchers = new Map<string, (id: string) => boolean>()
+  private readonly kinds = new Set<ModelKind>()
 
   constructor (models: ModelConfig[]) {
-    for (const m of models) this.byId.set(m.id, toCatalogModel(m))
+    for (const m of models) {
+      const model = toCatalogModel(m)
+      this.byId.set(m.id, model)
+      if (model.active) this.kinds.add(model.kind)
+    }
   }
+
+  /** Some active model of the catalog is of this kind (whatever a key may see). */
+  serves (kind: ModelKind): boolean { return this.kinds.has(kind) }
 
   all (): CatalogModel[] { return [...this.byId.values()] }
 

@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Gateway } from '../../plugins/api/index.js'
-import type { CatalogModel } from '../../plugins/gateway/catalog.js'
+import type { CatalogModel, ModelKind } from '../../plugins/gateway/catalog.js'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
-import { ModelNotFound, UnsupportedOnUpstream } from '../../plugins/gateway/errors.js'
+import { ModelNotFound, NotChatModel, NotEmbeddingModel, NotImageModel, UnsupportedOnUpstream, type GatewayError } from '../../plugins/gateway/errors.js'
 import { admit, answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { applyParameters, checkBody, checkMedia, checkMediaHostsByDns } from '../../plugins/gateway/validation.js'
 import { then, type MaybePromise } from '../../plugins/store/types.js'
@@ -59,11 +59,26 @@ export function callHandler (fastify: FastifyInstance, protocol: Protocol) {
 /** The body's fields the gateway reads, checked, and the catalog model it (or the URL) names among those the key may use. */
 function resolve (p: Pipe, protocol: Protocol, target: CallTarget | undefined): { model: CatalogModel, valid: Json } {
   const valid = checkBody(p.request.body, protocol)
-  const name = target?.model ?? valid.model as string
-  const model = p.gateway.catalog.find(name, p.request.principal?.models ?? null)
-  if (model === undefined) throw new ModelNotFound({ model: name })
+  const model = findModel(p, target?.model ?? valid.model as string, 'chat')
   p.call.resolved(model, target?.stream ?? valid.stream === true)
   return { model, valid }
+}
+
+/**
+ * The catalog model a call names, among those the key's globs let it call (else 404), of the kind
+ * the route serves (else 400: an embedding model on a chat route, a chat model on /v1/embeddings).
+ */
+export function findModel (p: Pipe, name: string, kind: ModelKind): CatalogModel {
+  const model = p.gateway.catalog.find(name, p.request.principal?.models ?? null)
+  if (model === undefined) throw new ModelNotFound({ model: name })
+  if (model.kind !== kind) throw wrongKind(model, kind)
+  return model
+}
+
+function wrongKind (model: CatalogModel, wanted: ModelKind): GatewayError {
+  if (wanted === 'embeddings') return new NotEmbeddingModel({ model: model.id })
+  if (wanted === 'image') return new NotImageModel({ model: model.id })
+  return new NotChatModel({ model: model.id, route: model.kind === 'embeddings' ? 'POST /v1/embeddings' : 'POST /v1/images/generations' })
 }
 
 /** Media checked against the model and the URL rules; fields the model does not take dropped, its defaults filled in. */

@@ -1,6 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
-import { ModelNotFound } from '../../plugins/gateway/errors.js'
 import { admit, relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { checkBody } from '../../plugins/gateway/validation.js'
 import { countTokens } from '../../plugins/translation/tokenizer.js'
@@ -8,7 +7,7 @@ import { upstreamPath } from '../../plugins/translation/index.js'
 import { countTokensPair } from '../../plugins/translation/passthrough.js'
 import type { Json } from '../../plugins/translation/types.js'
 import { messagesHeaders } from '../../plugins/upstream/dispatch.js'
-import { callHandler } from './call.js'
+import { callHandler, findModel } from './call.js'
 
 // POST /v1/messages (also with ?beta=true, which is ignored) and POST /v1/messages/count_tokens.
 // Both accept x-api-key as well as Authorization: Bearer and answer errors in the Messages shape.
@@ -18,7 +17,7 @@ const config = { family: 'messages', apiKeyHeader: true } as const
 const messages: FastifyPluginAsync = async (fastify) => {
   const gateway = fastify.gateway
   const hooks = hooksOf(gateway)
-  const { catalog, upstreams } = gateway
+  const { upstreams } = gateway
   fastify.post('/messages', { config: { ...config, metered: true, endpoint: 'messages', protocol: 'messages' } }, callHandler(fastify, 'messages'))
 
   // Sent to the model's Messages providers (failover as for calls); for other models counted
@@ -27,8 +26,7 @@ const messages: FastifyPluginAsync = async (fastify) => {
     const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
     const valid = checkBody({ ...(request.body as Json), max_tokens: 1 }, 'messages')
     delete valid.max_tokens
-    const model = catalog.find(valid.model as string, request.principal?.models ?? null)
-    if (model === undefined) throw new ModelNotFound({ model: valid.model as string })
+    const model = findModel(p, valid.model as string, 'chat')
     p.call.resolved(model, false)
     const body = await admit(p, model, valid)
     const providers = model.providers.filter((id) => upstreams.get(id)?.protocol === 'messages')
