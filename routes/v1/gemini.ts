@@ -134,6 +134,8 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
     if (isEmbed(call.method)) {
       const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
       p.call.kind('embeddings')
+      // the model the path names first: a chat model is told so, whatever its body
+      findModel(p, id, 'embeddings')
       const body = checkGeminiEmbedBody(request.body, call.method, id)
       return await wholeCall(p, { kind: 'embeddings', model: 'embeddings', client: 'gemini', name: id, body, answerable: true, defaults: false })
     }
