@@ -88,6 +88,10 @@ export function mapResponseText (protocol: Protocol, body: Json, fn: Rewrite): v
     for (const c of Array.isArray(body.choices) ? body.choices : []) {
       if (isObj(c) && isObj(c.message) && typeof c.message.content === 'string') c.message.content = fn(c.message.content)
     }
+    // an image generation's answer: the prompt as the model rewrote it
+    for (const d of Array.isArray(body.data) ? body.data : []) {
+      if (isObj(d) && typeof d.revised_prompt === 'string') d.revised_prompt = fn(d.revised_prompt)
+    }
   } else if (protocol === 'messages') {
     for (const b of Array.isArray(body.content) ? body.content : []) {
       if (isObj(b) && b.type === 'text' && typeof b.text === 'string') b.text = fn(b.text)

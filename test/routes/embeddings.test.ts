@@ -288,7 +288,8 @@ t.test('balance, quota, key limits and idempotency apply as on chat', async (t) 
 t.test('guardrails read the texts to embed and the prompt; token ids are refused while request rules are set', async (t) => {
   const rules = [
     { name: 'block-secret', pattern: 'TOP-SECRET', action: 'block', on: ['request'] },
-    { name: 'no-keys', pattern: 'sk-[a-z0-9]{8,}', action: 'redact', on: ['request'] }
+    { name: 'no-keys', pattern: 'sk-[a-z0-9]{8,}', action: 'redact', on: ['request'] },
+    { name: 'no-codes', pattern: 'CODE-[0-9]+', action: 'redact', on: ['response'] }
   ]
   const { app, mock } = await gateway(t, { plugins: [{ name: 'auth' }, { name: 'guardrails', options: { rules } }, { name: 'usage' }] })
   for (const [url, body] of [
@@ -305,6 +306,9 @@ t.test('guardrails read the texts to embed and the prompt; token ids are refused
   t.same((mock.body().requests as Json[])[0]?.content, { parts: [{ text: 'my key is [REDACTED]' }] }, 'redacted before it went up')
   t.equal((await post(app, '/v1/images/generations', { model: 'openai/image-test', prompt: 'sk-abcdef123456 as art' })).statusCode, 200)
   t.equal(mock.body().prompt, '[REDACTED] as art')
+  mock.enqueue({ body: { created: 1, data: [{ b64_json: 'iVBORw0KGgo=', revised_prompt: 'A fox holding CODE-1234' }] } })
+  const revised = await post(app, '/v1/images/generations', { model: 'openai/image-test', prompt: 'a fox' })
+  t.equal((revised.json() as { data: Json[] }).data[0]?.revised_prompt, 'A fox holding [REDACTED]', 'the revised prompt of an answer is read too')
   const ids = await post(app, '/v1/embeddings', { model: 'openai/embed-test', input: [1, 2, 3] })
   t.equal(ids.statusCode, 400)
   t.match(ids.json(), { error: { code: 'content_unreadable' } })
