@@ -60,7 +60,10 @@ function gatewayConfig (upstream: number, db: string, opts: { metrics?: boolean,
       { id: 'up-openai', protocol: 'openai', base_url: `http://127.0.0.1:${upstream}/v1`, api_key: 'x', passthrough: true },
       { id: 'up-messages', protocol: 'messages', base_url: `http://127.0.0.1:${upstream}`, api_key: 'x' }
     ],
-    models: [model('bench/openai', 'up-openai'), model('bench/claude', 'up-messages')],
+    models: [
+      model('bench/openai', 'up-openai'), model('bench/claude', 'up-messages'),
+      { id: 'bench/embed', name: 'bench/embed', provider: 'up-openai', upstream_model: 'bench', context_length: 8192, architecture: { input_modalities: ['text'], output_modalities: ['embeddings'] }, pricing: { input: 0.02, output: 0 } }
+    ],
     // on: every call's figures are counted (as in the default config); /metrics itself is not scraped
     metrics: { enabled: metrics },
     tenants: [{ org: 'bench', balance_usd: 1_000_000, quota: { tokens: 1_000_000_000_000, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY, passthrough: ['up-openai'] }] }] }]
@@ -99,6 +102,7 @@ async function startPortkey (dir: string): Promise<Server | undefined> {
 
 const responsesBody = (model: string): string => JSON.stringify({ model, stream: true, max_output_tokens: 64, input: 'Say twenty words.' })
 const geminiBody = (): string => JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'Say twenty words.' }] }], generationConfig: { maxOutputTokens: 64 } })
+const embedBody = (): string => JSON.stringify({ model: 'bench/embed', input: 'A sentence of about the length an app embeds, to look up later.', encoding_format: 'base64' })
 const chatBody = (model: string, stream = false): string => JSON.stringify({ model, stream, max_tokens: 64, messages: [{ role: 'user', content: 'Say twenty words.' }] })
 const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 const cacheHeaders: Record<string, string> = { ...headers, 'x-svc-cache': 'on' }
@@ -286,6 +290,7 @@ async function main (): Promise<void> {
   // its first call stores the answer every later one hits
   warm.push([chatUrl(cached), chatBody('bench/openai'), cacheHeaders])
   if (pk !== undefined) warm.push([pk, chatBody('bench'), portkeyHeaders(up)])
+  warm.push([`http://127.0.0.1:${replyFrom.port}/v1/embeddings`, embedBody(), headers], [`${mg}/v1/embeddings`, embedBody(), headers])
   for (const [url, body, h] of warm) await autocannon({ url, method: 'POST', body, headers: h, connections: 32, duration: 1 })
   const mgChat = `${mg}/v1/chat/completions`
   const throughputCases: Array<[string, () => Promise<Load>]> = Object.entries(targets).map(([name, s]) => [name, async () => await load(chatUrl(s), chatBody('bench/openai'), 32, headers, s.pid)])
@@ -298,6 +303,9 @@ async function main (): Promise<void> {
     ['modelgate metrics off', async () => await load(chatUrl(metricsOff), chatBody('bench/openai'), 32, headers, metricsOff.pid)],
     // every call the same and asking for the cache: each one a hit, no upstream hop
     ['modelgate cache hit', async () => await load(chatUrl(cached), chatBody('bench/openai'), 32, cacheHeaders, cached.pid)],
+    // POST /v1/embeddings (a 1,536-value base64 vector back), through each
+    ['reply-from embeddings', async () => await load(`http://127.0.0.1:${replyFrom.port}/v1/embeddings`, embedBody(), 32, headers, replyFrom.pid)],
+    ['modelgate embeddings', async () => await load(`${mg}/v1/embeddings`, embedBody(), 32, headers, gateway.pid)],
     // its CPU is spread over the cluster's workers: not read
     [`modelgate ${cpus().length} workers`, async () => await load(chatUrl(allCores), chatBody('bench/openai'), 32)]
   )
@@ -375,6 +383,10 @@ async function main (): Promise<void> {
   const cacheHit = pairedRatio(throughputRuns, 'modelgate cache hit', 'reply-from')
   results.cache_hit_over_reply_from = cacheHit
   console.log(`Cache hits (all plugins and the cache, every call a hit) / bare reply-from proxy: ${fmt(cacheHit, 2)} per round (median), ${ratio(throughput['modelgate cache hit']?.rps ?? NaN, bare)} of the medians (target ≥ 1.50)`)
+  const embeddings = pairedRatio(throughputRuns, 'modelgate embeddings', 'reply-from embeddings')
+  const embeddingsCpu = pairedRatio(throughputRuns, 'modelgate embeddings', 'reply-from embeddings', 'cpuUs')
+  results.embeddings_over_reply_from = { throughput: embeddings, cpu_per_request: embeddingsCpu }
+  console.log(`Embeddings (POST /v1/embeddings, all plugins) / bare reply-from proxy: ${fmt(embeddings, 2)} per round (median), ${ratio(throughput['modelgate embeddings']?.rps ?? NaN, throughput['reply-from embeddings']?.rps)} of the medians (target ≥ 0.80); CPU per request ${fmt(embeddingsCpu, 2)}×`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
 

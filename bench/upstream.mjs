@@ -1,5 +1,6 @@
 // A fixed-response upstream that costs almost nothing: canned answers for both protocols,
-// JSON or SSE (20 content chunks) depending on the request's `stream`. PACE_MS paces stream
+// JSON or SSE (20 content chunks) depending on the request's `stream`, and one embedding for
+// any POST …/embeddings. PACE_MS paces stream
 // chunks (the memory bench holds 1,000 streams open with it). Prints its port on stdout.
 import { createServer } from 'node:http'
 
@@ -17,11 +18,21 @@ const msgFrames = [ev('message_start', { message: { id: 'msg_bench', type: 'mess
   ...Array.from({ length: CHUNKS }, () => ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'word ' } })),
   ev('content_block_stop', { index: 0 }), ev('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: CHUNKS } }), ev('message_stop', {})]
 
+// an embedding as text-embedding-3-small gives it: 1,536 float32 values, in base64 (what the openai SDK asks for)
+const vector = Buffer.alloc(1536 * 4)
+for (let i = 0; i < 1536; i++) vector.writeFloatLE(Math.sin(i) / 40, i * 4)
+const embeddingJson = JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: vector.toString('base64') }], model: 'bench', usage: { prompt_tokens: 8, total_tokens: 8 } })
+
 const server = createServer((req, res) => {
   let body = ''
   req.setEncoding('utf8')
   req.on('data', (d) => { body += d })
   req.on('end', () => {
+    if (req.url.endsWith('/embeddings')) {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(embeddingJson)
+      return
+    }
     const messages = req.url.endsWith('/messages')
     const stream = body.includes('"stream":true')
     if (!stream) {

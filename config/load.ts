@@ -3,6 +3,7 @@ import { dirname, extname, isAbsolute, resolve } from 'node:path'
 import YAML from 'yaml'
 import { ConfigSchema, isoTimeMs, type Config } from './schema.js'
 import { checkSchema } from '../plugins/kernel/schema-check.js'
+import { kindOf } from '../plugins/gateway/catalog.js'
 
 // Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
 // applies defaults, validates it against its schema and across its sections, and reports every
@@ -77,11 +78,15 @@ function semanticChecks (config: Config, problems: string[]): void {
   })
   const passable = new Set(config.providers.filter((p) => p.passthrough && p.base_url !== undefined).map((p) => p.id))
   for (const id of duplicates(config.models.map((m) => m.id))) problems.push(`models: the id ${id} is used twice`)
+  const protocolOf = new Map(config.providers.map((p) => [p.id, p.protocol]))
   config.models.forEach((m, i) => {
     const refs = Array.isArray(m.provider) ? m.provider.map((p) => typeof p === 'string' ? p : p.id) : [m.provider]
+    const kind = kindOf(m.architecture.output_modalities)
     refs.forEach((ref, j) => {
       const path = `models[${i}].provider${Array.isArray(m.provider) ? `[${j}]${typeof m.provider[j] === 'string' ? '' : '.id'}` : ''}`
       if (!providerIds.has(ref)) problems.push(`${path}: no provider has the id ${ref}`)
+      // embeddings and image generation are calls of the OpenAI and Gemini protocols only
+      else if (kind !== 'chat' && protocolOf.get(ref) === 'messages') problems.push(`${path}: ${ref} speaks the Messages protocol, which has no ${kind === 'image' ? 'image generation' : 'embeddings'} (use an openai or gemini provider)`)
     })
     for (const id of duplicates(refs)) problems.push(`models[${i}].provider: ${id} is listed twice`)
     if (m.routing === 'weighted' && Array.isArray(m.provider) && m.provider.every((p) => typeof p !== 'string' && p.weight === 0)) {

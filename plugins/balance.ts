@@ -41,8 +41,13 @@ export default definePlugin({
       if (call.unmetered) throw unmeteredRefusal(request, call)
       if (model === null || model.price === null) return // a free model
       const gemini = body.generationConfig as { maxOutputTokens?: unknown } | null | undefined
-      const maxOut = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens, gemini?.maxOutputTokens].find((v): v is number => typeof v === 'number' && v > 0) ??
-        model.config.max_output_tokens ?? model.config.context_length
+      const perAnswer = model.config.max_output_tokens ?? model.config.context_length
+      // an embedding has no output tokens; an image model's output cap bounds each image's
+      const maxOut = call.endpoint === 'embeddings'
+        ? 0
+        : call.endpoint === 'images.generations'
+          ? (typeof body.n === 'number' && body.n > 0 ? body.n : 1) * perAnswer
+          : [body.max_tokens, body.max_completion_tokens, body.max_output_tokens, gemini?.maxOutputTokens].find((v): v is number => typeof v === 'number' && v > 0) ?? perAnswer
       const rate = Math.max(model.price.input, model.price.output)
       const hold: Hold = { org: principal.org, amount: (estimatePromptTokens(body) + maxOut) * rate }
       return then(store.balance.hold(hold.org, hold.amount, clock.now()), (ok) => {

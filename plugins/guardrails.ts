@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { ContentBlocked, definePlugin, errorEvent, mapRequestText, mapResponseText, streamText, type ClientEvent, type StreamContext } from './api/index.js'
+import { ContentBlocked, definePlugin, errorEvent, hasTokenInput, mapRequestText, mapResponseText, streamText, type ClientEvent, type StreamContext } from './api/index.js'
 // the guardrails' own helper, not part of the plugin API
 import { regexShape } from './api/regex-span.js'
 
@@ -10,7 +10,8 @@ import { regexShape } from './api/regex-span.js'
 //   redact  each match becomes the replacement text ([REDACTED]) in what goes upstream
 //           (on: request) or what the client gets (on: response)
 // Only conversational text is looked at: what users and the model wrote, not tool schemas or
-// tool-call arguments.
+// tool-call arguments; an embedding's inputs and an image's prompt too (an embedding's input
+// given as token ids is refused while request rules are set: no rule could read it).
 //
 // In a streamed answer a match may be split across deltas. Each text block keeps back, unsent,
 // the end of its text that could be the start of a match still growing: at most as much as a
@@ -121,7 +122,12 @@ export default definePlugin({
 
     if (onRequest.length > 0) {
       fastify.gateway.addHook('onAdmission', (ctx) => {
-        mapRequestText(ctx.call.protocol, ctx.body, (text) => whole(onRequest, text))
+        const { call, body } = ctx
+        // token ids would carry text past every rule unread
+        if (call.endpoint === 'embeddings' && hasTokenInput(body)) {
+          throw fastify.gateway.refusal({ status: 400, code: 'content_unreadable', type: 'invalid_request_error', message: 'Content rules apply to this call: send the input as text, not as token ids.', retry: false })
+        }
+        mapRequestText(call.protocol, body, (text) => whole(onRequest, text), call.endpoint)
       })
     }
     if (onResponse.length === 0) return

@@ -8,7 +8,8 @@ import { InvalidField, InvalidJson, MissingField, PassthroughPath, RequestTooLar
 import { admit, grantedProvider, grantedUpstreamModel } from '../plugins/gateway/gate.js'
 import { relayBytes, relayJson, relayMapped, relayStream, send, type Pipe } from '../plugins/gateway/pipeline.js'
 import { geminiPassthrough } from '../plugins/translation/gemini-passthrough.js'
-import { embeddingsPassthrough, messagesPassthrough, openaiPassthrough } from '../plugins/translation/passthrough.js'
+import { embeddingsPassthrough } from '../plugins/translation/embeddings-passthrough.js'
+import { messagesPassthrough, openaiPassthrough } from '../plugins/translation/passthrough.js'
 import { responsesPassthrough } from '../plugins/translation/responses-passthrough.js'
 import { maskCredentials, maskHeaders } from '../plugins/upstream/credentials.js'
 import type { Json, TranslateCtx, TranslatorPair } from '../plugins/translation/types.js'
@@ -51,7 +52,7 @@ const READERS: Array<[string, TranslatorPair]> = [
   ['/chat/completions', openaiPassthrough],
   ['/messages', messagesPassthrough],
   ['/responses', responsesPassthrough],
-  ['/embeddings', embeddingsPassthrough]
+  ['/embeddings', { ...embeddingsPassthrough, stream: () => { throw new Error('embeddings are never streamed') } }]
 ]
 
 /** A Gemini model's method: the model (below `models/`, or a tuned model's collection) and the method. */

@@ -502,9 +502,29 @@ t.test('gemini: credentials and errors come in Google\'s shape', async (t) => {
   mock.faults.status = { status: 429, times: 1 }
   const limited = await geminiPost('g', 'generateContent', body, { 'x-goog-api-key': 'gm-right' })
   t.same(JSON.parse(limited.text), { error: { code: 429, message: 'Simulated upstream error 429.', status: 'RESOURCE_EXHAUSTED' } })
-  const unknownPath = await post('/v1beta/models/g:embedContent', body, { 'x-goog-api-key': 'gm-right' })
+  const unknownPath = await post('/v1beta/models/g:predict', body, { 'x-goog-api-key': 'gm-right' })
   t.equal(unknownPath.status, 404)
   t.match(JSON.parse(unknownPath.text), { error: { code: 404, status: 'NOT_FOUND' } })
+  const wrongShape = await post('/v1beta/models/g:embedContent', body, { 'x-goog-api-key': 'gm-right' })
+  t.equal(wrongShape.status, 400, 'embedContent is known: a generateContent body is not its shape')
+  t.match(JSON.parse(wrongShape.text), { error: { status: 'INVALID_ARGUMENT', message: /Unknown name "contents"/ } })
+})
+
+t.test('embeddings and images: OpenAI\'s /embeddings and /images/generations, Gemini\'s embedContent, batchEmbedContents and image generateContent', async (t) => {
+  const embedded = await post('/v1/embeddings', { model: 'e', input: ['a b', 'c'] }, { authorization: 'Bearer k' })
+  t.equal(embedded.status, 200)
+  t.match(JSON.parse(embedded.text), { object: 'list', data: [{ index: 0 }, { index: 1 }], usage: { prompt_tokens: 2 } })
+  t.equal((await post('/v1/embeddings', { model: 'e' }, { authorization: 'Bearer k' })).status, 400, 'no input')
+  const images = await post('/v1/images/generations', { model: 'i', prompt: 'a fox', n: 2 }, { authorization: 'Bearer k' })
+  t.match(JSON.parse(images.text), { data: [{ b64_json: String }, { b64_json: String }], usage: { input_tokens: 2, output_tokens: 200 } })
+  const goog = { 'x-goog-api-key': 'gm' }
+  const batch = await post('/v1beta/models/g:batchEmbedContents', { requests: [{ model: 'models/g', content: { parts: [{ text: 'x' }] } }] }, goog)
+  t.equal(batch.status, 200)
+  t.equal((JSON.parse(batch.text) as { embeddings: unknown[] }).embeddings.length, 1)
+  const otherModel = await post('/v1beta/models/g:batchEmbedContents', { requests: [{ model: 'models/h', content: { parts: [{ text: 'x' }] } }] }, goog)
+  t.equal(otherModel.status, 400, 'every request names the batch\'s model')
+  const picture = await post('/v1beta/models/g:generateContent', { contents: [{ role: 'user', parts: [{ text: 'a fox' }] }], generationConfig: { responseModalities: ['TEXT', 'IMAGE'] } }, goog)
+  t.match(JSON.parse(picture.text), { candidates: [{ content: { parts: [{ inlineData: { mimeType: 'image/png' } }] }, finishReason: 'STOP' }], usageMetadata: { candidatesTokenCount: 1290 } })
 })
 
 t.test('gemini: malformed requests are refused with 400 as Google does, a field of another protocol included', async (t) => {

@@ -2,7 +2,8 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
-  completionFrames, completionJson, errorJson, fragments, geminiRoute, readRequest, sampleArguments, shapeText, toolsToCall, words,
+  asksForImages, completionFrames, completionJson, errorJson, fragments, geminiEmbeddings, geminiImages, geminiRoute, openaiEmbeddings, openaiImages,
+  readRequest, sampleArguments, shapeText, toolsToCall, words,
   type Completion, type OutputBlock, type RequestView, type ToolDef
 } from '../plugins/upstream/demo.js'
 import { buildResponse, ResponseWriter, type OutputPart, type ResponsesCtx } from '../plugins/translation/responses-output.js'
@@ -11,9 +12,10 @@ import { serialize } from '../plugins/translation/sse.js'
 import type { Json, Protocol, Usage } from '../plugins/translation/types.js'
 
 // A real HTTP server on 127.0.0.1 that answers like the OpenAI Chat Completions, OpenAI Responses
-// (POST /v1/responses, for a provider that serves it natively), Anthropic Messages and Google
+// (POST /v1/responses, for a provider that serves it natively), OpenAI embeddings and image
+// generation (POST /v1/embeddings, /v1/images/generations), Anthropic Messages and Google
 // Gemini (POST /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse,
-// :countTokens) APIs, for the gateway's tests. Answers are deterministic so tests can assert exact
+// :countTokens, :embedContent, :batchEmbedContents) APIs, for the gateway's tests. Answers are deterministic so tests can assert exact
 // numbers; fault switches and scripted answers simulate everything a real provider does wrong.
 // The wire rendering is shared with the demo provider (plugins/upstream/demo.ts); what the mock
 // says, and how it counts, is its own:
@@ -32,6 +34,15 @@ import type { Json, Protocol, Usage } from '../plugins/translation/types.js'
 //             thoughtsTokenCount = the thought words; countTokens answers {totalTokens: P}
 //   output:   one token per emitted word (text and thinking), plus ceil(len(arguments JSON) / 4)
 //             per tool call
+//
+//   embeddings: prompt_tokens = Σ per input: ceil(len(text) / 4) (at least 1), or its number of
+//             token ids; the vectors are the demo provider's (plugins/upstream/demo-media.ts),
+//             256 dimensions (`dimensions` / outputDimensionality may ask for fewer); Gemini's
+//             embedContent and batchEmbedContents report no tokens, as Google's do
+//   images:   OpenAI: input_tokens = ceil(len(prompt) / 4), output_tokens = 100 per image; Gemini
+//             (generateContent with responseModalities IMAGE): promptTokenCount = P,
+//             candidatesTokenCount = 1290 per image (one candidate per candidateCount); each image
+//             the demo provider's PNG of the prompt
 //
 // Text answer: "Echo: <first 20 words of the last user message>", or "The tool returned: <first
 // 20 words of the result>" after a tool result. A tool call is answered when the request has
@@ -131,9 +142,16 @@ export function promptTokens (body: Json): number {
 const ECHO_WORDS = 20
 const firstWords = (text: string): string => words(text.trim()).slice(0, ECHO_WORDS).join('').trim()
 
-type Route = 'chat' | 'responses' | 'messages' | 'count_tokens' | 'gemini' | 'gemini_stream' | 'gemini_count'
-const ROUTES: Record<string, Route> = { '/v1/chat/completions': 'chat', '/v1/responses': 'responses', '/v1/messages': 'messages', '/v1/messages/count_tokens': 'count_tokens' }
-const GEMINI_ROUTES = { generateContent: 'gemini', streamGenerateContent: 'gemini_stream', countTokens: 'gemini_count' } as const
+type Route = 'chat' | 'responses' | 'messages' | 'count_tokens' | 'embeddings' | 'images' | 'gemini' | 'gemini_stream' | 'gemini_count' | 'gemini_embed' | 'gemini_batch_embed'
+const ROUTES: Record<string, Route> = {
+  '/v1/chat/completions': 'chat',
+  '/v1/responses': 'responses',
+  '/v1/messages': 'messages',
+  '/v1/messages/count_tokens': 'count_tokens',
+  '/v1/embeddings': 'embeddings',
+  '/v1/images/generations': 'images'
+}
+const GEMINI_ROUTES = { generateContent: 'gemini', streamGenerateContent: 'gemini_stream', countTokens: 'gemini_count', embedContent: 'gemini_embed', batchEmbedContents: 'gemini_batch_embed' } as const
 
 /** The route of a path: a fixed one, or a Gemini model's method. */
 function routeOf (path: string): Route | undefined {
@@ -270,6 +288,17 @@ export class MockUpstream {
     if (route === 'count_tokens') return { status: 200, body: { input_tokens: promptTokens(body) }, headers }
     if (route === 'gemini_count') return { status: 200, body: { totalTokens: promptTokens(isObj(body.generateContentRequest) ? body.generateContentRequest : body) }, headers }
     if (route === 'responses') return this.responsesAnswer(body, seq, headers)
+    if (route === 'embeddings' || route === 'images' || route === 'gemini_embed' || route === 'gemini_batch_embed') {
+      const answer = route === 'embeddings'
+        ? openaiEmbeddings(body)
+        : route === 'images' ? openaiImages(body, Math.floor(Date.now() / 1000), 100) : geminiEmbeddings(body, route === 'gemini_embed' ? 'embedContent' : 'batchEmbedContents')
+      return typeof answer === 'string' ? { status: 400, body: errorJson(protocol, 400, answer), headers } : { status: 200, body: answer, headers }
+    }
+    if (route === 'gemini' && asksForImages(body)) {
+      const answer = geminiImages(body, geminiRoute(req.path)?.model ?? '', seq)
+      answer.usageMetadata = { ...answer.usageMetadata as Json, promptTokenCount: promptTokens(body), totalTokenCount: promptTokens(body) + ((answer.usageMetadata as Json).candidatesTokenCount as number) }
+      return { status: 200, body: answer, headers }
+    }
     if (route === 'gemini' || route === 'gemini_stream') {
       const view = { ...readRequest(body, 'gemini'), model: geminiRoute(req.path)?.model ?? '', stream: route === 'gemini_stream' }
       const completion = this.complete(view, 'gemini', seq, promptTokens(body))
@@ -508,7 +537,11 @@ export class MockUpstream {
     if (this.validate) {
       const problem = route === 'responses'
         ? checkResponses(rec.body)
-        : protocol === 'gemini' ? checkGemini(rec.body, route === 'gemini_count', this.requireThoughtSignatures) : protocol === 'openai' ? checkChat(rec.body) : checkMessages(rec.body, route === 'count_tokens')
+        : route === 'embeddings' || route === 'images'
+          ? checkMedia(rec.body, route)
+          : route === 'gemini_embed' || route === 'gemini_batch_embed'
+            ? checkGeminiEmbed(rec.body, route === 'gemini_batch_embed', geminiRoute(rec.path)?.model ?? '')
+            : protocol === 'gemini' ? checkGemini(rec.body, route === 'gemini_count', this.requireThoughtSignatures) : protocol === 'openai' ? checkChat(rec.body) : checkMessages(rec.body, route === 'count_tokens')
       if (problem !== null) return error(400, problem)
     }
 
@@ -815,6 +848,31 @@ function checkGemini (body: Json, countOnly: boolean, signatures: boolean): stri
         return `Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call \`default_api:${String((first.functionCall as Json).name)}\` , position ${start + k}.`
       }
     }
+  }
+  return null
+}
+
+function checkMedia (body: Json, route: 'embeddings' | 'images'): string | null {
+  if (typeof body.model !== 'string' || body.model === '') return 'you must provide a model parameter'
+  if (route === 'images') return typeof body.prompt === 'string' && body.prompt !== '' ? null : "Missing required parameter: 'prompt'."
+  if (body.input === undefined || body.input === null) return "Missing required parameter: 'input'."
+  if (body.encoding_format !== undefined && body.encoding_format !== 'float' && body.encoding_format !== 'base64') return "Invalid value for 'encoding_format': must be 'float' or 'base64'."
+  return null
+}
+
+const EMBED_FIELDS = new Set(['model', 'content', 'taskType', 'title', 'outputDimensionality'])
+
+/** Google's embedContent / batchEmbedContents: known fields only, and every request of a batch naming the path's model. */
+function checkGeminiEmbed (body: Json, batch: boolean, model: string): string | null {
+  const unknown = (key: string): string => `Invalid JSON payload received. Unknown name "${key}": Cannot find field.`
+  const requests = batch ? body.requests : [body]
+  if (batch) for (const key of Object.keys(body)) if (key !== 'requests') return unknown(key)
+  if (!Array.isArray(requests) || requests.length === 0) return '* BatchEmbedContentsRequest.requests: requests is not specified'
+  for (const [i, r] of requests.entries()) {
+    if (!isObj(r)) return `Invalid value at 'requests[${i}]'`
+    for (const key of Object.keys(r)) if (!EMBED_FIELDS.has(key)) return unknown(key)
+    if (batch && r.model !== `models/${model}`) return `* BatchEmbedContentsRequest.requests[${i}].model: the model of every request must be models/${model}, the model of the batch.`
+    if (!isObj(r.content) || !Array.isArray(r.content.parts) || r.content.parts.length === 0) return '* EmbedContentRequest.content: content is not specified'
   }
   return null
 }

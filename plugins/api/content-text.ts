@@ -1,4 +1,4 @@
-import type { ClientEvent } from './types.js'
+import type { ClientEvent, Endpoint } from './types.js'
 import type { Json, Protocol } from '../translation/types.js'
 
 // Where the text sits in each client protocol: what a user wrote in a request, what the model
@@ -37,8 +37,23 @@ function mapGeminiParts (parts: unknown, fn: Rewrite): void {
   }
 }
 
-/** Rewrites, in place, every text of a request in the client's protocol. */
-export function mapRequestText (protocol: Protocol, body: Json, fn: Rewrite): void {
+/**
+ * Rewrites, in place, every text of a request in the client's protocol; `endpoint` says which of
+ * its calls (the texts to embed, an image's prompt; chat when not given). Token ids given as an
+ * embedding's input are no text: see hasTokenInput.
+ */
+export function mapRequestText (protocol: Protocol, body: Json, fn: Rewrite, endpoint?: Endpoint): void {
+  if (endpoint === 'embeddings') {
+    if (protocol === 'gemini') {
+      for (const r of Array.isArray(body.requests) ? body.requests : [body]) if (isObj(r) && isObj(r.content)) mapGeminiParts(r.content.parts, fn)
+    } else if (typeof body.input === 'string') body.input = fn(body.input)
+    else if (Array.isArray(body.input)) body.input = body.input.map((v: unknown) => typeof v === 'string' ? fn(v) : v)
+    return
+  }
+  if (endpoint === 'images.generations') {
+    if (typeof body.prompt === 'string') body.prompt = fn(body.prompt)
+    return
+  }
   if (protocol === 'gemini') {
     if (typeof body.systemInstruction === 'string') body.systemInstruction = fn(body.systemInstruction)
     else if (isObj(body.systemInstruction)) mapGeminiParts(body.systemInstruction.parts, fn)
@@ -62,11 +77,20 @@ export function mapRequestText (protocol: Protocol, body: Json, fn: Rewrite): vo
   for (const m of body.messages) if (isObj(m)) mapContent(m, 'content', fn, types)
 }
 
+/** An embeddings request whose input is token ids (`[1, 2]`, `[[1, 2], [3]]`): text no rule can read. */
+export function hasTokenInput (body: Json): boolean {
+  return Array.isArray(body.input) && body.input.some((v: unknown) => typeof v === 'number' || Array.isArray(v))
+}
+
 /** Rewrites, in place, every text of a whole (non-streamed) answer in the client's protocol. */
 export function mapResponseText (protocol: Protocol, body: Json, fn: Rewrite): void {
   if (protocol === 'openai') {
     for (const c of Array.isArray(body.choices) ? body.choices : []) {
       if (isObj(c) && isObj(c.message) && typeof c.message.content === 'string') c.message.content = fn(c.message.content)
+    }
+    // an image generation's answer: the prompt as the model rewrote it
+    for (const d of Array.isArray(body.data) ? body.data : []) {
+      if (isObj(d) && typeof d.revised_prompt === 'string') d.revised_prompt = fn(d.revised_prompt)
     }
   } else if (protocol === 'messages') {
     for (const b of Array.isArray(body.content) ? body.content : []) {

@@ -37,7 +37,7 @@ export { chargeOf, estimatePromptTokens } from '../gateway/billing.js'
 /** UTC quota windows and the tenants' quota rules. */
 export { amountOf, budgetScope, budgetStatus, limitOf, limitStatus, quotaLimit, quotaStatus, quotaWindow, QuotaRules, type QuotaRule, type QuotaStatus } from '../gateway/quota-windows.js'
 /** The conversational text of requests, answers and stream events, in any client protocol. */
-export { mapRequestText, mapResponseText, streamText } from './content-text.js'
+export { hasTokenInput, mapRequestText, mapResponseText, streamText } from './content-text.js'
 /** How an attempt at a provider failed, in a few words (an error code, or how it went); null when it did not. */
 export { attemptError } from '../upstream/attempt-error.js'
 /** An in-stream error event in a client protocol. */

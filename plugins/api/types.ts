@@ -60,10 +60,11 @@ export interface Principal {
 }
 
 /**
- * The kind of call: its usage record's `endpoint` (`generate_content`: Google's Gemini API). A
- * `count_tokens` call is free and has no usage record.
+ * The kind of call: its usage record's `endpoint` (`generate_content`: Google's Gemini API;
+ * `embeddings` and `images.generations` whichever API the client speaks). A `count_tokens` call
+ * is free and has no usage record.
  */
-export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'generate_content' | 'passthrough' | 'count_tokens'
+export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'generate_content' | 'embeddings' | 'images.generations' | 'passthrough' | 'count_tokens'
 
 /**
  * How a call ended. `refused`: it never reached an upstream (a bad request, an unknown model, a

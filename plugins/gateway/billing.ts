@@ -51,7 +51,7 @@ export function settle (call: SettleInput, price: Price | null): Settlement {
   let usage = call.usage
   let estimated = false
   if (usage === null) {
-    usage = { ...ZERO_USAGE, prompt_tokens: estimateTokens(promptText(call.requestBody)), completion_tokens: estimateTokens(call.relayedText) }
+    usage = { ...ZERO_USAGE, prompt_tokens: estimateTokens(promptText(call.requestBody)) + tokenIds(call.requestBody), completion_tokens: estimateTokens(call.relayedText) }
     estimated = true
   } else if (!call.complete && call.relayedText !== '') {
     const out = estimateTokens(call.relayedText)
@@ -68,7 +68,8 @@ function promptText (body: unknown): string {
   return texts.join('\n')
 }
 
-const PROMPT_FIELDS = ['system', 'messages', 'input', 'instructions', 'contents', 'systemInstruction'] as const
+// (and the inputs of embeddings, OpenAI's and Google's, and an image generation's prompt)
+const PROMPT_FIELDS = ['system', 'messages', 'input', 'instructions', 'contents', 'systemInstruction', 'prompt', 'content', 'requests'] as const
 // strings that are no text: base64 payloads, and Gemini's opaque thought signatures
 const NOT_TEXT = new Set(['data', 'thoughtSignature'])
 
@@ -99,6 +100,18 @@ function visitText (body: unknown, fn: (text: string, key: string) => void, onOb
   }
 }
 
+/** The token ids an embeddings request gives as its input (a list of ids, or a list of such lists): one token each. */
+function tokenIds (body: unknown): number {
+  const input = body !== null && typeof body === 'object' ? (body as Record<string, unknown>).input : undefined
+  if (!Array.isArray(input)) return 0
+  let n = 0
+  for (const v of input) {
+    if (typeof v === 'number') n++
+    else if (Array.isArray(v)) n += v.length
+  }
+  return n
+}
+
 // An image costs at most about 1,600 input tokens on the providers we know of.
 const IMAGE_TOKENS = 1_600
 const IMAGE_TYPES = new Set(['image', 'image_url', 'input_image'])
@@ -111,7 +124,7 @@ const isMedia = (v: unknown): boolean => v !== null && typeof v === 'object'
  * text, since a provider counts an image by its size in pixels, not its bytes.
  */
 export function estimatePromptTokens (body: unknown): number {
-  let tokens = 0
+  let tokens = tokenIds(body)
   visitText(body, (text) => { tokens += text.length }, (o) => { if (IMAGE_TYPES.has(o.type as string) || isMedia(o.inlineData) || isMedia(o.fileData)) tokens += IMAGE_TOKENS })
   return tokens
 }

@@ -95,6 +95,7 @@ export class Catalog {
   private readonly byId = new Map<string, CatalogModel>()
   private readonly matchers = new Map<string, (id: string) => boolean>()
   private readonly served: CatalogModel[]
+  private readonly kinds = new Set<ModelKind>()
 
   /**
    * `usable`: whether a provider can be called at all (upstream/ knows: a built-in one, or one
@@ -102,9 +103,16 @@ export class Catalog {
    * still reaches dispatch, which says what is missing.
    */
   constructor (models: ModelConfig[], usable: (provider: string) => boolean = () => true) {
-    for (const m of models) this.byId.set(m.id, toCatalogModel(m))
+    for (const m of models) {
+      const model = toCatalogModel(m)
+      this.byId.set(m.id, model)
+      if (model.active) this.kinds.add(model.kind)
+    }
     this.served = this.all().filter((m) => m.active && m.providers.some(usable))
   }
+
+  /** Some active model of the catalog is of this kind (whatever a key may see). */
+  serves (kind: ModelKind): boolean { return this.kinds.has(kind) }
 
   all (): CatalogModel[] { return [...this.byId.values()] }
 

@@ -1,6 +1,6 @@
 import type { AdmissionContext, Gateway, Principal } from '../api/index.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
-import { ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayErrorClass } from '../kernel/errors.js'
+import { ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayError } from '../kernel/errors.js'
 import { runSeriesUntil } from './hooks.js'
 import type { Pipe } from './pipeline.js'
 import { then, type MaybePromise } from '../kernel/maybe-promise.js'
@@ -24,7 +24,12 @@ import type { Json } from '../translation/types.js'
 // so (`Call.spendsUnread`) and the plugins that hold money refuse it (`unmeteredRefusal` of the
 // plugin API) rather than guess.
 
-const NOT_OF_KIND: Record<ModelKind, GatewayErrorClass> = { chat: NotChatModel, embeddings: NotEmbeddingModel, image: NotImageModel }
+/** Why a model of another kind is refused by a route of this one: a chat model names where it is served. */
+function notOfKind (model: CatalogModel, wanted: ModelKind): GatewayError {
+  if (wanted === 'embeddings') return new NotEmbeddingModel({ model: model.id })
+  if (wanted === 'image') return new NotImageModel({ model: model.id })
+  return new NotChatModel({ model: model.id, route: model.kind === 'embeddings' ? 'POST /v1/embeddings' : 'POST /v1/images/generations' })
+}
 
 /** The key's model globs; null when no key is asked for (the operator runs the gateway without auth). */
 const globsOf = (principal: Principal | null): readonly string[] | null => principal?.models ?? null
@@ -37,7 +42,7 @@ const globsOf = (principal: Principal | null): readonly string[] | null => princ
 export function grantedModel (gateway: Gateway, principal: Principal | null, id: string, kind?: ModelKind): CatalogModel {
   const model = gateway.catalog.find(id, globsOf(principal))
   if (model === undefined) throw new ModelNotFound({ model: id })
-  if (kind !== undefined && model.kind !== kind) throw new NOT_OF_KIND[kind]({ model: id })
+  if (kind !== undefined && model.kind !== kind) throw notOfKind(model, kind)
   return model
 }
 

@@ -38,15 +38,17 @@ export interface Pipe {
 
 /**
  * Sends the answer a plugin gave at admission (a cache hit) in the client's protocol: whole, or
- * replayed as the protocol's own stream events when the client asked for a stream. It goes
+ * replayed as the protocol's own stream events when the client asked for a stream (`whole`: the
+ * same-protocol pair of a call that is never streamed, such as embeddings). It goes
  * through the response hooks (a guardrail applies to it as to any answer) and the call ends (its
  * record written) before the last byte, as for any answer.
  */
-export async function answerFromPlugin (p: Pipe, answer: PluginAnswer, ctx: TranslateCtx): Promise<FastifyReply> {
+export async function answerFromPlugin (p: Pipe, answer: PluginAnswer, ctx: TranslateCtx, whole?: Pick<TranslatorPair, 'response'>): Promise<FastifyReply> {
   const { reply, call } = p
   if (answer.headers !== undefined) reply.headers(answer.headers)
+  // a call answered whole (embeddings) reads its answer with its own same-protocol pair
+  if (whole !== undefined || !call.stream) return await sendWhole(p, answer.body, JSON.stringify(answer.body), { pair: whole ?? pairFor(call.protocol, call.protocol), ctx })
   const same = pairFor(call.protocol, call.protocol)
-  if (!call.stream) return await sendWhole(p, answer.body, JSON.stringify(answer.body), { pair: same, ctx })
   const frames = replayStream(call.protocol, answer.body, ctx)
   return relayEvents(p, Readable.from([frames.map((ev) => serialize(ev)).join('')]), 'cache', { pair: same, ctx })
 }

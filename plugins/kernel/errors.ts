@@ -71,6 +71,10 @@ export const BodyTooDeep = define('body_too_deep', { status: 400, openaiType: 'i
 export const InvalidUrl = define('invalid_url', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const MalformedRequest = define('malformed_request', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const ModalityNotSupported = define('modality_not_supported', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const NotEmbeddingModel = define('not_embedding_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
+export const NotImageModel = define('not_image_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
+export const NotChatModel = define('not_chat_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
+export const NoImageGenerated = define('no_image_generated', { status: 400, code: 'no_image_generated', openaiType: 'invalid_request_error', retry: false })
 export const UnsupportedOnUpstream = define('unsupported_on_upstream', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const NoStoredHistory = define('no_stored_history', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const NoBackground = define('no_background', { status: 400, openaiType: 'invalid_request_error', retry: false })
@@ -116,10 +120,6 @@ export const StoreUnavailable = define('store_unavailable', { status: 503, opena
 export const ConfigOwned = define('config_owned', { status: 409, code: 'config_owned', retry: false })
 export const UnmeteredEndpoint = define('unmetered_endpoint', { status: 403, code: 'unmetered_endpoint', openaiType: 'permission_error', retry: false })
 export const UnreadableModel = define('unreadable_model', { status: 403, code: 'unreadable_model', openaiType: 'permission_error', retry: false })
-// a model of another kind than the route serves (`architecture.output_modalities`), one error per kind
-export const NotChatModel = define('not_chat_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
-export const NotEmbeddingModel = define('not_embedding_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
-export const NotImageModel = define('not_image_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
 export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
 
 /** The longest wait until a limit's window reopens that the official SDKs are left to retry through. */

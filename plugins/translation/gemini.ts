@@ -14,10 +14,10 @@ import type { Json, TranslateCtx, Usage } from './types.js'
  * The path of a generateContent call below the provider's base_url. A bare model name gets the
  * `models/` collection (`tunedModels/x` keeps its own); each segment is escaped, the slashes kept.
  */
-export function geminiPath (model: string, stream: boolean, method: 'generateContent' | 'countTokens' = 'generateContent'): string {
+export function geminiPath (model: string, stream: boolean, method: 'generateContent' | 'countTokens' | 'embedContent' | 'batchEmbedContents' = 'generateContent'): string {
   const name = model.includes('/') ? model : `models/${model}`
   const escaped = name.split('/').map(encodeURIComponent).join('/')
-  if (method === 'countTokens') return `/v1beta/${escaped}:countTokens`
+  if (method !== 'generateContent') return `/v1beta/${escaped}:${method}`
   return stream ? `/v1beta/${escaped}:streamGenerateContent?alt=sse` : `/v1beta/${escaped}:generateContent`
 }
 

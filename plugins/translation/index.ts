@@ -1,4 +1,9 @@
 import { chatToGemini } from './chat-to-gemini.js'
+import { embeddingsPassthrough, geminiEmbedPassthrough } from './embeddings-passthrough.js'
+import { embeddingsToGemini } from './embeddings-to-gemini.js'
+import { geminiEmbedToEmbeddings } from './gemini-embed-to-embeddings.js'
+import { imagesPassthrough } from './images-passthrough.js'
+import { imagesToGemini } from './images-to-gemini.js'
 import { chatToMessages } from './chat-to-messages.js'
 import { geminiPassthrough } from './gemini-passthrough.js'
 import { geminiToChat } from './gemini-to-chat.js'
@@ -10,15 +15,33 @@ import { responsesPassthrough } from './responses-passthrough.js'
 import { responsesToChat } from './responses-to-chat.js'
 import { responsesToGemini } from './responses-to-gemini.js'
 import { responsesToMessages } from './responses-to-messages.js'
-import type { Protocol, TranslateCtx, TranslatorPair } from './types.js'
+import type { Protocol, TranslateCtx, TranslatorPair, WholePair } from './types.js'
 
-export type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
+export type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage, WholePair } from './types.js'
 
 const PAIRS: Record<Protocol, Partial<Record<Protocol, TranslatorPair>>> = {
   openai: { openai: openaiPassthrough, messages: chatToMessages, gemini: chatToGemini },
   messages: { messages: messagesPassthrough, openai: messagesToChat, gemini: messagesToGemini },
   responses: { responses: responsesPassthrough, openai: responsesToChat, messages: responsesToMessages, gemini: responsesToGemini },
   gemini: { gemini: geminiPassthrough, openai: geminiToChat, messages: geminiToMessages }
+}
+
+/** The calls answered whole, by what they ask for: embeddings (OpenAI's and Google's shapes) and images (OpenAI's). */
+export type WholeKind = 'embeddings' | 'images'
+
+const WHOLE_PAIRS: Record<WholeKind, Partial<Record<Protocol, Partial<Record<Protocol, WholePair>>>>> = {
+  embeddings: {
+    openai: { openai: embeddingsPassthrough, gemini: embeddingsToGemini },
+    gemini: { gemini: geminiEmbedPassthrough, openai: geminiEmbedToEmbeddings }
+  },
+  images: {
+    openai: { openai: imagesPassthrough, gemini: imagesToGemini }
+  }
+}
+
+/** The pair of a call answered whole; undefined where the upstream protocol has no such call (a Messages upstream). */
+export function wholePairFor (kind: WholeKind, client: Protocol, upstream: Protocol): WholePair | undefined {
+  return WHOLE_PAIRS[kind][client]?.[upstream]
 }
 
 /** The pair for a client protocol in front of an upstream protocol. */
@@ -29,6 +52,6 @@ export function pairFor (client: Protocol, upstream: Protocol): TranslatorPair {
 }
 
 /** The upstream path of a call through `pair` (a Gemini path names the model and whether it streams). */
-export function upstreamPath (pair: TranslatorPair, ctx: TranslateCtx): string {
+export function upstreamPath (pair: Pick<TranslatorPair, 'path'>, ctx: TranslateCtx): string {
   return typeof pair.path === 'string' ? pair.path : pair.path(ctx)
 }

@@ -155,14 +155,3 @@ export const countTokensPair: TranslatorPair = {
   error: messagesPassthrough.error,
   stream: () => { throw new Error('count_tokens is never streamed') }
 }
-
-/** OpenAI's embeddings, passed through: the answer as it is, its usage read (input tokens only). */
-export const embeddingsPassthrough: TranslatorPair = {
-  client: 'openai',
-  upstream: 'openai',
-  path: '/embeddings',
-  request: (body, ctx) => ({ body: { ...body, model: ctx.upstreamModel }, dropped: [] }),
-  response: (body) => ({ body: null, usage: usageFromOpenAI(body.usage) }),
-  error: openaiPassthrough.error,
-  stream: () => { throw new Error('embeddings are never streamed') }
-}

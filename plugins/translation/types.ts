@@ -21,6 +21,8 @@ export interface Usage {
   cache_creation_input_tokens: number
   /** Output tokens spent on reasoning (part of completion_tokens), when the upstream says. */
   reasoning_tokens?: number
+  /** Images generated (an image generation call; imageUsage() in images.ts sets it). */
+  images?: number
 }
 
 export interface TranslateCtx {
@@ -113,3 +115,6 @@ export interface TranslatorPair {
   error: (status: number, body: unknown) => Json
   stream: (ctx: TranslateCtx) => StreamMapper
 }
+
+/** A pair of calls answered whole (embeddings, image generation): no stream. */
+export type WholePair = Omit<TranslatorPair, 'stream'>

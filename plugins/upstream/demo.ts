@@ -1,13 +1,17 @@
 import { Readable } from 'node:stream'
 import { geminiStatusFor } from '../kernel/errors.js'
+import { contentText, embeddingInputs, openaiList, type EmbeddingInput } from '../translation/embeddings.js'
 import { schemaFromGemini } from '../translation/gemini.js'
 import type { Json, Protocol } from '../translation/types.js'
+import { DEMO_DIMENSIONS, demoPng, demoVector, ratioOf, sizeOf } from './demo-media.js'
 import type { CallAbort, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 
 // The built-in demo upstream: answers in-process, in any upstream protocol, with the bytes a real
 // provider would send (JSON or SSE, usage included), so a fresh install serves real requests
 // with no provider key. Text is canned and deterministic; token counts are estimates (about four
-// characters a token, never 0); streams go word by word and stop at once on abort.
+// characters a token, never 0); streams go word by word and stop at once on abort. It also makes
+// embeddings (OpenAI's /embeddings, Gemini's embedContent and batchEmbedContents) and images
+// (OpenAI's /images/generations, a Gemini generateContent asking for image output): demo-media.ts.
 //
 // The request reading and the wire rendering below are exported: the test mock upstream
 // (test/mock-upstream.ts) answers with the same protocol bytes and differs only in what it says.
@@ -575,15 +579,82 @@ function configuredDelay (): number {
 }
 
 /** A Gemini path: the model it names and its method; null for any other path. */
-export function geminiRoute (path: string): { model: string, method: 'generateContent' | 'streamGenerateContent' | 'countTokens' } | null {
-  const m = /^\/v1(?:beta)?\/(?:models\/)?(.+):(generateContent|streamGenerateContent|countTokens)$/.exec(path)
+export type GeminiMethod = 'generateContent' | 'streamGenerateContent' | 'countTokens' | 'embedContent' | 'batchEmbedContents'
+
+export function geminiRoute (path: string): { model: string, method: GeminiMethod } | null {
+  const m = /^\/v1(?:beta)?\/(?:models\/)?(.+):(generateContent|streamGenerateContent|countTokens|embedContent|batchEmbedContents)$/.exec(path)
   if (m === null) return null
   let model: string
   try { model = decodeURIComponent(m[1] as string) } catch { return null }
-  return { model, method: m[2] as 'generateContent' | 'streamGenerateContent' | 'countTokens' }
+  return { model, method: m[2] as GeminiMethod }
 }
 
 const geminiInput = (body: Json): string => JSON.stringify([body.systemInstruction ?? null, body.contents ?? [], body.tools ?? null])
+
+// ---------------------------------------------------------------------------------------------
+// Embeddings and images (demo-media.ts computes the vectors and draws the PNGs)
+
+/** OpenAI's /embeddings: one demo vector per input; a string is an error message (400). */
+export function openaiEmbeddings (body: Json, tokens: (input: EmbeddingInput) => number = demoTokens): Json | string {
+  const inputs = embeddingInputs(body.input)
+  if (inputs.length === 0) return "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference."
+  const dims = body.dimensions ?? DEMO_DIMENSIONS
+  if (typeof dims !== 'number' || !Number.isInteger(dims) || dims < 1 || dims > DEMO_DIMENSIONS) return `This model supports dimensions from 1 to ${DEMO_DIMENSIONS}.`
+  const vectors = inputs.map((input) => demoVector(input, dims))
+  return openaiList(vectors, body.encoding_format, body.model as string, inputs.reduce((n, input) => n + tokens(input), 0))
+}
+
+const demoTokens = (input: EmbeddingInput): number => typeof input === 'string' ? Math.max(1, estimateTokens(input)) : input.length
+
+/** Google's embedContent or batchEmbedContents: one demo vector per content; a string is an error message (400). */
+export function geminiEmbeddings (body: Json, method: 'embedContent' | 'batchEmbedContents'): Json | string {
+  const requests = method === 'embedContent' ? [body] : objects(body.requests)
+  if (requests.length === 0) return '* BatchEmbedContentsRequest.requests: requests is not specified'
+  const values: number[][] = []
+  for (const r of requests) {
+    if (!isObj(r.content) || !Array.isArray(r.content.parts) || r.content.parts.length === 0) return '* EmbedContentRequest.content: content is not specified'
+    const dims = r.outputDimensionality ?? DEMO_DIMENSIONS
+    if (typeof dims !== 'number' || !Number.isInteger(dims) || dims < 1 || dims > DEMO_DIMENSIONS) return `* EmbedContentRequest.output_dimensionality: must be from 1 to ${DEMO_DIMENSIONS}`
+    values.push(demoVector(contentText(r.content), dims))
+  }
+  return method === 'embedContent' ? { embedding: { values: values[0] } } : { embeddings: values.map((v) => ({ values: v })) }
+}
+
+/** OpenAI's /images/generations: `n` demo PNGs of the prompt, as b64_json (or data: URLs for response_format url). */
+export function openaiImages (body: Json, created: number, outputPerImage = 256): Json | string {
+  if (typeof body.prompt !== 'string' || body.prompt === '') return "Missing required parameter: 'prompt'."
+  const n = body.n ?? 1
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 10) return 'n must be from 1 to 10.'
+  const { width, height } = sizeOf(body.size)
+  const prompt = body.prompt
+  const data = Array.from({ length: n }, (_, i) => {
+    const b64 = demoPng(prompt, width, height, i).toString('base64')
+    return body.response_format === 'url' ? { url: `data:image/png;base64,${b64}` } : { b64_json: b64 }
+  })
+  const input = Math.max(1, estimateTokens(prompt))
+  return { created, data, usage: { input_tokens: input, input_tokens_details: { text_tokens: input, image_tokens: 0 }, output_tokens: n * outputPerImage, total_tokens: input + n * outputPerImage } }
+}
+
+/** A generateContent request asking for image output (generationConfig.responseModalities). */
+export function asksForImages (body: Json): boolean {
+  const config = isObj(body.generationConfig) ? body.generationConfig : {}
+  return Array.isArray(config.responseModalities) && config.responseModalities.some((m) => String(m).toUpperCase() === 'IMAGE')
+}
+
+/** A Gemini image model's answer: one candidate per candidateCount, each with one inline PNG of the last user text. */
+export function geminiImages (body: Json, model: string, seq: number, tokensPerImage = 1290): Json {
+  const config = isObj(body.generationConfig) ? body.generationConfig : {}
+  const n = typeof config.candidateCount === 'number' && config.candidateCount > 0 ? config.candidateCount : 1
+  const { width, height } = ratioOf(isObj(config.imageConfig) ? config.imageConfig.aspectRatio : undefined)
+  const prompt = readRequest(body, 'gemini').lastUserText
+  const candidates = Array.from({ length: n }, (_, i) => ({
+    content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: demoPng(prompt, width, height, i).toString('base64') } }] },
+    finishReason: 'STOP',
+    index: i
+  }))
+  const input = Math.max(1, estimateTokens(geminiInput(body)))
+  return { candidates, usageMetadata: { promptTokenCount: input, candidatesTokenCount: n * tokensPerImage, totalTokenCount: input + n * tokensPerImage }, modelVersion: model, responseId: `demo${seq}` }
+}
 
 export function createDemoClient (id: string, protocol: Protocol, opts: DemoOptions = {}): UpstreamClient {
   const delayMs = opts.chunkDelayMs ?? configuredDelay()
@@ -598,9 +669,14 @@ export function createDemoClient (id: string, protocol: Protocol, opts: DemoOpti
     let body: unknown
     try { body = typeof req.body === 'string' ? JSON.parse(req.body) : undefined } catch { body = undefined }
     if (!isObj(body)) return fail(400, 'Invalid JSON payload received.')
+    if (route.method === 'embedContent' || route.method === 'batchEmbedContents') {
+      const answer = geminiEmbeddings(body, route.method)
+      return typeof answer === 'string' ? fail(400, answer) : jsonResponse(200, answer, {})
+    }
     const inner = route.method === 'countTokens' && isObj(body.generateContentRequest) ? body.generateContentRequest : body
     if (!Array.isArray(inner.contents) || inner.contents.length === 0) return fail(400, '* GenerateContentRequest.contents: contents is not specified')
     if (route.method === 'countTokens') return jsonResponse(200, { totalTokens: Math.max(1, estimateTokens(geminiInput(inner))) }, {})
+    if (asksForImages(body)) return jsonResponse(200, geminiImages(body, route.model, n), {})
 
     const view = { ...readRequest(body, 'gemini'), model: route.model, stream: route.method === 'streamGenerateContent' }
     const completion = demoCompletion(view, 'gemini', { messages: body.contents, system: body.systemInstruction, tools: body.tools }, n, Math.floor(Date.now() / 1000))
@@ -624,13 +700,18 @@ export function createDemoClient (id: string, protocol: Protocol, opts: DemoOpti
       const headers: Record<string, string> = protocol === 'openai' ? { 'x-request-id': requestId } : { 'request-id': requestId }
       const fail = (status: number, message: string): UpstreamResponse => jsonResponse(status, errorJson(protocol, status, message), headers)
       const path = req.path.split('?')[0]
-      if (path !== answerPath && !(protocol === 'messages' && path === '/v1/messages/count_tokens')) return fail(404, `Unknown path ${req.path}`)
+      const media = protocol === 'openai' && (path === '/embeddings' || path === '/images/generations')
+      if (path !== answerPath && !media && !(protocol === 'messages' && path === '/v1/messages/count_tokens')) return fail(404, `Unknown path ${req.path}`)
 
       let body: unknown
       if (typeof req.body !== 'string') return fail(400, 'The request body is not valid JSON.')
       try { body = JSON.parse(req.body) } catch { return fail(400, 'The request body is not valid JSON.') }
       if (!isObj(body)) return fail(400, 'The request body must be a JSON object.')
       if (typeof body.model !== 'string' || body.model === '') return fail(400, 'model: Field required')
+      if (media) {
+        const answer = path === '/embeddings' ? openaiEmbeddings(body) : openaiImages(body, Math.floor(Date.now() / 1000))
+        return typeof answer === 'string' ? fail(400, answer) : jsonResponse(200, answer, headers)
+      }
       if (!Array.isArray(body.messages)) return fail(400, 'messages: Field required')
 
       if (path === '/v1/messages/count_tokens') {

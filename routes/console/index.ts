@@ -47,6 +47,8 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         id: m.id,
         name: m.config.name,
         vendor: m.id.includes('/') ? m.id.slice(0, m.id.indexOf('/')) : m.id,
+        // chat, embeddings or image: which route serves it, and which of its prices apply
+        kind: m.kind,
         context_length: m.config.context_length,
         max_output_tokens: m.config.max_output_tokens ?? null,
         input_modalities: m.config.architecture.input_modalities,

@@ -4,6 +4,7 @@ import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify
 import type { CatalogModel } from '../../plugins/gateway/catalog.js'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { InvalidQuery, MissingModelId, RouteNotFound } from '../../plugins/kernel/errors.js'
+import { checkGeminiEmbedBody, type GeminiEmbedMethod } from '../../plugins/translation/embeddings.js'
 import { admit, grantedModel, grantedModels, shownModel } from '../../plugins/gateway/gate.js'
 import { relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { GeminiBody } from '../../plugins/gateway/request-schemas.js'
@@ -13,12 +14,14 @@ import { upstreamPath } from '../../plugins/translation/index.js'
 import { countGeminiTokens } from '../../plugins/translation/tokenizer.js'
 import type { Json } from '../../plugins/translation/types.js'
 import { callHandler } from './call.js'
+import { wholeCall } from './whole-call.js'
 
 // Google's Gemini API for any sellable model, translated to and from the model's upstream
 // protocol like the other client APIs:
 //   POST {base}/models/{model}:generateContent         a GenerateContentResponse
 //   POST {base}/models/{model}:streamGenerateContent   ?alt=sse: SSE `data:` chunks; else one JSON array of them
 //   POST {base}/models/{model}:countTokens             {totalTokens}; free, like Messages' count_tokens
+//   POST {base}/models/{model}:embedContent            an embedding model's vector (batchEmbedContents: several)
 //   GET  {base}/models, {base}/models/{id}             the key's models in Google's shape
 // registered under /v1beta and under /v1, where GET /models[/{id}] stay OpenAI's listing. {model}
 // is a catalog id: it may hold slashes, plain or as %2F, and may come as `models/{id}`. The key
@@ -33,8 +36,11 @@ export interface GeminiRoutesOptions {
   underOpenAI: boolean
 }
 
-const METHODS = ['generateContent', 'streamGenerateContent', 'countTokens'] as const
+const CHAT_METHODS = ['generateContent', 'streamGenerateContent', 'countTokens'] as const
+const EMBED_METHODS = ['embedContent', 'batchEmbedContents'] as const
+const METHODS = [...CHAT_METHODS, ...EMBED_METHODS] as const
 type Method = typeof METHODS[number]
+const isEmbed = (m: Method): m is GeminiEmbedMethod => (EMBED_METHODS as readonly string[]).includes(m)
 
 const CallQuery = Type.Object({
   alt: Type.Optional(Type.Union([Type.Literal('json'), Type.Literal('sse')], { description: 'sse: a stream of SSE chunks; json (default): one JSON array' })),
@@ -62,7 +68,7 @@ function geminiModel (m: CatalogModel): Json {
     displayName: m.config.name,
     inputTokenLimit: m.config.context_length,
     outputTokenLimit: m.config.max_output_tokens ?? m.config.context_length,
-    supportedGenerationMethods: [...METHODS]
+    supportedGenerationMethods: m.kind === 'chat' ? [...CHAT_METHODS] : m.kind === 'embeddings' ? [...EMBED_METHODS] : []
   }
 }
 
@@ -123,6 +129,14 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
     if (call === null) throw new RouteNotFound({ method: 'POST', url: request.url.split('?')[0] ?? request.url })
     const id = modelId(call.model)
     if (call.method === 'countTokens') return await countTokens(request, reply, id)
+    if (isEmbed(call.method)) {
+      const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
+      p.call.kind('embeddings')
+      // the model the path names first: a chat model is told so, whatever its body
+      grantedModel(gateway, request.principal, id, 'embeddings')
+      const body = checkGeminiEmbedBody(request.body, call.method, id)
+      return await wholeCall(p, { kind: 'embeddings', model: 'embeddings', client: 'gemini', name: id, body, answerable: true, defaults: false })
+    }
     const stream = call.method === 'streamGenerateContent'
     return await generate(request, reply, { model: id, stream, arrayStream: stream && request.query.alt !== 'sse' })
   })

@@ -105,6 +105,35 @@ if (!existsSync(CHROMIUM)) {
     t.same((await res.json() as { data: unknown[] }).data, [])
   })
 
+  t.test('the marketplace shows each model\'s kind and its prices in their units, and filters by kind', async (t) => {
+    const kinds = await buildApp(testConfig({
+      models: [
+        { id: 'demo/chat', name: 'Chat', provider: 'demo', context_length: 8192, pricing: { input: 1, cached_input: 0.5, output: 2 } },
+        { id: 'demo/embed', name: 'Embed', provider: 'demo', context_length: 8192, architecture: { input_modalities: ['text'], output_modalities: ['embeddings'] }, pricing: { input: 0.02, output: 0 } },
+        { id: 'demo/image', name: 'Image', provider: 'demo', context_length: 4096, architecture: { input_modalities: ['text'], output_modalities: ['image'] }, pricing: { input: 5, output: 40 } }
+      ]
+    }))
+    await kinds.listen({ host: '127.0.0.1', port: 0 })
+    t.teardown(() => kinds.close())
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } })
+    await page.goto(`http://127.0.0.1:${(kinds.server.address() as { port: number }).port}/console`)
+    await page.waitForSelector('#models li')
+    const chat = await page.textContent('[data-id="demo/chat"]') ?? ''
+    t.match(chat, /Chat/)
+    t.match(chat, /Cached input \/ 1M\$0\.5/)
+    const embed = await page.textContent('[data-id="demo/embed"]') ?? ''
+    t.match(embed, /Embeddings/)
+    t.match(embed, /Input \/ 1M tokens\$0\.02/)
+    t.notMatch(embed, /Output|Cached/, 'an embedding is billed for its input alone')
+    const image = await page.textContent('[data-id="demo/image"]') ?? ''
+    t.match(image, /Image generation/)
+    t.match(image, /Input \/ 1M tokens\$5/)
+    t.match(image, /Output \/ 1M tokens\$40/)
+    await page.selectOption('#kind', 'embeddings')
+    t.same(await page.$$eval('#models li', (els) => els.map((e) => e.getAttribute('data-id'))), ['demo/embed'], 'kind filter')
+    await page.close()
+  })
+
   t.test('readable on a phone: no horizontal scrolling at 375 px', async (t) => {
     const page = await browser.newPage({ viewport: { width: 375, height: 800 }, deviceScaleFactor: 2 })
     await page.goto(`${base}/console/`)

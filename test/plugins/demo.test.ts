@@ -258,7 +258,7 @@ t.test('count_tokens, bad JSON and unknown paths answer like a provider', async 
   await text(missing.body)
 
   const openai = createDemoClient('demo', 'openai', { chunkDelayMs: 0 })
-  const lost = await openai.request({ path: '/embeddings', headers: {}, body: '{}', signal })
+  const lost = await openai.request({ path: '/audio/speech', headers: {}, body: '{}', signal })
   t.equal(lost.statusCode, 404)
   t.match(JSON.parse(await text(lost.body)), { error: { type: 'invalid_request_error', param: null } })
 })

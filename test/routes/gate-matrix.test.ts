@@ -91,10 +91,17 @@ const ROWS: Row[] = [
   { name: 'POST /v1beta/…:streamGenerateContent', kind: 'priced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:streamGenerateContent?alt=sse', gemini) },
   { name: 'POST /v1beta/…:countTokens', kind: 'count', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:countTokens', { contents: gemini.contents }) },
   { name: 'POST /v1/models/…:generateContent', kind: 'priced', route: '/v1/models/*', covers: ['POST'], call: post('/v1/models/anthropic/claude-test:generateContent', gemini) },
+  { name: 'POST /v1/embeddings', kind: 'priced', route: '/v1/embeddings', covers: ['POST'], call: post('/v1/embeddings', { model: 'openai/embed-test', input: ['hello there'] }) },
+  { name: 'POST /v1/embeddings (a Gemini provider)', kind: 'priced', route: '/v1/embeddings', covers: ['POST'], call: post('/v1/embeddings', { model: 'google/embed-test', input: 'hello there' }) },
+  { name: 'POST /v1/images/generations', kind: 'priced', route: '/v1/images/generations', covers: ['POST'], call: post('/v1/images/generations', { model: 'openai/image-test', prompt: 'a lighthouse' }) },
+  { name: 'POST /v1beta/…:embedContent', kind: 'priced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:embedContent', { content: { parts: [{ text: 'hello there' }] } }) },
+  { name: 'POST /v1beta/…:batchEmbedContents', kind: 'priced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:batchEmbedContents', { requests: [{ model: 'models/google/embed-test', content: { parts: [{ text: 'hello there' }] } }] }) },
   { name: 'GET /v1/models/{id}', kind: 'listing', route: '/v1/models/*', covers: ['GET', 'HEAD'], call: get('/v1/models/openai/gpt-test') },
   { name: 'GET /v1beta/models/{id}', kind: 'listing', route: '/v1beta/models/*', covers: ['GET', 'HEAD'], call: get('/v1beta/models/google/gemini-test') },
   { name: 'POST /passthrough/openai chat', kind: 'pt-priced', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/chat/completions', { ...chat, model: 'gpt-upstream-name' }) },
   { name: 'POST /passthrough/openai chat, a dated snapshot', kind: 'pt-priced', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/chat/completions', { ...chat, model: 'gpt-upstream-name-2025-01-01' }) },
+  { name: 'POST /passthrough/openai embeddings', kind: 'pt-priced', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/embeddings', { model: 'text-embedding-up', input: 'hello there' }) },
+  { name: 'POST /passthrough/openai images', kind: 'pt-unmetered-model', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/images/generations', { model: 'gpt-image-up', prompt: 'a lighthouse' }) },
   { name: 'POST /passthrough/anthropic messages', kind: 'pt-priced', route: '/passthrough/mock-messages/*', covers: ['POST'], call: post('/passthrough/mock-messages/v1/messages', { ...chat, model: 'claude-upstream-name' }) },
   { name: 'POST /passthrough/anthropic count_tokens', kind: 'pt-count', route: '/passthrough/mock-messages/*', covers: ['POST'], call: post('/passthrough/mock-messages/v1/messages/count_tokens', { model: 'claude-upstream-name', messages: chat.messages }) },
   { name: 'POST /passthrough/gemini generateContent', kind: 'pt-priced', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: post('/passthrough/mock-gemini/v1beta/models/gemini-upstream-name:generateContent', gemini) },
@@ -123,13 +130,28 @@ const SPENDS_NOTHING: Array<{ route: string, method: string, url: string, status
   { route: '/v1/responses/:id', method: 'DELETE', url: '/v1/responses/resp_1', status: 404 },
   { route: '/v1/responses/:id/cancel', method: 'POST', url: '/v1/responses/resp_1/cancel', status: 404 },
   { route: '/v1/responses/:id/input_items', method: 'GET', url: '/v1/responses/resp_1/input_items', status: 404 },
-  { route: '/v1/embeddings', method: 'POST', url: '/v1/embeddings', status: 501 },
-  { route: '/v1/images/generations', method: 'POST', url: '/v1/images/generations', status: 501 },
   { route: '/v1beta/*', method: 'POST', url: '/v1beta/files', status: 404 }
 ]
 
+/** The embedding and image models, beside the chat models of the mock catalog. */
+const media = (id: string, provider: string, upstream: string, kind: 'embeddings' | 'image'): Record<string, unknown> => ({
+  id,
+  name: id,
+  provider,
+  upstream_model: upstream,
+  context_length: 8192,
+  architecture: { input_modalities: ['text'], output_modalities: [kind] },
+  pricing: kind === 'embeddings' ? { input: 0.1, output: 0 } : { input: 5, output: 40 },
+  ...(kind === 'image' ? { max_output_tokens: 100 } : {})
+})
+const MEDIA = [
+  media('openai/embed-test', 'mock-openai', 'text-embedding-up', 'embeddings'),
+  media('google/embed-test', 'mock-gemini', 'gemini-embedding-up', 'embeddings'),
+  media('openai/image-test', 'mock-openai', 'gpt-image-up', 'image')
+]
+
 function gateConfig (mock: MockUpstream, file: string): Config {
-  const catalog = mockCatalogWithGemini(mock)
+  const catalog = mockCatalogWithGemini(mock, MEDIA)
   const providers = (catalog.providers as Array<Record<string, unknown>>).map((p) => ALL_PROVIDERS.includes(p.id as string) ? { ...p, passthrough: true } : p)
   const key = (key: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ key, passthrough: ALL_PROVIDERS, ...extra })
   return testConfig({

@@ -138,11 +138,14 @@ t.test('errors in Google\'s shape: bad bodies, unknown models and paths; /v1/mod
   t.same(unknown.json(), { error: { code: 404, message: 'The model nope/x does not exist or is not available to this API key.', status: 'NOT_FOUND' } })
   const hidden = await post(app, `/v1beta/models/${GEMINI}:generateContent`, body(), goog(KEY_B))
   t.equal(hidden.statusCode, 404, 'a model outside the key\'s globs does not exist for it')
-  for (const u of [`/v1beta/models/${GEMINI}:embedContent`, `/v1beta/models/${GEMINI}`, '/v1beta/cachedContents', `/v1/models/${GEMINI}:embedContent`]) {
+  for (const u of [`/v1beta/models/${GEMINI}:predict`, `/v1beta/models/${GEMINI}`, '/v1beta/cachedContents', `/v1/models/${GEMINI}:predict`]) {
     const res = await post(app, u, body())
     t.equal(res.statusCode, 404, u)
     t.equal(res.json().error.status, 'NOT_FOUND', `${u}: Google's shape`)
   }
+  const chatEmbedded = await post(app, `/v1/models/${GEMINI}:embedContent`, body())
+  t.equal(chatEmbedded.statusCode, 400, 'a chat model has no embeddings')
+  t.match(chatEmbedded.json(), { error: { status: 'INVALID_ARGUMENT', message: /is not an embedding model/ } })
   const openaiPost = await post(app, `/v1/models/${GEMINI}`, body(), bearer(KEY_A))
   t.equal(openaiPost.statusCode, 404)
   t.equal(openaiPost.json().error.type, 'invalid_request_error', 'a POST to an OpenAI path without a method is OpenAI\'s 404')

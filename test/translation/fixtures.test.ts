@@ -2,9 +2,9 @@ import t from 'tap'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isGatewayError } from '../../plugins/kernel/errors.js'
-import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
+import { pairFor, upstreamPath, wholePairFor, type WholeKind } from '../../plugins/translation/index.js'
 import { serialize, SseParser } from '../../plugins/translation/sse.js'
-import type { Protocol, SseEvent, TranslateCtx } from '../../plugins/translation/types.js'
+import type { Protocol, SseEvent, TranslateCtx, TranslatorPair, WholePair } from '../../plugins/translation/types.js'
 import { fromRoot } from '../../paths.js'
 
 // Every folder under test/fixtures/<pair>/<case>/ is a case; a new case needs no code. Streams are
@@ -14,7 +14,8 @@ import { fromRoot } from '../../paths.js'
 // usage.json is the usage of the stream, or of the JSON answer when there is no stream; a
 // finished.json says whether the stream's answer is complete (the relay settles it as a success). A
 // case's ctx.json may set `stream` (a Gemini path says it) and the rest of the ctx; its
-// upstream-path.txt is the path the call goes to.
+// upstream-path.txt is the path the call goes to. The pairs of calls answered whole (embeddings,
+// images) have no stream; a response-error.json is the gateway error their response() throws.
 
 const ROOT = fromRoot('test', 'fixtures')
 const PAIRS: Record<string, [Protocol, Protocol]> = {
@@ -32,6 +33,22 @@ const PAIRS: Record<string, [Protocol, Protocol]> = {
   'responses-to-gemini': ['responses', 'gemini'],
   'passthrough-gemini': ['gemini', 'gemini']
 }
+const WHOLE_PAIRS: Record<string, [WholeKind, Protocol, Protocol]> = {
+  'embeddings-passthrough': ['embeddings', 'openai', 'openai'],
+  'embeddings-to-gemini': ['embeddings', 'openai', 'gemini'],
+  'gemini-embed-to-embeddings': ['embeddings', 'gemini', 'openai'],
+  'gemini-embed-passthrough': ['embeddings', 'gemini', 'gemini'],
+  'images-passthrough': ['images', 'openai', 'openai'],
+  'images-to-gemini': ['images', 'openai', 'gemini']
+}
+const ALL: Array<[string, Protocol, TranslatorPair | WholePair]> = [
+  ...Object.entries(PAIRS).map(([name, [client, upstream]]): [string, Protocol, TranslatorPair] => [name, client, pairFor(client, upstream)]),
+  ...Object.entries(WHOLE_PAIRS).map(([name, [kind, client, upstream]]): [string, Protocol, WholePair] => {
+    const pair = wholePairFor(kind, client, upstream)
+    if (pair === undefined) throw new Error(`no ${kind} pair ${client} → ${upstream}`)
+    return [name, client, pair]
+  })
+]
 const BASE_CTX: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1700000000, stream: false, includeUsage: false, flatten: false, defaultMaxTokens: 4096 }
 
 function mulberry32 (seed: number): () => number {
@@ -63,8 +80,7 @@ const parseAll = (text: string): SseEvent[] => { const p = new SseParser(); retu
 const read = (dir: string, file: string): unknown => JSON.parse(readFileSync(join(dir, file), 'utf8'))
 const has = (dir: string, file: string): boolean => existsSync(join(dir, file))
 
-for (const [pairName, [client, upstream]] of Object.entries(PAIRS)) {
-  const pair = pairFor(client, upstream)
+for (const [pairName, client, pair] of ALL) {
   for (const name of readdirSync(join(ROOT, pairName)).sort()) {
     const dir = join(ROOT, pairName, name)
     t.test(`${pairName}/${name}`, async (t) => {
@@ -84,7 +100,13 @@ for (const [pairName, [client, upstream]] of Object.entries(PAIRS)) {
         t.same(result.dropped, has(dir, 'dropped.json') ? read(dir, 'dropped.json') : [], 'dropped fields')
         if (has(dir, 'upstream-path.txt')) t.equal(upstreamPath(pair, ctx), readFileSync(join(dir, 'upstream-path.txt'), 'utf8').trim(), 'upstream path')
       }
-      if (has(dir, 'upstream-response.json')) {
+      if (has(dir, 'response-error.json')) {
+        const want = read(dir, 'response-error.json') as { key: string, status: number, params?: Record<string, unknown> }
+        let thrown: unknown
+        try { pair.response(read(dir, 'upstream-response.json') as Record<string, unknown>, ctx) } catch (err) { thrown = err }
+        t.ok(isGatewayError(thrown), 'a gateway error for the answer')
+        t.match(thrown, { key: want.key, statusCode: want.status, ...(want.params === undefined ? {} : { params: want.params }) })
+      } else if (has(dir, 'upstream-response.json')) {
         const out = pair.response(read(dir, 'upstream-response.json') as Record<string, unknown>, ctx)
         t.same(out.body, has(dir, 'client-response.json') ? read(dir, 'client-response.json') : null, 'client response')
         if (has(dir, 'usage.json') && !has(dir, 'upstream-stream.txt')) t.same(out.usage, read(dir, 'usage.json'), 'usage')
@@ -94,6 +116,7 @@ for (const [pairName, [client, upstream]] of Object.entries(PAIRS)) {
         t.same(pair.error(e.status, e.body), read(dir, 'client-error.json'), 'client error')
       }
       if (has(dir, 'upstream-stream.txt')) {
+        if (!('stream' in pair)) throw new Error(`${pairName} answers whole: no stream cases`)
         const bytes = readFileSync(join(dir, 'upstream-stream.txt'))
         const expected = normal(parseAll(readFileSync(join(dir, 'client-stream.txt'), 'utf8')))
         const ways: Array<[string, Buffer[]]> = [['whole', [bytes]], ['byte by byte', [...bytes].map((b) => Buffer.from([b]))]]

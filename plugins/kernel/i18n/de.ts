@@ -55,9 +55,10 @@ export const de: Catalog = {
   config_owned: '{what} {id} ist in der Konfigurationsdatei festgelegt: Ändern Sie es dort und laden Sie neu; Admin-API und CLI können nicht ändern, was die Datei festlegt.',
   unmetered_endpoint: '{method} {path} beim Anbieter {provider} kann Kosten verursachen, die das Gateway nicht lesen kann: Der Aufruf wird abgelehnt, solange für diesen Schlüssel ein Guthaben, ein Budget oder ein Kontingent gilt.',
   unreadable_model: '{method} {path} beim Anbieter {provider} nennt sein Modell nicht in lesbarer Form: Nur ein Schlüssel, der alle Modelle nutzen darf, kann es aufrufen.',
-  not_chat_model: '{model} ist kein Chat-Modell: Diese Route bedient nur Chat-Modelle.',
-  not_embedding_model: '{model} ist kein Embedding-Modell: Diese Route bedient nur Embedding-Modelle.',
-  not_image_model: '{model} ist kein Bildmodell: Diese Route bedient nur Bildmodelle.',
   no_credentials: 'Das Modell {model} ist auf diesem Gateway nicht verfügbar: Keiner seiner Anbieter ({providers}) hat einen API-Schlüssel konfiguriert.',
+  not_embedding_model: 'Das Modell {model} ist kein Embedding-Modell.',
+  not_image_model: 'Das Modell {model} ist kein Modell zur Bilderzeugung.',
+  not_chat_model: 'Das Modell {model} ist kein Chat-Modell: Es wird über {route} angeboten.',
+  no_image_generated: 'Das Modell {model} hat kein Bild geliefert (Abschlussgrund {reason}).',
   store_unavailable: 'Der Speicher des Gateways ist gerade nicht erreichbar. Bitte gleich erneut versuchen.'
 }

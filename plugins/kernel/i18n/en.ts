@@ -34,6 +34,10 @@ export const en = {
   content_blocked: 'The request was blocked by the content rule {rule}.',
   rate_limited: 'You are being rate limited.',
   not_implemented: 'This endpoint is not available yet.',
+  not_embedding_model: 'The model {model} is not an embedding model.',
+  not_image_model: 'The model {model} is not an image generation model.',
+  not_chat_model: 'The model {model} is not a chat model: it is served on {route}.',
+  no_image_generated: 'The model {model} returned no image (finish reason {reason}).',
   upstream_unavailable: 'No upstream provider could serve the request.',
   upstream_stream_error: 'The upstream provider failed while streaming the response.',
   no_provider: 'The service is temporarily unavailable: no upstream provider is usable for the model {model}.',
@@ -57,9 +61,6 @@ export const en = {
   config_owned: '{what} {id} is declared in the config file: change it there and reload; the admin API and the CLI cannot change what the file sets.',
   unmetered_endpoint: '{method} {path} on provider {provider} may spend without reporting a cost the gateway can read: it is refused while a prepaid balance, a budget or a quota applies to this key.',
   unreadable_model: '{method} {path} on provider {provider} does not say which model it uses in a form the gateway can read: only a key granted every model may call it.',
-  not_chat_model: '{model} is not a chat model: this route serves chat models only.',
-  not_embedding_model: '{model} is not an embedding model: this route serves embedding models only.',
-  not_image_model: '{model} is not an image model: this route serves image models only.',
   store_unavailable: 'The gateway\'s store cannot be reached right now. Retry in a moment.'
 } as const
 

@@ -55,9 +55,10 @@ export const es: Catalog = {
   config_owned: '{what} {id} está declarado en el archivo de configuración: cámbielo allí y recargue; la API de administración y la CLI no pueden cambiar lo que fija el archivo.',
   unmetered_endpoint: '{method} {path} del proveedor {provider} puede generar un gasto que el gateway no puede leer: se rechaza mientras esta clave tenga un saldo prepago, un presupuesto o una cuota.',
   unreadable_model: '{method} {path} del proveedor {provider} no indica su modelo de forma legible para el gateway: solo una clave con acceso a todos los modelos puede llamarlo.',
-  not_chat_model: '{model} no es un modelo de chat: esta ruta solo sirve modelos de chat.',
-  not_embedding_model: '{model} no es un modelo de embeddings: esta ruta solo sirve modelos de embeddings.',
-  not_image_model: '{model} no es un modelo de imágenes: esta ruta solo sirve modelos de imágenes.',
   no_credentials: 'El modelo {model} no está disponible en este gateway: ninguno de sus proveedores ({providers}) tiene una clave de API configurada.',
+  not_embedding_model: 'El modelo {model} no es un modelo de embeddings.',
+  not_image_model: 'El modelo {model} no es un modelo de generación de imágenes.',
+  not_chat_model: 'El modelo {model} no es un modelo de chat: se ofrece en {route}.',
+  no_image_generated: 'El modelo {model} no devolvió ninguna imagen (motivo de finalización {reason}).',
   store_unavailable: 'El almacén de la pasarela no está disponible en este momento. Vuelva a intentarlo en un momento.'
 }

@@ -33,6 +33,10 @@ export const fr: Catalog = {
   content_blocked: 'La requête a été bloquée par la règle de contenu {rule}.',
   rate_limited: 'Vous êtes soumis à une limitation de débit.',
   not_implemented: "Ce point d'accès n'est pas encore disponible.",
+  not_embedding_model: "Le modèle {model} n'est pas un modèle d'embeddings.",
+  not_image_model: "Le modèle {model} n'est pas un modèle de génération d'images.",
+  not_chat_model: "Le modèle {model} n'est pas un modèle de chat : il est servi sur {route}.",
+  no_image_generated: "Le modèle {model} n'a renvoyé aucune image (motif de fin {reason}).",
   upstream_unavailable: "Aucun fournisseur en amont n'a pu traiter la requête.",
   upstream_stream_error: 'Le fournisseur en amont a échoué pendant la diffusion de la réponse.',
   no_provider: "Service temporairement indisponible : aucun fournisseur en amont n'est utilisable pour le modèle {model}.",
@@ -56,8 +60,5 @@ export const fr: Catalog = {
   config_owned: "{what} {id} est déclaré dans le fichier de configuration : modifiez-le là puis rechargez ; l'API d'administration et la CLI ne peuvent pas changer ce que fixe le fichier.",
   unmetered_endpoint: "{method} {path} chez le fournisseur {provider} peut engager une dépense que la passerelle ne sait pas lire : l'appel est refusé tant qu'un solde prépayé, un budget ou un quota s'applique à cette clé.",
   unreadable_model: "{method} {path} chez le fournisseur {provider} n'indique pas son modèle sous une forme lisible : seule une clé autorisée sur tous les modèles peut l'appeler.",
-  not_chat_model: "{model} n'est pas un modèle de chat : cette route ne sert que des modèles de chat.",
-  not_embedding_model: "{model} n'est pas un modèle d'embeddings : cette route ne sert que des modèles d'embeddings.",
-  not_image_model: "{model} n'est pas un modèle d'images : cette route ne sert que des modèles d'images.",
   store_unavailable: 'Le stockage de la passerelle est injoignable pour le moment. Réessayez dans un instant.'
 }

@@ -55,9 +55,10 @@ export const ja: Catalog = {
   config_owned: '{what} {id} は設定ファイルで定義されています。ファイルを変更して再読み込みしてください。管理 API と CLI ではファイルの設定を変更できません。',
   unmetered_endpoint: 'プロバイダー {provider} の {method} {path} はゲートウェイが読めない費用を発生させる可能性があります。このキーに前払い残高、予算、クォータが適用される間は拒否されます。',
   unreadable_model: 'プロバイダー {provider} の {method} {path} は使用するモデルを読み取れる形で示していません。すべてのモデルを許可されたキーのみ呼び出せます。',
-  not_chat_model: '{model} はチャットモデルではありません。このルートはチャットモデルのみを扱います。',
-  not_embedding_model: '{model} は埋め込みモデルではありません。このルートは埋め込みモデルのみを扱います。',
-  not_image_model: '{model} は画像モデルではありません。このルートは画像モデルのみを扱います。',
   no_credentials: 'モデル {model} はこのゲートウェイでは利用できません: どのプロバイダー ({providers}) にも API キーが設定されていません。',
+  not_embedding_model: 'モデル {model} は埋め込みモデルではありません。',
+  not_image_model: 'モデル {model} は画像生成モデルではありません。',
+  not_chat_model: 'モデル {model} はチャットモデルではありません。{route} で提供されています。',
+  no_image_generated: 'モデル {model} は画像を返しませんでした（終了理由 {reason}）。',
   store_unavailable: 'ゲートウェイのストアに現在接続できません。しばらくしてから再試行してください。'
 }

@@ -55,9 +55,10 @@ export const ko: Catalog = {
   config_owned: '{what} {id}은(는) 설정 파일에 선언되어 있습니다. 파일에서 변경한 뒤 다시 불러오세요. 관리 API와 CLI로는 파일이 정한 값을 바꿀 수 없습니다.',
   unmetered_endpoint: '공급자 {provider}의 {method} {path}는 게이트웨이가 읽을 수 없는 비용을 발생시킬 수 있습니다. 이 키에 선불 잔액, 예산 또는 할당량이 적용되는 동안에는 거부됩니다.',
   unreadable_model: '공급자 {provider}의 {method} {path}는 사용하는 모델을 읽을 수 있는 형태로 밝히지 않습니다. 모든 모델이 허용된 키만 호출할 수 있습니다.',
-  not_chat_model: '{model}은(는) 채팅 모델이 아닙니다. 이 경로는 채팅 모델만 제공합니다.',
-  not_embedding_model: '{model}은(는) 임베딩 모델이 아닙니다. 이 경로는 임베딩 모델만 제공합니다.',
-  not_image_model: '{model}은(는) 이미지 모델이 아닙니다. 이 경로는 이미지 모델만 제공합니다.',
   no_credentials: '모델 {model}은(는) 이 게이트웨이에서 사용할 수 없습니다: 공급자({providers}) 중 API 키가 설정된 곳이 없습니다.',
+  not_embedding_model: '모델 {model}은(는) 임베딩 모델이 아닙니다.',
+  not_image_model: '모델 {model}은(는) 이미지 생성 모델이 아닙니다.',
+  not_chat_model: '모델 {model}은(는) 채팅 모델이 아닙니다. {route}에서 제공됩니다.',
+  no_image_generated: '모델 {model}이(가) 이미지를 반환하지 않았습니다(종료 사유 {reason}).',
   store_unavailable: '지금은 게이트웨이 저장소에 연결할 수 없습니다. 잠시 후 다시 시도하세요.'
 }

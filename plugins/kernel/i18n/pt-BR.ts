@@ -55,9 +55,10 @@ export const ptBR: Catalog = {
   config_owned: '{what} {id} está declarado no arquivo de configuração: altere-o lá e recarregue; a API de administração e a CLI não podem mudar o que o arquivo define.',
   unmetered_endpoint: '{method} {path} do provedor {provider} pode gerar um gasto que o gateway não consegue ler: é recusado enquanto esta chave tiver saldo pré-pago, orçamento ou cota.',
   unreadable_model: '{method} {path} do provedor {provider} não informa seu modelo de forma legível: só uma chave com acesso a todos os modelos pode chamá-lo.',
-  not_chat_model: '{model} não é um modelo de chat: esta rota atende apenas modelos de chat.',
-  not_embedding_model: '{model} não é um modelo de embeddings: esta rota atende apenas modelos de embeddings.',
-  not_image_model: '{model} não é um modelo de imagens: esta rota atende apenas modelos de imagens.',
   no_credentials: 'O modelo {model} não está disponível neste gateway: nenhum de seus provedores ({providers}) tem uma chave de API configurada.',
+  not_embedding_model: 'O modelo {model} não é um modelo de embeddings.',
+  not_image_model: 'O modelo {model} não é um modelo de geração de imagens.',
+  not_chat_model: 'O modelo {model} não é um modelo de chat: ele é oferecido em {route}.',
+  no_image_generated: 'O modelo {model} não retornou nenhuma imagem (motivo de término {reason}).',
   store_unavailable: 'O armazenamento do gateway não está acessível no momento. Tente novamente em instantes.'
 }

@@ -55,9 +55,10 @@ export const zhCN: Catalog = {
   config_owned: '{what} {id} 由配置文件声明：请在文件中修改并重新加载；管理 API 和 CLI 不能更改文件设定的内容。',
   unmetered_endpoint: '提供商 {provider} 的 {method} {path} 可能产生网关无法读取的费用：只要此密钥受预付余额、预算或配额约束，就会被拒绝。',
   unreadable_model: '提供商 {provider} 的 {method} {path} 未以网关可读的形式说明所用模型：只有被授予全部模型的密钥才能调用。',
-  not_chat_model: '{model} 不是聊天模型：此路由只服务聊天模型。',
-  not_embedding_model: '{model} 不是嵌入模型：此路由只服务嵌入模型。',
-  not_image_model: '{model} 不是图像模型：此路由只服务图像模型。',
   no_credentials: '此网关无法提供模型 {model}：它的服务商（{providers}）都没有配置 API 密钥。',
+  not_embedding_model: '模型 {model} 不是嵌入模型。',
+  not_image_model: '模型 {model} 不是图像生成模型。',
+  not_chat_model: '模型 {model} 不是聊天模型：请通过 {route} 调用。',
+  no_image_generated: '模型 {model} 没有返回图像（结束原因 {reason}）。',
   store_unavailable: '网关的存储暂时无法访问，请稍后重试。'
 }

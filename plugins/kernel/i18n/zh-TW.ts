@@ -55,9 +55,10 @@ export const zhTW: Catalog = {
   config_owned: '{what} {id} 由設定檔宣告：請在檔案中修改並重新載入；管理 API 與 CLI 不能變更檔案設定的內容。',
   unmetered_endpoint: '供應商 {provider} 的 {method} {path} 可能產生閘道無法讀取的費用：只要此金鑰受預付餘額、預算或配額約束，就會被拒絕。',
   unreadable_model: '供應商 {provider} 的 {method} {path} 未以閘道可讀的形式說明所用模型：只有獲授權全部模型的金鑰才能呼叫。',
-  not_chat_model: '{model} 不是聊天模型：此路由只服務聊天模型。',
-  not_embedding_model: '{model} 不是嵌入模型：此路由只服務嵌入模型。',
-  not_image_model: '{model} 不是圖像模型：此路由只服務圖像模型。',
   no_credentials: '此閘道無法提供模型 {model}：它的供應商（{providers}）都沒有設定 API 金鑰。',
+  not_embedding_model: '模型 {model} 不是嵌入模型。',
+  not_image_model: '模型 {model} 不是圖像生成模型。',
+  not_chat_model: '模型 {model} 不是聊天模型：請透過 {route} 呼叫。',
+  no_image_generated: '模型 {model} 沒有傳回圖像（結束原因 {reason}）。',
   store_unavailable: '閘道的儲存目前無法連線，請稍後再試。'
 }

@@ -1,5 +1,6 @@
 import { Gauge, type Registry } from 'prom-client'
-import { nanoToUsd, type AttemptReport, type CallOutcome, type Endpoint, type Store } from '../../api/index.js'
+import { nanoToUsd, type AttemptReport, type CallOutcome, type Store } from '../../api/index.js'
+import { operationOf } from '../gen-ai-operation.js'
 import type { BreakerState, HealthBook } from '../../upstream/health.js'
 import { CounterVec, HistogramVec } from './series.js'
 
@@ -19,8 +20,6 @@ const BATCH_SECONDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0
 const BATCH_WRITES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
 const STATES: readonly BreakerState[] = ['closed', 'half_open', 'open']
-
-const operationOf = (_endpoint: Endpoint): string => 'chat'
 
 export class CallMetrics {
   readonly requests

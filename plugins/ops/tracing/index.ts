@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../../../config/schema.js'
 import { nanoToUsd, type CallOutcome } from '../../api/index.js'
 import { SpanKind } from '@opentelemetry/api'
+import { operationOf } from '../gen-ai-operation.js'
 import type { SpanData } from './otlp.js'
 
 // Traces, when `tracing.otlp_endpoint` is set: one span per call (kind server), named like the
@@ -19,7 +20,7 @@ export interface CallTracer {
   shutdown: () => Promise<void>
 }
 
-const ROUTES: Record<string, string> = { 'chat.completions': '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses', generate_content: '/v1beta/models/{model}:generateContent', passthrough: '/passthrough' }
+const ROUTES: Record<string, string> = { 'chat.completions': '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses', generate_content: '/v1beta/models/{model}:generateContent', embeddings: '/v1/embeddings', 'images.generations': '/v1/images/generations', passthrough: '/passthrough' }
 
 const spanId = (): string => randomBytes(8).toString('hex')
 /** The OpenTelemetry trace id of a call: its trace id's hex digits. */
@@ -31,7 +32,7 @@ const wall = (perf: number): number => performance.timeOrigin + perf
 export function callSpans (o: CallOutcome): SpanData[] {
   const traceId = otelTraceId(o.traceId)
   const root = spanId()
-  const op = 'chat'
+  const op = operationOf(o.endpoint)
   const endMs = wall(o.t1)
   const startMs = wall(o.t0)
   const failed = o.status !== 'ok'

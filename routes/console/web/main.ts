@@ -2,7 +2,8 @@
 // usage once signed in with an API key (kept in sessionStorage, sent only to this gateway).
 
 interface Pricing { input: string, cached_input: string, cached_input_configured: boolean, output: string }
-interface Model { id: string, name: string, vendor: string, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
+type Kind = 'chat' | 'embeddings' | 'image'
+interface Model { id: string, name: string, vendor: string, kind: Kind, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
 interface Quota { limit: string, used: string, unit: string, per: string, resets_at: string }
 interface Me { org: string, project: string, key: { name: string, hint: string }, balance_usd: string, held_usd: string, spent_usd: string, balance_charged: boolean, org_quota: Quota | null, project_quota: Quota | null }
 interface Bucket { start: string, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, saved_usd: string }
@@ -49,17 +50,27 @@ tabs.forEach((t, i) => {
 // ---- marketplace ------------------------------------------------------------------------------
 let models: Model[] = []
 
+const KINDS: Record<Kind, string> = { chat: 'Chat', embeddings: 'Embeddings', image: 'Image generation' }
+
+/** A model's prices in their units: what a call of its kind is billed for. */
+function prices (m: Model, p: Pricing): HTMLElement {
+  const row = (label: string, value: string): HTMLElement => el('div', {}, el('dt', {}, label), el('dd', {}, usd(value)))
+  // an embedding is billed for its input tokens alone; an image model for the tokens its provider reports
+  const rows = m.kind === 'embeddings'
+    ? [row('Input / 1M tokens', p.input)]
+    : m.kind === 'image'
+      ? [row('Input / 1M tokens', p.input), row('Output / 1M tokens', p.output)]
+      : [row('Input / 1M', p.input), row('Cached input / 1M', p.cached_input), row('Output / 1M', p.output)]
+  return el('dl', { class: 'prices', 'aria-label': 'Prices' }, ...rows)
+}
+
 function card (m: Model): HTMLElement {
   const badges = el('div', { class: 'badges' },
+    el('span', { class: 'badge kind' }, KINDS[m.kind]),
     ...m.input_modalities.map((x) => el('span', { class: 'badge' }, `in: ${x}`)),
     ...m.output_modalities.map((x) => el('span', { class: 'badge' }, `out: ${x}`)),
     el('span', { class: 'badge' }, `${context(m.context_length)} context`))
-  const price = m.pricing === null
-    ? el('p', { class: 'noprice' }, 'No public price')
-    : el('dl', { class: 'prices', 'aria-label': 'Price per million tokens' },
-      el('div', {}, el('dt', {}, 'Input / 1M'), el('dd', {}, usd(m.pricing.input))),
-      el('div', {}, el('dt', {}, 'Cached input / 1M'), el('dd', {}, usd(m.pricing.cached_input))),
-      el('div', {}, el('dt', {}, 'Output / 1M'), el('dd', {}, usd(m.pricing.output))))
+  const price = m.pricing === null ? el('p', { class: 'noprice' }, 'No public price') : prices(m, m.pricing)
   const params = el('details', {}, el('summary', {}, `${m.supported_parameters.length} supported parameters`), el('p', {}, m.supported_parameters.join(', ') || 'none'))
   return el('li', { class: 'card model', 'data-id': m.id }, el('h3', {}, m.name), el('div', { class: 'id' }, m.id), badges, price, params)
 }
@@ -68,12 +79,14 @@ function renderModels (): void {
   const q = ($<HTMLInputElement>('q').value).trim().toLowerCase()
   const vendor = $<HTMLSelectElement>('vendor').value
   const modality = $<HTMLSelectElement>('modality').value
+  const kind = $<HTMLSelectElement>('kind').value
   const sort = $<HTMLSelectElement>('sort').value
   const price = (m: Model): number => m.pricing === null ? Number.NaN : Number(m.pricing.input)
   const list = models
     .filter((m) => q === '' || m.name.toLowerCase().includes(q) || m.id.toLowerCase().includes(q))
     .filter((m) => vendor === '' || m.vendor === vendor)
     .filter((m) => modality === '' || m.input_modalities.includes(modality))
+    .filter((m) => kind === '' || m.kind === kind)
     .sort((a, b) => {
       if (sort === 'price-asc' || sort === 'price-desc') {
         const pa = price(a); const pb = price(b)
@@ -96,9 +109,10 @@ async function loadModels (): Promise<void> {
   }
   fill('vendor', models.map((m) => m.vendor))
   fill('modality', models.flatMap((m) => m.input_modalities))
+  for (const k of Object.keys(KINDS) as Kind[]) if (models.some((m) => m.kind === k)) $('kind').append(el('option', { value: k }, KINDS[k]))
   renderModels()
 }
-for (const id of ['q', 'vendor', 'modality', 'sort']) $(id).addEventListener('input', renderModels)
+for (const id of ['q', 'vendor', 'modality', 'kind', 'sort']) $(id).addEventListener('input', renderModels)
 $('filters').addEventListener('submit', (e) => e.preventDefault())
 
 // ---- usage ------------------------------------------------------------------------------------
