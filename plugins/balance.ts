@@ -1,13 +1,14 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then } from './api/index.js'
+import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then, worstCaseCharge } from './api/index.js'
 
 // Gateway hooks: onAdmission (hold), onCallEnd (settle or release).
 // Prepaid credits: at admission a hold of the call's worst-case cost is taken from the org's
 // balance (an upper bound of the prompt plus max_tokens, or the model's output cap, all at the
-// higher of the input and output rates); 402 when balance − held cannot cover it, 403 when the
-// caller has no organization. When the call ends the hold is settled to the real charge, or
-// released when nothing was billed. The store takes holds under the guard balance − held ≥ amount,
-// so concurrent calls on any number of workers or instances cannot overdraw.
+// highest token rate of the model's price sheet, tiers included, plus its per-request price);
+// 402 when balance − held cannot cover it, 403 when the caller has no organization. When the
+// call ends the hold is settled to the real charge, or released when nothing was billed. The
+// store takes holds under the guard balance − held ≥ amount, so concurrent calls on any number
+// of workers or instances cannot overdraw.
 
 const options = Type.Object({
   // how long the holds of a process that stopped (killed, crashed) may stay before the live
@@ -40,8 +41,7 @@ export default definePlugin({
       const gemini = body.generationConfig as { maxOutputTokens?: unknown } | null | undefined
       const maxOut = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens, gemini?.maxOutputTokens].find((v): v is number => typeof v === 'number' && v > 0) ??
         model.config.max_output_tokens ?? model.config.context_length
-      const rate = Math.max(model.price.input, model.price.output)
-      const hold: Hold = { org: principal.org, amount: (estimatePromptTokens(body) + maxOut) * rate }
+      const hold: Hold = { org: principal.org, amount: worstCaseCharge(model.price, estimatePromptTokens(body) + maxOut) }
       return then(store.balance.hold(hold.org, hold.amount, clock.now()), (ok) => {
         if (!ok) throw new InsufficientBalance({ org: hold.org })
         request.balanceHold = hold

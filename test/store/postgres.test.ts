@@ -30,7 +30,7 @@ async function stores (t: Tap.Test, n: number, balanceUsd = 25): Promise<Postgre
 const row = (i: number, org = 'acme'): UsageRow => ({
   id: `usage_${i}_${randomBytes(3).toString('hex')}`, created_at: 1_700_000_000_000 + i, trace_id: `t${i}`, org_id: org, project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
   model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 0, completion_tokens: 5, total_tokens: 15, cost_nano: 100 + i, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0,
-  attempts: [], dropped_params: []
+  attempts: [], dropped_params: [], cache_write_tokens: 0, images: 0, cost_detail: null
 })
 
 t.test('PostgreSQL + Redis store', async (t) => {

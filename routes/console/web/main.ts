@@ -1,7 +1,11 @@
 // The developer console: a marketplace of the catalog's models with their prices, and a project's
 // usage once signed in with an API key (kept in sessionStorage, sent only to this gateway).
 
-interface Pricing { input: string, cached_input: string, cached_input_configured: boolean, output: string }
+interface Tier { above_input_tokens: number, input: string, cached_input: string | null, cache_write: string | null, cache_write_1h: string | null, output: string | null }
+interface Pricing {
+  input: string, cached_input: string, cached_input_configured: boolean, output: string | null, cache_write: string | null, cache_write_1h: string | null,
+  tiers: Tier[], per_request: string | null, per_image: Record<string, string> | null
+}
 interface Model { id: string, name: string, vendor: string, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
 interface Quota { limit: string, used: string, unit: string, per: string, resets_at: string }
 interface Me { org: string, project: string, key: { name: string, hint: string }, balance_usd: string, held_usd: string, spent_usd: string, org_quota: Quota | null, project_quota: Quota | null }
@@ -54,14 +58,27 @@ function card (m: Model): HTMLElement {
     ...m.input_modalities.map((x) => el('span', { class: 'badge' }, `in: ${x}`)),
     ...m.output_modalities.map((x) => el('span', { class: 'badge' }, `out: ${x}`)),
     el('span', { class: 'badge' }, `${context(m.context_length)} context`))
-  const price = m.pricing === null
-    ? el('p', { class: 'noprice' }, 'No public price')
-    : el('dl', { class: 'prices', 'aria-label': 'Price per million tokens' },
-      el('div', {}, el('dt', {}, 'Input / 1M'), el('dd', {}, usd(m.pricing.input))),
-      el('div', {}, el('dt', {}, 'Cached input / 1M'), el('dd', {}, usd(m.pricing.cached_input))),
-      el('div', {}, el('dt', {}, 'Output / 1M'), el('dd', {}, usd(m.pricing.output))))
+  const price = m.pricing === null ? [el('p', { class: 'noprice' }, 'No public price')] : prices(m.pricing)
   const params = el('details', {}, el('summary', {}, `${m.supported_parameters.length} supported parameters`), el('p', {}, m.supported_parameters.join(', ') || 'none'))
-  return el('li', { class: 'card model', 'data-id': m.id }, el('h3', {}, m.name), el('div', { class: 'id' }, m.id), badges, price, params)
+  return el('li', { class: 'card model', 'data-id': m.id }, el('h3', {}, m.name), el('div', { class: 'id' }, m.id), badges, ...price, params)
+}
+
+const rate = (label: string, value: string | null): HTMLElement[] => value === null ? [] : [el('div', {}, el('dt', {}, label), el('dd', {}, usd(value)))]
+
+/** The price sheet: token rates per million, cache writes and long-context tiers where set, per-call and per-image prices. */
+function prices (p: Pricing): HTMLElement[] {
+  const out = [el('dl', { class: 'prices', 'aria-label': 'Price per million tokens' },
+    ...rate('Input / 1M', p.input), ...rate('Cached input / 1M', p.cached_input), ...rate('Output / 1M', p.output),
+    ...rate('Cache write / 1M', p.cache_write), ...rate('1h cache write / 1M', p.cache_write_1h))]
+  for (const t of p.tiers) {
+    out.push(el('dl', { class: 'prices tier', 'aria-label': `Price per million tokens above ${t.above_input_tokens} input tokens` },
+      el('div', { class: 'tier-name' }, el('dt', {}, 'Prompts over'), el('dd', {}, `${context(t.above_input_tokens)} tokens`)),
+      ...rate('Input / 1M', t.input), ...rate('Cached input / 1M', t.cached_input), ...rate('Output / 1M', t.output),
+      ...rate('Cache write / 1M', t.cache_write), ...rate('1h cache write / 1M', t.cache_write_1h)))
+  }
+  const units = [...rate('Per request', p.per_request), ...Object.entries(p.per_image ?? {}).flatMap(([size, v]) => rate(size === 'default' ? 'Per image' : `Per image ${size}`, v))]
+  if (units.length > 0) out.push(el('dl', { class: 'prices units', 'aria-label': 'Prices per request and per image' }, ...units))
+  return out
 }
 
 function renderModels (): void {
