@@ -31,7 +31,7 @@ t.test('usage records: batched insert, filters, cursor pages', async (t) => {
   t.teardown(() => s.close())
   const row = (i: number, org: string) => ({
     id: `u${String(i).padStart(3, '0')}`, created_at: 1000 + Math.floor(i / 2), trace_id: `t${i}`, org_id: org, project_id: 'web', key_id: 'k', endpoint: 'chat.completions',
-    model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 1, completion_tokens: 5, total_tokens: 15, cost_nano: 7, latency_ms: 1, ttft_ms: 1, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: []
+    model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 1, completion_tokens: 5, total_tokens: 15, cost_nano: 7, latency_ms: 1, ttft_ms: 1, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: [], cache_write_tokens: 0, images: 0, cost_detail: null
   })
   s.usage.insertMany(Array.from({ length: 25 }, (_, i) => row(i, i % 5 === 0 ? 'zeta' : 'acme')), [])
   t.equal(s.usage.count(), 25)
@@ -82,7 +82,8 @@ t.test('usage filters combine: every page and total agrees with the rows', async
     id: `u${String(i).padStart(3, '0')}`, created_at: 1000 + Math.floor(i / 3), trace_id: `t${i}`, org_id: i % 2 === 0 ? 'acme' : 'zeta', project_id: i % 4 < 2 ? 'web' : 'app',
     key_id: `k${i % 3}`, endpoint: i % 7 < 3 ? 'messages' : 'chat.completions', model: i % 5 === 0 ? 'big' : 'small', provider: i % 6 === 0 ? 'q' : 'p',
     stream: 0, status: ['ok', 'ok', 'upstream_error', 'timeout', 'client_aborted'][i % 5] as string, attempts: [], dropped_params: [],
-    prompt_tokens: i, cached_input_tokens: 0, completion_tokens: 1, total_tokens: i + 1, cost_nano: 2 * i, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0
+    prompt_tokens: i, cached_input_tokens: 0, completion_tokens: 1, total_tokens: i + 1, cost_nano: 2 * i, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0,
+    cache_write_tokens: 0, images: 0, cost_detail: null
   }))
   s.usage.insertMany(rows, [])
   const filters: UsageFilter[] = [{}, { org: 'acme' }, { org: 'zeta', project: 'app' }, { project: 'web' }, { key_id: 'k1' }, { model: 'big' },
