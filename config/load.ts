@@ -66,6 +66,7 @@ function describe (error: { message: string, schema: TSchema, type: number }): s
   if (typeof s.minimum === 'number' && m.includes('greater or equal')) return `must be >= ${s.minimum}`
   if (typeof s.exclusiveMinimum === 'number' && m.includes('greater')) return `must be > ${s.exclusiveMinimum}`
   if (typeof s.maximum === 'number' && m.includes('less or equal')) return `must be <= ${s.maximum}`
+  if (Array.isArray(s.anyOf) && typeof s.description === 'string') return `must be ${s.description}`
   if (Array.isArray(s.anyOf) && s.anyOf.every((x: { const?: unknown }) => x.const !== undefined)) {
     return 'must be one of ' + s.anyOf.map((x: { const?: unknown }) => JSON.stringify(x.const)).join(', ')
   }

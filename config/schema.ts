@@ -44,7 +44,7 @@ export const PricingSchema = Type.Object({
   tiers: Type.Optional(Type.Array(PriceTierSchema, { minItems: 1 })),
   per_request: Type.Optional(UnitPrice),
   // per image generated: one price, or a price by the request's `size` with a `default`
-  per_image: Type.Optional(Type.Union([UnitPrice, Type.Record(Type.String({ minLength: 1 }), UnitPrice)]))
+  per_image: Type.Optional(Type.Union([UnitPrice, Type.Record(Type.String({ minLength: 1 }), UnitPrice)], { description: 'a price in USD, or prices in USD by size with a default' }))
 }, Closed)
 
 export const ServerSchema = Type.Object({

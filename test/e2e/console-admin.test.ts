@@ -69,7 +69,11 @@ if (!existsSync(CHROMIUM)) {
       store: { sqlite: ':memory:' },
       admin: { token: ADMIN },
       plugins: plugins(true),
-      ...mockCatalog(mock),
+      // and a model the price database knows, whose catalog price lacks its cache writes
+      ...mockCatalog(mock, [{
+        id: 'anthropic/claude-haiku-4-5', name: 'Claude Haiku 4.5', provider: 'mock-messages', upstream_model: 'claude-haiku-4-5', context_length: 200000,
+        architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] }, pricing: { input: 1, cached_input: 0.1, output: 5 }
+      }]),
       tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, name: 'a' }] }] }]
     }
     writeConfig()
@@ -352,6 +356,11 @@ if (!existsSync(CHROMIUM)) {
     t.match(await text(page, '#providers tr[data-provider="mock-openai"]'), /closed/)
     t.match(await text(page, '#providers tr[data-provider="mock-dead"]'), /127\.0\.0\.1:9/)
     t.match(await text(page, '#providers tr[data-provider="mock-nokey"]'), /no credentials/)
+    // the catalog's prices against the price database: the Claude model's missing cache write prices
+    await page.waitForSelector('#prices tr[data-model="anthropic/claude-haiku-4-5"]')
+    t.match(await text(page, '#prices tr[data-model="anthropic/claude-haiku-4-5"][data-field="cache_write"]'), /cache_write\s*\$1\s*\$1\.25\s*@pydantic\/genai-prices/)
+    t.match(await text(page, '#prices tr[data-model="anthropic/claude-haiku-4-5"][data-field="cache_write_1h"]'), /\$1\s*\$2\b/)
+    t.match(await text(page, '#pc-summary'), /2 price\(s\) differ\. Not in the database: .*openai\/gpt-test/)
     if (o.phone) await noOverflow(t, page, 'providers')
     await look(page, 'providers')
 

@@ -79,6 +79,10 @@ export interface Provider {
   workers?: Array<{ pid: number, breaker: 'closed' | 'open' | 'half_open', avg_latency_ms: number | null }>
 }
 
+/** A catalog price that differs from the price database's (GET /admin/v1/prices/check). */
+export interface PriceDifference { model: string, field: string, catalog: string, reference: string, source: string }
+export interface PriceCheck { data: PriceDifference[], unknown: string[], checked: number }
+
 export interface Plugin { name: string, module?: string | null, enabled: boolean, options: unknown }
 export interface Plugins { generation: number | null, data: Plugin[] }
 export interface Reloaded { reloaded: true, changes: string[], generation?: number }
