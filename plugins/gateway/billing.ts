@@ -16,8 +16,6 @@ export const ZERO_USAGE: Readonly<Usage> = Object.freeze({ prompt_tokens: 0, cac
 
 export type { CostDetail }
 
-export const COST_PARTS = ['input', 'cached_input', 'cache_write', 'output', 'images', 'per_request', 'tool_call'] as const
-
 export const ZERO_COST: Readonly<CostDetail> = Object.freeze({ input: 0, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null })
 
 /** The sum of a charge's parts. */

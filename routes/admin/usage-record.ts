@@ -1,6 +1,7 @@
-import { COST_PARTS } from '../../plugins/gateway/billing.js'
 import { nanoToUsd } from '../../plugins/gateway/money.js'
 import type { CostDetail, UsageRow } from '../../plugins/store/types.js'
+
+const COST_PARTS = ['input', 'cached_input', 'cache_write', 'output', 'images', 'per_request', 'tool_call'] as const satisfies ReadonlyArray<keyof CostDetail>
 
 /** A charge by part as the API shows it: decimal strings summing exactly to cost_usd, and the tier. */
 export function costDetail (d: CostDetail | null): Record<string, string | number | null> | null {

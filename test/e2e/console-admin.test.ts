@@ -277,6 +277,7 @@ if (!existsSync(CHROMIUM)) {
     t.match(detail, /Input tokens\s*\d+/)
     t.match(detail, /Output tokens\s*\d+/)
     t.match(detail, /Cost\s*\$0\.\d+/)
+    t.match(detail, /Cost by part\s*input \$0\.\d+, output \$0\.\d+/, 'the charge by part')
     t.match(detail, /Time to first token/)
     await page.waitForSelector('#call-attempts')
     const attempts = await page.$$eval('#call-attempts tbody tr', (rows) => rows.map((r) => r.textContent ?? ''))

@@ -52,7 +52,11 @@ export interface UsageRecord {
   cached_input_tokens: number
   completion_tokens: number
   total_tokens: number
+  cache_write_tokens: number
+  images: number
   cost_usd: string
+  /** The cost by part (decimal strings) and the tier billed at; null for records made before it was kept. */
+  cost_detail: { input: string, cached_input: string, cache_write: string, output: string, images: string, per_request: string, tool_call: string, tier: number | null } | null
   latency_ms: number
   ttft_ms: number | null
   cache_hit: boolean
