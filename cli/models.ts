@@ -35,8 +35,11 @@ async function add (args: CommandInput['args'], [providerId, upstream]: string[]
   const id = args.id ?? `${providerId}/${upstream}`
   if (config.models.some((m) => m.id === id)) throw new UsageError(`${file} already has a model ${id} (--id names another)`, 'models')
   const found = catalogEntry(provider, upstream, { id, contextLength, at: new Date() })
-  if (found === undefined) throw new UsageError(`the database does not know ${upstream} of ${providerId}`, 'models')
-  if (found === 'no_context') throw new UsageError(`the database has no context length for ${upstream}: give --context-length N`, 'models')
+  if (found.kind === 'unknown') throw new UsageError(`the database does not know ${upstream} of ${providerId}`, 'models')
+  if (found.kind === 'no_context') throw new UsageError(`the database has no context length for ${upstream}: give --context-length N`, 'models')
+  if (found.kind === 'unbillable') {
+    throw new UsageError(`the database prices ${upstream} in no unit the gateway bills by (${found.prices.join(', ') || 'no price at all'}): write its pricing by hand`, 'models')
+  }
   const comments = [`from ${found.source}`, ...found.notes].map((n) => `# ${n}`).join('\n')
   if (args.write !== true) {
     const YAML = (await import('yaml')).default

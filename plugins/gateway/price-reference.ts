@@ -36,7 +36,12 @@ export function databaseProvider (p: Pick<ProviderConfig, 'id' | 'protocol' | 'b
 
 /** The database's record of a model of a provider, with the prices in force at `at`; undefined when it does not know it. */
 export function lookup (provider: Provider, model: string, at: Date): PriceCalculation | undefined {
-  return calcPrice({ input_tokens: 0 }, model, { provider, timestamp: at }) ?? undefined
+  try {
+    return calcPrice({ input_tokens: 0 }, model, { provider, timestamp: at }) ?? undefined
+  } catch {
+    // a record the library cannot price (a price without the prices it derives from): unknown here
+    return undefined
+  }
 }
 
 // The database's price keys the catalog bills, per million tokens.
@@ -145,6 +150,7 @@ export function modalitiesOf (providerId: string, modelId: string, mp: ModelPric
 }
 
 export interface EntryResult {
+  kind: 'entry'
   entry: Record<string, unknown>
   /** What the operator should know about the entry (prices rounded, left out, derived fields). */
   notes: string[]
@@ -153,15 +159,23 @@ export interface EntryResult {
 
 /**
  * A catalog entry for `upstreamModel` of config provider `provider`: context length, modalities
- * and every price, from the database. Undefined when the database does not know the model.
+ * and every price, from the database; or why there is none: the database does not know the
+ * model, has no context length for it, or prices it in no unit the gateway bills.
  */
-export function catalogEntry (provider: Pick<ProviderConfig, 'id' | 'protocol' | 'base_url' | 'builtin'>, upstreamModel: string, opts: { id?: string, contextLength?: number, at: Date }): EntryResult | undefined | 'no_context' {
+export type CatalogEntry = EntryResult | { kind: 'unknown' } | { kind: 'no_context' } | { kind: 'unbillable', prices: string[] }
+
+export function catalogEntry (provider: Pick<ProviderConfig, 'id' | 'protocol' | 'base_url' | 'builtin'>, upstreamModel: string, opts: { id?: string, contextLength?: number, at: Date }): CatalogEntry {
   const db = databaseProvider(provider)
-  if (db === undefined) return undefined
+  if (db === undefined) return { kind: 'unknown' }
   const found = lookup(db, upstreamModel, opts.at)
-  if (found === undefined) return undefined
+  if (found === undefined) return { kind: 'unknown' }
+  const architecture = modalitiesOf(db.id, found.model.id, found.model_price)
+  // priced only in units the gateway does not bill (audio hours), or not at all: no entry is better than a free one
+  if (found.model_price.input_mtok === undefined || (found.model_price.output_mtok === undefined && architecture.output_modalities.includes('text'))) {
+    return { kind: 'unbillable', prices: Object.keys(found.model_price) }
+  }
   const contextLength = opts.contextLength ?? found.model.context_window
-  if (contextLength === undefined) return 'no_context'
+  if (contextLength === undefined) return { kind: 'no_context' }
   const ref = referencePricing(found.model_price, contextLength)
   const notes: string[] = []
   for (const [field, value] of ref.exact) {
@@ -171,7 +185,6 @@ export function catalogEntry (provider: Pick<ProviderConfig, 'id' | 'protocol' |
   for (const key of ref.ignored) notes.push(`not billed by the gateway: ${key}`)
   const tiersAbove = Object.values(found.model_price).some((v) => isTiered(v) && v.tiers.some((t) => t.start >= contextLength))
   if (tiersAbove) notes.push(`tiers above the context length (${contextLength}) left out: no prompt reaches them`)
-  const architecture = modalitiesOf(db.id, found.model.id, found.model_price)
   notes.push('architecture: derived from the prices and the model\'s name (the database names no modalities); check it')
   const entry: Record<string, unknown> = {
     id: opts.id ?? `${provider.id}/${upstreamModel}`,
@@ -184,7 +197,7 @@ export function catalogEntry (provider: Pick<ProviderConfig, 'id' | 'protocol' |
     pricing: ref.pricing
   }
   if (found.model.deprecated === true) entry.status = 'deprecated'
-  return { entry, notes, source: sourceOf(db, found) }
+  return { kind: 'entry', entry, notes, source: sourceOf(db, found) }
 }
 
 function sourceOf (db: Provider, found: PriceCalculation): string {
