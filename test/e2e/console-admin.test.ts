@@ -301,6 +301,8 @@ if (!existsSync(CHROMIUM)) {
     await tab(page, 'overview')
     await page.waitForSelector('#ov-totals [data-stat=calls]')
     await page.waitForSelector('#chart-calls .uplot canvas')
+    // the section shows what it loaded at sign-in until its new figures come: wait for them (or time out and fail below)
+    await page.waitForFunction((calls) => document.querySelector('#ov-totals [data-stat=calls] .v')?.textContent === calls, String(summary.data[0]?.calls), { timeout: 5000 }).catch(() => {})
     t.equal(await text(page, '#ov-totals [data-stat=calls] .v'), String(summary.data[0]?.calls), 'the calls of the last 24 hours')
     t.equal(await text(page, '#ov-totals [data-stat=cost] .v'), `$${summary.data[0]?.cost_usd}`, 'their spend')
     t.match(await text(page, '#ov-totals'), /Saved by the cache/)
