@@ -27,6 +27,7 @@ function outcome (i: number): CallOutcome {
     usage: { prompt_tokens: 100 + (i % 50), cached_input_tokens: i % 4, completion_tokens: 30, cache_creation_input_tokens: 0 },
     estimated: false,
     costNano: 12_345,
+    costDetail: { input: 12_345, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null },
     startedAt: 1000,
     firstByteAt: 1010,
     endedAt: 1100,

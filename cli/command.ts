@@ -28,6 +28,9 @@ export const FLAGS = {
   'budget-usd': { type: 'string' },
   per: { type: 'string' },
   'grace-s': { type: 'string' },
+  id: { type: 'string' },
+  write: { type: 'boolean' },
+  'context-length': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' }
 } as const

@@ -7,8 +7,8 @@ import { withStore } from './with-store.js'
 export const help = `modelgate usage [--org O] [--project P] [--since ISO] [--limit N] [--json] [--config FILE]
 
 Usage records, newest first, and their totals. A call that tried more than one provider lists
-them, and one whose parameters were dropped names them; --json prints every field, its attempts
-and dropped parameters included.`
+them, and one whose parameters were dropped names them; --json prints every field, its attempts,
+dropped parameters, cache writes, images and cost by part (cost_detail) included.`
 
 export const flags = { '': ['org', 'project', 'since', 'limit', 'json', 'config'] } as const
 
@@ -28,7 +28,11 @@ export async function run ({ args }: CommandInput): Promise<void> {
       const dropped = r.dropped_params as string[]
       const tried = attempts.length > 1 ? `  tried ${attempts.map((a) => a.provider).join(', ')}` : ''
       const without = dropped.length > 0 ? `  dropped ${dropped.join(', ')}` : ''
-      process.stdout.write(`${String(r.created_at)}  ${String(r.org)}/${String(r.project)}  ${String(r.model)}  ${String(r.status)}  in ${String(r.prompt_tokens)} (cached ${String(r.cached_input_tokens)})  out ${String(r.completion_tokens)}  $${String(r.cost_usd)}${tried}${without}\n`)
+      const writes = r.cache_write_tokens === 0 ? '' : `, cache writes ${String(r.cache_write_tokens)}`
+      const images = r.images === 0 ? '' : `  images ${String(r.images)}`
+      const tier = (r.cost_detail as { tier: number | null } | null)?.tier ?? null
+      const tiered = tier === null ? '' : ` (tier above ${tier} input tokens)`
+      process.stdout.write(`${String(r.created_at)}  ${String(r.org)}/${String(r.project)}  ${String(r.model)}  ${String(r.status)}  in ${String(r.prompt_tokens)} (cached ${String(r.cached_input_tokens)}${writes})  out ${String(r.completion_tokens)}${images}  $${String(r.cost_usd)}${tiered}${tried}${without}\n`)
     }
     process.stdout.write(`total: ${totals.calls} calls, ${totals.prompt_tokens} input tokens (${totals.cached_input_tokens} cached), ${totals.completion_tokens} output tokens, $${totals.cost_usd}\n`)
   })

@@ -63,6 +63,47 @@ function duplicates (values: string[]): string[] {
   return [...dup]
 }
 
+const TOKEN_RATES = ['input', 'cached_input', 'cache_write', 'cache_write_1h', 'output'] as const
+
+/** `value` has at most `decimals` decimals (within floating-point noise). */
+const fits = (value: number, decimals: number): boolean => {
+  const scaled = value * 10 ** decimals
+  return Math.abs(Math.round(scaled) - scaled) <= 1e-9 * Math.max(1, Math.abs(scaled))
+}
+
+// What a price sheet's schema cannot say: the units' decimals, a text model's output rate, the
+// default image price, and tiers in order that name every rate the base names.
+function pricingProblems (m: Config['models'][number], path: string, problems: string[]): void {
+  const p = m.pricing
+  if (p === undefined) return
+  const rates = (o: Partial<Record<typeof TOKEN_RATES[number], number>>, at: string): void => {
+    for (const field of TOKEN_RATES) {
+      const v = o[field]
+      if (v !== undefined && !fits(v, 3)) problems.push(`${at}.${field}: at most three decimals (USD per million tokens)`)
+    }
+  }
+  rates(p, path)
+  if (p.output === undefined && m.architecture.output_modalities.includes('text')) problems.push(`${path}.output: is required for a model that outputs text`)
+  if (p.per_request !== undefined && !fits(p.per_request, 9)) problems.push(`${path}.per_request: at most nine decimals (USD)`)
+  if (typeof p.per_image === 'number') {
+    if (!fits(p.per_image, 9)) problems.push(`${path}.per_image: at most nine decimals (USD)`)
+  } else if (p.per_image !== undefined) {
+    for (const [size, v] of Object.entries(p.per_image)) if (!fits(v, 9)) problems.push(`${path}.per_image.${size}: at most nine decimals (USD)`)
+    if (p.per_image.default === undefined) problems.push(`${path}.per_image.default: is required (the price of an image of a size not listed)`)
+  }
+  let above = -1
+  p.tiers?.forEach((tier, j) => {
+    const at = `${path}.tiers[${j}]`
+    rates(tier, at)
+    if (tier.above_input_tokens <= above) problems.push(`${at}.above_input_tokens: must be above the previous tier's (tiers go in increasing order)`)
+    else if (tier.above_input_tokens >= m.context_length) problems.push(`${at}.above_input_tokens: must be below context_length (${m.context_length}): no call would reach it`)
+    above = Math.max(above, tier.above_input_tokens)
+    for (const field of TOKEN_RATES) {
+      if (p[field] !== undefined && tier[field] === undefined) problems.push(`${at}.${field}: is required, as pricing.${field} is set (a tier names every rate the base names)`)
+    }
+  })
+}
+
 function semanticChecks (config: Config, problems: string[]): void {
   const server = config.server
   if (server.headers_timeout_s > server.client_timeout_s) problems.push('server.headers_timeout_s: must be <= server.client_timeout_s (the headers are part of the request)')
@@ -92,13 +133,7 @@ function semanticChecks (config: Config, problems: string[]): void {
     if (m.routing === 'weighted' && Array.isArray(m.provider) && m.provider.every((p) => typeof p !== 'string' && p.weight === 0)) {
       problems.push(`models[${i}].provider: routing weighted needs a weight above 0`)
     }
-    if (m.pricing !== undefined) {
-      for (const [field, price] of Object.entries(m.pricing)) {
-        if (typeof price === 'number' && Math.abs(Math.round(price * 1000) - price * 1000) > 1e-6) {
-          problems.push(`models[${i}].pricing.${field}: at most three decimals (USD per million tokens)`)
-        }
-      }
-    }
+    if (m.pricing !== undefined) pricingProblems(m, `models[${i}].pricing`, problems)
   })
   for (const org of duplicates(config.tenants.map((t) => t.org))) problems.push(`tenants: the org ${org} is listed twice`)
   const keys: string[] = []

@@ -16,6 +16,36 @@ export const QuotaSchema = Type.Union([
 // USD per million tokens. Charges are integers of nano-dollars per token, so a price may have
 // at most three decimals ($0.001 per million tokens is one nano-dollar per token); load.ts checks it.
 const Price = Type.Number({ minimum: 0 })
+// USD per call or per image: at most nine decimals (nano-dollars); load.ts checks it.
+const UnitPrice = Type.Number({ minimum: 0 })
+
+// The token rates of a long-context tier: a call whose prompt_tokens exceed above_input_tokens
+// bills wholly at the highest such tier. A tier names every rate the base names (load.ts).
+export const PriceTierSchema = Type.Object({
+  above_input_tokens: Type.Integer({ minimum: 0 }),
+  input: Price,
+  cached_input: Type.Optional(Price),
+  cache_write: Type.Optional(Price),
+  cache_write_1h: Type.Optional(Price),
+  output: Type.Optional(Price)
+}, Closed)
+
+// A model's price sheet: token rates in USD per million tokens, per_request and per_image in USD.
+export const PricingSchema = Type.Object({
+  input: Price,
+  // cache reads; default: input
+  cached_input: Type.Optional(Price),
+  // cache writes (a Messages upstream's cache_creation_input_tokens, 5-minute); default: input
+  cache_write: Type.Optional(Price),
+  // 1-hour cache writes (usage.cache_creation.ephemeral_1h_input_tokens); default: cache_write
+  cache_write_1h: Type.Optional(Price),
+  // required for a model that outputs text (load.ts); an embedding model has none
+  output: Type.Optional(Price),
+  tiers: Type.Optional(Type.Array(PriceTierSchema, { minItems: 1 })),
+  per_request: Type.Optional(UnitPrice),
+  // per image generated: one price, or a price by the request's `size` with a `default`
+  per_image: Type.Optional(Type.Union([UnitPrice, Type.Record(Type.String({ minLength: 1 }), UnitPrice)], { description: 'a price in USD, or prices in USD by size with a default' }))
+}, Closed)
 
 export const ServerSchema = Type.Object({
   host: Type.String({ default: '127.0.0.1', minLength: 1 }),
@@ -100,11 +130,7 @@ export const ModelSchema = Type.Object({
   }, { ...Closed, default: {} }),
   supported_parameters: Type.Array(Type.String(), { default: [] }),
   default_parameters: Type.Record(Type.String(), Type.Unknown(), { default: {} }),
-  pricing: Type.Optional(Type.Object({
-    input: Price,
-    cached_input: Type.Optional(Price),
-    output: Price
-  }, Closed)),
+  pricing: Type.Optional(PricingSchema),
   status: Type.Union([Type.Literal('active'), Type.Literal('deprecated'), Type.Literal('offline')], { default: 'active' })
 }, Closed)
 
@@ -206,6 +232,8 @@ export type Config = Static<typeof ConfigSchema>
 export type ServerConfig = Static<typeof ServerSchema>
 export type ProviderConfig = Static<typeof ProviderSchema>
 export type ModelConfig = Static<typeof ModelSchema>
+export type PricingConfig = Static<typeof PricingSchema>
+export type PriceTierConfig = Static<typeof PriceTierSchema>
 export type QuotaConfig = Static<typeof QuotaSchema>
 export type PluginEntry = Static<typeof PluginEntrySchema>
 export type Routing = Static<typeof RoutingSchema>

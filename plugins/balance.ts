@@ -1,14 +1,16 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then, unmeteredRefusal } from './api/index.js'
+import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then, unmeteredRefusal, worstCaseCharge } from './api/index.js'
 
 // Gateway hooks: onAdmission (hold), onCallEnd (settle or release).
 // Prepaid credits: at admission a hold of the call's worst-case cost is taken from the org's
 // balance (an upper bound of the prompt plus max_tokens, or the model's output cap, all at the
-// higher of the input and output rates); 402 when balance − held cannot cover it, 403 when the
-// caller has no organization, 403 for a call that may spend without reporting what (a
-// pass-through batch job: `call.unmetered`). When the call ends the hold is settled to the real charge, or
-// released when nothing was billed. The store takes holds under the guard balance − held ≥ amount,
-// so concurrent calls on any number of workers or instances cannot overdraw.
+// highest token rate of the model's price sheet, tiers included, plus its per-request price and,
+// for an image generation, its dearest per-image price for each image asked for); 402 when
+// balance − held cannot cover it, 403 when the caller has no organization, 403 for a call that
+// may spend without reporting what (a pass-through batch job: `call.unmetered`). When the call
+// ends the hold is settled to the real charge, or released when nothing was billed. The store
+// takes holds under the guard balance − held ≥ amount, so concurrent calls on any number of
+// workers or instances cannot overdraw.
 
 const options = Type.Object({
   // moved to the store's own section (store.stale_hold_s): the store's maintenance is no plugin's
@@ -43,13 +45,13 @@ export default definePlugin({
       const gemini = body.generationConfig as { maxOutputTokens?: unknown } | null | undefined
       const perAnswer = model.config.max_output_tokens ?? model.config.context_length
       // an embedding has no output tokens; an image model's output cap bounds each image's
+      const images = call.endpoint === 'images.generations' ? (typeof body.n === 'number' && body.n > 0 ? body.n : 1) : 0
       const maxOut = call.endpoint === 'embeddings'
         ? 0
-        : call.endpoint === 'images.generations'
-          ? (typeof body.n === 'number' && body.n > 0 ? body.n : 1) * perAnswer
+        : images > 0
+          ? images * perAnswer
           : [body.max_tokens, body.max_completion_tokens, body.max_output_tokens, gemini?.maxOutputTokens].find((v): v is number => typeof v === 'number' && v > 0) ?? perAnswer
-      const rate = Math.max(model.price.input, model.price.output)
-      const hold: Hold = { org: principal.org, amount: (estimatePromptTokens(body) + maxOut) * rate }
+      const hold: Hold = { org: principal.org, amount: worstCaseCharge(model.price, estimatePromptTokens(body) + maxOut, images) }
       return then(store.balance.hold(hold.org, hold.amount, clock.now()), (ok) => {
         if (!ok) throw new InsufficientBalance({ org: hold.org })
         request.balanceHold = hold

@@ -97,6 +97,8 @@ t.test('usage: records and totals from the same store', async (t) => {
     { provider: 'dead', upstream_model: 'm', outcome: 'network_error', status: null, error: 'ECONNREFUSED', latency_ms: 1 },
     { provider: 'demo', upstream_model: 'm', outcome: 'ok', status: 200, error: null, latency_ms: 4 }
   ]), JSON.stringify(['seed']))
+  // u1 wrote to the prompt cache and billed past a long-context tier
+  raw.prepare('UPDATE usage_records SET cache_write_tokens = 30, cost_detail = ? WHERE id = \'u1\'').run(JSON.stringify({ input: 1_000_000, cached_input: 100_000, cache_write: 150_000, output: 250_000, images: 0, per_request: 0, tool_call: 0, tier: 200000 }))
   raw.close()
   const res = await cli(['usage', '--org', 'acme', '--json', '--config', file])
   t.equal(res.code, 0, res.stderr)
@@ -105,9 +107,12 @@ t.test('usage: records and totals from the same store', async (t) => {
   t.equal(out.data[0].id, 'u2', 'newest first')
   t.same(out.data[0].attempts.map((a: { provider: string }) => a.provider), ['dead', 'demo'], 'with its attempts')
   t.same([out.data[0].dropped_params, out.data[1].attempts, out.data[1].dropped_params], [['seed'], [], []])
+  t.match(out.data[1], { cache_write_tokens: 30, images: 0, cost_detail: { input: '0.001', cached_input: '0.0001', cache_write: '0.00015', output: '0.00025', images: '0', per_request: '0', tool_call: '0', tier: 200000 } }, 'cache writes and the cost by part')
+  t.match(out.data[0], { cache_write_tokens: 0, cost_detail: null }, 'a record with no parts kept')
   const text = await cli(['usage', '--org', 'acme', '--config', file])
   t.match(text.stdout, /demo\/gpt {2}ok {2}in 50 \(cached 0\) {2}out 5 {2}\$0\.000000002 {2}tried dead, demo {2}dropped seed\n/)
   t.notMatch(text.stdout.split('\n')[1], /tried|dropped/, 'one attempt, nothing dropped: nothing more said')
+  t.match(text.stdout.split('\n')[1], /in 100 \(cached 20, cache writes 30\) {2}out 10 {2}\$0\.0015 \(tier above 200000 input tokens\)/)
   const since = await cli(['usage', '--since', '2026-01-15', '--config', file])
   t.match(since.stdout, /total: 1 calls/)
   t.equal((await cli(['usage', '--since', 'soon', '--config', file])).code, 2)

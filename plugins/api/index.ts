@@ -33,7 +33,7 @@ export {
 /** Money: integers of nano-dollars, decimal strings at the edges. */
 export { nanoToUsd, usdToNano } from '../kernel/money.js'
 /** A call's charge, and the upper bound of its input the balance plugin holds for. */
-export { chargeOf, estimatePromptTokens } from '../gateway/billing.js'
+export { chargeOf, costOf, estimatePromptTokens, worstCaseCharge } from '../gateway/billing.js'
 /** UTC quota windows and the tenants' quota rules. */
 export { amountOf, budgetScope, budgetStatus, limitOf, limitStatus, quotaLimit, quotaStatus, quotaWindow, QuotaRules, type QuotaRule, type QuotaStatus } from '../gateway/quota-windows.js'
 /** The conversational text of requests, answers and stream events, in any client protocol. */

@@ -6,7 +6,7 @@ import type { Config } from '../../config/schema.js'
 import type { Clock } from '../kernel/clock.js'
 import type { Catalog, CatalogModel } from '../gateway/catalog.js'
 import type { ErrorFamily, GatewayError } from '../kernel/errors.js'
-import type { KeyBudget, KeyLimits, Store } from '../store/types.js'
+import type { CostDetail, KeyBudget, KeyLimits, Store } from '../store/types.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
 import type { AttemptReport, Upstreams } from '../upstream/index.js'
 
@@ -33,7 +33,7 @@ import type { AttemptReport, Upstreams } from '../upstream/index.js'
 // client has its answer.
 
 export type { Json, Protocol, Usage } from '../translation/types.js'
-export type { CatalogModel } from '../gateway/catalog.js'
+export type { CatalogModel, Price } from '../gateway/catalog.js'
 export type * from '../store/types.js'
 export type { AttemptOutcome, AttemptReport } from '../upstream/index.js'
 
@@ -119,6 +119,8 @@ export interface CallOutcome {
   /** True when some counts were estimated because the upstream never reported them. */
   readonly estimated: boolean
   readonly costNano: number
+  /** The cost by part (nano-dollars, summing to costNano) and the tier it billed at. */
+  readonly costDetail: Readonly<CostDetail>
   /** A plugin answered the call from a cache: no provider was asked, it costs nothing, and `usage` holds the tokens it stands for. */
   readonly cacheHit: boolean
   /** What a cache hit would have cost at the model's current prices (nano-dollars); 0 otherwise. */

@@ -1,17 +1,82 @@
-import type { Price } from './catalog.js'
+import type { Price, Rates } from './catalog.js'
+import type { CostDetail } from '../store/types.js'
 import type { Usage } from '../translation/types.js'
 
-// The billing rule, exact in integer nano-dollars:
-//   (prompt − cached) × input + cached × cached_input + completion × output
-// Prices are nano-dollars per token (catalog.ts), so a charge is a sum of integer products and
-// a million small charges add up to exactly the charge of their summed tokens.
+// The charge, exact in integer nano-dollars, follows the provider's price sheet:
+//   input tokens neither read from nor written to a cache   × input
+//   cache reads (cached_input_tokens)                        × cached_input
+//   cache writes (cache_creation_input_tokens): the 1-hour part × cache_write_1h, the rest × cache_write
+//   completion tokens (reasoning included)                   × output
+// at the rates of the highest tier whose above_input_tokens the prompt exceeds (the base rates when
+// none), plus per_image for each image generated (by the request's size) and per_request once.
+// Rates are nano-dollars per token (catalog.ts), so a charge is a sum of integer products and a
+// million small charges add up to exactly the charge of their summed tokens (within one tier).
 
 export const ZERO_USAGE: Readonly<Usage> = Object.freeze({ prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 })
 
+export type { CostDetail }
+
+export const ZERO_COST: Readonly<CostDetail> = Object.freeze({ input: 0, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null })
+
+/** The sum of a charge's parts. */
+export function totalOf (d: CostDetail): number {
+  return d.input + d.cached_input + d.cache_write + d.output + d.images + d.per_request + d.tool_call
+}
+
+/** The rates a call of `promptTokens` bills at: the highest tier it exceeds, else the base. */
+export function ratesFor (price: Price, promptTokens: number): Rates & { above?: number } {
+  const tiers = price.tiers
+  if (tiers !== undefined) {
+    for (let i = tiers.length - 1; i >= 0; i--) {
+      const tier = tiers[i] as Rates & { above: number }
+      if (promptTokens > tier.above) return tier
+    }
+  }
+  return price
+}
+
+/** The price of one image of `size`: its own, else the default. */
+export function imagePrice (price: Price, size: string | undefined): number {
+  const sheet = price.per_image
+  if (sheet === undefined) return 0
+  return (size === undefined ? undefined : sheet.get(size)) ?? sheet.get('default') ?? 0
+}
+
+/** What a call with this usage costs, by part. */
+export function costOf (usage: Usage | null, price: Price | null): CostDetail {
+  if (usage === null || price === null) return { ...ZERO_COST }
+  const prompt = usage.prompt_tokens
+  const cached = Math.min(usage.cached_input_tokens, prompt)
+  const writes = Math.min(usage.cache_creation_input_tokens, prompt - cached)
+  const hour = Math.min(usage.cache_write_1h_tokens ?? 0, writes)
+  const r = ratesFor(price, prompt)
+  const write = r.cache_write ?? r.input
+  const images = usage.images ?? 0
+  return {
+    input: (prompt - cached - writes) * r.input,
+    cached_input: cached * r.cached_input,
+    cache_write: (writes - hour) * write + hour * (r.cache_write_1h ?? write),
+    output: usage.completion_tokens * r.output,
+    images: images > 0 ? images * imagePrice(price, usage.image_size) : 0,
+    per_request: price.per_request ?? 0,
+    tool_call: 0,
+    tier: r.above ?? null
+  }
+}
+
 export function chargeOf (usage: Usage | null, price: Price | null): number {
-  if (usage === null || price === null) return 0
-  const cached = Math.min(usage.cached_input_tokens, usage.prompt_tokens)
-  return (usage.prompt_tokens - cached) * price.input + cached * price.cached_input + usage.completion_tokens * price.output
+  return totalOf(costOf(usage, price))
+}
+
+/**
+ * An upper bound of what a call can cost, for holds: `tokens` (prompt and output) at the highest
+ * token rate of every tier, `images` at the highest image price, and the per-request price.
+ */
+export function worstCaseCharge (price: Price, tokens: number, images = 0): number {
+  let rate = 0
+  for (const r of [price, ...price.tiers ?? []]) rate = Math.max(rate, r.input, r.output, r.cached_input, r.cache_write ?? 0, r.cache_write_1h ?? 0)
+  const image = price.per_image === undefined ? 0 : Math.max(...price.per_image.values())
+  return tokens * rate + images * image + (price.per_request ?? 0)
 }
 
 /** A rough token count of text: about four characters a token, at least one for non-empty text. */
@@ -22,6 +87,8 @@ export function estimateTokens (text: string): number {
 export interface Settlement {
   usage: Usage
   cost: number
+  /** The cost by part (summing to `cost`). */
+  detail: CostDetail
   /** True when some counts were estimated because the upstream never reported them. */
   estimated: boolean
 }
@@ -47,7 +114,7 @@ export interface SettleInput {
  * a reported output count lower than what was relayed is raised to it.
  */
 export function settle (call: SettleInput, price: Price | null): Settlement {
-  if (!call.billed) return { usage: { ...ZERO_USAGE }, cost: 0, estimated: false }
+  if (!call.billed) return { usage: { ...ZERO_USAGE }, cost: 0, detail: { ...ZERO_COST }, estimated: false }
   let usage = call.usage
   let estimated = false
   if (usage === null) {
@@ -57,7 +124,8 @@ export function settle (call: SettleInput, price: Price | null): Settlement {
     const out = estimateTokens(call.relayedText)
     if (out > usage.completion_tokens) { usage = { ...usage, completion_tokens: out }; estimated = true }
   }
-  return { usage, cost: chargeOf(usage, price), estimated }
+  const detail = costOf(usage, price)
+  return { usage, cost: totalOf(detail), detail, estimated }
 }
 
 // The text of a request's prompt (system, messages or input, instructions; Gemini's contents and

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { CallEndContext, CallOutcome, CallStatus, CallView, Endpoint, Gateway, PluginAnswer } from '../api/index.js'
-import { chargeOf, settle } from './billing.js'
+import { chargeOf, settle, ZERO_COST } from './billing.js'
 import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
@@ -195,7 +195,7 @@ export class Call implements CallView, AttemptSink {
     const price = this._model?.price ?? null
     const hit = this._pluginAnswer?.cacheHit === true
     const s = this._pluginAnswer !== null
-      ? { usage: { ...this._pluginAnswer.usage }, cost: 0, estimated: false }
+      ? { usage: { ...this._pluginAnswer.usage }, cost: 0, detail: ZERO_COST, estimated: false }
       : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody }, price)
     const outcome: CallOutcome = Object.freeze({
       traceId: this.request.id,
@@ -213,6 +213,7 @@ export class Call implements CallView, AttemptSink {
       usage: Object.freeze(s.usage),
       estimated: s.estimated,
       costNano: s.cost,
+      costDetail: Object.freeze(s.detail),
       cacheHit: hit,
       savedNano: hit ? chargeOf(s.usage, price) : 0,
       startedAt: this.startedAt,

@@ -1,8 +1,58 @@
-import type { ModelConfig, Routing } from '../../config/schema.js'
-import { pricePerToken } from '../kernel/money.js'
+import type { ModelConfig, PriceTierConfig, PricingConfig, Routing } from '../../config/schema.js'
+import { pricePerToken, usdToNano } from '../kernel/money.js'
 
-/** Prices in nano-dollars per token. */
-export interface Price { input: number, cached_input: number, output: number }
+/** Token rates in nano-dollars per token. */
+export interface Rates {
+  input: number
+  /** Cache reads. */
+  cached_input: number
+  output: number
+  /** 5-minute cache writes; the input rate when absent. */
+  cache_write?: number
+  /** 1-hour cache writes; the cache_write rate when absent. */
+  cache_write_1h?: number
+}
+
+/** The rates of a call whose prompt_tokens exceed `above`. */
+export interface PriceTier extends Rates { above: number }
+
+/** A model's price sheet: token rates in nano-dollars per token, per_request and per_image in nano-dollars. */
+export interface Price extends Rates {
+  /** Long-context tiers, in increasing order of `above`. */
+  tiers?: readonly PriceTier[]
+  /** Flat, per billed call. */
+  per_request?: number
+  /** Per image generated: the price for a request's `size` (`default` for any other size). */
+  per_image?: ReadonlyMap<string, number>
+}
+
+/** A rate sheet's rates in nano-dollars per token, each default applied (the billing rule, docs/api.md). */
+function ratesOf (p: PricingConfig | PriceTierConfig): Rates {
+  const input = pricePerToken(p.input)
+  const cacheWrite = pricePerToken(p.cache_write ?? p.input)
+  return {
+    input,
+    // no cached rate configured: cached input bills at the input rate
+    cached_input: pricePerToken(p.cached_input ?? p.input),
+    output: p.output === undefined ? 0 : pricePerToken(p.output),
+    cache_write: cacheWrite,
+    cache_write_1h: p.cache_write_1h === undefined ? cacheWrite : pricePerToken(p.cache_write_1h)
+  }
+}
+
+/** A model's pricing as the charge reads it (null: no public price). */
+export function priceOf (pricing: PricingConfig | undefined): Price | null {
+  if (pricing === undefined) return null
+  const price: Price = ratesOf(pricing)
+  if (pricing.tiers !== undefined) price.tiers = pricing.tiers.map((t) => ({ ...ratesOf(t), above: t.above_input_tokens }))
+  if (pricing.per_request !== undefined) price.per_request = usdToNano(pricing.per_request)
+  if (pricing.per_image !== undefined) {
+    price.per_image = new Map(typeof pricing.per_image === 'number'
+      ? [['default', usdToNano(pricing.per_image)]]
+      : Object.entries(pricing.per_image).map(([size, usd]) => [size, usdToNano(usd)]))
+  }
+  return price
+}
 
 /** The spec's model object: what GET /v1/models returns. No price, ever. */
 export interface PublicModel {
@@ -47,14 +97,7 @@ export interface CatalogModel {
 
 function toCatalogModel (m: ModelConfig): CatalogModel {
   const refs = Array.isArray(m.provider) ? m.provider : [m.provider]
-  const price = m.pricing === undefined
-    ? null
-    : {
-        input: pricePerToken(m.pricing.input),
-        // no cached rate configured: cached input bills at the input rate (the billing rule, docs/api.md)
-        cached_input: pricePerToken(m.pricing.cached_input ?? m.pricing.input),
-        output: pricePerToken(m.pricing.output)
-      }
+  const price = priceOf(m.pricing)
   return {
     id: m.id,
     config: m,

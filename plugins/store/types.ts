@@ -237,6 +237,19 @@ export interface UsageAttempt {
   latency_ms: number
 }
 
+/** A charge by part in nano-dollars; `tier` is the above_input_tokens of the tier billed at (null: the base rates). */
+export interface CostDetail {
+  input: number
+  cached_input: number
+  cache_write: number
+  output: number
+  images: number
+  per_request: number
+  /** A tool call's own price (an MCP tool call); 0 for a model call. */
+  tool_call: number
+  tier: number | null
+}
+
 /** One metered call, with money in nano-dollars. */
 export interface UsageRow {
   id: string
@@ -254,7 +267,13 @@ export interface UsageRow {
   cached_input_tokens: number
   completion_tokens: number
   total_tokens: number
+  /** Cache writes (counted in prompt_tokens). */
+  cache_write_tokens: number
+  /** Images generated. */
+  images: number
   cost_nano: number
+  /** cost_nano by part; null for records written before it was kept. */
+  cost_detail: CostDetail | null
   latency_ms: number
   ttft_ms: number | null
   /** 1: answered from a response cache (no provider, no cost). */

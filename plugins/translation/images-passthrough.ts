@@ -12,11 +12,11 @@ export const imagesPassthrough: WholePair = {
   upstream: 'openai',
   path: '/images/generations',
   request: (body, ctx) => ({ body: { ...body, model: ctx.upstreamModel }, dropped: [] }),
-  response (body) {
+  response (body, ctx) {
     const images = Array.isArray(body.data) ? body.data.length : 0
     const u = isObj(body.usage) ? body.usage : {}
     const details = isObj(u.input_tokens_details) ? u.input_tokens_details : {}
-    return { body: null, usage: imageUsage(images, { input: u.input_tokens, cached: details.cached_tokens, output: u.output_tokens }) }
+    return { body: null, usage: imageUsage(images, { input: u.input_tokens, cached: details.cached_tokens, output: u.output_tokens }, ctx.clientRequest) }
   },
   error: openaiPassthrough.error
 }

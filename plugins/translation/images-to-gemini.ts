@@ -63,7 +63,7 @@ export const imagesToGemini: WholePair = {
       throw new NoImageGenerated({ model: ctx.model, reason: blocked ?? reason })
     }
     const u = usageFromGemini(body.usageMetadata)
-    const usage = imageUsage(data.length, { input: u?.prompt_tokens, cached: u?.cached_input_tokens, output: u?.completion_tokens })
+    const usage = imageUsage(data.length, { input: u?.prompt_tokens, cached: u?.cached_input_tokens, output: u?.completion_tokens }, ctx.clientRequest)
     return { body: { created: ctx.created, data, usage: openaiImageUsage(usage) }, usage }
   },
   error: (status, body) => errorBody('openai', { status, message: upstreamMessage(status, googleError(body)) })

@@ -36,10 +36,13 @@ export const imagesAsked = (body: Json): number => typeof body.n === 'number' ? 
  * The usage of an image generation call: the images made, and the tokens the upstream reported
  * (prompt and output; 0 where it reports none). The one place a call's image count is set.
  */
-export function imageUsage (images: number, tokens: { input?: unknown, cached?: unknown, output?: unknown } = {}): Usage {
+export function imageUsage (images: number, tokens: { input?: unknown, cached?: unknown, output?: unknown } = {}, request?: Json): Usage {
   const n = (v: unknown): number => typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0
   const input = n(tokens.input)
-  return { prompt_tokens: input, cached_input_tokens: Math.min(n(tokens.cached), input), completion_tokens: n(tokens.output), cache_creation_input_tokens: 0, images }
+  const usage: Usage = { prompt_tokens: input, cached_input_tokens: Math.min(n(tokens.cached), input), completion_tokens: n(tokens.output), cache_creation_input_tokens: 0, images }
+  // the size asked for picks the model's per_image price
+  if (typeof request?.size === 'string') usage.image_size = request.size
+  return usage
 }
 
 /** OpenAI's image usage block (gpt-image models) for a call's usage. */

@@ -19,10 +19,14 @@ export interface Usage {
   completion_tokens: number
   /** Anthropic's cache_creation_input_tokens (part of prompt_tokens); 0 for OpenAI upstreams. */
   cache_creation_input_tokens: number
+  /** The part of cache_creation_input_tokens written for an hour (Anthropic's usage.cache_creation.ephemeral_1h_input_tokens). */
+  cache_write_1h_tokens?: number
   /** Output tokens spent on reasoning (part of completion_tokens), when the upstream says. */
   reasoning_tokens?: number
-  /** Images generated (an image generation call; imageUsage() in images.ts sets it). */
+  /** Images generated (an image generation call; imageUsage() in images.ts sets it), billed at the model's per_image price. */
   images?: number
+  /** The request's image `size` (`1024x1024`), which picks the per_image price; `default` when absent or not listed. */
+  image_size?: string
 }
 
 export interface TranslateCtx {

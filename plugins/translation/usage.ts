@@ -17,17 +17,29 @@ export function usageFromOpenAI (u: unknown): Usage | null {
   }
 }
 
+/**
+ * Anthropic's usage: the input is input_tokens + cache reads + cache writes. The writes come as
+ * cache_creation_input_tokens and, split by how long they stay, in cache_creation's
+ * ephemeral_5m_input_tokens and ephemeral_1h_input_tokens (which bill at different rates).
+ */
 export function usageFromMessages (u: unknown): Usage | null {
   if (u === null || typeof u !== 'object') return null
   const o = u as Record<string, unknown>
   const read = n(o.cache_read_input_tokens)
-  const creation = n(o.cache_creation_input_tokens)
-  return {
+  const split = o.cache_creation !== null && typeof o.cache_creation === 'object' ? o.cache_creation as Record<string, unknown> : null
+  const hour = n(split?.ephemeral_1h_input_tokens)
+  // the total, else the split's sum when only the split came
+  const creation = o.cache_creation_input_tokens === undefined || o.cache_creation_input_tokens === null
+    ? hour + n(split?.ephemeral_5m_input_tokens)
+    : n(o.cache_creation_input_tokens)
+  const usage: Usage = {
     prompt_tokens: n(o.input_tokens) + read + creation,
     cached_input_tokens: read,
     completion_tokens: n(o.output_tokens),
     cache_creation_input_tokens: creation
   }
+  if (hour > 0) usage.cache_write_1h_tokens = Math.min(hour, creation)
+  return usage
 }
 
 export function toOpenAIUsage (u: Usage): CompletionUsage {
@@ -39,11 +51,16 @@ export function toOpenAIUsage (u: Usage): CompletionUsage {
   }
 }
 
-export function toMessagesUsage (u: Usage): Record<string, number> {
-  return {
+export function toMessagesUsage (u: Usage): Record<string, unknown> {
+  const out: Record<string, unknown> = {
     input_tokens: Math.max(u.prompt_tokens - u.cached_input_tokens - u.cache_creation_input_tokens, 0),
     cache_creation_input_tokens: u.cache_creation_input_tokens,
     cache_read_input_tokens: u.cached_input_tokens,
     output_tokens: u.completion_tokens
   }
+  if (u.cache_creation_input_tokens > 0) {
+    const hour = Math.min(u.cache_write_1h_tokens ?? 0, u.cache_creation_input_tokens)
+    out.cache_creation = { ephemeral_5m_input_tokens: u.cache_creation_input_tokens - hour, ephemeral_1h_input_tokens: hour }
+  }
+  return out
 }

@@ -9,6 +9,7 @@ import keys from './keys.js'
 import { AuditQuery, SummaryQuery, TraceParams, UsageQuery } from './schemas.js'
 import tenants from './tenants.js'
 import gateway from './gateway.js'
+import prices from './prices.js'
 import { usageDetail } from './usage-record.js'
 import type { ReloadResult } from '../../plugins/ops/operations.js'
 import type { Link } from '../../plugins/host/index.js'
@@ -16,8 +17,8 @@ import type { HealthReport } from '../../plugins/upstream/health.js'
 
 // The admin API under /admin/v1: Bearer admin.token, numeric-code errors, JSON. With no admin
 // token configured every admin path answers 404, as if it did not exist. Tenants and keys are
-// in ./tenants.ts and ./keys.ts, the providers and the plugin chain in ./gateway.ts; usage, its
-// summary, the audit log and reload here.
+// in ./tenants.ts and ./keys.ts, the providers and the plugin chain in ./gateway.ts, the price
+// check in ./prices.ts; usage, its summary, the audit log and reload here.
 
 const BUCKETS = { hour: 3_600_000, day: 86_400_000 } as const
 
@@ -45,6 +46,7 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
   await fastify.register(tenants)
   await fastify.register(keys)
   await fastify.register(gateway, { generation: opts.generation, providerHealth: opts.providerHealth, plugins: opts.plugins })
+  await fastify.register(prices)
 
   const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, status?: string, endpoint?: string, provider?: string, since?: string, until?: string }): UsageFilter => ({
     org: q.org,

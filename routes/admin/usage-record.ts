@@ -1,5 +1,16 @@
 import { nanoToUsd } from '../../plugins/kernel/money.js'
-import type { UsageRow } from '../../plugins/store/types.js'
+import type { CostDetail, UsageRow } from '../../plugins/store/types.js'
+
+const COST_PARTS = ['input', 'cached_input', 'cache_write', 'output', 'images', 'per_request', 'tool_call'] as const satisfies ReadonlyArray<keyof CostDetail>
+
+/** A charge by part as the API shows it: decimal strings summing exactly to cost_usd, and the tier. */
+export function costDetail (d: CostDetail | null): Record<string, string | number | null> | null {
+  if (d === null) return null
+  const out: Record<string, string | number | null> = {}
+  for (const part of COST_PARTS) out[part] = nanoToUsd(d[part] ?? 0)
+  out.tier = d.tier ?? null
+  return out
+}
 
 /** A usage_records row as the API shows it (the UsageRecord of the admin API). */
 export function usageRecord (r: UsageRow): Record<string, unknown> {
@@ -19,7 +30,10 @@ export function usageRecord (r: UsageRow): Record<string, unknown> {
     cached_input_tokens: r.cached_input_tokens,
     completion_tokens: r.completion_tokens,
     total_tokens: r.total_tokens,
+    cache_write_tokens: r.cache_write_tokens ?? 0,
+    images: r.images ?? 0,
     cost_usd: nanoToUsd(r.cost_nano),
+    cost_detail: costDetail(r.cost_detail ?? null),
     latency_ms: r.latency_ms,
     ttft_ms: r.ttft_ms,
     cache_hit: r.cache_hit === 1,

@@ -4,6 +4,7 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
+import type { PricingConfig } from '../../config/schema.js'
 import { KeyExpired, Unauthorized } from '../../plugins/kernel/errors.js'
 import { nanoToUsd, usdToNano } from '../../plugins/kernel/money.js'
 import { orgRule, projectRule, quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/gateway/quota-windows.js'
@@ -23,6 +24,35 @@ const UsageQuery = Type.Object({ range: Type.Union([Type.Literal('24h'), Type.Li
 const CallsQuery = Type.Object({ limit: Integer({ minimum: 1, maximum: 500, default: 50 }) })
 
 const COUNTS = ['calls', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'cost_nano', 'saved_nano'] as const
+
+const usdText = (usd: number): string => nanoToUsd(usdToNano(usd))
+const usdOrNull = (usd: number | undefined): string | null => usd === undefined ? null : usdText(usd)
+
+/**
+ * A model's price sheet as the marketplace shows it: token rates in USD per million tokens (cache
+ * writes and tiers only where the catalog sets them), per_request and per_image in USD.
+ */
+function marketPrice (p: PricingConfig): Record<string, unknown> {
+  return {
+    input: usdText(p.input),
+    cached_input: usdText(p.cached_input ?? p.input),
+    cached_input_configured: p.cached_input !== undefined,
+    output: usdOrNull(p.output),
+    cache_write: usdOrNull(p.cache_write),
+    cache_write_1h: usdOrNull(p.cache_write_1h),
+    tiers: (p.tiers ?? []).map((t) => ({
+      above_input_tokens: t.above_input_tokens,
+      input: usdText(t.input),
+      cached_input: usdOrNull(t.cached_input),
+      cache_write: usdOrNull(t.cache_write),
+      cache_write_1h: usdOrNull(t.cache_write_1h),
+      output: usdOrNull(t.output)
+    })),
+    per_request: usdOrNull(p.per_request),
+    per_image: p.per_image === undefined ? null : typeof p.per_image === 'number' ? { default: usdText(p.per_image) } : Object.fromEntries(Object.entries(p.per_image).map(([size, v]) => [size, usdText(v)])),
+    unit: 'USD per million tokens'
+  }
+}
 
 const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   const { store, catalog, clock } = fastify.gateway
@@ -54,15 +84,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         input_modalities: m.config.architecture.input_modalities,
         output_modalities: m.config.architecture.output_modalities,
         supported_parameters: m.config.supported_parameters,
-        pricing: p === undefined
-          ? null
-          : {
-              input: nanoToUsd(usdToNano(p.input)),
-              cached_input: nanoToUsd(usdToNano(p.cached_input ?? p.input)),
-              cached_input_configured: p.cached_input !== undefined,
-              output: nanoToUsd(usdToNano(p.output)),
-              unit: 'USD per million tokens'
-            }
+        pricing: p === undefined ? null : marketPrice(p)
       }
     })
   }))

@@ -69,7 +69,16 @@ if (!existsSync(CHROMIUM)) {
       store: { sqlite: ':memory:' },
       admin: { token: ADMIN },
       plugins: plugins(true),
-      ...mockCatalog(mock),
+      // and a model the price database knows, whose catalog price lacks its cache writes
+      ...mockCatalog(mock, [{
+        id: 'anthropic/claude-haiku-4-5',
+        name: 'Claude Haiku 4.5',
+        provider: 'mock-messages',
+        upstream_model: 'claude-haiku-4-5',
+        context_length: 200000,
+        architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] },
+        pricing: { input: 1, cached_input: 0.1, output: 5 }
+      }]),
       tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, name: 'a' }] }] }]
     }
     writeConfig()
@@ -273,6 +282,7 @@ if (!existsSync(CHROMIUM)) {
     t.match(detail, /Input tokens\s*\d+/)
     t.match(detail, /Output tokens\s*\d+/)
     t.match(detail, /Cost\s*\$0\.\d+/)
+    t.match(detail, /Cost by part\s*input \$0\.\d+, output \$0\.\d+/, 'the charge by part')
     t.match(detail, /Time to first token/)
     await page.waitForSelector('#call-attempts')
     const attempts = await page.$$eval('#call-attempts tbody tr', (rows) => rows.map((r) => r.textContent ?? ''))
@@ -296,6 +306,8 @@ if (!existsSync(CHROMIUM)) {
     await tab(page, 'overview')
     await page.waitForSelector('#ov-totals [data-stat=calls]')
     await page.waitForSelector('#chart-calls .uplot canvas')
+    // the section shows what it loaded at sign-in until its new figures come: wait for them (or time out and fail below)
+    await page.waitForFunction((calls) => document.querySelector('#ov-totals [data-stat=calls] .v')?.textContent === calls, String(summary.data[0]?.calls), { timeout: 5000 }).catch(() => {})
     t.equal(await text(page, '#ov-totals [data-stat=calls] .v'), String(summary.data[0]?.calls), 'the calls of the last 24 hours')
     t.equal(await text(page, '#ov-totals [data-stat=cost] .v'), `$${summary.data[0]?.cost_usd}`, 'their spend')
     t.match(await text(page, '#ov-totals'), /Saved by the cache/)
@@ -357,6 +369,11 @@ if (!existsSync(CHROMIUM)) {
     t.match(await text(page, '#providers tr[data-provider="mock-openai"]'), /closed/)
     t.match(await text(page, '#providers tr[data-provider="mock-dead"]'), /127\.0\.0\.1:9/)
     t.match(await text(page, '#providers tr[data-provider="mock-nokey"]'), /no credentials/)
+    // the catalog's prices against the price database: the Claude model's missing cache write prices
+    await page.waitForSelector('#prices tr[data-model="anthropic/claude-haiku-4-5"]')
+    t.match(await text(page, '#prices tr[data-model="anthropic/claude-haiku-4-5"][data-field="cache_write"]'), /cache_write\s*\$1\s*\$1\.25\s*@pydantic\/genai-prices/)
+    t.match(await text(page, '#prices tr[data-model="anthropic/claude-haiku-4-5"][data-field="cache_write_1h"]'), /\$1\s*\$2\b/)
+    t.match(await text(page, '#pc-summary'), /2 price\(s\) differ\. Not in the database: .*openai\/gpt-test/)
     if (o.phone) await noOverflow(t, page, 'providers')
     await look(page, 'providers')
 

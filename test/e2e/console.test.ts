@@ -23,7 +23,13 @@ if (!existsSync(CHROMIUM)) {
   let browser: Browser
 
   t.before(async () => {
-    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }] }))
+    const defaults = testConfig()
+    // one model with a whole price sheet: cache writes, a long-context tier, a per-request price
+    const sheet = {
+      ...defaults.models.find((m) => m.id === 'anthropic/claude-x'),
+      pricing: { input: 3, cached_input: 0.3, cache_write: 3.75, cache_write_1h: 6, output: 15, per_request: 0.001, tiers: [{ above_input_tokens: 100000, input: 6, cached_input: 0.6, cache_write: 7.5, cache_write_1h: 12, output: 22.5 }] }
+    }
+    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }], models: defaults.models.map((m) => m.id === 'anthropic/claude-x' ? sheet : m) }))
     await app.listen({ host: '127.0.0.1', port: 0 })
     base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
@@ -52,6 +58,12 @@ if (!existsSync(CHROMIUM)) {
     t.match(gpt, /Cached input \/ 1M\$0\.5/)
     t.match(gpt, /Output \/ 1M\$2/)
     t.match(await page.textContent('[data-id="openai/no-price"]'), /No public price/)
+    t.notMatch(gpt, /Cache write|Prompts over/, 'no cache write or tier where none is set')
+    const claude = await page.textContent('[data-id="anthropic/claude-x"]')
+    t.match(claude, /Cache write \/ 1M\$3\.75/)
+    t.match(claude, /1h cache write \/ 1M\$6/)
+    t.match(claude, /Prompts over100K tokens.*Input \/ 1M\$6.*Output \/ 1M\$22\.5.*Cache write \/ 1M\$7\.5.*1h cache write \/ 1M\$12/s, 'the long-context tier')
+    t.match(claude, /Per request\$0\.001/)
     await page.screenshot({ path: fromRoot('test-output', 'screenshots', 'marketplace.png'), fullPage: true })
 
     await page.fill('#q', 'claude')

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { chargeOf, estimatePromptTokens, settle } from '../../plugins/gateway/billing.js'
+import { chargeOf, costOf, estimatePromptTokens, settle, worstCaseCharge } from '../../plugins/gateway/billing.js'
+import { priceOf } from '../../plugins/gateway/catalog.js'
 import { nanoToUsd, parseUsd, pricePerToken, usdToNano } from '../../plugins/kernel/money.js'
 import type { Usage } from '../../plugins/translation/types.js'
 
@@ -65,7 +66,7 @@ t.test('settle: reported usage; estimates when it never came; nothing when the c
   t.equal(settle({ ...partial, complete: true }, price).usage.completion_tokens, 1, 'a finished answer keeps its reported count')
 
   const unbilled = settle({ ...base, billed: false, usage: usage(10, 0, 5) }, price)
-  t.same(unbilled, { usage: usage(0, 0, 0), cost: 0, estimated: false }, 'a call whose client got no answer costs nothing, whatever was reported')
+  t.same(unbilled, { usage: usage(0, 0, 0), cost: 0, detail: { input: 0, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null }, estimated: false }, 'a call whose client got no answer costs nothing, whatever was reported')
 })
 
 t.test('estimatePromptTokens is an upper bound for holds', async (t) => {
@@ -85,4 +86,30 @@ t.test('estimatePromptTokens reads a Gemini request: contents, systemInstruction
   t.ok(image >= 1600 && image < 2000, `an inline image: its allowance, not its bytes (${image})`)
   const file = estimatePromptTokens(body([{ fileData: { mimeType: 'image/png', fileUri: 'https://example.com/a.png' } }]))
   t.ok(file >= 1600 && file < 2000, 'an image by URL too')
+})
+
+t.test('the whole price sheet: cache writes, the 1-hour part, tiers at their boundary, images by size, a per-request price', async (t) => {
+  const price = priceOf({ input: 3, cached_input: 0.3, cache_write: 3.75, cache_write_1h: 6, output: 15, per_request: 0.002, tiers: [{ above_input_tokens: 1000, input: 6, cached_input: 0.6, cache_write: 7.5, cache_write_1h: 12, output: 22.5 }, { above_input_tokens: 5000, input: 9, cached_input: 0.9, cache_write: 11.25, cache_write_1h: 18, output: 30 }] })
+  const writes = (prompt: number, read: number, write: number, hour: number, out: number): Usage => ({ prompt_tokens: prompt, cached_input_tokens: read, completion_tokens: out, cache_creation_input_tokens: write, cache_write_1h_tokens: hour })
+  // 1000 tokens: not past the first tier. 400 plain, 300 read, 300 written of which 100 for an hour
+  t.same(costOf(writes(1000, 300, 300, 100, 10), price), { input: 400 * 3000, cached_input: 300 * 300, cache_write: 200 * 3750 + 100 * 6000, output: 10 * 15000, images: 0, per_request: 2_000_000, tool_call: 0, tier: null }, 'at the threshold: the base rates')
+  t.same(costOf(writes(1001, 300, 300, 100, 10), price), { input: 401 * 6000, cached_input: 300 * 600, cache_write: 200 * 7500 + 100 * 12000, output: 10 * 22500, images: 0, per_request: 2_000_000, tool_call: 0, tier: 1000 }, 'one token past it: the whole call at the tier')
+  t.equal(costOf(writes(6000, 0, 0, 0, 0), price).tier, 5000, 'the highest tier the prompt exceeds')
+  t.same(costOf(writes(100, 0, 50, 80, 0), price), { input: 50 * 3000, cached_input: 0, cache_write: 50 * 6000, output: 0, images: 0, per_request: 2_000_000, tool_call: 0, tier: null }, 'a 1-hour count above the writes is held to them')
+  t.equal(costOf(writes(100, 80, 50, 0, 0), price).cache_write, 20 * 3750, 'writes above what the reads leave of the prompt are held to it')
+  t.equal(chargeOf(writes(1000, 300, 300, 100, 10), price), 400 * 3000 + 300 * 300 + 200 * 3750 + 100 * 6000 + 10 * 15000 + 2_000_000, 'the charge is the sum of its parts')
+
+  const plain = priceOf({ input: 3, output: 15 })
+  t.same(costOf(writes(1000, 300, 300, 100, 0), plain), { input: 400 * 3000, cached_input: 300 * 3000, cache_write: 300 * 3000, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null }, 'no cache prices: reads and writes at the input rate')
+
+  const image = priceOf({ input: 5, output: 40, per_image: { '1024x1024': 0.042, '1024x1536': 0.063, default: 0.05 } })
+  const images = (n: number, size?: string): Usage => ({ ...usage(20, 0, 0), images: n, image_size: size })
+  t.equal(costOf(images(2, '1024x1536'), image).images, 2 * 63_000_000, 'the price of the size asked for')
+  t.equal(costOf(images(3, '256x256'), image).images, 3 * 50_000_000, 'a size not listed: the default')
+  t.equal(costOf(images(1), image).images, 50_000_000, 'no size: the default')
+  t.equal(costOf(images(4, 'any'), priceOf({ input: 5, per_image: 0.04 })).images, 4 * 40_000_000, 'one price for every size')
+  t.equal(costOf(images(2, '1024x1024'), image).input, 20 * 5000, 'the prompt\'s tokens at the token rate besides')
+
+  t.equal(worstCaseCharge(price as NonNullable<typeof price>, 100), 100 * 30_000 + 2_000_000, 'a hold: every token at the highest rate of every tier, and the per-request price')
+  t.equal(worstCaseCharge(image as NonNullable<typeof image>, 10, 2), 10 * 40_000 + 2 * 63_000_000, 'and each image at the highest image price')
 })

@@ -164,6 +164,28 @@ t.test('POST /v1/images/generations: forwarded to an OpenAI upstream, through ge
   t.match(records[0], { status: 'upstream_error', cost_nano: 0 }, 'an answer without an image is not billed')
 })
 
+t.test('an image model priced per image: each image at the price of the size asked for (else default), beside the tokens reported, in the record and the balance hold', async (t) => {
+  const perImage = { '1024x1024': 0.04, '1536x1024': 0.06, default: 0.05 }
+  const priced = media('openai/image-priced', 'mock-openai', 'gpt-image-up', 'image', { pricing: { input: 5, output: 40, per_image: perImage } })
+  const g = await listeningGateway(t, (mock) => ({ ...mockCatalogWithGemini(mock, [priced]), plugins: [{ name: 'auth' }, { name: 'usage' }] }))
+  const prompt = 'a red fox in the snow'
+  const asked = [['1536x1024', 2], ['1024x1024', 1], [undefined, 1], ['256x256', 1]] as const
+  for (const [size, n] of asked) {
+    const res = await post(g.app, '/v1/images/generations', { model: 'openai/image-priced', prompt, n, ...(size === undefined ? {} : { size }) })
+    t.equal(res.statusCode, 200, res.body.slice(0, 200))
+  }
+  await settled()
+  const records = (await g.rows()).reverse()
+  const tokenPart = (images: number): number => tokens(prompt) * 5000 + images * 100 * 40000
+  t.same(records.map((r) => [r.images, r.cost_nano]), [
+    [2, tokenPart(2) + 2 * 60_000_000],
+    [1, tokenPart(1) + 40_000_000],
+    [1, tokenPart(1) + 50_000_000],
+    [1, tokenPart(1) + 50_000_000]
+  ], 'per_image by size, default for a size not listed or not given')
+  t.match(records[0]?.cost_detail, { images: 120_000_000, input: tokens(prompt) * 5000, output: 200 * 40000 }, 'the images are their own part of the charge')
+})
+
 t.test('501 while the catalog has no model of the kind; 400 for a model of another kind, on every route; 404 for one unknown or not granted', async (t) => {
   t.test('501 per kind', async (t) => {
     const app = await build(t, { models: [media('demo/embed', 'demo', 'embed-1', 'embeddings'), media('demo/chat', 'demo', 'chat', 'embeddings', { architecture: { input_modalities: ['text'], output_modalities: ['text'] } })] })

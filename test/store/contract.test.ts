@@ -60,7 +60,10 @@ const row = (i: number): UsageRow => ({
   cache_hit: 0,
   saved_nano: 0,
   attempts: [],
-  dropped_params: []
+  dropped_params: [],
+  cache_write_tokens: 0,
+  images: 0,
+  cost_detail: { input: 100, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null }
 })
 
 function contract (t: Tap.Test, open: Open): void {
@@ -251,6 +254,19 @@ function contract (t: Tap.Test, open: Open): void {
     const buckets = await store.usage.buckets('acme', 'web', row(0).created_at, 10_000)
     t.equal(buckets.reduce((a, b) => a + b.calls, 0), 30)
     t.equal(await store.usage.sweepContent(row(0).created_at + 1), 1, 'stored content swept by age')
+  })
+
+  t.test('usage: cache writes, images and the cost by part kept as written; a record without them reads 0, 0 and null', async (t) => {
+    const [store] = await open(t) as [Store]
+    const detail = { input: 1_782_000_000, cached_input: 600_000, cache_write: 17_700_000, output: 225_000, images: 126_000_000, per_request: 81_600, tool_call: 0, tier: 200_000 }
+    const full: UsageRow = { ...row(1), id: 'usage_parts', cache_write_tokens: 2000, images: 3, cost_nano: 1_926_606_600, cost_detail: detail }
+    const none: UsageRow = { ...row(2), id: 'usage_none', cache_write_tokens: 0, images: 0, cost_detail: null }
+    await store.usage.record(full)
+    await store.usage.record(none)
+    const read = new Map((await store.usage.page({}, 10)).map((r) => [r.id, r]))
+    t.match(read.get('usage_parts'), { cache_write_tokens: 2000, images: 3, cost_nano: 1_926_606_600 })
+    t.same(read.get('usage_parts')?.cost_detail, detail, 'every part and the tier')
+    t.match(read.get('usage_none'), { cache_write_tokens: 0, images: 0, cost_detail: null })
   })
 
   t.test('usage: attempts and dropped parameters kept; filtered by status, endpoint and provider; a record found by its trace id, with its content', async (t) => {

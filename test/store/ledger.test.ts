@@ -52,7 +52,10 @@ t.test('usage records: batched insert, filters, cursor pages', async (t) => {
     cache_hit: 0,
     saved_nano: 0,
     attempts: [],
-    dropped_params: []
+    dropped_params: [],
+    cache_write_tokens: 0,
+    images: 0,
+    cost_detail: null
   })
   s.usage.insertMany(Array.from({ length: 25 }, (_, i) => row(i, i % 5 === 0 ? 'zeta' : 'acme')), [])
   t.equal(s.usage.count(), 25)
@@ -121,7 +124,10 @@ t.test('usage filters combine: every page and total agrees with the rows', async
     latency_ms: 1,
     ttft_ms: null,
     cache_hit: 0,
-    saved_nano: 0
+    saved_nano: 0,
+    cache_write_tokens: 0,
+    images: 0,
+    cost_detail: null
   }))
   s.usage.insertMany(rows, [])
   const filters: UsageFilter[] = [{}, { org: 'acme' }, { org: 'zeta', project: 'app' }, { project: 'web' }, { key_id: 'k1' }, { model: 'big' },

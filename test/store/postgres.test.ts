@@ -47,7 +47,10 @@ const row = (i: number, org = 'acme'): UsageRow => ({
   cache_hit: 0,
   saved_nano: 0,
   attempts: [],
-  dropped_params: []
+  dropped_params: [],
+  cache_write_tokens: 0,
+  images: 0,
+  cost_detail: null
 })
 
 t.test('PostgreSQL + Redis store', async (t) => {

@@ -114,13 +114,57 @@ t.test('migration 010: records made before it read attempts and dropped_params [
     cache_hit: 0,
     saved_nano: 0,
     attempts: [{ provider: 'p', upstream_model: 'm-up', outcome: 'ok', status: 200, error: null, latency_ms: 2 }],
-    dropped_params: ['seed']
+    dropped_params: ['seed'],
+    cache_write_tokens: 0,
+    images: 0,
+    cost_detail: { input: 3, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null }
   }
   await store.usage.record(fresh)
   const rows = store.usage.page({}, 10)
   t.match(rows[1], { id: 'usage_old', attempts: [], dropped_params: [] }, 'the older record reads []')
   t.same(rows[0], fresh, 'the new one reads back as written')
   t.same(store.usage.page({ status: ['timeout'] }, 10).map((r) => r.id), ['usage_old'], 'the failed calls\' index holds the older failed record')
+})
+
+t.test('migration 012: records made before it read no cache writes, no images and cost_detail null; new ones keep their parts', async (t) => {
+  const { file, old } = databaseAt(11)
+  old.prepare(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
+    prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms) VALUES ('usage_old', 1000, 'old', 'acme', 'web', 'k', 'messages', 'm', 'p', 0, 'ok', 1, 0, 1, 2, 3, 4, null)`).run()
+  old.close()
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 12)
+  const fresh = {
+    id: 'usage_new',
+    created_at: 2000,
+    trace_id: 'new',
+    org_id: 'acme',
+    project_id: 'web',
+    key_id: 'k',
+    endpoint: 'messages',
+    model: 'm',
+    provider: 'p',
+    stream: 1,
+    status: 'ok',
+    prompt_tokens: 300_000,
+    cached_input_tokens: 1000,
+    completion_tokens: 10,
+    total_tokens: 300_010,
+    cost_nano: 1_800_606_600,
+    latency_ms: 4,
+    ttft_ms: 2,
+    cache_hit: 0,
+    saved_nano: 0,
+    attempts: [],
+    dropped_params: [],
+    cache_write_tokens: 2000,
+    images: 0,
+    cost_detail: { input: 1_782_000_000, cached_input: 600_000, cache_write: 17_700_000, output: 225_000, images: 0, per_request: 81_600, tool_call: 0, tier: 200_000 }
+  }
+  await store.usage.record(fresh)
+  const rows = store.usage.page({}, 10)
+  t.match(rows[1], { id: 'usage_old', cache_write_tokens: 0, images: 0, cost_detail: null }, 'the older record has no parts')
+  t.same(rows[0], fresh, 'the new one reads back as written')
 })
 
 t.test('tenants sync: orgs keep their balance across restarts, config keys follow the config', async (t) => {

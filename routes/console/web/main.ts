@@ -1,7 +1,18 @@
 // The developer console: a marketplace of the catalog's models with their prices, and a project's
 // usage once signed in with an API key (kept in sessionStorage, sent only to this gateway).
 
-interface Pricing { input: string, cached_input: string, cached_input_configured: boolean, output: string }
+interface Tier { above_input_tokens: number, input: string, cached_input: string | null, cache_write: string | null, cache_write_1h: string | null, output: string | null }
+interface Pricing {
+  input: string,
+  cached_input: string,
+  cached_input_configured: boolean,
+  output: string | null,
+  cache_write: string | null,
+  cache_write_1h: string | null,
+  tiers: Tier[],
+  per_request: string | null,
+  per_image: Record<string, string> | null
+}
 type Kind = 'chat' | 'embeddings' | 'image'
 interface Model { id: string, name: string, vendor: string, kind: Kind, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
 interface Quota { limit: string, used: string, unit: string, per: string, resets_at: string }
@@ -53,26 +64,39 @@ let models: Model[] = []
 const KINDS: Record<Kind, string> = { chat: 'Chat', embeddings: 'Embeddings', image: 'Image generation' }
 
 /** A model's prices in their units: what a call of its kind is billed for. */
-function prices (m: Model, p: Pricing): HTMLElement {
-  const row = (label: string, value: string): HTMLElement => el('div', {}, el('dt', {}, label), el('dd', {}, usd(value)))
-  // an embedding is billed for its input tokens alone; an image model for the tokens its provider reports
-  const rows = m.kind === 'embeddings'
-    ? [row('Input / 1M tokens', p.input)]
-    : m.kind === 'image'
-      ? [row('Input / 1M tokens', p.input), row('Output / 1M tokens', p.output)]
-      : [row('Input / 1M', p.input), row('Cached input / 1M', p.cached_input), row('Output / 1M', p.output)]
-  return el('dl', { class: 'prices', 'aria-label': 'Prices' }, ...rows)
-}
-
 function card (m: Model): HTMLElement {
   const badges = el('div', { class: 'badges' },
     el('span', { class: 'badge kind' }, KINDS[m.kind]),
     ...m.input_modalities.map((x) => el('span', { class: 'badge' }, `in: ${x}`)),
     ...m.output_modalities.map((x) => el('span', { class: 'badge' }, `out: ${x}`)),
     el('span', { class: 'badge' }, `${context(m.context_length)} context`))
-  const price = m.pricing === null ? el('p', { class: 'noprice' }, 'No public price') : prices(m, m.pricing)
+  const price = m.pricing === null ? [el('p', { class: 'noprice' }, 'No public price')] : prices(m, m.pricing)
   const params = el('details', {}, el('summary', {}, `${m.supported_parameters.length} supported parameters`), el('p', {}, m.supported_parameters.join(', ') || 'none'))
-  return el('li', { class: 'card model', 'data-id': m.id }, el('h3', {}, m.name), el('div', { class: 'id' }, m.id), badges, price, params)
+  return el('li', { class: 'card model', 'data-id': m.id }, el('h3', {}, m.name), el('div', { class: 'id' }, m.id), badges, ...price, params)
+}
+
+const rate = (label: string, value: string | null): HTMLElement[] => value === null ? [] : [el('div', {}, el('dt', {}, label), el('dd', {}, usd(value)))]
+
+/**
+ * The price sheet: token rates per million, cache writes and long-context tiers where set, per-call
+ * and per-image prices. An embedding is billed for its input tokens alone; an image model for the
+ * tokens its provider reports and its images.
+ */
+function prices (m: Model, p: Pricing): HTMLElement[] {
+  const unit = m.kind === 'chat' ? '/ 1M' : '/ 1M tokens'
+  const sheet = (r: { input: string, cached_input: string | null, output: string | null, cache_write: string | null, cache_write_1h: string | null }): HTMLElement[] => m.kind === 'embeddings'
+    ? rate(`Input ${unit}`, r.input)
+    : [...rate(`Input ${unit}`, r.input), ...(m.kind === 'chat' ? rate(`Cached input ${unit}`, r.cached_input) : []), ...rate(`Output ${unit}`, r.output),
+        ...rate(`Cache write ${unit}`, r.cache_write), ...rate(`1h cache write ${unit}`, r.cache_write_1h)]
+  const out = [el('dl', { class: 'prices', 'aria-label': 'Price per million tokens' }, ...sheet(p))]
+  for (const t of p.tiers) {
+    out.push(el('dl', { class: 'prices tier', 'aria-label': `Price per million tokens above ${t.above_input_tokens} input tokens` },
+      el('div', { class: 'tier-name' }, el('dt', {}, 'Prompts over'), el('dd', {}, `${context(t.above_input_tokens)} tokens`)),
+      ...sheet(t)))
+  }
+  const units = [...rate('Per request', p.per_request), ...Object.entries(p.per_image ?? {}).flatMap(([size, v]) => rate(size === 'default' ? 'Per image' : `Per image ${size}`, v))]
+  if (units.length > 0) out.push(el('dl', { class: 'prices units', 'aria-label': 'Prices per request and per image' }, ...units))
+  return out
 }
 
 function renderModels (): void {

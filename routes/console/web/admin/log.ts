@@ -69,6 +69,18 @@ function text (v: string | null): string {
   try { return JSON.stringify(JSON.parse(v), null, 2) } catch { return v }
 }
 
+const PARTS = { input: 'input', cached_input: 'cache reads', cache_write: 'cache writes', output: 'output', images: 'images', per_request: 'per request', tool_call: 'tool call' } as const
+
+/** The cost by part, the parts that cost something, and the long-context tier billed at. */
+function costParts (c: CallDetail): Array<[string, string]> {
+  const d = c.cost_detail
+  if (d === null || d === undefined) return []
+  const parts = Object.entries(PARTS).filter(([k]) => d[k as keyof typeof PARTS] !== '0').map(([k, name]) => `${name} ${usd(d[k as keyof typeof PARTS])}`)
+  const out: Array<[string, string]> = [['Cost by part', parts.length === 0 ? '—' : parts.join(', ')]]
+  if (d.tier !== null) out.push(['Price tier', `prompts over ${int(d.tier)} tokens`])
+  return out
+}
+
 function detail (c: CallDetail): HTMLElement[] {
   const attempts = c.attempts ?? []
   const dropped = c.dropped_params ?? []
@@ -82,8 +94,10 @@ function detail (c: CallDetail): HTMLElement[] {
     el('h3', {}, 'Tokens, cost and timing'),
     dl([
       ['Input tokens', int(c.prompt_tokens)], ['Cached input tokens', int(c.cached_input_tokens)],
+      ...(c.cache_write_tokens > 0 ? [['Cache write tokens', int(c.cache_write_tokens)] as [string, string]] : []),
       ['Output tokens', int(c.completion_tokens)], ['Total tokens', int(c.total_tokens)],
-      ['Cost', usd(c.cost_usd)], ['Cache', c.cache_hit ? `hit, saved ${usd(c.saved_usd)}` : 'miss'],
+      ...(c.images > 0 ? [['Images', int(c.images)] as [string, string]] : []),
+      ['Cost', usd(c.cost_usd)], ...costParts(c), ['Cache', c.cache_hit ? `hit, saved ${usd(c.saved_usd)}` : 'miss'],
       ['Latency', ms(c.latency_ms)], ['Time to first token', ms(c.ttft_ms)]
     ]),
     el('h3', {}, 'Provider attempts'),

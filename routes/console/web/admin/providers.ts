@@ -1,10 +1,11 @@
 // Providers: each one's protocol, address, whether it has credentials, its circuit breaker, its
 // health and latency and its latest failures, merged from every worker's view (a breaker open in
-// some workers only says in how many).
+// some workers only says in how many); and the catalog prices that differ from the price
+// database the gateway ships.
 
 import { get } from './api.js'
-import { $, el, fill, int, problem, say, when } from './dom.js'
-import type { Provider } from './types.js'
+import { $, el, fill, int, problem, say, usd, when } from './dom.js'
+import type { PriceCheck, PriceDifference, Provider } from './types.js'
 
 const BREAKER = { closed: ['closed', 'good'], open: ['open', 'bad'], half_open: ['half open', 'warn'] } as const
 
@@ -31,7 +32,29 @@ function partly (p: Provider): Array<HTMLElement | string> {
   return workers.length > 1 && worst < workers.length ? [' ', el('span', { class: 'muted' }, `in ${worst} of ${workers.length} workers`)] : []
 }
 
+function priceRow (d: PriceDifference): HTMLElement {
+  return el('tr', { 'data-model': d.model, 'data-field': d.field },
+    el('th', { scope: 'row' }, d.model),
+    el('td', { class: 'mono' }, d.field),
+    el('td', { class: 'num' }, usd(d.catalog)),
+    el('td', { class: 'num' }, usd(d.reference)),
+    el('td', { class: 'muted wrap' }, d.source))
+}
+
+async function loadPrices (): Promise<void> {
+  try {
+    const check = await get<PriceCheck>('/prices/check')
+    say('pc-error', '')
+    const unknown = check.unknown.length === 0 ? '' : ` Not in the database: ${check.unknown.join(', ')}.`
+    $('pc-summary').textContent = `${int(check.checked)} priced models checked; ${check.data.length === 0 ? 'no price differs' : `${int(check.data.length)} price(s) differ`}.${unknown}`
+    fill('prices', check.data.map(priceRow), 'Every checked price matches the database.')
+  } catch (err) {
+    say('pc-error', `Could not check the prices: ${problem(err)}`)
+  }
+}
+
 export async function loadProviders (): Promise<void> {
+  void loadPrices()
   try {
     const list = await get<{ data: Provider[], pid?: number, workers?: number }>('/providers')
     say('pv-error', '')
@@ -48,6 +71,9 @@ export function initProviders (): void {
 
 export function resetProviders (): void {
   fill('providers', [], '')
+  fill('prices', [], '')
+  $('pc-summary').textContent = ''
+  say('pc-error', '')
   $('pv-worker').textContent = ''
   say('pv-error', '')
 }

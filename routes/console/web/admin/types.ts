@@ -52,7 +52,11 @@ export interface UsageRecord {
   cached_input_tokens: number
   completion_tokens: number
   total_tokens: number
+  cache_write_tokens: number
+  images: number
   cost_usd: string
+  /** The cost by part (decimal strings) and the tier billed at; null for records made before it was kept. */
+  cost_detail: { input: string, cached_input: string, cache_write: string, output: string, images: string, per_request: string, tool_call: string, tier: number | null } | null
   latency_ms: number
   ttft_ms: number | null
   cache_hit: boolean
@@ -78,6 +82,10 @@ export interface Provider {
   /** Each worker's own breaker and latency average (a worker keeps its own). */
   workers?: Array<{ pid: number, breaker: 'closed' | 'open' | 'half_open', avg_latency_ms: number | null }>
 }
+
+/** A catalog price that differs from the price database's (GET /admin/v1/prices/check). */
+export interface PriceDifference { model: string, field: string, catalog: string, reference: string, source: string }
+export interface PriceCheck { data: PriceDifference[], unknown: string[], checked: number }
 
 export interface Plugin { name: string, module?: string | null, enabled: boolean, options: unknown }
 export interface Plugins { generation: number | null, data: Plugin[] }
