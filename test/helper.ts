@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync, FastifyServerOptions } from 'fastify'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import type { Clock, GatewayPlugin } from '../plugins/api/index.js'
@@ -85,19 +85,40 @@ export interface BareOptions {
 }
 
 /**
- * A bare Fastify with the plugin API's test gateway (an in-memory store, in-process providers
- * `test/echo` and `test/claude`, the tenant acme/web whose key is in `gw.auth`), the given
- * plugins registered in order, then the /v1 routes; closed when the test ends.
+ * A plugin whatever the schema of its options. GatewayPlugin<S> takes its options in `validate`
+ * and `plugin`, so a plugin is a GatewayPlugin of its own S only: this is the type all of them
+ * are, with options of a type this side does not know.
  */
-export async function bareGateway (t: Teardown, plugins: Array<GatewayPlugin | string | [GatewayPlugin | string, Record<string, unknown>]>, opts: BareOptions = {}): Promise<TestGateway> {
+export type AnyPlugin = Omit<GatewayPlugin, 'validate' | 'plugin'> & { validate?: (options: never) => string[], plugin: FastifyPluginAsync<never> }
+
+/** A plugin as bareGateway takes it: a definition or a built-in's name, with its options or with none. */
+export type PluginEntry = AnyPlugin | string | [AnyPlugin | string, Record<string, unknown>]
+
+/** `gw.use` for a plugin of any options schema. */
+export async function usePlugin (gw: TestGateway, plugin: AnyPlugin | string, options: Record<string, unknown> = {}): Promise<void> {
+  // true of every plugin: the host checks the options against the plugin's own schema before validate or plugin sees them
+  await gw.use(plugin as GatewayPlugin | string, options)
+}
+
+/**
+ * A bare Fastify with the plugin API's test gateway (an in-memory store, in-process providers
+ * `test/echo` and `test/claude`, the tenant acme/web whose key is in `gw.auth`), closed when the
+ * test ends; no plugin and no routes yet: `usePlugin`, then `gw.routes()` (or bareGateway).
+ */
+export async function emptyGateway (t: Teardown, opts: BareOptions = {}): Promise<TestGateway> {
   const { default: Fastify } = await import('fastify')
   const { testGateway } = await import('../plugins/host/testing.js')
   const app = Fastify({ logger: false, ...opts.fastify })
   t.teardown(() => app.close())
-  const gw = await testGateway(app, { config: opts.config, clock: opts.clock })
+  return await testGateway(app, { config: opts.config, clock: opts.clock })
+}
+
+/** emptyGateway with the given plugins registered in order, then the /v1 routes. */
+export async function bareGateway (t: Teardown, plugins: PluginEntry[], opts: BareOptions = {}): Promise<TestGateway> {
+  const gw = await emptyGateway(t, opts)
   for (const entry of plugins) {
     const [plugin, options] = Array.isArray(entry) ? entry : [entry, {}]
-    await gw.use(plugin, options)
+    await usePlugin(gw, plugin, options)
   }
   await gw.routes()
   return gw

@@ -213,9 +213,8 @@ t.test('the Responses API: requests, whole answers and streams (deltas, the .don
 })
 
 t.test('options: a pattern that is not a regular expression is refused by name; replacement; max_hold_chars', async (t) => {
-  const gw = await bareGateway(t, [])
-  await t.rejects(gw.use(guardrails, { rules: [KEY_RULE, { name: 'broken', pattern: '(unclosed' }] }), /plugin guardrails: options\.rules\[1\]\.pattern: not a valid regular expression/)
-  await t.rejects(gw.use(guardrails, { rules: [{ ...KEY_RULE, action: 'mask' }] }), /options\.rules/)
+  await t.rejects(bareGateway(t, [[guardrails, { rules: [KEY_RULE, { name: 'broken', pattern: '(unclosed' }] }]]), /plugin guardrails\.options\.rules\[1\]\.pattern: not a valid regular expression/)
+  await t.rejects(bareGateway(t, [[guardrails, { rules: [{ ...KEY_RULE, action: 'mask' }] }]]), /options\.rules/)
 
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())

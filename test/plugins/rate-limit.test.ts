@@ -50,10 +50,9 @@ t.test('allow_list: the listed addresses are never limited', async (t) => {
 })
 
 t.test('bad options are refused when the plugin is registered', async (t) => {
-  const gw = await bareGateway(t, [])
-  await t.rejects(gw.use(rateLimit, { max: 0 }), /plugin rate-limit: options\.max/)
-  await t.rejects(gw.use(rateLimit, { window_s: 0 }), /options\.window_s/)
-  await t.rejects(gw.use(rateLimit, { per_key: true }), /options\.per_key/)
+  await t.rejects(bareGateway(t, [[rateLimit, { max: 0 }]]), /plugin rate-limit\.options\.max: must be >= 1/)
+  await t.rejects(bareGateway(t, [[rateLimit, { window_s: 0 }]]), /options\.window_s/)
+  await t.rejects(bareGateway(t, [[rateLimit, { per_key: true }]]), /options\.per_key/)
 })
 
 /** Two apps (two workers) sharing a fresh SQLite file. */

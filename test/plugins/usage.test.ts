@@ -3,7 +3,7 @@ import auth from '../../plugins/auth.js'
 import diagnostics from '../../plugins/diagnostics.js'
 import usage from '../../plugins/usage.js'
 import type { SqliteStore } from '../../plugins/store/sqlite/index.js'
-import { bareGateway, FakeClock, mockCatalog } from '../helper.js'
+import { bareGateway, emptyGateway, FakeClock, mockCatalog, usePlugin } from '../helper.js'
 import { startMockUpstream } from '../mock-upstream.js'
 
 // The usage plugin, with auth, on a bare Fastify with the test gateway: one record per metered
@@ -104,7 +104,7 @@ t.test('a record keeps the call\'s attempts and the parameters it dropped (the D
 t.test('store_content: content older than retention_days is swept when the plugin starts', async (t) => {
   const clock = new FakeClock()
   const day = 86_400_000
-  const gw = await bareGateway(t, [], { clock })
+  const gw = await emptyGateway(t, { clock })
   const store = gw.gateway.store as SqliteStore
   const record = (id: string, at: number): void => {
     store.usage.insert({ id, created_at: at, trace_id: id, org_id: 'acme', project_id: 'web', key_id: null, endpoint: 'chat.completions', model: 'test/echo', provider: 'test-openai', stream: 0, status: 'ok', prompt_tokens: 1, cached_input_tokens: 0, completion_tokens: 1, total_tokens: 2, cost_nano: 3, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: [] },
@@ -112,7 +112,8 @@ t.test('store_content: content older than retention_days is swept when the plugi
   }
   record('old', clock.now() - 8 * day)
   record('recent', clock.now() - 6 * day)
-  await gw.use(usage, { store_content: true, retention_days: 7 })
+  await usePlugin(gw, usage, { store_content: true, retention_days: 7 })
+  await gw.routes()
   await gw.app.ready()
   const left = () => (store.db.prepare('SELECT usage_id FROM usage_content ORDER BY usage_id').all() as Array<{ usage_id: string }>).map((r) => r.usage_id)
   for (let i = 0; i < 100 && left().length > 1; i++) await new Promise((resolve) => setImmediate(resolve))
