@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
@@ -9,7 +9,7 @@ import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { KEY_A, KEY_B, mockCatalog, settled, spawnGateway, testConfig, sqliteOf } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
-async function start (t: import('tap').Test, overrides: Record<string, unknown>) {
+async function start (t: Test, overrides: Record<string, unknown>) {
   const mock: MockUpstream = await startMockUpstream()
   const app: FastifyInstance = await buildApp(testConfig({ ...mockCatalog(mock), ...overrides }))
   await app.listen({ host: '127.0.0.1', port: 0 })

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -23,8 +23,6 @@ const CHROMIUM = '/usr/bin/chromium'
 const ADMIN = 'admin-console-token-0123456789abcdef'
 const SCREENSHOTS = process.env.SCREENSHOTS === '1'
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-
-declare global { namespace Tap { type Test = import('tap').Test } }
 
 t.test('with no admin token configured, /console/admin says the admin API is off', async (t) => {
   const app = await build(t)
@@ -144,7 +142,7 @@ if (!existsSync(CHROMIUM)) {
     await page.waitForSelector(`#view-${name}:not([hidden])`)
   }
   const text = async (page: Page, selector: string): Promise<string> => (await page.textContent(selector)) ?? ''
-  const noOverflow = async (t: Tap.Test, page: Page, where: string): Promise<void> => {
+  const noOverflow = async (t: Test, page: Page, where: string): Promise<void> => {
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)
     t.ok(overflow <= 0, `${where}: no horizontal scrolling (${overflow}px)`)
   }
@@ -163,7 +161,7 @@ if (!existsSync(CHROMIUM)) {
    * project and a key, call with it, find the call in the log and open it, see it in the overview,
    * rotate the key (`grace_s`), revoke it, look at providers and plugins, reload, sign out.
    */
-  async function round (t: Tap.Test, o: { width: number, height: number, org: string, grace: number, stored: boolean, phone: boolean }): Promise<void> {
+  async function round (t: Test, o: { width: number, height: number, org: string, grace: number, stored: boolean, phone: boolean }): Promise<void> {
     const { context, page, problems } = await open(o.width, o.height)
     const res = await page.goto(`${base}/console/admin`)
     t.equal(res?.status(), 200)

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import pg from 'pg'
 import { Redis } from 'ioredis'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
@@ -15,7 +15,7 @@ const ADMIN = 'instances-admin-token-0123456789'
 
 interface Cluster { gws: SpawnedGateway[], mock: MockUpstream, db: pg.Pool, bases: string[], redisUrl: string, redisPrefix: string }
 
-async function cluster (t: Tap.Test, tenants: unknown[], plugins: unknown[], extra: Record<string, unknown> = {}, staleHoldS = 30): Promise<Cluster> {
+async function cluster (t: Test, tenants: unknown[], plugins: unknown[], extra: Record<string, unknown> = {}, staleHoldS = 30): Promise<Cluster> {
   const url = await scratchDatabase(t)
   // a Redis key prefix of this cluster's own
   const redisPrefix = scratchRedisPrefix(t, 'mgi')

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { configChanges } from '../../config/diff.js'
 import { loadConfig } from '../../config/load.js'
 import { GatewayServer } from '../../server.js'
@@ -13,8 +13,6 @@ import { tempDir } from '../temp-dir.js'
 // without dropping a stream in flight; an invalid file changes nothing.
 
 const ADMIN = 'admin-token-0123456789'
-
-declare global { namespace Tap { type Test = import('tap').Test } }
 
 t.test('a reload adds a model, disables a plugin and changes a quota; the stream in flight completes on the old configuration and is metered', async (t) => {
   const mock = await startMockUpstream()

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import { buildApp } from '../../app.js'
@@ -38,7 +38,7 @@ interface Gw {
 
 const ON = { 'X-SVC-Cache': 'on' }
 
-async function start (t: Tap.Test, cache: Record<string, unknown> = {}, opts: { tenants?: unknown[], plugins?: unknown[] } = {}): Promise<Gw> {
+async function start (t: Test, cache: Record<string, unknown> = {}, opts: { tenants?: unknown[], plugins?: unknown[] } = {}): Promise<Gw> {
   const mock = await startMockUpstream()
   const clock = new FakeClock()
   const plugins = opts.plugins ?? [{ name: 'auth' }, { name: 'idempotency' }, { name: 'cache', options: cache }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }]

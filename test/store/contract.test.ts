@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { join } from 'node:path'
 import { PostgresStore } from '../../plugins/store/postgres/index.js'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
@@ -17,7 +17,7 @@ import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from 
 
 
 /** `n` stores on one fresh backend, closed when the test ends. */
-type Open = (t: Tap.Test, n?: number) => Promise<Store[]>
+type Open = (t: Test, n?: number) => Promise<Store[]>
 
 const sqlite: Open = async (t, n = 1) => {
   const file = join(tempDir('contract'), 'gw.db')
@@ -45,7 +45,7 @@ const row = (i: number): UsageRow => ({
   attempts: [], dropped_params: []
 })
 
-function contract (t: Tap.Test, open: Open): void {
+function contract (t: Test, open: Open): void {
   t.test('tenants: an org keeps its balance across syncs; config keys follow the config', async (t) => {
     const [store] = await open(t) as [Store]
     await store.syncTenants(tenants(25), 1)

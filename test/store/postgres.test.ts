@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import pg from 'pg'
 import { Redis } from 'ioredis'
 import { randomBytes } from 'node:crypto'
@@ -17,7 +17,7 @@ import { ADMIN_URL, REDIS_URL, scratchDatabase as database, scratchRedisPrefix a
 
 const tenants = (balanceUsd: number, quota?: Record<string, unknown>): Array<Record<string, unknown>> => [{ org: 'acme', balance_usd: balanceUsd, projects: [{ id: 'web', ...(quota === undefined ? {} : { quota }), keys: [{ key: KEY_A }] }] }]
 
-async function stores (t: Tap.Test, n: number, balanceUsd = 25): Promise<PostgresStore[]> {
+async function stores (t: Test, n: number, balanceUsd = 25): Promise<PostgresStore[]> {
   const url = await database(t)
   const p = prefix(t)
   const list = Array.from({ length: n }, () => new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: p }))
@@ -250,7 +250,7 @@ t.test('PostgreSQL + Redis store', async (t) => {
 })
 
 /** A TCP relay to a real service that a test can cut and restore, on the same port. */
-async function relay (t: Tap.Test, target: number): Promise<{ port: number, cut: () => Promise<void>, restore: () => Promise<void> }> {
+async function relay (t: Test, target: number): Promise<{ port: number, cut: () => Promise<void>, restore: () => Promise<void> }> {
   const { createServer, connect } = await import('node:net')
   const sockets = new Set<import('node:net').Socket>()
   let server = createServer()
