@@ -36,9 +36,7 @@ t.test('with no admin token configured, /console/admin says the admin API is off
   t.equal((await app.inject({ url: '/admin/v1/orgs', headers: { authorization: `Bearer ${ADMIN}` } })).statusCode, 404, 'as the admin API itself')
 })
 
-if (!existsSync(CHROMIUM)) {
-  t.skip('Chromium is not installed at /usr/bin/chromium (.ci/run installs it)')
-} else {
+t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium is not installed at /usr/bin/chromium (.ci/run installs it)' }, async (t) => {
   if (!existsSync(fromRoot('dist', 'console', 'admin', 'index.html'))) {
     execFileSync(process.execPath, [fromRoot('routes', 'console', 'build.mjs')], { cwd: fromRoot(), env: childEnv() })
   }
@@ -490,4 +488,4 @@ if (!existsSync(CHROMIUM)) {
     await script.arrayBuffer()
     t.equal((await fetch(`${base}/console/assets/../admin/index.html`)).headers.get('content-security-policy'), CSP, 'the admin page is served only with its headers')
   })
-}
+})

@@ -35,7 +35,7 @@ const row = (i: number, org = 'acme'): UsageRow => ({
 
 t.test('PostgreSQL + Redis store', async (t) => {
   const missing = await services()
-  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
 
   t.test('balance: 50 concurrent holds on three instances against a balance that pays for 5', async (t) => {
     const hold = 1_000_000
@@ -280,7 +280,7 @@ async function relay (t: Test, target: number): Promise<{ port: number, cut: () 
 
 t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /readyz not ready, and back without a restart', async (t) => {
   const missing = await services()
-  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
   const url = await database(t)
   const pgRelay = await relay(t, 5432)
   const redisRelay = await relay(t, 6379)
@@ -338,7 +338,7 @@ t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /ready
 
 t.test('PostgreSQL away: a hold the lease covers and a quota window known open are refused with 503 until it answers again', async (t) => {
   const missing = await services()
-  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
   const url = await database(t)
   const pgRelay = await relay(t, 5432)
   const store = new PostgresStore({ postgres: url.replace(':5432/', `:${pgRelay.port}/`), redis: REDIS_URL, prefix: prefix(t) })
@@ -366,7 +366,7 @@ t.test('PostgreSQL away: a hold the lease covers and a quota window known open a
 
 t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks the totals', async (t) => {
   const missing = await services()
-  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
   const { join } = await import('node:path')
   const { execFile } = await import('node:child_process')
   const { SqliteStore } = await import('../../plugins/store/sqlite/index.js')
