@@ -348,9 +348,9 @@ t.test('PostgreSQL away: a hold the lease covers and a quota window known open a
   t.equal(store.balance.hold('acme', 1000, Date.now()), true, 'the second hold comes out of the lease')
   t.equal(await store.quota.admit('org:acme', 0, { tokens: 10 }), null)
   await pgRelay.cut()
-  await t.rejects(store.orgs.get('acme'), { key: 'store_unavailable' }, 'PostgreSQL found away')
-  t.throws(() => store.balance.hold('acme', 1000, Date.now()), { key: 'store_unavailable' }, 'a hold the lease covers is refused: the call could not be charged')
-  await t.rejects(async () => await store.quota.admit('org:acme', 0, { tokens: 10 }), { key: 'store_unavailable' }, 'a window known open is read again, and refused')
+  await t.rejects(store.orgs.get('acme'), { code: 'MG_STORE_UNAVAILABLE' }, 'PostgreSQL found away')
+  t.throws(() => store.balance.hold('acme', 1000, Date.now()), { code: 'MG_STORE_UNAVAILABLE' }, 'a hold the lease covers is refused: the call could not be charged')
+  await t.rejects(async () => await store.quota.admit('org:acme', 0, { tokens: 10 }), { code: 'MG_STORE_UNAVAILABLE' }, 'a window known open is read again, and refused')
   await pgRelay.restore()
   const until = Date.now() + 5000
   let back = false
