@@ -66,7 +66,7 @@ t.test('50 concurrent calls on a balance that covers 5: never below zero, all ho
   t.equal(org.balance_nano + org.spent_nano, oneHold * 5 + Math.floor(oneHold / 2), 'what was spent is what left the balance')
   const spent = (await app.gateway.store.usage.totals({ org: 'acme' })).cost_nano
   t.equal(org.spent_nano, spent, 'the ledger agrees with the usage records')
-  t.equal(sqliteOf(app).db.prepare('SELECT count(*) AS n FROM holds').get().n, 0)
+  t.strictSame(sqliteOf(app).db.prepare('SELECT count(*) AS n FROM holds').get(), { n: 0 }, 'no hold left')
 })
 
 t.test('by default no prompt or completion text reaches the SQLite files; store_content keeps it', async (t) => {

@@ -34,7 +34,7 @@ t.test('responses.create: plain text from both upstream protocols, exact usage, 
     t.equal(res.status, 'completed')
     t.equal(res.model, model, 'the catalog id')
     t.equal(res.output_text, 'Echo: Hello there gateway')
-    t.equal(res.store, false, 'nothing is stored')
+    t.hasStrict(res, { store: false }, 'nothing is stored')
     const up = mock.body()
     const input = promptTokens(up) + 4
     t.equal(res.usage?.input_tokens, input, `${model}: input counts cached tokens too`)

@@ -2,8 +2,8 @@ import t from 'tap'
 import fc from 'fast-check'
 import { isGatewayError } from '../../plugins/kernel/errors.js'
 import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
-import { checkResponsesBody } from '../../plugins/translation/responses-request.js'
 import type { Protocol, SseEvent, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
+import { checkResponsesBody } from './responses-route.js'
 
 // Hostile bodies for every pair: valid skeletons (so the bodies reach deep code) with some of
 // their values swapped for nulls, wrong types, prototype names or random JSON, keys deleted and
