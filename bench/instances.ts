@@ -35,7 +35,7 @@ async function load (servers: Server[], connections = 32): Promise<Load> {
   const main0 = servers.map((s) => mainThreadCpuUs(s.pid))
   const results = await Promise.all(servers.map(async (s) => await autocannon({
     url: `http://127.0.0.1:${s.port}/v1/chat/completions`, method: 'POST', body, headers, connections: connections / servers.length, duration: SLICE,
-    requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `i-${process.pid}-${n++}` } }) }]
+    requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `i-${process.pid}-${n++}` } }) }]
   })))
   const total = results.reduce((a, r) => a + r.requests.total, 0)
   return {

@@ -15,7 +15,7 @@ function outcome (i: number): CallOutcome {
     traceId: `t${i}`, endpoint: i % 2 === 0 ? 'chat.completions' : 'messages', protocol: 'openai', model: MODELS[i % 3] as string, upstreamModel: 'up', provider: `p${i % 2}`,
     stream: i % 3 === 0, status: 'ok', httpStatus: 200, principal: { keyId: 'k', org: `org${i % 5}`, project: 'p', models: ['*'], passthrough: [] },
     attempted: true, billed: true, usage: { prompt_tokens: 100 + (i % 50), cached_input_tokens: i % 4, completion_tokens: 30, cache_creation_input_tokens: 0 }, estimated: false,
-    costNano: 12_345, startedAt: 1000, firstByteAt: 1010, endedAt: 1100, t0: 0, t1: 100, overheadMs: 0.31, upstreamMs: 90, attempts: [report(i)], dropped: [], content: null
+    costNano: 12_345, cacheHit: false, savedNano: 0, startedAt: 1000, firstByteAt: 1010, endedAt: 1100, t0: 0, t1: 100, overheadMs: 0.31, upstreamMs: 90, attempts: [report(i)], dropped: [], content: null
   }
 }
 
