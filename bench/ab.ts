@@ -38,7 +38,7 @@ let k = 0
 for (let round = 0; round <= ROUNDS; round++) {
   for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
     const url = `http://127.0.0.1:${t.port}/v1/chat/completions`
-    const requests = [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }]
+    const requests = [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }]
     const c0 = processCpuUs(t.pid)
     const m0 = mainThreadCpuUs(t.pid)
     const r = await autocannon({ url, method: 'POST', connections: 32, amount: round === 0 ? 3000 : N, body, headers, requests })

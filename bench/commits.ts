@@ -22,9 +22,9 @@ let k = 0
 const N = Number(process.argv[2] ?? 20000)
 /** The write-batch histogram's count, sum of seconds and sum of writes. */
 const m = async () => { const t = await (await fetch(`http://127.0.0.1:${gw.port}/metrics`)).text(); const g = (n: string) => Number(new RegExp(`^${n} (\\S+)`, 'm').exec(t)?.[1]); return { n: g('modelgate_store_write_batch_seconds_count'), s: g('modelgate_store_write_batch_seconds_sum'), w: g('modelgate_store_write_batch_writes_sum') } }
-await autocannon({ url: `http://127.0.0.1:${gw.port}/v1/chat/completions`, method: 'POST', connections: 32, amount: 5000, body, headers, requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `w-${k++}` } }) }] })
+await autocannon({ url: `http://127.0.0.1:${gw.port}/v1/chat/completions`, method: 'POST', connections: 32, amount: 5000, body, headers, requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `w-${k++}` } }) }] })
 const a = await m()
-await autocannon({ url: `http://127.0.0.1:${gw.port}/v1/chat/completions`, method: 'POST', connections: 32, amount: N, body, headers, requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${k++}` } }) }] })
+await autocannon({ url: `http://127.0.0.1:${gw.port}/v1/chat/completions`, method: 'POST', connections: 32, amount: N, body, headers, requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${k++}` } }) }] })
 const b = await m()
 console.log('commits/call', ((b.n - a.n) / N).toFixed(3), 'writes/commit', ((b.w - a.w) / (b.n - a.n)).toFixed(1), 'commit µs/call', ((b.s - a.s) * 1e6 / N).toFixed(1), 'µs/commit', ((b.s - a.s) * 1e6 / (b.n - a.n)).toFixed(1))
 await stopServers()

@@ -44,7 +44,7 @@ for (let round = 0; round <= ROUNDS; round++) {
   for (const t of targets) {
     const url = `http://127.0.0.1:${t.port}/v1/chat/completions`
     // IDEM=1: a fresh Idempotency-Key per call, so the idempotency plugin does its real work
-    const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }] : undefined
+    const requests = process.env.IDEM ? [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }] : undefined
     const c0 = processCpuUs(t.pid)
     const m0 = mainThreadCpuUs(t.pid)
     const r = await autocannon({ url, method: 'POST', connections: 32, amount: round === 0 ? 3000 : N, body, headers, ...(requests ? { requests } : {}) })

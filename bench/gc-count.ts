@@ -26,7 +26,7 @@ for (const [i, root] of process.argv.slice(2).entries()) {
   let out = ''
   child.stdout.on('data', (d: Buffer) => { out += String(d) })
   const port = await new Promise<number>((resolve) => { const t = setInterval(() => { const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out); if (m !== null) { clearInterval(t); resolve(Number(m[1])) } }, 20) })
-  const run = async (n: number) => await autocannon({ url: `http://127.0.0.1:${port}/v1/chat/completions`, method: 'POST', connections: 32, amount: n, body, headers, requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `g-${process.pid}-${k++}` } }) }] })
+  const run = async (n: number) => await autocannon({ url: `http://127.0.0.1:${port}/v1/chat/completions`, method: 'POST', connections: 32, amount: n, body, headers, requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `g-${process.pid}-${k++}` } }) }] })
   await run(5000)
   const before = (out.match(/Scavenge/g) ?? []).length
   const beforeMs = (out.match(/Mark-Compact/g) ?? []).length

@@ -40,7 +40,7 @@ async function load (servers: Server[], connections = 32): Promise<Load> {
     headers,
     connections: connections / servers.length,
     duration: SLICE,
-    requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `i-${process.pid}-${n++}` } }) }]
+    requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `i-${process.pid}-${n++}` } }) }]
   })))
   const total = results.reduce((a, r) => a + r.requests.total, 0)
   return {

@@ -28,6 +28,8 @@ function outcome (i: number): CallOutcome {
     estimated: false,
     costNano: 12_345,
     costDetail: { input: 12_345, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null },
+    cacheHit: false,
+    savedNano: 0,
     startedAt: 1000,
     firstByteAt: 1010,
     endedAt: 1100,

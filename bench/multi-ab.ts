@@ -37,7 +37,7 @@ const headers = { 'content-type': 'application/json', authorization: `Bearer ${B
 let k = 0
 for (let round = 0; round <= ROUNDS; round++) {
   for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
-    const requests = [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `m-${process.pid}-${k++}` } }) }]
+    const requests = [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `m-${process.pid}-${k++}` } }) }]
     const c0 = processCpuUs(t.pid)
     const m0 = mainThreadCpuUs(t.pid)
     const r = await autocannon({ url: `http://127.0.0.1:${t.port}${t.path}`, method: 'POST', connections: 32, amount: round === 0 ? Number(process.env.WARM ?? 10000) : N, body, headers, requests })

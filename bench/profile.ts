@@ -52,7 +52,7 @@ const gw = process.env.BASELINE
 let n = 0
 const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}`, ...(process.env.CACHE ? { 'x-svc-cache': 'on' } : {}) }
 // IDEM=1: a fresh Idempotency-Key per call
-const requests = process.env.IDEM ? [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...headers, 'idempotency-key': `p-${process.pid}-${n++}` } }) }] : undefined
+const requests = process.env.IDEM ? [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `p-${process.pid}-${n++}` } }) }] : undefined
 const path = process.env.PASSTHROUGH ? '/passthrough/u/chat/completions' : '/v1/chat/completions'
 const res = await autocannon({ url: `http://127.0.0.1:${gw.port}${path}`, method: 'POST', connections: 32, duration: Number(process.env.DURATION ?? 5), body: JSON.stringify({ model: process.env.PASSTHROUGH ? 'b/o' : 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
 console.log(process.env.BASELINE ? 'reply-from' : process.env.PLUGINS ?? 'all', 'rps', Math.round(res.requests.average), 'p50', res.latency.p50, 'non2xx', res.non2xx)

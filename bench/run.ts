@@ -130,7 +130,7 @@ async function load (url: string, body: string, connections: number, extra = hea
     // A fresh Idempotency-Key per request, so modelgate's idempotency plugin does its real work.
     // Every target gets it (the proxies forward it, the upstream ignores it): building each
     // request costs autocannon CPU on the cores the targets share, and it must cost all alike.
-    requests: [{ setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { ...extra, 'idempotency-key': `k-${process.pid}-${idempotencyKeys++}` } }) }]
+    requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...extra, 'idempotency-key': `k-${process.pid}-${idempotencyKeys++}` } }) }]
   })
   return {
     rps: r.requests.average,

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import type { Config } from '../config/schema.js'
-import type { GatewayPlugin } from '../plugins/api/index.js'
+import type { AnyGatewayPlugin } from '../plugins/api/index.js'
 import type { CommandInput } from './command.js'
 
 export const help = `modelgate plugins [--config FILE] [--json]
@@ -14,7 +14,7 @@ export async function run ({ args }: CommandInput): Promise<void> {
     import('../config/load.js'), import('../plugins/host/index.js'), import('../plugins/host/modules.js')
   ])
   // an entry's plugin: a built-in, or the module the config's check loaded (a file: URL by then)
-  const definitionOf = async (e: { name: string, module?: string }): Promise<GatewayPlugin | undefined> => e.module === undefined ? builtinPlugin(e.name) : await loadPlugin(e.module)
+  const definitionOf = async (e: { name: string, module?: string }): Promise<AnyGatewayPlugin | undefined> => e.module === undefined ? builtinPlugin(e.name) : await loadPlugin(e.module)
   const describe = (schema: object | undefined, values?: Record<string, unknown>): string[] =>
     describeOptions(schema).map((o) => `      ${o.name}: ${o.type}${o.required ? ' (required)' : ''}${o.default !== undefined ? `, default ${JSON.stringify(o.default)}` : ''}${values !== undefined && o.name in values ? ` = ${JSON.stringify(values[o.name])}` : ''}${o.description !== undefined ? `  ${o.description}` : ''}`)
   const file = configPath(args)

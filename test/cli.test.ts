@@ -330,7 +330,7 @@ t.test('a pid file left by a gateway that is gone does not stop the next serve',
 t.test('instances on PostgreSQL from one folder are each tracked: reload reaches both', async (t) => {
   const { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } = await import('./scratch-services.js')
   const missing = await servicesMissing()
-  if (missing !== null) { t.skip(missing); return }
+  if (missing !== null) { t.plan(0, missing); return }
   const dir = tempDir('cli-pg')
   const file = join(dir, 'gw.json')
   writeFileSync(file, JSON.stringify({

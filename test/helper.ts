@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
-import type { Clock, GatewayPlugin } from '../plugins/api/index.js'
+import type { AnyGatewayPlugin, Clock } from '../plugins/api/index.js'
 import type { TestGateway } from '../plugins/host/testing.js'
 import type { SqliteStore } from '../plugins/store/sqlite/index.js'
 import { childEnv } from './child-env.js'
@@ -93,17 +93,25 @@ export async function testGatewayAlone (t: Teardown, opts: BareOptions = {}): Pr
   return await testGateway(app, { config: opts.config, clock: opts.clock })
 }
 
+/** A plugin as bareGateway takes it: a definition or a built-in's name, with its options or with none. */
+export type PluginEntry = AnyGatewayPlugin | string | [AnyGatewayPlugin | string, Record<string, unknown>]
+
 /**
  * A bare Fastify with the plugin API's test gateway (an in-memory store, in-process providers
- * `test/echo` and `test/claude`, the tenant acme/web whose key is in `gw.auth`), the given
- * plugins registered in order, then the /v1 routes; closed when the test ends.
+ * `test/echo` and `test/claude`, the tenant acme/web whose key is in `gw.auth`), closed when the
+ * test ends; no plugin and no routes yet: `gw.use`, then `gw.routes()` (or bareGateway).
  */
-export async function bareGateway (t: Teardown, plugins: Array<GatewayPlugin | string | [GatewayPlugin | string, Record<string, unknown>]>, opts: BareOptions = {}): Promise<TestGateway> {
+export async function emptyGateway (t: Teardown, opts: BareOptions = {}): Promise<TestGateway> {
   const { default: Fastify } = await import('fastify')
   const { testGateway } = await import('../plugins/host/testing.js')
   const app = Fastify({ logger: false, ...opts.fastify })
   t.teardown(() => app.close())
-  const gw = await testGateway(app, { config: opts.config, clock: opts.clock })
+  return await testGateway(app, { config: opts.config, clock: opts.clock })
+}
+
+/** emptyGateway with the given plugins registered in order, then the /v1 routes. */
+export async function bareGateway (t: Teardown, plugins: PluginEntry[], opts: BareOptions = {}): Promise<TestGateway> {
+  const gw = await emptyGateway(t, opts)
   for (const entry of plugins) {
     const [plugin, options] = Array.isArray(entry) ? entry : [entry, {}]
     await gw.use(plugin, options)

@@ -298,6 +298,16 @@ export interface GatewayPlugin<S extends TObject = TObject> {
   plugin: FastifyPluginAsync<Static<S>>
 }
 
+/**
+ * A plugin of any options schema, as the plugin host takes one (`modelgate/testing`'s `use`, a
+ * chain): every `GatewayPlugin<S>` is one. Its options reach `validate` and `plugin` only after
+ * the host checked them against the plugin's own schema, which is what makes them `Static<S>`.
+ */
+export type AnyGatewayPlugin = Omit<GatewayPlugin, 'validate' | 'plugin'> & {
+  validate?: (options: never) => string[]
+  plugin: FastifyPluginAsync<never>
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     gateway: Gateway

@@ -1,4 +1,4 @@
-import type { GatewayPlugin } from '../api/index.js'
+import type { AnyGatewayPlugin } from '../api/index.js'
 import auth from '../auth.js'
 import balance from '../balance.js'
 import cache from '../cache.js'
@@ -16,11 +16,11 @@ import usage from '../usage.js'
 // config's `plugins:` list decides. `metrics` and `tracing` are switched on by config sections
 // of their own (`metrics.enabled`, `tracing.otlp_endpoint`) rather than listed.
 
-const BUILTINS: readonly GatewayPlugin[] = [cors, rateLimit, auth, idempotency, quota, balance, usage, diagnostics, guardrails, cache, metrics, tracing] as unknown as GatewayPlugin[]
+const BUILTINS: readonly AnyGatewayPlugin[] = [cors, rateLimit, auth, idempotency, quota, balance, usage, diagnostics, guardrails, cache, metrics, tracing]
 const byName = new Map(BUILTINS.map((p) => [p.name, p]))
 
-export function builtinPlugins (): readonly GatewayPlugin[] { return BUILTINS }
-export function builtinPlugin (name: string): GatewayPlugin | undefined { return byName.get(name) }
+export function builtinPlugins (): readonly AnyGatewayPlugin[] { return BUILTINS }
+export function builtinPlugin (name: string): AnyGatewayPlugin | undefined { return byName.get(name) }
 
 /** Built-ins that a config section switches on, and that may not be listed in `plugins:`. */
 export const BY_SECTION: ReadonlySet<string> = new Set(['metrics', 'tracing'])

@@ -1,9 +1,9 @@
 import { dirname, resolve } from 'node:path'
-import type { FastifyInstance, RouteOptions } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { checkConfig, ConfigError, readConfigFile, resolvePaths } from '../../config/load.js'
 import type { Config, PluginEntry } from '../../config/schema.js'
-import type { GatewayPlugin } from '../api/index.js'
+import type { AnyGatewayPlugin } from '../api/index.js'
 import { checkSchema } from '../kernel/schema-check.js'
 import { BY_SECTION, builtinPlugin, builtinPlugins } from './builtins.js'
 import { loadPlugin, resolveModule } from './modules.js'
@@ -32,7 +32,7 @@ export interface Link {
   index: number | null
   /** Where it was loaded from (a file: URL), for a plugin from outside the project. */
   module?: string
-  plugin: GatewayPlugin
+  plugin: AnyGatewayPlugin
   /** Validated, with the schema's defaults. */
   options: Record<string, unknown>
   scope: 'app' | 'api'
@@ -60,7 +60,7 @@ const placeOf = (c: ChainEntry): string => c.index === null ? c.entry.name : `pl
  * Checks a plugin's options (a copy, with its schema's defaults) and its own checks; returns the
  * options and the problems, each under `at` (`plugins[3].options.tag: is required`).
  */
-export function validateOptions (plugin: GatewayPlugin, given: Record<string, unknown> | undefined, at: string): { options: Record<string, unknown>, problems: string[] } {
+export function validateOptions (plugin: AnyGatewayPlugin, given: Record<string, unknown> | undefined, at: string): { options: Record<string, unknown>, problems: string[] } {
   const options = { ...(given ?? {}) }
   const problems = plugin.options === undefined ? [] : checkSchema(plugin.options, options, `${at}.options`, { noun: 'option' })
   if (problems.length === 0 && plugin.validate !== undefined) {
@@ -74,7 +74,7 @@ export function validateOptions (plugin: GatewayPlugin, given: Record<string, un
 }
 
 /** The problem of a plugin whose dependencies are not enabled before it, or null. */
-export function missingDependencies (plugin: GatewayPlugin, name: string, enabledBefore: ReadonlySet<string>, at: string): string | null {
+export function missingDependencies (plugin: AnyGatewayPlugin, name: string, enabledBefore: ReadonlySet<string>, at: string): string | null {
   const missing = (plugin.dependencies ?? []).filter((d) => !enabledBefore.has(d))
   return missing.length === 0 ? null : `${at}: ${name} needs ${missing.join(', ')} enabled before it`
 }
@@ -94,7 +94,7 @@ export async function checkChain (config: Config, baseDir: string = process.cwd(
     const { entry } = c
     if (entry === null || typeof entry !== 'object' || typeof entry.name !== 'string') continue
     const at = placeOf(c)
-    let plugin: GatewayPlugin | undefined
+    let plugin: AnyGatewayPlugin | undefined
     if (entry.module === undefined) {
       if (c.index !== null && BY_SECTION.has(entry.name)) {
         problems.push(`${at}.name: ${entry.name} is switched on by the config's own \`${entry.name}:\` section, not listed here`)
@@ -142,7 +142,9 @@ export interface MountOptions {
 
 /** Registers one plugin as the chain does: wrapped by fastify-plugin with its name and dependencies. */
 async function register (scope: FastifyInstance, link: Link): Promise<void> {
-  const wrapped = fp(link.plugin.plugin, { name: `modelgate-${link.name}`, fastify: '5.x', dependencies: (link.plugin.dependencies ?? []).map((d) => `modelgate-${d}`) })
+  // link.options were checked against the plugin's own schema (validateOptions): they are its Static<S>
+  const plugin = link.plugin.plugin as FastifyPluginAsync<Record<string, unknown>>
+  const wrapped = fp(plugin, { name: `modelgate-${link.name}`, fastify: '5.x', dependencies: (link.plugin.dependencies ?? []).map((d) => `modelgate-${d}`) })
   await scope.register(wrapped, link.options)
 }
 
@@ -161,7 +163,7 @@ export class PluginHost {
   static empty (): PluginHost { return new PluginHost([]) }
 
   /** Adds a plugin at the end of the chain, validated and its dependencies checked as the config's entries are. */
-  add (plugin: GatewayPlugin, options: Record<string, unknown> = {}): void {
+  add (plugin: AnyGatewayPlugin, options: Record<string, unknown> = {}): void {
     const at = `plugin ${plugin.name}`
     const checked = validateOptions(plugin, options, at)
     const missing = missingDependencies(plugin, plugin.name, new Set(this.links.map((l) => l.name)), at)

@@ -2,14 +2,14 @@ import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import type { GatewayPlugin } from '../api/index.js'
+import type { AnyGatewayPlugin } from '../api/index.js'
 import { resolveOwnApi } from './own-api.js'
 
 // Plugins from outside the project: where a config's `module` points (a file, or an npm package
 // installed beside the config or beside modelgate), and the plugin object its default export is.
 
 /** Plugins loaded from modules, by their resolved specifier. */
-const loaded = new Map<string, GatewayPlugin>()
+const loaded = new Map<string, AnyGatewayPlugin>()
 
 const looksLikePath = (spec: string): boolean => spec.startsWith('.') || isAbsolute(spec) || spec.startsWith('file:')
 
@@ -55,19 +55,19 @@ function esmEntry (name: string, from: string): string | undefined {
 }
 
 /** A module's plugin object, or why it has none. */
-export function pluginOf (exported: unknown): GatewayPlugin | string {
+export function pluginOf (exported: unknown): AnyGatewayPlugin | string {
   const m = exported as { default?: unknown } | null
-  const p = (m?.default ?? m) as Partial<GatewayPlugin> | null
+  const p = (m?.default ?? m) as Partial<AnyGatewayPlugin> | null
   if (p === null || typeof p !== 'object') return 'exports no plugin: its default export must be { name, options?, plugin }'
   if (typeof p.plugin !== 'function') return 'exports no plugin: its default export has no `plugin` function'
   if (typeof p.name !== 'string' || p.name === '') return 'exports a plugin without a `name`'
   if (p.options !== undefined && (p.options === null || typeof p.options !== 'object')) return 'exports a plugin whose `options` is not a JSON Schema object'
   if (p.scope !== undefined && p.scope !== 'api' && p.scope !== 'app') return "exports a plugin whose `scope` is neither 'api' nor 'app'"
-  return p as GatewayPlugin
+  return p as AnyGatewayPlugin
 }
 
 /** Imports the plugin at a resolved specifier (cached); throws with a reason. */
-export async function loadPlugin (resolved: string): Promise<GatewayPlugin> {
+export async function loadPlugin (resolved: string): Promise<AnyGatewayPlugin> {
   const cached = loaded.get(resolved)
   if (cached !== undefined) return cached
   resolveOwnApi()

@@ -3,7 +3,7 @@ import { Registry } from 'prom-client'
 import { parseConfig } from '../../config/load.js'
 import { API_PREFIXES, apiRoutes } from '../../routes/api.js'
 import { routeValidatorCompiler } from '../../routes/schemas.js'
-import type { Clock, Gateway, GatewayPlugin } from '../api/index.js'
+import type { AnyGatewayPlugin, Clock, Gateway } from '../api/index.js'
 import { createGateway, installGateway } from '../gateway/core.js'
 import { SqliteStore } from '../store/sqlite/index.js'
 import { builtinPlugin, PluginHost } from './index.js'
@@ -44,7 +44,7 @@ export interface TestGateway {
    * A built-in is named by its name (`use('auth')`), so a plugin's own tests can put it behind
    * the gateway's key check.
    */
-  use: <O extends Record<string, unknown>>(plugin: GatewayPlugin | string, options?: O) => Promise<void>
+  use: <O extends Record<string, unknown>>(plugin: AnyGatewayPlugin | string, options?: O) => Promise<void>
   /**
    * Mounts the chain and the gateway's routes as a serving gateway does: the API's scope with the
    * plugins in the order given, /v1 (chat, messages, responses, models, Gemini's method calls),

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
@@ -9,7 +9,7 @@ import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { KEY_A, KEY_B, mockCatalog, settled, spawnGateway, testConfig, sqliteOf } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
-async function start (t: import('tap').Test, overrides: Record<string, unknown>) {
+async function start (t: Test, overrides: Record<string, unknown>) {
   const mock: MockUpstream = await startMockUpstream()
   const app: FastifyInstance = await buildApp(testConfig({ ...mockCatalog(mock), ...overrides }))
   await app.listen({ host: '127.0.0.1', port: 0 })
@@ -66,7 +66,7 @@ t.test('50 concurrent calls on a balance that covers 5: never below zero, all ho
   t.equal(org.balance_nano + org.spent_nano, oneHold * 5 + Math.floor(oneHold / 2), 'what was spent is what left the balance')
   const spent = (await app.gateway.store.usage.totals({ org: 'acme' })).cost_nano
   t.equal(org.spent_nano, spent, 'the ledger agrees with the usage records')
-  t.equal(sqliteOf(app).db.prepare('SELECT count(*) AS n FROM holds').get().n, 0)
+  t.strictSame(sqliteOf(app).db.prepare('SELECT count(*) AS n FROM holds').get(), { n: 0 }, 'no hold left')
 })
 
 t.test('by default no prompt or completion text reaches the SQLite files; store_content keeps it', async (t) => {

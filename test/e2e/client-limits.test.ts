@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { connect, type Socket } from 'node:net'
 import { Writable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
@@ -10,11 +10,9 @@ import { bearer, KEY_A, mockCatalog, testConfig } from '../helper.js'
 // and the errors met before routing, each in the route family's shape. What is asserted is that
 // a connection is closed and what it was answered, never how long anything took.
 
-declare global { namespace Tap { type Test = import('tap').Test } }
-
 const TIMEOUTS = { headers_timeout_s: 0.2, client_timeout_s: 0.4, keep_alive_timeout_s: 0.2 }
 
-async function listen (t: Tap.Test, overrides: Record<string, unknown> = {}, log?: Writable): Promise<{ app: FastifyInstance, port: number }> {
+async function listen (t: Test, overrides: Record<string, unknown> = {}, log?: Writable): Promise<{ app: FastifyInstance, port: number }> {
   const logger = log === undefined ? false : { level: 'info', stream: log }
   const app = await buildApp(testConfig({ ...overrides, server: { ...TIMEOUTS, ...(overrides.server as object | undefined) } }), { logger })
   await app.listen({ host: '127.0.0.1', port: 0 })

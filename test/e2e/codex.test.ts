@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -73,7 +73,7 @@ t.test('codex exec "say hello" through the gateway, on a model of each upstream 
 
 // what `gemini -p` reaches besides its base URL (Google's usage statistics, update checks...) goes
 // through HTTPS_PROXY: a listener that takes note of each connection and closes it
-async function proxyTrap (t: Tap.Test): Promise<{ url: string, seen: string[] }> {
+async function proxyTrap (t: Test): Promise<{ url: string, seen: string[] }> {
   const seen: string[] = []
   const server = createServer((socket) => {
     socket.once('data', (d: Buffer) => { seen.push(String(d).split('\r\n', 1)[0] ?? '') })

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -24,8 +24,6 @@ const ADMIN = 'admin-console-token-0123456789abcdef'
 const SCREENSHOTS = process.env.SCREENSHOTS === '1'
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
-declare global { namespace Tap { type Test = import('tap').Test } }
-
 t.test('with no admin token configured, /console/admin says the admin API is off', async (t) => {
   const app = await build(t)
   for (const url of ['/console/admin', '/console/admin/']) {
@@ -38,9 +36,7 @@ t.test('with no admin token configured, /console/admin says the admin API is off
   t.equal((await app.inject({ url: '/admin/v1/orgs', headers: { authorization: `Bearer ${ADMIN}` } })).statusCode, 404, 'as the admin API itself')
 })
 
-if (!existsSync(CHROMIUM)) {
-  t.skip('Chromium is not installed at /usr/bin/chromium (.ci/run installs it)')
-} else {
+t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium is not installed at /usr/bin/chromium (.ci/run installs it)' }, async (t) => {
   if (!existsSync(fromRoot('dist', 'console', 'admin', 'index.html'))) {
     execFileSync(process.execPath, [fromRoot('routes', 'console', 'build.mjs')], { cwd: fromRoot(), env: childEnv() })
   }
@@ -153,7 +149,7 @@ if (!existsSync(CHROMIUM)) {
     await page.waitForSelector(`#view-${name}:not([hidden])`)
   }
   const text = async (page: Page, selector: string): Promise<string> => (await page.textContent(selector)) ?? ''
-  const noOverflow = async (t: Tap.Test, page: Page, where: string): Promise<void> => {
+  const noOverflow = async (t: Test, page: Page, where: string): Promise<void> => {
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)
     t.ok(overflow <= 0, `${where}: no horizontal scrolling (${overflow}px)`)
   }
@@ -172,7 +168,7 @@ if (!existsSync(CHROMIUM)) {
    * project and a key, call with it, find the call in the log and open it, see it in the overview,
    * rotate the key (`grace_s`), revoke it, look at providers and plugins, reload, sign out.
    */
-  async function round (t: Tap.Test, o: { width: number, height: number, org: string, grace: number, stored: boolean, phone: boolean }): Promise<void> {
+  async function round (t: Test, o: { width: number, height: number, org: string, grace: number, stored: boolean, phone: boolean }): Promise<void> {
     const { context, page, problems } = await open(o.width, o.height)
     const res = await page.goto(`${base}/console/admin`)
     t.equal(res?.status(), 200)
@@ -509,4 +505,4 @@ if (!existsSync(CHROMIUM)) {
     await script.arrayBuffer()
     t.equal((await fetch(`${base}/console/assets/../admin/index.html`)).headers.get('content-security-policy'), CSP, 'the admin page is served only with its headers')
   })
-}
+})

@@ -12,7 +12,7 @@ import { childEnv, KEY_A, KEY_B, settled, testConfig } from '../helper.js'
 const CHROMIUM = '/usr/bin/chromium'
 
 if (!existsSync(CHROMIUM)) {
-  t.skip('Chromium is not installed at /usr/bin/chromium (.ci/run installs it)')
+  t.plan(0, 'Chromium is not installed at /usr/bin/chromium (.ci/run installs it)')
 } else {
   if (!existsSync(fromRoot('dist', 'console', 'index.html'))) {
     execFileSync(process.execPath, [fromRoot('routes', 'console', 'build.mjs')], { cwd: fromRoot(), env: childEnv() })

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { KEY_A, listeningGateway, type ListeningGateway } from '../helper.js'
 import type { Faults } from '../mock-upstream.js'
 import type { UsageRow } from '../../plugins/store/types.js'
@@ -48,7 +48,7 @@ async function ledger (gw: ListeningGateway): Promise<{ balance: number, held: n
 }
 
 /** The body is an error in the route family's shape, with a code where that shape has one. */
-function assertErrorShape (t: Tap.Test, family: 'openai' | 'messages', text: string, what: string): void {
+function assertErrorShape (t: Test, family: 'openai' | 'messages', text: string, what: string): void {
   let body: { type?: string, error?: { code?: unknown, type?: unknown, message?: unknown } }
   try { body = JSON.parse(text) } catch { t.fail(`${what}: not JSON: ${text.slice(0, 200)}`); return }
   if (family === 'messages') {
@@ -62,7 +62,7 @@ function assertErrorShape (t: Tap.Test, family: 'openai' | 'messages', text: str
 }
 
 /** A stream that broke ends with one error event in the client's protocol. */
-function assertStreamError (t: Tap.Test, route: RouteName, text: string, what: string): void {
+function assertStreamError (t: Test, route: RouteName, text: string, what: string): void {
   const tail = text.trimEnd().split('\n\n').pop() ?? ''
   if (route === 'messages') t.match(tail, /^event: error\ndata: \{"type":"error","error":\{"type":"\w+"/, `${what}: ends with a Messages error event`)
   else if (route === 'responses') t.match(tail, /"type":"(error|response\.failed)"/, `${what}: ends with a Responses error event`)

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { createServer, request as httpRequest, type Server } from 'node:http'
 import { readFileSync } from 'node:fs'
 import { Readable } from 'node:stream'
@@ -14,7 +14,7 @@ import type { UsageRow } from '../../plugins/store/types.js'
 
 interface Gw { app: FastifyInstance, mock: MockUpstream, base: string, rows: () => Promise<UsageRow[]> }
 
-async function gateway (t: Tap.Test, plugins: Array<Record<string, unknown>> = [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }], extra: Record<string, unknown> = {}): Promise<Gw> {
+async function gateway (t: Test, plugins: Array<Record<string, unknown>> = [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }], extra: Record<string, unknown> = {}): Promise<Gw> {
   const mock = await startMockUpstream()
   const c = mockCatalog(mock)
   const providers = (c.providers as Array<Record<string, unknown>>).map((p) => (p.id === 'mock-openai' || p.id === 'mock-messages' ? { ...p, passthrough: true } : p))
@@ -227,7 +227,7 @@ t.test('the rate limit and idempotency apply; upstream 4xx and 5xx come back as 
 })
 
 /** A provider that drains uploads (counting bytes) and serves downloads of any size, holding nothing. */
-async function bulkUpstream (t: Tap.Test): Promise<{ server: Server, url: string, received: () => number }> {
+async function bulkUpstream (t: Test): Promise<{ server: Server, url: string, received: () => number }> {
   let received = 0
   const server = createServer((req, res) => {
     if (req.method === 'POST') {

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import type { FastifyInstance } from 'fastify'
@@ -10,7 +10,7 @@ import { eventually, KEY_A, KEY_B, mockCatalog, settled, testConfig, UPSTREAM_AN
 
 interface Env { app: FastifyInstance, mock: MockUpstream, base: string, openai: OpenAI, anthropic: Anthropic }
 
-async function start (t: Tap.Test, overrides: Record<string, unknown> = {}): Promise<Env> {
+async function start (t: Test, overrides: Record<string, unknown> = {}): Promise<Env> {
   const mock = await startMockUpstream()
   const app = await buildApp(testConfig({ ...mockCatalog(mock), plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }], ...overrides }))
   await app.listen({ host: '127.0.0.1', port: 0 })
@@ -25,8 +25,6 @@ async function start (t: Tap.Test, overrides: Record<string, unknown> = {}): Pro
     anthropic: new Anthropic({ baseURL: base, apiKey: KEY_A, maxRetries: 0 })
   }
 }
-
-declare global { namespace Tap { type Test = import('tap').Test } }
 
 const records = async (app: FastifyInstance) => { await app.gateway.store.flush(); return await app.gateway.store.usage.page({}, 100) }
 

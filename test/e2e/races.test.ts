@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import Database from 'better-sqlite3'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
@@ -21,7 +21,7 @@ interface Gateway { gw: SpawnedGateway, mock: MockUpstream, db: string, base: st
 // A live worker must never be taken for dead: stale_hold_s is kept well above how long a loaded
 // machine may hold a worker's event loop (a lock wait can take busy_timeout, 5 s), except where a
 // dead worker's lease must be seen released within the test.
-async function twoWorkers (t: Tap.Test, extra: Record<string, unknown> = {}, tenants?: unknown[], env: Record<string, string> = {}, staleHoldS = 10): Promise<Gateway> {
+async function twoWorkers (t: Test, extra: Record<string, unknown> = {}, tenants?: unknown[], env: Record<string, string> = {}, staleHoldS = 10): Promise<Gateway> {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
   const c = mockCatalog(mock)

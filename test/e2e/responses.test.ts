@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import OpenAI from 'openai'
 import { nanoToUsd } from '../../plugins/kernel/money.js'
 import { promptTokens } from '../mock-upstream.js'
@@ -9,7 +9,7 @@ import { KEY_A, listeningGateway, mockCatalog } from '../helper.js'
 // trip, max_output_tokens reached, exact usage and its record; native pass-through to a provider
 // that serves the Responses API; the stateless refusals.
 
-async function start (t: import('tap').Test) {
+async function start (t: Test) {
   const gw = await listeningGateway(t, (mock) => {
     const catalog = mockCatalog(mock, [
       { id: 'openai/native', name: 'native', provider: 'mock-native', upstream_model: 'gpt-native', context_length: 100000, architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] }, supported_parameters: ['temperature', 'max_tokens', 'tools', 'tool_choice'], pricing: { input: 3, cached_input: 0.3, output: 15 } }
@@ -34,7 +34,7 @@ t.test('responses.create: plain text from both upstream protocols, exact usage, 
     t.equal(res.status, 'completed')
     t.equal(res.model, model, 'the catalog id')
     t.equal(res.output_text, 'Echo: Hello there gateway')
-    t.equal(res.store, false, 'nothing is stored')
+    t.hasStrict(res, { store: false }, 'nothing is stored')
     const up = mock.body()
     const input = promptTokens(up) + 4
     t.equal(res.usage?.input_tokens, input, `${model}: input counts cached tokens too`)

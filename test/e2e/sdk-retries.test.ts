@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import type { FastifyInstance } from 'fastify'
@@ -10,12 +10,10 @@ import { FakeClock, KEY_A, KEY_B, KEY_OTHER_ORG, testConfig } from '../helper.js
 // that the SDK gives up at once instead of sleeping until midnight; a window that reopens within
 // the minute is left to the SDK's retries.
 
-declare global { namespace Tap { type Test = import('tap').Test } }
-
 // 12:00 UTC: a daily window reopens 43,200 s later
 const NOON = Date.UTC(2026, 0, 15, 12, 0, 0)
 
-async function start (t: Tap.Test): Promise<{ app: FastifyInstance, base: string, requests: () => number }> {
+async function start (t: Test): Promise<{ app: FastifyInstance, base: string, requests: () => number }> {
   const app = await buildApp(testConfig({
     plugins: [{ name: 'auth' }, { name: 'quota' }, { name: 'usage' }],
     tenants: [

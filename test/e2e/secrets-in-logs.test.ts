@@ -1,5 +1,6 @@
 import t from 'tap'
 import { Writable } from 'node:stream'
+import type { InjectOptions } from 'fastify'
 import { buildApp } from '../../app.js'
 import { startMockUpstream } from '../mock-upstream.js'
 import { KEY_A, KEY_B, mockCatalog, mockCatalogWithGemini, settled, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_GEMINI_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
@@ -19,7 +20,7 @@ t.test('no key or token appears in the logs', async (t) => {
   const app = await buildApp(testConfig({ ...mockCatalog(mock), admin: { token: ADMIN }, plugins: [{ name: 'cors' }, { name: 'auth' }, { name: 'idempotency' }, { name: 'usage' }, { name: 'diagnostics' }] }), { logger: { level: 'info', stream } })
   t.teardown(() => app.close())
   const chat = { model: 'openai/gpt-test', messages: [{ role: 'user', content: 'hello' }] }
-  const calls: Array<Parameters<typeof app.inject>[0]> = [
+  const calls: InjectOptions[] = [
     { method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${KEY_A}` }, payload: chat },
     { method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${KEY_A}` }, payload: { ...chat, stream: true } },
     { method: 'POST', url: '/v1/chat/completions', headers: { authorization: `Bearer ${BAD_KEY}` }, payload: chat },

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import { promptTokens } from '../mock-upstream.js'
@@ -6,7 +6,7 @@ import { KEY_A, listeningGateway, settled } from '../helper.js'
 
 // Each official SDK against a mock upstream of the OTHER protocol, as if the upstream spoke its own.
 
-async function start (t: import('tap').Test, overrides: Record<string, unknown> = {}) {
+async function start (t: Test, overrides: Record<string, unknown> = {}) {
   const gw = await listeningGateway(t, () => overrides)
   return {
     ...gw,

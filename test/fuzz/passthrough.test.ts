@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
@@ -17,7 +17,7 @@ const SEED = Number(process.env.FUZZ_SEED ?? 20261127)
 const RUNS = Number(process.env.FUZZ_RUNS ?? 300)
 const UPSTREAM = 'gpt-upstream-name'
 
-async function gateway (t: Tap.Test, headers: Record<string, string> = {}): Promise<{ app: FastifyInstance, mock: MockUpstream }> {
+async function gateway (t: Test, headers: Record<string, string> = {}): Promise<{ app: FastifyInstance, mock: MockUpstream }> {
   const mock = await startMockUpstream()
   const c = mockCatalog(mock)
   const providers = (c.providers as Array<Record<string, unknown>>).map((p) => p.id === 'mock-openai' ? { ...p, passthrough: true, headers } : p)

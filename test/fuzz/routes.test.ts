@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import { request as httpRequest } from 'node:http'
 import type { FastifyInstance } from 'fastify'
@@ -167,7 +167,7 @@ function violation (url: string, status: number, contentType: string | undefined
   return null
 }
 
-async function appUnderFuzz (t: Tap.Test): Promise<FastifyInstance> {
+async function appUnderFuzz (t: Test): Promise<FastifyInstance> {
   return await build(t, {
     admin: { token: ADMIN },
     plugins: [

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
@@ -10,7 +10,7 @@ import { sample } from './prom.js'
 
 const ADMIN = 'admin-token-0123456789'
 
-async function start (t: Tap.Test, metrics: Record<string, unknown> = {}): Promise<{ app: FastifyInstance, mock: MockUpstream, base: string }> {
+async function start (t: Test, metrics: Record<string, unknown> = {}): Promise<{ app: FastifyInstance, mock: MockUpstream, base: string }> {
   const mock = await startMockUpstream()
   const app = await buildApp(testConfig({
     ...mockCatalog(mock),
@@ -28,8 +28,6 @@ async function start (t: Tap.Test, metrics: Record<string, unknown> = {}): Promi
   t.teardown(async () => { await app.close(); await mock.close() })
   return { app, mock, base: `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}` }
 }
-
-declare global { namespace Tap { type Test = import('tap').Test } }
 
 const chat = (model: string, stream = false): Record<string, unknown> => ({ model, stream, messages: [{ role: 'user', content: 'Count these words please' }] })
 const messages = (model: string, stream = false): Record<string, unknown> => ({ model, stream, max_tokens: 50, messages: [{ role: 'user', content: 'Count these words please' }] })

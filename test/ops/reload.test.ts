@@ -14,8 +14,6 @@ import { tempDir } from '../temp-dir.js'
 
 const ADMIN = 'admin-token-0123456789'
 
-declare global { namespace Tap { type Test = import('tap').Test } }
-
 t.test('a reload adds a model, disables a plugin and changes a quota; the stream in flight completes on the old configuration and is metered', async (t) => {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { buildApp } from '../../app.js'
 import { startMockUpstream } from '../mock-upstream.js'
 import { bearer, KEY_A, mockCatalog, testConfig } from '../helper.js'
@@ -11,7 +11,7 @@ interface OtlpValue { stringValue?: string, intValue?: string, boolValue?: boole
 interface OtlpSpan { traceId: string, spanId: string, parentSpanId?: string, name: string, kind: number, startTimeUnixNano: string, endTimeUnixNano: string, attributes: Array<{ key: string, value: OtlpValue }>, status: { code: number } }
 interface OtlpBody { resourceSpans: Array<{ resource: { attributes: Array<{ key: string, value: OtlpValue }> }, scopeSpans: Array<{ spans: OtlpSpan[] }> }> }
 
-async function collector (t: Tap.Test): Promise<{ url: string, bodies: OtlpBody[], paths: string[] }> {
+async function collector (t: Test): Promise<{ url: string, bodies: OtlpBody[], paths: string[] }> {
   const bodies: OtlpBody[] = []
   const paths: string[] = []
   const server = createServer((req, res) => {
@@ -29,8 +29,6 @@ async function collector (t: Tap.Test): Promise<{ url: string, bodies: OtlpBody[
 }
 
 const attrs = (s: OtlpSpan): Record<string, unknown> => Object.fromEntries(s.attributes.map((a) => [a.key, a.value.stringValue ?? (a.value.intValue !== undefined ? Number(a.value.intValue) : a.value.boolValue ?? a.value.doubleValue)]))
-
-declare global { namespace Tap { type Test = import('tap').Test } }
 
 t.test('one span per call with the GenAI attributes, a child per attempt, the trace id of {prefix}Trace-ID', async (t) => {
   const mock = await startMockUpstream()

@@ -65,8 +65,8 @@ t.test('a model without a price needs no balance', async (t) => {
 })
 
 t.test('balance needs auth before it: a config without it is refused; with no organization a call is 403', async (t) => {
-  await t.rejects(build(t, { plugins: [{ name: 'balance' }] }), { problems: ['plugins[0]: balance needs auth enabled before it'] })
-  await t.rejects(bareGateway(t, [balance]), { problems: ['plugin balance: balance needs auth enabled before it'] }, 'the test gateway checks the chain as serving does')
+  await t.rejects(build(t, { plugins: [{ name: 'balance' }] }), { name: 'ConfigError', problems: ['plugins[0]: balance needs auth enabled before it'] })
+  await t.rejects(bareGateway(t, [balance]), { name: 'ConfigError', problems: ['plugin balance: balance needs auth enabled before it'] }, 'the test gateway checks the chain as serving does')
   // behind a stand-in auth that names no caller, it refuses the call
   const noCaller = definePlugin({ name: 'auth', plugin: async () => {} })
   const gw = await bareGateway(t, [noCaller, balance])

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import Fastify from 'fastify'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
@@ -66,7 +66,7 @@ const ANSWERS: Record<string, Json> = {
   }
 }
 
-async function start (t: Tap.Test) {
+async function start (t: Test) {
   const outcomes: CallOutcome[] = []
   const answerer = definePlugin({
     name: 'answerer',

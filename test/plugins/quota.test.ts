@@ -76,7 +76,7 @@ t.test('without quotas in the tenants the plugin refuses nothing', async (t) => 
 })
 
 t.test('quota needs auth before it: a config without it is refused', async (t) => {
-  await t.rejects(build(t, { plugins: [{ name: 'quota' }, { name: 'auth' }] }), { problems: ['plugins[0]: quota needs auth enabled before it'] })
+  await t.rejects(build(t, { plugins: [{ name: 'quota' }, { name: 'auth' }] }), { name: 'ConfigError', problems: ['plugins[0]: quota needs auth enabled before it'] })
 })
 
 t.test('two workers: once a call has ended, the other worker refuses the next at once', async (t) => {

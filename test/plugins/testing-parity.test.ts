@@ -64,12 +64,12 @@ t.test('a plugin registered through modelgate/testing sees the scope, prefix and
   t.equal((await served.inject({ method: 'GET', url: '/healthz' })).headers['x-parity'], undefined, 'served: its hooks stay out of the gateway\'s own routes')
 
   // the same dependency check, the same option check
-  await t.rejects(buildApp(testConfig({ plugins: [{ name: 'parity', module: url }] }), { logger: false }), { problems: ['plugins[0]: parity needs auth enabled before it'] })
+  await t.rejects(buildApp(testConfig({ plugins: [{ name: 'parity', module: url }] }), { logger: false }), { name: 'ConfigError', problems: ['plugins[0]: parity needs auth enabled before it'] })
   const bare = (): FastifyInstance => { const a = Fastify({ logger: false }); t.teardown(() => a.close()); return a }
   const lone = await testGateway(bare())
-  await t.rejects(lone.use(def), { problems: ['plugin parity: parity needs auth enabled before it'] })
-  await t.rejects(buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'parity', module: url, options: { tag: 5 } }] }), { logger: false }), { problems: ['plugins[1].options.tag: must be a string'] })
+  await t.rejects(lone.use(def), { name: 'ConfigError', problems: ['plugin parity: parity needs auth enabled before it'] })
+  await t.rejects(buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'parity', module: url, options: { tag: 5 } }] }), { logger: false }), { name: 'ConfigError', problems: ['plugins[1].options.tag: must be a string'] })
   const typed = await testGateway(bare())
   await typed.use('auth')
-  await t.rejects(typed.use(def, { tag: 5 }), { problems: ['plugin parity.options.tag: must be a string'] })
+  await t.rejects(typed.use(def, { tag: 5 }), { name: 'ConfigError', problems: ['plugin parity.options.tag: must be a string'] })
 })

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ConfigError, parseConfig } from '../../config/load.js'
 import type { Json } from '../../plugins/api/index.js'
@@ -32,7 +32,7 @@ const MODELS = [
   media('google/image-test', 'mock-gemini', 'gemini-image-up', 'image')
 ]
 
-async function gateway (t: Tap.Test, extra: Json = {}): Promise<ListeningGateway> {
+async function gateway (t: Test, extra: Json = {}): Promise<ListeningGateway> {
   return await listeningGateway(t, (mock) => ({ ...mockCatalogWithGemini(mock, MODELS), plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }], ...extra }))
 }
 

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import type { Json } from '../../plugins/api/index.js'
 import { SseParser } from '../../plugins/translation/sse.js'
@@ -22,7 +22,7 @@ const UPSTREAM_PATH: Record<string, RegExp> = {
 const body = (text = 'Tell me about herons', extra: Json = {}): Json => ({ contents: [{ role: 'user', parts: [{ text }] }], ...extra })
 const goog = (key = KEY_A): Record<string, string> => ({ 'x-goog-api-key': key })
 
-async function gateway (t: Tap.Test, extra: Json = {}): Promise<ListeningGateway> {
+async function gateway (t: Test, extra: Json = {}): Promise<ListeningGateway> {
   return await listeningGateway(t, (mock) => ({ ...mockCatalogWithGemini(mock), plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }], ...extra }))
 }
 

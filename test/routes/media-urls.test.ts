@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { startMockUpstream } from '../mock-upstream.js'
 import { bearer, build, KEY_A, mockCatalog } from '../helper.js'
 
@@ -8,14 +8,12 @@ import { bearer, build, KEY_A, mockCatalog } from '../helper.js'
 const BAD = ['file:///etc/passwd', 'gopher://example.com/_x', 'javascript:alert(1)', 'http://169.254.169.254/latest/meta-data/', 'http://[::1]/a.png', 'http://[::ffff:7f00:1]/', 'http://2130706433/', 'http://user:pw@example.com/a.png', 'http://metadata.google.internal/']
 const GOOD = 'https://example.com/cat.png'
 
-async function setup (t: Tap.Test) {
+async function setup (t: Test) {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
   const app = await build(t, mockCatalog(mock))
   return { app, mock }
 }
-
-declare global { namespace Tap { type Test = import('tap').Test } }
 
 const chat = (part: unknown) => ({ model: 'openai/gpt-test', messages: [{ role: 'user', content: [{ type: 'text', text: 'look' }, part] }] })
 

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
@@ -15,7 +15,7 @@ import { REDIS_URL, scratchDatabase as database, scratchRedisPrefix as prefix, s
 
 const tenants = (balanceUsd: number, quota?: Record<string, unknown>): Array<Record<string, unknown>> => [{ org: 'acme', balance_usd: balanceUsd, projects: [{ id: 'web', ...(quota === undefined ? {} : { quota }), keys: [{ key: KEY_A }] }] }]
 
-async function stores (t: Tap.Test, n: number, balanceUsd = 25): Promise<PostgresStore[]> {
+async function stores (t: Test, n: number, balanceUsd = 25): Promise<PostgresStore[]> {
   const url = await database(t)
   const p = prefix(t)
   const list = Array.from({ length: n }, () => new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: p }))
@@ -55,7 +55,7 @@ const row = (i: number, org = 'acme'): UsageRow => ({
 
 t.test('PostgreSQL + Redis store', async (t) => {
   const missing = await services()
-  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
 
   t.test('balance: 50 concurrent holds on three instances against a balance that pays for 5', async (t) => {
     const hold = 1_000_000
@@ -274,7 +274,7 @@ t.test('PostgreSQL + Redis store', async (t) => {
  * A TCP relay to a local service that can be cut (every connection dropped, new ones refused:
  * counted, so a test can wait until a client has tried) and restored on the same port.
  */
-async function relay (t: Tap.Test, target: number): Promise<{ port: number, cut: () => Promise<void>, restore: () => Promise<void>, refused: () => number }> {
+async function relay (t: Test, target: number): Promise<{ port: number, cut: () => Promise<void>, restore: () => Promise<void>, refused: () => number }> {
   const { createServer, connect } = await import('node:net')
   const sockets = new Set<import('node:net').Socket>()
   let open = true
@@ -300,7 +300,7 @@ async function relay (t: Tap.Test, target: number): Promise<{ port: number, cut:
 
 t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /readyz not ready, and back without a restart', async (t) => {
   const missing = await services()
-  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
   const url = await database(t)
   const pgRelay = await relay(t, 5432)
   const redisRelay = await relay(t, 6379)
@@ -359,7 +359,7 @@ t.test('PostgreSQL or Redis gone: 503 store_unavailable with Retry-After, /ready
 
 t.test('PostgreSQL away: a hold the lease covers and a quota window known open are refused with 503 until it answers again', async (t) => {
   const missing = await services()
-  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
   const url = await database(t)
   const pgRelay = await relay(t, 5432)
   const store = new PostgresStore({ postgres: url.replace(':5432/', `:${pgRelay.port}/`), redis: REDIS_URL, prefix: prefix(t) })
@@ -369,9 +369,9 @@ t.test('PostgreSQL away: a hold the lease covers and a quota window known open a
   t.equal(store.balance.hold('acme', 1000, Date.now()), true, 'the second hold comes out of the lease')
   t.equal(await store.quota.admit('org:acme', 0, { tokens: 10 }), null)
   await pgRelay.cut()
-  await t.rejects(store.orgs.get('acme'), { key: 'store_unavailable' }, 'PostgreSQL found away')
-  t.throws(() => store.balance.hold('acme', 1000, Date.now()), { key: 'store_unavailable' }, 'a hold the lease covers is refused: the call could not be charged')
-  await t.rejects(async () => await store.quota.admit('org:acme', 0, { tokens: 10 }), { key: 'store_unavailable' }, 'a window known open is read again, and refused')
+  await t.rejects(store.orgs.get('acme'), { code: 'MG_STORE_UNAVAILABLE' }, 'PostgreSQL found away')
+  t.throws(() => store.balance.hold('acme', 1000, Date.now()), { code: 'MG_STORE_UNAVAILABLE' }, 'a hold the lease covers is refused: the call could not be charged')
+  await t.rejects(async () => await store.quota.admit('org:acme', 0, { tokens: 10 }), { code: 'MG_STORE_UNAVAILABLE' }, 'a window known open is read again, and refused')
   await pgRelay.restore()
   const until = Date.now() + 5000
   let back = false
@@ -387,7 +387,7 @@ t.test('PostgreSQL away: a hold the lease covers and a quota window known open a
 
 t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks the totals', async (t) => {
   const missing = await services()
-  if (missing !== null) { t.skip(`PostgreSQL or Redis not reachable (${missing})`); return }
+  if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
   const { join } = await import('node:path')
   const { execFile } = await import('node:child_process')
   const { SqliteStore } = await import('../../plugins/store/sqlite/index.js')

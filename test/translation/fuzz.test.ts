@@ -2,10 +2,8 @@ import t from 'tap'
 import fc from 'fast-check'
 import { isGatewayError } from '../../plugins/kernel/errors.js'
 import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
-import { ResponsesBody } from '../../plugins/gateway/request-schemas.js'
-import { validBody } from '../../plugins/gateway/validation.js'
-import { refuseStateful } from '../../plugins/translation/responses-request.js'
 import type { Protocol, SseEvent, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
+import { checkResponsesBody } from './responses-route.js'
 
 // Hostile bodies for every pair: valid skeletons (so the bodies reach deep code) with some of
 // their values swapped for nulls, wrong types, prototype names or random JSON, keys deleted and
@@ -262,7 +260,7 @@ const PAIRS: Array<[Protocol, Protocol]> = [
 /** The route's own checks, made before any pair sees a body (only the Responses route has some the pairs rely on). */
 function routeAccepts (client: Protocol, body: Record<string, unknown>): boolean {
   if (client !== 'responses') return true
-  try { refuseStateful(validBody(ResponsesBody, body)) } catch { return false }
+  try { checkResponsesBody(body) } catch { return false }
   return true
 }
 

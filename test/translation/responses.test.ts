@@ -6,19 +6,11 @@ import OpenAI from 'openai'
 import t from 'tap'
 import { isGatewayError } from '../../plugins/kernel/errors.js'
 import { pairFor } from '../../plugins/translation/index.js'
-import { ResponsesBody } from '../../plugins/gateway/request-schemas.js'
-import { validBody } from '../../plugins/gateway/validation.js'
-import { flatName, namespacedTools, refuseStateful } from '../../plugins/translation/responses-request.js'
-
-/** What POST /v1/responses checks of a body before anything is forwarded: its schema, then that it asks for no stored state. */
-function checkResponsesBody (body: unknown): Json {
-  const valid = validBody(ResponsesBody, body)
-  refuseStateful(valid)
-  return valid
-}
+import { flatName, namespacedTools } from '../../plugins/translation/responses-request.js'
 import { serialize, SseParser } from '../../plugins/translation/sse.js'
 import type { Json, Protocol, SseEvent, TranslateCtx } from '../../plugins/translation/types.js'
 import { fromRoot } from '../../paths.js'
+import { checkResponsesBody } from './responses-route.js'
 
 // The Responses pairs beyond the fixture replays: the event stream's own invariants, the openai
 // SDK's stream reader fed the streams the pairs write, the route's request checks, the
@@ -111,7 +103,7 @@ t.test('openai SDK: responses.stream().finalResponse() rebuilds each written str
     stream.on('event', (ev) => { types.push(ev.type) })
     const final = await stream.finalResponse()
     t.same(wireOf(final), read(c.dir, 'client-response.json'), `${c.name}: the streamed answer equals the JSON one`)
-    const expected = read(c.dir, 'client-response.json') as { output: Json[] }
+    const expected = read(c.dir, 'client-response.json') as { output: Json[], status: string }
     const text = expected.output.filter((i) => i.type === 'message').flatMap((i) => (i.content as Json[]).map((p) => p.text)).join('')
     t.equal(final.output_text, text, `${c.name}: output_text`)
     t.equal(types[types.length - 1], expected.status === 'completed' ? 'response.completed' : 'response.incomplete', `${c.name}: last event`)

@@ -1,0 +1,11 @@
+import { ResponsesBody } from '../../plugins/gateway/request-schemas.js'
+import { validBody } from '../../plugins/gateway/validation.js'
+import { refuseStateful } from '../../plugins/translation/responses-request.js'
+import type { Json } from '../../plugins/translation/types.js'
+
+/** What POST /v1/responses checks of a body before anything is forwarded: its schema, then that it asks for no stored state. */
+export function checkResponsesBody (body: unknown): Json {
+  const valid = validBody(ResponsesBody, body)
+  refuseStateful(valid)
+  return valid
+}
