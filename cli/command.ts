@@ -13,6 +13,7 @@ export const OPTIONS = {
   project: { type: 'string' },
   models: { type: 'string' },
   passthrough: { type: 'string' },
+  mcp: { type: 'string' },
   from: { type: 'string' },
   to: { type: 'string' },
   name: { type: 'string' },

@@ -49,6 +49,8 @@ export interface Principal {
   models: string[]
   /** Provider ids whose pass-through routes this key may use. */
   passthrough: string[]
+  /** Globs over "{server}/{tool}": the MCP tools this key may list and call; absent or empty: none. */
+  mcp?: string[]
   /** When the key stops working (ms); null or absent: never. */
   expiresAt?: number | null
   /** The key's own calls (rpm) and billed tokens (tpm) per minute. */

@@ -59,6 +59,7 @@ export const NewKeyBody = Type.Object({
   project: Type.String({ minLength: 1, maxLength: 1000 }),
   models: Type.Optional(Globs),
   passthrough: Type.Optional(Providers),
+  mcp: Type.Optional(Globs),
   name: Type.Optional(Type.String({ maxLength: 200 })),
   expires_at: Type.Optional(IsoTimeOrNull),
   limits: Type.Optional(OrNull(Limits)),
@@ -68,6 +69,7 @@ export const NewKeyBody = Type.Object({
 export const KeyPatchBody = Type.Object({
   models: Type.Optional(Globs),
   passthrough: Type.Optional(Providers),
+  mcp: Type.Optional(Globs),
   name: Type.Optional(Type.String({ maxLength: 200 })),
   expires_at: Type.Optional(IsoTimeOrNull),
   limits: Type.Optional(OrNull(Limits)),

@@ -11,7 +11,7 @@ import { inTransaction, migrate, pgPool } from './db.js'
 const TABLES: Array<{ name: string, columns: string[] }> = [
   { name: 'organizations', columns: ['id', 'balance_nano', 'held_nano', 'spent_nano', 'created_at', 'quota', 'deleted_at'] },
   { name: 'projects', columns: ['org_id', 'id', 'created_at', 'quota', 'deleted_at'] },
-  { name: 'api_keys', columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at', 'revoked_at',
+  { name: 'api_keys', columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'mcp', 'source', 'created_at', 'revoked_at',
     'expires_at', 'rpm', 'tpm', 'budget_nano', 'budget_per', 'last_used_at', 'replaces', 'lineage'] },
   { name: 'holds', columns: ['id', 'org_id', 'amount_nano', 'holder', 'created_at'] },
   { name: 'quota_usage', columns: ['scope', 'window_start', 'tokens', 'cost_nano'] },
