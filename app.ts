@@ -32,10 +32,17 @@ export interface BuildOptions {
 
 export { headerNames } from './plugins/gateway/core.js'
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The MCP servers behind /mcp; null when the config names none. */
+    mcpServers: import('./plugins/mcp/servers.js').McpServers | null
+  }
+}
+
 const MAX_PARAM_LENGTH = 1000
 
 // The prefixes of the API scope's own route groups; routes in any other are the chain plugins'.
-const isCoreScope = (prefix: string): boolean => prefix === '/v1' || prefix.startsWith('/v1/') || prefix === '/v1beta' || prefix === '/passthrough'
+const isCoreScope = (prefix: string): boolean => prefix === '/v1' || prefix.startsWith('/v1/') || prefix === '/v1beta' || prefix === '/passthrough' || prefix === '/mcp'
 
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
   const traceHeader = `${config.server.header_prefix}Trace-ID`
@@ -75,6 +82,13 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   if (opts.runtime === undefined) app.addHook('onClose', async () => { runtime.metrics.close() })
   serveMetrics(app, config, runtime)
   app.addHook('onClose', async () => { await core.gateway.upstreams.close() })
+  // the MCP servers behind /mcp, connected from now on (the MCP SDK is loaded only for a config that names some)
+  const mcp = config.mcp.servers.length === 0 ? null : new (await import('./plugins/mcp/servers.js')).McpServers(config, app.log)
+  app.decorate('mcpServers', mcp)
+  if (mcp !== null) {
+    mcp.start()
+    app.addHook('onClose', async () => { await mcp.close() })
+  }
   // Registered first, so it runs last: end-of-call work still queued gets its turn, then the
   // store commits what it holds and closes.
   app.addHook('onClose', async () => {
@@ -130,6 +144,13 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
       v1beta.setNotFoundHandler(notFound)
       await v1beta.register(geminiRoutes, { underOpenAI: false })
     }, { prefix: '/v1beta' })
+    if (mcp !== null) {
+      const { default: mcpRoutes } = await import('./routes/mcp.js')
+      await api.register(async (scope) => {
+        scope.setNotFoundHandler(notFound)
+        await scope.register(mcpRoutes, { servers: mcp })
+      }, { prefix: '/mcp' })
+    }
     const passthrough = config.providers.filter((p) => p.passthrough && p.base_url !== undefined)
     if (passthrough.length > 0) {
       await api.register(async (scope) => {

@@ -17,7 +17,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   config: async () => await import('./config.js'),
   plugins: async () => await import('./plugins.js'),
   store: async () => await import('./store.js'),
-  reload: async () => await import('./reload.js')
+  reload: async () => await import('./reload.js'),
+  mcp: async () => await import('./mcp.js')
 }
 
 const commandNamed = (name: string | undefined): (() => Promise<Command>) | undefined =>

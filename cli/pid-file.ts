@@ -32,3 +32,20 @@ export function removePidFile (config: Config): void {
     if (found.pid === process.pid) unlinkSync(path)
   } catch {}
 }
+
+/** The running gateway the pid file beside the store names, if there is one. */
+export function readPidFile (config: Config): PidFile | null {
+  const path = pidFilePath(config)
+  if (path === null) return null
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as PidFile
+  } catch {
+    return null
+  }
+}
+
+/** Where a running gateway answers (a wildcard address is asked on loopback). */
+export function baseUrlOf (found: PidFile): string {
+  const host = found.host === '0.0.0.0' || found.host === '::' ? '127.0.0.1' : found.host.includes(':') ? `[${found.host}]` : found.host
+  return `http://${host}:${found.port}`
+}

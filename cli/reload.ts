@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { fail, UsageError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
-import { pidFilePath, type PidFile } from './pid-file.js'
+import { baseUrlOf, pidFilePath, type PidFile } from './pid-file.js'
 
 export const help = `modelgate reload [--config FILE]
 
@@ -37,12 +37,12 @@ export async function run ({ args }: CommandInput): Promise<void> {
     process.stdout.write(`sent SIGHUP to the gateway (pid ${found.pid}); its log says what changed\n`)
     return
   }
-  const host = found.host === '0.0.0.0' || found.host === '::' ? '127.0.0.1' : found.host.includes(':') ? `[${found.host}]` : found.host
+  const base = baseUrlOf(found)
   let res: Response
   try {
-    res = await fetch(`http://${host}:${found.port}/admin/v1/reload`, { method: 'POST', headers: { authorization: `Bearer ${config.admin.token}` } })
+    res = await fetch(`${base}/admin/v1/reload`, { method: 'POST', headers: { authorization: `Bearer ${config.admin.token}` } })
   } catch (err) {
-    fail(`modelgate: the gateway at ${host}:${found.port} did not answer: ${(err as Error).message}`)
+    fail(`modelgate: the gateway at ${base} did not answer: ${(err as Error).message}`)
   }
   const body = await res.json().catch(() => ({})) as { changes?: string[], problems?: string[], workers?: number, error?: { message?: string } }
   if (res.status === 200) {

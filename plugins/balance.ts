@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then } from './api/index.js'
+import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then, type CatalogModel, type Json } from './api/index.js'
 
 // Gateway hooks: onAdmission (hold), onCallEnd (settle or release).
 // Prepaid credits: at admission a hold of the call's worst-case cost is taken from the org's
 // balance (an upper bound of the prompt plus max_tokens, or the model's output cap, all at the
-// higher of the input and output rates); 402 when balance − held cannot cover it, 403 when the
+// higher of the input and output rates; a call priced per call, an MCP tool call, holds its price); 402 when balance − held cannot cover it, 403 when the
 // caller has no organization. When the call ends the hold is settled to the real charge, or
 // released when nothing was billed. The store takes holds under the guard balance − held ≥ amount,
 // so concurrent calls on any number of workers or instances cannot overdraw.
@@ -33,15 +33,23 @@ export default definePlugin({
     const { store, clock } = fastify.gateway
     fastify.decorateRequest('balanceHold', null)
 
-    fastify.gateway.addHook('onAdmission', ({ request, call, principal, model, body }) => {
-      if (!call.billable) return
-      if (principal === null) throw new NoOrgContext()
-      if (model === null || model.price === null) return // a free model, or a pass-through call with no catalog price
+    /** The most the call can cost: its price when it has one per call, else its prompt and longest answer at the higher token rate. */
+    const worstCase = (model: CatalogModel, body: Json): number => {
+      const price = model.price as NonNullable<CatalogModel['price']>
       const gemini = body.generationConfig as { maxOutputTokens?: unknown } | null | undefined
       const maxOut = [body.max_tokens, body.max_completion_tokens, body.max_output_tokens, gemini?.maxOutputTokens].find((v): v is number => typeof v === 'number' && v > 0) ??
         model.config.max_output_tokens ?? model.config.context_length
-      const rate = Math.max(model.price.input, model.price.output)
-      const hold: Hold = { org: principal.org, amount: (estimatePromptTokens(body) + maxOut) * rate }
+      return (estimatePromptTokens(body) + maxOut) * Math.max(price.input, price.output)
+    }
+
+    fastify.gateway.addHook('onAdmission', ({ request, call, principal, model, body }) => {
+      if (!call.billable) return
+      if (principal === null) throw new NoOrgContext()
+      const fixed = call.fixedCostNano
+      // a free model, a pass-through call with no catalog price, a free MCP tool
+      if (fixed === 0 || (fixed === null && (model === null || model.price === null))) return
+      const amount = fixed ?? worstCase(model as CatalogModel, body)
+      const hold: Hold = { org: principal.org, amount }
       return then(store.balance.hold(hold.org, hold.amount, clock.now()), (ok) => {
         if (!ok) throw new InsufficientBalance({ org: hold.org })
         request.balanceHold = hold

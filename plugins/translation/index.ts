@@ -18,7 +18,8 @@ const PAIRS: Record<Protocol, Partial<Record<Protocol, TranslatorPair>>> = {
   openai: { openai: openaiPassthrough, messages: chatToMessages, gemini: chatToGemini },
   messages: { messages: messagesPassthrough, openai: messagesToChat, gemini: messagesToGemini },
   responses: { responses: responsesPassthrough, openai: responsesToChat, messages: responsesToMessages, gemini: responsesToGemini },
-  gemini: { gemini: geminiPassthrough, openai: geminiToChat, messages: geminiToMessages }
+  gemini: { gemini: geminiPassthrough, openai: geminiToChat, messages: geminiToMessages },
+  mcp: {}
 }
 
 /** The pair for a client protocol in front of an upstream protocol. */

@@ -82,7 +82,7 @@ export const RotateBody = Type.Object({ grace_s: Integer({ minimum: 0, maximum: 
 export const KeysQuery = Type.Object({ org: Type.Optional(Type.String()), project: Type.Optional(Type.String()) })
 
 const STATUS = '(ok|client_aborted|upstream_error|timeout)'
-const ENDPOINTS = ['chat.completions', 'messages', 'responses', 'generate_content', 'passthrough'] as const
+const ENDPOINTS = ['chat.completions', 'messages', 'responses', 'generate_content', 'passthrough', 'mcp.tools_call'] as const
 
 const Filters = {
   org: Type.Optional(Type.String()),

@@ -53,5 +53,9 @@ export const de: Catalog = {
   invalid_query: "Ungültiger Abfrageparameter {param}: {reason}",
   passthrough_forbidden: "Dieser API-Schlüssel darf die Durchleitungsrouten des Anbieters {provider} nicht verwenden.",
   passthrough_path: "Der Durchleitungspfad muss unter dem Basispfad des Anbieters bleiben: keine Punktsegmente, kodierten Schrägstriche, Backslashes oder absoluten URLs.",
-  store_unavailable: "Der Speicher des Gateways ist gerade nicht erreichbar. Bitte gleich erneut versuchen."
+  store_unavailable: "Der Speicher des Gateways ist gerade nicht erreichbar. Bitte gleich erneut versuchen.",
+  mcp_server_not_found: "Es ist kein MCP-Server {server} konfiguriert.",
+  mcp_tool_not_found: "Unbekanntes Werkzeug: {tool}.",
+  mcp_batch: "Ein tools/call muss allein gesendet werden, nicht in einem JSON-RPC-Batch.",
+  mcp_method_not_allowed: "Dieser MCP-Endpunkt führt keine Sitzung: Er nimmt nur POST an (kein GET-Stream, kein DELETE)."
 }

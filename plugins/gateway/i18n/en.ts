@@ -54,7 +54,11 @@ export const en = {
   invalid_query: 'Invalid query parameter {param}: {reason}',
   passthrough_forbidden: 'This API key may not use the pass-through routes of provider {provider}.',
   passthrough_path: 'The pass-through path must stay under the provider\'s base path: no dot segments, encoded slashes, backslashes or absolute URLs.',
-  store_unavailable: 'The gateway\'s store cannot be reached right now. Retry in a moment.'
+  store_unavailable: 'The gateway\'s store cannot be reached right now. Retry in a moment.',
+  mcp_server_not_found: 'No MCP server {server} is configured.',
+  mcp_tool_not_found: 'Unknown tool: {tool}.',
+  mcp_batch: 'A tools/call must be sent alone, not in a JSON-RPC batch.',
+  mcp_method_not_allowed: 'This MCP endpoint keeps no session: it takes POST only (no GET stream, no DELETE).'
 } as const
 
 export type MessageKey = keyof typeof en

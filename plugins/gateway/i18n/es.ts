@@ -53,5 +53,9 @@ export const es: Catalog = {
   invalid_query: "Parámetro de consulta {param} no válido: {reason}",
   passthrough_forbidden: "Esta clave de API no puede usar las rutas de paso directo del proveedor {provider}.",
   passthrough_path: "La ruta de paso directo debe quedar bajo la ruta base del proveedor: sin segmentos de punto, barras codificadas, barras invertidas ni URL absolutas.",
-  store_unavailable: "El almacén de la pasarela no está disponible en este momento. Vuelva a intentarlo en un momento."
+  store_unavailable: "El almacén de la pasarela no está disponible en este momento. Vuelva a intentarlo en un momento.",
+  mcp_server_not_found: "No hay ningún servidor MCP {server} configurado.",
+  mcp_tool_not_found: "Herramienta desconocida: {tool}.",
+  mcp_batch: "Un tools/call debe enviarse solo, no en un lote JSON-RPC.",
+  mcp_method_not_allowed: "Este punto de acceso MCP no guarda sesión: solo acepta POST (sin flujo GET, sin DELETE)."
 }

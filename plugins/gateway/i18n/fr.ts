@@ -53,5 +53,9 @@ export const fr: Catalog = {
   invalid_query: "Paramètre de requête {param} non valide : {reason}",
   passthrough_forbidden: "Cette clé d'API ne peut pas utiliser les routes de transmission directe du fournisseur {provider}.",
   passthrough_path: "Le chemin de transmission directe doit rester sous le chemin de base du fournisseur : ni segments point, ni barres obliques encodées, ni barres obliques inverses, ni URL absolues.",
-  store_unavailable: "Le stockage de la passerelle est injoignable pour le moment. Réessayez dans un instant."
+  store_unavailable: "Le stockage de la passerelle est injoignable pour le moment. Réessayez dans un instant.",
+  mcp_server_not_found: "Aucun serveur MCP {server} n'est configuré.",
+  mcp_tool_not_found: "Outil inconnu : {tool}.",
+  mcp_batch: "Un tools/call doit être envoyé seul, pas dans un lot JSON-RPC.",
+  mcp_method_not_allowed: "Ce point d'accès MCP ne garde pas de session : il n'accepte que POST (pas de flux GET, pas de DELETE)."
 }

@@ -53,5 +53,9 @@ export const ja: Catalog = {
   invalid_query: "クエリパラメーター {param} が無効です: {reason}",
   passthrough_forbidden: "この API キーはプロバイダー {provider} のパススルー経路を使用できません。",
   passthrough_path: "パススルーのパスはプロバイダーのベースパスの下に留まる必要があります（ドットセグメント、エンコードされたスラッシュ、バックスラッシュ、絶対 URL は使用できません）。",
-  store_unavailable: "ゲートウェイのストアに現在接続できません。しばらくしてから再試行してください。"
+  store_unavailable: "ゲートウェイのストアに現在接続できません。しばらくしてから再試行してください。",
+  mcp_server_not_found: "MCP サーバー {server} は設定されていません。",
+  mcp_tool_not_found: "不明なツールです: {tool}。",
+  mcp_batch: "tools/call は JSON-RPC バッチではなく単独で送信する必要があります。",
+  mcp_method_not_allowed: "この MCP エンドポイントはセッションを保持しません。POST のみ受け付けます（GET ストリームも DELETE もありません）。"
 }

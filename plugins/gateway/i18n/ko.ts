@@ -53,5 +53,9 @@ export const ko: Catalog = {
   invalid_query: "쿼리 매개변수 {param}이(가) 올바르지 않습니다: {reason}",
   passthrough_forbidden: "이 API 키는 공급자 {provider}의 패스스루 경로를 사용할 수 없습니다.",
   passthrough_path: "패스스루 경로는 공급자의 기본 경로 아래에 있어야 합니다. 점 세그먼트, 인코딩된 슬래시, 백슬래시, 절대 URL은 허용되지 않습니다.",
-  store_unavailable: "지금은 게이트웨이 저장소에 연결할 수 없습니다. 잠시 후 다시 시도하세요."
+  store_unavailable: "지금은 게이트웨이 저장소에 연결할 수 없습니다. 잠시 후 다시 시도하세요.",
+  mcp_server_not_found: "MCP 서버 {server}이(가) 구성되어 있지 않습니다.",
+  mcp_tool_not_found: "알 수 없는 도구: {tool}.",
+  mcp_batch: "tools/call은 JSON-RPC 배치가 아니라 단독으로 보내야 합니다.",
+  mcp_method_not_allowed: "이 MCP 엔드포인트는 세션을 유지하지 않습니다. POST만 받습니다(GET 스트림 없음, DELETE 없음)."
 }

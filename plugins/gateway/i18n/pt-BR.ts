@@ -53,5 +53,9 @@ export const ptBR: Catalog = {
   invalid_query: "Parâmetro de consulta {param} inválido: {reason}",
   passthrough_forbidden: "Esta chave de API não pode usar as rotas de repasse do provedor {provider}.",
   passthrough_path: "O caminho de repasse deve ficar sob o caminho base do provedor: sem segmentos de ponto, barras codificadas, barras invertidas ou URLs absolutas.",
-  store_unavailable: "O armazenamento do gateway não está acessível no momento. Tente novamente em instantes."
+  store_unavailable: "O armazenamento do gateway não está acessível no momento. Tente novamente em instantes.",
+  mcp_server_not_found: "Nenhum servidor MCP {server} está configurado.",
+  mcp_tool_not_found: "Ferramenta desconhecida: {tool}.",
+  mcp_batch: "Um tools/call deve ser enviado sozinho, não em um lote JSON-RPC.",
+  mcp_method_not_allowed: "Este endpoint MCP não mantém sessão: aceita apenas POST (sem fluxo GET, sem DELETE)."
 }

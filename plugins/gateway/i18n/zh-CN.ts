@@ -53,5 +53,9 @@ export const zhCN: Catalog = {
   invalid_query: "查询参数 {param} 无效：{reason}",
   passthrough_forbidden: "此 API 密钥不能使用提供商 {provider} 的直通路由。",
   passthrough_path: "直通路径必须位于提供商的基础路径之下：不允许点段、编码的斜杠、反斜杠或绝对 URL。",
-  store_unavailable: "网关的存储暂时无法访问，请稍后重试。"
+  store_unavailable: "网关的存储暂时无法访问，请稍后重试。",
+  mcp_server_not_found: "未配置 MCP 服务器 {server}。",
+  mcp_tool_not_found: "未知工具：{tool}。",
+  mcp_batch: "tools/call 必须单独发送，不能放在 JSON-RPC 批处理中。",
+  mcp_method_not_allowed: "此 MCP 端点不保留会话：只接受 POST（没有 GET 流，也没有 DELETE）。"
 }

@@ -53,5 +53,9 @@ export const zhTW: Catalog = {
   invalid_query: "查詢參數 {param} 無效：{reason}",
   passthrough_forbidden: "此 API 金鑰不能使用供應商 {provider} 的直通路由。",
   passthrough_path: "直通路徑必須位於供應商的基礎路徑之下：不允許點段、編碼的斜線、反斜線或絕對 URL。",
-  store_unavailable: "閘道的儲存目前無法連線，請稍後再試。"
+  store_unavailable: "閘道的儲存目前無法連線，請稍後再試。",
+  mcp_server_not_found: "未設定 MCP 伺服器 {server}。",
+  mcp_tool_not_found: "未知工具：{tool}。",
+  mcp_batch: "tools/call 必須單獨傳送，不能放在 JSON-RPC 批次中。",
+  mcp_method_not_allowed: "此 MCP 端點不保留工作階段：只接受 POST（沒有 GET 串流，也沒有 DELETE）。"
 }

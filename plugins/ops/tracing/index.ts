@@ -19,7 +19,7 @@ export interface CallTracer {
   shutdown: () => Promise<void>
 }
 
-const ROUTES: Record<string, string> = { 'chat.completions': '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses', generate_content: '/v1beta/models/{model}:generateContent', passthrough: '/passthrough' }
+const ROUTES: Record<string, string> = { 'chat.completions': '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses', generate_content: '/v1beta/models/{model}:generateContent', passthrough: '/passthrough', 'mcp.tools_call': '/mcp' }
 
 const spanId = (): string => randomBytes(8).toString('hex')
 /** The OpenTelemetry trace id of a call: its trace id's hex digits. */
@@ -31,7 +31,9 @@ const wall = (perf: number): number => performance.timeOrigin + perf
 export function callSpans (o: CallOutcome): SpanData[] {
   const traceId = otelTraceId(o.traceId)
   const root = spanId()
-  const op = 'chat'
+  // the GenAI conventions' execute_tool span for an MCP tool call, named by the tool
+  const tool = o.endpoint === 'mcp.tools_call'
+  const op = tool ? 'execute_tool' : 'chat'
   const endMs = wall(o.t1)
   const startMs = wall(o.t0)
   const failed = o.status !== 'ok'
@@ -45,7 +47,8 @@ export function callSpans (o: CallOutcome): SpanData[] {
     attributes: {
       'gen_ai.operation.name': op,
       'gen_ai.provider.name': o.provider,
-      'gen_ai.request.model': o.model,
+      'gen_ai.request.model': tool ? undefined : o.model,
+      'gen_ai.tool.name': tool ? o.model : undefined,
       'gen_ai.usage.input_tokens': o.billed ? o.usage.prompt_tokens : undefined,
       'gen_ai.usage.output_tokens': o.billed ? o.usage.completion_tokens : undefined,
       'gen_ai.usage.cache_read.input_tokens': o.billed ? o.usage.cached_input_tokens : undefined,
