@@ -54,10 +54,14 @@ export async function answer (name: string, version: string, req: HttpRequestPar
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: await handlers.list() }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const token = request.params._meta?.progressToken
+    // notifications go out in order, and all of them before the result
+    let sent: Promise<void> = Promise.resolve()
     const progress = token === undefined
       ? null
-      : (p: Progress) => { void extra.sendNotification({ method: 'notifications/progress', params: { ...p, progressToken: token } }).catch(() => {}) }
-    return await handlers.call(request.params, progress)
+      : (p: Progress) => { sent = sent.then(async () => { await extra.sendNotification({ method: 'notifications/progress', params: { ...p, progressToken: token } }) }).catch(() => {}) }
+    const result = await handlers.call(request.params, progress)
+    await sent
+    return result
   })
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !asksProgress(body) })
   await server.connect(transport)
