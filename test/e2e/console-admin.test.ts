@@ -7,6 +7,7 @@ import { loadConfig } from '../../config/load.js'
 import { fromRoot } from '../../paths.js'
 import { GatewayServer } from '../../server.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { mockMcpHttp, type MockMcpHttp } from '../mock-mcp.js'
 import { build, childEnv, KEY_A, mockCatalog } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
@@ -46,6 +47,7 @@ if (!existsSync(CHROMIUM)) {
   }
 
   let mock: MockUpstream
+  let mcp: MockMcpHttp
   let server: GatewayServer
   let base: string
   let browser: Browser
@@ -63,6 +65,7 @@ if (!existsSync(CHROMIUM)) {
 
   t.before(async () => {
     mock = await startMockUpstream()
+    mcp = await mockMcpHttp()
     file = join(tempDir('console-admin'), 'gateway.json')
     raw = {
       server: { port: 0, request_timeout_s: 10 },
@@ -70,6 +73,8 @@ if (!existsSync(CHROMIUM)) {
       admin: { token: ADMIN },
       plugins: plugins(true),
       ...mockCatalog(mock),
+      // an MCP server, and one that is down (nothing listens on port 9 of loopback)
+      mcp: { servers: [{ id: 'docs', transport: 'http', url: mcp.url, pricing: { per_call: 0.001 } }, { id: 'gone', transport: 'http', url: 'http://127.0.0.1:9/mcp', timeout_s: 2 }] },
       tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, name: 'a' }] }] }]
     }
     writeConfig()
@@ -78,7 +83,7 @@ if (!existsSync(CHROMIUM)) {
     await seed()
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
   })
-  t.teardown(async () => { await browser?.close(); await server?.close(); await mock?.close() })
+  t.teardown(async () => { await browser?.close(); await server?.close(); await mock?.close(); await mcp?.close() })
 
   /** A call through the gateway with an API key: its status and trace id. */
   async function call (key: string, body: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<{ status: number, trace: string }> {
@@ -89,6 +94,16 @@ if (!existsSync(CHROMIUM)) {
     })
     await res.text()
     return { status: res.status, trace: res.headers.get('x-svc-trace-id') ?? '' }
+  }
+
+  /** An MCP tools/call through the gateway with an API key: its JSON-RPC answer and trace id. */
+  async function toolCall (key: string, name: string, args: Record<string, unknown>): Promise<{ body: { result?: unknown, error?: { code: number } }, trace: string }> {
+    const res = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } })
+    })
+    return { body: await res.json() as { result?: unknown, error?: { code: number } }, trace: res.headers.get('x-svc-trace-id') ?? '' }
   }
 
   /**
@@ -219,6 +234,7 @@ if (!existsSync(CHROMIUM)) {
     await page.selectOption('#key-project', 'app')
     await page.fill('#key-name', 'console-made')
     await page.fill('#key-models', 'openai/*')
+    await page.fill('#key-mcp', 'docs/echo')
     await page.fill('#key-rpm', '100')
     await page.fill('#key-budget', '3')
     await page.selectOption('#key-budget-per', 'month')
@@ -230,6 +246,7 @@ if (!existsSync(CHROMIUM)) {
     const keyRow = page.locator('#keys tbody tr', { hasText: 'console-made' })
     const keyId = await keyRow.getAttribute('data-key-id') ?? ''
     t.match(await keyRow.textContent(), /100 rpm/)
+    t.match(await keyRow.textContent(), /MCP: docs\/echo/, 'its MCP tools')
     t.match(await keyRow.textContent(), /\$0 of \$3 per month/)
     await page.click('#secret-copy')
     await page.waitForFunction(() => document.getElementById('secret-copied')?.textContent !== '')
@@ -243,10 +260,15 @@ if (!existsSync(CHROMIUM)) {
     const made = await call(secret, { model: 'openai/failover', seed: 7 })
     t.equal(made.status, 200, 'a call with the new key')
     t.equal((await call(secret, { model: 'anthropic/claude-test' })).status, 404, 'only the models it was given')
+    const tool = await toolCall(secret, 'docs__echo', { text: 'from the console test' })
+    t.same(tool.body.result, { content: [{ type: 'text', text: 'from the console test' }] }, 'and the MCP tool it was given')
+    t.equal((await toolCall(secret, 'docs__add', { a: 1, b: 2 })).body.error?.code, -32602, 'no other')
 
     // edit: the limits and the name change
     await keyRow.locator('button[data-action=edit]').click()
     await page.waitForSelector('#edit-dialog[open]')
+    t.equal(await page.inputValue('#edit-mcp'), 'docs/echo')
+    await page.fill('#edit-mcp', 'docs/echo, docs/add')
     await page.fill('#edit-name', 'console-key')
     await page.fill('#edit-rpm', '')
     await page.fill('#edit-tpm', '50000')
@@ -255,11 +277,13 @@ if (!existsSync(CHROMIUM)) {
     await page.waitForSelector(`#keys tr[data-key-id="${keyId}"]:has-text("console-key")`)
     t.match(await text(page, `#keys tr[data-key-id="${keyId}"]`), /50000 tpm/)
     t.notMatch(await text(page, `#keys tr[data-key-id="${keyId}"]`), /rpm/, 'an emptied limit is removed')
+    t.match((await toolCall(secret, 'docs__add', { a: 1, b: 2 })).body.result, { structuredContent: { sum: 3 } }, 'a tool granted in the dialog')
 
     // ---- the request log: find the call and open it
     await tab(page, 'log')
     await page.fill('#lf-org', o.org)
     await page.selectOption('#lf-status', 'ok')
+    await page.selectOption('#lf-endpoint', 'chat.completions')
     await Promise.all([
       page.waitForResponse((r) => r.url().includes('/admin/v1/usage?') && r.url().includes(`org=${o.org}`)),
       page.click('#log-filter button[type=submit]')
@@ -288,6 +312,24 @@ if (!existsSync(CHROMIUM)) {
     if (!o.phone) await shot(page, 'console-admin-log.png')
     await look(page, 'call')
     if (o.phone) await noOverflow(t, page, 'request log')
+    await page.keyboard.press('Escape')
+    await page.waitForSelector('#call-dialog', { state: 'hidden' })
+
+    // the tool calls of the key, and one opened
+    await Promise.all([
+      page.waitForResponse((r) => r.url().includes('/admin/v1/usage?') && r.url().includes('endpoint=mcp.tools_call')),
+      page.selectOption('#lf-endpoint', 'mcp.tools_call').then(async () => { await page.click('#log-filter button[type=submit]') })
+    ])
+    await page.waitForSelector(`#log tr[data-trace="${tool.trace}"]`)
+    t.equal(await page.locator('#log tbody tr[data-trace]').count(), 2, 'its two tool calls that ran')
+    t.match(await text(page, `#log tr[data-trace="${tool.trace}"]`), /tool\s*docs\/echo/)
+    await page.click(`#log tr[data-trace="${tool.trace}"] button[data-open]`)
+    await page.waitForSelector('#call-dialog[open] #call-body dl')
+    t.equal(await text(page, '#call-title'), 'Tool call to docs/echo')
+    const toolDetail = await text(page, '#call-body')
+    t.match(toolDetail, /Endpoint\s*mcp\.tools_call/)
+    t.match(toolDetail, /MCP server\s*docs/)
+    t.match(toolDetail, /Cost\s*\$0\.001/, 'the server\'s price per call')
     await page.keyboard.press('Escape')
     await page.waitForSelector('#call-dialog', { state: 'hidden' })
 
@@ -352,6 +394,9 @@ if (!existsSync(CHROMIUM)) {
     t.match(await text(page, '#providers tr[data-provider="mock-openai"]'), /closed/)
     t.match(await text(page, '#providers tr[data-provider="mock-dead"]'), /127\.0\.0\.1:9/)
     t.match(await text(page, '#providers tr[data-provider="mock-nokey"]'), /no credentials/)
+    await page.waitForSelector('#mcp-section:not([hidden]) #mcp-servers tr[data-mcp-server="docs"]')
+    t.match(await text(page, '#mcp-servers tr[data-mcp-server="docs"]'), /http\s*ready.*echo, add, slow/, 'the MCP servers, their status and tools')
+    t.match(await text(page, '#mcp-servers tr[data-mcp-server="gone"]'), /down.*fetch failed/)
     if (o.phone) await noOverflow(t, page, 'providers')
     await look(page, 'providers')
 

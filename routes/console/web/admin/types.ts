@@ -12,6 +12,8 @@ export interface Key {
   name: string
   models: string[]
   passthrough: string[]
+  /** Globs over server/tool: the MCP tools the key may list and call. */
+  mcp: string[]
   created_at: string
   expires_at: string | null
   limits: { rpm: number | null, tpm: number | null } | null
@@ -77,6 +79,15 @@ export interface Provider {
   recent_failures: Array<{ at: string, status: number | string | null, error: string | null, pid?: number }>
   /** Each worker's own breaker and latency average (a worker keeps its own). */
   workers?: Array<{ pid: number, breaker: 'closed' | 'open' | 'half_open', avg_latency_ms: number | null }>
+}
+
+export interface McpServer {
+  id: string
+  transport: 'http' | 'stdio'
+  status: 'ready' | 'starting' | 'down'
+  tools: string[]
+  last_error: string | null
+  workers?: Array<{ pid: number, status: 'ready' | 'starting' | 'down' }>
 }
 
 export interface Plugin { name: string, module?: string | null, enabled: boolean, options: unknown }
