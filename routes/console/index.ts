@@ -63,6 +63,9 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     })
   }))
 
+  // Where the APIs are, for the page's quick start: /mcp only when the gateway serves MCP tools.
+  fastify.get('/api/endpoints', async () => ({ openai: '/v1', anthropic: '/', gemini: '/v1beta', mcp: fastify.gateway.config.mcp.servers.length > 0 ? '/mcp' : null }))
+
   fastify.get('/api/me', async (request) => {
     const key = await keyOf(request)
     await store.flush() // lease give-backs the store delays
@@ -73,7 +76,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     return {
       org: key.org,
       project: key.project,
-      key: { id: key.id, name: key.name, hint: key.hint, models: key.models },
+      key: { id: key.id, name: key.name, hint: key.hint, models: key.models, mcp: key.mcp },
       balance_usd: nanoToUsd(org?.balance_nano ?? 0),
       held_usd: nanoToUsd(org?.held_nano ?? 0),
       spent_usd: nanoToUsd(org?.spent_nano ?? 0),

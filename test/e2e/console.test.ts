@@ -5,6 +5,7 @@ import { chromium, type Browser } from 'playwright-core'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { fromRoot } from '../../paths.js'
+import { mockMcpHttp, type MockMcpHttp } from '../mock-mcp.js'
 import { childEnv, KEY_A, KEY_B, settled, testConfig } from '../helper.js'
 
 // The developer console in headless Chromium (Debian's /usr/bin/chromium via playwright-core).
@@ -22,13 +23,15 @@ if (!existsSync(CHROMIUM)) {
   let base: string
   let browser: Browser
 
+  let mcp: MockMcpHttp
   t.before(async () => {
-    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }] }))
+    mcp = await mockMcpHttp()
+    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }], mcp: { servers: [{ id: 'docs', transport: 'http', url: mcp.url }] } }))
     await app.listen({ host: '127.0.0.1', port: 0 })
     base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
   })
-  t.teardown(async () => { await browser?.close(); await app?.close() })
+  t.teardown(async () => { await browser?.close(); await app?.close(); await mcp?.close() })
 
   // real calls through the gateway, so the usage views show what metering recorded
   // (the last one is answered from the cache with what the first one stored)
@@ -52,6 +55,13 @@ if (!existsSync(CHROMIUM)) {
     t.match(gpt, /Cached input \/ 1M\$0\.5/)
     t.match(gpt, /Output \/ 1M\$2/)
     t.match(await page.textContent('[data-id="openai/no-price"]'), /No public price/)
+    await page.click('#quickstart summary')
+    await page.waitForSelector('#qs-mcp:not([hidden])')
+    const quick = await page.textContent('#quickstart') ?? ''
+    t.match(quick, `base URL ${base}/v1`, 'the quick start names this gateway\'s address')
+    t.match(quick, `curl ${base}/v1/chat/completions`)
+    t.match(quick, `claude mcp add --transport http modelgate ${base}/mcp --header "Authorization: Bearer $MODELGATE_KEY"`, 'and, since it serves MCP tools, how to add it to an MCP client')
+    t.match(JSON.parse(await page.textContent('#qs-json') ?? '{}'), { mcpServers: { modelgate: { type: 'http', url: `${base}/mcp` } } })
     await page.screenshot({ path: fromRoot('test-output', 'screenshots', 'marketplace.png'), fullPage: true })
 
     await page.fill('#q', 'claude')
