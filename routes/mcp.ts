@@ -151,14 +151,14 @@ async function toolCall (r: McpRequest, params: CallToolRequest['params'], progr
 }
 
 /** Sends what the SDK's transport answered, through the reply (its JSON, or its event stream as it comes). */
-async function send (reply: FastifyReply, response: Response, done: () => void): Promise<FastifyReply> {
+async function send (reply: FastifyReply, response: Response, done: (sent: boolean) => void): Promise<FastifyReply> {
   // the client left while the answer was made (a tools/call it gave up on): no one to send it to
   if (reply.raw.destroyed) {
-    done()
+    done(false)
     await response.body?.cancel()
     return reply
   }
-  reply.raw.once('close', done)
+  reply.raw.once('close', () => { done(reply.raw.writableFinished) })
   reply.status(response.status)
   response.headers.forEach((value, name) => { reply.header(name, value) })
   if (response.body === null) return reply.send()

@@ -1,5 +1,6 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js'
 import {
   CallToolRequestSchema, ListToolsRequestSchema,
   type CallToolRequest, type CallToolResult, type Progress, type Tool
@@ -35,6 +36,8 @@ export interface HttpRequestParts {
   headers: Record<string, string | string[] | undefined>
 }
 
+let validator: AjvJsonSchemaValidator | undefined
+
 // the request headers the transport reads
 const READ = ['accept', 'content-type', 'mcp-protocol-version', 'mcp-session-id', 'last-event-id'] as const
 
@@ -46,11 +49,13 @@ function asksProgress (body: unknown): boolean {
 
 /**
  * Answers one HTTP request to the MCP endpoint (its body already parsed) with the SDK's server and
- * transport; `done` is to be called once the answer is sent (or the client left). A JSON answer
- * unless the request asked for progress, which needs an event stream.
+ * transport; `done(sent)` is to be called once the answer is sent whole (`sent`), or the client
+ * left before. A JSON answer unless the request asked for progress, which needs an event stream.
  */
-export async function answer (name: string, version: string, req: HttpRequestParts, body: unknown, handlers: Handlers): Promise<{ response: Response, done: () => void }> {
-  const server = new Server({ name, version }, { capabilities: { tools: {} } })
+export async function answer (name: string, version: string, req: HttpRequestParts, body: unknown, handlers: Handlers): Promise<{ response: Response, done: (sent: boolean) => void }> {
+  // (a Server makes an Ajv instance of its own unless given one: a tenth of a millisecond and more, each request)
+  validator ??= new AjvJsonSchemaValidator()
+  const server = new Server({ name, version }, { capabilities: { tools: {} }, jsonSchemaValidator: validator })
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: await handlers.list() }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const token = request.params._meta?.progressToken
@@ -71,5 +76,6 @@ export async function answer (name: string, version: string, req: HttpRequestPar
     if (v !== undefined) headers.set(h, Array.isArray(v) ? v.join(', ') : v)
   }
   const response = await transport.handleRequest(new Request(`http://gateway${req.url}`, { method: req.method, headers }), { parsedBody: body })
-  return { response, done: () => { void server.close().catch(() => {}) } }
+  // an answer sent whole left nothing open; one the client left may hold a stream and its keep-alive timer
+  return { response, done: (sent) => { if (!sent) void server.close().catch(() => {}) } }
 }

@@ -10,6 +10,7 @@ import {
   type CallToolRequest, type CallToolResult, type Progress, type Tool
 } from '@modelcontextprotocol/sdk/types.js'
 import type { McpServerConfig } from '../../config/schema.js'
+import { undiciFetch } from './fetch.js'
 
 // One MCP server behind the gateway, spoken to with the MCP SDK's client: over Streamable HTTP
 // (with the configured headers), or over stdio to a process the link spawns (its stderr goes to
@@ -222,7 +223,7 @@ export class McpLink {
 
   private transport (): Transport {
     const c = this.config
-    if (c.transport === 'http') return new StreamableHTTPClientTransport(new URL(c.url as string), { requestInit: { headers: c.headers ?? {} } })
+    if (c.transport === 'http') return new StreamableHTTPClientTransport(new URL(c.url as string), { requestInit: { headers: c.headers ?? {} }, fetch: undiciFetch })
     const t = new StdioClientTransport({ command: c.command as string, args: c.args ?? [], env: c.env ?? {}, cwd: c.cwd, stderr: 'pipe' })
     const stderr = t.stderr
     if (stderr instanceof Readable) {
