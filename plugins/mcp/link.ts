@@ -16,8 +16,8 @@ import { undiciFetch } from './fetch.js'
 // (with the configured headers), or over stdio to a process the link spawns (its stderr goes to
 // the log, line by line). The link connects at once (initialize, then tools/list, every page),
 // keeps the tool list current (notifications/tools/list_changed), and when the connection is
-// lost (the process exited, the server stopped answering) connects again after a pause that
-// doubles from FIRST_BACKOFF_MS up to MAX_BACKOFF_MS. Every wait is bounded by the server's
+// lost (the process exited; an HTTP server failed a call, or failed its event stream and then a
+// ping) connects again after a pause that doubles from FIRST_BACKOFF_MS up to MAX_BACKOFF_MS. Every wait is bounded by the server's
 // timeout: a tool call to a server that is down fails at once, one to a server still starting
 // waits for it within its time limit, and none waits longer than that.
 
@@ -30,6 +30,8 @@ const STABLE_MS = 30_000
 /** How many tools a server may list (its pages are read until then). */
 const MAX_TOOLS = 10_000
 const MAX_STDERR_LINE = 2_000
+/** How long a server found silent (its event stream failed) has to answer a ping. */
+const PROBE_MS = 5_000
 
 /** Why a tool call got no answer from its server: it is down, unreachable, or too slow. */
 export class ServerUnavailable extends Error {
@@ -93,6 +95,7 @@ export class McpLink {
   /** The server said its tools changed: list them again once the client is current. */
   private stale = false
   private listing: Promise<void> | null = null
+  private probing = false
 
   constructor (readonly config: McpServerConfig, readonly timeoutMs: number, private readonly log: FastifyBaseLogger, private readonly changed: () => void) {}
 
@@ -206,7 +209,11 @@ export class McpLink {
 
   private async open (): Promise<Client> {
     const client = new Client({ name: 'modelgate', version: clientVersion }, { capabilities: {} })
-    client.onerror = (err) => { this.log.debug({ err, mcp_server: this.id }, 'MCP server connection error') }
+    client.onerror = (err) => {
+      this.log.debug({ err, mcp_server: this.id }, 'MCP server connection error')
+      // an HTTP server's event stream failed (it went away, say): ask whether it still answers
+      if (this.config.transport === 'http') this.probe(client)
+    }
     client.onclose = () => { this.lost(client, 'the connection closed') }
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       this.stale = true
@@ -262,6 +269,13 @@ export class McpLink {
       if (this.stale) void this.refresh(client)
     })
     await this.listing
+  }
+
+  /** Pings a server that may be gone; one that does not answer is lost (and connected again later). */
+  private probe (client: Client): void {
+    if (client !== this.client || this.probing) return
+    this.probing = true
+    client.ping({ timeout: Math.min(this.timeoutMs, PROBE_MS) }).then(() => {}, (err: unknown) => { this.lost(client, describe(err)) }).finally(() => { this.probing = false })
   }
 
   /** A new connection at once (the server forgot ours). */
