@@ -118,9 +118,28 @@ t.test('serve --workers 2: any worker answers any request of a client; mcp list 
   const json = await modelgate(['mcp', 'list', '--json', '--config', join(dir, 'gw.json')])
   t.match(JSON.parse(json.stdout), [{ id: 'files', transport: 'stdio', status: 'ready', workers: [{}, {}] }])
 
+  // a reload: every worker serves the servers the file names now, and ends the processes it spawned before
+  const mock = await mockMcpHttp()
+  t.teardown(() => mock.close())
+  writeFileSync(join(dir, 'gw.json'), JSON.stringify({
+    server: { port: 0 },
+    ...config,
+    store: { sqlite: join(dir, 'gw.db') },
+    mcp: { servers: [...config.mcp.servers, { id: 'docs', transport: 'http', url: mock.url }] },
+    tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, mcp: ['files/*', 'docs/*'], limits: { rpm: 12 } }] }] }]
+  }))
+  const reloaded = await (await fetch(`${base}/admin/v1/reload`, { method: 'POST', headers: admin })).json() as { changes: string[], workers: number }
+  t.equal(reloaded.workers, 2)
+  t.ok(reloaded.changes.includes('mcp.servers: added docs'), `the change said: ${reloaded.changes.join('; ')}`)
+  for (let i = 0; i < 4; i++) {
+    const names = (await c.listTools()).tools.map((x) => x.name)
+    t.ok(names.includes('docs__echo') && names.includes('files__pid'), `after the reload, worker answer ${i + 1}: both servers' tools`)
+  }
+  await eventually(10_000, () => [...children].filter(alive), (l) => l.length === 0)
+  t.same([...children].filter(alive), [], 'the stdio processes of the configuration before are gone')
+
   gw.kill('SIGTERM')
   t.equal(await gw.exited, 0)
-  t.same([...children].filter(alive), [], 'the servers the workers spawned ended with them')
 })
 
 t.test('modelgate mcp list with no gateway running: it connects to each server itself', async (t) => {
