@@ -69,9 +69,10 @@ export class McpServers {
     for (const l of links) {
       for (const t of l.tools) {
         if (!allowed(`${l.id}/${t.name}`)) continue
+        const tool: Tool = server === null ? { ...t, name: exposedName(l.id, t.name) } : { ...t }
         // tasks are not offered: a tool that asks for them is called as any other
-        const { execution: _execution, ...tool } = t
-        out.push(server === null ? { ...tool, name: exposedName(l.id, t.name) } : tool)
+        delete tool.execution
+        out.push(tool)
       }
     }
     return out
