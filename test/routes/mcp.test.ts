@@ -138,7 +138,13 @@ t.test('initialize, tools/list by the key\'s grants, and /mcp/{server}', async (
 
 t.test('no key, a bad key, an expired key: 401 with WWW-Authenticate: Bearer, in JSON-RPC\'s shape', async (t) => {
   const clock = new FakeClock()
-  const gw = await gateway(t, { extras: { clock }, tenants: tenants({ expires_at: new Date(clock.now() + 60_000).toISOString() }) })
+  const gw = await gateway(t, { plugins: [{ name: 'cors' }, { name: 'auth' }], extras: { clock }, tenants: tenants({ expires_at: new Date(clock.now() + 60_000).toISOString() }) })
+  // a client in a browser: its preflight, and the headers it may read
+  const preflight = await fetch(gw.base + '/mcp', { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,mcp-protocol-version,mcp-session-id' } })
+  t.equal(preflight.status, 204)
+  t.match(preflight.headers.get('access-control-allow-headers'), /mcp-protocol-version.*mcp-session-id|mcp-session-id.*mcp-protocol-version/)
+  const seen = await rpc(gw, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: 'https://app.example' })
+  t.match(seen.headers.get('access-control-expose-headers'), /WWW-Authenticate/, 'a browser client can read what the 401 asks for')
   const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }
   for (const headers of [{}, { authorization: 'Bearer mg-not-a-key-0123456789' }]) {
     const r = await rpc(gw, init, headers)
