@@ -178,3 +178,14 @@ export async function mockMcpHttp (port = 0): Promise<MockMcpHttp> {
     close: stop
   }
 }
+
+/**
+ * The JSON-RPC messages of a request's event stream, in order, as they were sent (the SDK's client
+ * drops a progress notification that arrives in the same read as the result:
+ * modelcontextprotocol/typescript-sdk#2580).
+ */
+export async function streamed (base: string, body: unknown, key: string): Promise<Array<Record<string, unknown>>> {
+  const res = await fetch(base + '/mcp', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(body) })
+  if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) throw new Error(`not an event stream: ${res.status} ${await res.text()}`)
+  return (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)) as Record<string, unknown>)
+}

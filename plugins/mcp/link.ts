@@ -6,7 +6,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import {
-  CallToolResultSchema, ErrorCode, ListToolsResultSchema, McpError, ToolListChangedNotificationSchema,
+  CallToolResultSchema, ErrorCode, ListToolsResultSchema, McpError, ProgressNotificationSchema, ToolListChangedNotificationSchema,
   type CallToolRequest, type CallToolResult, type Progress, type Tool
 } from '@modelcontextprotocol/sdk/types.js'
 import type { McpServerConfig } from '../../config/schema.js'
@@ -96,6 +96,9 @@ export class McpLink {
   private stale = false
   private listing: Promise<void> | null = null
   private probing = false
+  /** The calls that asked for progress, by the token sent with them. */
+  private readonly progress = new Map<string, (p: Progress) => void>()
+  private tokens = 0
 
   constructor (readonly config: McpServerConfig, readonly timeoutMs: number, private readonly log: FastifyBaseLogger, private readonly changed: () => void) {}
 
@@ -156,7 +159,17 @@ export class McpLink {
 
   private async request (client: Client, params: CallToolRequest['params'], opts: ToolCallOptions, deadline: number): Promise<CallToolResult> {
     const timeout = Math.max(1, deadline - performance.now())
-    return await client.request({ method: 'tools/call', params }, CallToolResultSchema, { signal: opts.signal, timeout, onprogress: opts.onprogress })
+    if (opts.onprogress === undefined) return await client.request({ method: 'tools/call', params }, CallToolResultSchema, { signal: opts.signal, timeout })
+    // progress is routed here rather than by the SDK's onprogress, which drops a notification
+    // that arrives in the same read as the answer (its handler is gone by the time the
+    // notification is handled: modelcontextprotocol/typescript-sdk#2580)
+    const token = `mg-${++this.tokens}`
+    this.progress.set(token, opts.onprogress)
+    try {
+      return await client.request({ method: 'tools/call', params: { ...params, _meta: { ...params._meta, progressToken: token } } }, CallToolResultSchema, { signal: opts.signal, timeout })
+    } finally {
+      this.progress.delete(token)
+    }
   }
 
   /** What a failed call rejects with; a connection found broken is dropped (and made again later). */
@@ -215,6 +228,10 @@ export class McpLink {
       if (this.config.transport === 'http') this.probe(client)
     }
     client.onclose = () => { this.lost(client, 'the connection closed') }
+    client.setNotificationHandler(ProgressNotificationSchema, (n) => {
+      const { progressToken, ...progress } = n.params
+      this.progress.get(String(progressToken))?.(progress)
+    })
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       this.stale = true
       void this.refresh(client)

@@ -9,7 +9,7 @@ import { fromRoot } from '../../paths.js'
 import { exposedName } from '../../plugins/mcp/names.js'
 import type { UsageRow } from '../../plugins/store/types.js'
 import { build, FakeClock, KEY_A, KEY_B, KEY_OTHER_ORG, type BuildExtras } from '../helper.js'
-import { LEAKED, LONG_TOOL, mockMcpHttp, type MockMcpHttp } from '../mock-mcp.js'
+import { LEAKED, LONG_TOOL, mockMcpHttp, streamed, type MockMcpHttp } from '../mock-mcp.js'
 
 // The MCP endpoint in one process, over real sockets, driven with the MCP SDK's client: servers
 // behind over Streamable HTTP (test/mock-mcp.ts) and stdio (test/mcp-stdio-server.ts); the tools
@@ -173,10 +173,12 @@ t.test('tools/call: the result as the server gave it, its headers, progress, err
   t.equal(seen?.headers.authorization, 'Bearer upstream-token', 'the server got its configured headers, not the client\'s key')
   t.equal(textOf(await a.callTool({ name: exposedName('docs', 'files.read'), arguments: { path: '/x' } }) as CallToolResult), 'files.read called with {"path":"/x"}', 'a rewritten name reaches the tool by its own')
 
-  const progress: number[] = []
-  const slow = await a.callTool({ name: 'docs__slow', arguments: { ms: 80 } }, undefined, { onprogress: (p) => { progress.push(p.progress) } }) as CallToolResult
-  t.equal(textOf(slow), 'waited 80 ms')
-  t.same(progress, [20, 40, 60, 80], 'the server\'s progress notifications reach the client')
+  const slow = await a.callTool({ name: 'docs__slow', arguments: { ms: 40 } }, undefined, { onprogress: () => {} }) as CallToolResult
+  t.equal(textOf(slow), 'waited 40 ms', 'a call that asks for progress, with the SDK\'s client')
+  const messages = await streamed(gw.base, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'docs__slow', arguments: { ms: 80 }, _meta: { progressToken: 'p-1' } } }, KEY_A)
+  t.same(messages.map((m) => m.method === undefined ? 'result' : (m.params as { progress: number }).progress), [20, 40, 60, 80, 'result'], 'the server\'s progress notifications, every one, then the result')
+  t.ok(messages.slice(0, 4).every((m) => m.method === 'notifications/progress' && (m.params as { progressToken: unknown }).progressToken === 'p-1'), 'each under the client\'s own token')
+  t.same(messages[4], { jsonrpc: '2.0', id: 7, result: { content: [{ type: 'text', text: 'waited 80 ms' }] } })
 
   const failed = await a.callTool({ name: 'docs__fail' }) as CallToolResult
   t.same(failed, { isError: true, content: [{ type: 'text', text: 'it failed' }] }, 'a tool\'s own error result, unchanged')
@@ -195,7 +197,7 @@ t.test('tools/call: the result as the server gave it, its headers, progress, err
   t.equal(gw.mock.tools.calls.length, before, 'neither reached a server')
 
   const rows = await records(gw)
-  t.equal(rows.length, 5, 'one record per tools/call that reached its server; none for unknown tools')
+  t.equal(rows.length, 6, 'one record per tools/call that reached its server; none for unknown tools')
   const add = rows.find((r) => r.model === 'docs/add') as UsageRow
   t.match(add, { endpoint: 'mcp.tools_call', provider: 'docs', model: 'docs/add', status: 'ok', cost_nano: 1_000_000, org_id: 'acme', project_id: 'web', prompt_tokens: 0 })
   t.ok(add.latency_ms >= 0)
@@ -205,7 +207,7 @@ t.test('tools/call: the result as the server gave it, its headers, progress, err
 
   const api = await fetch(`${gw.base}/admin/v1/usage?endpoint=mcp.tools_call`, { headers: { authorization: `Bearer ${ADMIN}` } })
   const listed = (await api.json() as { data: Array<Record<string, unknown>> }).data
-  t.equal(listed.length, 5)
+  t.equal(listed.length, 6)
   t.match(listed.find((r) => r.model === 'docs/add'), { endpoint: 'mcp.tools_call', provider: 'docs', cost_usd: '0.001' })
 
   const metrics = await (await fetch(`${gw.base}/metrics`)).text()
@@ -229,7 +231,7 @@ t.test('a server down, slow or restarted: an isError result in bounded time, the
   const listed = await servers()
   t.match(listed.find((s) => s.id === 'docs'), { transport: 'http', status: 'ready', last_error: null })
   t.ok((listed.find((s) => s.id === 'docs')?.tools as string[]).includes('echo'), 'its tools by their own names')
-  t.match(listed.find((s) => s.id === 'gone'), { status: 'down', tools: [], last_error: /fetch failed|ECONNREFUSED/ })
+  t.match(listed.find((s) => s.id === 'gone'), { status: 'down', tools: [], last_error: /ECONNREFUSED/ })
 
   const t0 = Date.now()
   const slow = await a.callTool({ name: 'slowpoke__slow', arguments: { ms: 3000 } }) as CallToolResult
