@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import { Readable } from 'node:stream'
 import type { ReadableStream as WebReadableStream } from 'node:stream/web'
 import { Agent, request, type Dispatcher } from 'undici'
@@ -11,14 +12,22 @@ import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 
 const agent: Dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 64 })
 
+// the SDK gives every request of a connection the same signal: as many listeners as calls in flight
+const lifted = new WeakSet<AbortSignal>()
+
 export const undiciFetch: FetchLike = async (input, init) => {
+  const signal = init?.signal ?? undefined
+  if (signal !== undefined && !lifted.has(signal)) {
+    setMaxListeners(0, signal)
+    lifted.add(signal)
+  }
   const headers: Record<string, string> = {}
   new Headers(init?.headers).forEach((value, name) => { headers[name] = value })
   const res = await request(String(input), {
     method: (init?.method ?? 'GET') as Dispatcher.HttpMethod,
     headers,
     body: typeof init?.body === 'string' ? init.body : undefined,
-    signal: init?.signal ?? undefined,
+    signal,
     dispatcher: agent
   })
   const out = new Headers()
