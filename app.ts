@@ -32,13 +32,20 @@ export interface BuildOptions {
 
 export { headerNames } from './plugins/gateway/core.js'
 
-/** A route of the API scope (/v1, /v1beta, /passthrough and the plugins' own): what the gate must cover. */
-export interface ApiRoute { methods: string[], url: string, metered: boolean }
+/** A route of the API scope (/v1, /v1beta, /mcp, /passthrough and the plugins' own): what the gate must cover. */
+export interface ApiRoute {
+  methods: string[]
+  url: string
+  /** The route is metered, or starts calls of its own (`spends`): its calls go through the gate. */
+  metered: boolean
+}
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The API scope's routes as registered, whether metered (admitted by the one gate) or not. */
+    /** The API scope's routes as registered, whether they spend (admitted by the one gate) or not. */
     apiRoutes: readonly ApiRoute[]
+    /** The MCP servers behind /mcp; null when the config names none. */
+    mcpServers: import('./plugins/mcp/servers.js').McpServers | null
   }
 }
 
@@ -95,6 +102,13 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   if (opts.runtime === undefined) app.addHook('onClose', async () => { runtime.metrics.close() })
   serveMetrics(app, config, runtime)
   app.addHook('onClose', async () => { await core.gateway.upstreams.close() })
+  // the MCP servers behind /mcp, connected from now on (the MCP SDK is loaded only for a config that names some)
+  const mcp = config.mcp.servers.length === 0 ? null : new (await import('./plugins/mcp/servers.js')).McpServers(config, app.log)
+  app.decorate('mcpServers', mcp)
+  if (mcp !== null) {
+    mcp.start()
+    app.addHook('onClose', async () => { await mcp.close() })
+  }
   // Registered first, so it runs last: end-of-call work still queued gets its turn, then the
   // store commits what it holds and closes.
   app.addHook('onClose', async () => {
@@ -135,13 +149,13 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   if (icon !== null) app.get('/favicon.ico', async (_request, reply) => await reply.type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(icon))
 
   // the chain, through the plugin host: plugins that cover every route (the IP rate limit) on the
-  // whole app, the others once, in a scope of their own with every metered route: /v1 and each
-  // provider's pass-through; a plugin's own routes go under /v1
+  // whole app, the others once, in a scope of their own with every metered route: /v1, /mcp and
+  // each provider's pass-through; a plugin's own routes go under /v1
   const apiRoutesSeen: ApiRoute[] = []
   app.decorate('apiRoutes', apiRoutesSeen)
-  await host.mount(app, async (api) => { await apiRoutes(api, config) }, {
+  await host.mount(app, async (api) => { await apiRoutes(api, config, mcp) }, {
     corePrefixes: API_PREFIXES,
-    onRoute: (route) => { apiRoutesSeen.push({ methods: ([] as string[]).concat(route.method), url: route.url, metered: route.config?.metered === true }) }
+    onRoute: (route) => { apiRoutesSeen.push({ methods: ([] as string[]).concat(route.method), url: route.url, metered: route.config?.metered === true || route.config?.spends === true }) }
   })
   await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload, generation: opts.generation, providerHealth: runtime.providerHealth, plugins: host.links })
   await app.register(consoleRoutes, { prefix: '/console' })

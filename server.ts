@@ -81,7 +81,9 @@ export class GatewayServer {
     })
     const metrics = new Metrics()
     const health = new HealthBook(clock)
-    this.link = opts.worker === true ? linkWorker(metrics.registry, async () => await this.reload(), () => ({ pid: process.pid, providers: health.snapshot() })) : null
+    this.link = opts.worker === true
+      ? linkWorker(metrics.registry, async () => await this.reload(), () => ({ pid: process.pid, providers: health.snapshot(), mcp: this.current?.app.mcpServers?.views() }))
+      : null
     this.runtime = {
       metrics,
       health,

@@ -1,7 +1,8 @@
 // npm run bench [-- --quick] : measures, side by side in one run on this machine, the fixed-
 // response upstream directly, a bare Fastify + @fastify/reply-from proxy, a bare Fastify handler
 // over an undici pool, modelgate with every plugin on (one worker, and one per core; and one
-// worker with the response cache answering every call), and the Portkey gateway when it is
+// worker with the response cache answering every call; and one with an MCP server behind /mcp, whose
+// tools/call is timed against calling that server straight), and the Portkey gateway when it is
 // installed (PORTKEY_DIR, default /tmp/portkey: `npm install --prefix /tmp/portkey
 // @portkey-ai/gateway`; it is kept out of this project's dependencies). Prints a table and writes bench/results/<time>.json and latest.json.
 // Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
@@ -146,14 +147,14 @@ async function load (url: string, body: string, connections: number, extra = hea
  * One connection, one request at a time for the duration, timed with performance.now() (autocannon
  * rounds latencies to whole milliseconds, too coarse for added latency).
  */
-async function sequential (url: string, body: string, extra = headers): Promise<Load> {
+async function sequential (url: string, body: string, extra = headers, idempotency = true): Promise<Load> {
   const { origin, pathname } = new URL(url)
   const pool = new Pool(origin, { connections: 1 })
   const times: number[] = []
   let errors = 0
   const end = Date.now() + SLICE * 1000
   while (Date.now() < end) {
-    const h = { ...extra, 'idempotency-key': `s-${process.pid}-${idempotencyKeys++}` }
+    const h = idempotency ? { ...extra, 'idempotency-key': `s-${process.pid}-${idempotencyKeys++}` } : extra
     const t0 = performance.now()
     const res = await pool.request({ method: 'POST', path: pathname, headers: h, body })
     await res.body.text()
@@ -269,6 +270,13 @@ async function main (): Promise<void> {
   const cfgAll = join(dir, 'gateway-all-cores.json')
   writeFileSync(cfgAll, JSON.stringify(gatewayConfig(upstream.port, join(dir, 'gw-all-cores.db'))))
   const allCores = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgAll], { LOG_LEVEL: 'error' })
+  // an MCP server, and a gateway (every plugin on) with it behind /mcp
+  const mcpUp = await startServer([fromRoot('bench', 'mcp-upstream.mjs')])
+  const cfgMcp = join(dir, 'gateway-mcp.json')
+  const mcpConfig = gatewayConfig(upstream.port, join(dir, 'gw-mcp.db')) as { tenants: Array<{ projects: Array<{ keys: Array<Record<string, unknown>> }> }> }
+  for (const k of mcpConfig.tenants[0]?.projects[0]?.keys ?? []) k.mcp = ['bench/*']
+  writeFileSync(cfgMcp, JSON.stringify({ ...mcpConfig, mcp: { servers: [{ id: 'bench', transport: 'http', url: `http://127.0.0.1:${mcpUp.port}/mcp`, pricing: { per_call: 0.0001 } }] } }))
+  const mcpGateway = await startServer([fromRoot('dist', 'cli', 'index.js'), 'serve', '--config', cfgMcp, '--workers', '1'], { LOG_LEVEL: 'error' })
   const portkeyDir = process.env.PORTKEY_DIR ?? '/tmp/portkey'
   const portkeyServer = await startPortkey(portkeyDir)
   const portkey = portkeyServer === undefined ? `not installed in ${portkeyDir}` : 'installed'
@@ -287,11 +295,17 @@ async function main (): Promise<void> {
 
   // warm-up, not measured: every server's JIT and connection pools
   const warm: Array<[string, string, Record<string, string>]> = [...Object.values(targets), gateway, guarded, metricsOff, allCores].map((s) => [chatUrl(s), chatBody('bench/openai'), headers])
+  const mcpWarm = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${BENCH_KEY}` }
+  warm.push([`http://127.0.0.1:${mcpUp.port}/mcp`, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x' } } }), mcpWarm])
+  warm.push([`http://127.0.0.1:${mcpGateway.port}/mcp`, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'bench__echo', arguments: { text: 'x' } } }), mcpWarm])
   // its first call stores the answer every later one hits
   warm.push([chatUrl(cached), chatBody('bench/openai'), cacheHeaders])
   if (pk !== undefined) warm.push([pk, chatBody('bench'), portkeyHeaders(up)])
   warm.push([`http://127.0.0.1:${replyFrom.port}/v1/embeddings`, embedBody(), headers], [`${mg}/v1/embeddings`, embedBody(), headers])
   for (const [url, body, h] of warm) await autocannon({ url, method: 'POST', body, headers: h, connections: 32, duration: 1 })
+  // what the MCP figure times is a tool's answer, not a refusal
+  const mcpCheck = await (await fetch(`http://127.0.0.1:${mcpGateway.port}/mcp`, { method: 'POST', headers: mcpWarm, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'bench__echo', arguments: { text: 'checked' } } }) })).text()
+  if (!mcpCheck.includes('"text":"checked"')) throw new Error(`the gateway's MCP tools/call did not answer as the server does: ${mcpCheck}`)
   const mgChat = `${mg}/v1/chat/completions`
   const throughputCases: Array<[string, () => Promise<Load>]> = Object.entries(targets).map(([name, s]) => [name, async () => await load(chatUrl(s), chatBody('bench/openai'), 32, headers, s.pid)])
   throughputCases.push(
@@ -317,6 +331,13 @@ async function main (): Promise<void> {
   ]
   if (pk !== undefined) singleCases.push(['portkey', async () => await sequential(pk, chatBody('bench'), portkeyHeaders(up))])
   const { median: single } = await inRounds(singleCases)
+  // an MCP tools/call, one after another on one connection, as a client sends it (no Idempotency-Key)
+  const mcpHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' }
+  const toolCall = (name: string): string => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: { text: 'Say twenty words.' } } })
+  const { median: mcp } = await inRounds<Load>([
+    ['straight to the server', async () => await sequential(`http://127.0.0.1:${mcpUp.port}/mcp`, toolCall('echo'), mcpHeaders, false)],
+    ['through modelgate', async () => await sequential(`http://127.0.0.1:${mcpGateway.port}/mcp`, toolCall('bench__echo'), { ...mcpHeaders, authorization: `Bearer ${BENCH_KEY}` }, false)]
+  ])
   const streamCases: Array<[string, () => Promise<StreamLoad>]> = [
     ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)],
     ['reply-from', async () => await streamLoad(chatUrl(replyFrom), chatBody('bench/openai', true), 16)],
@@ -349,6 +370,12 @@ async function main (): Promise<void> {
   const added50 = (single.modelgate?.p50 ?? NaN) - (single['reply-from']?.p50 ?? NaN)
   const added99 = (single.modelgate?.p99 ?? NaN) - (single['reply-from']?.p99 ?? NaN)
   console.log(`\nAdded latency at 1 connection over the bare proxy: p50 ${fmt(added50, 2)} ms, p99 ${fmt(added99, 2)} ms (target ≤ 0.5 / ≤ 2)`)
+  console.log('\nMCP tools/call, one connection: p50 / p99 ms')
+  for (const [name, r] of Object.entries(mcp)) console.log(`${name.padEnd(24)} ${fmt(r.p50, 2).padStart(6)} ${fmt(r.p99, 2).padStart(7)}  errors ${r.errors}`)
+  const mcpAdded50 = (mcp['through modelgate']?.p50 ?? NaN) - (mcp['straight to the server']?.p50 ?? NaN)
+  const mcpAdded99 = (mcp['through modelgate']?.p99 ?? NaN) - (mcp['straight to the server']?.p99 ?? NaN)
+  console.log(`Added by modelgate to an MCP tools/call (all plugins on, a usage record each): p50 ${fmt(mcpAdded50, 2)} ms, p99 ${fmt(mcpAdded99, 2)} ms (target ≤ 1 at p50)`)
+  results.mcp_tools_call = { ...mcp, added_ms: { p50: mcpAdded50, p99: mcpAdded99 } }
   console.log('\nStreaming chat (22 chunks a stream), 16 concurrent streams')
   console.log('target                  streams/s  chunks/s  ttfb p50 ms  ttfb p99 ms  errors')
   for (const [name, r] of Object.entries(streaming)) console.log(`${name.padEnd(24)} ${fmt(r.streamsPerS).padStart(8)} ${fmt(r.chunksPerS).padStart(9)} ${fmt(r.ttfbP50, 2).padStart(12)} ${fmt(r.ttfbP99, 2).padStart(12)} ${String(r.errors).padStart(7)}`)

@@ -14,6 +14,7 @@ export const FLAGS = {
   project: { type: 'string' },
   models: { type: 'string' },
   passthrough: { type: 'string' },
+  mcp: { type: 'string' },
   from: { type: 'string' },
   to: { type: 'string' },
   name: { type: 'string' },

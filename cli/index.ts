@@ -19,7 +19,8 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   plugins: async () => await import('./plugins.js'),
   store: async () => await import('./store.js'),
   reload: async () => await import('./reload.js'),
-  models: async () => await import('./models.js')
+  models: async () => await import('./models.js'),
+  mcp: async () => await import('./mcp.js')
 }
 
 const commandNamed = (name: string | undefined): (() => Promise<Command>) | undefined =>

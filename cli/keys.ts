@@ -3,22 +3,24 @@ import { CommandError, UsageError, type Args, type CommandInput } from './comman
 import { readConfig } from './config-file.js'
 import { withStore } from './with-store.js'
 
-export const help = `modelgate keys create --org O --project P [--models GLOB,GLOB] [--passthrough PROVIDER,PROVIDER] [--name NAME]
+export const help = `modelgate keys create --org O --project P [--models GLOB,GLOB] [--passthrough PROVIDER,PROVIDER] [--mcp GLOB,GLOB] [--name NAME]
     [--expires ISO] [--rpm N] [--tpm N] [--budget-usd N --per minute|hour|day|month] [--config FILE]
 modelgate keys list [--org O] [--project P] [--json] [--config FILE]
-modelgate keys update ID [--models GLOB,GLOB] [--passthrough PROVIDER,PROVIDER] [--name NAME] [--expires ISO|never]
+modelgate keys update ID [--models GLOB,GLOB] [--passthrough PROVIDER,PROVIDER] [--mcp GLOB,GLOB] [--name NAME] [--expires ISO|never]
     [--rpm N] [--tpm N] [--budget-usd N --per minute|hour|day|month] [--config FILE]
 modelgate keys rotate ID [--grace-s N] [--config FILE]
 modelgate keys revoke ID [--config FILE]
 
 A created key is printed once; only its SHA-256 is stored. --passthrough: the providers whose
-/passthrough/{provider}/* routes the key may use (none by default). --expires: from then on the
+/passthrough/{provider}/* routes the key may use (none by default). --mcp: globs over
+"{server}/{tool}", the MCP tools the key may list and call at /mcp (none by default; --mcp ''
+in an update takes them all away). --expires: from then on the
 key answers 401. --rpm and --tpm: the key's calls and billed tokens per minute; --budget-usd: the
 most it may spend per UTC window (--per). In an update, 0 removes a limit (--budget-usd 0 the
 budget), and what is not given is kept. rotate prints a new key with the old one's grants,
 limits, budget and expiry, and lets the old one work --grace-s seconds more (default 0).`
 
-const SETTINGS = ['models', 'passthrough', 'name', 'expires', 'rpm', 'tpm', 'budget-usd', 'per'] as const
+const SETTINGS = ['models', 'passthrough', 'mcp', 'name', 'expires', 'rpm', 'tpm', 'budget-usd', 'per'] as const
 export const flags = {
   create: ['org', 'project', ...SETTINGS, 'config'],
   list: ['org', 'project', 'json', 'config'],
@@ -51,6 +53,7 @@ async function settings (args: Args, current: ApiKey | null, providers: Array<{ 
     const unknown = patch.passthrough.filter((p) => !providers.some((provider) => provider.id === p && provider.passthrough))
     if (unknown.length > 0) throw new UsageError(`--passthrough: ${unknown.join(', ')} is not a provider with passthrough: true in the config`, 'keys')
   }
+  if (args.mcp !== undefined) patch.mcp = list(args.mcp)
   if (args.name !== undefined) patch.name = args.name
   if (args.expires !== undefined) {
     const at = args.expires === 'never' ? null : isoTimeMs(args.expires)
@@ -106,10 +109,10 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
       if (!(await store.orgs.projects(args.org)).some((p) => p.id === args.project)) throw new CommandError(`no project ${args.project} in ${args.org} (modelgate projects create ${args.org} ${args.project} makes it)`)
       const s = await settings(args, null, config.providers)
       const created = await store.keys.create({
-        org: args.org, project: args.project, models: s.models ?? ['*'], passthrough: s.passthrough ?? [], name: s.name ?? '', source: 'cli', expires_at: s.expires_at, limits: s.limits, budget: s.budget
+        org: args.org, project: args.project, models: s.models ?? ['*'], passthrough: s.passthrough ?? [], mcp: s.mcp ?? [], name: s.name ?? '', source: 'cli', expires_at: s.expires_at, limits: s.limits, budget: s.budget
       }, Date.now())
       process.stdout.write(`${created.key}\n`)
-      process.stderr.write(`created ${created.id} for ${created.org}/${created.project} (models: ${created.models.join(',')}); the key is shown only once\n`)
+      process.stderr.write(`created ${created.id} for ${created.org}/${created.project} (models: ${created.models.join(',')}${created.mcp.length > 0 ? `; mcp: ${created.mcp.join(',')}` : ''}); the key is shown only once\n`)
     } else if (sub === 'list') {
       const keys = await store.keys.list(args.org, args.project)
       const now = Date.now()
@@ -126,13 +129,13 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
       const current = await named('update', true)
       refuseConfigOwned(current, 'changed')
       const patch = await settings(args, current, config.providers)
-      if (Object.keys(patch).length === 0) throw new UsageError('keys update: nothing to change (--models, --passthrough, --name, --expires, --rpm, --tpm, --budget-usd, --per)', 'keys')
+      if (Object.keys(patch).length === 0) throw new UsageError('keys update: nothing to change (--models, --passthrough, --mcp, --name, --expires, --rpm, --tpm, --budget-usd, --per)', 'keys')
       const k = await store.keys.update(current.id, patch, Date.now(), 'cli')
       if (k === undefined) throw new CommandError(`the key ${current.id} is revoked: it can no longer be changed`)
       const limits = k.limits === null ? 'none' : `rpm ${k.limits.rpm ?? '-'}, tpm ${k.limits.tpm ?? '-'}`
       const { nanoToUsd } = await import('../plugins/kernel/money.js')
       const budget = k.budget === null ? 'none' : `${nanoToUsd(k.budget.nano)} USD per ${k.budget.per}`
-      process.stdout.write(`${k.id} updated: models ${k.models.join(',')}; expires ${k.expires_at === null ? 'never' : new Date(k.expires_at).toISOString()}; limits ${limits}; budget ${budget}\n`)
+      process.stdout.write(`${k.id} updated: models ${k.models.join(',')}; mcp ${k.mcp.length === 0 ? 'none' : k.mcp.join(',')}; expires ${k.expires_at === null ? 'never' : new Date(k.expires_at).toISOString()}; limits ${limits}; budget ${budget}\n`)
     } else if (sub === 'rotate') {
       const current = await named('rotate', true)
       refuseConfigOwned(current, 'rotated')

@@ -102,3 +102,14 @@ export function removePidFile (config: Config): void {
   if (path === null) return
   try { write(path, runningGateways(config)) } catch {}
 }
+
+/** A running gateway that listens (the first the pid file names), if there is one. */
+export function listeningGateway (config: Config): (PidEntry & { port: number }) | null {
+  return runningGateways(config).find((g): g is PidEntry & { port: number } => g.port !== null) ?? null
+}
+
+/** Where a running gateway answers (a wildcard address is asked on loopback). */
+export function baseUrlOf (found: PidEntry & { port: number }): string {
+  const host = found.host === '0.0.0.0' || found.host === '::' ? '127.0.0.1' : found.host.includes(':') ? `[${found.host}]` : found.host
+  return `http://${host}:${found.port}`
+}

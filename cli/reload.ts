@@ -1,7 +1,7 @@
 import type { Config } from '../config/schema.js'
 import { CommandError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
-import { pidFilePath, runningGateways, type PidEntry } from './pid-file.js'
+import { baseUrlOf, pidFilePath, runningGateways, type PidEntry } from './pid-file.js'
 
 export const help = `modelgate reload [--config FILE]
 
@@ -53,12 +53,12 @@ async function ask (config: Config, found: PidEntry, who: string): Promise<numbe
     process.stderr.write(`modelgate: ${who}the gateway (pid ${found.pid}) is still starting; it will read the file as it is now\n`)
     return 0
   }
-  const host = found.host === '0.0.0.0' || found.host === '::' ? '127.0.0.1' : found.host.includes(':') ? `[${found.host}]` : found.host
+  const base = baseUrlOf({ ...found, port: found.port })
   let res: Response
   try {
-    res = await fetch(`http://${host}:${found.port}/admin/v1/reload`, { method: 'POST', headers: { authorization: `Bearer ${config.admin.token}` } })
+    res = await fetch(`${base}/admin/v1/reload`, { method: 'POST', headers: { authorization: `Bearer ${config.admin.token}` } })
   } catch (err) {
-    process.stderr.write(`modelgate: ${who}the gateway at ${host}:${found.port} did not answer: ${(err as Error).message}\n`)
+    process.stderr.write(`modelgate: ${who}the gateway at ${base} did not answer: ${(err as Error).message}\n`)
     return 1
   }
   const body = await res.json().catch(() => ({})) as { changes?: string[], problems?: string[], workers?: number, error?: { message?: string } }

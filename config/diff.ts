@@ -61,6 +61,7 @@ export function configChanges (before: Config, after: Config): string[] {
   out.push(...listChanges('models', before.models, after.models, (m) => m.id))
   out.push(...pluginChanges(before.plugins, after.plugins))
   out.push(...listChanges('tenants', before.tenants, after.tenants, (t) => t.org))
+  out.push(...listChanges('mcp.servers', before.mcp.servers, after.mcp.servers, (s) => s.id))
   for (const section of ['server', 'store', 'admin', 'translation', 'upstream', 'metrics', 'tracing'] as const) {
     leafChanges(section, before[section], after[section], out)
   }

@@ -150,6 +150,24 @@ function semanticChecks (config: Config, problems: string[]): void {
     }))
   })
   if (duplicates(keys).length > 0) problems.push('tenants: the same API key is listed twice')
+  mcpChecks(config, problems)
+}
+
+// the fields each MCP transport takes, and those it needs
+const MCP_FIELDS = { http: { needs: ['url'], takes: ['url', 'headers'] }, stdio: { needs: ['command'], takes: ['command', 'args', 'env', 'cwd'] } } as const
+
+function mcpChecks (config: Config, problems: string[]): void {
+  const servers = config.mcp.servers
+  for (const id of duplicates(servers.map((s) => s.id))) problems.push(`mcp.servers: the id ${id} is used twice`)
+  servers.forEach((s, i) => {
+    // {server}__{tool} is cut at the first double underscore
+    if (s.id.includes('__')) problems.push(`mcp.servers[${i}].id: must not contain "__" (it separates the server from the tool in tool names)`)
+    const fields = MCP_FIELDS[s.transport]
+    for (const f of fields.needs) if (s[f] === undefined) problems.push(`mcp.servers[${i}].${f}: is required for transport ${s.transport}`)
+    const other = s.transport === 'http' ? MCP_FIELDS.stdio : MCP_FIELDS.http
+    for (const f of other.takes) if (s[f] !== undefined) problems.push(`mcp.servers[${i}].${f}: is for transport ${s.transport === 'http' ? 'stdio' : 'http'} only`)
+    if (s.pricing !== undefined && Math.abs(Math.round(s.pricing.per_call * 1e9) - s.pricing.per_call * 1e9) > 1e-3) problems.push(`mcp.servers[${i}].pricing.per_call: at most nine decimals (nano-dollars)`)
+  })
 }
 
 /**
@@ -180,13 +198,16 @@ export function parseConfig (raw: unknown, env: Env = process.env, source = '(in
 }
 
 /**
- * The SQLite file relative to `baseDir` unless it is absolute or ':memory:'. (Plugin modules are
- * resolved from the same folder by the plugin host, which loads them.)
+ * The SQLite file relative to `baseDir` unless it is absolute or ':memory:'; the folder each stdio
+ * MCP server runs in, `baseDir` itself by default. (Plugin modules are resolved from the same
+ * folder by the plugin host, which loads them.)
  */
 export function resolvePaths (config: Config, baseDir: string): Config {
   const sqlite = config.store.sqlite
-  if (sqlite === ':memory:' || isAbsolute(sqlite)) return config
-  return { ...config, store: { ...config.store, sqlite: resolve(baseDir, sqlite) } }
+  const servers = config.mcp.servers.map((s) => s.transport === 'stdio' ? { ...s, cwd: resolve(baseDir, s.cwd ?? '.') } : s)
+  const mcp = { ...config.mcp, servers }
+  if (sqlite === ':memory:' || isAbsolute(sqlite)) return { ...config, mcp }
+  return { ...config, mcp, store: { ...config.store, sqlite: resolve(baseDir, sqlite) } }
 }
 
 /** A config file's text, parsed (YAML, or JSON by its extension). */

@@ -164,7 +164,9 @@ export const KeyEntrySchema = Type.Object({
   passthrough: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
   expires_at: Type.Optional(IsoTime),
   limits: Type.Optional(KeyLimitsSchema),
-  budget: Type.Optional(KeyBudgetSchema)
+  budget: Type.Optional(KeyBudgetSchema),
+  // globs over "{server}/{tool}": the MCP tools this key may list and call (none by default)
+  mcp: Type.Array(Type.String({ minLength: 1 }), { default: [] })
 }, Closed)
 
 export const ProjectSchema = Type.Object({
@@ -199,6 +201,30 @@ export const UpstreamSchema = Type.Object({
   }, { ...Closed, default: {} })
 }, { ...Closed, default: {} })
 
+// An MCP server whose tools the gateway serves at /mcp: over Streamable HTTP (`url`, `headers`), or
+// spawned and spoken to over stdio (`command`, `args`, `env`, `cwd`). Its id names its tools
+// (`{id}__{tool}`), its usage records and /mcp/{id}. One object for both transports, so that a
+// missing field is reported by its name (load.ts checks which fields each transport needs).
+export const McpServerSchema = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 32, pattern: '^[A-Za-z0-9_-]+$' }),
+  transport: Type.Union([Type.Literal('http'), Type.Literal('stdio')]),
+  url: Type.Optional(Type.String({ pattern: '^https?://' })),
+  headers: Type.Optional(Type.Record(Type.String(), Type.String())),
+  command: Type.Optional(Type.String({ minLength: 1 })),
+  args: Type.Optional(Type.Array(Type.String())),
+  env: Type.Optional(Type.Record(Type.String(), Type.String())),
+  // the folder the command runs in; default: the config file's folder (relative paths in command and args start there)
+  cwd: Type.Optional(Type.String({ minLength: 1 })),
+  // USD per tools/call
+  pricing: Type.Optional(Type.Object({ per_call: Type.Number({ minimum: 0 }) }, Closed)),
+  // how long a call (and a connection) may take; default: server.request_timeout_s
+  timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0 }))
+}, Closed)
+
+export const McpSchema = Type.Object({
+  servers: Type.Array(McpServerSchema, { default: [] })
+}, { ...Closed, default: {} })
+
 export const MetricsSchema = Type.Object({
   enabled: Type.Boolean({ default: true }),
   auth: Type.Union([Type.Literal('admin'), Type.Literal('open')], { default: 'admin' })
@@ -224,6 +250,7 @@ export const ConfigSchema = Type.Object({
   }, { ...Closed, default: {} }),
   tenants: Type.Array(TenantSchema, { default: [] }),
   upstream: UpstreamSchema,
+  mcp: McpSchema,
   metrics: MetricsSchema,
   tracing: TracingSchema
 }, Closed)
@@ -237,3 +264,4 @@ export type PriceTierConfig = Static<typeof PriceTierSchema>
 export type QuotaConfig = Static<typeof QuotaSchema>
 export type PluginEntry = Static<typeof PluginEntrySchema>
 export type Routing = Static<typeof RoutingSchema>
+export type McpServerConfig = Static<typeof McpServerSchema>

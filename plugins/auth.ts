@@ -30,7 +30,7 @@ function bearer (header: string | undefined): string | undefined {
 const TOUCH_EVERY_MS = 60_000
 
 const toPrincipal = (k: ApiKey): Principal => ({
-  keyId: k.id, org: k.org, project: k.project, models: k.models, passthrough: k.passthrough, expiresAt: k.expires_at, limits: k.limits, budget: k.budget, lineage: k.lineage
+  keyId: k.id, org: k.org, project: k.project, models: k.models, passthrough: k.passthrough, mcp: k.mcp, expiresAt: k.expires_at, limits: k.limits, budget: k.budget, lineage: k.lineage
 })
 
 export default definePlugin({

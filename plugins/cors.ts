@@ -6,9 +6,10 @@ import { definePlugin } from './api/index.js'
 // Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
 // the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: Authorization,
 // Content-Type, Accept-Language and X-Locale, the ones the official SDKs (Google's included) and
-// Claude Code send, any X-Stainless-* header the browser asks for, and the response cache's
-// request headers ({prefix}Cache, Cache-Control). Exposed: the diagnostic headers, the cache's
-// ({prefix}Cache, Age), Retry-After and x-should-retry.
+// Claude Code send, any X-Stainless-* header the browser asks for, the response cache's request
+// headers ({prefix}Cache, Cache-Control), and MCP's (Mcp-Protocol-Version, Mcp-Session-Id,
+// Last-Event-ID). Exposed: the diagnostic headers, the cache's ({prefix}Cache, Age), Retry-After,
+// x-should-retry, and MCP's Mcp-Session-Id and WWW-Authenticate.
 
 const options = Type.Object({
   origins: Type.Array(Type.String({ minLength: 1 }), { default: ['*'] }),
@@ -18,7 +19,9 @@ const options = Type.Object({
 
 const FIXED_HEADERS = [
   'authorization', 'content-type', 'accept-language', 'x-locale', 'idempotency-key', 'x-api-key',
-  'anthropic-version', 'anthropic-beta', 'anthropic-dangerous-direct-browser-access', 'x-goog-api-key', 'x-goog-api-client'
+  'anthropic-version', 'anthropic-beta', 'anthropic-dangerous-direct-browser-access', 'x-goog-api-key', 'x-goog-api-client',
+  // what an MCP client in a browser sends to /mcp
+  'mcp-protocol-version', 'mcp-session-id', 'last-event-id'
 ]
 
 export default definePlugin({
@@ -36,7 +39,7 @@ export default definePlugin({
       credentials: opts.credentials,
       maxAge: opts.max_age_s,
       methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry'],
+      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry', 'Mcp-Session-Id', 'WWW-Authenticate'],
       allowedHeaders: [...fixed]
     }
     // static options: @fastify/cors re-normalizes delegated options on every request

@@ -70,17 +70,17 @@ t.test('orgs, projects and keys through the CLI while two workers serve the stor
   const viewed = await (await fetch(`${base}/admin/v1/orgs/globex`, { headers: { authorization: `Bearer ${ADMIN}` } })).json() as { projects: Array<{ id: string }> }
   t.same(viewed.projects.map((p) => p.id), ['shop'])
 
-  const created = await cli(['keys', 'create', '--org', 'globex', '--project', 'shop', '--models', 'openai/*,anthropic/*', '--rpm', '100', '--budget-usd', '1', '--per', 'day', '--expires', '2030-01-01', ...config])
+  const created = await cli(['keys', 'create', '--org', 'globex', '--project', 'shop', '--models', 'openai/*,anthropic/*', '--mcp', 'docs/*,files/read', '--rpm', '100', '--budget-usd', '1', '--per', 'day', '--expires', '2030-01-01', ...config])
   t.equal(created.code, 0, created.stderr)
   const key = created.stdout.trim()
   const id = /created (key_[0-9a-f]+)/.exec(created.stderr)?.[1] as string
   const listed = (JSON.parse((await cli(['keys', 'list', '--org', 'globex', '--json', ...config])).stdout) as Array<Record<string, unknown>>)[0]
-  t.match(listed, { id, limits: { rpm: 100 }, budget: { limit: '1', per: 'day', unit: 'usd' }, expires_at: '2030-01-01T00:00:00.000Z', revoked: false, state: 'active' }, 'the admin API\'s shape: ISO times, USD strings')
+  t.match(listed, { id, mcp: ['docs/*', 'files/read'], limits: { rpm: 100 }, budget: { limit: '1', per: 'day', unit: 'usd' }, expires_at: '2030-01-01T00:00:00.000Z', revoked: false, state: 'active' }, 'the admin API\'s shape: ISO times, USD strings')
   t.same(await both(key, 'anthropic/claude-test'), [200, 200, 200, 200], 'the key calls on both workers (and is cached there)')
 
-  const narrowed = await cli(['keys', 'update', id, '--models', 'openai/*', '--rpm', '0', '--tpm', '5000', '--budget-usd', '0', '--expires', 'never', ...config])
+  const narrowed = await cli(['keys', 'update', id, '--models', 'openai/*', '--mcp', '', '--rpm', '0', '--tpm', '5000', '--budget-usd', '0', '--expires', 'never', ...config])
   t.equal(narrowed.code, 0, narrowed.stderr)
-  t.match(narrowed.stdout, `${id} updated: models openai/*; expires never; limits rpm -, tpm 5000; budget none`)
+  t.match(narrowed.stdout, `${id} updated: models openai/*; mcp none; expires never; limits rpm -, tpm 5000; budget none`)
   const refused = await eventually(1000, async () => await both(key, 'anthropic/claude-test'), (v) => v.every((s) => s === 404))
   t.same(refused, [404, 404, 404, 404], 'narrowed by the CLI: both workers refuse the other model within a second')
   t.same(await both(key), [200, 200, 200, 200])

@@ -255,13 +255,15 @@ export interface SpawnedGateway {
   configFile: string
 }
 
-/** `modelgate serve` in a child process on a config written to a temp file; killed when the test ends. */
-export async function spawnGateway (t: Teardown, config: Record<string, unknown>, args: string[] = [], env: Record<string, string> = {}): Promise<SpawnedGateway> {
+/**
+ * `modelgate serve` in a child process on a config written to a temp file (`gw.json` in `dir`,
+ * a new folder by default); killed when the test ends.
+ */
+export async function spawnGateway (t: Teardown, config: Record<string, unknown>, args: string[] = [], env: Record<string, string> = {}, dir = tempDir('serve')): Promise<SpawnedGateway> {
   const { spawn } = await import('node:child_process')
   const { writeFileSync } = await import('node:fs')
   const { join } = await import('node:path')
   const { fromRoot } = await import('../paths.js')
-  const dir = tempDir('serve')
   const file = join(dir, 'gw.json')
   // a SQLite file of its own unless the test names one, never the checkout's data/modelgate.db
   // (the pid file goes beside it, with a PostgreSQL store too)

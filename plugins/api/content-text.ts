@@ -37,12 +37,42 @@ function mapGeminiParts (parts: unknown, fn: Rewrite): void {
   }
 }
 
+/** Rewrites, in place, every string inside `value` (an MCP tool call's arguments, a result's structured content). */
+function mapStrings (holder: Json | unknown[], key: string | number, fn: Rewrite): void {
+  // iterative: a hostile nesting depth cannot overflow the stack
+  const stack: Array<[Json | unknown[], string | number]> = [[holder, key]]
+  while (stack.length > 0) {
+    const [h, k] = stack.pop() as [Json | unknown[], string | number]
+    const v = (h as Record<string | number, unknown>)[k]
+    if (typeof v === 'string') (h as Record<string | number, unknown>)[k] = fn(v)
+    else if (Array.isArray(v)) for (let i = 0; i < v.length; i++) stack.push([v, i])
+    else if (isObj(v)) for (const kk of Object.keys(v)) stack.push([v, kk])
+  }
+}
+
+/**
+ * Rewrites, in place, the text of an MCP tool call's result: its text content, the text of an
+ * embedded resource, and every string of its structured content.
+ */
+function mapToolResult (body: Json, fn: Rewrite): void {
+  for (const c of Array.isArray(body.content) ? body.content : []) {
+    if (!isObj(c)) continue
+    if (c.type === 'text' && typeof c.text === 'string') c.text = fn(c.text)
+    else if (c.type === 'resource' && isObj(c.resource) && typeof c.resource.text === 'string') c.resource.text = fn(c.resource.text)
+  }
+  if (isObj(body.structuredContent)) mapStrings(body, 'structuredContent', fn)
+}
+
 /**
  * Rewrites, in place, every text of a request in the client's protocol; `endpoint` says which of
  * its calls (the texts to embed, an image's prompt; chat when not given). Token ids given as an
- * embedding's input are no text: see hasTokenInput.
+ * embedding's input are no text: see hasTokenInput. An MCP tool call: every string of its arguments.
  */
 export function mapRequestText (protocol: Protocol, body: Json, fn: Rewrite, endpoint?: Endpoint): void {
+  if (protocol === 'mcp') {
+    if (isObj(body.arguments)) mapStrings(body, 'arguments', fn)
+    return
+  }
   if (endpoint === 'embeddings') {
     if (protocol === 'gemini') {
       for (const r of Array.isArray(body.requests) ? body.requests : [body]) if (isObj(r) && isObj(r.content)) mapGeminiParts(r.content.parts, fn)
@@ -82,9 +112,11 @@ export function hasTokenInput (body: Json): boolean {
   return Array.isArray(body.input) && body.input.some((v: unknown) => typeof v === 'number' || Array.isArray(v))
 }
 
-/** Rewrites, in place, every text of a whole (non-streamed) answer in the client's protocol. */
+/** Rewrites, in place, every text of a whole (non-streamed) answer in the client's protocol (an MCP tool call's result). */
 export function mapResponseText (protocol: Protocol, body: Json, fn: Rewrite): void {
-  if (protocol === 'openai') {
+  if (protocol === 'mcp') {
+    mapToolResult(body, fn)
+  } else if (protocol === 'openai') {
     for (const c of Array.isArray(body.choices) ? body.choices : []) {
       if (isObj(c) && isObj(c.message) && typeof c.message.content === 'string') c.message.content = fn(c.message.content)
     }
@@ -257,7 +289,10 @@ const geminiStream: StreamText = {
   mapWholeTexts () {}
 }
 
-const STREAMS: Record<Protocol, StreamText> = { openai: chatStream, messages: messagesStream, responses: responsesStream, gemini: geminiStream }
+// an MCP tool call's result is never streamed
+const noStream: StreamText = { deltas: () => [], withDeltas: (ev) => ev, textEvent: (like) => like, closes: () => [], mapWholeTexts () {} }
+
+const STREAMS: Record<Protocol, StreamText> = { openai: chatStream, messages: messagesStream, responses: responsesStream, gemini: geminiStream, mcp: noStream }
 
 export function streamText (protocol: Protocol): StreamText {
   return STREAMS[protocol]

@@ -49,6 +49,8 @@ export interface Principal {
   models: string[]
   /** Provider ids whose pass-through routes this key may use. */
   passthrough: string[]
+  /** Globs over "{server}/{tool}": the MCP tools this key may list and call; absent or empty: none. */
+  mcp?: string[]
   /** When the key stops working (ms); null or absent: never. */
   expiresAt?: number | null
   /** The key's own calls (rpm) and billed tokens (tpm) per minute. */
@@ -61,10 +63,10 @@ export interface Principal {
 
 /**
  * The kind of call: its usage record's `endpoint` (`generate_content`: Google's Gemini API;
- * `embeddings` and `images.generations` whichever API the client speaks). A `count_tokens` call
- * is free and has no usage record.
+ * `embeddings` and `images.generations` whichever API the client speaks; `mcp.tools_call`: a tool
+ * called through /mcp). A `count_tokens` call is free and has no usage record.
  */
-export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'generate_content' | 'embeddings' | 'images.generations' | 'passthrough' | 'count_tokens'
+export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'generate_content' | 'embeddings' | 'images.generations' | 'passthrough' | 'count_tokens' | 'mcp.tools_call'
 
 /**
  * How a call ended. `refused`: it never reached an upstream (a bad request, an unknown model, a
@@ -93,6 +95,12 @@ export interface CallView {
   /** Client fields dropped before forwarding (unsupported by the model, or with no upstream equivalent). */
   readonly dropped: readonly string[]
   readonly startedAt: number
+  /**
+   * What the call costs when it is priced per call rather than by tokens (an MCP tool call: its
+   * server's `pricing.per_call`), in nano-dollars; null for a call priced by its model's tokens.
+   * The balance holds it at admission; the call is charged it when billed.
+   */
+  readonly fixedCostNano: number | null
 }
 
 /** The one immutable record of a call, produced once by the gateway and handed to onCallEnd hooks. */
@@ -152,11 +160,15 @@ interface HookContextBase {
 export interface AdmissionContext extends HookContextBase {
   readonly principal: Principal | null
   /**
-   * The catalog model called. Null only on a pass-through call whose body names no catalog
-   * model of that provider (or names none at all): it is metered, at no price.
+   * The catalog model called. Null on a pass-through call whose body names no catalog model of
+   * that provider (or names none at all): it is metered, at no price; and on an MCP tool call
+   * (`call.provider` is its server, `call.fixedCostNano` its price).
    */
   readonly model: CatalogModel | null
-  /** The validated client body: change it in place or assign another one. */
+  /**
+   * The validated client body: change it in place or assign another one. On an MCP tool call,
+   * `{name, arguments}`: the tool's name at its server and the arguments it is called with.
+   */
   body: Json
   /** Asks the gateway to keep the request and what the client received for `outcome.content`. */
   keepContent: () => void
@@ -337,5 +349,10 @@ declare module 'fastify' {
     auth?: boolean
     /** The route is a metered call: it has an outcome, and the admission policies apply. */
     metered?: boolean
+    /**
+     * The route starts calls of its own within some requests (/mcp: each tools/call), through the
+     * same gate as a metered route's: it may spend.
+     */
+    spends?: boolean
   }
 }

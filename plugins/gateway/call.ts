@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { CallEndContext, CallOutcome, CallStatus, CallView, Endpoint, Gateway, PluginAnswer } from '../api/index.js'
-import { chargeOf, settle, ZERO_COST } from './billing.js'
+import { chargeOf, settle, ZERO_COST, ZERO_USAGE } from './billing.js'
 import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
@@ -61,6 +61,7 @@ export class Call implements CallView, AttemptSink {
   private overheadMs: number | null = null
   /** A plugin answered the call at admission (a cache hit). */
   private _pluginAnswer: PluginAnswer | null = null
+  private _fixedCost: number | null = null
   private ended: Promise<void> | undefined | null = null
   private outcome: CallOutcome | null = null
   /** Cancels the upstream call in flight when the client goes away. */
@@ -88,6 +89,7 @@ export class Call implements CallView, AttemptSink {
   get stream (): boolean { return this._stream }
   get done (): boolean { return this.outcome !== null }
   get keepsContent (): boolean { return this.contentKept }
+  get fixedCostNano (): number | null { return this._fixedCost }
 
   /** The model the call is for: a catalog model, or (pass-through) only the name the body gave. */
   resolved (model: CatalogModel | null, stream: boolean, name?: string): void {
@@ -102,6 +104,9 @@ export class Call implements CallView, AttemptSink {
 
   /** The call may spend at the provider without reporting what (a pass-through batch job): before admission. */
   spendsUnread (): void { this._unmetered = true }
+
+  /** The call costs this much, whatever its tokens (an MCP tool call); before admission. */
+  pricedPerCall (nano: number): void { this._fixedCost = nano }
 
   /** The protocol the client speaks, when its route alone does not say (a pass-through endpoint). */
   speaks (protocol: Protocol): void { this._protocol = protocol }
@@ -196,7 +201,9 @@ export class Call implements CallView, AttemptSink {
     const hit = this._pluginAnswer?.cacheHit === true
     const s = this._pluginAnswer !== null
       ? { usage: { ...this._pluginAnswer.usage }, cost: 0, detail: ZERO_COST, estimated: false }
-      : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody }, price)
+      : this._fixedCost !== null
+        ? { usage: { ...ZERO_USAGE }, cost: billed ? this._fixedCost : 0, detail: { ...ZERO_COST, tool_call: billed ? this._fixedCost : 0 }, estimated: false }
+        : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody }, price)
     const outcome: CallOutcome = Object.freeze({
       traceId: this.request.id,
       endpoint: this._endpoint,

@@ -10,7 +10,7 @@ import { Catalog } from './catalog.js'
 import { Call } from './call.js'
 import {
   BodyTooDeep, errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MalformedRequest, MissingField, Refusal, RequestTooLarge, RouteNotFound,
-  UnsupportedMediaType, UpstreamClientError, type ErrorFamily, type GatewayError
+  UnsupportedMediaType, UpstreamClientError, type ErrorBodyInput, type ErrorFamily, type GatewayError
 } from '../kernel/errors.js'
 import { HookRegistry } from './hooks.js'
 import { localize, negotiateLocale } from '../kernel/i18n/index.js'
@@ -114,6 +114,7 @@ const GEMINI_V1 = /^\/v1\/models\/[^?]*(?::|%3[Aa])[A-Za-z]+(?:\?|$)/
  */
 export function familyOfUrl (url: string): ErrorFamily {
   if (url.startsWith('/v1/messages')) return 'messages'
+  if (/^\/mcp(?:[/?]|$)/.test(url)) return 'mcp'
   if (/^\/v1beta(?:[/?]|$)/.test(url) || GEMINI_V1.test(url)) return 'gemini'
   return 'openai'
 }
@@ -167,11 +168,7 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
     const rc = request.routeOptions.config
     request.routeConfig = rc
     reply.header(headers.trace, request.id)
-    if (rc.metered === true) {
-      const call = new Call(gateway, hooks, request, reply, rc.endpoint ?? 'chat.completions', rc.protocol ?? 'openai')
-      request.call = call
-      reply.raw.once('close', () => { call.closed() })
-    }
+    if (rc.metered === true) startCall(gateway, request, reply, rc.endpoint ?? 'chat.completions', rc.protocol ?? 'openai', hooks)
     done()
   })
 
@@ -220,6 +217,18 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
   app.setNotFoundHandler(notFound)
 }
 
+/**
+ * Starts the call of a request: in onRequest for a metered route, or by the route itself for a
+ * request that is a call only sometimes (an MCP tools/call among MCP's other messages). It ends
+ * as a client abort if the client leaves before its answer is written whole.
+ */
+export function startCall (gateway: Gateway, request: FastifyRequest, reply: FastifyReply, endpoint: Endpoint, protocol: Protocol, hooks = hooksOf(gateway)): Call {
+  const call = new Call(gateway, hooks, request, reply, endpoint, protocol)
+  request.call = call
+  reply.raw.once('close', () => { call.closed() })
+  return call
+}
+
 /** The call of a request to a metered route (which the core gave it in onRequest). */
 export function callOf (request: FastifyRequest): Call {
   const call = request.call
@@ -232,18 +241,32 @@ export async function notFound (request: FastifyRequest): Promise<never> {
   throw new RouteNotFound({ method: request.method, url: request.url.split('?')[0] ?? request.url })
 }
 
+/** A gateway error's message in the request's locale, and what every error shape is made from. */
+export function errorInput (request: FastifyRequest, err: GatewayError): ErrorBodyInput {
+  const locale = negotiateLocale(header(request, 'x-locale'), header(request, 'accept-language'))
+  const message = locale === 'en' || err.localized === false ? err.message : localize(locale, err.key, err.params)
+  const retryAfter = Number(err.headers?.['retry-after'])
+  return {
+    status: err.statusCode,
+    message,
+    code: err.spec.code,
+    openaiType: err.spec.openaiType,
+    messagesType: err.spec.messagesType,
+    rpc: err.spec.rpc,
+    ...(Number.isFinite(retryAfter) ? { retryAfter } : {})
+  }
+}
+
 /** Renders an error in the family's shape, localized, with the retry hints the SDKs read. */
 export function sendError (request: FastifyRequest, reply: FastifyReply, family: ErrorFamily, err: GatewayError | UpstreamClientError): FastifyReply {
   if (err instanceof UpstreamClientError) {
     return reply.status(err.statusCode).send(err.body)
   }
-  const locale = negotiateLocale(header(request, 'x-locale'), header(request, 'accept-language'))
-  const message = locale === 'en' || err.localized === false ? err.message : localize(locale, err.key, err.params)
   if (err.spec.retry === false) reply.header('x-should-retry', 'false')
   if (err.headers !== undefined) reply.headers(err.headers)
-  return reply.status(err.statusCode).send(errorBody(family, {
-    status: err.statusCode, message, code: err.spec.code, openaiType: err.spec.openaiType, messagesType: err.spec.messagesType
-  }))
+  // what an MCP client reads to know the endpoint wants a bearer token
+  if (family === 'mcp' && err.statusCode === 401) reply.header('www-authenticate', 'Bearer')
+  return reply.status(err.statusCode).send(errorBody(family, errorInput(request, err)))
 }
 
 function header (request: FastifyRequest, name: string): string | undefined {

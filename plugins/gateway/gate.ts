@@ -1,20 +1,21 @@
 import type { AdmissionContext, Gateway, Principal } from '../api/index.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
-import { ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayError } from '../kernel/errors.js'
+import { McpToolNotFound, ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayError } from '../kernel/errors.js'
 import { runSeriesUntil } from './hooks.js'
 import type { Pipe } from './pipeline.js'
 import { then, type MaybePromise } from '../kernel/maybe-promise.js'
 import type { Json } from '../translation/types.js'
 
 // The one gate every route that spends passes: chat, Messages, Responses, Gemini, count_tokens,
-// pass-through (and whatever route comes next). A key is a promise to the operator: it reaches
+// embeddings, images, pass-through, MCP tool calls (and whatever route comes next). A key is a promise to the operator: it reaches
 // what it was granted, stops when it is revoked, and everything it spends is charged.
 //
 //   who          the auth plugin (onRequest): the key, its expiry, revocation, and its tenant
 //                still there; `request.principal`
 //   what         here: the catalog model the call names, among those the key's `models` globs
 //                grant, of the kind the route serves; the provider a pass-through call reaches,
-//                among those its `passthrough` list names
+//                among those its `passthrough` list names; the MCP tool a tools/call names,
+//                among those its `mcp` globs grant
 //   how much     here, through the admission hooks of the chain (`admit`): rpm, tpm, budget and
 //                quota (quota plugin), the balance's hold (balance plugin), idempotency,
 //                guardrails, the cache
@@ -77,6 +78,21 @@ export function grantedUpstreamModel (gateway: Gateway, principal: Principal, pr
   const model = gateway.catalog.forUpstream(provider, name, principal.models)
   if (model === undefined) throw new ModelNotFound({ model: name })
   return model
+}
+
+/** The key's globs over MCP tools (`{server}/{tool}`): none when it names none; null (any tool) when no key is asked for. */
+export const toolGrants = (principal: Principal | null): readonly string[] | null => principal === null ? null : principal.mcp ?? []
+
+/**
+ * The MCP tool a tools/call names, if the key's `mcp` globs grant it: `find` looks the name up
+ * among the servers' tools, within those grants; else the tool is unknown to the key (404,
+ * `tool_not_found`: it cannot tell a tool it may not call from one that does not exist), and
+ * nothing is sent.
+ */
+export async function grantedTool<T> (principal: Principal | null, name: string, find: (grants: readonly string[] | null) => Promise<T | undefined>): Promise<T> {
+  const tool = await find(toolGrants(principal))
+  if (tool === undefined) throw new McpToolNotFound({ tool: name })
+  return tool
 }
 
 /**

@@ -5,7 +5,7 @@ import type { Call } from './call.js'
 import type { CatalogModel } from './catalog.js'
 import { RequestTimeout, StreamIdleTimeout, UpstreamStreamError, UpstreamUnavailable, type GatewayError } from '../kernel/errors.js'
 import { runSeries, type HookRegistry } from './hooks.js'
-import { then } from '../kernel/maybe-promise.js'
+import { then, type MaybePromise } from '../kernel/maybe-promise.js'
 import { relay, StreamRelay, type RelayEnd } from '../translation/relay.js'
 import { pairFor } from '../translation/index.js'
 import { replayStream } from '../translation/replay.js'
@@ -16,7 +16,8 @@ import type { RoutingPolicy } from '../upstream/routing.js'
 import type { UpstreamClient } from '../upstream/types.js'
 
 // The steps every metered call goes through, whichever route it came in by (/v1/chat/completions,
-// /v1/messages, /v1/responses, /passthrough/{provider}/*): the admission hooks, dispatch to the
+// /v1/messages, /v1/responses, /passthrough/{provider}/*; an MCP tool call at /mcp takes the
+// admission and the response hooks): the admission hooks, dispatch to the
 // providers (attempts, retries, health and breaker reports), the relay of the answer through its
 // translator pair's JSON or stream mapping and the response hooks, and the end of the call. A
 // route says what is particular to it (how its body is read, which pair, what goes upstream) and
@@ -121,6 +122,16 @@ export async function send (p: Pipe, s: Send): Promise<Answer> {
     call.failed(err instanceof RequestTimeout ? 'timeout' : 'upstream_error')
     throw err
   }
+}
+
+/**
+ * Runs the response hooks on a whole answer a route has in hand (an MCP tool call's result);
+ * resolves with the answer as they left it. A hook may refuse it by throwing.
+ */
+export function responseHooks (p: Pipe, body: Json): MaybePromise<Json> {
+  if (p.hooks.onResponseBody.length === 0) return body
+  const c: ResponseBodyContext = { request: p.request, reply: p.reply, call: p.call, body }
+  return then(runSeries(p.hooks.onResponseBody, c), () => c.body)
 }
 
 export interface JsonRelay {

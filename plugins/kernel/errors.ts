@@ -6,6 +6,7 @@ import { en, type MessageKey } from './i18n/en.js'
 //   numeric-code shape  {error: {code, message, type}}            (chat, models, admin, others)
 //   Messages shape      {type: "error", error: {type, message}}   (/v1/messages)
 //   Google's shape      {error: {code, message, status}}          (the Gemini API)
+//   JSON-RPC's          {jsonrpc, id, error: {code, message, data}} (/mcp)
 // `code` is the documented error.code (a number or a string; docs/api.md); where none is
 // documented, the HTTP status is used, so that error.code is always present and machine-readable.
 
@@ -20,6 +21,8 @@ export interface ErrorSpec {
   messagesType?: string
   /** false: a retry cannot help, so `x-should-retry: false` tells the official SDKs not to. */
   retry?: boolean
+  /** The JSON-RPC error code on /mcp; default by status (jsonRpcCodeFor). */
+  rpc?: number
 }
 
 export interface GatewayError extends Error {
@@ -60,7 +63,7 @@ function define (key: MessageKey, spec: ErrorSpec): GatewayErrorClass {
   return Cls as unknown as GatewayErrorClass
 }
 
-export const InvalidJson = define('invalid_json', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const InvalidJson = define('invalid_json', { status: 400, openaiType: 'invalid_request_error', retry: false, rpc: -32700 })
 export const InvalidBody = define('invalid_body', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const UnsupportedMediaType = define('unsupported_media_type', { status: 415, openaiType: 'invalid_request_error', messagesType: 'invalid_request_error', retry: false })
 export const MissingField = define('missing_field', { status: 400, openaiType: 'invalid_request_error', retry: false })
@@ -121,6 +124,11 @@ export const ConfigOwned = define('config_owned', { status: 409, code: 'config_o
 export const UnmeteredEndpoint = define('unmetered_endpoint', { status: 403, code: 'unmetered_endpoint', openaiType: 'permission_error', retry: false })
 export const UnreadableModel = define('unreadable_model', { status: 403, code: 'unreadable_model', openaiType: 'permission_error', retry: false })
 export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
+export const McpServerNotFound = define('mcp_server_not_found', { status: 404, code: 'mcp_server_not_found', retry: false })
+// what MCP answers for a tool it does not have: invalid params
+export const McpToolNotFound = define('mcp_tool_not_found', { status: 404, code: 'tool_not_found', retry: false, rpc: -32602 })
+export const McpBatch = define('mcp_batch', { status: 400, openaiType: 'invalid_request_error', retry: false, rpc: -32600 })
+export const McpMethodNotAllowed = define('mcp_method_not_allowed', { status: 405, retry: false })
 
 /** The longest wait until a limit's window reopens that the official SDKs are left to retry through. */
 export const RETRY_WITHIN_S = 60
@@ -237,12 +245,26 @@ export function geminiStatusFor (status: number): string {
   return GEMINI_STATUSES[status] ?? (status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT')
 }
 
-export type ErrorFamily = 'openai' | 'messages' | 'gemini'
+export type ErrorFamily = 'openai' | 'messages' | 'gemini' | 'mcp'
 
-export interface ErrorBodyInput { status: number, message: string, code?: string | number, openaiType?: string, messagesType?: string }
+export interface ErrorBodyInput { status: number, message: string, code?: string | number, openaiType?: string, messagesType?: string, rpc?: number, retryAfter?: number }
+
+// JSON-RPC's invalid params for what the client sent wrong; a server error (its own range) for
+// the gateway's refusals, which carry their HTTP status and code in `data`
+export function jsonRpcCodeFor (status: number): number {
+  return status === 400 || status === 422 ? -32602 : -32000
+}
+
+/** An error as JSON-RPC's `error` member: a code, the message, and the gateway's status, code and type in `data`. */
+export function jsonRpcError (e: ErrorBodyInput): { code: number, message: string, data: Record<string, unknown> } {
+  const data: Record<string, unknown> = { status: e.status, code: e.code ?? e.status, type: e.openaiType ?? openaiTypeFor(e.status) }
+  if (e.retryAfter !== undefined) data.retry_after = e.retryAfter
+  return { code: e.rpc ?? jsonRpcCodeFor(e.status), message: e.message, data }
+}
 
 /** The one place that knows the error shapes; also used for in-stream error events. */
 export function errorBody (family: ErrorFamily, e: ErrorBodyInput): Record<string, unknown> {
+  if (family === 'mcp') return { jsonrpc: '2.0', id: null, error: jsonRpcError(e) }
   if (family === 'gemini') return { error: { code: e.status, message: e.message, status: geminiStatusFor(e.status) } }
   if (family === 'messages') {
     const body: Record<string, unknown> = { type: e.messagesType ?? messagesTypeFor(e.status), message: e.message }

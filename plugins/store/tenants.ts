@@ -37,6 +37,7 @@ export interface KeyRow {
   name: string
   models: string
   passthrough: string
+  mcp: string
   source: KeySource
   created_at: number
   revoked_at: number | null
@@ -51,7 +52,7 @@ export interface KeyRow {
 }
 
 /** The columns a new key row is inserted with, in order. */
-export const KEY_COLUMNS = ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at',
+export const KEY_COLUMNS = ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'mcp', 'source', 'created_at',
   'expires_at', 'rpm', 'tpm', 'budget_nano', 'budget_per', 'replaces', 'lineage'] as const satisfies ReadonlyArray<keyof KeyRow>
 
 export function toApiKey (row: KeyRow): ApiKey {
@@ -62,6 +63,7 @@ export function toApiKey (row: KeyRow): ApiKey {
     name: row.name,
     models: JSON.parse(row.models) as string[],
     passthrough: JSON.parse(row.passthrough) as string[],
+    mcp: JSON.parse(row.mcp) as string[],
     hint: row.hint,
     source: row.source,
     created_at: row.created_at,
@@ -92,6 +94,7 @@ export function newKeyRow (spec: NewKey, secret: string, now: number, line: { re
     name: spec.name ?? '',
     models: JSON.stringify(spec.models ?? ['*']),
     passthrough: JSON.stringify(spec.passthrough ?? []),
+    mcp: JSON.stringify(spec.mcp ?? []),
     source: spec.source,
     created_at: now,
     revoked_at: null,
@@ -105,7 +108,7 @@ export function newKeyRow (spec: NewKey, secret: string, now: number, line: { re
 
 /** The key a rotation makes: the old one's grants, limits, budget and expiry, counted in its line. */
 export function rotatedKeySpec (old: ApiKey, source: KeySource): NewKey {
-  return { org: old.org, project: old.project, name: old.name, models: old.models, passthrough: old.passthrough, source, expires_at: old.expires_at, limits: old.limits, budget: old.budget }
+  return { org: old.org, project: old.project, name: old.name, models: old.models, passthrough: old.passthrough, mcp: old.mcp, source, expires_at: old.expires_at, limits: old.limits, budget: old.budget }
 }
 
 /** The columns a patch sets, with their new values (absent: kept). */
@@ -113,6 +116,7 @@ export function patchColumns (patch: KeyPatch): Partial<KeyRow> {
   const set: Partial<KeyRow> = {}
   if (patch.models !== undefined) set.models = JSON.stringify(patch.models)
   if (patch.passthrough !== undefined) set.passthrough = JSON.stringify(patch.passthrough)
+  if (patch.mcp !== undefined) set.mcp = JSON.stringify(patch.mcp)
   if (patch.name !== undefined) set.name = patch.name
   if (patch.expires_at !== undefined) set.expires_at = patch.expires_at
   if (patch.limits !== undefined) { set.rpm = patch.limits?.rpm ?? null; set.tpm = patch.limits?.tpm ?? null }
@@ -128,6 +132,7 @@ export interface ConfigKey {
   name: string
   models: string[]
   passthrough: string[]
+  mcp: string[]
   /** undefined: the config does not name it (the stored value is kept). */
   expires_at?: number | null
   limits?: KeyLimits | null
@@ -158,6 +163,7 @@ export function tenantPlan (config: Pick<Config, 'tenants'>): TenantPlan {
           name: k.name,
           models: k.models,
           passthrough: k.passthrough,
+          mcp: k.mcp,
           ...(k.expires_at === undefined ? {} : { expires_at: Date.parse(k.expires_at) }),
           ...(k.limits === undefined ? {} : { limits: k.limits }),
           ...(k.budget === undefined ? {} : { budget: { nano: usdToNano(k.budget.usd), per: k.budget.per } })
@@ -170,7 +176,7 @@ export function tenantPlan (config: Pick<Config, 'tenants'>): TenantPlan {
 
 /** What a config key sets on its row: the fields it always has, and those it names. */
 export function configKeyColumns (k: ConfigKey): Partial<KeyRow> {
-  return { org_id: k.org, project_id: k.project, ...patchColumns({ name: k.name, models: k.models, passthrough: k.passthrough, expires_at: k.expires_at, limits: k.limits, budget: k.budget }) }
+  return { org_id: k.org, project_id: k.project, ...patchColumns({ name: k.name, models: k.models, passthrough: k.passthrough, mcp: k.mcp, expires_at: k.expires_at, limits: k.limits, budget: k.budget }) }
 }
 
 export type KeyStep =
@@ -228,13 +234,14 @@ const iso = (t: number | null): string | null => t === null ? null : new Date(t)
 const budgetView = (b: KeyBudget | null): Record<string, unknown> | null => b === null ? null : { usd: nanoToUsd(b.nano), per: b.per }
 
 export function keyAuditDetail (k: ApiKey): Record<string, unknown> {
-  return { org: k.org, project: k.project, name: k.name, models: k.models, passthrough: k.passthrough, expires_at: iso(k.expires_at), limits: k.limits, budget: budgetView(k.budget) }
+  return { org: k.org, project: k.project, name: k.name, models: k.models, passthrough: k.passthrough, mcp: k.mcp, expires_at: iso(k.expires_at), limits: k.limits, budget: budgetView(k.budget) }
 }
 
 export function patchAuditDetail (patch: KeyPatch): Record<string, unknown> {
   const d: Record<string, unknown> = {}
   if (patch.models !== undefined) d.models = patch.models
   if (patch.passthrough !== undefined) d.passthrough = patch.passthrough
+  if (patch.mcp !== undefined) d.mcp = patch.mcp
   if (patch.name !== undefined) d.name = patch.name
   if (patch.expires_at !== undefined) d.expires_at = iso(patch.expires_at)
   if (patch.limits !== undefined) d.limits = patch.limits

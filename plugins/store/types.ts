@@ -42,6 +42,8 @@ export interface ApiKey {
   models: string[]
   /** Which provider ids' pass-through routes this key may use. */
   passthrough: string[]
+  /** Globs over "{server}/{tool}": the MCP tools this key may list and call. */
+  mcp: string[]
   hint: string
   source: KeySource
   created_at: number
@@ -63,6 +65,7 @@ export interface NewKey {
   project: string
   models?: string[]
   passthrough?: string[]
+  mcp?: string[]
   name?: string
   source: KeySource
   expires_at?: number | null
@@ -74,6 +77,7 @@ export interface NewKey {
 export interface KeyPatch {
   models?: string[]
   passthrough?: string[]
+  mcp?: string[]
   name?: string
   expires_at?: number | null
   limits?: KeyLimits | null

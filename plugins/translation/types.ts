@@ -4,11 +4,12 @@
 
 /**
  * A wire protocol. Clients speak 'openai' (Chat Completions), 'messages' (Anthropic Messages),
- * 'responses' (OpenAI Responses) or 'gemini' (Google's generateContent). Upstreams speak 'openai',
+ * 'responses' (OpenAI Responses), 'gemini' (Google's generateContent) or, for an MCP tool call,
+ * 'mcp' (no translator: a tool call reaches its MCP server as it is). Upstreams speak 'openai',
  * 'messages' or 'gemini', and 'responses' only for a provider that serves the Responses API
  * itself (its `responses: true` option).
  */
-export type Protocol = 'openai' | 'messages' | 'responses' | 'gemini'
+export type Protocol = 'openai' | 'messages' | 'responses' | 'gemini' | 'mcp'
 
 export type Json = Record<string, unknown>
 

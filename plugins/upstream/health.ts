@@ -60,7 +60,12 @@ export interface ProviderView {
 }
 
 /** Every process's view of the providers: its pid and what it has seen. */
-export interface HealthReport { pid: number, providers: Record<string, ProviderView> }
+export interface HealthReport {
+  pid: number
+  providers: Record<string, ProviderView>
+  /** The MCP servers behind /mcp as this process's links see them (each worker has its own connections). */
+  mcp?: Array<{ id: string, transport: 'http' | 'stdio', status: 'ready' | 'starting' | 'down', tools: string[], last_error: string | null }>
+}
 
 /** How many failures a provider keeps. */
 export const RECENT_FAILURES = 10

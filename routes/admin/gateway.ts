@@ -4,8 +4,9 @@ import { RECENT_FAILURES, type BreakerState, type FailureNote, type HealthReport
 import { maskSecrets, maskUrl } from './mask.js'
 
 // What the gateway is made of and how its providers fare: the configured providers with their
-// breaker, latency average and last failures, and the plugin chain in the order it applies, its
-// options with their secrets masked (./mask.ts).
+// breaker, latency average and last failures, the MCP servers behind /mcp with their status and
+// tools, and the plugin chain in the order it applies, its options with their secrets masked
+// (./mask.ts).
 //
 // A provider's health lives in each worker's memory (plugins/upstream/health.ts): with several
 // workers, /providers asks every worker for its view (through the primary) and merges them: the
@@ -18,6 +19,9 @@ const iso = (t: number): string => new Date(t).toISOString()
 const SEVERITY: Record<BreakerState, number> = { open: 2, half_open: 1, closed: 0 }
 
 const round2 = (ms: number): number => Math.round(ms * 100) / 100
+
+type McpStatus = 'ready' | 'starting' | 'down'
+const MCP_SEVERITY: Record<McpStatus, number> = { down: 2, starting: 1, ready: 0 }
 
 /** One provider's health across the workers' reports. */
 function merged (id: string, reports: HealthReport[]): { breaker: BreakerState, avgLatencyMs: number | null, failures: Array<FailureNote & { pid: number }>, workers: Array<{ pid: number, breaker: BreakerState, avg_latency_ms: number | null }> } {
@@ -66,6 +70,36 @@ const gateway: FastifyPluginAsyncTypebox<{ generation?: number, providerHealth?:
           recent_failures: m.failures.map((f) => ({ at: iso(f.at), status: f.status, error: f.error, pid: f.pid })),
           workers: m.workers
         }
+      })
+    }
+  })
+
+  // The MCP servers behind /mcp. Each worker has its own connections (and its own stdio
+  // processes): with several, the worst status of any worker, every tool any lists, and the
+  // error of one that is not ready; `workers` has each worker's own status.
+  fastify.get('/mcp/servers', async () => {
+    const mine = fastify.mcpServers?.views() ?? []
+    const own = (): HealthReport[] => [{ pid: process.pid, providers: {}, mcp: mine }]
+    let reports = providerHealth === undefined ? own() : await providerHealth().catch(own)
+    if (!reports.some((r) => r.mcp !== undefined)) reports = own()
+    return {
+      object: 'list',
+      pid: process.pid,
+      workers: reports.length,
+      data: config.mcp.servers.map((s) => {
+        let status: McpStatus = 'ready'
+        let lastError: string | null = null
+        const tools: string[] = []
+        const workers: Array<{ pid: number, status: McpStatus }> = []
+        for (const r of reports) {
+          const v = r.mcp?.find((m) => m.id === s.id)
+          if (v === undefined) continue
+          if (MCP_SEVERITY[v.status] > MCP_SEVERITY[status]) status = v.status
+          lastError ??= v.last_error
+          for (const t of v.tools) if (!tools.includes(t)) tools.push(t)
+          workers.push({ pid: r.pid, status: v.status })
+        }
+        return { id: s.id, transport: s.transport, status: workers.length === 0 ? 'starting' : status, tools, last_error: lastError, workers }
       })
     }
   })

@@ -30,6 +30,7 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
       project: b.project,
       models: b.models ?? ['*'],
       passthrough: b.passthrough ?? [],
+      mcp: b.mcp ?? [],
       name: b.name ?? '',
       source: 'admin',
       expires_at: b.expires_at === undefined || b.expires_at === null ? null : parseIsoTime(b.expires_at, 'expires_at', 'body'),
@@ -55,6 +56,7 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
     const patch: KeyPatch = {}
     if (b.models !== undefined) patch.models = b.models
     if (b.passthrough !== undefined) patch.passthrough = b.passthrough
+    if (b.mcp !== undefined) patch.mcp = b.mcp
     if (b.name !== undefined) patch.name = b.name
     if (b.expires_at !== undefined) patch.expires_at = b.expires_at === null ? null : parseIsoTime(b.expires_at, 'expires_at', 'body')
     if (b.limits !== undefined) patch.limits = b.limits === null ? null : mergedLimits(current.limits, b.limits)

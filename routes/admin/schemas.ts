@@ -60,6 +60,7 @@ export const NewKeyBody = Type.Object({
   project: Type.String({ minLength: 1, maxLength: 1000 }),
   models: Type.Optional(Globs),
   passthrough: Type.Optional(Providers),
+  mcp: Type.Optional(Globs),
   name: Type.Optional(Type.String({ maxLength: 200 })),
   expires_at: Type.Optional(IsoTimeOrNull),
   limits: Type.Optional(OrNull(Limits)),
@@ -69,6 +70,7 @@ export const NewKeyBody = Type.Object({
 export const KeyPatchBody = Type.Object({
   models: Type.Optional(Globs),
   passthrough: Type.Optional(Providers),
+  mcp: Type.Optional(Globs),
   name: Type.Optional(Type.String({ maxLength: 200 })),
   expires_at: Type.Optional(IsoTimeOrNull),
   limits: Type.Optional(OrNull(Limits)),
@@ -81,7 +83,7 @@ export const RotateBody = Type.Object({ grace_s: Integer({ minimum: 0, maximum: 
 export const KeysQuery = Type.Object({ org: Type.Optional(Type.String()), project: Type.Optional(Type.String()) })
 
 const STATUS = '(ok|client_aborted|upstream_error|timeout)'
-const ENDPOINTS = ['chat.completions', 'messages', 'responses', 'generate_content', 'embeddings', 'images.generations', 'passthrough'] as const
+const ENDPOINTS = ['chat.completions', 'messages', 'responses', 'generate_content', 'embeddings', 'images.generations', 'passthrough', 'mcp.tools_call'] as const
 
 const Filters = {
   org: Type.Optional(Type.String()),

@@ -79,6 +79,7 @@ export function views (store: Store, now: () => number) {
       name: k.name,
       models: k.models,
       passthrough: k.passthrough,
+      mcp: k.mcp,
       created_at: iso(k.created_at),
       expires_at: iso(k.expires_at),
       limits: k.limits === null ? null : { rpm: k.limits.rpm ?? null, tpm: k.limits.tpm ?? null },

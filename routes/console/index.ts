@@ -91,6 +91,8 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   // without the balance plugin, calls are not charged to a balance: it stays as topped up and nothing shows as spent
   const charged = fastify.gateway.config.plugins.some((p) => p.name === 'balance' && p.module === undefined && p.enabled)
+  // Where the APIs are, for the page's quick start: /mcp only when the gateway serves MCP tools.
+  fastify.get('/api/endpoints', async () => ({ openai: '/v1', anthropic: '/', gemini: '/v1beta', mcp: fastify.gateway.config.mcp.servers.length > 0 ? '/mcp' : null }))
 
   fastify.get('/api/me', async (request) => {
     const key = await keyOf(request)
@@ -102,7 +104,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     return {
       org: key.org,
       project: key.project,
-      key: { id: key.id, name: key.name, hint: key.hint, models: key.models },
+      key: { id: key.id, name: key.name, hint: key.hint, models: key.models, mcp: key.mcp },
       balance_usd: nanoToUsd(org?.balance_nano ?? 0),
       held_usd: nanoToUsd(org?.held_nano ?? 0),
       spent_usd: nanoToUsd(org?.spent_nano ?? 0),

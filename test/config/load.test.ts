@@ -141,3 +141,42 @@ t.test('a key\'s models name at least one glob: an empty list is a mistake, not 
   const problems = problemsOf({ tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: 'mg-empty-grants-0123456789', models: [] }] }] }] })
   t.match(problems, [/^tenants\[0\]\.projects\[0\]\.keys\[0\]\.models: /])
 })
+
+t.test('mcp.servers: what each transport needs, unique ids without "__", a stdio server runs in the config file\'s folder', async (t) => {
+  const shape = problemsOf({
+    mcp: { servers: [{ id: 'bad id', transport: 'ws', url: 'ftp://x', colour: 'blue' }] },
+    tenants: [{ org: 'o', projects: [{ id: 'p', keys: [{ key: 'mg-0123456789abcdef0123', mcp: [''] }] }] }]
+  })
+  for (const p of [
+    /^mcp\.servers\[0\]\.id: /,
+    /^mcp\.servers\[0\]\.transport: must be one of "http", "stdio"$/,
+    /^mcp\.servers\[0\]\.url: /,
+    /^mcp\.servers\[0\]\.colour: is not a known key$/,
+    /^tenants\[0\]\.projects\[0\]\.keys\[0\]\.mcp\[0\]: /
+  ]) t.ok(shape.some((x) => p.test(x)), `${String(p)} in ${JSON.stringify(shape)}`)
+  const problems = problemsOf({
+    mcp: {
+      servers: [
+        { id: 'docs', transport: 'http' },
+        { id: 'docs', transport: 'stdio', url: 'http://x/mcp', args: ['a'] },
+        { id: 'a__b', transport: 'http', url: 'http://x/mcp', command: 'node', pricing: { per_call: 0.0000000001 } }
+      ]
+    }
+  })
+  t.same(problems.sort(), [
+    'mcp.servers: the id docs is used twice',
+    'mcp.servers[0].url: is required for transport http',
+    'mcp.servers[1].command: is required for transport stdio',
+    'mcp.servers[1].url: is for transport http only',
+    'mcp.servers[2].command: is for transport stdio only',
+    'mcp.servers[2].id: must not contain "__" (it separates the server from the tool in tool names)',
+    'mcp.servers[2].pricing.per_call: at most nine decimals (nano-dollars)'
+  ])
+  t.same(parseConfig({ tenants: [{ org: 'o', projects: [{ id: 'p', keys: [{ key: 'mg-0123456789abcdef0123' }] }] }] }, {}).tenants[0]?.projects[0]?.keys[0]?.mcp, [], 'a key has no MCP tools unless it names some')
+
+  const dir = tempDir('load-mcp')
+  writeFileSync(join(dir, 'gw.json'), JSON.stringify({ mcp: { servers: [{ id: 'files', transport: 'stdio', command: 'node', args: ['./server.mjs'] }, { id: 'other', transport: 'stdio', command: 'node', cwd: 'servers' }] } }))
+  const servers = (await loadConfig(join(dir, 'gw.json'), {})).mcp.servers
+  t.equal(servers[0]?.cwd, dir, 'it runs in the config file\'s folder, so ./server.mjs is beside the file')
+  t.equal(servers[1]?.cwd, join(dir, 'servers'), 'a cwd of its own is relative to that folder')
+})

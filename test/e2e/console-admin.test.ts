@@ -7,6 +7,7 @@ import { loadConfig } from '../../config/load.js'
 import { fromRoot } from '../../paths.js'
 import { GatewayServer } from '../../server.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { mockMcpHttp, type MockMcpHttp } from '../mock-mcp.js'
 import { build, childEnv, KEY_A, mockCatalog } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
@@ -42,6 +43,7 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
   }
 
   let mock: MockUpstream
+  let mcp: MockMcpHttp
   let server: GatewayServer
   let base: string
   let browser: Browser
@@ -59,6 +61,7 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
 
   t.before(async () => {
     mock = await startMockUpstream()
+    mcp = await mockMcpHttp()
     file = join(tempDir('console-admin'), 'gateway.json')
     raw = {
       server: { port: 0, request_timeout_s: 10 },
@@ -75,6 +78,8 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
         architecture: { input_modalities: ['text', 'image'], output_modalities: ['text'] },
         pricing: { input: 1, cached_input: 0.1, output: 5 }
       }]),
+      // an MCP server, and one that is down (nothing listens on port 9 of loopback)
+      mcp: { servers: [{ id: 'docs', transport: 'http', url: mcp.url, pricing: { per_call: 0.001 } }, { id: 'gone', transport: 'http', url: 'http://127.0.0.1:9/mcp', timeout_s: 2 }] },
       tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, name: 'a' }] }] }]
     }
     writeConfig()
@@ -83,7 +88,7 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     await seed()
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
   })
-  t.teardown(async () => { await browser?.close(); await server?.close(); await mock?.close() })
+  t.teardown(async () => { await browser?.close(); await server?.close(); await mock?.close(); await mcp?.close() })
 
   /** A call through the gateway with an API key: its status and trace id. */
   async function call (key: string, body: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<{ status: number, trace: string }> {
@@ -94,6 +99,16 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     })
     await res.text()
     return { status: res.status, trace: res.headers.get('x-svc-trace-id') ?? '' }
+  }
+
+  /** An MCP tools/call through the gateway with an API key: its JSON-RPC answer and trace id. */
+  async function toolCall (key: string, name: string, args: Record<string, unknown>): Promise<{ body: { result?: unknown, error?: { code: number } }, trace: string }> {
+    const res = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } })
+    })
+    return { body: await res.json() as { result?: unknown, error?: { code: number } }, trace: res.headers.get('x-svc-trace-id') ?? '' }
   }
 
   /**
@@ -224,6 +239,7 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     await page.selectOption('#key-project', 'app')
     await page.fill('#key-name', 'console-made')
     await page.fill('#key-models', 'openai/*')
+    await page.fill('#key-mcp', 'docs/echo')
     await page.fill('#key-rpm', '100')
     await page.fill('#key-budget', '3')
     await page.selectOption('#key-budget-per', 'month')
@@ -235,6 +251,7 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     const keyRow = page.locator('#keys tbody tr', { hasText: 'console-made' })
     const keyId = await keyRow.getAttribute('data-key-id') ?? ''
     t.match(await keyRow.textContent(), /100 rpm/)
+    t.match(await keyRow.textContent(), /MCP: docs\/echo/, 'its MCP tools')
     t.match(await keyRow.textContent(), /\$0 of \$3 per month/)
     await page.click('#secret-copy')
     await page.waitForFunction(() => document.getElementById('secret-copied')?.textContent !== '')
@@ -248,10 +265,15 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     const made = await call(secret, { model: 'openai/failover', seed: 7 })
     t.equal(made.status, 200, 'a call with the new key')
     t.equal((await call(secret, { model: 'anthropic/claude-test' })).status, 404, 'only the models it was given')
+    const tool = await toolCall(secret, 'docs__echo', { text: 'from the console test' })
+    t.same(tool.body.result, { content: [{ type: 'text', text: 'from the console test' }] }, 'and the MCP tool it was given')
+    t.equal((await toolCall(secret, 'docs__add', { a: 1, b: 2 })).body.error?.code, -32602, 'no other')
 
     // edit: the limits and the name change
     await keyRow.locator('button[data-action=edit]').click()
     await page.waitForSelector('#edit-dialog[open]')
+    t.equal(await page.inputValue('#edit-mcp'), 'docs/echo')
+    await page.fill('#edit-mcp', 'docs/echo, docs/add')
     await page.fill('#edit-name', 'console-key')
     await page.fill('#edit-rpm', '')
     await page.fill('#edit-tpm', '50000')
@@ -260,11 +282,13 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     await page.waitForSelector(`#keys tr[data-key-id="${keyId}"]:has-text("console-key")`)
     t.match(await text(page, `#keys tr[data-key-id="${keyId}"]`), /50000 tpm/)
     t.notMatch(await text(page, `#keys tr[data-key-id="${keyId}"]`), /rpm/, 'an emptied limit is removed')
+    t.match((await toolCall(secret, 'docs__add', { a: 1, b: 2 })).body.result, { structuredContent: { sum: 3 } }, 'a tool granted in the dialog')
 
     // ---- the request log: find the call and open it
     await tab(page, 'log')
     await page.fill('#lf-org', o.org)
     await page.selectOption('#lf-status', 'ok')
+    await page.selectOption('#lf-endpoint', 'chat.completions')
     await Promise.all([
       page.waitForResponse((r) => r.url().includes('/admin/v1/usage?') && r.url().includes(`org=${o.org}`)),
       page.click('#log-filter button[type=submit]')
@@ -294,6 +318,24 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     if (!o.phone) await shot(page, 'console-admin-log.png')
     await look(page, 'call')
     if (o.phone) await noOverflow(t, page, 'request log')
+    await page.keyboard.press('Escape')
+    await page.waitForSelector('#call-dialog', { state: 'hidden' })
+
+    // the tool calls of the key, and one opened
+    await Promise.all([
+      page.waitForResponse((r) => r.url().includes('/admin/v1/usage?') && r.url().includes('endpoint=mcp.tools_call')),
+      page.selectOption('#lf-endpoint', 'mcp.tools_call').then(async () => { await page.click('#log-filter button[type=submit]') })
+    ])
+    await page.waitForSelector(`#log tr[data-trace="${tool.trace}"]`)
+    t.equal(await page.locator('#log tbody tr[data-trace]').count(), 2, 'its two tool calls that ran')
+    t.match(await text(page, `#log tr[data-trace="${tool.trace}"]`), /tool\s*docs\/echo/)
+    await page.click(`#log tr[data-trace="${tool.trace}"] button[data-open]`)
+    await page.waitForSelector('#call-dialog[open] #call-body dl')
+    t.equal(await text(page, '#call-title'), 'Tool call to docs/echo')
+    const toolDetail = await text(page, '#call-body')
+    t.match(toolDetail, /Endpoint\s*mcp\.tools_call/)
+    t.match(toolDetail, /MCP server\s*docs/)
+    t.match(toolDetail, /Cost\s*\$0\.001/, 'the server\'s price per call')
     await page.keyboard.press('Escape')
     await page.waitForSelector('#call-dialog', { state: 'hidden' })
 
@@ -370,6 +412,9 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     t.match(await text(page, '#prices tr[data-model="anthropic/claude-haiku-4-5"][data-field="cache_write"]'), /cache_write\s*\$1\s*\$1\.25\s*@pydantic\/genai-prices/)
     t.match(await text(page, '#prices tr[data-model="anthropic/claude-haiku-4-5"][data-field="cache_write_1h"]'), /\$1\s*\$2\b/)
     t.match(await text(page, '#pc-summary'), /2 price\(s\) differ\. Not in the database: .*openai\/gpt-test/)
+    await page.waitForSelector('#mcp-section:not([hidden]) #mcp-servers tr[data-mcp-server="docs"]')
+    t.match(await text(page, '#mcp-servers tr[data-mcp-server="docs"]'), /http\s*ready.*echo, add, slow/, 'the MCP servers, their status and tools')
+    t.match(await text(page, '#mcp-servers tr[data-mcp-server="gone"]'), /(down|starting).*ECONNREFUSED/, 'one that is down, with why (or trying again)')
     if (o.phone) await noOverflow(t, page, 'providers')
     await look(page, 'providers')
 

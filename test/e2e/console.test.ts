@@ -5,6 +5,7 @@ import { chromium, type Browser } from 'playwright-core'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { fromRoot } from '../../paths.js'
+import { mockMcpHttp, type MockMcpHttp } from '../mock-mcp.js'
 import { childEnv, KEY_A, KEY_B, settled, testConfig } from '../helper.js'
 
 // The developer console in headless Chromium (Debian's /usr/bin/chromium via playwright-core).
@@ -22,6 +23,7 @@ if (!existsSync(CHROMIUM)) {
   let base: string
   let browser: Browser
 
+  let mcp: MockMcpHttp
   t.before(async () => {
     const defaults = testConfig()
     // one model with a whole price sheet: cache writes, a long-context tier, a per-request price
@@ -29,12 +31,17 @@ if (!existsSync(CHROMIUM)) {
       ...defaults.models.find((m) => m.id === 'anthropic/claude-x'),
       pricing: { input: 3, cached_input: 0.3, cache_write: 3.75, cache_write_1h: 6, output: 15, per_request: 0.001, tiers: [{ above_input_tokens: 100000, input: 6, cached_input: 0.6, cache_write: 7.5, cache_write_1h: 12, output: 22.5 }] }
     }
-    app = await buildApp(testConfig({ plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }], models: defaults.models.map((m) => m.id === 'anthropic/claude-x' ? sheet : m) }))
+    mcp = await mockMcpHttp()
+    app = await buildApp(testConfig({
+      plugins: [{ name: 'auth' }, { name: 'cache' }, { name: 'usage' }],
+      models: defaults.models.map((m) => m.id === 'anthropic/claude-x' ? sheet : m),
+      mcp: { servers: [{ id: 'docs', transport: 'http', url: mcp.url }] }
+    }))
     await app.listen({ host: '127.0.0.1', port: 0 })
     base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
   })
-  t.teardown(async () => { await browser?.close(); await app?.close() })
+  t.teardown(async () => { await browser?.close(); await app?.close(); await mcp?.close() })
 
   // real calls through the gateway, so the usage views show what metering recorded
   // (the last one is answered from the cache with what the first one stored)
@@ -64,6 +71,13 @@ if (!existsSync(CHROMIUM)) {
     t.match(claude, /1h cache write \/ 1M\$6/)
     t.match(claude, /Prompts over100K tokens.*Input \/ 1M\$6.*Output \/ 1M\$22\.5.*Cache write \/ 1M\$7\.5.*1h cache write \/ 1M\$12/s, 'the long-context tier')
     t.match(claude, /Per request\$0\.001/)
+    await page.click('#quickstart summary')
+    await page.waitForSelector('#qs-mcp:not([hidden])')
+    const quick = await page.textContent('#quickstart') ?? ''
+    t.match(quick, `base URL ${base}/v1`, 'the quick start names this gateway\'s address')
+    t.match(quick, `curl ${base}/v1/chat/completions`)
+    t.match(quick, `claude mcp add --transport http modelgate ${base}/mcp --header "Authorization: Bearer $MODELGATE_KEY"`, 'and, since it serves MCP tools, how to add it to an MCP client')
+    t.match(JSON.parse(await page.textContent('#qs-json') ?? '{}'), { mcpServers: { modelgate: { type: 'http', url: `${base}/mcp` } } })
     await page.screenshot({ path: fromRoot('test-output', 'screenshots', 'marketplace.png'), fullPage: true })
 
     await page.fill('#q', 'claude')

@@ -7,6 +7,7 @@ import { budgetScope, quotaWindow } from '../../plugins/gateway/quota-windows.js
 import { openStore } from '../../plugins/store/index.js'
 import type { Store } from '../../plugins/store/types.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { mockMcpHttp, type MockMcpHttp } from '../mock-mcp.js'
 import { FakeClock, mockCatalogWithGemini, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
@@ -39,13 +40,15 @@ const STATES = ['valid', 'ungranted', 'empty grants', 'no passthrough', 'revoked
 type State = typeof STATES[number]
 
 type Cell = 'ok' | number
-type Kind = 'priced' | 'count' | 'listing' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model'
+type Kind = 'priced' | 'count' | 'listing' | 'tool-list' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model'
 
 /** What each kind of route answers a key in each state. */
 function expected (kind: Kind, state: State): Cell {
   const passthrough = kind.startsWith('pt-')
   const spends = kind === 'priced' || kind === 'pt-priced'
   const unmetered = kind === 'pt-unmetered' || kind === 'pt-unmetered-model'
+  // an MCP tools/list: any key that authenticates sees the tools its grants name (none, for some)
+  if (kind === 'tool-list') return ['revoked', 'revoked, reloaded', 'revoked, restarted', 'expired', 'rotated past grace', 'org deleted', 'project deleted'].includes(state) ? 401 : 200
   switch (state) {
     case 'revoked': case 'revoked, reloaded': case 'revoked, restarted': case 'expired': case 'rotated past grace': case 'org deleted': case 'project deleted':
       return 401
@@ -79,6 +82,9 @@ const gemini = { contents: [{ role: 'user', parts: [{ text: 'hello there' }] }],
 const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
 const json = (key: string): Record<string, string> => ({ ...bearer(key), 'content-type': 'application/json' })
 const post = (url: string, body: unknown) => async (app: FastifyInstance, key: string) => await app.inject({ method: 'POST', url, headers: json(key), payload: JSON.stringify(body) })
+/** A JSON-RPC request to the MCP endpoint, as a Streamable HTTP client sends it (no session: the gateway keeps none). */
+const rpc = (url: string, method: string, params: unknown) => async (app: FastifyInstance, key: string) =>
+  await app.inject({ method: 'POST', url, headers: { ...json(key), accept: 'application/json, text/event-stream' }, payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })
 const get = (url: string) => async (app: FastifyInstance, key: string) => await app.inject({ method: 'GET', url, headers: bearer(key) })
 
 const ROWS: Row[] = [
@@ -98,6 +104,9 @@ const ROWS: Row[] = [
   { name: 'POST /v1beta/…:batchEmbedContents', kind: 'priced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:batchEmbedContents', { requests: [{ model: 'models/google/embed-test', content: { parts: [{ text: 'hello there' }] } }] }) },
   { name: 'GET /v1/models/{id}', kind: 'listing', route: '/v1/models/*', covers: ['GET', 'HEAD'], call: get('/v1/models/openai/gpt-test') },
   { name: 'GET /v1beta/models/{id}', kind: 'listing', route: '/v1beta/models/*', covers: ['GET', 'HEAD'], call: get('/v1beta/models/google/gemini-test') },
+  { name: 'POST /mcp tools/call', kind: 'priced', route: '/mcp', covers: ['POST'], call: rpc('/mcp', 'tools/call', { name: 'docs__echo', arguments: { text: 'hello there' } }) },
+  { name: 'POST /mcp/{server} tools/call', kind: 'priced', route: '/mcp/:server', covers: ['POST'], call: rpc('/mcp/docs', 'tools/call', { name: 'echo', arguments: { text: 'hello there' } }) },
+  { name: 'POST /mcp tools/list', kind: 'tool-list', route: '/mcp', covers: ['POST'], call: rpc('/mcp', 'tools/list', {}) },
   { name: 'POST /passthrough/openai chat', kind: 'pt-priced', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/chat/completions', { ...chat, model: 'gpt-upstream-name' }) },
   { name: 'POST /passthrough/openai chat, a dated snapshot', kind: 'pt-priced', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/chat/completions', { ...chat, model: 'gpt-upstream-name-2025-01-01' }) },
   { name: 'POST /passthrough/openai embeddings', kind: 'pt-priced', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/embeddings', { model: 'text-embedding-up', input: 'hello there' }) },
@@ -130,7 +139,9 @@ const SPENDS_NOTHING: Array<{ route: string, method: string, url: string, status
   { route: '/v1/responses/:id', method: 'DELETE', url: '/v1/responses/resp_1', status: 404 },
   { route: '/v1/responses/:id/cancel', method: 'POST', url: '/v1/responses/resp_1/cancel', status: 404 },
   { route: '/v1/responses/:id/input_items', method: 'GET', url: '/v1/responses/resp_1/input_items', status: 404 },
-  { route: '/v1beta/*', method: 'POST', url: '/v1beta/files', status: 404 }
+  { route: '/v1beta/*', method: 'POST', url: '/v1beta/files', status: 404 },
+  { route: '/mcp', method: 'DELETE', url: '/mcp', status: 405 },
+  { route: '/mcp/:server', method: 'DELETE', url: '/mcp/docs', status: 405 }
 ]
 
 /** The embedding and image models, beside the chat models of the mock catalog. */
@@ -150,14 +161,16 @@ const MEDIA = [
   media('openai/image-test', 'mock-openai', 'gpt-image-up', 'image')
 ]
 
-function gateConfig (mock: MockUpstream, file: string): Config {
+function gateConfig (mock: MockUpstream, mcp: MockMcpHttp, file: string): Config {
   const catalog = mockCatalogWithGemini(mock, MEDIA)
   const providers = (catalog.providers as Array<Record<string, unknown>>).map((p) => ALL_PROVIDERS.includes(p.id as string) ? { ...p, passthrough: true } : p)
-  const key = (key: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ key, passthrough: ALL_PROVIDERS, ...extra })
+  const key = (key: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ key, passthrough: ALL_PROVIDERS, mcp: ['*'], ...extra })
   return testConfig({
     ...catalog,
     providers,
     store: { sqlite: file },
+    // an MCP server whose tools are priced per call, as a model is per token
+    mcp: { servers: [{ id: 'docs', transport: 'http', url: mcp.url, pricing: { per_call: 0.001 } }] },
     plugins: [{ name: 'auth' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }],
     tenants: [
       {
@@ -167,7 +180,7 @@ function gateConfig (mock: MockUpstream, file: string): Config {
           {
             id: 'web',
             keys: [
-              key(K.valid), key(K.ungranted, { models: ['nothing/*'] }), key(K.nopass, { passthrough: [] }), key(K.expired, { expires_at: '2020-01-01' }),
+              key(K.valid), key(K.ungranted, { models: ['nothing/*'], mcp: ['nothing/*'] }), key(K.nopass, { passthrough: [] }), key(K.expired, { expires_at: '2020-01-01' }),
               key(K.rpm, { limits: { rpm: 2 } }), key(K.budget, { budget: { usd: 0.001, per: 'day' } }), key(K.revokedReload), key(K.revokedRestart)
             ]
           },
@@ -180,6 +193,20 @@ function gateConfig (mock: MockUpstream, file: string): Config {
   })
 }
 
+/**
+ * The status a call was answered with: the HTTP status, or on /mcp, where a tools/call refused by
+ * the gate is a JSON-RPC error in a 200 (or in an event of a stream), the status its data carries.
+ */
+function statusOf (res: LightMyRequestResponse): number {
+  if (res.statusCode !== 200) return res.statusCode
+  const text = String(res.headers['content-type'] ?? '').startsWith('text/event-stream')
+    ? res.body.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('')
+    : res.body
+  let rpc: { jsonrpc?: unknown, error?: { data?: { status?: number } } } = {}
+  try { rpc = JSON.parse(text) as typeof rpc } catch {}
+  return rpc.jsonrpc === '2.0' ? rpc.error?.data?.status ?? 200 : 200
+}
+
 const idOf = async (store: Store, secret: string): Promise<string> => {
   const k = await store.keys.verify(secret)
   if (k === undefined) throw new Error('no such key')
@@ -189,8 +216,12 @@ const idOf = async (store: Store, secret: string): Promise<string> => {
 t.test('every route against every key state', async (t) => {
   const mock = await startMockUpstream()
   t.teardown(async () => { await mock.close() })
+  const mcp = await mockMcpHttp()
+  t.teardown(async () => { await mcp.close() })
   const clock = new FakeClock()
-  const config = gateConfig(mock, join(tempDir('gate'), 'gw.db'))
+  const config = gateConfig(mock, mcp, join(tempDir('gate'), 'gw.db'))
+  // what reached a provider or an MCP server
+  const reachedSoFar = (): number => mock.requests.length + mcp.tools.calls.length
 
   // the first generation: keys made, revoked, rotated, tenants deleted through the store
   let store = openStore(config)
@@ -234,13 +265,14 @@ t.test('every route against every key state', async (t) => {
     want[row.name] = {}
     got[row.name] = {}
     for (const state of STATES) {
-      const before = mock.requests.length
+      const before = reachedSoFar()
       const res = await row.call(app, keys.get(state) as string)
-      const reached = mock.requests.length > before
-      const cell: Cell = reached && res.statusCode < 500 ? 'ok' : res.statusCode;
+      const reached = reachedSoFar() > before
+      const status = statusOf(res)
+      const cell: Cell = reached && status < 500 ? 'ok' : status;
       (want[row.name] as Record<string, Cell>)[state] = expected(row.kind, state);
       (got[row.name] as Record<string, Cell>)[state] = cell
-      if (cell !== expected(row.kind, state)) bodies.push(`${row.name} / ${state}: ${res.statusCode} reached=${String(reached)} ${res.body.slice(0, 300)}`)
+      if (cell !== expected(row.kind, state)) bodies.push(`${row.name} / ${state}: ${status} reached=${String(reached)} ${res.body.slice(0, 300)}`)
       if (typeof cell === 'number' && cell >= 400) t.notOk(reached, `${row.name} / ${state}: refused, and nothing reached the provider`)
     }
   }
@@ -257,9 +289,9 @@ t.test('every route against every key state', async (t) => {
     }
   }
   for (const s of SPENDS_NOTHING) {
-    const before = mock.requests.length
+    const before = reachedSoFar()
     const res = await app.inject({ method: s.method as 'GET', url: s.url, headers: s.method === 'POST' ? json(K.valid) : bearer(K.valid), payload: s.method === 'POST' ? '{}' : undefined })
     t.equal(res.statusCode, s.status, `${s.method} ${s.url} spends nothing: ${s.status}`)
-    t.equal(mock.requests.length, before, `${s.method} ${s.url} reaches no provider`)
+    t.equal(reachedSoFar(), before, `${s.method} ${s.url} reaches no provider`)
   }
 })

@@ -114,9 +114,14 @@ function contract (t: Test, open: Open): void {
     await store.syncTenants(tenants(1), 1)
     const heard: string[] = []
     store.onChange((c) => { if (c.kind === 'key') heard.push(c.id) })
-    const k = await store.keys.create({ org: 'acme', project: 'web', models: ['demo/*'], passthrough: ['p1'], name: 'svc', source: 'admin' }, 5)
+    const k = await store.keys.create({ org: 'acme', project: 'web', models: ['demo/*'], passthrough: ['p1'], mcp: ['docs/*'], name: 'svc', source: 'admin' }, 5)
     t.match(k.key, /^mg-/)
-    t.match(await store.keys.verify(k.key), { id: k.id, models: ['demo/*'], passthrough: ['p1'], name: 'svc' })
+    t.match(await store.keys.verify(k.key), { id: k.id, models: ['demo/*'], passthrough: ['p1'], mcp: ['docs/*'], name: 'svc' })
+    const other = await store.keys.create({ org: 'acme', project: 'web', source: 'admin' }, 5)
+    t.same(other.mcp, [], 'no MCP grants by default')
+    t.same((await store.keys.update(other.id, { mcp: ['docs/echo', 'files/*'] }, 6, 'admin'))?.mcp, ['docs/echo', 'files/*'], 'MCP grants changed')
+    t.same((await store.keys.rotate(other.id, 6, 6, 'admin'))?.key.mcp, ['docs/echo', 'files/*'], 'and kept by a rotation')
+    heard.length = 0
     t.notOk(JSON.stringify(await store.keys.list('acme')).includes(k.key))
     t.ok(await store.keys.revoke(k.id, 6))
     t.notOk(await store.keys.revoke(k.id, 7), 'a second revocation changes nothing')

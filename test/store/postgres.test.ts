@@ -396,7 +396,7 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
   // a SQLite store with tenants, a created key, a revoked one, credits, charges, records and a hold left open
   const sqlite = new SqliteStore(file)
   await sqlite.syncTenants(testConfig({ tenants: tenants(25) }), Date.now())
-  const made = sqlite.keys.create({ org: 'acme', project: 'web', source: 'cli', passthrough: ['x'] }, Date.now())
+  const made = sqlite.keys.create({ org: 'acme', project: 'web', source: 'cli', passthrough: ['x'], mcp: ['docs/*'] }, Date.now())
   const revoked = sqlite.keys.create({ org: 'acme', project: 'web', source: 'admin' }, Date.now())
   await sqlite.keys.revoke(revoked.id, Date.now())
   sqlite.orgs.credit('acme', 1_500_000_000)
@@ -435,6 +435,7 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
   t.teardown(async () => { await store.close() })
   t.equal((await store.keys.verify(made.key))?.id, made.id, 'a key made on SQLite works on PostgreSQL')
   t.same((await store.keys.get(made.id))?.passthrough, ['x'])
+  t.same((await store.keys.get(made.id))?.mcp, ['docs/*'], 'with its MCP grants')
   t.equal(await store.keys.verify(revoked.key), undefined, 'a revoked key stays revoked')
   const org = await store.orgs.get('acme')
   t.equal(org?.held_nano, 3_000_000, 'the open hold came along')

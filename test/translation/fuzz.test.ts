@@ -240,7 +240,10 @@ function guarded (fn: () => unknown): void {
   plain(out)
 }
 
-const SKELETONS: Record<Protocol, { request: unknown, response: unknown, stream: unknown[], error: unknown }> = {
+/** The protocols of model calls (MCP's tool calls have no translator pair). */
+type ModelProtocol = Exclude<Protocol, 'mcp'>
+
+const SKELETONS: Record<ModelProtocol, { request: unknown, response: unknown, stream: unknown[], error: unknown }> = {
   openai: { request: CHAT_REQUEST, response: CHAT_RESPONSE, stream: CHAT_STREAM, error: ERROR_BODY },
   messages: { request: MESSAGES_REQUEST, response: MESSAGES_RESPONSE, stream: MESSAGES_STREAM, error: ERROR_BODY },
   responses: { request: RESPONSES_REQUEST, response: {}, stream: [], error: ERROR_BODY },
@@ -252,7 +255,7 @@ const frameArb = (events: unknown[]): fc.Arbitrary<SseEvent[]> => fc.array(fc.on
   { weight: 1, arbitrary: fc.record({ data: fc.constantFrom('[DONE]', '', '{', 'null', '"x"', '7', '[]'), event: fc.option(fc.constantFrom('message_start', 'error', ...NAMES), { nil: undefined }) }) }
 ), { maxLength: 14 }).map((frames) => frames.map((f) => f.event === undefined || typeof f.event !== 'string' ? { data: f.data } : f))
 
-const PAIRS: Array<[Protocol, Protocol]> = [
+const PAIRS: Array<[ModelProtocol, ModelProtocol]> = [
   ['openai', 'messages'], ['messages', 'openai'], ['openai', 'openai'], ['messages', 'messages'],
   ['gemini', 'openai'], ['gemini', 'messages'], ['openai', 'gemini'], ['messages', 'gemini'], ['responses', 'gemini'], ['gemini', 'gemini']
 ]

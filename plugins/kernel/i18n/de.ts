@@ -60,5 +60,9 @@ export const de: Catalog = {
   not_image_model: 'Das Modell {model} ist kein Modell zur Bilderzeugung.',
   not_chat_model: 'Das Modell {model} ist kein Chat-Modell: Es wird über {route} angeboten.',
   no_image_generated: 'Das Modell {model} hat kein Bild geliefert (Abschlussgrund {reason}).',
-  store_unavailable: 'Der Speicher des Gateways ist gerade nicht erreichbar. Bitte gleich erneut versuchen.'
+  store_unavailable: 'Der Speicher des Gateways ist gerade nicht erreichbar. Bitte gleich erneut versuchen.',
+  mcp_server_not_found: 'Es ist kein MCP-Server {server} konfiguriert.',
+  mcp_tool_not_found: 'Unbekanntes Werkzeug: {tool}.',
+  mcp_batch: 'Ein tools/call muss allein gesendet werden, nicht in einem JSON-RPC-Batch.',
+  mcp_method_not_allowed: 'Dieser MCP-Endpunkt führt keine Sitzung: Er nimmt nur POST an (kein GET-Stream, kein DELETE).'
 }

@@ -61,7 +61,11 @@ export const en = {
   config_owned: '{what} {id} is declared in the config file: change it there and reload; the admin API and the CLI cannot change what the file sets.',
   unmetered_endpoint: '{method} {path} on provider {provider} may spend without reporting a cost the gateway can read: it is refused while a prepaid balance, a budget or a quota applies to this key.',
   unreadable_model: '{method} {path} on provider {provider} does not say which model it uses in a form the gateway can read: only a key granted every model may call it.',
-  store_unavailable: 'The gateway\'s store cannot be reached right now. Retry in a moment.'
+  store_unavailable: 'The gateway\'s store cannot be reached right now. Retry in a moment.',
+  mcp_server_not_found: 'No MCP server {server} is configured.',
+  mcp_tool_not_found: 'Unknown tool: {tool}.',
+  mcp_batch: 'A tools/call must be sent alone, not in a JSON-RPC batch.',
+  mcp_method_not_allowed: 'This MCP endpoint keeps no session: it takes POST only (no GET stream, no DELETE).'
 } as const
 
 export type MessageKey = keyof typeof en

@@ -60,5 +60,9 @@ export const es: Catalog = {
   not_image_model: 'El modelo {model} no es un modelo de generación de imágenes.',
   not_chat_model: 'El modelo {model} no es un modelo de chat: se ofrece en {route}.',
   no_image_generated: 'El modelo {model} no devolvió ninguna imagen (motivo de finalización {reason}).',
-  store_unavailable: 'El almacén de la pasarela no está disponible en este momento. Vuelva a intentarlo en un momento.'
+  store_unavailable: 'El almacén de la pasarela no está disponible en este momento. Vuelva a intentarlo en un momento.',
+  mcp_server_not_found: 'No hay ningún servidor MCP {server} configurado.',
+  mcp_tool_not_found: 'Herramienta desconocida: {tool}.',
+  mcp_batch: 'Un tools/call debe enviarse solo, no en un lote JSON-RPC.',
+  mcp_method_not_allowed: 'Este punto de acceso MCP no guarda sesión: solo acepta POST (sin flujo GET, sin DELETE).'
 }

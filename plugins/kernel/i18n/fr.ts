@@ -60,5 +60,9 @@ export const fr: Catalog = {
   config_owned: "{what} {id} est déclaré dans le fichier de configuration : modifiez-le là puis rechargez ; l'API d'administration et la CLI ne peuvent pas changer ce que fixe le fichier.",
   unmetered_endpoint: "{method} {path} chez le fournisseur {provider} peut engager une dépense que la passerelle ne sait pas lire : l'appel est refusé tant qu'un solde prépayé, un budget ou un quota s'applique à cette clé.",
   unreadable_model: "{method} {path} chez le fournisseur {provider} n'indique pas son modèle sous une forme lisible : seule une clé autorisée sur tous les modèles peut l'appeler.",
-  store_unavailable: 'Le stockage de la passerelle est injoignable pour le moment. Réessayez dans un instant.'
+  store_unavailable: 'Le stockage de la passerelle est injoignable pour le moment. Réessayez dans un instant.',
+  mcp_server_not_found: "Aucun serveur MCP {server} n'est configuré.",
+  mcp_tool_not_found: 'Outil inconnu : {tool}.',
+  mcp_batch: 'Un tools/call doit être envoyé seul, pas dans un lot JSON-RPC.',
+  mcp_method_not_allowed: "Ce point d'accès MCP ne garde pas de session : il n'accepte que POST (pas de flux GET, pas de DELETE)."
 }

@@ -60,5 +60,9 @@ export const ja: Catalog = {
   not_image_model: 'モデル {model} は画像生成モデルではありません。',
   not_chat_model: 'モデル {model} はチャットモデルではありません。{route} で提供されています。',
   no_image_generated: 'モデル {model} は画像を返しませんでした（終了理由 {reason}）。',
-  store_unavailable: 'ゲートウェイのストアに現在接続できません。しばらくしてから再試行してください。'
+  store_unavailable: 'ゲートウェイのストアに現在接続できません。しばらくしてから再試行してください。',
+  mcp_server_not_found: 'MCP サーバー {server} は設定されていません。',
+  mcp_tool_not_found: '不明なツールです: {tool}。',
+  mcp_batch: 'tools/call は JSON-RPC バッチではなく単独で送信する必要があります。',
+  mcp_method_not_allowed: 'この MCP エンドポイントはセッションを保持しません。POST のみ受け付けます（GET ストリームも DELETE もありません）。'
 }

@@ -60,5 +60,9 @@ export const ko: Catalog = {
   not_image_model: '모델 {model}은(는) 이미지 생성 모델이 아닙니다.',
   not_chat_model: '모델 {model}은(는) 채팅 모델이 아닙니다. {route}에서 제공됩니다.',
   no_image_generated: '모델 {model}이(가) 이미지를 반환하지 않았습니다(종료 사유 {reason}).',
-  store_unavailable: '지금은 게이트웨이 저장소에 연결할 수 없습니다. 잠시 후 다시 시도하세요.'
+  store_unavailable: '지금은 게이트웨이 저장소에 연결할 수 없습니다. 잠시 후 다시 시도하세요.',
+  mcp_server_not_found: 'MCP 서버 {server}이(가) 구성되어 있지 않습니다.',
+  mcp_tool_not_found: '알 수 없는 도구: {tool}.',
+  mcp_batch: 'tools/call은 JSON-RPC 배치가 아니라 단독으로 보내야 합니다.',
+  mcp_method_not_allowed: '이 MCP 엔드포인트는 세션을 유지하지 않습니다. POST만 받습니다(GET 스트림 없음, DELETE 없음).'
 }

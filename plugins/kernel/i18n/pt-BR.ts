@@ -60,5 +60,9 @@ export const ptBR: Catalog = {
   not_image_model: 'O modelo {model} não é um modelo de geração de imagens.',
   not_chat_model: 'O modelo {model} não é um modelo de chat: ele é oferecido em {route}.',
   no_image_generated: 'O modelo {model} não retornou nenhuma imagem (motivo de término {reason}).',
-  store_unavailable: 'O armazenamento do gateway não está acessível no momento. Tente novamente em instantes.'
+  store_unavailable: 'O armazenamento do gateway não está acessível no momento. Tente novamente em instantes.',
+  mcp_server_not_found: 'Nenhum servidor MCP {server} está configurado.',
+  mcp_tool_not_found: 'Ferramenta desconhecida: {tool}.',
+  mcp_batch: 'Um tools/call deve ser enviado sozinho, não em um lote JSON-RPC.',
+  mcp_method_not_allowed: 'Este endpoint MCP não mantém sessão: aceita apenas POST (sem fluxo GET, sem DELETE).'
 }

@@ -60,5 +60,9 @@ export const zhCN: Catalog = {
   not_image_model: '模型 {model} 不是图像生成模型。',
   not_chat_model: '模型 {model} 不是聊天模型：请通过 {route} 调用。',
   no_image_generated: '模型 {model} 没有返回图像（结束原因 {reason}）。',
-  store_unavailable: '网关的存储暂时无法访问，请稍后重试。'
+  store_unavailable: '网关的存储暂时无法访问，请稍后重试。',
+  mcp_server_not_found: '未配置 MCP 服务器 {server}。',
+  mcp_tool_not_found: '未知工具：{tool}。',
+  mcp_batch: 'tools/call 必须单独发送，不能放在 JSON-RPC 批处理中。',
+  mcp_method_not_allowed: '此 MCP 端点不保留会话：只接受 POST（没有 GET 流，也没有 DELETE）。'
 }

@@ -60,5 +60,9 @@ export const zhTW: Catalog = {
   not_image_model: '模型 {model} 不是圖像生成模型。',
   not_chat_model: '模型 {model} 不是聊天模型：請透過 {route} 呼叫。',
   no_image_generated: '模型 {model} 沒有傳回圖像（結束原因 {reason}）。',
-  store_unavailable: '閘道的儲存目前無法連線，請稍後再試。'
+  store_unavailable: '閘道的儲存目前無法連線，請稍後再試。',
+  mcp_server_not_found: '未設定 MCP 伺服器 {server}。',
+  mcp_tool_not_found: '未知工具：{tool}。',
+  mcp_batch: 'tools/call 必須單獨傳送，不能放在 JSON-RPC 批次中。',
+  mcp_method_not_allowed: '此 MCP 端點不保留工作階段：只接受 POST（沒有 GET 串流，也沒有 DELETE）。'
 }

@@ -35,6 +35,7 @@ export class CallMetrics {
   readonly transitions
   readonly writeSeconds
   readonly writeSizes
+  readonly toolCalls
   private readonly healthBooks = new Set<HealthBook>()
   private readonly stores = new Set<Store>()
 
@@ -52,6 +53,7 @@ export class CallMetrics {
     this.transitions = new CounterVec('modelgate_breaker_transitions_total', 'Circuit breaker changes by provider and the state entered', ['provider', 'state']).register(registry)
     this.writeSeconds = new HistogramVec('modelgate_store_write_batch_seconds', 'Time to commit one batch of store writes', [], BATCH_SECONDS).register(registry)
     this.writeSizes = new HistogramVec('modelgate_store_write_batch_writes', 'Writes per committed batch', [], BATCH_WRITES).register(registry)
+    this.toolCalls = new CounterVec('modelgate_mcp_tool_calls_total', 'MCP tool calls by server, tool and outcome', ['server', 'tool', 'status']).register(registry)
     const books = this.healthBooks
     // eslint-disable-next-line no-new
     new Gauge({
@@ -101,16 +103,19 @@ export class CallMetrics {
     this.requests.inc([o.endpoint, model, provider, o.status, o.httpStatus])
     if (o.overheadMs !== null) this.overhead.observe([o.endpoint, o.stream ? 'true' : 'false'], o.overheadMs / 1000)
     for (let i = 0; i < o.attempts.length; i++) this.attempt(o.attempts[i] as AttemptReport)
+    // a tool call's labels are the server's id and the name of one of its listed tools, never a client's string
+    if (o.endpoint === 'mcp.tools_call' && o.model !== null && o.provider !== null) this.toolCalls.inc([o.provider, o.model.slice(o.provider.length + 1), o.status])
     if (!o.attempted) return
     const op = operationOf(o.endpoint)
     this.duration.observe([op, provider, model, o.endpoint, o.status], (o.endedAt - o.startedAt) / 1000)
     if (o.firstByteAt !== null) this.ttft.observe([op, provider, model, o.endpoint, o.stream ? 'true' : 'false'], (o.firstByteAt - o.startedAt) / 1000)
     if (!o.billed) return
+    if (o.costNano > 0 && o.principal !== null) this.cost.inc([o.principal.org], o.costNano / 1e9)
+    if (o.endpoint === 'mcp.tools_call') return
     const u = o.usage
     this.tokens.observe([op, provider, model, 'input'], u.prompt_tokens)
     if (u.cached_input_tokens > 0) this.tokens.observe([op, provider, model, 'cached_input'], u.cached_input_tokens)
     this.tokens.observe([op, provider, model, 'output'], u.completion_tokens)
-    if (o.costNano > 0 && o.principal !== null) this.cost.inc([o.principal.org], o.costNano / 1e9)
   }
 
   /** An attempt at a provider ended. */

@@ -20,7 +20,16 @@ export interface CallTracer {
   shutdown: () => Promise<void>
 }
 
-const ROUTES: Record<string, string> = { 'chat.completions': '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses', generate_content: '/v1beta/models/{model}:generateContent', embeddings: '/v1/embeddings', 'images.generations': '/v1/images/generations', passthrough: '/passthrough' }
+const ROUTES: Record<string, string> = {
+  'chat.completions': '/v1/chat/completions',
+  messages: '/v1/messages',
+  responses: '/v1/responses',
+  generate_content: '/v1beta/models/{model}:generateContent',
+  embeddings: '/v1/embeddings',
+  'images.generations': '/v1/images/generations',
+  passthrough: '/passthrough',
+  'mcp.tools_call': '/mcp'
+}
 
 const spanId = (): string => randomBytes(8).toString('hex')
 /** The OpenTelemetry trace id of a call: its trace id's hex digits. */
@@ -33,6 +42,8 @@ export function callSpans (o: CallOutcome): SpanData[] {
   const traceId = otelTraceId(o.traceId)
   const root = spanId()
   const op = operationOf(o.endpoint)
+  // the GenAI conventions' execute_tool span for an MCP tool call, named by the tool
+  const tool = o.endpoint === 'mcp.tools_call'
   const endMs = wall(o.t1)
   const startMs = wall(o.t0)
   const failed = o.status !== 'ok'
@@ -46,7 +57,8 @@ export function callSpans (o: CallOutcome): SpanData[] {
     attributes: {
       'gen_ai.operation.name': op,
       'gen_ai.provider.name': o.provider,
-      'gen_ai.request.model': o.model,
+      'gen_ai.request.model': tool ? undefined : o.model,
+      'gen_ai.tool.name': tool ? o.model : undefined,
       'gen_ai.usage.input_tokens': o.billed ? o.usage.prompt_tokens : undefined,
       'gen_ai.usage.output_tokens': o.billed ? o.usage.completion_tokens : undefined,
       'gen_ai.usage.cache_read.input_tokens': o.billed ? o.usage.cached_input_tokens : undefined,

@@ -13,7 +13,7 @@ const TABLES: Array<{ name: string, columns: string[] }> = [
   { name: 'projects', columns: ['org_id', 'id', 'created_at', 'quota', 'deleted_at'] },
   {
     name: 'api_keys',
-    columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'source', 'created_at', 'revoked_at',
+    columns: ['id', 'hash', 'hint', 'org_id', 'project_id', 'name', 'models', 'passthrough', 'mcp', 'source', 'created_at', 'revoked_at',
       'expires_at', 'rpm', 'tpm', 'budget_nano', 'budget_per', 'last_used_at', 'replaces', 'lineage']
   },
   { name: 'holds', columns: ['id', 'org_id', 'amount_nano', 'holder', 'created_at'] },

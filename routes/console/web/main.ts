@@ -58,6 +58,23 @@ tabs.forEach((t, i) => {
   })
 })
 
+// ---- quick start ------------------------------------------------------------------------------
+// the gateway's own address, as the browser reached it; the MCP part when the gateway serves MCP tools
+async function quickStart (firstModel: string | undefined): Promise<void> {
+  const origin = location.origin
+  for (const c of document.querySelectorAll<HTMLElement>('#quickstart code[data-url]')) c.textContent = origin + (c.dataset.url ?? '')
+  $('qs-curl').textContent = [
+    `curl ${origin}/v1/chat/completions \\`,
+    '  -H "Authorization: Bearer $MODELGATE_KEY" -H "Content-Type: application/json" \\',
+    `  -d '{"model": "${firstModel ?? 'MODEL'}", "messages": [{"role": "user", "content": "Hello"}]}'`
+  ].join('\n')
+  const res = await fetch(`${API}/endpoints`)
+  if (!res.ok || (await res.json() as { mcp: string | null }).mcp === null) return
+  $('qs-claude').textContent = `claude mcp add --transport http modelgate ${origin}/mcp --header "Authorization: Bearer $MODELGATE_KEY"`
+  $('qs-json').textContent = JSON.stringify({ mcpServers: { modelgate: { type: 'http', url: `${origin}/mcp`, headers: { Authorization: 'Bearer YOUR_MODELGATE_KEY' } } } }, null, 2)
+  $('qs-mcp').hidden = false
+}
+
 // ---- marketplace ------------------------------------------------------------------------------
 let models: Model[] = []
 
@@ -135,6 +152,7 @@ async function loadModels (): Promise<void> {
   fill('modality', models.flatMap((m) => m.input_modalities))
   for (const k of Object.keys(KINDS) as Kind[]) if (models.some((m) => m.kind === k)) $('kind').append(el('option', { value: k }, KINDS[k]))
   renderModels()
+  await quickStart(models[0]?.id)
 }
 for (const id of ['q', 'vendor', 'modality', 'kind', 'sort']) $(id).addEventListener('input', renderModels)
 $('filters').addEventListener('submit', (e) => e.preventDefault())

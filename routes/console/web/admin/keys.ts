@@ -1,4 +1,5 @@
-// Keys: listed by organization and project; created with their grants, expiry, limits and budget
+// Keys: listed by organization and project; created with their grants (models, pass-through
+// providers, MCP tools), expiry, limits and budget
 // (the secret shown once, with a copy button); edited; rotated with a grace period (the new
 // secret shown once); revoked after a confirmation.
 
@@ -29,7 +30,9 @@ function row (k: Key): HTMLElement {
       el('div', {}, k.name === '' ? el('span', { class: 'muted' }, '(no name)') : k.name), el('div', { class: 'mono muted' }, k.id),
       k.replaces === null || k.replaces === undefined ? null : el('div', { class: 'muted small' }, `replaces ${k.replaces}`))),
     el('td', {}, `${k.org}/${k.project}`),
-    el('td', { class: 'mono' }, k.models.join(', '), k.passthrough.length === 0 ? null : el('div', { class: 'muted small' }, `pass-through: ${k.passthrough.join(', ')}`)),
+    el('td', { class: 'mono' }, k.models.join(', '),
+      k.passthrough.length === 0 ? null : el('div', { class: 'muted small' }, `pass-through: ${k.passthrough.join(', ')}`),
+      k.mcp.length === 0 ? null : el('div', { class: 'muted small' }, `MCP: ${k.mcp.join(', ')}`)),
     el('td', {}, limits(k)),
     el('td', {}, k.budget === null ? '—' : `${usd(k.budget.used)} of ${usd(k.budget.limit)} per ${k.budget.per}`),
     el('td', { class: 'nowrap' }, k.expires_at === null ? 'never' : when(k.expires_at)),
@@ -90,6 +93,7 @@ const num = (id: string): number | null => input(id).value.trim() === '' ? null 
 async function create (form: HTMLFormElement): Promise<void> {
   const models = words(input('key-models').value)
   const passthrough = words(input('key-passthrough').value)
+  const mcp = words(input('key-mcp').value)
   const expires = isoOf(input('key-expires').value)
   const rpm = num('key-rpm')
   const tpm = num('key-tpm')
@@ -100,6 +104,7 @@ async function create (form: HTMLFormElement): Promise<void> {
     name: input('key-name').value.trim(),
     ...(models.length === 0 ? {} : { models }),
     ...(passthrough.length === 0 ? {} : { passthrough }),
+    ...(mcp.length === 0 ? {} : { mcp }),
     ...(expires === undefined ? {} : { expires_at: expires }),
     ...(rpm === null && tpm === null ? {} : { limits: { ...(rpm === null ? {} : { rpm }), ...(tpm === null ? {} : { tpm }) } }),
     ...(budget === '' ? {} : { budget: { usd: budget, per: select('key-budget-per').value } })
@@ -126,6 +131,7 @@ function openEdit (k: Key): void {
   input('edit-name').value = k.name
   input('edit-models').value = k.models.join(', ')
   input('edit-passthrough').value = k.passthrough.join(', ')
+  input('edit-mcp').value = k.mcp.join(', ')
   input('edit-expires').value = localOf(k.expires_at)
   input('edit-rpm').value = k.limits?.rpm == null ? '' : String(k.limits.rpm)
   input('edit-tpm').value = k.limits?.tpm == null ? '' : String(k.limits.tpm)
@@ -143,6 +149,7 @@ async function saveEdit (): Promise<void> {
     name: input('edit-name').value.trim(),
     models: words(input('edit-models').value),
     passthrough: words(input('edit-passthrough').value),
+    mcp: words(input('edit-mcp').value),
     // kept as it was when the field still shows it (datetime-local has no seconds)
     expires_at: expires === localOf(k.expires_at) ? k.expires_at : (isoOf(expires) ?? null),
     limits: { rpm: num('edit-rpm'), tpm: num('edit-tpm') },

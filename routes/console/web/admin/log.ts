@@ -1,5 +1,5 @@
-// The request log: usage records newest first, filtered by organization, project, key, model,
-// status and time, fifty at a time ("Older" reads the next page by its cursor). A row opens the
+// The request log: usage records newest first (model calls and MCP tool calls), filtered by
+// organization, project, key, model or tool, kind of call, status and time, fifty at a time ("Older" reads the next page by its cursor). A row opens the
 // call: its tokens, cost, timings, provider attempts, dropped parameters and, when the usage
 // plugin stores them, its request and response.
 
@@ -12,16 +12,18 @@ let filters: Record<string, string | undefined> = {}
 let cursor: string | null = null
 let shown = 0
 
+const isTool = (r: UsageRecord): boolean => r.endpoint === 'mcp.tools_call'
+
 function row (r: UsageRecord): HTMLElement {
   const ok = r.status === 'ok'
   return el('tr', { 'data-trace': r.trace_id, class: 'clickable' },
     el('td', { class: 'nowrap' }, el('button', { type: 'button', class: 'link', 'data-open': r.trace_id, 'aria-label': `Open the call of ${when(r.created_at)} to ${r.model}` }, when(r.created_at))),
     el('td', {}, `${r.org}/${r.project}`),
     el('td', { class: 'mono' }, r.key_id ?? '—'),
-    el('td', {}, r.model),
+    el('td', {}, isTool(r) ? el('span', { class: 'badge' }, 'tool') : null, isTool(r) ? ' ' : null, r.model),
     el('td', {}, r.provider ?? '—'),
     el('td', {}, el('span', { class: `badge ${ok ? 'good' : 'bad'}` }, r.status), r.cache_hit ? el('span', { class: 'badge' }, 'cache hit') : null),
-    el('td', { class: 'num' }, `${int(r.prompt_tokens)} / ${int(r.completion_tokens)}`),
+    el('td', { class: 'num' }, isTool(r) ? '—' : `${int(r.prompt_tokens)} / ${int(r.completion_tokens)}`),
     el('td', { class: 'num' }, usd(r.cost_usd)),
     el('td', { class: 'num' }, `${int(r.latency_ms)} ms`))
 }
@@ -52,6 +54,7 @@ export async function loadLog (): Promise<void> {
     project: input('lf-project').value.trim(),
     key_id: input('lf-key').value.trim(),
     model: input('lf-model').value.trim(),
+    endpoint: select('lf-endpoint').value,
     status: select('lf-status').value,
     since: isoOf(input('lf-since').value),
     until: isoOf(input('lf-until').value)
@@ -88,8 +91,8 @@ function detail (c: CallDetail): HTMLElement[] {
     dl([
       ['Time', when(c.created_at)], ['Trace id', el('span', { class: 'mono' }, c.trace_id)],
       ['Project', `${c.org}/${c.project}`], ['Key', el('span', { class: 'mono' }, c.key_id ?? '—')],
-      ['Endpoint', `${c.endpoint}${c.stream ? ' (stream)' : ''}`], ['Model', c.model],
-      ['Provider', c.provider ?? '—'], ['Status', c.status]
+      ['Endpoint', `${c.endpoint}${c.stream ? ' (stream)' : ''}`], [isTool(c) ? 'Tool' : 'Model', c.model],
+      [isTool(c) ? 'MCP server' : 'Provider', c.provider ?? '—'], ['Status', c.status]
     ]),
     el('h3', {}, 'Tokens, cost and timing'),
     dl([
@@ -132,7 +135,7 @@ async function open (trace: string): Promise<void> {
   if (!dialog.open) dialog.showModal()
   try {
     const c = await get<CallDetail>(`/usage/${encodeURIComponent(trace)}`)
-    $('call-title').textContent = `Call to ${c.model}`
+    $('call-title').textContent = `${isTool(c) ? 'Tool call' : 'Call'} to ${c.model}`
     $('call-body').replaceChildren(...detail(c))
   } catch (err) {
     $('call-body').replaceChildren()

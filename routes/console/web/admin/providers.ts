@@ -1,11 +1,12 @@
 // Providers: each one's protocol, address, whether it has credentials, its circuit breaker, its
 // health and latency and its latest failures, merged from every worker's view (a breaker open in
-// some workers only says in how many); and the catalog prices that differ from the price
-// database the gateway ships.
+// some workers only says in how many); below them the MCP servers behind /mcp, when the config
+// names some: each one's transport, status, tools and last error; and the catalog prices that
+// differ from the price database the gateway ships.
 
 import { get } from './api.js'
 import { $, el, fill, int, problem, say, usd, when } from './dom.js'
-import type { PriceCheck, PriceDifference, Provider } from './types.js'
+import type { McpServer, PriceCheck, PriceDifference, Provider } from './types.js'
 
 const BREAKER = { closed: ['closed', 'good'], open: ['open', 'bad'], half_open: ['half open', 'warn'] } as const
 
@@ -53,13 +54,33 @@ async function loadPrices (): Promise<void> {
   }
 }
 
+const STATUS = { ready: 'good', starting: 'warn', down: 'bad' } as const
+
+function serverRow (s: McpServer): HTMLElement {
+  const workers = s.workers ?? []
+  const worst = workers.filter((w) => w.status === s.status).length
+  return el('tr', { 'data-mcp-server': s.id },
+    el('th', { scope: 'row' }, s.id),
+    el('td', {}, s.transport),
+    el('td', {}, el('span', { class: `badge ${STATUS[s.status] ?? ''}` }, s.status),
+      workers.length > 1 && worst < workers.length ? el('span', { class: 'muted' }, ` in ${worst} of ${workers.length} workers`) : null),
+    el('td', { class: 'mono wrap' }, s.tools.length === 0 ? el('span', { class: 'muted' }, 'none') : s.tools.join(', ')),
+    el('td', { class: 'wrap' }, s.last_error ?? el('span', { class: 'muted' }, 'none')))
+}
+
 export async function loadProviders (): Promise<void> {
   void loadPrices()
   try {
-    const list = await get<{ data: Provider[], pid?: number, workers?: number }>('/providers')
+    const [list, mcp] = await Promise.all([
+      get<{ data: Provider[], pid?: number, workers?: number }>('/providers'),
+      get<{ data: McpServer[], workers?: number }>('/mcp/servers')
+    ])
     say('pv-error', '')
     $('pv-worker').textContent = list.workers === undefined || list.workers < 2 ? '' : `Merged from ${list.workers} workers.`
     fill('providers', list.data.map(row), 'No providers configured.')
+    $('mcp-section').hidden = mcp.data.length === 0
+    $('mcp-worker').textContent = mcp.workers === undefined || mcp.workers < 2 ? '' : `Merged from ${mcp.workers} workers.`
+    fill('mcp-servers', mcp.data.map(serverRow), '')
   } catch (err) {
     say('pv-error', `Could not load the providers: ${problem(err)}`)
   }
@@ -74,6 +95,8 @@ export function resetProviders (): void {
   fill('prices', [], '')
   $('pc-summary').textContent = ''
   say('pc-error', '')
+  fill('mcp-servers', [], '')
+  $('mcp-section').hidden = true
   $('pv-worker').textContent = ''
   say('pv-error', '')
 }

@@ -12,6 +12,8 @@ export interface Key {
   name: string
   models: string[]
   passthrough: string[]
+  /** Globs over server/tool: the MCP tools the key may list and call. */
+  mcp: string[]
   created_at: string
   expires_at: string | null
   limits: { rpm: number | null, tpm: number | null } | null
@@ -86,6 +88,14 @@ export interface Provider {
 /** A catalog price that differs from the price database's (GET /admin/v1/prices/check). */
 export interface PriceDifference { model: string, field: string, catalog: string, reference: string, source: string }
 export interface PriceCheck { data: PriceDifference[], unknown: string[], checked: number }
+export interface McpServer {
+  id: string
+  transport: 'http' | 'stdio'
+  status: 'ready' | 'starting' | 'down'
+  tools: string[]
+  last_error: string | null
+  workers?: Array<{ pid: number, status: 'ready' | 'starting' | 'down' }>
+}
 
 export interface Plugin { name: string, module?: string | null, enabled: boolean, options: unknown }
 export interface Plugins { generation: number | null, data: Plugin[] }
