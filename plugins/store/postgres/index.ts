@@ -141,6 +141,7 @@ export class PostgresStore implements Store {
   }
 
   async flush (): Promise<void> {
+    this.balance.flushIdle()
     await this.batch.flush()
   }
 
@@ -159,6 +160,7 @@ export class PostgresStore implements Store {
     if (this.closed) return
     this.closed = true
     for (const t of this.timers) clearInterval(t)
+    this.balance.stop()
     await this.ready.catch(() => {})
     await this.batch.close()
     // a graceful stop gives this instance's leases back at once

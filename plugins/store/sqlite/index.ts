@@ -157,6 +157,7 @@ export class SqliteStore implements Store {
   }
 
   flush (): void {
+    this.balance.flushIdle()
     this.commit.flush()
   }
 
@@ -173,6 +174,7 @@ export class SqliteStore implements Store {
     if (this.closed) return
     this.closed = true
     for (const t of this.timers) clearInterval(t)
+    this.balance.stop()
     this.localBus?.leave()
     this.changes.close()
     if (!this.db.open) return
