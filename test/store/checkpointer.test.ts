@@ -1,5 +1,5 @@
 import t from 'tap'
-import { statSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { buildApp } from '../../app.js'
@@ -10,6 +10,8 @@ import { tempDir } from '../temp-dir.js'
 
 // WAL checkpoints run on a thread (plugins/store/sqlite/checkpointer.ts): the serving connection's own
 // automatic checkpoint is pushed far out, and the pages it writes still reach the database file.
+// Under a steady stream of commits the WAL starts over from its beginning all the same: the thread
+// holds the process's group commit for its last copy, and the writes go on after it.
 
 const tempFile = (): string => join(tempDir('ckpt'), 'gw.db')
 
@@ -75,4 +77,68 @@ t.test('a thread that cannot open the file says so', async (t) => {
   await checkpointer.stop()
   t.equal(errors.length, 1)
   t.match(errors[0], /directory does not exist/)
+})
+
+/** The WAL header's checkpoint sequence: it grows by one each time the WAL starts over. */
+const walRestarts = (file: string): number => readFileSync(`${file}-wal`).readUInt32BE(12)
+
+t.test('a group commit held keeps its writes until it is released, or until the longest hold is over; a flush commits them at once', async (t) => {
+  const store = new Store(':memory:')
+  t.teardown(() => store.close())
+  store.db.exec('CREATE TABLE w (n INTEGER)')
+  const insert = store.db.prepare('INSERT INTO w (n) VALUES (?)')
+  const count = (): number => (store.db.prepare('SELECT count(*) AS n FROM w').get() as { n: number }).n
+  store.commit.hold(60_000)
+  const first = store.commit.run(() => insert.run(1))
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal(count(), 0, 'held: not written')
+  store.commit.release()
+  await first
+  t.equal(count(), 1, 'released: committed')
+  store.commit.hold(30)
+  const second = store.commit.run(() => insert.run(2))
+  t.ok(store.commit.held)
+  await second
+  t.equal(count(), 2, 'committed once the hold ran out')
+  t.notOk(store.commit.held)
+  store.commit.hold(60_000)
+  const third = store.commit.run(() => insert.run(3))
+  store.flush()
+  await third
+  t.equal(count(), 3, 'a flush commits what a hold keeps')
+  store.commit.release()
+})
+
+t.test('under a steady stream of commits the thread holds the writes for its last copy, and the WAL starts over, bounded', async (t) => {
+  const file = tempFile()
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  store.db.exec('CREATE TABLE w (n INTEGER, pad BLOB)')
+  const insert = store.db.prepare('INSERT INTO w (n, pad) VALUES (?, zeroblob(3000))')
+  const errors: string[] = []
+  let holds = 0
+  const writes = { hold: (ms: number) => { holds++; store.commit.hold(ms) }, release: () => { store.commit.release() } }
+  const checkpointer = startCheckpointer(store.db, (m) => errors.push(m), 10, { writes, resetPages: 64 })
+  const version = store.db.pragma('user_version', { simple: true })
+  const restarts = walRestarts(file)
+  let largest = 0
+  // a commit of a few pages every event-loop turn, turn after turn: never a pause long enough for
+  // a checkpoint (its fsyncs) to find the WAL quiet
+  const written: Array<Promise<unknown>> = []
+  for (let i = 0; i < 8000 && walRestarts(file) < restarts + 3; i++) {
+    written.push(store.commit.run(() => insert.run(i)))
+    if (i % 4 === 3) {
+      await new Promise((resolve) => setImmediate(resolve))
+      largest = Math.max(largest, statSync(`${file}-wal`).size)
+    }
+  }
+  await Promise.all(written)
+  await checkpointer.stop()
+  t.same(errors, [])
+  t.ok(holds >= 1, `the thread held the writes ${holds} times`)
+  t.ok(walRestarts(file) >= restarts + 3, `the WAL started over ${walRestarts(file) - restarts} times`)
+  // without the restarts the WAL would hold every frame written: 8,000 pages and more
+  t.ok(largest < 2000 * 4120, `the WAL stayed under 2,000 pages (${Math.round(largest / 4120)} at most)`)
+  t.equal(store.db.pragma('user_version', { simple: true }), version, 'the write that restarts the WAL changes nothing')
+  t.notOk(store.commit.held, 'nothing left held')
 })
