@@ -3,7 +3,9 @@
 // over an undici pool, modelgate with every plugin on (one worker, and one per core; and one
 // worker with the response cache answering every call), and the Portkey gateway when it is
 // installed (PORTKEY_DIR, default /tmp/portkey: `npm install --prefix /tmp/portkey
-// @portkey-ai/gateway`; it is kept out of this project's dependencies). Prints a table and writes bench/results/<time>.json and latest.json.
+// @portkey-ai/gateway`; it is kept out of this project's dependencies); then, at one connection
+// (calls one after another), the bare proxy against modelgate plugin list by plugin list, and on
+// PostgreSQL + Redis when they answer (bench/single.ts). Prints a table and writes bench/results/<time>.json and latest.json.
 // Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
@@ -11,13 +13,13 @@ import { createServer } from 'node:net'
 import { cpus, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
-import { Pool } from 'undici'
 import { fromRoot } from '../paths.js'
 import { SqliteStore } from '../plugins/store/sqlite/index.js'
 import type { UsageRow } from '../plugins/store/types.js'
 import { metricsCostUs } from './metrics-cost.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { startServer, own, type Server } from './servers.js'
+import { EVERY, EVERY_PG, printSingle, singleConnection } from './single.js'
 import { BENCH_KEY } from './small-config.js'
 
 const QUICK = process.argv.includes('--quick')
@@ -122,30 +124,6 @@ async function load (url: string, body: string, connections: number, extra = hea
     cpuUs: (processCpuUs(pid) - cpu0) / r.requests.total,
     mainUs: (mainThreadCpuUs(pid) - main0) / r.requests.total
   }
-}
-
-/**
- * One connection, one request at a time for the duration, timed with performance.now() (autocannon
- * rounds latencies to whole milliseconds, too coarse for added latency).
- */
-async function sequential (url: string, body: string, extra = headers): Promise<Load> {
-  const { origin, pathname } = new URL(url)
-  const pool = new Pool(origin, { connections: 1 })
-  const times: number[] = []
-  let errors = 0
-  const end = Date.now() + SLICE * 1000
-  while (Date.now() < end) {
-    const h = { ...extra, 'idempotency-key': `s-${process.pid}-${idempotencyKeys++}` }
-    const t0 = performance.now()
-    const res = await pool.request({ method: 'POST', path: pathname, headers: h, body })
-    await res.body.text()
-    times.push(performance.now() - t0)
-    if (res.statusCode !== 200) errors++
-  }
-  await pool.close()
-  times.sort((a, b) => a - b)
-  const pct = (p: number): number => times[Math.min(times.length - 1, Math.floor(times.length * p))] as number
-  return { rps: times.length / SLICE, p50: pct(0.5), p99: pct(0.99), errors }
 }
 
 interface StreamLoad { streamsPerS: number, chunksPerS: number, ttfbP50: number, ttfbP99: number, errors: number }
@@ -289,12 +267,6 @@ async function main (): Promise<void> {
   )
   if (pk !== undefined) throughputCases.push(['portkey', async () => await load(pk, chatBody('bench'), 32, portkeyHeaders(up), portkeyServer!.pid)])
   const { median: throughput, runs: throughputRuns } = await inRounds(throughputCases)
-  const singleCases: Array<[string, () => Promise<Load>]> = [
-    ['reply-from', async () => await sequential(chatUrl(replyFrom), chatBody('bench/openai'))],
-    ['modelgate', async () => await sequential(mgChat, chatBody('bench/openai'))]
-  ]
-  if (pk !== undefined) singleCases.push(['portkey', async () => await sequential(pk, chatBody('bench'), portkeyHeaders(up))])
-  const { median: single } = await inRounds(singleCases)
   const streamCases: Array<[string, () => Promise<StreamLoad>]> = [
     ['upstream', async () => await streamLoad(`${up}/v1/chat/completions`, chatBody('bench/openai', true), 16)],
     ['reply-from', async () => await streamLoad(chatUrl(replyFrom), chatBody('bench/openai', true), 16)],
@@ -313,6 +285,12 @@ async function main (): Promise<void> {
     ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 1)],
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 1)]
   ])
+  // one connection: the bare proxy, modelgate plugin list by plugin list (processes of their own,
+  // warmed up), PostgreSQL + Redis, Portkey
+  const single = await singleConnection({
+    upstream, bare: replyFrom, rounds: ROUNDS, slice: SLICE,
+    others: pk === undefined ? [] : [{ label: 'portkey', server: portkeyServer!, url: pk, body: chatBody('bench'), headers: portkeyHeaders(up) }]
+  })
   const ledger = ledgerWrites()
   const metricsUs = metricsCostUs()
 
@@ -322,11 +300,10 @@ async function main (): Promise<void> {
   console.log('\nNon-streaming chat, 32 connections')
   console.log('target                    req/s    p50 ms  p99 ms  errors  ×reply-from  ×portkey  CPU µs/call (main thread)')
   for (const [name, r] of Object.entries(throughput)) console.log(`${name.padEnd(24)} ${fmt(r.rps).padStart(7)} ${fmt(r.p50, 1).padStart(8)} ${fmt(r.p99, 1).padStart(7)} ${String(r.errors).padStart(7)}  ${ratio(r.rps, bare).padStart(10)}  ${ratio(r.rps, pkRps).padStart(8)}  ${fmt(r.cpuUs ?? NaN).padStart(8)} (${fmt(r.mainUs ?? NaN)})`)
-  console.log('\nOne connection: p50 / p99 ms')
-  for (const [name, r] of Object.entries(single)) console.log(`${name.padEnd(24)} ${fmt(r.p50, 2).padStart(6)} ${fmt(r.p99, 2).padStart(7)}`)
-  const added50 = (single.modelgate?.p50 ?? NaN) - (single['reply-from']?.p50 ?? NaN)
-  const added99 = (single.modelgate?.p99 ?? NaN) - (single['reply-from']?.p99 ?? NaN)
-  console.log(`\nAdded latency at 1 connection over the bare proxy: p50 ${fmt(added50, 2)} ms, p99 ${fmt(added99, 2)} ms (target ≤ 0.5 / ≤ 2)`)
+  console.log('\nOne connection, calls one after another (CPU per call, p50 and p99 added: per-round medians against the bare proxy of the same round)')
+  printSingle(single)
+  const added50 = single.added[EVERY]?.p50 ?? NaN
+  const added99 = single.added[EVERY]?.p99 ?? NaN
   console.log('\nStreaming chat (22 chunks a stream), 16 concurrent streams')
   console.log('target                  streams/s  chunks/s  ttfb p50 ms  ttfb p99 ms  errors')
   for (const [name, r] of Object.entries(streaming)) console.log(`${name.padEnd(24)} ${fmt(r.streamsPerS).padStart(8)} ${fmt(r.chunksPerS).padStart(9)} ${fmt(r.ttfbP50, 2).padStart(12)} ${fmt(r.ttfbP99, 2).padStart(12)} ${String(r.errors).padStart(7)}`)
@@ -368,7 +345,9 @@ async function main (): Promise<void> {
     responses_translated_over_passthrough: responsesRatio,
     gemini_translated_over_passthrough: geminiRatio,
     guardrails: { cpu_per_request_over_modelgate: guardCpu, stream_throughput_over_modelgate: guardStream },
-    throughput, throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])), single_connection: single, added_latency_ms: { p50: added50, p99: added99 }, streaming, streaming_one_at_a_time: streamOne, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
+    throughput, throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])),
+    single_connection: { median: single.median, over_reply_from: single.added, rounds: single.rounds, postgres: single.postgres ?? 'measured' },
+    added_latency_ms: { p50: added50, p99: added99, cpu_per_call_over_reply_from: single.added[EVERY]?.cpu ?? NaN, postgres: single.added[EVERY_PG] ?? null }, streaming, streaming_one_at_a_time: streamOne, translated_over_passthrough: translatedRatio, ledger_records_per_s: ledger,
     ratios: {
       modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN),
       modelgate_all_cores_over_reply_from: (throughput[`modelgate ${cpus().length} workers`]?.rps ?? NaN) / (bare ?? NaN),
