@@ -80,17 +80,19 @@ export class LedgerRepository {
       const debit = Math.max(0, Math.min(amount, balance))
       // only what the lease row still holds leaves `held`: a lease released meanwhile (its
       // process taken for dead) gave its amount back already, and its calls' charges still apply
-      const still = Math.max(0, Math.min(fromLease, leaseAmount.get(id)?.amount_nano ?? 0))
+      const held = leaseAmount.get(id)?.amount_nano ?? 0
+      const still = Math.max(0, Math.min(fromLease, held))
       charge.run({ debit, fromLease: still, org })
       shrinkLease.run({ id, amount: still, now })
-      dropEmptyLease.run(id)
+      if (held - still <= 0) dropEmptyLease.run(id)
       return debit
     }
     const giveBack = (id: string, org: string, amount: number): void => {
-      const still = Math.max(0, Math.min(amount, leaseAmount.get(id)?.amount_nano ?? 0))
+      const held = leaseAmount.get(id)?.amount_nano ?? 0
+      const still = Math.max(0, Math.min(amount, held))
       unreserve.run(still, org)
       shrinkLease.run({ id, amount: still, now: 0 })
-      dropEmptyLease.run(id)
+      if (held - still <= 0) dropEmptyLease.run(id)
     }
     // inside a transaction already (a group commit's, nearly always) they run as they are: a
     // nested transaction would add a SAVEPOINT and a RELEASE to the call's commit
