@@ -15,7 +15,7 @@ import { tempDir } from '../temp-dir.js'
 
 const tempFile = (): string => join(tempDir('ckpt'), 'gw.db')
 
-/** Writes about 1 MB of pages, all of it into the WAL (the automatic checkpoint is 10,000 pages away). */
+/** Writes about 1 MB of pages, all of it into the WAL (the automatic checkpoint is 20,000 pages away). */
 function writeMegabyte (store: Store): void {
   store.db.exec('CREATE TABLE IF NOT EXISTS filler (b BLOB)')
   const insert = store.db.prepare('INSERT INTO filler (b) VALUES (?)')
@@ -37,7 +37,7 @@ t.test('the thread copies what the WAL holds into the database file', async (t) 
   t.teardown(() => store.close())
   const errors: string[] = []
   const checkpointer = startCheckpointer(store.db, (m) => errors.push(m), 20)
-  t.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), 10_000, 'the automatic checkpoint is only a backstop')
+  t.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), 20_000, 'the automatic checkpoint is only a backstop')
   const before = statSync(file).size
   writeMegabyte(store)
   t.ok(await fileGrows(file, before, 1_000_000, 5_000), 'the pages reached the database file')
@@ -59,7 +59,7 @@ t.test('without the thread, the same pages stay in the WAL', async (t) => {
 
 t.test('an app on a file checkpoints on the thread, and stops it when it closes', async (t) => {
   const app = await buildApp(testConfig({ store: { sqlite: tempFile() } }), { logger: false })
-  t.equal(sqliteOf(app).db.pragma('wal_autocheckpoint', { simple: true }), 10_000)
+  t.equal(sqliteOf(app).db.pragma('wal_autocheckpoint', { simple: true }), 20_000)
   await app.close()
   t.notOk(sqliteOf(app).db.open, 'closed after the thread')
 })
