@@ -22,7 +22,10 @@ import type { DB } from './db.js'
 // ms, at most MAX_HOLD_MS), and comes once per RESET_PAGES pages written: about once in 750 calls
 // at one connection, where a call writes about 11 pages. Another process writing to the file
 // meanwhile (a second worker) leaves frames uncopied: the WAL then goes on growing until a later
-// try finds it quiet, or up to the backstop.
+// try finds it quiet, or up to the backstop. When one of the thread's own checkpoints happens to
+// find the WAL quiet (every frame copied, no commit meanwhile), the next serving write restarts
+// it, and syncs the header on the event loop: once in about 5,000 calls at one connection here
+// (strace), where a backstop checkpoint came every 600 or so.
 //
 // The serving connection keeps an automatic checkpoint, far above what the thread lets the WAL
 // reach, as a backstop should the thread fall behind or stop.
