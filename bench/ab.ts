@@ -3,6 +3,9 @@
 // a change to the hot path: build both (npm run build in each), then
 //   BASELINE=/path/to/other/checkout node --import tsx bench/ab.ts [N]
 // STREAM=1 measures streamed calls instead; ROUNDS (default 4) rounds after a warm-up.
+// CONNECTIONS=1: calls one after another (bench/single.ts) for SECONDS (default 5) a round instead
+// of N calls at 32 connections; p50 and p99 are printed too. STORE=postgres: the two gateways with
+// plugins on PostgreSQL + Redis (a database and a key prefix each, removed at the end).
 import { existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -10,6 +13,7 @@ import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { startServer, stopServers } from './servers.js'
+import { onPostgres, scratchPostgres, sequential, warm } from './single.js'
 import { BENCH_KEY, writeSmallConfig } from './small-config.js'
 
 const N = Number(process.argv[2] ?? 20000)
@@ -21,7 +25,17 @@ const up = await startServer([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
 // the command's place in the build: dist/cli/index.js, or dist/cli.js in a checkout from before cli/
 const cliOf = (root: string): string => existsSync(`${root}/dist/cli/index.js`) ? `${root}/dist/cli/index.js` : `${root}/dist/cli.js`
-const gw = (root: string, name: string, list: string) => startServer([cliOf(root), 'serve', '--config', writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list), '--workers', '1'], { LOG_LEVEL: 'error' })
+const drops: Array<() => Promise<void>> = []
+const gw = async (root: string, name: string, list: string) => {
+  let config = writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list)
+  if (process.env.STORE === 'postgres' && list !== '') {
+    const scratch = await scratchPostgres()
+    if (typeof scratch === 'string') throw new Error(scratch)
+    drops.push(scratch.drop)
+    config = onPostgres(config, scratch)
+  }
+  return await startServer([cliOf(root), 'serve', '--config', config, '--workers', '1'], { LOG_LEVEL: 'error' })
+}
 const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
   ['reply-from', () => startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
   ['baseline, no plugins', () => gw(BASELINE, 'old0', '')],
@@ -33,22 +47,33 @@ const body = JSON.stringify({ model: 'b/o', max_tokens: 10, stream: process.env.
 const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 const ROUNDS = Number(process.env.ROUNDS ?? 4)
 const targets = []
-for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], main: [] as number[], rps: [] as number[], non2xx: 0 })
+for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], main: [] as number[], rps: [] as number[], p50: [] as number[], p99: [] as number[], non2xx: 0 })
 let k = 0
+const ONE = process.env.CONNECTIONS === '1'
+const SECONDS = Number(process.env.SECONDS ?? 5)
 for (let round = 0; round <= ROUNDS; round++) {
   for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
     const url = `http://127.0.0.1:${t.port}/v1/chat/completions`
+    if (ONE && round === 0) { await warm(url, t.pid, body); continue }
+    if (ONE) {
+      const r = await sequential(url, SECONDS, t.pid, body)
+      t.us.push(r.cpuUs); t.main.push(r.mainUs); t.rps.push(r.rps); t.p50.push(r.p50); t.p99.push(r.p99); t.non2xx += r.errors
+      continue
+    }
     const requests = [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }]
     const c0 = processCpuUs(t.pid)
     const m0 = mainThreadCpuUs(t.pid)
+    const t0 = performance.now()
     const r = await autocannon({ url, method: 'POST', connections: 32, amount: round === 0 ? 3000 : N, body, headers, requests })
     if (round === 0) continue
     t.us.push((processCpuUs(t.pid) - c0) / N)
     t.main.push((mainThreadCpuUs(t.pid) - m0) / N)
-    t.rps.push(r.requests.average)
+    // calls over the wall time: autocannon's per-second average is coarse for runs of a few seconds
+    t.rps.push(r.requests.total / ((performance.now() - t0) / 1000))
     t.non2xx += r.non2xx
   }
 }
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
-for (const t of targets) console.log(`${t.name.padEnd(20)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  main ${median(t.main).toFixed(0)}  ${Math.round(median(t.rps))} req/s  non2xx ${t.non2xx}`)
+for (const t of targets) console.log(`${t.name.padEnd(20)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  main ${median(t.main).toFixed(0)}  ${Math.round(median(t.rps))} req/s${ONE ? `  p50 ${median(t.p50).toFixed(2)} p99 ${median(t.p99).toFixed(2)} ms` : ''}  non2xx ${t.non2xx}`)
 await stopServers()
+for (const drop of drops) await drop()

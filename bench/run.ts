@@ -4,7 +4,9 @@
 // worker with the response cache answering every call; and one with an MCP server behind /mcp, whose
 // tools/call is timed against calling that server straight), and the Portkey gateway when it is
 // installed (PORTKEY_DIR, default /tmp/portkey: `npm install --prefix /tmp/portkey
-// @portkey-ai/gateway`; it is kept out of this project's dependencies). Prints a table and writes bench/results/<time>.json and latest.json.
+// @portkey-ai/gateway`; it is kept out of this project's dependencies); then, at one connection
+// (calls one after another), the bare proxy against modelgate plugin list by plugin list, and on
+// PostgreSQL + Redis when they answer (bench/single.ts). Prints a table and writes bench/results/<time>.json and latest.json.
 // Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
@@ -19,6 +21,7 @@ import type { UsageRow } from '../plugins/store/types.js'
 import { metricsCostUs } from './metrics-cost.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { startServer, own, type Server } from './servers.js'
+import { EVERY, EVERY_PG, printSingle, singleConnection } from './single.js'
 import { BENCH_KEY } from './small-config.js'
 
 const QUICK = process.argv.includes('--quick')
@@ -144,7 +147,7 @@ async function load (url: string, body: string, connections: number, extra = hea
 }
 
 /**
- * One connection, one request at a time for the duration, timed with performance.now() (autocannon
+ * One connection, one request at a time (the MCP tools/call figure; bench/single.ts times the chat calls) for the duration, timed with performance.now() (autocannon
  * rounds latencies to whole milliseconds, too coarse for added latency).
  */
 async function sequential (url: string, body: string, extra = headers, idempotency = true): Promise<Load> {
@@ -325,12 +328,6 @@ async function main (): Promise<void> {
   )
   if (pk !== undefined) throughputCases.push(['portkey', async () => await load(pk, chatBody('bench'), 32, portkeyHeaders(up), portkeyServer!.pid)])
   const { median: throughput, runs: throughputRuns } = await inRounds(throughputCases)
-  const singleCases: Array<[string, () => Promise<Load>]> = [
-    ['reply-from', async () => await sequential(chatUrl(replyFrom), chatBody('bench/openai'))],
-    ['modelgate', async () => await sequential(mgChat, chatBody('bench/openai'))]
-  ]
-  if (pk !== undefined) singleCases.push(['portkey', async () => await sequential(pk, chatBody('bench'), portkeyHeaders(up))])
-  const { median: single } = await inRounds(singleCases)
   // an MCP tools/call, one after another on one connection, as a client sends it (no Idempotency-Key)
   const mcpHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' }
   const toolCall = (name: string): string => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: { text: 'Say twenty words.' } } })
@@ -356,6 +353,15 @@ async function main (): Promise<void> {
     ['modelgate passthrough', async () => await streamLoad(mgChat, chatBody('bench/openai', true), 1)],
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 1)]
   ])
+  // one connection: the bare proxy, modelgate plugin list by plugin list (processes of their own,
+  // warmed up), PostgreSQL + Redis, Portkey
+  const single = await singleConnection({
+    upstream,
+    bare: replyFrom,
+    rounds: ROUNDS,
+    slice: SLICE,
+    others: pk === undefined ? [] : [{ label: 'portkey', server: portkeyServer!, url: pk, body: chatBody('bench'), headers: portkeyHeaders(up) }]
+  })
   const ledger = ledgerWrites()
   const metricsUs = metricsCostUs()
 
@@ -365,11 +371,10 @@ async function main (): Promise<void> {
   console.log('\nNon-streaming chat, 32 connections')
   console.log('target                    req/s    p50 ms  p99 ms  errors  ×reply-from  ×portkey  CPU µs/call (main thread)')
   for (const [name, r] of Object.entries(throughput)) console.log(`${name.padEnd(24)} ${fmt(r.rps).padStart(7)} ${fmt(r.p50, 1).padStart(8)} ${fmt(r.p99, 1).padStart(7)} ${String(r.errors).padStart(7)}  ${ratio(r.rps, bare).padStart(10)}  ${ratio(r.rps, pkRps).padStart(8)}  ${fmt(r.cpuUs ?? NaN).padStart(8)} (${fmt(r.mainUs ?? NaN)})`)
-  console.log('\nOne connection: p50 / p99 ms')
-  for (const [name, r] of Object.entries(single)) console.log(`${name.padEnd(24)} ${fmt(r.p50, 2).padStart(6)} ${fmt(r.p99, 2).padStart(7)}`)
-  const added50 = (single.modelgate?.p50 ?? NaN) - (single['reply-from']?.p50 ?? NaN)
-  const added99 = (single.modelgate?.p99 ?? NaN) - (single['reply-from']?.p99 ?? NaN)
-  console.log(`\nAdded latency at 1 connection over the bare proxy: p50 ${fmt(added50, 2)} ms, p99 ${fmt(added99, 2)} ms (target ≤ 0.5 / ≤ 2)`)
+  console.log('\nOne connection, calls one after another (CPU per call, p50 and p99 added: per-round medians against the bare proxy of the same round)')
+  printSingle(single)
+  const added50 = single.added[EVERY]?.p50 ?? NaN
+  const added99 = single.added[EVERY]?.p99 ?? NaN
   console.log('\nMCP tools/call, one connection: p50 / p99 ms')
   for (const [name, r] of Object.entries(mcp)) console.log(`${name.padEnd(24)} ${fmt(r.p50, 2).padStart(6)} ${fmt(r.p99, 2).padStart(7)}  errors ${r.errors}`)
   const mcpAdded50 = (mcp['through modelgate']?.p50 ?? NaN) - (mcp['straight to the server']?.p50 ?? NaN)
@@ -423,8 +428,8 @@ async function main (): Promise<void> {
     guardrails: { cpu_per_request_over_modelgate: guardCpu, stream_throughput_over_modelgate: guardStream },
     throughput,
     throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])),
-    single_connection: single,
-    added_latency_ms: { p50: added50, p99: added99 },
+    single_connection: { median: single.median, over_reply_from: single.added, rounds: single.rounds, postgres: single.postgres ?? 'measured' },
+    added_latency_ms: { p50: added50, p99: added99, cpu_per_call_over_reply_from: single.added[EVERY]?.cpu ?? NaN, postgres: single.added[EVERY_PG] ?? null },
     streaming,
     streaming_one_at_a_time: streamOne,
     translated_over_passthrough: translatedRatio,

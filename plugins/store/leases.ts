@@ -8,6 +8,10 @@ const MAX_LEASE_CALLS = 256
 const RECLAIM_TOPIC = 'lease'
 /** After other processes had nothing to give back for an org, how long its refills do not ask them again (ms, wall clock). */
 const DRY_MS = 100
+/** A lease no call took from for this long, with none in flight, is given back (ms). */
+const IDLE_MS = 1_000
+/** A lease that runs dry this soon after its last refill grows, as one that runs dry under load does (ms). */
+const SOON_MS = 1_000
 
 /** What a refill found: the amount added to the lease (0 when `need` was not free), and when 0, what could be had. */
 export interface Refill {
@@ -33,17 +37,31 @@ export interface LeaseLedger {
   giveBackNow: (id: string, org: string, amount: number) => Promise<void>
 }
 
-interface Lease { id: string, leased: number, inUse: number, calls: number, returning: boolean, refill: Promise<void> | null }
+interface Lease {
+  id: string
+  leased: number
+  inUse: number
+  calls: number
+  returning: boolean
+  refill: Promise<void> | null
+  /** Holds taken from it so far, and when it was last refilled (performance.now()). */
+  takes: number
+  refilledAt: number
+  /** Runs IDLE_MS after the lease last had no call in flight, to give it back if none took from it since. */
+  idleTimer: NodeJS.Timeout | null
+}
 
 /**
  * The holds of one process, backed by a lease per organization in the store. A call's hold comes
  * out of the lease in memory; when the lease cannot cover it, the store is asked to refill it with
  * what is missing plus room for more such calls (never more than an eighth of what the org has
  * free, so other processes are not starved): LEASE_CALLS more at first, twice as many each time
- * the lease runs dry again while calls are in flight, up to MAX_LEASE_CALLS. Charges shrink the
- * lease as calls settle, committed before the settling call's answer ends. When no call of the
- * org is in flight here the lease is given back with a later write, unless a call took from it
- * again by then; a lease given back is forgotten, size included.
+ * the lease runs dry again while calls are in flight or within SOON_MS of its last refill, up to
+ * MAX_LEASE_CALLS. Charges shrink the lease as calls settle, committed before the settling call's
+ * answer ends. A lease no call took from for IDLE_MS, and with none in flight, is given back with
+ * a later write (and at once by flushIdle()); a lease given back is forgotten, size included.
+ * Calls one after another keep their lease: between two of them none is in flight, but each
+ * takes from it, so no give-back and refill is written for every call.
  *
  * A refill that cannot be met while other processes' leases hold enough asks them (over the
  * bus) to give back what their leases hold beyond their calls in flight, then tries once more:
@@ -56,8 +74,11 @@ export class Leases implements BalanceStore {
   /** Orgs whose last request to the other processes brought nothing back, until when. */
   private readonly dryUntil = new Map<string, number>()
 
-  /** `reachable` throws when the store cannot commit a call's end: no hold is taken from memory then. */
-  constructor (private readonly ledger: LeaseLedger, private readonly holder: string, private readonly bus: PeerBus | null = null, private readonly reachable: () => void = () => {}) {
+  private readonly idleMs: number
+
+  /** `reachable` throws when the store cannot commit a call's end: no hold is taken from memory then. `idleMs`: IDLE_MS (tests shorten it). */
+  constructor (private readonly ledger: LeaseLedger, private readonly holder: string, private readonly bus: PeerBus | null = null, private readonly reachable: () => void = () => {}, opts: { idleMs?: number } = {}) {
+    this.idleMs = opts.idleMs ?? IDLE_MS
     bus?.on(RECLAIM_TOPIC, (m) => typeof m.org === 'string' ? this.giveBackSpare(m.org) : undefined)
   }
 
@@ -65,7 +86,7 @@ export class Leases implements BalanceStore {
     this.reachable()
     let lease = this.byOrg.get(org)
     if (lease === undefined) {
-      lease = { id: `lease:${this.holder}:${org}`, leased: 0, inUse: 0, calls: LEASE_CALLS, returning: false, refill: null }
+      lease = { id: `lease:${this.holder}:${org}`, leased: 0, inUse: 0, calls: LEASE_CALLS, returning: false, refill: null, takes: 0, refilledAt: -Infinity, idleTimer: null }
       this.byOrg.set(org, lease)
     }
     const l = lease
@@ -73,10 +94,12 @@ export class Leases implements BalanceStore {
     const free = l.leased - l.inUse
     if (free >= amount) {
       l.inUse += amount
+      l.takes++
       return true
     }
     const need = amount - free
-    if (l.inUse > 0) l.calls = Math.min(MAX_LEASE_CALLS, l.calls * 2) // ran dry under load
+    // ran dry under load, or soon after the last refill (calls one after another)
+    if (l.inUse > 0 || performance.now() - l.refilledAt < SOON_MS) l.calls = Math.min(MAX_LEASE_CALLS, l.calls * 2)
     const want = need + amount * l.calls
     let granted = false
     const added = then(this.ledger.refill(l.id, org, need, want, now), (r) => {
@@ -91,6 +114,8 @@ export class Leases implements BalanceStore {
       if (n === 0) return
       l.leased += n
       l.inUse += amount
+      l.takes++
+      l.refilledAt = performance.now()
       granted = true
     })
     l.refill = refill.finally(() => { l.refill = null })
@@ -99,7 +124,7 @@ export class Leases implements BalanceStore {
         // refused with no call in flight here: an empty lease leaves no entry; one that still
         // holds something (its give-back found the refill under way and kept it) goes back now
         if (l.leased > 0) this.giveBackWhenIdle(org, l)
-        else if (this.byOrg.get(org) === l) this.byOrg.delete(org)
+        else if (this.byOrg.get(org) === l) this.forget(org, l)
       }
       return granted
     })
@@ -115,11 +140,36 @@ export class Leases implements BalanceStore {
       lease.leased -= fromLease
       done = this.ledger.consume(lease.id, org, fromLease, charge, now)
     }
-    if (lease.inUse === 0 && !lease.returning) this.giveBackWhenIdle(org, lease)
+    if (lease.inUse === 0 && !lease.returning) this.whenIdle(org, lease)
     return done
   }
 
+  /** Gives back now (with the next write) every lease with no call in flight, however recently used. */
+  flushIdle (): void {
+    for (const [org, lease] of this.byOrg) if (lease.inUse === 0 && !lease.returning && lease.refill === null) this.giveBackWhenIdle(org, lease)
+  }
+
+  /** Stops the idle timers (the store is closing). */
+  stop (): void {
+    for (const lease of this.byOrg.values()) if (lease.idleTimer !== null) { clearTimeout(lease.idleTimer); lease.idleTimer = null }
+  }
+
+  /** No call of the lease is in flight: it goes back once IDLE_MS have passed without a call taking from it. */
+  private whenIdle (org: string, lease: Lease): void {
+    if (lease.idleTimer !== null) return
+    const seen = lease.takes
+    lease.idleTimer = setTimeout(() => {
+      lease.idleTimer = null
+      // in use again: the settle that leaves it idle looks again
+      if (lease.inUse > 0 || lease.returning || lease.refill !== null || this.byOrg.get(org) !== lease) return
+      if (lease.takes !== seen) this.whenIdle(org, lease)
+      else this.giveBackWhenIdle(org, lease)
+    }, this.idleMs)
+    lease.idleTimer.unref()
+  }
+
   private giveBackWhenIdle (org: string, lease: Lease): void {
+    if (lease.idleTimer !== null) { clearTimeout(lease.idleTimer); lease.idleTimer = null }
     lease.returning = true
     this.ledger.giveBackLater(lease.id, org, () => this.idleRest(org, lease))
   }
@@ -130,8 +180,13 @@ export class Leases implements BalanceStore {
     if (lease.inUse > 0 || lease.refill !== null) return 0
     const rest = lease.leased
     lease.leased = 0
-    if (this.byOrg.get(org) === lease) this.byOrg.delete(org)
+    if (this.byOrg.get(org) === lease) this.forget(org, lease)
     return rest
+  }
+
+  private forget (org: string, lease: Lease): void {
+    if (lease.idleTimer !== null) { clearTimeout(lease.idleTimer); lease.idleTimer = null }
+    this.byOrg.delete(org)
   }
 
   private dry (org: string): boolean {
@@ -149,7 +204,7 @@ export class Leases implements BalanceStore {
     const spare = lease.leased - lease.inUse
     if (spare <= 0) return undefined
     lease.leased -= spare
-    if (lease.inUse === 0 && !lease.returning && this.byOrg.get(org) === lease) this.byOrg.delete(org)
+    if (lease.inUse === 0 && !lease.returning && this.byOrg.get(org) === lease) this.forget(org, lease)
     return this.ledger.giveBackNow(lease.id, org, spare)
   }
 }

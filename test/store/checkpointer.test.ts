@@ -1,5 +1,5 @@
 import t from 'tap'
-import { statSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { buildApp } from '../../app.js'
@@ -10,10 +10,12 @@ import { tempDir } from '../temp-dir.js'
 
 // WAL checkpoints run on a thread (plugins/store/sqlite/checkpointer.ts): the serving connection's own
 // automatic checkpoint is pushed far out, and the pages it writes still reach the database file.
+// Under a steady stream of commits the WAL starts over from its beginning all the same: the thread
+// holds the process's group commit for its last copy, and the writes go on after it.
 
 const tempFile = (): string => join(tempDir('ckpt'), 'gw.db')
 
-/** Writes about 1 MB of pages, all of it into the WAL (the automatic checkpoint is 10,000 pages away). */
+/** Writes about 1 MB of pages, all of it into the WAL (the automatic checkpoint is 20,000 pages away). */
 function writeMegabyte (store: Store): void {
   store.db.exec('CREATE TABLE IF NOT EXISTS filler (b BLOB)')
   const insert = store.db.prepare('INSERT INTO filler (b) VALUES (?)')
@@ -35,7 +37,7 @@ t.test('the thread copies what the WAL holds into the database file', async (t) 
   t.teardown(() => store.close())
   const errors: string[] = []
   const checkpointer = startCheckpointer(store.db, (m) => errors.push(m), 20)
-  t.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), 10_000, 'the automatic checkpoint is only a backstop')
+  t.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), 20_000, 'the automatic checkpoint is only a backstop')
   const before = statSync(file).size
   writeMegabyte(store)
   t.ok(await fileGrows(file, before, 1_000_000, 5_000), 'the pages reached the database file')
@@ -57,7 +59,7 @@ t.test('without the thread, the same pages stay in the WAL', async (t) => {
 
 t.test('an app on a file checkpoints on the thread, and stops it when it closes', async (t) => {
   const app = await buildApp(testConfig({ store: { sqlite: tempFile() } }), { logger: false })
-  t.equal(sqliteOf(app).db.pragma('wal_autocheckpoint', { simple: true }), 10_000)
+  t.equal(sqliteOf(app).db.pragma('wal_autocheckpoint', { simple: true }), 20_000)
   await app.close()
   t.notOk(sqliteOf(app).db.open, 'closed after the thread')
 })
@@ -75,4 +77,68 @@ t.test('a thread that cannot open the file says so', async (t) => {
   await checkpointer.stop()
   t.equal(errors.length, 1)
   t.match(errors[0], /directory does not exist/)
+})
+
+/** The WAL header's checkpoint sequence: it grows by one each time the WAL starts over. */
+const walRestarts = (file: string): number => readFileSync(`${file}-wal`).readUInt32BE(12)
+
+t.test('a group commit held keeps its writes until it is released, or until the longest hold is over; a flush commits them at once', async (t) => {
+  const store = new Store(':memory:')
+  t.teardown(() => store.close())
+  store.db.exec('CREATE TABLE w (n INTEGER)')
+  const insert = store.db.prepare('INSERT INTO w (n) VALUES (?)')
+  const count = (): number => (store.db.prepare('SELECT count(*) AS n FROM w').get() as { n: number }).n
+  store.commit.hold(60_000)
+  const first = store.commit.run(() => insert.run(1))
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal(count(), 0, 'held: not written')
+  store.commit.release()
+  await first
+  t.equal(count(), 1, 'released: committed')
+  store.commit.hold(30)
+  const second = store.commit.run(() => insert.run(2))
+  t.ok(store.commit.held)
+  await second
+  t.equal(count(), 2, 'committed once the hold ran out')
+  t.notOk(store.commit.held)
+  store.commit.hold(60_000)
+  const third = store.commit.run(() => insert.run(3))
+  store.flush()
+  await third
+  t.equal(count(), 3, 'a flush commits what a hold keeps')
+  store.commit.release()
+})
+
+t.test('under a steady stream of commits the thread holds the writes for its last copy, and the WAL starts over, bounded', async (t) => {
+  const file = tempFile()
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  store.db.exec('CREATE TABLE w (n INTEGER, pad BLOB)')
+  const insert = store.db.prepare('INSERT INTO w (n, pad) VALUES (?, zeroblob(3000))')
+  const errors: string[] = []
+  let holds = 0
+  const writes = { hold: (ms: number) => { holds++; store.commit.hold(ms) }, release: () => { store.commit.release() } }
+  const checkpointer = startCheckpointer(store.db, (m) => errors.push(m), 10, { writes, resetPages: 64 })
+  const version = store.db.pragma('user_version', { simple: true })
+  const restarts = walRestarts(file)
+  let largest = 0
+  // a commit of a few pages every event-loop turn, turn after turn: never a pause long enough for
+  // a checkpoint (its fsyncs) to find the WAL quiet
+  const written: Array<Promise<unknown>> = []
+  for (let i = 0; i < 8000 && walRestarts(file) < restarts + 3; i++) {
+    written.push(store.commit.run(() => insert.run(i)))
+    if (i % 4 === 3) {
+      await new Promise((resolve) => setImmediate(resolve))
+      largest = Math.max(largest, statSync(`${file}-wal`).size)
+    }
+  }
+  await Promise.all(written)
+  await checkpointer.stop()
+  t.same(errors, [])
+  t.ok(holds >= 1, `the thread held the writes ${holds} times`)
+  t.ok(walRestarts(file) >= restarts + 3, `the WAL started over ${walRestarts(file) - restarts} times`)
+  // without the restarts the WAL would hold every frame written: 8,000 pages and more
+  t.ok(largest < 2000 * 4120, `the WAL stayed under 2,000 pages (${Math.round(largest / 4120)} at most)`)
+  t.equal(store.db.pragma('user_version', { simple: true }), version, 'the write that restarts the WAL changes nothing')
+  t.notOk(store.commit.held, 'nothing left held')
 })

@@ -1,6 +1,8 @@
 import t from 'tap'
 import { join } from 'node:path'
+import { Leases, type LeaseLedger } from '../../plugins/store/leases.js'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
+import { sqliteLeaseLedger } from '../../plugins/store/sqlite/ledger.js'
 import { FakeClock, testConfig, type Teardown } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
@@ -107,6 +109,52 @@ t.test('an idle lease is given back with a later group, unless a call takes from
   await store.balance.settle('acme', 1000, 0, 0)
   await later(store)
   t.equal(org(store).held_nano, 0)
+})
+
+/** Leases over `store`'s ledger whose refills and give-backs are counted; `idleMs` as Leases takes it. */
+function counted (t: Teardown, store: SqliteStore, idleMs: number): { leases: Leases, counts: { refills: number, giveBacks: number } } {
+  const ledger = sqliteLeaseLedger(store.ledger, store.commit, store.holder)
+  const counts = { refills: 0, giveBacks: 0 }
+  const spy: LeaseLedger = {
+    ...ledger,
+    refill: (...a) => { counts.refills++; return ledger.refill(...a) },
+    giveBackLater: (...a) => { counts.giveBacks++; ledger.giveBackLater(...a) }
+  }
+  const leases = new Leases(spy, store.holder, null, () => {}, { idleMs })
+  t.teardown(() => { leases.stop() })
+  return { leases, counts }
+}
+
+t.test('calls one after another keep their lease: no give-back between them, and it grows as they run it dry', async (t) => {
+  const store = await open(t, ':memory:', 1_000_000_000_000)
+  const { leases, counts } = counted(t, store, 60_000)
+  const CALLS = 500
+  let refused = 0
+  for (let i = 0; i < CALLS; i++) {
+    if (!await leases.hold('acme', 1000, 0)) refused++
+    await leases.settle('acme', 1000, 900, 0) // none in flight until the next call
+  }
+  t.equal(refused, 0)
+  t.equal(counts.giveBacks, 0, 'no give-back while calls keep taking from the lease')
+  // 16, 32, 64, 128 and 256 calls ahead: a reservation every 16 calls would take 32
+  t.ok(counts.refills <= 6, `${CALLS} calls one after another took ${counts.refills} reservations`)
+  t.ok(org(store).held_nano > 0, 'the lease is kept')
+  leases.flushIdle()
+  store.flush()
+  t.match(org(store), { balance_nano: 1_000_000_000_000 - CALLS * 900, held_nano: 0, spent_nano: CALLS * 900 }, 'flushed: every charge debited, the lease given back')
+  t.equal(leaseRows(store), 0)
+})
+
+t.test('a lease nobody took from for the idle time is given back without a flush', async (t) => {
+  const store = await open(t, ':memory:', 1_000_000_000)
+  const { leases, counts } = counted(t, store, 20)
+  t.ok(await leases.hold('acme', 1000, 0))
+  await leases.settle('acme', 1000, 400, 0)
+  t.ok(org(store).held_nano > 0, 'kept right after the call')
+  for (let waited = 0; org(store).held_nano > 0 && waited < 10_000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10))
+  t.match(org(store), { balance_nano: 1_000_000_000 - 400, held_nano: 0, spent_nano: 400 }, 'given back once idle')
+  t.equal(counts.giveBacks, 1)
+  t.equal(leaseRows(store), 0)
 })
 
 t.test('a give-back in a group that rolls back is written again, with the amount decided', async (t) => {

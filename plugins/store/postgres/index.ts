@@ -145,6 +145,7 @@ export class PostgresStore implements Store {
   }
 
   async flush (): Promise<void> {
+    this.balance.flushIdle()
     await this.batch.flush()
   }
 
@@ -163,6 +164,7 @@ export class PostgresStore implements Store {
     if (this.closed) return
     this.closed = true
     for (const t of this.timers) clearInterval(t)
+    this.balance.stop()
     await this.ready.catch(() => {})
     await this.batch.close()
     // a graceful stop gives this instance's leases back at once

@@ -8,11 +8,32 @@ import type { DB } from './db.js'
 // request in a hundred or so by several milliseconds at one connection (bench: p99 5.7 ms →
 // 3.9 ms with the checkpoint moved away). The thread runs a PASSIVE checkpoint every
 // INTERVAL_MS on its own connection: PASSIVE never waits for, nor blocks, readers and writers.
+//
+// The WAL starts over from its beginning only at a write that begins when every frame in it has
+// been copied. Under a steady stream of commits that never happens by itself: each checkpoint
+// takes milliseconds (two fsyncs), and commits land meanwhile. Left alone, the WAL grew until the
+// serving connection's own automatic checkpoint (the backstop below) ran on the event loop, with
+// its fsyncs: a stall of 10 to 40 ms every few hundred calls at one connection, and a file that
+// grew, each new frame a page the kernel had to allocate. So once the WAL holds RESET_PAGES, the
+// thread asks this process to hold its writes (they wait in the group commit's queue, the event
+// loop goes on), copies what came in since its last checkpoint, makes the write that restarts the
+// WAL itself (it syncs the WAL's new header: that fsync is the thread's, not the event loop's),
+// and lets them go. The hold lasts one short checkpoint and that write, three small fsyncs (a few
+// ms, at most MAX_HOLD_MS), and comes once per RESET_PAGES pages written: about once in 750 calls
+// at one connection, where a call writes about 11 pages. Another process writing to the file
+// meanwhile (a second worker) leaves frames uncopied: the WAL then goes on growing until a later
+// try finds it quiet, or up to the backstop. When one of the thread's own checkpoints happens to
+// find the WAL quiet (every frame copied, no commit meanwhile), the next serving write restarts
+// it, and syncs the header on the event loop: once in about 5,000 calls at one connection here
+// (strace), where a backstop checkpoint came every 600 or so.
+//
 // The serving connection keeps an automatic checkpoint, far above what the thread lets the WAL
 // reach, as a backstop should the thread fall behind or stop.
 
 const INTERVAL_MS = 200
-const BACKSTOP_PAGES = 10_000
+const BACKSTOP_PAGES = 20_000
+const RESET_PAGES = 8_192
+const MAX_HOLD_MS = 100
 
 // CommonJS, evaluated in the thread: no file of its own to resolve (dist/ .js or TypeScript source)
 const THREAD = `
@@ -21,30 +42,91 @@ const Database = require(workerData.driver)
 const db = new Database(workerData.file)
 db.pragma('busy_timeout = 5000')
 let last = '', lastAt = 0 // a failure that repeats is reported once a minute, not five times a second
-const timer = setInterval(() => {
+let timer = null, asked = null, stopped = false
+const report = (err) => {
+  const message = String((err && err.message) || err)
+  if (message !== last || Date.now() - lastAt >= 60000) { parentPort.postMessage(message); last = message; lastAt = Date.now() }
+}
+const checkpoint = () => {
   try {
-    db.pragma('wal_checkpoint(PASSIVE)')
+    const r = db.pragma('wal_checkpoint(PASSIVE)')[0]
     last = ''
+    return r
   } catch (err) {
-    const message = String((err && err.message) || err)
-    if (message !== last || Date.now() - lastAt >= 60000) { parentPort.postMessage(message); last = message; lastAt = Date.now() }
+    report(err)
+    return null
   }
-}, workerData.intervalMs)
-parentPort.on('message', () => { clearInterval(timer); db.close(); parentPort.close() })
+}
+// a write of page 1 that changes nothing (user_version written back as it is)
+const restart = db.transaction(() => { db.pragma('user_version = ' + Number(db.pragma('user_version', { simple: true }))) }).immediate
+const next = () => { if (!stopped) timer = setTimeout(tick, workerData.intervalMs) }
+const tick = () => {
+  const r = checkpoint()
+  if (workerData.resetPages > 0 && r !== null && r.busy === 0 && r.log >= workerData.resetPages) {
+    // the writes wait while the frames that came in meanwhile are copied; none answering, go on
+    parentPort.postMessage({ hold: true })
+    asked = setTimeout(() => { asked = null; next() }, workerData.maxHoldMs)
+    return
+  }
+  next()
+}
+parentPort.on('message', (m) => {
+  if (m === 'held') {
+    // too late (the thread went on without it): the writes go at once
+    if (asked === null) { parentPort.postMessage({ release: true }); return }
+    clearTimeout(asked)
+    asked = null
+    const r = checkpoint()
+    // the write that restarts the WAL syncs its new header: made here, not on the event loop
+    if (r !== null && r.busy === 0 && r.checkpointed === r.log) {
+      try { restart() } catch (err) { report(err) }
+    }
+    parentPort.postMessage({ release: true })
+    next()
+    return
+  }
+  stopped = true
+  clearTimeout(timer)
+  clearTimeout(asked)
+  db.close()
+  parentPort.close()
+})
+next()
 `
 
 export interface Checkpointer { stop: () => Promise<void> }
 
+/** What the thread holds while it copies the last frames before the WAL can start over (the store's group commit). */
+export interface HeldWrites {
+  hold: (maxMs: number) => void
+  release: () => void
+}
+
+export interface CheckpointerOptions {
+  /** The process's writes; without them the thread never asks for a hold, and the WAL restarts only when it is quiet. */
+  writes?: HeldWrites
+  /** The WAL size (pages) from which the thread holds the writes to let the WAL start over. */
+  resetPages?: number
+}
+
 /** Starts checkpointing `db`'s file (not ':memory:') on a thread; `onError` hears its failures. */
-export function startCheckpointer (db: DB, onError: (message: string) => void, intervalMs = INTERVAL_MS): Checkpointer {
+export function startCheckpointer (db: DB, onError: (message: string) => void, intervalMs = INTERVAL_MS, opts: CheckpointerOptions = {}): Checkpointer {
   const own = db.pragma('wal_autocheckpoint', { simple: true }) as number
   db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`)
   const driver = createRequire(import.meta.url).resolve('better-sqlite3')
-  const worker = new Worker(THREAD, { eval: true, workerData: { driver, file: db.name, intervalMs } })
-  worker.on('message', onError)
+  const writes = opts.writes
+  const workerData = { driver, file: db.name, intervalMs, resetPages: writes === undefined ? 0 : opts.resetPages ?? RESET_PAGES, maxHoldMs: MAX_HOLD_MS }
+  const worker = new Worker(THREAD, { eval: true, workerData })
+  worker.on('message', (m: unknown) => {
+    if (typeof m === 'string') onError(m)
+    else if ((m as { hold?: boolean }).hold === true && writes !== undefined) {
+      writes.hold(MAX_HOLD_MS)
+      worker.postMessage('held')
+    } else if ((m as { release?: boolean }).release === true) writes?.release()
+  })
   worker.on('error', (err) => { onError(err.message) })
   worker.unref()
-  const exited = new Promise<void>((resolve) => worker.once('exit', () => { resolve() }))
+  const exited = new Promise<void>((resolve) => worker.once('exit', () => { writes?.release(); resolve() }))
   return {
     // the thread closes its connection and ends once a checkpoint under way is done; the
     // connection checkpoints on its own again (it may outlive the app: a store passed to buildApp)

@@ -37,6 +37,8 @@ const RETRY_MS = 100
 export class GroupCommit {
   private queue: Pending[] = []
   private scheduled = false
+  /** While held (the checkpoint thread restarting the WAL), writes wait in the queue; see hold(). */
+  private holdTimer: NodeJS.Timeout | null = null
   private lazy: Array<() => void> = []
   private lazyTimer: NodeJS.Timeout | null = null
   private retryTimer: NodeJS.Timeout | null = null
@@ -89,12 +91,33 @@ export class GroupCommit {
     }
   }
 
-  /** Commits everything queued, now. */
+  /** Commits everything queued, now (held or not). */
   flush (): void {
     if (this.lazyTimer !== null) { clearTimeout(this.lazyTimer); this.lazyTimer = null }
     this.moveLazy()
-    this.drain()
+    this.drain(true)
   }
+
+  /**
+   * Writes asked for from now on wait, uncommitted, until release() or `maxMs`, whichever comes
+   * first; the event loop goes on meanwhile. The checkpoint thread holds them for its last copy
+   * before the WAL can start over (./checkpointer.ts).
+   */
+  hold (maxMs: number): void {
+    if (this.holdTimer !== null) clearTimeout(this.holdTimer)
+    // not unref'd: writes are waiting
+    this.holdTimer = setTimeout(() => { this.release() }, maxMs)
+  }
+
+  /** Writes that waited for a hold are committed now. */
+  release (): void {
+    if (this.holdTimer === null) return
+    clearTimeout(this.holdTimer)
+    this.holdTimer = null
+    if (this.queue.length > 0) this.drain()
+  }
+
+  get held (): boolean { return this.holdTimer !== null }
 
   /** Writes queued and not committed yet. */
   get pending (): number { return this.queue.length + this.lazy.length }
@@ -107,14 +130,15 @@ export class GroupCommit {
 
   private enqueue (p: Pending): void {
     this.queue.push(p)
-    if (!this.scheduled) {
+    if (!this.scheduled && this.holdTimer === null) {
       this.scheduled = true
       setImmediate(() => { this.drain() })
     }
   }
 
-  private drain (): void {
+  private drain (force = false): void {
     this.scheduled = false
+    if (this.holdTimer !== null && !force) return
     const items = this.queue
     if (items.length === 0) return
     this.queue = []

@@ -131,7 +131,7 @@ export class SqliteStore implements Store {
       this.changes.sweep(now - DAY_MS)
       this.cache.sweep(now)
     })
-    if (!this.db.memory) this.checkpointer = startCheckpointer(this.db, (message) => { this.onError(new Error(message), 'WAL checkpoint failed') })
+    if (!this.db.memory) this.checkpointer = startCheckpointer(this.db, (message) => { this.onError(new Error(message), 'WAL checkpoint failed') }, undefined, { writes: this.commit })
   }
 
   /** Releases the leases of processes whose heartbeat is older than the holder timeout. */
@@ -159,6 +159,7 @@ export class SqliteStore implements Store {
   }
 
   flush (): void {
+    this.balance.flushIdle()
     this.commit.flush()
   }
 
@@ -175,6 +176,7 @@ export class SqliteStore implements Store {
     if (this.closed) return
     this.closed = true
     for (const t of this.timers) clearInterval(t)
+    this.balance.stop()
     this.localBus?.leave()
     this.changes.close()
     if (!this.db.open) return

@@ -76,24 +76,32 @@ export class LedgerRepository {
       if (added > 0) return { added, free: 0, elsewhere: 0 }
       return { added, free: freeOf.get(org)?.free ?? 0, elsewhere: elsewhere.get(org, holder)?.n ?? 0 }
     }
-    this.consume = db.transaction((id: string, org: string, fromLease: number, amount: number, now: number): number => {
+    const consume = (id: string, org: string, fromLease: number, amount: number, now: number): number => {
       const balance = balanceOf.get(org)?.balance_nano ?? 0
       const debit = Math.max(0, Math.min(amount, balance))
       // only what the lease row still holds leaves `held`: a lease released meanwhile (its
       // process taken for dead) gave its amount back already, and its calls' charges still apply
-      const still = Math.max(0, Math.min(fromLease, leaseAmount.get(id)?.amount_nano ?? 0))
+      const held = leaseAmount.get(id)?.amount_nano ?? 0
+      const still = Math.max(0, Math.min(fromLease, held))
       // what the balance cannot cover is not written off: it stays owed, and a top-up pays it first
       charge.run({ debit, short: amount - debit, fromLease: still, org })
       shrinkLease.run({ id, amount: still, now })
-      dropEmptyLease.run(id)
+      if (held - still <= 0) dropEmptyLease.run(id)
       return debit
-    })
-    this.giveBack = db.transaction((id: string, org: string, amount: number): void => {
-      const still = Math.max(0, Math.min(amount, leaseAmount.get(id)?.amount_nano ?? 0))
+    }
+    const giveBack = (id: string, org: string, amount: number): void => {
+      const held = leaseAmount.get(id)?.amount_nano ?? 0
+      const still = Math.max(0, Math.min(amount, held))
       unreserve.run(still, org)
       shrinkLease.run({ id, amount: still, now: 0 })
-      dropEmptyLease.run(id)
-    })
+      if (held - still <= 0) dropEmptyLease.run(id)
+    }
+    // inside a transaction already (a group commit's, nearly always) they run as they are: a
+    // nested transaction would add a SAVEPOINT and a RELEASE to the call's commit
+    const consumeTx = db.transaction(consume)
+    const giveBackTx = db.transaction(giveBack)
+    this.consume = (...a) => db.inTransaction ? consume(...a) : consumeTx(...a)
+    this.giveBack = (...a) => { if (db.inTransaction) giveBack(...a); else giveBackTx(...a) }
     this.releaseOlderThan = db.transaction((t: number): number => release(stale.all(t))).immediate
     this.heartbeat = (holder, now) => { beat.run(holder, now) }
     this.releaseDeadHolders = db.transaction((self: string, before: number): number => {
