@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import type { Config } from '../config/schema.js'
@@ -5,7 +6,8 @@ import { CommandError } from './command.js'
 
 // The running gateways' pids and addresses, beside their store, so that `modelgate reload` finds
 // them. A SQLite store is served by one gateway (its workers share it): a second `serve` of it is
-// refused, naming the first. Instances on PostgreSQL share their store by design: each one that
+// refused, naming the first; a gateway on another SQLite file of the same folder is no concern of
+// it. Instances on PostgreSQL share their store by design: each one on the same database that
 // serves from the same folder is listed, and a reload reaches every one.
 
 export interface PidEntry {
@@ -13,6 +15,17 @@ export interface PidEntry {
   host: string
   /** null while the gateway starts (it claimed the file, it does not listen yet). */
   port: number | null
+  /** The store it serves (storeOf); absent in an entry written before it was recorded: taken for this one. */
+  store?: string
+}
+
+/**
+ * Which store a config serves, as the pid file records it: the SQLite file's absolute path, or a
+ * digest of the PostgreSQL URL (which may hold a password, so it is never written out).
+ */
+function storeOf (config: Config): string {
+  if (config.store.postgres !== undefined) return 'postgres:' + createHash('sha256').update(config.store.postgres).digest('hex').slice(0, 16)
+  return resolve(config.store.sqlite)
 }
 
 /** Where the pid file of a gateway serving `config` is; null for a :memory: store. */
@@ -55,10 +68,17 @@ function write (path: string, gateways: PidEntry[]): void {
   renameSync(tmp, path)
 }
 
-/** The gateways the pid file names whose process still runs. */
+/** Every gateway the pid file names whose process still runs, whatever store it serves (but this process). */
+function runningHere (path: string): PidEntry[] {
+  return read(path).filter((g) => g.pid !== process.pid && alive(g.pid))
+}
+
+/** The gateways the pid file names whose process still runs and that serve this config's store. */
 export function runningGateways (config: Config): PidEntry[] {
   const path = pidFilePath(config)
-  return path === null ? [] : read(path).filter((g) => g.pid !== process.pid && alive(g.pid))
+  if (path === null) return []
+  const store = storeOf(config)
+  return runningHere(path).filter((g) => g.store === undefined || g.store === store)
 }
 
 /**
@@ -78,12 +98,13 @@ export function claimPidFile (config: Config): void {
   ${kill.padEnd(32)}stops it (then serve again)
 (If no gateway runs, ${path} is stale: remove it.)`)
   }
-  entry(path, others, { pid: process.pid, host: config.server.host, port: null })
+  entry(path, { pid: process.pid, host: config.server.host, port: null, store: storeOf(config) })
 }
 
-function entry (path: string, others: PidEntry[], mine: PidEntry): void {
+/** This process's entry, written beside every other running gateway's. */
+function entry (path: string, mine: PidEntry): void {
   try {
-    write(path, [...others, mine])
+    write(path, [...runningHere(path), mine])
   } catch (err) {
     process.stderr.write(`modelgate: cannot write ${path}: ${(err as Error).message} (modelgate reload will not find this gateway)\n`)
   }
@@ -93,14 +114,14 @@ function entry (path: string, others: PidEntry[], mine: PidEntry): void {
 export function writePidFile (config: Config, port: number): void {
   const path = pidFilePath(config)
   if (path === null) return
-  entry(path, runningGateways(config), { pid: process.pid, host: config.server.host, port })
+  entry(path, { pid: process.pid, host: config.server.host, port, store: storeOf(config) })
 }
 
 /** Takes this process out of the pid file (and the entries of processes gone). */
 export function removePidFile (config: Config): void {
   const path = pidFilePath(config)
   if (path === null) return
-  try { write(path, runningGateways(config)) } catch {}
+  try { write(path, runningHere(path)) } catch {}
 }
 
 /** A running gateway that listens (the first the pid file names), if there is one. */

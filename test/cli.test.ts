@@ -304,6 +304,39 @@ t.test('a second serve of a SQLite store already served is refused, naming the f
   t.match(gone.stderr, /no running gateway found/, 'once it stopped, no gateway is named')
 })
 
+t.test('two gateways on two SQLite files of one folder both serve; reload reaches the one of its config', async (t) => {
+  const dir = tempDir('cli-two-files')
+  const serveHere = async (name: string): Promise<{ pid: number, exited: Promise<number | null>, stop: () => void }> => {
+    const file = join(dir, `${name}.json`)
+    writeFileSync(file, JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, `${name}.db`) }, admin: { token: `two-files-${name}-admin-token-0123456789` } }))
+    const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--workers', '1'], { env: childEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
+    t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+    let err = ''
+    child.stderr.on('data', (d: Buffer) => { err += String(d) })
+    await new Promise<void>((resolve, reject) => {
+      let out = ''
+      child.stdout.on('data', (d: Buffer) => { out += String(d); if (/listening on/.test(out)) resolve() })
+      void exited.then((code) => { reject(new Error(`serve ${name} exited with ${String(code)}: ${err}`)) })
+    })
+    return { pid: child.pid as number, exited, stop: () => { child.kill('SIGTERM') } }
+  }
+  const a = await serveHere('a')
+  const b = await serveHere('b')
+  const { readFileSync } = await import('node:fs')
+  const listed = JSON.parse(readFileSync(join(dir, 'modelgate.pid'), 'utf8')) as { gateways: Array<{ pid: number, store: string }> }
+  t.same(listed.gateways.map((g) => [g.pid, g.store]), [[a.pid, join(dir, 'a.db')], [b.pid, join(dir, 'b.db')]], 'both listed, each with its store')
+  for (const name of ['a', 'b']) {
+    const reloaded = await cli(['reload', '--config', join(dir, `${name}.json`)])
+    t.equal(reloaded.code, 0, reloaded.stderr)
+    t.match(reloaded.stdout, /^reloaded: nothing changed/, `reload --config ${name}.json reaches its own gateway alone`)
+  }
+  a.stop()
+  b.stop()
+  t.same([await a.exited, await b.exited], [0, 0])
+  t.notOk(existsSync(join(dir, 'modelgate.pid')), 'the file goes with the last gateway')
+})
+
 t.test('a pid file left by a gateway that is gone does not stop the next serve', async (t) => {
   const dir = tempDir('cli-stale')
   const file = join(dir, 'gw.json')
