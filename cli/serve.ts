@@ -1,8 +1,9 @@
 import cluster from 'node:cluster'
+import type { AddressInfo } from 'node:net'
 import { availableParallelism } from 'node:os'
 import type { Config } from '../config/schema.js'
 import type { GatewayServer } from '../server.js'
-import { UsageError, type Args, type CommandInput } from './command.js'
+import { CommandError, UsageError, type Args, type CommandInput } from './command.js'
 import { claimPidFile, removePidFile, writePidFile } from './pid-file.js'
 
 export const help = `modelgate serve [--config FILE] [--port N] [--host H] [--workers N] [--pretty]
@@ -71,8 +72,14 @@ async function serveHere (args: Args, file: string, fromFile: Config, port: numb
     : { level: process.env.LOG_LEVEL ?? 'info' }
   const { GatewayServer } = await import('../server.js')
   const server = await GatewayServer.start({ file, config: fromFile, host: args.host, port, logger, worker: cluster.isWorker })
-  const address = await server.listen()
   const config = withAddress(fromFile, args, port)
+  let address: AddressInfo
+  try {
+    address = await server.listen()
+  } catch (err) {
+    await server.close().catch(() => {})
+    throw listenError(err, config)
+  }
   // the signals are handled before the banner tells anyone that the gateway is there
   process.on('SIGHUP', () => { void server.reload() })
   installShutdown(server, config)
@@ -80,6 +87,16 @@ async function serveHere (args: Args, file: string, fromFile: Config, port: numb
     banner(config, await uncredentialed(config, file), 1, address.port)
     writePidFile(config, address.port)
   }
+}
+
+/** What to do about an address the gateway cannot listen on; other errors as they are. */
+function listenError (err: unknown, config: Config): unknown {
+  const code = (err as { code?: unknown } | null)?.code
+  const where = `${config.server.host}:${config.server.port}`
+  if (code === 'EADDRINUSE') return new CommandError(`${where} is in use by another program (another gateway?): stop it, or serve on another port with --port N (or PORT=N)`)
+  if (code === 'EACCES') return new CommandError(`${where}: not allowed to listen there (a port below 1024 needs privileges): serve on another port with --port N (or PORT=N)`)
+  if (code === 'EADDRNOTAVAIL') return new CommandError(`${where}: no interface of this machine has that address: serve on another with --host H`)
+  return err
 }
 
 function banner (config: Config, notes: string[], workers: number, port: number): void {

@@ -51,11 +51,18 @@ export function supervise (opts: SuperviseOptions): void {
 
   // announced once as many workers as asked for listen, so that the first connections reach all of them
   let listening = 0
+  let announced = false
   cluster.on('listening', (_worker, address) => {
-    if (++listening === opts.workers) opts.onListening(address.port)
+    if (++listening === opts.workers) {
+      announced = true
+      opts.onListening(address.port)
+    }
   })
 
   let stopping = false
+  let exitCode = 0
+  const remaining = (): number => Object.keys(cluster.workers ?? {}).length
+  const done = (): void => { removePidFile(opts.config); process.exit(exitCode) }
   // A worker that dies is replaced: at once when it had served a while, after a doubling pause
   // (up to 10 s) when workers keep dying young, so a broken store does not spin.
   const born = new Map<number, number>()
@@ -65,7 +72,17 @@ export function supervise (opts: SuperviseOptions): void {
     const lived = Date.now() - (born.get(worker.id) ?? 0)
     born.delete(worker.id)
     if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) { removePidFile(opts.config); process.exit(0) }
+      if (remaining() === 0) done()
+      return
+    }
+    // The first start is all or nothing: what stops a worker before the gateway serves (a port in
+    // use, a store that cannot be opened) would stop every replacement too, so the gateway stops,
+    // with the worker's own message above, rather than retry forever.
+    if (!announced) {
+      process.stderr.write(`modelgate: worker ${worker.process.pid} could not start (exited with ${signal ?? code}): not serving\n`)
+      exitCode = 1
+      stop()
+      if (remaining() === 0) done()
       return
     }
     pauseMs = lived > 10_000 ? 0 : Math.min(10_000, Math.max(100, pauseMs * 2))

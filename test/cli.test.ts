@@ -1,7 +1,7 @@
 import t from 'tap'
 import { execFile, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { createServer } from 'node:net'
 import { fromRoot } from '../paths.js'
@@ -244,6 +244,24 @@ t.test('serve: a port that is not one is a usage error', async (t) => {
   }
   const res = await cli(['serve'], { PORT: 'eighty' })
   t.equal(res.code, 2, 'from PORT as well')
+})
+
+t.test('serve on a port another program holds: one line saying so and what to do, and an exit, with one worker or several', async (t) => {
+  const taken = createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { taken.close() })
+  const busy = (taken.address() as { port: number }).port
+  const { file } = tempConfig()
+  // one worker: the command's own error; several: each worker's, then the primary stops them all
+  // instead of starting replacements that would meet the same port
+  for (const [workers, status] of [['1', 2], ['2', 1]] as const) {
+    const res = await cli(['serve', '--config', file, '--port', String(busy), '--workers', workers])
+    t.equal(res.code, status, `--workers ${workers}: exit status`)
+    t.match(res.stderr, new RegExp(`^modelgate: 127\\.0\\.0\\.1:${busy} is in use by another program \\(another gateway\\?\\): stop it, or serve on another port with --port N`, 'm'), 'says what is wrong and what to do')
+    t.notMatch(res.stderr, /starting another|usage:|at .*\.js:\d+/, 'no replacement, no usage text, no stack')
+    t.notMatch(res.stdout, /listening/)
+    t.notOk(existsSync(join(dirname(file), 'modelgate.pid')), 'no pid file left behind')
+  }
 })
 
 t.test('init DIR, then serve --config DIR/gateway.yaml from another folder: the store is the one init made', async (t) => {
