@@ -143,23 +143,28 @@ export interface JsonRelay {
   array?: boolean
 }
 
+/** The upstream's answer read whole, the wait counted; a failed read ends the call as a timeout or an upstream failure. */
+async function readWhole (p: Pipe, answer: Answer): Promise<string> {
+  const t0 = performance.now()
+  try {
+    const text = await readText(answer.res.body)
+    p.call.waited(performance.now() - t0)
+    return text
+  } catch (err) {
+    const timedOut = isTimeout(err)
+    p.call.failed(timedOut ? 'timeout' : 'upstream_error')
+    throw timedOut ? new RequestTimeout({ seconds: p.gateway.config.server.request_timeout_s }, { cause: err }) : new UpstreamUnavailable({}, { cause: err })
+  }
+}
+
 /**
  * Relays a whole answer: read, mapped by the pair (its body, or the provider's bytes as they are
  * when the pair leaves them unchanged), passed through the response hooks, then the call ends
  * (its record, charge and counts committed) before the answer is sent.
  */
 export async function relayJson (p: Pipe, answer: Answer, r: JsonRelay): Promise<FastifyReply> {
-  const { gateway, call } = p
-  let text: string
-  const t0 = performance.now()
-  try {
-    text = await readText(answer.res.body)
-    call.waited(performance.now() - t0)
-  } catch (err) {
-    const timedOut = isTimeout(err)
-    call.failed(timedOut ? 'timeout' : 'upstream_error')
-    throw timedOut ? new RequestTimeout({ seconds: gateway.config.server.request_timeout_s }, { cause: err }) : new UpstreamUnavailable({}, { cause: err })
-  }
+  const { call } = p
+  const text = await readWhole(p, answer)
   const json = parseJson(text)
   if (json === null || typeof json !== 'object' || (Array.isArray(json) && r.array !== true)) {
     call.failed('upstream_error')
@@ -256,15 +261,7 @@ export function relayBytes (p: Pipe, answer: Answer, headers: Record<string, str
 export async function relayMapped (p: Pipe, answer: Answer, headers: Record<string, string | string[]>, map: (text: string) => string): Promise<FastifyReply> {
   const { reply, call } = p
   const status = answer.res.statusCode
-  let text: string
-  const t0 = performance.now()
-  try {
-    text = await readText(answer.res.body)
-    call.waited(performance.now() - t0)
-  } catch (err) {
-    call.failed(isTimeout(err) ? 'timeout' : 'upstream_error')
-    throw isTimeout(err) ? new RequestTimeout({ seconds: p.gateway.config.server.request_timeout_s }, { cause: err }) : new UpstreamUnavailable({}, { cause: err })
-  }
+  const text = await readWhole(p, answer)
   call.firstByte()
   call.answering()
   await call.end({ status: status < 400 ? 'ok' : 'upstream_error', usage: null, complete: true })
