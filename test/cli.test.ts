@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { execFile, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -20,6 +20,32 @@ async function cli (args: string[], env: Record<string, string> = {}, cwd = from
     const e = err as { code: number, stdout: string, stderr: string }
     return { code: e.code, stdout: e.stdout, stderr: e.stderr }
   }
+}
+
+interface Served { pid: number, port: number, exited: Promise<number | null>, stop: () => void }
+
+/**
+ * `modelgate serve --config CONFIG --workers 1` in a child process (from `cwd`), once it prints
+ * where it listens; stopped (SIGTERM, awaited) at the end of the test if it still runs.
+ */
+async function serveChild (t: Test, config: string, opts: { cwd?: string, env?: Record<string, string> } = {}): Promise<Served> {
+  const child = spawn(process.execPath, [CLI, 'serve', '--config', config, '--workers', '1'], {
+    cwd: opts.cwd, env: childEnv({ LOG_LEVEL: 'warn', ...opts.env }), stdio: ['ignore', 'pipe', 'pipe']
+  })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  t.teardown(async () => { if (child.exitCode === null) { child.kill('SIGTERM'); await exited } })
+  let err = ''
+  child.stderr.on('data', (d: Buffer) => { err += String(d) })
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => {
+      out += String(d)
+      const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out)
+      if (m !== null) resolve(Number(m[1]))
+    })
+    void exited.then((code) => { reject(new Error(`serve --config ${config} exited with ${String(code)}: ${err}`)) })
+  })
+  return { pid: child.pid as number, port, exited, stop: () => { child.kill('SIGTERM') } }
 }
 
 function tempConfig (): { file: string, db: string } {
@@ -276,23 +302,8 @@ t.test('init DIR, then serve --config DIR/gateway.yaml from another folder: the 
   t.ok(existsSync(join(dir, 'data', 'modelgate.db')), 'its store is in DIR/data')
 
   // a relative --config, from a folder that is not the config's
-  const child = spawn(process.execPath, [CLI, 'serve', '--config', join('..', 'gw', 'gateway.yaml'), '--workers', '1'], {
-    cwd: elsewhere, env: childEnv({ PORT: '0', LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe']
-  })
-  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-  let err = ''
-  child.stderr.on('data', (d: Buffer) => { err += String(d) })
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    child.stdout.on('data', (d: Buffer) => {
-      out += String(d)
-      const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out)
-      if (m !== null) resolve(Number(m[1]))
-    })
-    void exited.then((code) => { reject(new Error(`serve exited with ${String(code)}: ${err}`)) })
-  })
-  const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+  const served = await serveChild(t, join('..', 'gw', 'gateway.yaml'), { cwd: elsewhere, env: { PORT: '0' } })
+  const res = await fetch(`http://127.0.0.1:${served.port}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'demo/echo-1', messages: [{ role: 'user', content: 'Hello' }] })
@@ -301,8 +312,8 @@ t.test('init DIR, then serve --config DIR/gateway.yaml from another folder: the 
   await res.text()
   t.ok(existsSync(join(dir, 'data', 'modelgate.pid')), 'the pid file is beside that store')
   t.same(readdirSync(elsewhere), [], 'nothing is written in the folder it was started from')
-  child.kill('SIGTERM')
-  t.equal(await exited, 0)
+  served.stop()
+  t.equal(await served.exited, 0)
 })
 
 t.test('a second serve of a SQLite store already served is refused, naming the first; reload still finds the first', async (t) => {
@@ -324,20 +335,10 @@ t.test('a second serve of a SQLite store already served is refused, naming the f
 
 t.test('two gateways on two SQLite files of one folder both serve; reload reaches the one of its config', async (t) => {
   const dir = tempDir('cli-two-files')
-  const serveHere = async (name: string): Promise<{ pid: number, exited: Promise<number | null>, stop: () => void }> => {
+  const serveHere = async (name: string): Promise<Served> => {
     const file = join(dir, `${name}.json`)
     writeFileSync(file, JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, `${name}.db`) }, admin: { token: `two-files-${name}-admin-token-0123456789` } }))
-    const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--workers', '1'], { env: childEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
-    t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-    let err = ''
-    child.stderr.on('data', (d: Buffer) => { err += String(d) })
-    await new Promise<void>((resolve, reject) => {
-      let out = ''
-      child.stdout.on('data', (d: Buffer) => { out += String(d); if (/listening on/.test(out)) resolve() })
-      void exited.then((code) => { reject(new Error(`serve ${name} exited with ${String(code)}: ${err}`)) })
-    })
-    return { pid: child.pid as number, exited, stop: () => { child.kill('SIGTERM') } }
+    return await serveChild(t, file)
   }
   const a = await serveHere('a')
   const b = await serveHere('b')
@@ -361,20 +362,11 @@ t.test('a pid file left by a gateway that is gone does not stop the next serve',
   writeFileSync(file, JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, 'gw.db') } }))
   // a pid no process has: the largest pid_max allows is 2^22
   writeFileSync(join(dir, 'modelgate.pid'), JSON.stringify({ pid: 4_194_304, host: '127.0.0.1', port: 1 }))
-  const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--workers', '1'], { env: childEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
-  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-  let err = ''
-  child.stderr.on('data', (d: Buffer) => { err += String(d) })
-  await new Promise<void>((resolve, reject) => {
-    let out = ''
-    child.stdout.on('data', (d: Buffer) => { out += String(d); if (/listening on/.test(out)) resolve() })
-    void exited.then((code) => { reject(new Error(`serve exited with ${String(code)}: ${err}`)) })
-  })
+  const served = await serveChild(t, file)
   const { readFileSync } = await import('node:fs')
-  t.same(JSON.parse(readFileSync(join(dir, 'modelgate.pid'), 'utf8')).gateways.map((g: { pid: number }) => g.pid), [child.pid], 'the stale entry is dropped')
-  child.kill('SIGTERM')
-  t.equal(await exited, 0)
+  t.same(JSON.parse(readFileSync(join(dir, 'modelgate.pid'), 'utf8')).gateways.map((g: { pid: number }) => g.pid), [served.pid], 'the stale entry is dropped')
+  served.stop()
+  t.equal(await served.exited, 0)
   t.notOk(existsSync(join(dir, 'modelgate.pid')), 'and the file goes with the last gateway')
 })
 
@@ -389,17 +381,7 @@ t.test('instances on PostgreSQL from one folder are each tracked: reload reaches
     store: { sqlite: join(dir, 'gw.db'), postgres: await scratchDatabase(t), redis: REDIS_URL, redis_prefix: scratchRedisPrefix(t, 'mgc') },
     admin: { token: 'pg-instances-admin-token-0123456789' }
   }))
-  const start = async (): Promise<number> => {
-    const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--workers', '1'], { env: childEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'inherit'] })
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-    t.teardown(async () => { if (child.exitCode === null) { child.kill('SIGTERM'); await exited } })
-    await new Promise<void>((resolve, reject) => {
-      let out = ''
-      child.stdout.on('data', (d: Buffer) => { out += String(d); if (/listening on/.test(out)) resolve() })
-      void exited.then((code) => { reject(new Error(`serve exited with ${String(code)}: ${out}`)) })
-    })
-    return child.pid as number
-  }
+  const start = async (): Promise<number> => (await serveChild(t, file)).pid
   // the first one migrates the database
   const a = await start()
   const b = await start()
