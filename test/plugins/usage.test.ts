@@ -5,6 +5,7 @@ import usage from '../../plugins/usage.js'
 import type { SqliteStore } from '../../plugins/store/sqlite/index.js'
 import { bareGateway, FakeClock, mockCatalog, testGatewayAlone } from '../helper.js'
 import { startMockUpstream } from '../mock-upstream.js'
+import { usageRow } from '../usage-row.js'
 
 // The usage plugin, with auth, on a bare Fastify with the test gateway: one record per metered
 // call that reached an upstream, committed before the answer ends; stored content swept after
@@ -112,7 +113,7 @@ t.test('store_content: content older than retention_days is swept when the plugi
   const gw = await testGatewayAlone(t, { clock })
   const store = gw.gateway.store as SqliteStore
   const record = (id: string, at: number): void => {
-    store.usage.insert({ id, created_at: at, trace_id: id, org_id: 'acme', project_id: 'web', key_id: null, endpoint: 'chat.completions', model: 'test/echo', provider: 'test-openai', stream: 0, status: 'ok', prompt_tokens: 1, cached_input_tokens: 0, completion_tokens: 1, total_tokens: 2, cost_nano: 3, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: [], cache_write_tokens: 0, images: 0, cost_detail: null },
+    store.usage.insert(usageRow({ id, created_at: at, key_id: null, model: 'test/echo', provider: 'test-openai', prompt_tokens: 1, completion_tokens: 1, total_tokens: 2, cost_nano: 3 }),
       { usage_id: id, created_at: at, request: '{"secret":1}', response: '{}' })
   }
   record('old', clock.now() - 8 * day)

@@ -7,6 +7,7 @@ import type { Config } from '../../config/schema.js'
 import { KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
+import { usageRow } from '../usage-row.js'
 
 // The store interfaces' contract, one set of test bodies run against every backend: SQLite (a
 // file) and PostgreSQL + Redis (a database and a key prefix of their own, when both answer).
@@ -38,31 +39,12 @@ const postgres: Open = async (t, n = 1) => {
 const tenants = (balanceUsd: number, keys: Array<Record<string, unknown>> = [{ key: KEY_A, name: 'a' }]): ReturnType<typeof testConfig> =>
   testConfig({ tenants: [{ org: 'acme', balance_usd: balanceUsd, projects: [{ id: 'web', keys }] }] })
 
-const row = (i: number): UsageRow => ({
+const row = (i: number): UsageRow => usageRow({
   id: `usage_${String(i).padStart(5, '0')}`,
   created_at: 1_700_000_000_000 + i * 1000,
   trace_id: `t${i}`,
-  org_id: 'acme',
-  project_id: 'web',
-  key_id: 'k',
-  endpoint: 'chat.completions',
   model: i % 2 === 0 ? 'm-even' : 'm-odd',
-  provider: 'p',
-  stream: 0,
-  status: 'ok',
-  prompt_tokens: 10,
   cached_input_tokens: 2,
-  completion_tokens: 5,
-  total_tokens: 15,
-  cost_nano: 100,
-  latency_ms: 1,
-  ttft_ms: null,
-  cache_hit: 0,
-  saved_nano: 0,
-  attempts: [],
-  dropped_params: [],
-  cache_write_tokens: 0,
-  images: 0,
   cost_detail: { input: 100, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null }
 })
 

@@ -7,6 +7,7 @@ import type { UsageRow } from '../../plugins/store/types.js'
 import { childEnv, eventually, KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 import { REDIS_URL, scratchDatabase as database, scratchRedisPrefix as prefix, servicesMissing as services } from '../scratch-services.js'
+import { usageRow } from '../usage-row.js'
 
 // The PostgreSQL + Redis store, against the machine's PostgreSQL (127.0.0.1:5432) and Redis
 // (127.0.0.1:6379). Each test gets a database of its own (created and dropped here) and a Redis
@@ -25,32 +26,12 @@ async function stores (t: Test, n: number, balanceUsd = 25): Promise<PostgresSto
   return list
 }
 
-const row = (i: number, org = 'acme'): UsageRow => ({
+const row = (i: number, org = 'acme'): UsageRow => usageRow({
   id: `usage_${i}_${randomBytes(3).toString('hex')}`,
   created_at: 1_700_000_000_000 + i,
   trace_id: `t${i}`,
   org_id: org,
-  project_id: 'web',
-  key_id: 'k',
-  endpoint: 'chat.completions',
-  model: 'm',
-  provider: 'p',
-  stream: 0,
-  status: 'ok',
-  prompt_tokens: 10,
-  cached_input_tokens: 0,
-  completion_tokens: 5,
-  total_tokens: 15,
-  cost_nano: 100 + i,
-  latency_ms: 1,
-  ttft_ms: null,
-  cache_hit: 0,
-  saved_nano: 0,
-  attempts: [],
-  dropped_params: [],
-  cache_write_tokens: 0,
-  images: 0,
-  cost_detail: null
+  cost_nano: 100 + i
 })
 
 t.test('PostgreSQL + Redis store', async (t) => {

@@ -8,6 +8,7 @@ import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
 import { hashKey } from '../../plugins/store/tenants.js'
 import { testConfig, KEY_A } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
+import { usageRow } from '../usage-row.js'
 
 t.test('a file database is in WAL mode and migrations apply once', async (t) => {
   const dir = tempDir('store')
@@ -92,33 +93,20 @@ t.test('migration 010: records made before it read attempts and dropped_params [
   const store = new Store(file)
   t.teardown(() => store.close())
   t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 10)
-  const fresh = {
+  const fresh = usageRow({
     id: 'usage_new',
     created_at: 2000,
     trace_id: 'new',
-    org_id: 'acme',
-    project_id: 'web',
-    key_id: 'k',
-    endpoint: 'chat.completions',
-    model: 'm',
-    provider: 'p',
-    stream: 0,
-    status: 'ok',
     prompt_tokens: 1,
-    cached_input_tokens: 0,
     completion_tokens: 1,
     total_tokens: 2,
     cost_nano: 3,
     latency_ms: 4,
     ttft_ms: 2,
-    cache_hit: 0,
-    saved_nano: 0,
     attempts: [{ provider: 'p', upstream_model: 'm-up', outcome: 'ok', status: 200, error: null, latency_ms: 2 }],
     dropped_params: ['seed'],
-    cache_write_tokens: 0,
-    images: 0,
     cost_detail: { input: 3, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, tier: null }
-  }
+  })
   await store.usage.record(fresh)
   const rows = store.usage.page({}, 10)
   t.match(rows[1], { id: 'usage_old', attempts: [], dropped_params: [] }, 'the older record reads []')
@@ -134,18 +122,12 @@ t.test('migration 012: records made before it read no cache writes, no images an
   const store = new Store(file)
   t.teardown(() => store.close())
   t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 12)
-  const fresh = {
+  const fresh = usageRow({
     id: 'usage_new',
     created_at: 2000,
     trace_id: 'new',
-    org_id: 'acme',
-    project_id: 'web',
-    key_id: 'k',
     endpoint: 'messages',
-    model: 'm',
-    provider: 'p',
     stream: 1,
-    status: 'ok',
     prompt_tokens: 300_000,
     cached_input_tokens: 1000,
     completion_tokens: 10,
@@ -153,14 +135,9 @@ t.test('migration 012: records made before it read no cache writes, no images an
     cost_nano: 1_800_606_600,
     latency_ms: 4,
     ttft_ms: 2,
-    cache_hit: 0,
-    saved_nano: 0,
-    attempts: [],
-    dropped_params: [],
     cache_write_tokens: 2000,
-    images: 0,
     cost_detail: { input: 1_782_000_000, cached_input: 600_000, cache_write: 17_700_000, output: 225_000, images: 0, per_request: 81_600, tool_call: 0, tier: 200_000 }
-  }
+  })
   await store.usage.record(fresh)
   const rows = store.usage.page({}, 10)
   t.match(rows[1], { id: 'usage_old', cache_write_tokens: 0, images: 0, cost_detail: null }, 'the older record has no parts')
