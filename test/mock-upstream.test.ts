@@ -3,6 +3,7 @@ import OpenAI from 'openai'
 import t from 'tap'
 import { request } from 'undici'
 import type { Json } from '../plugins/translation/types.js'
+import { eventually } from './helper.js'
 import { promptTokens, startMockUpstream, type MockUpstream } from './mock-upstream.js'
 
 // The mock is only useful if it speaks the real protocols: the official SDKs, pointed straight
@@ -718,6 +719,25 @@ t.test('fault: idleMidStreamMs pauses once; slowFramesMs paces every frame', asy
   const slow = await gaps(body)
   t.ok(Date.now() - started >= 40 * 5, `a frame every 40 ms (${slow.join(',')})`)
   t.equal(mock.requests[1]?.faults.join(), 'slowFramesMs')
+})
+
+t.test('fault: idleMidStreamMs with until holds the stream after its first frame until the promise settles', async (t) => {
+  let release!: () => void
+  const held = new Promise<void>((resolve) => { release = resolve })
+  mock.faults.idleMidStreamMs = { ms: 0, until: held, times: 1 }
+  const res = await request(mock.url + '/v1/chat/completions', { method: 'POST', headers: { ...OPENAI_AUTH, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'a b c' }] }) })
+  let text = ''
+  let released = false
+  const read = (async () => { for await (const part of res.body) { text += String(part); if (text.includes('[DONE]')) t.ok(released, 'the end comes only after the release') } })()
+  await eventually(5000, () => text, (v) => v.length > 0)
+  // the stream stays open: no more frames while the promise is pending
+  const first = text
+  await new Promise((resolve) => setImmediate(resolve))
+  t.equal(text, first, 'nothing after the first frame yet')
+  released = true
+  release()
+  await read
+  t.match(text, /data: \[DONE\]/, 'then the rest, to the end')
 })
 
 t.test('enqueue: canned JSON and raw stream answers for the next requests, by path', async (t) => {

@@ -92,7 +92,13 @@ export interface FaultScope {
 export interface StatusFault extends FaultScope { status: number, message?: string, type?: string, code?: string | null, headers?: Record<string, string> }
 export interface DelayFault extends FaultScope { ms: number }
 export interface ResetMidStreamFault extends FaultScope { afterFrames: number }
-export interface IdleFault extends FaultScope { ms: number, /** the pause comes after this many frames; default 1 */ afterFrames?: number }
+export interface IdleFault extends FaultScope {
+  ms: number
+  /** the pause comes after this many frames; default 1 */
+  afterFrames?: number
+  /** the pause lasts until this settles too (a test's own signal that the stream may go on), then `ms` */
+  until?: Promise<unknown>
+}
 
 /**
  * Fault switches, read on every request. A number or `true` is the short form (every request,
@@ -597,6 +603,8 @@ export class MockUpstream {
       }
       if (i === chunks.length) break
       if (i > 0) {
+        const until = i === idleAfter && idle !== undefined && typeof idle !== 'number' ? idle.until : undefined
+        if (until !== undefined && !await this.held(until, signal)) return
         const wait = (slowMs > 0 ? slowMs : d.frameDelayMs) + (i === idleAfter ? idleMs : 0)
         if (!await this.pause(wait, signal)) return
       }
@@ -612,6 +620,16 @@ export class MockUpstream {
       }
     }
     res.end()
+  }
+
+  /** Waits until `until` settles; false when the exchange ended first. */
+  private async held (until: Promise<unknown>, signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted) return false
+    let onAbort!: () => void
+    const aborted = new Promise<void>((resolve) => { onAbort = resolve; signal.addEventListener('abort', onAbort, { once: true }) })
+    await Promise.race([until.then(() => {}, () => {}), aborted])
+    signal.removeEventListener('abort', onAbort)
+    return !signal.aborted
   }
 
   /** Waits `ms` (0: one turn of the event loop); false when the exchange ended meanwhile. */

@@ -46,8 +46,12 @@ t.test('a reload adds a model, disables a plugin and changes a quota; the stream
   t.match(await plugins(), { generation: 1, data: [{ name: 'auth' }, { name: 'quota' }, { name: 'usage' }, { name: 'diagnostics' }, { name: 'metrics' }] }, 'the admin API shows the chain of generation 1')
 
   t.equal((await call('openai/gpt-new')).status, 404, 'no such model yet')
-  // a stream that takes a while: 30 ms between frames
-  mock.faults = { slowFramesMs: { ms: 30, path: '/v1/chat/completions' } }
+  // a stream held after its first frame until the new configuration has answered a call: its
+  // tokens count against the quota only when it ends, and the new quota (1 token) would refuse
+  // that call once they did
+  let release!: () => void
+  const held = new Promise<void>((resolve) => { release = resolve })
+  mock.faults = { idleMidStreamMs: { ms: 0, until: held, path: '/v1/chat/completions' } }
   const inFlight = await call('openai/gpt-test', true)
   t.equal(inFlight.status, 200)
   t.equal(inFlight.headers.get('x-svc-model'), 'openai/gpt-test', 'started with the diagnostics plugin on')
@@ -75,6 +79,7 @@ t.test('a reload adds a model, disables a plugin and changes a quota; the stream
   t.equal(added.status, 200, 'the added model answers')
   t.equal(added.headers.get('x-svc-model'), null, 'without the disabled plugin\'s headers')
   await added.text()
+  release()
 
   for (;;) {
     const { value, done } = await reader.read()
