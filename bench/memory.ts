@@ -62,7 +62,7 @@ async function main (): Promise<void> {
   const end = await afterGc()
   await stopServers() // the gateway commits what it still holds as it stops
   const raw = new Database(db, { readonly: true })
-  const records = (raw.prepare('SELECT count(*) AS n FROM usage_records').get() as { n: number }).n
+  const records = (raw.prepare('SELECT count(*) AS n FROM usage_records_all').get() as { n: number }).n
   raw.close()
   const ok = r.requests.total - r.non2xx
   const warmOk = warm.requests.total - warm.non2xx

@@ -59,7 +59,7 @@ function ledger (db: string, orgId = 'acme'): { balance: number, held: number, s
   const raw = new Database(db, { readonly: true, fileMustExist: true })
   try {
     const org = raw.prepare('SELECT balance_nano AS balance, held_nano AS held, spent_nano AS spent FROM organizations WHERE id = ?').get(orgId) as { balance: number, held: number, spent: number }
-    const usage = raw.prepare('SELECT count(*) AS records, coalesce(sum(cost_nano), 0) AS recorded FROM usage_records WHERE org_id = ?').get(orgId) as { records: number, recorded: number }
+    const usage = raw.prepare('SELECT count(*) AS records, coalesce(sum(cost_nano), 0) AS recorded FROM usage_records_all WHERE org_id = ?').get(orgId) as { records: number, recorded: number }
     return { ...org, ...usage }
   } finally {
     raw.close()
@@ -217,7 +217,7 @@ t.test('kill -9 of a worker under load: completed responses all recorded, ledger
   t.equal(l.balance + l.spent, INITIAL_USD * 1e9, 'balance + spent = initial')
   t.equal(l.spent, l.recorded, 'every charge has its record, and every record its charge')
   const raw = new Database(g.db, { readonly: true })
-  const recorded = new Set((raw.prepare('SELECT trace_id FROM usage_records').all() as Array<{ trace_id: string }>).map((r) => r.trace_id))
+  const recorded = new Set((raw.prepare('SELECT trace_id FROM usage_records_all').all() as Array<{ trace_id: string }>).map((r) => r.trace_id))
   raw.close()
   const missing = completed.filter((trace) => !recorded.has(trace))
   t.same(missing, [], 'every completed response has its usage record')

@@ -398,6 +398,9 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
   const raw = new Database(file)
   raw.prepare("INSERT INTO holds (id, org_id, amount_nano, created_at, holder) VALUES ('lease:dead', 'acme', 3000000, 1, 'dead:1')").run()
   raw.prepare("UPDATE organizations SET held_nano = held_nano + 3000000 WHERE id = 'acme'").run()
+  // and a usage record still in the journal (committed by a gateway killed before it moved it)
+  raw.prepare("INSERT INTO usage_journal SELECT * FROM usage_records WHERE trace_id = 't1'").run()
+  raw.prepare("UPDATE usage_journal SET id = 'u-left', trace_id = 'u-left'").run()
   raw.close()
 
   const url = await database(t)
@@ -409,7 +412,7 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
   const first = await run()
   t.equal(first.code, 0, first.out)
   t.match(first.out, /every total matches/)
-  t.match(first.out, /usage_records\s+2500\s+2500/)
+  t.match(first.out, /usage_records\s+2501\s+2501/, 'the record left in the journal came along')
 
   const p = prefix(t)
   const store = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: p })

@@ -27,7 +27,8 @@ const CHUNK = 1000
 
 export interface Totals { organizations: number, balance_nano: number, held_nano: number, spent_nano: number, projects: number, api_keys: number, holds: number, usage_records: number, usage_cost_nano: number, usage_tokens: number }
 
-const TOTALS_SQL = `SELECT
+/** `usage`: the usage records' table, or on the SQLite side the view that adds its journal's. */
+const totalsSql = (usage: string): string => `SELECT
   (SELECT count(*) FROM organizations) AS organizations,
   (SELECT coalesce(sum(balance_nano), 0) FROM organizations) AS balance_nano,
   (SELECT coalesce(sum(held_nano), 0) FROM organizations) AS held_nano,
@@ -35,9 +36,9 @@ const TOTALS_SQL = `SELECT
   (SELECT count(*) FROM projects) AS projects,
   (SELECT count(*) FROM api_keys) AS api_keys,
   (SELECT count(*) FROM holds) AS holds,
-  (SELECT count(*) FROM usage_records) AS usage_records,
-  (SELECT coalesce(sum(cost_nano), 0) FROM usage_records) AS usage_cost_nano,
-  (SELECT coalesce(sum(total_tokens), 0) FROM usage_records) AS usage_tokens`
+  (SELECT count(*) FROM ${usage}) AS usage_records,
+  (SELECT coalesce(sum(cost_nano), 0) FROM ${usage}) AS usage_cost_nano,
+  (SELECT coalesce(sum(total_tokens), 0) FROM ${usage}) AS usage_tokens`
 
 export interface MigrationResult { source: Totals, target: Totals, same: boolean }
 
@@ -48,11 +49,14 @@ export async function migrateSqliteToPostgres (file: string, url: string): Promi
     await migrate(pool)
     const existing = (await pool.query<{ n: number }>('SELECT count(*)::bigint AS n FROM organizations')).rows[0]?.n ?? 0
     if (existing > 0) throw new Error(`the target already holds ${existing} organization(s): migrate into an empty database`)
+    // the usage records still in the SQLite store's journal too (a file opened read-only is not
+    // migrated: one from before the journal has none)
+    const usage = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'usage_records_all'").get() === undefined ? 'usage_records' : 'usage_records_all'
     await inTransaction(pool, async (client) => {
-      for (const table of TABLES) await copy(db, client, table.name, table.columns)
+      for (const table of TABLES) await copy(db, client, table.name === 'usage_records' ? usage : table.name, table.name, table.columns)
     })
-    const source = numbers(db.prepare(TOTALS_SQL).get() as Record<string, number>)
-    const target = numbers((await pool.query(TOTALS_SQL)).rows[0] as Record<string, unknown>)
+    const source = numbers(db.prepare(totalsSql(usage)).get() as Record<string, number>)
+    const target = numbers((await pool.query(totalsSql('usage_records'))).rows[0] as Record<string, unknown>)
     return { source, target, same: JSON.stringify(source) === JSON.stringify(target) }
   } finally {
     db.close()
@@ -64,11 +68,12 @@ function numbers (row: Record<string, unknown>): Totals {
   return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as unknown as Totals
 }
 
-async function copy (db: Database.Database, client: pg.PoolClient, table: string, columns: string[]): Promise<void> {
+/** Copies `columns` of `from` (a table or view of the SQLite file) into `table`. */
+async function copy (db: Database.Database, client: pg.PoolClient, from: string, table: string, columns: string[]): Promise<void> {
   // holds written before holders existed have none: they are released like any silent holder's
   const select = table === 'holds'
     ? 'SELECT id, org_id, amount_nano, coalesce(holder, \'migrated\') AS holder, created_at FROM holds'
-    : `SELECT ${columns.join(', ')} FROM ${table}`
+    : `SELECT ${columns.join(', ')} FROM ${from}`
   let batch: unknown[][] = []
   const flush = async (): Promise<void> => {
     if (batch.length === 0) return

@@ -43,6 +43,11 @@ export class GroupCommit {
   private lazyTimer: NodeJS.Timeout | null = null
   private retryTimer: NodeJS.Timeout | null = null
   private readonly sums = new Map<string, { totals: number[], sealed: boolean, done: Promise<unknown> }>()
+  /**
+   * How many writes the transaction now running carries (its own among them), read by a write
+   * that is cheaper done another way when it commits nearly alone (./usage.ts); 0 outside one.
+   */
+  groupSize = 0
   /** Told each group's commit time (s) and size; metrics set it, nobody else. */
   onBatch: ((seconds: number, writes: number) => void) | null = null
   private readonly runGroup: (items: Pending[]) => unknown[]
@@ -144,6 +149,7 @@ export class GroupCommit {
     this.queue = []
     let results: unknown[]
     const t0 = this.onBatch === null ? 0 : performance.now()
+    this.groupSize = items.length
     try {
       results = this.runGroup(items)
       if (this.onBatch !== null) this.onBatch((performance.now() - t0) / 1000, items.length)
@@ -151,6 +157,8 @@ export class GroupCommit {
       if (isBusy(err)) { this.busy(items, err); return }
       this.oneByOne(items)
       return
+    } finally {
+      this.groupSize = 0
     }
     for (let i = 0; i < items.length; i++) (items[i] as Pending).resolve(results[i])
   }
@@ -158,6 +166,7 @@ export class GroupCommit {
   private oneByOne (items: Pending[]): void {
     const busy: Pending[] = []
     let busyErr: unknown
+    this.groupSize = 1
     for (const p of items) {
       try {
         p.resolve(this.runOne(p.op))
@@ -165,6 +174,7 @@ export class GroupCommit {
         if (isBusy(err)) { busy.push(p); busyErr = err } else p.reject(err)
       }
     }
+    this.groupSize = 0
     if (busy.length > 0) this.busy(busy, busyErr)
   }
 

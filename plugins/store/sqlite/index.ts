@@ -89,7 +89,7 @@ export class SqliteStore implements Store {
     this.changes = new ChangeLog(this.db, this.holder, new ChangeFeed(this.bus, this.onError), this.onError)
     this.orgs = new OrgRepository(this.db, this.audit, this.changes)
     this.keys = new KeyRepository(this.db, this.commit, this.audit, this.changes)
-    this.usage = new UsageRepository(this.db, this.commit)
+    this.usage = new UsageRepository(this.db, this.commit, this.onError)
     this.ledger = new LedgerRepository(this.db)
     this.balance = new Leases(sqliteLeaseLedger(this.ledger, this.commit, this.holder), this.holder, this.bus)
     this.idempotency = new IdempotencyRepository(this.db, this.commit)
@@ -181,6 +181,8 @@ export class SqliteStore implements Store {
     this.changes.close()
     if (!this.db.open) return
     this.commit.flush()
+    // a stopped gateway leaves no record in the usage journal
+    try { this.usage.fold() } catch (err) { this.onError(err, 'usage journal not moved at close') }
     try { this.ledger.retire(this.holder) } catch (err) { this.onError(err, 'leases not given back at close') }
     await this.checkpointer?.stop()
     this.db.close()
