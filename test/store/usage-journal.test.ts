@@ -87,3 +87,19 @@ t.test('usage_journal has the columns of usage_records, in their order', async (
   const columns = (table: string): string[] => (store.db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string, type: string }>).map((c) => `${c.name} ${c.type}`)
   t.same(columns('usage_journal'), columns('usage_records'))
 })
+
+t.test('a read whose move meets another process\'s write lock past busy_timeout goes on without the journal, and the next read has it', async (t) => {
+  const file = join(tempDir('journal'), 'gw.db')
+  const errors: string[] = []
+  const store = new SqliteStore(file, { onError: (_err, what) => { errors.push(what) } })
+  t.teardown(async () => { await store.close() })
+  await store.usage.record(usageRow({ id: 'usage_held', trace_id: 'held' }))
+  store.db.pragma('busy_timeout = 20')
+  const other = new Database(file)
+  other.prepare('BEGIN IMMEDIATE').run()
+  t.same(store.usage.page({}, 10), [], 'the read answers, without the record it could not move')
+  t.match(errors, [/not moved before a read/])
+  other.prepare('COMMIT').run()
+  other.close()
+  t.same(store.usage.page({}, 10).map((r) => r.id), ['usage_held'], 'the next read moves it')
+})
