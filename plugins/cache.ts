@@ -119,7 +119,8 @@ function storedOf (outcome: CallOutcome): string | null {
   const sent = outcome.content?.response
   if (sent === null || sent === undefined) return null
   let body: Json | null = null
-  if (outcome.stream) body = aggregateStream(outcome.protocol, sent, { usage: outcome.usage })
+  // an MCP tool call is never streamed (nor cached: it has no catalog model)
+  if (outcome.stream && outcome.protocol !== 'mcp') body = aggregateStream(outcome.protocol, sent, { usage: outcome.usage })
   else {
     try {
       const v = JSON.parse(sent) as unknown

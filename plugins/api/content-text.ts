@@ -1,5 +1,6 @@
 import type { ClientEvent, Endpoint } from './types.js'
-import type { Json, Protocol } from '../translation/types.js'
+import type { Json } from '../translation/types.js'
+import type { CallProtocol } from './types.js'
 
 // Where the text sits in each client protocol: what a user wrote in a request, what the model
 // wrote in a whole answer, and the text deltas of a streamed answer. For plugins that read or
@@ -68,7 +69,7 @@ function mapToolResult (body: Json, fn: Rewrite): void {
  * its calls (the texts to embed, an image's prompt; chat when not given). Token ids given as an
  * embedding's input are no text: see hasTokenInput. An MCP tool call: every string of its arguments.
  */
-export function mapRequestText (protocol: Protocol, body: Json, fn: Rewrite, endpoint?: Endpoint): void {
+export function mapRequestText (protocol: CallProtocol, body: Json, fn: Rewrite, endpoint?: Endpoint): void {
   if (protocol === 'mcp') {
     if (isObj(body.arguments)) mapStrings(body, 'arguments', fn)
     return
@@ -113,7 +114,7 @@ export function hasTokenInput (body: Json): boolean {
 }
 
 /** Rewrites, in place, every text of a whole (non-streamed) answer in the client's protocol (an MCP tool call's result). */
-export function mapResponseText (protocol: Protocol, body: Json, fn: Rewrite): void {
+export function mapResponseText (protocol: CallProtocol, body: Json, fn: Rewrite): void {
   if (protocol === 'mcp') {
     mapToolResult(body, fn)
   } else if (protocol === 'openai') {
@@ -292,8 +293,8 @@ const geminiStream: StreamText = {
 // an MCP tool call's result is never streamed
 const noStream: StreamText = { deltas: () => [], withDeltas: (ev) => ev, textEvent: (like) => like, closes: () => [], mapWholeTexts () {} }
 
-const STREAMS: Record<Protocol, StreamText> = { openai: chatStream, messages: messagesStream, responses: responsesStream, gemini: geminiStream, mcp: noStream }
+const STREAMS: Record<CallProtocol, StreamText> = { openai: chatStream, messages: messagesStream, responses: responsesStream, gemini: geminiStream, mcp: noStream }
 
-export function streamText (protocol: Protocol): StreamText {
+export function streamText (protocol: CallProtocol): StreamText {
   return STREAMS[protocol]
 }

@@ -33,6 +33,9 @@ import type { AttemptReport, Upstreams } from '../upstream/index.js'
 // client has its answer.
 
 export type { Json, Protocol, Usage } from '../translation/types.js'
+
+/** What a call's client speaks: a model API's protocol, or 'mcp' for an MCP tool call (`/mcp`). */
+export type CallProtocol = Protocol | 'mcp'
 export type { CatalogModel, Price } from '../gateway/catalog.js'
 export type * from '../store/types.js'
 export type { AttemptOutcome, AttemptReport } from '../upstream/index.js'
@@ -78,7 +81,7 @@ export type CallStatus = 'ok' | 'client_aborted' | 'upstream_error' | 'timeout' 
 export interface CallView {
   readonly endpoint: Endpoint
   /** The client's protocol. */
-  readonly protocol: Protocol
+  readonly protocol: CallProtocol
   /** The call can cost money: false for a free one (count_tokens, a pass-through read or upload), which balance and quota leave alone. */
   readonly billable: boolean
   /**
@@ -107,7 +110,7 @@ export interface CallView {
 export interface CallOutcome {
   readonly traceId: string
   readonly endpoint: Endpoint
-  readonly protocol: Protocol
+  readonly protocol: CallProtocol
   /** The catalog model id; null when the call was refused before a model was resolved. */
   readonly model: string | null
   /** The model name sent to the provider. */

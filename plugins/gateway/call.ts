@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { CallEndContext, CallOutcome, CallStatus, CallView, Endpoint, Gateway, PluginAnswer } from '../api/index.js'
+import type { CallEndContext, CallOutcome, CallProtocol, CallStatus, CallView, Endpoint, Gateway, PluginAnswer } from '../api/index.js'
 import { chargeOf, settle, ZERO_COST, ZERO_USAGE } from './billing.js'
 import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
@@ -73,7 +73,7 @@ export class Call implements CallView, AttemptSink {
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
     private _endpoint: Endpoint,
-    private _protocol: Protocol
+    private _protocol: CallProtocol
   ) {
     this.startedAt = gateway.clock.now()
     this._billable = _endpoint !== 'count_tokens'
@@ -82,7 +82,13 @@ export class Call implements CallView, AttemptSink {
   get endpoint (): Endpoint { return this._endpoint }
   get billable (): boolean { return this._billable }
   get unmetered (): boolean { return this._unmetered }
-  get protocol (): Protocol { return this._protocol }
+  get protocol (): CallProtocol { return this._protocol }
+  /** The client's protocol, for the model call pipeline and its translators, which an MCP tool call never reaches. */
+  get modelProtocol (): Protocol {
+    if (this._protocol === 'mcp') throw new Error('an MCP tool call has no model protocol')
+    return this._protocol
+  }
+
   get model (): CatalogModel | null { return this._model }
   get provider (): string | null { return this._provider }
   get dropped (): readonly string[] { return this._dropped }

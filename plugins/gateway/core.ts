@@ -4,7 +4,7 @@ import type { ErrorObject } from 'ajv'
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Registry } from 'prom-client'
 import type { Config } from '../../config/schema.js'
-import type { Endpoint, Gateway, HeaderNames, RefusalSpec } from '../api/index.js'
+import type { CallProtocol, Endpoint, Gateway, HeaderNames, RefusalSpec } from '../api/index.js'
 import { systemClock, type Clock } from '../kernel/clock.js'
 import { Catalog } from './catalog.js'
 import { Call } from './call.js'
@@ -222,7 +222,7 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
  * request that is a call only sometimes (an MCP tools/call among MCP's other messages). It ends
  * as a client abort if the client leaves before its answer is written whole.
  */
-export function startCall (gateway: Gateway, request: FastifyRequest, reply: FastifyReply, endpoint: Endpoint, protocol: Protocol, hooks = hooksOf(gateway)): Call {
+export function startCall (gateway: Gateway, request: FastifyRequest, reply: FastifyReply, endpoint: Endpoint, protocol: CallProtocol, hooks = hooksOf(gateway)): Call {
   const call = new Call(gateway, hooks, request, reply, endpoint, protocol)
   request.call = call
   reply.raw.once('close', () => { call.closed() })

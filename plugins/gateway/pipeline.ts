@@ -48,9 +48,10 @@ export async function answerFromPlugin (p: Pipe, answer: PluginAnswer, ctx: Tran
   const { reply, call } = p
   if (answer.headers !== undefined) reply.headers(answer.headers)
   // a call answered whole (embeddings) reads its answer with its own same-protocol pair
-  if (whole !== undefined || !call.stream) return await sendWhole(p, answer.body, JSON.stringify(answer.body), { pair: whole ?? pairFor(call.protocol, call.protocol), ctx })
-  const same = pairFor(call.protocol, call.protocol)
-  const frames = replayStream(call.protocol, answer.body, ctx)
+  const protocol = call.modelProtocol
+  if (whole !== undefined || !call.stream) return await sendWhole(p, answer.body, JSON.stringify(answer.body), { pair: whole ?? pairFor(protocol, protocol), ctx })
+  const same = pairFor(protocol, protocol)
+  const frames = replayStream(protocol, answer.body, ctx)
   return relayEvents(p, Readable.from([frames.map((ev) => serialize(ev)).join('')]), 'cache', { pair: same, ctx })
 }
 
@@ -211,11 +212,12 @@ export function relayStream (p: Pipe, answer: Answer, r: StreamRelayOptions): Fa
 function relayEvents (p: Pipe, source: Readable, from: string, r: StreamRelayOptions): FastifyReply {
   const { gateway, hooks, request, reply, call } = p
   const timeoutS = gateway.config.server.request_timeout_s
-  const sctx: StreamContext = { request, reply, call, protocol: call.protocol }
+  const protocol = call.modelProtocol
+  const sctx: StreamContext = { request, reply, call, protocol }
   const withHooks = hooks.onStreamEvent.length > 0 || hooks.onStreamEnd.length > 0
   const stream: StreamRelay = new StreamRelay({
     mapper: r.pair.stream(r.ctx),
-    protocol: call.protocol,
+    protocol,
     array: p.arrayStream === true,
     keepContent: call.keepsContent,
     hooks: withHooks

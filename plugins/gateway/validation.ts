@@ -17,8 +17,7 @@ const STRUCTURAL: Record<Protocol, ReadonlySet<string>> = {
   // and what the service itself decides (nothing is stored, no history is kept)
   responses: new Set(['model', 'input', 'instructions', 'stream', 'store', 'include', 'client_metadata', 'stream_options', 'truncation', 'previous_response_id', 'conversation', 'background']),
   // the settings inside generationConfig and toolConfig are mapped or dropped (and reported) by the pairs
-  gemini: new Set(['model', 'contents', 'systemInstruction', 'generationConfig', 'toolConfig', 'safetySettings', 'cachedContent']),
-  mcp: new Set(['name', 'arguments'])
+  gemini: new Set(['model', 'contents', 'systemInstruction', 'generationConfig', 'toolConfig', 'safetySettings', 'cachedContent'])
 }
 
 /**

@@ -23,8 +23,7 @@ const PAIRS: Record<Protocol, Partial<Record<Protocol, TranslatorPair>>> = {
   openai: { openai: openaiPassthrough, messages: chatToMessages, gemini: chatToGemini },
   messages: { messages: messagesPassthrough, openai: messagesToChat, gemini: messagesToGemini },
   responses: { responses: responsesPassthrough, openai: responsesToChat, messages: responsesToMessages, gemini: responsesToGemini },
-  gemini: { gemini: geminiPassthrough, openai: geminiToChat, messages: geminiToMessages },
-  mcp: {}
+  gemini: { gemini: geminiPassthrough, openai: geminiToChat, messages: geminiToMessages }
 }
 
 /** The calls answered whole, by what they ask for: embeddings (OpenAI's and Google's shapes) and images (OpenAI's). */

@@ -3,13 +3,13 @@
 // usage. Pairs are pure: no I/O, no clock, no module state; ids and time come in through ctx.
 
 /**
- * A wire protocol. Clients speak 'openai' (Chat Completions), 'messages' (Anthropic Messages),
- * 'responses' (OpenAI Responses), 'gemini' (Google's generateContent) or, for an MCP tool call,
- * 'mcp' (no translator: a tool call reaches its MCP server as it is). Upstreams speak 'openai',
- * 'messages' or 'gemini', and 'responses' only for a provider that serves the Responses API
- * itself (its `responses: true` option).
+ * A model API's wire protocol. Clients speak 'openai' (Chat Completions), 'messages' (Anthropic
+ * Messages), 'responses' (OpenAI Responses) or 'gemini' (Google's generateContent). Upstreams
+ * speak 'openai', 'messages' or 'gemini', and 'responses' only for a provider that serves the
+ * Responses API itself (its `responses: true` option). An MCP tool call is no model call and has
+ * no translator: its calls are the plugin API's CallProtocol 'mcp'.
  */
-export type Protocol = 'openai' | 'messages' | 'responses' | 'gemini' | 'mcp'
+export type Protocol = 'openai' | 'messages' | 'responses' | 'gemini'
 
 export type Json = Record<string, unknown>
 

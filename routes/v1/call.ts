@@ -71,7 +71,7 @@ function resolve (p: Pipe, protocol: Protocol, target: CallTarget | undefined): 
 
 /** Media checked against the model and the URL rules; fields the model does not take dropped, its defaults filled in. */
 function checked (p: Pipe, model: CatalogModel, valid: Json): MaybePromise<Json> {
-  const protocol = p.call.protocol
+  const protocol = p.call.modelProtocol
   const hosts = checkMedia(valid, model, protocol)
   const { body, dropped } = applyParameters(valid, model, protocol)
   p.call.dropParams(dropped)

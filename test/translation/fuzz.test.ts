@@ -241,7 +241,7 @@ function guarded (fn: () => unknown): void {
 }
 
 /** The protocols of model calls (MCP's tool calls have no translator pair). */
-type ModelProtocol = Exclude<Protocol, 'mcp'>
+type ModelProtocol = Protocol
 
 const SKELETONS: Record<ModelProtocol, { request: unknown, response: unknown, stream: unknown[], error: unknown }> = {
   openai: { request: CHAT_REQUEST, response: CHAT_RESPONSE, stream: CHAT_STREAM, error: ERROR_BODY },
