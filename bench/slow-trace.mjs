@@ -1,5 +1,5 @@
 // Preloaded into the gateway by slow-calls.ts (node --import): times each HTTP request from its
-// `request` event to its response's `finish`, each better-sqlite3 statement (BEGIN and COMMIT
+// `request` event to its response's `finish` (and how much of that the event loop was busy), each better-sqlite3 statement (BEGIN and COMMIT
 // included: a transaction runs them as statements), and each GC pause, all on the gateway's
 // performance.now() clock. On SIGUSR2 it writes what it holds to $SLOWTRACE and starts over.
 import http from 'node:http'
@@ -15,7 +15,8 @@ const emit = http.Server.prototype.emit
 http.Server.prototype.emit = function (event, req, res) {
   if (event === 'request') {
     const start = performance.now()
-    res.once('finish', () => { requests.push([start, performance.now()]) })
+    const elu = performance.eventLoopUtilization()
+    res.once('finish', () => { requests.push([start, performance.now(), performance.eventLoopUtilization(elu).active]) })
   }
   return emit.apply(this, arguments)
 }
