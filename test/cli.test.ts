@@ -7,6 +7,7 @@ import { createServer } from 'node:net'
 import { fromRoot } from '../paths.js'
 import { childEnv, spawnGateway } from './helper.js'
 import { tempDir } from './temp-dir.js'
+import { servedPort } from './served-port.js'
 
 const run = promisify(execFile)
 // the built CLI (npm test builds first): a child process that compiled the sources would take seconds
@@ -34,17 +35,7 @@ async function serveChild (t: Test, config: string, opts: { cwd?: string, env?: 
   })
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
   t.teardown(async () => { if (child.exitCode === null) { child.kill('SIGTERM'); await exited } })
-  let err = ''
-  child.stderr.on('data', (d: Buffer) => { err += String(d) })
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    child.stdout.on('data', (d: Buffer) => {
-      out += String(d)
-      const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out)
-      if (m !== null) resolve(Number(m[1]))
-    })
-    void exited.then((code) => { reject(new Error(`serve --config ${config} exited with ${String(code)}: ${err}`)) })
-  })
+  const port = await servedPort(child, `serve --config ${config}`)
   return { pid: child.pid as number, port, exited, stop: () => { child.kill('SIGTERM') } }
 }
 

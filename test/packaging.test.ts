@@ -7,6 +7,7 @@ import { promisify } from 'node:util'
 import { fromRoot } from '../paths.js'
 import { childEnv } from './child-env.js'
 import { tempDir } from './temp-dir.js'
+import { servedPort } from './served-port.js'
 
 // The package as users get it: `npm pack` makes a tarball of what a `modelgate` command needs
 // and nothing else; laid out as `npm install -g` lays it out (the package under
@@ -55,17 +56,7 @@ t.test('npm pack, then init and serve from an empty folder with the packed comma
 
   const child = spawn(bin, ['serve', '--workers', '1'], { cwd: folder, env: childEnv({ PORT: '0', LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
-  let err = ''
-  child.stderr.on('data', (d: Buffer) => { err += String(d) })
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    child.stdout.on('data', (d: Buffer) => {
-      out += String(d)
-      const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out)
-      if (m !== null) resolve(Number(m[1]))
-    })
-    child.once('exit', (code) => { reject(new Error(`modelgate serve exited with ${String(code)}: ${err}`)) })
-  })
+  const port = await servedPort(child, 'modelgate serve')
   const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key ?? ''}`, 'content-type': 'application/json' },

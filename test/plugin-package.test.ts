@@ -7,6 +7,7 @@ import YAML from 'yaml'
 import { fromRoot } from '../paths.js'
 import { childEnv } from './child-env.js'
 import { tempDir } from './temp-dir.js'
+import { servedPort } from './served-port.js'
 
 // docs/plugins.md's steps, "A plugin package, from npm pack to a serving gateway": the example
 // plugin packed with `npm pack`, installed with `npm install` of its tarball beside the config
@@ -71,17 +72,7 @@ t.test('the example plugin, packed, npm-installed beside an init\'d config of an
 
   const child = spawn(modelgate, ['serve', '--workers', '1'], { cwd: gw, env: childEnv({ PORT: '0', LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
-  let err = ''
-  child.stderr.on('data', (d: Buffer) => { err += String(d) })
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    child.stdout.on('data', (d: Buffer) => {
-      out += String(d)
-      const m = /listening on http:\/\/[^/]+:(\d+)/.exec(out)
-      if (m !== null) resolve(Number(m[1]))
-    })
-    child.once('exit', (code) => { reject(new Error(`modelgate serve exited with ${String(code)}: ${err}`)) })
-  })
+  const port = await servedPort(child, 'modelgate serve')
   const base = `http://127.0.0.1:${port}`
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
   const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ model: 'demo/echo-1', messages: [{ role: 'user', content: 'hi' }] }) })
