@@ -142,3 +142,64 @@ t.test('under a steady stream of commits the thread holds the writes for its las
   t.equal(store.db.pragma('user_version', { simple: true }), version, 'the write that restarts the WAL changes nothing')
   t.notOk(store.commit.held, 'nothing left held')
 })
+
+const until = async (cond: () => boolean, withinMs = 10_000): Promise<boolean> => {
+  const end = Date.now() + withinMs
+  while (Date.now() < end) {
+    if (cond()) return true
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  return cond()
+}
+
+t.test('a chore is made on the thread while the writes are held, once its backlog reaches the threshold', async (t) => {
+  const store = new Store(tempFile())
+  t.teardown(() => store.close())
+  store.db.exec('CREATE TABLE inbox (n INTEGER); CREATE TABLE done (n INTEGER)')
+  const insert = store.db.prepare('INSERT INTO inbox (n) VALUES (?)')
+  const count = (table: string): number => (store.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n
+  const errors: string[] = []
+  const told: boolean[] = []
+  let holds = 0
+  let heldWhenTold = false
+  const writes = { hold: (ms: number) => { holds++; store.commit.hold(ms) }, release: () => { store.commit.release() } }
+  const chore = {
+    backlogSql: 'SELECT count(*) FROM inbox',
+    threshold: 5,
+    sql: ['INSERT INTO done (n) SELECT n FROM inbox', 'DELETE FROM inbox'],
+    // told after the release: the writes held meanwhile are committed by then
+    done: (made: boolean) => { told.push(made); heldWhenTold ||= store.commit.held }
+  }
+  const checkpointer = startCheckpointer(store.db, (m) => errors.push(m), 10, { writes, chore })
+  for (let i = 0; i < 4; i++) await store.commit.run(() => insert.run(i))
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.same(told, [], 'below the threshold, and the WAL far from its restart: the chore waits')
+  t.equal(count('inbox'), 4)
+  await store.commit.run(() => insert.run(4))
+  t.ok(await until(() => told.length > 0), 'the fifth row: the thread made the chore')
+  t.same(told, [true])
+  t.ok(holds >= 1, 'in a hold')
+  t.notOk(heldWhenTold, 'told once the writes went on')
+  t.equal(count('inbox'), 0)
+  t.same(store.db.prepare('SELECT n FROM done ORDER BY n').all(), [0, 1, 2, 3, 4].map((n) => ({ n })), 'every row moved once')
+  await checkpointer.stop()
+  t.same(errors, [])
+})
+
+t.test('a chore that fails is undone and reported, and the store is told so', async (t) => {
+  const store = new Store(tempFile())
+  t.teardown(() => store.close())
+  store.db.exec('CREATE TABLE inbox (n INTEGER); CREATE TABLE done (n INTEGER UNIQUE)')
+  store.db.exec('INSERT INTO done (n) VALUES (1); INSERT INTO inbox (n) VALUES (0), (1)')
+  const errors: string[] = []
+  const told: boolean[] = []
+  const writes = { hold: (ms: number) => { store.commit.hold(ms) }, release: () => { store.commit.release() } }
+  const chore = { backlogSql: 'SELECT count(*) FROM inbox', threshold: 1, sql: ['DELETE FROM inbox WHERE n = 0', 'INSERT INTO done (n) SELECT n FROM inbox'], done: (made: boolean) => { told.push(made) } }
+  const checkpointer = startCheckpointer(store.db, (m) => errors.push(m), 10, { writes, chore })
+  t.ok(await until(() => told.length > 0))
+  await checkpointer.stop()
+  t.equal(told[0], false, 'told it was not made')
+  t.match(errors, [/UNIQUE constraint failed/])
+  t.same(store.db.prepare('SELECT n FROM inbox ORDER BY n').all(), [{ n: 0 }, { n: 1 }], 'its first statement was undone with the second')
+  t.notOk(store.commit.held, 'the writes went on')
+})

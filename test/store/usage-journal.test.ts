@@ -6,7 +6,8 @@ import { tempDir } from '../temp-dir.js'
 import { usageRow } from '../usage-row.js'
 
 // A usage record committed with few other writes goes to usage_journal (one B-tree) and moves into
-// usage_records in batches; every read of the records moves the journal first.
+// usage_records in batches: on the checkpoint thread in a serving process, on the event loop
+// otherwise; every read of the records moves the journal first.
 
 const rows = (db: Database.Database, table: string): number => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n
 
@@ -102,4 +103,51 @@ t.test('a read whose move meets another process\'s write lock past busy_timeout 
   other.prepare('COMMIT').run()
   other.close()
   t.same(store.usage.page({}, 10).map((r) => r.id), ['usage_held'], 'the next read moves it')
+})
+
+/** Waits for `cond`, up to `withinMs`. */
+const until = async (cond: () => boolean, withinMs = 15_000): Promise<boolean> => {
+  const end = Date.now() + withinMs
+  while (Date.now() < end) {
+    if (cond()) return true
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  return cond()
+}
+
+t.test('in a serving process the checkpoint thread moves the journal, not the event loop', async (t) => {
+  const file = join(tempDir('journal'), 'gw.db')
+  const errors: string[] = []
+  const store = new SqliteStore(file, { onError: (_err, what) => { errors.push(what) } })
+  t.teardown(async () => { await store.close() })
+  store.startMaintenance()
+  // another connection counts: a read through the store would move the journal itself
+  const other = new Database(file, { readonly: true })
+  t.teardown(() => { other.close() })
+  let written = 0
+  // past the thread's threshold (2,048), far below the event loop's own (16,384)
+  while (rows(other, 'usage_records') === 0 && written < 6000) {
+    await store.usage.record(usageRow({ id: `usage_t${written}`, trace_id: `t${written}` }))
+    written++
+  }
+  t.ok(written < 6000, `the thread moved the journal after ${written} lone records`)
+  t.ok(await until(() => rows(other, 'usage_journal') === 0 || rows(other, 'usage_records') >= 2048))
+  t.equal(rows(other, 'usage_records') + rows(other, 'usage_journal'), written, 'every record once, in one table or the other')
+  t.same(errors, [])
+})
+
+t.test('a move that fails on the thread is made again on the event loop, which keeps what cannot move', async (t) => {
+  const file = join(tempDir('journal'), 'gw.db')
+  const errors: string[] = []
+  const store = new SqliteStore(file, { onError: (_err, what) => { errors.push(what) } })
+  t.teardown(async () => { await store.close() })
+  // a record already in usage_records, and again in the journal: the thread's one statement fails
+  await Promise.all(Array.from({ length: 8 }, async (_, i) => { await store.usage.record(usageRow({ id: i === 0 ? 'usage_dup' : `usage_x${i}`, trace_id: `x${i}` })) }))
+  await store.usage.record(usageRow({ id: 'usage_dup', trace_id: 'dup' }))
+  store.startMaintenance()
+  for (let i = 0; i < 2100; i++) await store.usage.record(usageRow({ id: `usage_f${i}`, trace_id: `f${i}` }))
+  t.ok(await until(() => errors.some((e) => /kept in usage_journal/.test(e))), 'the event loop moved it one by one')
+  t.match(errors, [/WAL checkpoint failed/])
+  t.equal(rows(store.db, 'usage_journal'), 1, 'the duplicate is kept')
+  t.equal(rows(store.db, 'usage_records'), 8 + 2100, 'the others moved')
 })

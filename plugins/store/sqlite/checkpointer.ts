@@ -29,6 +29,15 @@ import type { DB } from './db.js'
 //
 // The serving connection keeps an automatic checkpoint, far above what the thread lets the WAL
 // reach, as a backstop should the thread fall behind or stop.
+//
+// A store may also hand the thread a chore: writes it would otherwise make on the event loop,
+// a few milliseconds at a time, that nobody waits for (the usage journal's move, ./usage.ts). The
+// thread makes them in the same hold, in one IMMEDIATE transaction on its own connection, after
+// its last copy: that transaction is then the write that restarts the WAL. When the chore's
+// backlog reaches its threshold before the WAL reaches RESET_PAGES, the thread asks for a hold
+// for the chore alone. At one connection, the journal's move on the event loop held one call in
+// 500 by about 2 ms; in the hold, one call in about 1,100 waits 8 to 10 ms for the last copy and
+// the move together, and the event loop makes neither (p99 added: +1.07 → +0.74 ms, two runs).
 
 const INTERVAL_MS = 200
 const BACKSTOP_PAGES = 20_000
@@ -59,10 +68,31 @@ const checkpoint = () => {
 }
 // a write of page 1 that changes nothing (user_version written back as it is)
 const restart = db.transaction(() => { db.pragma('user_version = ' + Number(db.pragma('user_version', { simple: true }))) }).immediate
+// the chore's statements, prepared at its first use (the tables are the store's)
+const chore = workerData.chore
+let backlogStmt = null, choreTx = null
+const backlog = () => {
+  if (chore === null) return 0
+  try {
+    if (backlogStmt === null) backlogStmt = db.prepare(chore.backlogSql).pluck()
+    return Number(backlogStmt.get()) || 0
+  } catch (err) { report(err); return 0 }
+}
+const runChore = () => {
+  try {
+    if (choreTx === null) {
+      const stmts = chore.sql.map((sql) => db.prepare(sql))
+      choreTx = db.transaction(() => { for (const s of stmts) s.run() }).immediate
+    }
+    choreTx()
+    return 'done'
+  } catch (err) { report(err); return 'failed' }
+}
 const next = () => { if (!stopped) timer = setTimeout(tick, workerData.intervalMs) }
 const tick = () => {
   const r = checkpoint()
-  if (workerData.resetPages > 0 && r !== null && r.busy === 0 && r.log >= workerData.resetPages) {
+  const reset = r !== null && r.busy === 0 && r.log >= workerData.resetPages
+  if (workerData.resetPages > 0 && (reset || (chore !== null && backlog() >= chore.threshold))) {
     // the writes wait while the frames that came in meanwhile are copied; none answering, go on
     parentPort.postMessage({ hold: true })
     asked = setTimeout(() => { asked = null; next() }, workerData.maxHoldMs)
@@ -77,11 +107,14 @@ parentPort.on('message', (m) => {
     clearTimeout(asked)
     asked = null
     const r = checkpoint()
-    // the write that restarts the WAL syncs its new header: made here, not on the event loop
-    if (r !== null && r.busy === 0 && r.checkpointed === r.log) {
+    // the write that restarts the WAL syncs its new header: made here, not on the event loop;
+    // the chore's transaction, when there is one to make, is that write
+    let done
+    if (backlog() > 0) done = runChore()
+    else if (r !== null && r.busy === 0 && r.checkpointed === r.log) {
       try { restart() } catch (err) { report(err) }
     }
-    parentPort.postMessage({ release: true })
+    parentPort.postMessage({ release: true, chore: done })
     next()
     return
   }
@@ -102,11 +135,28 @@ export interface HeldWrites {
   release: () => void
 }
 
+/**
+ * Writes the thread makes for the store, on its own connection, while the process's writes are
+ * held: statements only (they cross to the thread as text), committed together.
+ */
+export interface ThreadChore {
+  /** A query whose one value is the chore's backlog (a row count, say); 0: nothing to do. */
+  backlogSql: string
+  /** From this backlog the thread holds the writes for the chore alone; below it, the chore waits for the WAL's next restart. */
+  threshold: number
+  /** The statements, run in order in one IMMEDIATE transaction. */
+  sql: string[]
+  /** Told on the event loop, when the writes are released, whether the chore was made (false: it failed, and was reported). */
+  done: (made: boolean) => void
+}
+
 export interface CheckpointerOptions {
   /** The process's writes; without them the thread never asks for a hold, and the WAL restarts only when it is quiet. */
   writes?: HeldWrites
   /** The WAL size (pages) from which the thread holds the writes to let the WAL start over. */
   resetPages?: number
+  /** Work to make in the holds (only with `writes`: the thread never writes while they go on). */
+  chore?: ThreadChore
 }
 
 /** Starts checkpointing `db`'s file (not ':memory:') on a thread; `onError` hears its failures. */
@@ -115,14 +165,26 @@ export function startCheckpointer (db: DB, onError: (message: string) => void, i
   db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`)
   const driver = createRequire(import.meta.url).resolve('better-sqlite3')
   const writes = opts.writes
-  const workerData = { driver, file: db.name, intervalMs, resetPages: writes === undefined ? 0 : opts.resetPages ?? RESET_PAGES, maxHoldMs: MAX_HOLD_MS }
+  const chore = writes === undefined ? undefined : opts.chore
+  const workerData = {
+    driver,
+    file: db.name,
+    intervalMs,
+    resetPages: writes === undefined ? 0 : opts.resetPages ?? RESET_PAGES,
+    maxHoldMs: MAX_HOLD_MS,
+    chore: chore === undefined ? null : { backlogSql: chore.backlogSql, threshold: chore.threshold, sql: chore.sql }
+  }
   const worker = new Worker(THREAD, { eval: true, workerData })
   worker.on('message', (m: unknown) => {
     if (typeof m === 'string') onError(m)
     else if ((m as { hold?: boolean }).hold === true && writes !== undefined) {
       writes.hold(MAX_HOLD_MS)
       worker.postMessage('held')
-    } else if ((m as { release?: boolean }).release === true) writes?.release()
+    } else if ((m as { release?: boolean }).release === true) {
+      writes?.release()
+      const made = (m as { chore?: 'done' | 'failed' }).chore
+      if (made !== undefined) chore?.done(made === 'done')
+    }
   })
   worker.on('error', (err) => { onError(err.message) })
   worker.unref()

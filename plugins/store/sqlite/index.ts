@@ -131,7 +131,7 @@ export class SqliteStore implements Store {
       this.changes.sweep(now - DAY_MS)
       this.cache.sweep(now)
     })
-    if (!this.db.memory) this.checkpointer = startCheckpointer(this.db, (message) => { this.onError(new Error(message), 'WAL checkpoint failed') }, undefined, { writes: this.commit })
+    if (!this.db.memory) this.checkpointer = startCheckpointer(this.db, (message) => { this.onError(new Error(message), 'WAL checkpoint failed') }, undefined, { writes: this.commit, chore: this.usage.journalChore() })
   }
 
   /** Releases the leases of processes whose heartbeat is older than the holder timeout. */

@@ -1,5 +1,6 @@
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './db.js'
+import type { ThreadChore } from './checkpointer.js'
 import type { GroupCommit } from './group-commit.js'
 import { summaryRow, summarySql, type RawSummary } from '../summary.js'
 import { usageId, type ContentRow, type CostDetail, type Cursor, type SummaryField, type SummaryRow, type UsageBucket, type UsageDetail, type UsageFilter, type UsageRow, type UsageStore, type UsageTotals } from '../types.js'
@@ -44,8 +45,15 @@ const CONDITIONS: Array<[Exclude<keyof UsageFilter, 'status'>, string]> = [
  * records went straight to the table then (at 16 here, 175 → 192 µs a call in one interleaved run).
  */
 const JOURNAL_GROUP = 4
-/** The journal is moved into usage_records once this process has written this many records to it. */
+/**
+ * The journal is moved into usage_records, on the event loop, once this process has written this
+ * many records to it: 512 on a store without a checkpoint thread (':memory:'); with one, the
+ * thread moves it (journalChore) and this is only the backstop should the thread stop.
+ */
 const FOLD_ROWS = 512
+const BACKSTOP_FOLD_ROWS = 16_384
+/** The journal's size from which the checkpoint thread moves it without waiting for the WAL's next restart. */
+const THREAD_FOLD_ROWS = 2048
 
 const pageSql = (where: string): string => `SELECT * FROM usage_records ${where} ORDER BY created_at DESC, id DESC LIMIT @limit`
 
@@ -68,6 +76,8 @@ export class UsageRepository implements UsageStore {
   private readonly foldTx: () => void
   /** Records this process wrote to the journal since it last queued a fold. */
   private journaled = 0
+  private foldRows = FOLD_ROWS
+  private readonly foldSql: string
   private foldQueued = false
   readonly insertMany: (rows: UsageRow[], contents: ContentRow[]) => void
 
@@ -79,7 +89,8 @@ export class UsageRepository implements UsageStore {
     const values = columns.map(() => '?').join(', ')
     this.insertStmt = db.prepare<unknown[]>(`INSERT INTO usage_records (${list}) VALUES (${values})`)
     this.journalStmt = db.prepare<unknown[]>(`INSERT INTO usage_journal (${list}) VALUES (${values})`)
-    this.foldStmt = db.prepare(`INSERT INTO usage_records (${list}) SELECT ${list} FROM usage_journal ORDER BY rowid`)
+    this.foldSql = `INSERT INTO usage_records (${list}) SELECT ${list} FROM usage_journal ORDER BY rowid`
+    this.foldStmt = db.prepare(this.foldSql)
     this.clearStmt = db.prepare('DELETE FROM usage_journal')
     this.journalRowsStmt = db.prepare<[], unknown[]>(`SELECT rowid, ${list} FROM usage_journal ORDER BY rowid`).raw()
     this.dropJournalRowStmt = db.prepare<[number]>('DELETE FROM usage_journal WHERE rowid = ?')
@@ -165,6 +176,32 @@ export class UsageRepository implements UsageStore {
     }
   }
 
+  /**
+   * The journal's move as the checkpoint thread's chore (./checkpointer.ts): made on the thread,
+   * in the holds it asks for, so that no call waits on the event loop for a move. From then on the
+   * event loop moves the journal only past BACKSTOP_FOLD_ROWS (the thread stopped), and when the
+   * thread's move fails (it is reported; the event loop's move then keeps the records it cannot
+   * move, one by one).
+   */
+  journalChore (): ThreadChore {
+    this.foldRows = BACKSTOP_FOLD_ROWS
+    return {
+      // after a full move the journal's rowids start again at 1: its largest is its size, read from one page
+      backlogSql: 'SELECT coalesce(max(rowid), 0) FROM usage_journal',
+      threshold: THREAD_FOLD_ROWS,
+      sql: [this.foldSql, 'DELETE FROM usage_journal'],
+      done: (made) => {
+        if (made) { this.journaled = 0; return }
+        if (!this.foldQueued) this.queueFold()
+      }
+    }
+  }
+
+  private queueFold (): void {
+    this.foldQueued = true
+    this.commit.later(() => { this.foldQueued = false; this.foldIn() })
+  }
+
   /** Moves the journal's records (every process's) into usage_records now, in a transaction of its own. */
   fold (): void {
     if ((this.journalEmptyStmt.get() as { empty: number }).empty === 1) return
@@ -218,10 +255,7 @@ export class UsageRepository implements UsageStore {
     return this.commit.run(() => {
       if (content !== undefined || this.commit.groupSize > JOURNAL_GROUP) { this.insert(row, content); return }
       this.journalStmt.run(...this.rowValues(row))
-      if (++this.journaled >= FOLD_ROWS && !this.foldQueued) {
-        this.foldQueued = true
-        this.commit.later(() => { this.foldQueued = false; this.foldIn() })
-      }
+      if (++this.journaled >= this.foldRows && !this.foldQueued) this.queueFold()
     }, { retry: true })
   }
 
