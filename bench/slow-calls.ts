@@ -32,7 +32,7 @@ await dump() // the warm-up's spans are dropped
 const client = await sequential(url, Number(process.env.SECONDS ?? 10), gw.pid)
 rmSync(trace)
 await dump()
-const { requests, gcs, statements } = JSON.parse(readFileSync(trace, 'utf8')) as { requests: Request[], gcs: Span[], statements: Array<[number, number, string]> }
+const { requests, gcs, statements, upstream } = JSON.parse(readFileSync(trace, 'utf8')) as { requests: Request[], gcs: Span[], statements: Array<[number, number, string]>, upstream: Span[] }
 await stopServers()
 
 const length = ([a, b]: Span | Request): number => b - a
@@ -50,6 +50,7 @@ console.log(`  in all          ${mean(fast, length)} / ${mean(slow, length)}`)
 console.log(`  event loop busy ${mean(fast, (r) => r[2])} / ${mean(slow, (r) => r[2])}`)
 console.log(`  in SQLite       ${mean(fast, (r) => inside(statements, r))} / ${mean(slow, (r) => inside(statements, r))}`)
 console.log(`  in GC           ${mean(fast, (r) => inside(gcs, r))} / ${mean(slow, (r) => inside(gcs, r))}`)
+console.log(`  upstream call   ${mean(fast, (r) => inside(upstream, r))} / ${mean(slow, (r) => inside(upstream, r))}  (from undici's request to the answer's headers)`)
 console.log(`slowest 1% with a GC pause inside: ${slow.filter((r) => inside(gcs, r) > 0).length} of ${slow.length}`)
 console.log('the slowest statements inside them:')
 const within = statements.filter(([s, e]) => slow.some(([a, b]) => s >= a && e <= b)).sort((x, y) => (y[1] - y[0]) - (x[1] - x[0]))
