@@ -166,6 +166,7 @@ t.test('a chore is made on the thread while the writes are held, once its backlo
   const chore = {
     backlogSql: 'SELECT count(*) FROM inbox',
     threshold: 5,
+    withRestart: 1,
     sql: ['INSERT INTO done (n) SELECT n FROM inbox', 'DELETE FROM inbox'],
     // told after the release: the writes held meanwhile are committed by then
     done: (made: boolean) => { told.push(made); heldWhenTold ||= store.commit.held }
@@ -194,7 +195,7 @@ t.test('a chore that fails is undone and reported, and the store is told so', as
   const errors: string[] = []
   const told: boolean[] = []
   const writes = { hold: (ms: number) => { store.commit.hold(ms) }, release: () => { store.commit.release() } }
-  const chore = { backlogSql: 'SELECT count(*) FROM inbox', threshold: 1, sql: ['DELETE FROM inbox WHERE n = 0', 'INSERT INTO done (n) SELECT n FROM inbox'], done: (made: boolean) => { told.push(made) } }
+  const chore = { backlogSql: 'SELECT count(*) FROM inbox', threshold: 1, withRestart: 1, sql: ['DELETE FROM inbox WHERE n = 0', 'INSERT INTO done (n) SELECT n FROM inbox'], done: (made: boolean) => { told.push(made) } }
   const checkpointer = startCheckpointer(store.db, (m) => errors.push(m), 10, { writes, chore })
   t.ok(await until(() => told.length > 0))
   await checkpointer.stop()

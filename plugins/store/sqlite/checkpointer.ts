@@ -110,7 +110,7 @@ parentPort.on('message', (m) => {
     // the write that restarts the WAL syncs its new header: made here, not on the event loop;
     // the chore's transaction, when there is one to make, is that write
     let done
-    if (backlog() > 0) done = runChore()
+    if (chore !== null && backlog() >= chore.withRestart) done = runChore()
     else if (r !== null && r.busy === 0 && r.checkpointed === r.log) {
       try { restart() } catch (err) { report(err) }
     }
@@ -144,6 +144,12 @@ export interface ThreadChore {
   backlogSql: string
   /** From this backlog the thread holds the writes for the chore alone; below it, the chore waits for the WAL's next restart. */
   threshold: number
+  /**
+   * From this backlog (at least 1) the chore is made in a WAL restart's hold; below it, not: a
+   * chore may cost about the same whatever its backlog (the journal's move: about 0.6 ms), and a
+   * hold under load keeps every connection's writes waiting.
+   */
+  withRestart: number
   /** The statements, run in order in one IMMEDIATE transaction. */
   sql: string[]
   /** Told on the event loop, when the writes are released, whether the chore was made (false: it failed, and was reported). */
@@ -172,7 +178,7 @@ export function startCheckpointer (db: DB, onError: (message: string) => void, i
     intervalMs,
     resetPages: writes === undefined ? 0 : opts.resetPages ?? RESET_PAGES,
     maxHoldMs: MAX_HOLD_MS,
-    chore: chore === undefined ? null : { backlogSql: chore.backlogSql, threshold: chore.threshold, sql: chore.sql }
+    chore: chore === undefined ? null : { backlogSql: chore.backlogSql, threshold: chore.threshold, withRestart: Math.max(1, chore.withRestart), sql: chore.sql }
   }
   const worker = new Worker(THREAD, { eval: true, workerData })
   worker.on('message', (m: unknown) => {

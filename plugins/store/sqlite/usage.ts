@@ -189,6 +189,7 @@ export class UsageRepository implements UsageStore {
       // after a full move the journal's rowids start again at 1: its largest is its size, read from one page
       backlogSql: 'SELECT coalesce(max(rowid), 0) FROM usage_journal',
       threshold: THREAD_FOLD_ROWS,
+      withRestart: THREAD_FOLD_ROWS / 8,
       sql: [this.foldSql, 'DELETE FROM usage_journal'],
       done: (made) => {
         if (made) { this.journaled = 0; return }
