@@ -4,7 +4,8 @@
 //   BASELINE=/path/to/other/checkout node --import tsx bench/ab.ts [N]
 // STREAM=1 measures streamed calls instead; ROUNDS (default 4) rounds after a warm-up.
 // CONNECTIONS=1: calls one after another (bench/single.ts) for SECONDS (default 5) a round instead
-// of N calls at 32 connections; p50 and p99 are printed too. STORE=postgres: the two gateways with
+// of N calls at 32 connections; p50 and p99 are printed too, each with what it adds over the bare
+// proxy (the median over rounds of the difference in the same round). STORE=postgres: the two gateways with
 // plugins on PostgreSQL + Redis (a database and a key prefix each, removed at the end).
 import { existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -74,6 +75,12 @@ for (let round = 0; round <= ROUNDS; round++) {
   }
 }
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
-for (const t of targets) console.log(`${t.name.padEnd(20)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  main ${median(t.main).toFixed(0)}  ${Math.round(median(t.rps))} req/s${ONE ? `  p50 ${median(t.p50).toFixed(2)} p99 ${median(t.p99).toFixed(2)} ms` : ''}  non2xx ${t.non2xx}`)
+// at one connection, also what each target adds over the bare proxy of the same round (the median over rounds)
+const bare = targets[0]!
+const added = (t: typeof bare, q: 'p50' | 'p99'): string => {
+  const d = median(t[q].map((x, i) => x - (bare[q][i] ?? NaN)))
+  return `${d >= 0 ? '+' : ''}${d.toFixed(2)}`
+}
+for (const t of targets) console.log(`${t.name.padEnd(20)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  main ${median(t.main).toFixed(0)}  ${Math.round(median(t.rps))} req/s${ONE ? `  p50 ${median(t.p50).toFixed(2)} (${added(t, 'p50')}) p99 ${median(t.p99).toFixed(2)} (${added(t, 'p99')}) ms` : ''}  non2xx ${t.non2xx}`)
 await stopServers()
 for (const drop of drops) await drop()
