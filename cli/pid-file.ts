@@ -59,6 +59,43 @@ function read (path: string): PidEntry[] {
   }
 }
 
+const LOCK_WAIT_MS = 3000
+const pause = new Int32Array(new SharedArrayBuffer(4))
+
+/**
+ * Runs `fn` (a read of the file and a write of it) holding `<file>.lock`, so that two gateways of
+ * one folder that start or stop at the same moment do not each write back what they read before
+ * the other's write (two stopping at once left one of them listed, two starting at once could
+ * both find the store free). A lock whose holder is gone is taken over; one held past
+ * LOCK_WAIT_MS, or a folder that cannot take one, is not waited for: the update goes on without it.
+ */
+function locked<T> (path: string, fn: () => T): T {
+  const lock = `${path}.lock`
+  let owned = false
+  const until = Date.now() + LOCK_WAIT_MS
+  try {
+    mkdirSync(dirname(path), { recursive: true })
+    while (!owned) {
+      try {
+        writeFileSync(lock, String(process.pid), { flag: 'wx' })
+        owned = true
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'EEXIST' || Date.now() >= until) break
+        let holder = 0
+        // gone meanwhile: try again; empty: its holder is between creating it and writing its pid
+        try { holder = Number(readFileSync(lock, 'utf8')) } catch { continue }
+        if (Number.isInteger(holder) && holder > 0 && !alive(holder)) { try { unlinkSync(lock) } catch {} continue }
+        Atomics.wait(pause, 0, 0, 5)
+      }
+    }
+  } catch {}
+  try {
+    return fn()
+  } finally {
+    if (owned) try { unlinkSync(lock) } catch {}
+  }
+}
+
 /** Replaces the file whole (a reader never sees half of it); no gateway left: no file. */
 function write (path: string, gateways: PidEntry[]): void {
   if (gateways.length === 0) { try { unlinkSync(path) } catch {} return }
@@ -88,6 +125,10 @@ export function runningGateways (config: Config): PidEntry[] {
 export function claimPidFile (config: Config): void {
   const path = pidFilePath(config)
   if (path === null) return
+  locked(path, () => { claimLocked(config, path) })
+}
+
+function claimLocked (config: Config, path: string): void {
   const others = runningGateways(config)
   const first = others[0]
   if (first !== undefined && config.store.postgres === undefined) {
@@ -114,14 +155,14 @@ function entry (path: string, mine: PidEntry): void {
 export function writePidFile (config: Config, port: number): void {
   const path = pidFilePath(config)
   if (path === null) return
-  entry(path, { pid: process.pid, host: config.server.host, port, store: storeOf(config) })
+  locked(path, () => { entry(path, { pid: process.pid, host: config.server.host, port, store: storeOf(config) }) })
 }
 
 /** Takes this process out of the pid file (and the entries of processes gone). */
 export function removePidFile (config: Config): void {
   const path = pidFilePath(config)
   if (path === null) return
-  try { write(path, runningHere(path)) } catch {}
+  locked(path, () => { try { write(path, runningHere(path)) } catch {} })
 }
 
 /** A running gateway that listens (the first the pid file names), if there is one. */

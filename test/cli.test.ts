@@ -347,6 +347,22 @@ t.test('two gateways on two SQLite files of one folder both serve; reload reache
   t.notOk(existsSync(join(dir, 'modelgate.pid')), 'the file goes with the last gateway')
 })
 
+t.test('the pid file is updated under a lock of its own; a lock left by a process that is gone is taken over', async (t) => {
+  const dir = tempDir('cli-lock')
+  const file = join(dir, 'gw.json')
+  writeFileSync(file, JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, 'gw.db') } }))
+  // a pid no process has: the largest pid_max allows is 2^22
+  writeFileSync(join(dir, 'modelgate.pid.lock'), '4194304')
+  const served = await serveChild(t, file)
+  const { readFileSync } = await import('node:fs')
+  t.same(JSON.parse(readFileSync(join(dir, 'modelgate.pid'), 'utf8')).gateways.map((g: { pid: number }) => g.pid), [served.pid], 'listed')
+  t.notOk(existsSync(join(dir, 'modelgate.pid.lock')), 'the stale lock taken over, and given back')
+  served.stop()
+  t.equal(await served.exited, 0)
+  t.notOk(existsSync(join(dir, 'modelgate.pid')), 'and the file goes with the gateway')
+  t.notOk(existsSync(join(dir, 'modelgate.pid.lock')))
+})
+
 t.test('a pid file left by a gateway that is gone does not stop the next serve', async (t) => {
   const dir = tempDir('cli-stale')
   const file = join(dir, 'gw.json')
