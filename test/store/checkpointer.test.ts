@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { buildApp } from '../../app.js'
 import { startCheckpointer } from '../../plugins/store/sqlite/checkpointer.js'
 import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
-import { sqliteOf, testConfig } from '../helper.js'
+import { eventually, sqliteOf, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
 // WAL checkpoints run on a thread (plugins/store/sqlite/checkpointer.ts): the serving connection's own
@@ -143,15 +143,6 @@ t.test('under a steady stream of commits the thread holds the writes for its las
   t.notOk(store.commit.held, 'nothing left held')
 })
 
-const until = async (cond: () => boolean, withinMs = 10_000): Promise<boolean> => {
-  const end = Date.now() + withinMs
-  while (Date.now() < end) {
-    if (cond()) return true
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  return cond()
-}
-
 t.test('a chore is made on the thread while the writes are held, once its backlog reaches the threshold', async (t) => {
   const store = new Store(tempFile())
   t.teardown(() => store.close())
@@ -177,7 +168,7 @@ t.test('a chore is made on the thread while the writes are held, once its backlo
   t.same(told, [], 'below the threshold, and the WAL far from its restart: the chore waits')
   t.equal(count('inbox'), 4)
   await store.commit.run(() => insert.run(4))
-  t.ok(await until(() => told.length > 0), 'the fifth row: the thread made the chore')
+  t.ok(await eventually(10_000, () => told.length, (n) => n > 0), 'the fifth row: the thread made the chore')
   t.same(told, [true])
   t.ok(holds >= 1, 'in a hold')
   t.notOk(heldWhenTold, 'told once the writes went on')
@@ -197,7 +188,7 @@ t.test('a chore that fails is undone and reported, and the store is told so', as
   const writes = { hold: (ms: number) => { store.commit.hold(ms) }, release: () => { store.commit.release() } }
   const chore = { backlogSql: 'SELECT count(*) FROM inbox', threshold: 1, withRestart: 1, sql: ['DELETE FROM inbox WHERE n = 0', 'INSERT INTO done (n) SELECT n FROM inbox'], done: (made: boolean) => { told.push(made) } }
   const checkpointer = startCheckpointer(store.db, (m) => errors.push(m), 10, { writes, chore })
-  t.ok(await until(() => told.length > 0))
+  t.ok(await eventually(10_000, () => told.length, (n) => n > 0))
   await checkpointer.stop()
   t.equal(told[0], false, 'told it was not made')
   t.match(errors, [/UNIQUE constraint failed/])

@@ -2,6 +2,7 @@ import t from 'tap'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { SqliteStore } from '../../plugins/store/sqlite/index.js'
+import { eventually } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 import { usageRow } from '../usage-row.js'
 
@@ -105,16 +106,6 @@ t.test('a read whose move meets another process\'s write lock past busy_timeout 
   t.same(store.usage.page({}, 10).map((r) => r.id), ['usage_held'], 'the next read moves it')
 })
 
-/** Waits for `cond`, up to `withinMs`. */
-const until = async (cond: () => boolean, withinMs = 15_000): Promise<boolean> => {
-  const end = Date.now() + withinMs
-  while (Date.now() < end) {
-    if (cond()) return true
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return cond()
-}
-
 t.test('in a serving process the checkpoint thread moves the journal, not the event loop', async (t) => {
   const file = join(tempDir('journal'), 'gw.db')
   const errors: string[] = []
@@ -132,7 +123,7 @@ t.test('in a serving process the checkpoint thread moves the journal, not the ev
     if (++written % 256 === 0) await new Promise((resolve) => setTimeout(resolve, 5))
   }
   t.ok(written < 16_000, `the thread moved the journal after ${written} lone records`)
-  t.ok(await until(() => rows(other, 'usage_journal') === 0 || rows(other, 'usage_records') >= 2048))
+  t.ok(await eventually(15_000, () => rows(other, 'usage_journal') === 0 || rows(other, 'usage_records') >= 2048, (done) => done))
   t.equal(rows(other, 'usage_records') + rows(other, 'usage_journal'), written, 'every record once, in one table or the other')
   t.same(errors, [])
 })
@@ -147,7 +138,7 @@ t.test('a move that fails on the thread is made again on the event loop, which k
   await store.usage.record(usageRow({ id: 'usage_dup', trace_id: 'dup' }))
   store.startMaintenance()
   for (let i = 0; i < 2100; i++) await store.usage.record(usageRow({ id: `usage_f${i}`, trace_id: `f${i}` }))
-  t.ok(await until(() => errors.some((e) => /kept in usage_journal/.test(e))), 'the event loop moved it one by one')
+  t.ok(await eventually(15_000, () => errors.some((e) => /kept in usage_journal/.test(e)), (done) => done), 'the event loop moved it one by one')
   t.match(errors, [/WAL checkpoint failed/])
   t.equal(rows(store.db, 'usage_journal'), 1, 'the duplicate is kept')
   t.equal(rows(store.db, 'usage_records'), 8 + 2100, 'the others moved')
