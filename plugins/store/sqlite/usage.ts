@@ -54,6 +54,7 @@ const FOLD_ROWS = 512
 const BACKSTOP_FOLD_ROWS = 16_384
 /** The journal's size from which the checkpoint thread moves it without waiting for the WAL's next restart. */
 const THREAD_FOLD_ROWS = 2048
+const CLEAR_SQL = 'DELETE FROM usage_journal'
 
 const pageSql = (where: string): string => `SELECT * FROM usage_records ${where} ORDER BY created_at DESC, id DESC LIMIT @limit`
 
@@ -91,7 +92,7 @@ export class UsageRepository implements UsageStore {
     this.journalStmt = db.prepare<unknown[]>(`INSERT INTO usage_journal (${list}) VALUES (${values})`)
     this.foldSql = `INSERT INTO usage_records (${list}) SELECT ${list} FROM usage_journal ORDER BY rowid`
     this.foldStmt = db.prepare(this.foldSql)
-    this.clearStmt = db.prepare('DELETE FROM usage_journal')
+    this.clearStmt = db.prepare(CLEAR_SQL)
     this.journalRowsStmt = db.prepare<[], unknown[]>(`SELECT rowid, ${list} FROM usage_journal ORDER BY rowid`).raw()
     this.dropJournalRowStmt = db.prepare<[number]>('DELETE FROM usage_journal WHERE rowid = ?')
     this.journalEmptyStmt = db.prepare<[], { empty: number }>('SELECT NOT EXISTS (SELECT 1 FROM usage_journal) AS empty')
@@ -190,7 +191,7 @@ export class UsageRepository implements UsageStore {
       backlogSql: 'SELECT coalesce(max(rowid), 0) FROM usage_journal',
       threshold: THREAD_FOLD_ROWS,
       withRestart: THREAD_FOLD_ROWS / 8,
-      sql: [this.foldSql, 'DELETE FROM usage_journal'],
+      sql: [this.foldSql, CLEAR_SQL],
       done: (made) => {
         if (made) { this.journaled = 0; return }
         if (!this.foldQueued) this.queueFold()
