@@ -37,7 +37,8 @@ import type { DB } from './db.js'
 // backlog reaches its threshold before the WAL reaches RESET_PAGES, the thread asks for a hold
 // for the chore alone. At one connection, the journal's move on the event loop held one call in
 // 500 by about 2 ms; in the hold, one call in about 1,100 waits 8 to 10 ms for the last copy and
-// the move together, and the event loop makes neither (p99 added: +1.07 → +0.74 ms, two runs).
+// the move together, and the event loop makes neither (fewer slow calls in four interleaved runs
+// out of six: bench/README.md).
 
 const INTERVAL_MS = 200
 const BACKSTOP_PAGES = 20_000
