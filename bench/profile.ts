@@ -5,13 +5,17 @@
 // provider's own route) instead of /v1/chat/completions. STORE=postgres runs the gateway on
 // PostgreSQL + Redis (a database and a key prefix of its own, removed at the end); CACHE=1 puts the
 // response cache in the chain and asks for it on every call (all hits after the first). Needs a
-// build (npm run build).
+// build (npm run build). CONNECTIONS: other than 32 (1: a quiet connection). MODULES=1 (with
+// PROF=1): the main thread's time per call by source module instead (./by-module.ts), after WARM
+// seconds at 32 connections (default 10) that the profile leaves out.
 //   PROF=1 node --import tsx bench/profile.ts
+//   PROF=1 MODULES=1 CONNECTIONS=1 IDEM=1 DURATION=10 node --import tsx bench/profile.ts
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
+import { byModule, type CpuProfile } from './by-module.js'
 import { startServer, stopServers } from './servers.js'
 import { ALL_PLUGINS, BENCH_KEY, writeSmallConfig } from './small-config.js'
 // ROOT: another built checkout to profile (its command at dist/cli/index.js, or dist/cli.js before cli/)
@@ -54,7 +58,14 @@ const headers: Record<string, string> = { 'content-type': 'application/json', au
 // IDEM=1: a fresh Idempotency-Key per call
 const requests = process.env.IDEM ? [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `p-${process.pid}-${n++}` } }) }] : undefined
 const path = process.env.PASSTHROUGH ? '/passthrough/u/chat/completions' : '/v1/chat/completions'
-const res = await autocannon({ url: `http://127.0.0.1:${gw.port}${path}`, method: 'POST', connections: 32, duration: Number(process.env.DURATION ?? 5), body: JSON.stringify({ model: process.env.PASSTHROUGH ? 'b/o' : 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
+const load = async (connections: number, duration: number): Promise<autocannon.Result> => await autocannon({ url: `http://127.0.0.1:${gw.port}${path}`, method: 'POST', connections, duration, body: JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), headers, ...(requests ? { requests } : {}) })
+const modules = process.env.PROF !== undefined && process.env.MODULES !== undefined
+const warmS = Number(process.env.WARM ?? (modules ? 10 : 0))
+if (warmS > 0) await load(32, warmS)
+// the measured run's window on the profile's clock (µs, monotonic: process.hrtime's)
+const from = Number(process.hrtime.bigint() / 1000n)
+const res = await load(Number(process.env.CONNECTIONS ?? 32), Number(process.env.DURATION ?? 5))
+const to = Number(process.hrtime.bigint() / 1000n)
 console.log(process.env.BASELINE ? 'reply-from' : process.env.PLUGINS ?? 'all', 'rps', Math.round(res.requests.average), 'p50', res.latency.p50, 'non2xx', res.non2xx)
 await stopServers() // a clean exit, so that --cpu-prof writes the gateway's profile
 await dropStore()
@@ -62,11 +73,19 @@ if (process.env.PROF) {
   // the gateway's main thread (thread 0) of this run, not the checkpoint thread or an earlier run
   const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile') && x.includes(`.${gw.pid}.0.`))!
   const prof = JSON.parse(readFileSync(join(dir, f), 'utf8'))
-  const self = new Map<string, number>()
-  const dt = prof.timeDeltas as number[]; const idx = new Map(prof.nodes.map((nd: any) => [nd.id, nd]))
-  const counts = new Map<number, number>()
-  prof.samples.forEach((s: number, i: number) => counts.set(s, (counts.get(s) ?? 0) + (dt[i] ?? 0)))
-  for (const [id, t] of counts) { const nd: any = idx.get(id); const k = `${nd.callFrame.functionName || '(anon)'} ${nd.callFrame.url.replace(/.*node_modules\//, '').replace('file:///work/main/', '')}:${nd.callFrame.lineNumber}`; self.set(k, (self.get(k) ?? 0) + t) }
-  const total = [...self.values()].reduce((a, b) => a + b, 0)
-  for (const [k, t] of [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log((100 * t / total).toFixed(1).padStart(5) + '%', k)
+  if (modules) {
+    const per = byModule(prof as CpuProfile, from, to)
+    const calls = res.requests.total
+    const busy = [...per.values()].reduce((a, b) => a + b, 0)
+    console.log(`main thread, busy: ${(busy / calls).toFixed(1)} µs per call (${calls} calls; the profiler's own cost included)`)
+    for (const [k, t] of [...per.entries()].sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log((t / calls).toFixed(1).padStart(7), k)
+  } else {
+    const self = new Map<string, number>()
+    const dt = prof.timeDeltas as number[]; const idx = new Map(prof.nodes.map((nd: any) => [nd.id, nd]))
+    const counts = new Map<number, number>()
+    prof.samples.forEach((s: number, i: number) => counts.set(s, (counts.get(s) ?? 0) + (dt[i] ?? 0)))
+    for (const [id, t] of counts) { const nd: any = idx.get(id); const k = `${nd.callFrame.functionName || '(anon)'} ${nd.callFrame.url.replace(/.*node_modules\//, '').replace('file:///work/main/', '')}:${nd.callFrame.lineNumber}`; self.set(k, (self.get(k) ?? 0) + t) }
+    const total = [...self.values()].reduce((a, b) => a + b, 0)
+    for (const [k, t] of [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log((100 * t / total).toFixed(1).padStart(5) + '%', k)
+  }
 }
