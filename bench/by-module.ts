@@ -39,7 +39,8 @@ export function byModule (prof: CpuProfile, from: number, to: number): Map<strin
     if (url.startsWith('node:')) return 'node:'
     if (!url.startsWith('file://')) return url
     const path = fileURLToPath(url)
-    if (!path.includes('/dist/')) return path.includes('/node_modules/') ? packageOf(path) : path
+    if (path.includes('/node_modules/')) return packageOf(path)
+    if (!path.includes('/dist/')) return path
     let starts = bundles.get(path)
     if (starts === undefined) { starts = modulesOf(path); bundles.set(path, starts) }
     let name: string | null = null
