@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
-interface ProfileNode { id: number, callFrame: { url: string }, children?: number[] }
+interface ProfileNode { id: number, callFrame: { url: string, lineNumber: number, functionName: string }, children?: number[] }
 export interface CpuProfile { nodes: ProfileNode[], startTime: number, samples: number[], timeDeltas: number[] }
 
 /** The module each line of a bundled file starts, from the comments esbuild leaves: [line (0-based), name]. */
@@ -59,10 +59,10 @@ export function byModule (prof: CpuProfile, from: number, to: number): Map<strin
     let name: string | null = null
     const leaf = n
     while (n !== undefined && name === null) {
-      name = nameOfFrame(n.callFrame.url, (n.callFrame as { lineNumber?: number }).lineNumber ?? 0)
+      name = nameOfFrame(n.callFrame.url, n.callFrame.lineNumber)
       n = parent.get(n.id)
     }
-    const result = name ?? (leaf as { callFrame: { functionName?: string } } | undefined)?.callFrame.functionName ?? '?'
+    const result = name ?? leaf?.callFrame.functionName ?? '?'
     owner.set(id, result)
     return result
   }
