@@ -5,7 +5,8 @@
 // (program)). A frame in the build's bundle (dist/) is placed by the `// path` comment esbuild
 // writes at the start of each module it bundles: one of the project's own files, or a package;
 // a package loaded from node_modules at run time is named by its folder; Node's own modules are
-// one row, `node:`. Only samples between `from` and `to` (µs on the monotonic clock the profile
+// one row, `node:` (with `node: 'file'`, a row per module; with `node: 'caller'`, a row per
+// module of the package or project file that called into Node, `node: ← <caller>`). Only samples between `from` and `to` (µs on the monotonic clock the profile
 // is timed on, process.hrtime's) count: the warm-up and the start stay out.
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
@@ -32,11 +33,12 @@ function packageOf (path: string): string {
   return `npm:${rest[0]?.startsWith('@') === true ? `${rest[0]}/${rest[1] ?? ''}` : rest[0] ?? ''}`
 }
 
-export function byModule (prof: CpuProfile, from: number, to: number): Map<string, number> {
+export function byModule (prof: CpuProfile, from: number, to: number, opts: { node?: 'one' | 'file' | 'caller' } = {}): Map<string, number> {
   const bundles = new Map<string, Array<[number, string]>>()
+  const splitNode = opts.node ?? 'one'
   const nameOfFrame = (url: string, line: number): string | null => {
     if (url === '') return null
-    if (url.startsWith('node:')) return 'node:'
+    if (url.startsWith('node:')) return splitNode === 'file' ? url : 'node:'
     if (!url.startsWith('file://')) return url
     const path = fileURLToPath(url)
     if (path.includes('/node_modules/')) return packageOf(path)
@@ -61,6 +63,15 @@ export function byModule (prof: CpuProfile, from: number, to: number): Map<strin
     while (n !== undefined && name === null) {
       name = nameOfFrame(n.callFrame.url, n.callFrame.lineNumber)
       n = parent.get(n.id)
+    }
+    // Node's own frames go to the first frame above them that is not Node's
+    if (name === 'node:' && splitNode === 'caller') {
+      let caller: string | null = 'node:'
+      while (n !== undefined && (caller === null || caller === 'node:')) {
+        caller = nameOfFrame(n.callFrame.url, n.callFrame.lineNumber)
+        n = parent.get(n.id)
+      }
+      name = `node: ← ${caller === 'node:' || caller === null ? '(Node alone)' : caller}`
     }
     const result = name ?? leaf?.callFrame.functionName ?? '?'
     owner.set(id, result)

@@ -7,7 +7,8 @@
 // response cache in the chain and asks for it on every call (all hits after the first). Needs a
 // build (npm run build). CONNECTIONS: other than 32 (1: a quiet connection). MODULES=1 (with
 // PROF=1): the main thread's time per call by source module instead (./by-module.ts), after WARM
-// seconds at 32 connections (default 10) that the profile leaves out.
+// seconds at 32 connections (default 10) that the profile leaves out; MODULES=file splits Node's
+// own modules' time by module, MODULES=caller by the file that called into them.
 //   PROF=1 node --import tsx bench/profile.ts
 //   PROF=1 MODULES=1 CONNECTIONS=1 IDEM=1 DURATION=10 node --import tsx bench/profile.ts
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
@@ -74,7 +75,7 @@ if (process.env.PROF) {
   const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile') && x.includes(`.${gw.pid}.0.`))!
   const prof = JSON.parse(readFileSync(join(dir, f), 'utf8'))
   if (modules) {
-    const per = byModule(prof as CpuProfile, from, to)
+    const per = byModule(prof as CpuProfile, from, to, { node: process.env.MODULES === 'file' || process.env.MODULES === 'caller' ? process.env.MODULES : 'one' })
     const calls = res.requests.total
     const busy = [...per.values()].reduce((a, b) => a + b, 0)
     console.log(`main thread, busy: ${(busy / calls).toFixed(1)} µs per call (${calls} calls; the profiler's own cost included)`)

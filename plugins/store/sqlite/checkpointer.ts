@@ -108,8 +108,10 @@ parentPort.on('message', (m) => {
     clearTimeout(asked)
     asked = null
     const r = checkpoint()
-    // the write that restarts the WAL syncs its new header: made here, not on the event loop;
-    // the chore's transaction, when there is one to make, is that write
+    // the write that restarts the WAL syncs its new header: made here, not on the event loop.
+    // The chore's transaction, when there is one to make, is that write if every frame was
+    // copied; if not (another process wrote meanwhile), it only appends, and the WAL restarts
+    // at a later hold
     let done
     if (chore !== null && backlog() >= chore.withRestart) done = runChore()
     else if (r !== null && r.busy === 0 && r.checkpointed === r.log) {
