@@ -63,7 +63,7 @@ function duplicates (values: string[]): string[] {
   return [...dup]
 }
 
-const TOKEN_RATES = ['input', 'cached_input', 'cache_write', 'cache_write_1h', 'output'] as const
+const TOKEN_RATES = ['input', 'cached_input', 'cache_write', 'cache_write_1h', 'output', 'input_audio', 'output_audio'] as const
 
 /** `value` has at most `decimals` decimals (within floating-point noise). */
 const fits = (value: number, decimals: number): boolean => {

@@ -27,7 +27,9 @@ export const PriceTierSchema = Type.Object({
   cached_input: Type.Optional(Price),
   cache_write: Type.Optional(Price),
   cache_write_1h: Type.Optional(Price),
-  output: Type.Optional(Price)
+  output: Type.Optional(Price),
+  input_audio: Type.Optional(Price),
+  output_audio: Type.Optional(Price)
 }, Closed)
 
 // A model's price sheet: token rates in USD per million tokens, per_request and per_image in USD.
@@ -41,6 +43,11 @@ export const PricingSchema = Type.Object({
   cache_write_1h: Type.Optional(Price),
   // required for a model that outputs text (load.ts); an embedding model has none
   output: Type.Optional(Price),
+  // audio input tokens (OpenAI's prompt_tokens_details.audio_tokens, Gemini's AUDIO prompt
+  // tokens), uncached; default: input
+  input_audio: Type.Optional(Price),
+  // audio output tokens (completion_tokens_details.audio_tokens, AUDIO candidate tokens); default: output
+  output_audio: Type.Optional(Price),
   tiers: Type.Optional(Type.Array(PriceTierSchema, { minItems: 1 })),
   per_request: Type.Optional(UnitPrice),
   // per image generated: one price, or a price by the request's `size` with a `default`

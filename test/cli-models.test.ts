@@ -51,7 +51,9 @@ t.test('models add: an entry with context length, modalities and every price, fo
     { args: ['openai', 'gpt-4o-mini'], want: { context_length: 128000, pricing: { input: 0.15, cached_input: 0.075, output: 0.6 } } },
     { args: ['openai', 'gpt-4.1'], want: { pricing: { input: 2, cached_input: 0.5, output: 8 } } },
     { args: ['openai', 'text-embedding-3-small'], want: { context_length: 8192, architecture: { input_modalities: ['text'], output_modalities: ['embeddings'] }, pricing: { input: 0.02 }, supported_parameters: [] } },
-    { args: ['google', 'gemini-2.5-flash'], want: { context_length: 1048576, pricing: { input: 0.3, cached_input: 0.03, output: 2.5 } } },
+    // audio input at its own rate (Gemini 2.5 Flash: $1.00 per million audio tokens)
+    { args: ['google', 'gemini-2.5-flash'], want: { context_length: 1048576, pricing: { input: 0.3, cached_input: 0.03, output: 2.5, input_audio: 1 } } },
+    { args: ['openai', 'gpt-4o-realtime-preview'], want: { context_length: 32000, pricing: { input: 5, cached_input: 2.5, output: 20, input_audio: 40, output_audio: 80 } } },
     { args: ['google', 'gemini-2.5-pro', '--context-length', '1048576'], want: { context_length: 1048576, pricing: { input: 1.25, cached_input: 0.125, output: 10, tiers: [{ above_input_tokens: 200000, input: 2.5, cached_input: 0.25, output: 15 }] } } }
   ]
   for (const c of cases) {

@@ -7,6 +7,9 @@ import type { Usage } from '../translation/types.js'
 //   cache reads (cached_input_tokens)                        × cached_input
 //   cache writes (cache_creation_input_tokens): the 1-hour part × cache_write_1h, the rest × cache_write
 //   completion tokens (reasoning included)                   × output
+// where audio tokens bill at their own rates inside those parts: the audio input tokens (taken as
+// uncached first, so a call is never charged less than its sheet says) × input_audio, the audio
+// output tokens × output_audio;
 // at the rates of the highest tier whose above_input_tokens the prompt exceeds (the base rates when
 // none), plus per_image for each image generated (by the request's size) and per_request once.
 // Rates are nano-dollars per token (catalog.ts), so a charge is a sum of integer products and a
@@ -52,11 +55,14 @@ export function costOf (usage: Usage | null, price: Price | null): CostDetail {
   const r = ratesFor(price, prompt)
   const write = r.cache_write ?? r.input
   const images = usage.images ?? 0
+  const fresh = prompt - cached - writes
+  const audioIn = Math.min(usage.audio_input_tokens ?? 0, fresh)
+  const audioOut = Math.min(usage.audio_output_tokens ?? 0, usage.completion_tokens)
   return {
-    input: (prompt - cached - writes) * r.input,
+    input: (fresh - audioIn) * r.input + audioIn * (r.input_audio ?? r.input),
     cached_input: cached * r.cached_input,
     cache_write: (writes - hour) * write + hour * (r.cache_write_1h ?? write),
-    output: usage.completion_tokens * r.output,
+    output: (usage.completion_tokens - audioOut) * r.output + audioOut * (r.output_audio ?? r.output),
     images: images > 0 ? images * imagePrice(price, usage.image_size) : 0,
     per_request: price.per_request ?? 0,
     tool_call: 0,
@@ -74,7 +80,7 @@ export function chargeOf (usage: Usage | null, price: Price | null): number {
  */
 export function worstCaseCharge (price: Price, tokens: number, images = 0): number {
   let rate = 0
-  for (const r of [price, ...price.tiers ?? []]) rate = Math.max(rate, r.input, r.output, r.cached_input, r.cache_write ?? 0, r.cache_write_1h ?? 0)
+  for (const r of [price, ...price.tiers ?? []]) rate = Math.max(rate, r.input, r.output, r.cached_input, r.cache_write ?? 0, r.cache_write_1h ?? 0, r.input_audio ?? 0, r.output_audio ?? 0)
   const image = price.per_image === undefined ? 0 : Math.max(...price.per_image.values())
   return tokens * rate + images * image + (price.per_request ?? 0)
 }

@@ -11,6 +11,10 @@ export interface Rates {
   cache_write?: number
   /** 1-hour cache writes; the cache_write rate when absent. */
   cache_write_1h?: number
+  /** Audio input tokens not read from a cache; the input rate when absent. */
+  input_audio?: number
+  /** Audio output tokens; the output rate when absent. */
+  output_audio?: number
 }
 
 /** The rates of a call whose prompt_tokens exceed `above`. */
@@ -30,13 +34,16 @@ export interface Price extends Rates {
 function ratesOf (p: PricingConfig | PriceTierConfig): Rates {
   const input = pricePerToken(p.input)
   const cacheWrite = pricePerToken(p.cache_write ?? p.input)
+  const output = p.output === undefined ? 0 : pricePerToken(p.output)
   return {
     input,
     // no cached rate configured: cached input bills at the input rate
     cached_input: pricePerToken(p.cached_input ?? p.input),
-    output: p.output === undefined ? 0 : pricePerToken(p.output),
+    output,
     cache_write: cacheWrite,
-    cache_write_1h: p.cache_write_1h === undefined ? cacheWrite : pricePerToken(p.cache_write_1h)
+    cache_write_1h: p.cache_write_1h === undefined ? cacheWrite : pricePerToken(p.cache_write_1h),
+    input_audio: p.input_audio === undefined ? input : pricePerToken(p.input_audio),
+    output_audio: p.output_audio === undefined ? output : pricePerToken(p.output_audio)
   }
 }
 

@@ -45,7 +45,7 @@ export function lookup (provider: Provider, model: string, at: Date): PriceCalcu
 }
 
 // The database's price keys the catalog bills, per million tokens.
-const TOKEN_KEYS = { input_mtok: 'input', cache_read_mtok: 'cached_input', cache_write_mtok: 'cache_write', cache_write_1h_mtok: 'cache_write_1h', output_mtok: 'output' } as const
+const TOKEN_KEYS = { input_mtok: 'input', cache_read_mtok: 'cached_input', cache_write_mtok: 'cache_write', cache_write_1h_mtok: 'cache_write_1h', output_mtok: 'output', input_audio_mtok: 'input_audio', output_audio_mtok: 'output_audio' } as const
 type TokenField = typeof TOKEN_KEYS[keyof typeof TOKEN_KEYS]
 const TOKEN_FIELDS = Object.values(TOKEN_KEYS)
 
@@ -69,7 +69,7 @@ export interface ReferencePrice {
   pricing: PricingConfig
   /** The database's exact value of each field of `pricing` (`tiers[0].input`, ...). */
   exact: Map<string, number>
-  /** Prices of the database the catalog does not bill (web searches, audio tokens, ...). */
+  /** Prices of the database the catalog does not bill (web searches, cached audio tokens, ...). */
   ignored: string[]
 }
 
@@ -276,6 +276,17 @@ function referenceOf (m: ModelConfig, providers: Map<string, ProviderConfig>, at
   return undefined
 }
 
+/** A rate sheet's rate for a database field, the catalog's default when it names none. */
+function rateOf (r: Rates, field: TokenField): number {
+  switch (field) {
+    case 'cache_write': return r.cache_write ?? r.input
+    case 'cache_write_1h': return r.cache_write_1h ?? r.cache_write ?? r.input
+    case 'input_audio': return r.input_audio ?? r.input
+    case 'output_audio': return r.output_audio ?? r.output
+    default: return r[field]
+  }
+}
+
 function compare (m: ModelConfig, pricing: PricingConfig, mp: ModelPrice, source: string): PriceDifference[] {
   const out: PriceDifference[] = []
   const price = priceOf(pricing)
@@ -296,7 +307,7 @@ function compare (m: ModelConfig, pricing: PricingConfig, mp: ModelPrice, source
       // a rate the database does not give: the provider bills no such tokens (no cache writes on OpenAI)
       if (v === undefined) continue
       const ref = above === 0 ? baseOf(v) : priceAbove(v, above)
-      const catalog = (field === 'cache_write' ? rates.cache_write ?? rates.input : field === 'cache_write_1h' ? rates.cache_write_1h ?? rates.cache_write ?? rates.input : rates[field])
+      const catalog = rateOf(rates, field)
       if (catalog !== pricePerToken(billable(ref))) {
         out.push({ model: m.id, field: above === 0 ? field : `tiers[above_input_tokens=${above}].${field}`, catalog: perMillion(catalog), reference: usdText(ref), source })
       }

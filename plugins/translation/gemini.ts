@@ -42,7 +42,21 @@ export function usageFromGemini (u: unknown): Usage | null {
     cache_creation_input_tokens: 0
   }
   if (u.thoughtsTokenCount !== undefined) usage.reasoning_tokens = thoughts
+  // audio bills at its own rates: the AUDIO entries of the prompt's breakdown (less those read
+  // from a cache, which bill as cached input) and of the answer's
+  const audioIn = Math.min(Math.max(0, audioTokens(u.promptTokensDetails) - audioTokens(u.cacheTokensDetails)), usage.prompt_tokens - usage.cached_input_tokens)
+  const audioOut = Math.min(audioTokens(u.candidatesTokensDetails), usage.completion_tokens)
+  if (audioIn > 0) usage.audio_input_tokens = audioIn
+  if (audioOut > 0) usage.audio_output_tokens = audioOut
   return usage
+}
+
+/** The AUDIO tokens of a usageMetadata breakdown (`[{modality, tokenCount}]`). */
+function audioTokens (details: unknown): number {
+  if (!Array.isArray(details)) return 0
+  let sum = 0
+  for (const d of details) if (isObj(d) && d.modality === 'AUDIO') sum += n(d.tokenCount)
+  return sum
 }
 
 /** Usage → usageMetadata; counts Google leaves out when they are 0 are left out. */
@@ -55,6 +69,18 @@ export function toGeminiUsage (u: Usage): Json {
   }
   if (u.cached_input_tokens > 0) out.cachedContentTokenCount = u.cached_input_tokens
   if (thoughts > 0) out.thoughtsTokenCount = thoughts
+  const audioIn = Math.min(u.audio_input_tokens ?? 0, u.prompt_tokens)
+  if (audioIn > 0) {
+    const details: Json[] = [{ modality: 'AUDIO', tokenCount: audioIn }]
+    if (u.prompt_tokens > audioIn) details.unshift({ modality: 'TEXT', tokenCount: u.prompt_tokens - audioIn })
+    out.promptTokensDetails = details
+  }
+  const audioOut = Math.min(u.audio_output_tokens ?? 0, u.completion_tokens - thoughts)
+  if (audioOut > 0) {
+    const details: Json[] = [{ modality: 'AUDIO', tokenCount: audioOut }]
+    if (u.completion_tokens - thoughts > audioOut) details.unshift({ modality: 'TEXT', tokenCount: u.completion_tokens - thoughts - audioOut })
+    out.candidatesTokensDetails = details
+  }
   return out
 }
 

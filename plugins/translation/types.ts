@@ -24,6 +24,10 @@ export interface Usage {
   cache_write_1h_tokens?: number
   /** Output tokens spent on reasoning (part of completion_tokens), when the upstream says. */
   reasoning_tokens?: number
+  /** Audio input tokens (part of prompt_tokens), when the upstream says: OpenAI's prompt_tokens_details.audio_tokens, Gemini's AUDIO prompt tokens. */
+  audio_input_tokens?: number
+  /** Audio output tokens (part of completion_tokens): OpenAI's completion_tokens_details.audio_tokens, Gemini's AUDIO candidate tokens. */
+  audio_output_tokens?: number
   /** Images generated (an image generation call; imageUsage() in images.ts sets it), billed at the model's per_image price. */
   images?: number
   /** The request's image `size` (`1024x1024`), which picks the per_image price; `default` when absent or not listed. */

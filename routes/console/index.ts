@@ -30,7 +30,7 @@ const usdOrNull = (usd: number | undefined): string | null => usd === undefined 
 
 /**
  * A model's price sheet as the marketplace shows it: token rates in USD per million tokens (cache
- * writes and tiers only where the catalog sets them), per_request and per_image in USD.
+ * writes, audio tokens and tiers only where the catalog sets them), per_request and per_image in USD.
  */
 function marketPrice (p: PricingConfig): Record<string, unknown> {
   return {
@@ -40,13 +40,17 @@ function marketPrice (p: PricingConfig): Record<string, unknown> {
     output: usdOrNull(p.output),
     cache_write: usdOrNull(p.cache_write),
     cache_write_1h: usdOrNull(p.cache_write_1h),
+    input_audio: usdOrNull(p.input_audio),
+    output_audio: usdOrNull(p.output_audio),
     tiers: (p.tiers ?? []).map((t) => ({
       above_input_tokens: t.above_input_tokens,
       input: usdText(t.input),
       cached_input: usdOrNull(t.cached_input),
       cache_write: usdOrNull(t.cache_write),
       cache_write_1h: usdOrNull(t.cache_write_1h),
-      output: usdOrNull(t.output)
+      output: usdOrNull(t.output),
+      input_audio: usdOrNull(t.input_audio),
+      output_audio: usdOrNull(t.output_audio)
     })),
     per_request: usdOrNull(p.per_request),
     per_image: p.per_image === undefined ? null : typeof p.per_image === 'number' ? { default: usdText(p.per_image) } : Object.fromEntries(Object.entries(p.per_image).map(([size, v]) => [size, usdText(v)])),

@@ -34,12 +34,15 @@ t.test('a whole price sheet is valid, and what the charge reads of it', async (t
     output: 15000,
     cache_write: 3750,
     cache_write_1h: 6000,
-    tiers: [{ input: 6000, cached_input: 600, output: 22500, cache_write: 7500, cache_write_1h: 12000, above: 200_000 }],
+    input_audio: 3000,
+    output_audio: 15000,
+    tiers: [{ input: 6000, cached_input: 600, output: 22500, cache_write: 7500, cache_write_1h: 12000, input_audio: 6000, output_audio: 22500, above: 200_000 }],
     per_request: 1_000_000
-  }, 'nano-dollars per token; per_request in nano-dollars')
+  }, 'nano-dollars per token; per_request in nano-dollars; audio tokens at the input and output rates when not set')
   t.match(priceOf({ input: 3, output: 15 }), { cached_input: 3000, cache_write: 3000, cache_write_1h: 3000 }, 'cache reads and writes default to the input rate')
   t.match(priceOf({ input: 3, cache_write: 3.75, output: 15 }), { cache_write_1h: 3750 }, '1-hour writes default to cache_write')
   t.same([...priceOf({ input: 1, per_image: 0.04 })?.per_image ?? []], [['default', 40_000_000]])
+  t.match(priceOf({ input: 5, output: 20, input_audio: 40, output_audio: 80 }), { input_audio: 40_000, output_audio: 80_000 }, 'audio tokens at their own rates when set')
 })
 
 t.test('every new field is checked, with its path', async (t) => {
@@ -60,6 +63,8 @@ t.test('every new field is checked, with its path', async (t) => {
     ['a tier that leaves out a rate the base names', { ...SONNET, tiers: [{ above_input_tokens: 200_000, input: 6, output: 22.5 }] }, /^models\[3\]\.pricing\.tiers\[0\]\.cached_input: is required, as pricing\.cached_input is set/],
     ['tiers out of order', { input: 1, output: 2, tiers: [{ above_input_tokens: 200_000, input: 2, output: 4 }, { above_input_tokens: 128_000, input: 3, output: 6 }] }, /^models\[3\]\.pricing\.tiers\[1\]\.above_input_tokens: must be above the previous tier's/],
     ['a tier no prompt reaches', { input: 1, output: 2, tiers: [{ above_input_tokens: 2_000_000, input: 2, output: 4 }] }, /^models\[3\]\.pricing\.tiers\[0\]\.above_input_tokens: must be below context_length \(1000000\)/],
+    ['an audio rate with four decimals', { ...SONNET, input_audio: 40.0001 }, /^models\[3\]\.pricing\.input_audio: at most three decimals \(USD per million tokens\)$/],
+    ['a tier that leaves out the audio rate the base names', { input: 1, output: 2, output_audio: 8, tiers: [{ above_input_tokens: 1000, input: 2, output: 4 }] }, /^models\[3\]\.pricing\.tiers\[0\]\.output_audio: is required, as pricing\.output_audio is set/],
     ['an unknown key in a tier', { input: 1, output: 2, tiers: [{ above_input_tokens: 1000, input: 2, output: 4, per_request: 1 }] }, /^models\[3\]\.pricing\.tiers\[0\]\.per_request: is not a known key$/]
   ]
   for (const [what, pricing, want, extra] of cases) {

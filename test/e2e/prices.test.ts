@@ -7,7 +7,8 @@ import type { Json } from '../../plugins/translation/types.js'
 
 // The charge as providers bill it, table-driven: each provider's usage block as its documentation
 // shows it (Anthropic's cache_creation split, OpenAI's cached_tokens, Gemini's
-// cachedContentTokenCount and thoughtsTokenCount), answered by the mock upstream as a JSON body
+// cachedContentTokenCount and thoughtsTokenCount, audio tokens in OpenAI's token details and
+// Gemini's modality breakdowns), answered by the mock upstream as a JSON body
 // and as a stream, to every client protocol (chat, Messages, Responses, Gemini: translated or
 // not), billed at price sheets with cache writes, long-context tiers and a per-request price.
 // Every expected charge is computed by hand in integer nano-dollars below; a rate of $X per
@@ -28,6 +29,9 @@ const GPT_4O = { input: 2.5, cached_input: 1.25, output: 10 }
 const GPT_TIERED = { input: 2.5, cached_input: 0.25, output: 15, per_request: 0.0005, tiers: [{ above_input_tokens: 272_000, input: 5, cached_input: 0.5, output: 22.5 }] }
 const GEMINI_PRO = { input: 1.25, cached_input: 0.125, output: 10, tiers: [{ above_input_tokens: 200_000, input: 2.5, cached_input: 0.25, output: 15 }] }
 const GEMINI_FLASH = { input: 0.3, cached_input: 0.03, output: 2.5 }
+// audio tokens at their own rates (gpt-4o-realtime's sheet; Gemini 2.5 Flash's audio input)
+const GPT_AUDIO = { input: 5, cached_input: 2.5, output: 20, input_audio: 40, output_audio: 80 }
+const GEMINI_FLASH_AUDIO = { input: 0.3, cached_input: 0.03, output: 2.5, input_audio: 1 }
 
 const detail = (d: Partial<Record<'input' | 'cached_input' | 'cache_write' | 'output' | 'images' | 'per_request' | 'tool_call', number>>, tier: number | null = null): Record<string, number | null> =>
   ({ input: 0, cached_input: 0, cache_write: 0, output: 0, images: 0, per_request: 0, tool_call: 0, ...d, tier })
@@ -129,6 +133,40 @@ const CASES: Case[] = [
       cost: 3_000 + 2_860_000,
       detail: detail({ input: 3_000, output: 2_860_000 })
     }
+  },
+  {
+    // OpenAI's usage of an audio model: audio_tokens in both details, part of the totals; the
+    // cached tokens bill at the cached rate, the audio ones (taken as uncached) at the audio rate
+    name: 'OpenAI: audio input and output tokens at their own rates',
+    model: 'openai/audio',
+    protocol: 'openai',
+    usage: { prompt_tokens: 1_300, completion_tokens: 300, total_tokens: 1_600, prompt_tokens_details: { cached_tokens: 100, audio_tokens: 1_000 }, completion_tokens_details: { audio_tokens: 250, reasoning_tokens: 0 } },
+    want: {
+      prompt: 1_300,
+      cached: 100,
+      writes: 0,
+      completion: 300,
+      // 200 × 5000 + 1000 × 40000 + 100 × 2500 + 50 × 20000 + 250 × 80000
+      cost: 41_000_000 + 250_000 + 21_000_000,
+      detail: detail({ input: 41_000_000, cached_input: 250_000, output: 21_000_000 })
+    }
+  },
+  {
+    // Gemini's usage_metadata with its modality breakdowns: the AUDIO prompt tokens bill at the
+    // audio rate, the rest at the input rate
+    name: 'Gemini: AUDIO prompt tokens at the audio rate',
+    model: 'google/flash-audio',
+    protocol: 'gemini',
+    usage: { promptTokenCount: 1_500, candidatesTokenCount: 200, totalTokenCount: 1_700, promptTokensDetails: [{ modality: 'TEXT', tokenCount: 300 }, { modality: 'AUDIO', tokenCount: 1_200 }], candidatesTokensDetails: [{ modality: 'TEXT', tokenCount: 200 }] },
+    want: {
+      prompt: 1_500,
+      cached: 0,
+      writes: 0,
+      completion: 200,
+      // 300 × 300 + 1200 × 1000 + 200 × 2500
+      cost: 1_290_000 + 500_000,
+      detail: detail({ input: 1_290_000, output: 500_000 })
+    }
   }
 ]
 
@@ -214,7 +252,9 @@ t.test('every provider\'s usage billed at its price sheet, JSON and streamed, tr
       model('openai/gpt', 'mock-openai', GPT_4O),
       model('openai/gpt-tiered', 'mock-openai', GPT_TIERED),
       model('google/pro', 'mock-gemini', GEMINI_PRO),
-      model('google/flash', 'mock-gemini', GEMINI_FLASH)
+      model('google/flash', 'mock-gemini', GEMINI_FLASH),
+      model('openai/audio', 'mock-openai', GPT_AUDIO),
+      model('google/flash-audio', 'mock-gemini', GEMINI_FLASH_AUDIO)
     ],
     plugins: [{ name: 'auth' }, { name: 'usage' }]
   }))

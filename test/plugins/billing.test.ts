@@ -3,6 +3,7 @@ import { chargeOf, costOf, estimatePromptTokens, settle, worstCaseCharge } from 
 import { priceOf } from '../../plugins/gateway/catalog.js'
 import { nanoToUsd, parseUsd, pricePerToken, usdToNano } from '../../plugins/kernel/money.js'
 import type { Usage } from '../../plugins/translation/types.js'
+import { toOpenAIUsage, usageFromOpenAI } from '../../plugins/translation/usage.js'
 
 const usage = (prompt: number, cached: number, completion: number): Usage => ({ prompt_tokens: prompt, cached_input_tokens: cached, completion_tokens: completion, cache_creation_input_tokens: 0 })
 
@@ -110,6 +111,22 @@ t.test('the whole price sheet: cache writes, the 1-hour part, tiers at their bou
   t.equal(costOf(images(4, 'any'), priceOf({ input: 5, per_image: 0.04 })).images, 4 * 40_000_000, 'one price for every size')
   t.equal(costOf(images(2, '1024x1024'), image).input, 20 * 5000, 'the prompt\'s tokens at the token rate besides')
 
+  const audio = priceOf({ input: 5, cached_input: 2.5, output: 20, input_audio: 40, output_audio: 80 })
+  const spoken = (prompt: number, cached: number, audioIn: number, out: number, audioOut: number): Usage => ({ ...usage(prompt, cached, out), audio_input_tokens: audioIn, audio_output_tokens: audioOut })
+  t.same(costOf(spoken(1300, 100, 1000, 300, 250), audio), { input: 200 * 5000 + 1000 * 40_000, cached_input: 100 * 2500, cache_write: 0, output: 50 * 20_000 + 250 * 80_000, images: 0, per_request: 0, tool_call: 0, tier: null }, 'audio tokens at the audio rates, inside the input and output parts')
+  t.equal(costOf(spoken(1000, 400, 1000, 0, 0), audio).input, 600 * 40_000, 'audio taken as uncached first: never less than the sheet says')
+  t.equal(costOf(spoken(100, 0, 500, 10, 50), audio).output, 10 * 80_000, 'counts above the totals are held to them')
+  t.equal(chargeOf(spoken(1000, 0, 1000, 10, 10), priceOf({ input: 5, output: 20 })), 1000 * 5000 + 10 * 20_000, 'no audio rates: audio at the input and output rates')
+  t.equal(worstCaseCharge(audio as NonNullable<typeof audio>, 100), 100 * 80_000, 'a hold counts the audio rates too')
+
   t.equal(worstCaseCharge(price as NonNullable<typeof price>, 100), 100 * 30_000 + 2_000_000, 'a hold: every token at the highest rate of every tier, and the per-request price')
   t.equal(worstCaseCharge(image as NonNullable<typeof image>, 10, 2), 10 * 40_000 + 2 * 63_000_000, 'and each image at the highest image price')
+})
+
+t.test('OpenAI usage: audio tokens of both details, held to the totals; and back', async (t) => {
+  const u = usageFromOpenAI({ prompt_tokens: 1300, completion_tokens: 300, prompt_tokens_details: { cached_tokens: 100, audio_tokens: 1000 }, completion_tokens_details: { audio_tokens: 250, reasoning_tokens: 0 } })
+  t.same(u, { prompt_tokens: 1300, cached_input_tokens: 100, completion_tokens: 300, cache_creation_input_tokens: 0, audio_input_tokens: 1000, audio_output_tokens: 250 })
+  t.same(usageFromOpenAI({ prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { audio_tokens: 50 }, completion_tokens_details: { audio_tokens: 0 } }), { prompt_tokens: 10, cached_input_tokens: 0, completion_tokens: 5, cache_creation_input_tokens: 0, audio_input_tokens: 10 }, 'held to the prompt; none: no field')
+  t.same(toOpenAIUsage(u as Usage), { prompt_tokens: 1300, completion_tokens: 300, total_tokens: 1600, prompt_tokens_details: { cached_tokens: 100, audio_tokens: 1000 }, completion_tokens_details: { audio_tokens: 250 } })
+  t.same(toOpenAIUsage(usage(10, 0, 5)), { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, prompt_tokens_details: { cached_tokens: 0 } }, 'no audio: as before')
 })

@@ -191,6 +191,27 @@ t.test('usage: prompt counts cached content (and tool-use prompts), completion c
   t.same(toGeminiUsage({ prompt_tokens: 5, cached_input_tokens: 0, completion_tokens: 2, cache_creation_input_tokens: 0 }), { promptTokenCount: 5, candidatesTokenCount: 2, totalTokenCount: 7 })
 })
 
+t.test('usage: AUDIO tokens of the modality breakdowns, less the cached ones; and back', async (t) => {
+  const u = usageFromGemini({
+    promptTokenCount: 1500,
+    cachedContentTokenCount: 500,
+    candidatesTokenCount: 300,
+    promptTokensDetails: [{ modality: 'TEXT', tokenCount: 300 }, { modality: 'AUDIO', tokenCount: 1200 }],
+    cacheTokensDetails: [{ modality: 'AUDIO', tokenCount: 400 }, { modality: 'TEXT', tokenCount: 100 }],
+    candidatesTokensDetails: [{ modality: 'TEXT', tokenCount: 100 }, { modality: 'AUDIO', tokenCount: 200 }]
+  })
+  t.same(u, { prompt_tokens: 1500, cached_input_tokens: 500, completion_tokens: 300, cache_creation_input_tokens: 0, audio_input_tokens: 800, audio_output_tokens: 200 })
+  t.same(usageFromGemini({ promptTokenCount: 10, promptTokensDetails: [{ modality: 'AUDIO', tokenCount: 99 }, { modality: 'AUDIO' }, 'x'] }), { prompt_tokens: 10, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0, audio_input_tokens: 10 }, 'held to the prompt; malformed entries count nothing')
+  t.same(toGeminiUsage(u as NonNullable<typeof u>), {
+    promptTokenCount: 1500,
+    candidatesTokenCount: 300,
+    totalTokenCount: 1800,
+    cachedContentTokenCount: 500,
+    promptTokensDetails: [{ modality: 'TEXT', tokenCount: 700 }, { modality: 'AUDIO', tokenCount: 800 }],
+    candidatesTokensDetails: [{ modality: 'TEXT', tokenCount: 100 }, { modality: 'AUDIO', tokenCount: 200 }]
+  })
+})
+
 t.test('schemas in Google\'s OpenAPI subset become JSON Schema', async (t) => {
   t.same(schemaFromGemini({
     type: 'OBJECT',

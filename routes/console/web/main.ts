@@ -1,7 +1,8 @@
 // The developer console: a marketplace of the catalog's models with their prices, and a project's
 // usage once signed in with an API key (kept in sessionStorage, sent only to this gateway).
 
-interface Tier { above_input_tokens: number, input: string, cached_input: string | null, cache_write: string | null, cache_write_1h: string | null, output: string | null }
+interface Rates { input: string, cached_input: string | null, output: string | null, cache_write: string | null, cache_write_1h: string | null, input_audio?: string | null, output_audio?: string | null }
+interface Tier extends Rates { above_input_tokens: number }
 interface Pricing {
   input: string,
   cached_input: string,
@@ -9,6 +10,8 @@ interface Pricing {
   output: string | null,
   cache_write: string | null,
   cache_write_1h: string | null,
+  input_audio?: string | null,
+  output_audio?: string | null,
   tiers: Tier[],
   per_request: string | null,
   per_image: Record<string, string> | null
@@ -101,10 +104,11 @@ const rate = (label: string, value: string | null): HTMLElement[] => value === n
  */
 function prices (m: Model, p: Pricing): HTMLElement[] {
   const unit = m.kind === 'chat' ? '/ 1M' : '/ 1M tokens'
-  const sheet = (r: { input: string, cached_input: string | null, output: string | null, cache_write: string | null, cache_write_1h: string | null }): HTMLElement[] => m.kind === 'embeddings'
+  const sheet = (r: Rates): HTMLElement[] => m.kind === 'embeddings'
     ? rate(`Input ${unit}`, r.input)
     : [...rate(`Input ${unit}`, r.input), ...(m.kind === 'chat' ? rate(`Cached input ${unit}`, r.cached_input) : []), ...rate(`Output ${unit}`, r.output),
-        ...rate(`Cache write ${unit}`, r.cache_write), ...rate(`1h cache write ${unit}`, r.cache_write_1h)]
+        ...rate(`Cache write ${unit}`, r.cache_write), ...rate(`1h cache write ${unit}`, r.cache_write_1h),
+        ...rate(`Audio input ${unit}`, r.input_audio ?? null), ...rate(`Audio output ${unit}`, r.output_audio ?? null)]
   const out = [el('dl', { class: 'prices', 'aria-label': 'Price per million tokens' }, ...sheet(p))]
   for (const t of p.tiers) {
     out.push(el('dl', { class: 'prices tier', 'aria-label': `Price per million tokens above ${t.above_input_tokens} input tokens` },
