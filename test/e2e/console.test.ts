@@ -26,10 +26,10 @@ if (!existsSync(CHROMIUM)) {
   let mcp: MockMcpHttp
   t.before(async () => {
     const defaults = testConfig()
-    // one model with a whole price sheet: cache writes, a long-context tier, a per-request price
+    // one model with a whole price sheet: cache writes, audio tokens, a long-context tier, a per-request price
     const sheet = {
       ...defaults.models.find((m) => m.id === 'anthropic/claude-x'),
-      pricing: { input: 3, cached_input: 0.3, cache_write: 3.75, cache_write_1h: 6, output: 15, per_request: 0.001, tiers: [{ above_input_tokens: 100000, input: 6, cached_input: 0.6, cache_write: 7.5, cache_write_1h: 12, output: 22.5 }] }
+      pricing: { input: 3, cached_input: 0.3, cache_write: 3.75, cache_write_1h: 6, output: 15, input_audio: 9, output_audio: 18, per_request: 0.001, tiers: [{ above_input_tokens: 100000, input: 6, cached_input: 0.6, cache_write: 7.5, cache_write_1h: 12, output: 22.5, input_audio: 12, output_audio: 24 }] }
     }
     mcp = await mockMcpHttp()
     app = await buildApp(testConfig({
@@ -65,11 +65,12 @@ if (!existsSync(CHROMIUM)) {
     t.match(gpt, /Cached input \/ 1M\$0\.5/)
     t.match(gpt, /Output \/ 1M\$2/)
     t.match(await page.textContent('[data-id="openai/no-price"]'), /No public price/)
-    t.notMatch(gpt, /Cache write|Prompts over/, 'no cache write or tier where none is set')
+    t.notMatch(gpt, /Cache write|Audio|Prompts over/, 'no cache write, audio rate or tier where none is set')
     const claude = await page.textContent('[data-id="anthropic/claude-x"]')
     t.match(claude, /Cache write \/ 1M\$3\.75/)
     t.match(claude, /1h cache write \/ 1M\$6/)
-    t.match(claude, /Prompts over100K tokens.*Input \/ 1M\$6.*Output \/ 1M\$22\.5.*Cache write \/ 1M\$7\.5.*1h cache write \/ 1M\$12/s, 'the long-context tier')
+    t.match(claude, /Audio input \/ 1M\$9.*Audio output \/ 1M\$18/s, 'audio tokens at their own rates')
+    t.match(claude, /Prompts over100K tokens.*Input \/ 1M\$6.*Output \/ 1M\$22\.5.*Cache write \/ 1M\$7\.5.*1h cache write \/ 1M\$12.*Audio input \/ 1M\$12.*Audio output \/ 1M\$24/s, 'the long-context tier')
     t.match(claude, /Per request\$0\.001/)
     await page.click('#quickstart summary')
     await page.waitForSelector('#qs-mcp:not([hidden])')
