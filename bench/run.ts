@@ -20,7 +20,7 @@ import { SqliteStore } from '../plugins/store/sqlite/index.js'
 import type { UsageRow } from '../plugins/store/types.js'
 import { metricsCostUs } from './metrics-cost.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
-import { startServer, own, type Server } from './servers.js'
+import { startServer, own, stopSome, type Server } from './servers.js'
 import { EVERY, EVERY_PG, printSingle, singleConnection } from './single.js'
 import { BENCH_KEY } from './small-config.js'
 
@@ -358,7 +358,10 @@ async function main (): Promise<void> {
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 1)]
   ])
   // one connection: the bare proxy, modelgate plugin list by plugin list (processes of their own,
-  // warmed up), PostgreSQL + Redis, Portkey
+  // warmed up), PostgreSQL + Redis, Portkey. The servers of the sections above go first: a quiet
+  // gateway is measured on a machine without a dozen others idling beside it (their threads and
+  // timers wake on the same two cores), as bench/single.ts and ab.ts measure it
+  await stopSome([undiciProxy, gateway, guarded, metricsOff, cached, allCores, mcpGateway, mcpUp])
   const single = await singleConnection({
     upstream,
     bare: replyFrom,

@@ -29,12 +29,19 @@ export async function startServer (args: string[], env: Record<string, string> =
   })
 }
 
+async function stopChild (c: ChildProcess): Promise<void> {
+  if (c.exitCode !== null || c.signalCode !== null) return
+  const exited = new Promise((resolve) => c.once('exit', resolve))
+  c.kill('SIGTERM')
+  await exited
+}
+
+/** Stops `servers` gracefully (SIGTERM) and waits until they have exited. */
+export async function stopSome (servers: Server[]): Promise<void> {
+  await Promise.all(servers.map(async (s) => { await stopChild(s.child) }))
+}
+
 /** Stops every server started here, gracefully (SIGTERM), and waits until they have exited. */
 export async function stopServers (): Promise<void> {
-  await Promise.all(children.map(async (c) => {
-    if (c.exitCode !== null || c.signalCode !== null) return
-    const exited = new Promise((resolve) => c.once('exit', resolve))
-    c.kill('SIGTERM')
-    await exited
-  }))
+  await Promise.all(children.map(stopChild))
 }
