@@ -24,7 +24,7 @@ export interface Usage {
   cache_write_1h_tokens?: number
   /** Output tokens spent on reasoning (part of completion_tokens), when the upstream says. */
   reasoning_tokens?: number
-  /** Audio input tokens (part of prompt_tokens), when the upstream says: OpenAI's prompt_tokens_details.audio_tokens, Gemini's AUDIO prompt tokens. */
+  /** Audio input tokens (part of prompt_tokens), when the upstream says: OpenAI's prompt_tokens_details.audio_tokens (cached ones included: it does not split them), Gemini's AUDIO prompt tokens less its cached AUDIO ones. */
   audio_input_tokens?: number
   /** Audio output tokens (part of completion_tokens): OpenAI's completion_tokens_details.audio_tokens, Gemini's AUDIO candidate tokens. */
   audio_output_tokens?: number
