@@ -297,14 +297,33 @@ t.test('close() ends the streams still running', async (t) => {
   t.ok(res.body.destroyed)
 })
 
+/** The pauses (in ms) the demo's paced body schedules between frames while `run` reads it. */
+async function pausesWhile (run: () => Promise<unknown>): Promise<number[]> {
+  const real = globalThis.setTimeout
+  const pauses: number[] = []
+  const spy = (fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]): NodeJS.Timeout => {
+    if (fn.name === 'push') pauses.push(ms ?? 0)
+    return real(fn, ms, ...args)
+  }
+  globalThis.setTimeout = spy as typeof setTimeout
+  try { await run() } finally { globalThis.setTimeout = real }
+  return pauses
+}
+
 t.test('the default delay comes from MODELGATE_DEMO_DELAY_MS, and 0 is allowed', async (t) => {
   const saved = process.env.MODELGATE_DEMO_DELAY_MS
   t.teardown(() => { if (saved === undefined) delete process.env.MODELGATE_DEMO_DELAY_MS; else process.env.MODELGATE_DEMO_DELAY_MS = saved })
+  const stream = async (): Promise<string> => await text((await call(createDemoClient('demo', 'openai'), { model: 'gpt-sim', stream: true, messages: [{ role: 'user', content: 'paced' }] })).body)
+  process.env.MODELGATE_DEMO_DELAY_MS = '7'
+  let sse = ''
+  const paced = await pausesWhile(async () => { sse = await stream() })
+  t.equal(paced.length, frames(sse).length - 1, 'a pause before every frame but the first')
+  t.ok(paced.every((ms) => ms === 7), `each of the configured length: ${paced.join(',')}`)
   process.env.MODELGATE_DEMO_DELAY_MS = '0'
-  const client = createDemoClient('demo', 'openai')
-  const started = Date.now()
-  await text((await call(client, { model: 'gpt-sim', stream: true, messages: [{ role: 'user', content: 'fast' }] })).body)
-  t.ok(Date.now() - started < 50)
+  t.same(await pausesWhile(stream), [], '0: every frame at once, no timer')
+  delete process.env.MODELGATE_DEMO_DELAY_MS
+  const byDefault = await pausesWhile(stream)
+  t.ok(byDefault.length > 0 && byDefault.every((ms) => ms === 5), 'unset: 5 ms')
 })
 
 t.test('the official SDKs read the demo with their strict helpers', async (t) => {
