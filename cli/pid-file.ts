@@ -1,4 +1,6 @@
+import type Database from 'better-sqlite3'
 import { createHash } from 'node:crypto'
+import { createRequire } from 'node:module'
 import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import type { Config } from '../config/schema.js'
@@ -60,40 +62,54 @@ function read (path: string): PidEntry[] {
 }
 
 const LOCK_WAIT_MS = 3000
-const pause = new Int32Array(new SharedArrayBuffer(4))
 
 /**
- * Runs `fn` (a read of the file and a write of it) holding `<file>.lock`, so that two gateways of
- * one folder that start or stop at the same moment do not each write back what they read before
+ * Runs `fn` (a read of the file and a write of it) holding the folder's lock, so that two gateways
+ * of one folder that start or stop at the same moment do not each write back what they read before
  * the other's write (two stopping at once left one of them listed, two starting at once could
- * both find the store free). A lock whose holder is gone is taken over; one held past
- * LOCK_WAIT_MS, or a folder that cannot take one, is not waited for: the update goes on without it.
+ * both find the store free). One held past LOCK_WAIT_MS, or a folder that cannot take one, is not
+ * waited for: the update goes on without it.
  */
 function locked<T> (path: string, fn: () => T): T {
-  const lock = `${path}.lock`
-  let owned = false
-  const until = Date.now() + LOCK_WAIT_MS
+  const lock = takeLock(join(dirname(path), 'modelgate.lock'))
   try {
-    mkdirSync(dirname(path), { recursive: true })
-    while (!owned) {
-      try {
-        writeFileSync(lock, String(process.pid), { flag: 'wx' })
-        owned = true
-      } catch (err) {
-        if ((err as { code?: string }).code !== 'EEXIST' || Date.now() >= until) break
-        let holder = 0
-        // gone meanwhile: try again; empty: its holder is between creating it and writing its pid
-        try { holder = Number(readFileSync(lock, 'utf8')) } catch { continue }
-        if (Number.isInteger(holder) && holder > 0 && !alive(holder)) { try { unlinkSync(lock) } catch {} continue }
-        Atomics.wait(pause, 0, 0, 5)
-      }
-    }
-  } catch {}
-  try {
+    if (lock !== null) dropOldLock(`${path}.lock`)
     return fn()
   } finally {
-    if (owned) try { unlinkSync(lock) } catch {}
+    lock?.release()
   }
+}
+
+/**
+ * The lock is SQLite's write lock on a small file of its own (a file lock the kernel drops when
+ * its process ends, however it ends): a gateway killed while it held it leaves nothing to take
+ * over, and no two processes can both believe they took over the same stale lock. The file stays
+ * when the last gateway stops: removing it could let a process that already opened it and one
+ * that creates it anew each hold a lock.
+ */
+function takeLock (file: string): { release: () => void } | null {
+  let db: Database.Database | null = null
+  try {
+    mkdirSync(dirname(file), { recursive: true })
+    // loaded here, not with the module: `--help` and `--version` load no dependency
+    const SQLite = createRequire(import.meta.url)('better-sqlite3') as typeof Database
+    db = new SQLite(file, { timeout: LOCK_WAIT_MS })
+    db.exec('BEGIN IMMEDIATE')
+  } catch {
+    try { db?.close() } catch {}
+    return null
+  }
+  const held = db
+  return { release: () => { try { held.exec('COMMIT') } catch {} try { held.close() } catch {} } }
+}
+
+/** Removes the lock file of earlier versions (`modelgate.pid.lock`, a pid as text) once its process is gone. */
+function dropOldLock (file: string): void {
+  let text: string
+  try { text = readFileSync(file, 'utf8') } catch { return }
+  const pid = Number(text)
+  if (Number.isInteger(pid) && pid > 0 && alive(pid)) return
+  try { unlinkSync(file) } catch {}
 }
 
 /** Replaces the file whole (a reader never sees half of it); no gateway left: no file. */

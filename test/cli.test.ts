@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { execFile, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
 import { createServer } from 'node:net'
 import { fromRoot } from '../paths.js'
@@ -347,7 +348,7 @@ t.test('two gateways on two SQLite files of one folder both serve; reload reache
   t.notOk(existsSync(join(dir, 'modelgate.pid')), 'the file goes with the last gateway')
 })
 
-t.test('the pid file is updated under a lock of its own; a lock left by a process that is gone is taken over', async (t) => {
+t.test('a lock file of an earlier version whose process is gone is removed, and does not hold the next serve up', async (t) => {
   const dir = tempDir('cli-lock')
   const file = join(dir, 'gw.json')
   writeFileSync(file, JSON.stringify({ server: { port: 0 }, store: { sqlite: join(dir, 'gw.db') } }))
@@ -356,11 +357,41 @@ t.test('the pid file is updated under a lock of its own; a lock left by a proces
   const served = await serveChild(t, file)
   const { readFileSync } = await import('node:fs')
   t.same(JSON.parse(readFileSync(join(dir, 'modelgate.pid'), 'utf8')).gateways.map((g: { pid: number }) => g.pid), [served.pid], 'listed')
-  t.notOk(existsSync(join(dir, 'modelgate.pid.lock')), 'the stale lock taken over, and given back')
+  t.notOk(existsSync(join(dir, 'modelgate.pid.lock')), 'the old lock removed')
   served.stop()
   t.equal(await served.exited, 0)
   t.notOk(existsSync(join(dir, 'modelgate.pid')), 'and the file goes with the gateway')
-  t.notOk(existsSync(join(dir, 'modelgate.pid.lock')))
+  t.ok(existsSync(join(dir, 'modelgate.lock')), 'the lock file stays (it holds nothing but a lock)')
+})
+
+t.test('the pid file is updated under a lock the kernel drops with its holder: after a holder killed with SIGKILL, eight processes claiming at once are all listed', async (t) => {
+  const dir = tempDir('cli-lock-race')
+  const module = fromRoot('.build', 'cli', 'pid-file.js')
+  const node = (code: string, env: Record<string, string> = {}): ReturnType<typeof spawn> =>
+    spawn(process.execPath, ['--input-type=module', '-e', code], { env: childEnv(env), stdio: ['pipe', 'pipe', 'inherit'] })
+  const line = async (child: ReturnType<typeof spawn>): Promise<string> => await new Promise((resolve, reject) => {
+    child.stdout?.once('data', (d: Buffer) => { resolve(d.toString().trim()) })
+    child.once('exit', (code) => { reject(new Error(`exited with ${String(code)} before a line`)) })
+  })
+  // what a gateway holds for the few milliseconds of an update, held here until the process is killed
+  const holder = node(`const { default: Database } = await import('better-sqlite3')
+    const db = new Database(${JSON.stringify(join(dir, 'modelgate.lock'))}); db.exec('BEGIN IMMEDIATE'); console.log('held'); setInterval(() => {}, 60_000)`)
+  t.equal(await line(holder), 'held')
+  const claimers = Array.from({ length: 8 }, (_, i) => node(`const { claimPidFile, removePidFile } = await import(${JSON.stringify(pathToFileURL(module).href)})
+    const config = { server: { host: '127.0.0.1' }, store: { sqlite: process.env.STORE } }
+    claimPidFile(config); console.log('claimed')
+    process.stdin.once('data', () => { removePidFile(config); process.exit(0) })`, { STORE: join(dir, `s${i}.db`) }))
+  const exited = claimers.map(async (c) => await new Promise((resolve) => c.once('exit', resolve)))
+  t.teardown(() => { for (const c of [holder, ...claimers]) if (c.exitCode === null) c.kill('SIGKILL') })
+  const claimed = Promise.all(claimers.map(line))
+  holder.kill('SIGKILL')
+  t.same(await claimed, Array(8).fill('claimed'))
+  const { readFileSync } = await import('node:fs')
+  const listed = (JSON.parse(readFileSync(join(dir, 'modelgate.pid'), 'utf8')) as { gateways: Array<{ pid: number }> }).gateways.map((g) => g.pid)
+  t.same(listed.sort(), claimers.map((c) => c.pid).sort(), 'every one listed: no update wrote over another')
+  for (const c of claimers) c.stdin?.write('stop\n')
+  t.same(await Promise.all(exited), Array(8).fill(0))
+  t.notOk(existsSync(join(dir, 'modelgate.pid')), 'all taken out again: the file is gone')
 })
 
 t.test('a pid file left by a gateway that is gone does not stop the next serve', async (t) => {
