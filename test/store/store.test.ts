@@ -1,9 +1,11 @@
 import t from 'tap'
 import { chmodSync, copyFileSync, mkdirSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import { spawn } from 'node:child_process'
+import { pathToFileURL } from 'node:url'
 import Database from 'better-sqlite3'
 import { fromRoot } from '../../paths.js'
-import { migrate, openDatabase } from '../../plugins/store/sqlite/db.js'
+import { migrate, openDatabase, walMode } from '../../plugins/store/sqlite/db.js'
 import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
 import { hashKey } from '../../plugins/store/tenants.js'
 import { testConfig, KEY_A } from '../helper.js'
@@ -194,4 +196,30 @@ t.test('a change made by a process on no bus with the serving ones (a CLI comman
   while (heard.length < 2 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20))
   t.same(heard, [`key ${k.id}`, 'project acme/web'], 'read from the table, in order')
   t.equal(worker.changes.sweep(Date.now()), 3, 'swept once old (the sync, the update, the deletion)')
+})
+
+t.test('the switch to WAL mode is tried again while another connection\'s lock answers SQLITE_BUSY at once; any other error is not', async (t) => {
+  const busy = Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })
+  let calls = 0
+  walMode({ pragma: () => { if (++calls <= 2) throw busy; return 'wal' } })
+  t.equal(calls, 3, 'busy twice, then switched')
+  calls = 0
+  t.throws(() => { walMode({ pragma: () => { calls++; throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' }) } }) }, { code: 'SQLITE_IOERR' })
+  t.equal(calls, 1, 'another error: at once')
+  t.throws(() => { walMode({ pragma: () => { throw busy } }, 20) }, { code: 'SQLITE_BUSY' }, 'still busy at the end of the wait: the error')
+})
+
+t.test('six processes opening one new file together all open it (the start of a gateway\'s workers)', async (t) => {
+  const module = pathToFileURL(fromRoot('.build', 'plugins', 'store', 'sqlite', 'db.js')).href
+  for (let round = 0; round < 4; round++) {
+    const file = join(tempDir('store-open'), 'gw.db')
+    const opened = await Promise.all(Array.from({ length: 6 }, async () => await new Promise<string>((resolve) => {
+      const child = spawn(process.execPath, ['--input-type=module', '-e', `const { openDatabase } = await import(${JSON.stringify(module)})
+        try { openDatabase(process.env.FILE).close(); console.log('opened') } catch (err) { console.log(err.code) }`], { env: { ...process.env, FILE: file }, stdio: ['ignore', 'pipe', 'inherit'] })
+      let out = ''
+      child.stdout.on('data', (d: Buffer) => { out += d.toString() })
+      child.once('exit', () => { resolve(out.trim()) })
+    })))
+    t.same(opened, Array(6).fill('opened'), `round ${round + 1}`)
+  }
 })
