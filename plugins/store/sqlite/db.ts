@@ -32,7 +32,7 @@ const pause = new Int32Array(new SharedArrayBuffer(4))
 /**
  * Puts the file in WAL mode (a no-op when it is in it already). Workers open the file at the same
  * moment, and this pragma can meet another connection's lock in a way SQLite does not wait out
- * with its busy timeout: it answers SQLITE_BUSY at once (3 opens in 2,280 here, six processes
+ * with its busy timeout: it answers SQLITE_BUSY at once (3 opens in 2,580 here, six processes
  * opening one new file together; a two-worker start failed so in a test run). It is tried again,
  * a few milliseconds apart, for up to `waitMs`.
  */
