@@ -69,19 +69,18 @@ export function toGeminiUsage (u: Usage): Json {
   }
   if (u.cached_input_tokens > 0) out.cachedContentTokenCount = u.cached_input_tokens
   if (thoughts > 0) out.thoughtsTokenCount = thoughts
-  const audioIn = Math.min(u.audio_input_tokens ?? 0, u.prompt_tokens)
-  if (audioIn > 0) {
-    const details: Json[] = [{ modality: 'AUDIO', tokenCount: audioIn }]
-    if (u.prompt_tokens > audioIn) details.unshift({ modality: 'TEXT', tokenCount: u.prompt_tokens - audioIn })
-    out.promptTokensDetails = details
-  }
-  const audioOut = Math.min(u.audio_output_tokens ?? 0, u.completion_tokens - thoughts)
-  if (audioOut > 0) {
-    const details: Json[] = [{ modality: 'AUDIO', tokenCount: audioOut }]
-    if (u.completion_tokens - thoughts > audioOut) details.unshift({ modality: 'TEXT', tokenCount: u.completion_tokens - thoughts - audioOut })
-    out.candidatesTokensDetails = details
-  }
+  const prompt = withAudio(u.prompt_tokens, u.audio_input_tokens)
+  if (prompt !== null) out.promptTokensDetails = prompt
+  const candidates = withAudio(u.completion_tokens - thoughts, u.audio_output_tokens)
+  if (candidates !== null) out.candidatesTokensDetails = candidates
   return out
+}
+
+/** A modality breakdown of `total` tokens with `audio` of them AUDIO (the rest TEXT); null without audio. */
+function withAudio (total: number, audio = 0): Json[] | null {
+  const a = Math.min(audio, total)
+  if (a <= 0) return null
+  return total > a ? [{ modality: 'TEXT', tokenCount: total - a }, { modality: 'AUDIO', tokenCount: a }] : [{ modality: 'AUDIO', tokenCount: a }]
 }
 
 // ---------------------------------------------------------------------------------------------

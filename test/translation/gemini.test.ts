@@ -210,6 +210,13 @@ t.test('usage: AUDIO tokens of the modality breakdowns, less the cached ones; an
     promptTokensDetails: [{ modality: 'TEXT', tokenCount: 700 }, { modality: 'AUDIO', tokenCount: 800 }],
     candidatesTokensDetails: [{ modality: 'TEXT', tokenCount: 100 }, { modality: 'AUDIO', tokenCount: 200 }]
   })
+  t.same(toGeminiUsage({ prompt_tokens: 10, cached_input_tokens: 0, completion_tokens: 4, cache_creation_input_tokens: 0, audio_input_tokens: 10, audio_output_tokens: 9 }), {
+    promptTokenCount: 10,
+    candidatesTokenCount: 4,
+    totalTokenCount: 14,
+    promptTokensDetails: [{ modality: 'AUDIO', tokenCount: 10 }],
+    candidatesTokensDetails: [{ modality: 'AUDIO', tokenCount: 4 }]
+  }, 'all audio: no TEXT entry; a count past its total is held to it')
 })
 
 t.test('schemas in Google\'s OpenAPI subset become JSON Schema', async (t) => {
