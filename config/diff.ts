@@ -7,7 +7,7 @@ import type { Config } from './schema.js'
 /** Keys whose change needs a restart: the listening address and the store stay as they are. */
 export const RESTART_KEYS = ['server.host', 'server.port', 'server.shutdown_timeout_s', 'store']
 
-const SECRET = /(^|\.)(token|api_key|key|headers)(\.|$)/
+const SECRET = /(^|\.)(token|tokens|api_key|key|headers|client_secret)(\.|$)/
 
 const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b)
 
@@ -30,6 +30,9 @@ function listChanges<T> (section: string, before: T[], after: T[], id: (t: T) =>
 function leafChanges (path: string, before: unknown, after: unknown, out: string[]): void {
   if (same(before, after)) return
   const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+  // a section added or removed (sso) is told leaf by leaf too, so that its secrets stay masked
+  if (before === undefined && isObj(after)) before = {}
+  if (after === undefined && isObj(before)) after = {}
   if (isObj(before) && isObj(after) && !SECRET.test(path)) {
     for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) leafChanges(`${path}.${k}`, before[k], after[k], out)
     return
@@ -62,7 +65,7 @@ export function configChanges (before: Config, after: Config): string[] {
   out.push(...pluginChanges(before.plugins, after.plugins))
   out.push(...listChanges('tenants', before.tenants, after.tenants, (t) => t.org))
   out.push(...listChanges('mcp.servers', before.mcp.servers, after.mcp.servers, (s) => s.id))
-  for (const section of ['server', 'store', 'admin', 'translation', 'upstream', 'metrics', 'tracing'] as const) {
+  for (const section of ['server', 'store', 'admin', 'sso', 'translation', 'upstream', 'metrics', 'tracing'] as const) {
     leafChanges(section, before[section], after[section], out)
   }
   return out

@@ -151,6 +151,48 @@ function semanticChecks (config: Config, problems: string[]): void {
   })
   if (duplicates(keys).length > 0) problems.push('tenants: the same API key is listed twice')
   mcpChecks(config, problems)
+  accessChecks(config, problems)
+}
+
+/** A URL on a loopback host (127.0.0.0/8, ::1, localhost), where plain HTTP never leaves the machine. */
+export function isLoopbackUrl (url: string): boolean {
+  let host: string
+  try { host = new URL(url).hostname } catch { return false }
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+}
+
+/** A role's org: named for org_admin, and only there. */
+function roleOrgProblem (r: { role: string, org?: string }, path: string): string | undefined {
+  if (r.role === 'org_admin' && r.org === undefined) return `${path}.org: is required for role org_admin (the organization it manages)`
+  if (r.role !== 'org_admin' && r.org !== undefined) return `${path}.org: is for role org_admin only (role ${r.role} reaches every organization)`
+  return undefined
+}
+
+// Admin tokens and single sign-on: roles with their organizations, tokens and names that tell
+// callers apart, and an identity provider reached over HTTPS unless on this machine.
+function accessChecks (config: Config, problems: string[]): void {
+  const tokens = config.admin.tokens
+  tokens.forEach((t, i) => {
+    const p = roleOrgProblem(t, `admin.tokens[${i}]`)
+    if (p !== undefined) problems.push(p)
+    if (t.token === config.admin.token) problems.push(`admin.tokens[${i}].token: is admin.token itself (each token has one role)`)
+    if (t.name === 'admin') problems.push(`admin.tokens[${i}].name: "admin" names admin.token in the audit log; choose another`)
+  })
+  for (const name of duplicates(tokens.map((t) => t.name))) problems.push(`admin.tokens: the name ${name} is used twice`)
+  if (duplicates(tokens.map((t) => t.token)).length > 0) problems.push('admin.tokens: the same token is listed twice')
+  const sso = config.sso
+  if (sso === undefined) return
+  sso.roles.forEach((r, i) => {
+    const p = roleOrgProblem(r, `sso.roles[${i}]`)
+    if (p !== undefined) problems.push(p)
+  })
+  if (!sso.scopes.includes('openid')) problems.push('sso.scopes: must include openid')
+  if (!sso.issuer.startsWith('https://') && !isLoopbackUrl(sso.issuer)) problems.push('sso.issuer: must be https:// (plain http only on a loopback address)')
+  // the session cookie is Secure unless the console is plain HTTP on this machine: a browser would not keep it over plain HTTP elsewhere
+  if (!sso.redirect_url.startsWith('https://') && !isLoopbackUrl(sso.redirect_url)) problems.push('sso.redirect_url: must be https:// (plain http only on a loopback address)')
+  let path = ''
+  try { path = new URL(sso.redirect_url).pathname } catch { path = '' }
+  if (!path.endsWith('/console/auth/callback')) problems.push('sso.redirect_url: must end with /console/auth/callback (the gateway\'s callback as the browser reaches it)')
 }
 
 // the fields each MCP transport takes, and those it needs

@@ -87,9 +87,46 @@ export const StoreSchema = Type.Object({
   stale_hold_s: Type.Number({ default: 30, exclusiveMinimum: 0 })
 }, { ...Closed, default: {} })
 
+// What an operator may do on the admin API and the consoles: everything (admin), read without key
+// secrets or changes (viewer), or manage one organization (org_admin, with its org).
+export const RoleName = Type.Union([Type.Literal('admin'), Type.Literal('viewer'), Type.Literal('org_admin')])
+
+export const AdminTokenSchema = Type.Object({
+  token: Type.String({ minLength: 16 }),
+  role: RoleName,
+  // org_admin only: the organization the token manages
+  org: Type.Optional(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.-]+$' })),
+  // who the audit log says made a change with it
+  name: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.@-]+$' })
+}, Closed)
+
 export const AdminSchema = Type.Object({
-  token: Type.String({ default: '' })
+  // the single admin token: role admin, named `admin` in the audit log
+  token: Type.String({ default: '' }),
+  tokens: Type.Array(AdminTokenSchema, { default: [] })
 }, { ...Closed, default: {} })
+
+// A group of the identity provider and the role its members get; the first match wins.
+export const SsoRoleSchema = Type.Object({
+  group: Type.String({ minLength: 1 }),
+  role: RoleName,
+  org: Type.Optional(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.-]+$' }))
+}, Closed)
+
+// OpenID Connect sign-in for both consoles (docs/configuration.md); omitted: admin tokens only.
+export const SsoSchema = Type.Object({
+  issuer: Type.String({ pattern: '^https?://' }),
+  client_id: Type.String({ minLength: 1 }),
+  client_secret: Type.String({ default: '' }),
+  // where the identity provider sends the browser back: this gateway's /console/auth/callback as users reach it
+  redirect_url: Type.String({ pattern: '^https?://' }),
+  scopes: Type.Array(Type.String({ minLength: 1, pattern: '^[!#-\\[\\]-~]+$' }), { default: ['openid', 'email', 'profile'] }),
+  groups_claim: Type.String({ default: 'groups', minLength: 1 }),
+  roles: Type.Array(SsoRoleSchema, { minItems: 1 }),
+  session_hours: Type.Number({ default: 8, exclusiveMinimum: 0, maximum: 720 }),
+  // how long the identity provider may take to answer (discovery, the code exchange, its keys)
+  timeout_s: Type.Number({ default: 10, exclusiveMinimum: 0 })
+}, Closed)
 
 export const PluginEntrySchema = Type.Object({
   name: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.@/-]+$' }),
@@ -248,6 +285,7 @@ export const ConfigSchema = Type.Object({
   server: ServerSchema,
   store: StoreSchema,
   admin: AdminSchema,
+  sso: Type.Optional(SsoSchema),
   plugins: Type.Array(PluginEntrySchema, { default: [] }),
   providers: Type.Array(ProviderSchema, { default: [] }),
   models: Type.Array(ModelSchema, { default: [] }),
@@ -272,3 +310,5 @@ export type QuotaConfig = Static<typeof QuotaSchema>
 export type PluginEntry = Static<typeof PluginEntrySchema>
 export type Routing = Static<typeof RoutingSchema>
 export type McpServerConfig = Static<typeof McpServerSchema>
+export type SsoConfig = Static<typeof SsoSchema>
+export type RoleConfig = Static<typeof RoleName>

@@ -1,7 +1,7 @@
 import { hash, randomBytes } from 'node:crypto'
 import type { Config, QuotaConfig } from '../../config/schema.js'
 import { nanoToUsd, usdToNano } from '../kernel/money.js'
-import type { ApiKey, AuditRow, KeyBudget, KeyLimits, KeyPatch, KeySource, NewKey, QuotaPer, SyncMode, TenancyChange } from './types.js'
+import { actorKind, type Actor, type ApiKey, type AuditRow, type Identity, type KeyBudget, type KeyLimits, type KeyPatch, type KeySource, type NewKey, type QuotaPer, type SyncMode, type TenancyChange } from './types.js'
 
 // API keys and tenants as both stores write them: keys stored as a SHA-256 hash with a short hint,
 // config keys with an id derived from their hash (stable across restarts), the plan a config's
@@ -107,8 +107,8 @@ export function newKeyRow (spec: NewKey, secret: string, now: number, line: { re
 }
 
 /** The key a rotation makes: the old one's grants, limits, budget and expiry, counted in its line. */
-export function rotatedKeySpec (old: ApiKey, source: KeySource): NewKey {
-  return { org: old.org, project: old.project, name: old.name, models: old.models, passthrough: old.passthrough, mcp: old.mcp, source, expires_at: old.expires_at, limits: old.limits, budget: old.budget }
+export function rotatedKeySpec (old: ApiKey, by: Actor): NewKey {
+  return { org: old.org, project: old.project, name: old.name, models: old.models, passthrough: old.passthrough, mcp: old.mcp, source: actorKind(by), expires_at: old.expires_at, limits: old.limits, budget: old.budget }
 }
 
 /** The columns a patch sets, with their new values (absent: kept). */
@@ -249,13 +249,27 @@ export function patchAuditDetail (patch: KeyPatch): Record<string, unknown> {
   return d
 }
 
-/** An audit_log row as both stores hold it (detail as JSON text). */
-export interface AuditRecord { id: string, at: number, action: string, target: string, actor: string, detail: string }
+/** An audit_log row as both stores hold it (detail and identity as JSON text; identity null for a change without one). */
+export interface AuditRecord { id: string, at: number, action: string, target: string, actor: string, identity: string | null, detail: string }
 
-export const toAuditRow = (r: AuditRecord): AuditRow => ({ id: r.id, at: r.at, action: r.action, target: r.target, actor: r.actor as AuditRow['actor'], detail: JSON.parse(r.detail) as Record<string, unknown> })
+export const toAuditRow = (r: AuditRecord): AuditRow => ({
+  id: r.id,
+  at: r.at,
+  action: r.action,
+  target: r.target,
+  actor: r.actor as AuditRow['actor'],
+  identity: r.identity === null ? null : JSON.parse(r.identity) as Identity,
+  detail: JSON.parse(r.detail) as Record<string, unknown>
+})
 
-export function auditRecord (action: string, target: string, detail: Record<string, unknown>, actor: string, now: number): AuditRecord {
-  return { id: newAuditId(now), at: now, action, target, actor, detail: JSON.stringify(detail) }
+/** Only the fields of an identity, in a fixed order: nothing a caller added to it is written. */
+function identityText (by: Actor): string | null {
+  if (typeof by === 'string') return null
+  return JSON.stringify(by.kind === 'sso' ? { kind: 'sso', sub: by.sub, email: by.email } : { kind: 'token', name: by.name })
+}
+
+export function auditRecord (action: string, target: string, detail: Record<string, unknown>, by: Actor, now: number): AuditRecord {
+  return { id: newAuditId(now), at: now, action, target, actor: actorKind(by), identity: identityText(by), detail: JSON.stringify(detail) }
 }
 
 /** A change heard from another process, checked. */

@@ -23,8 +23,17 @@ export type SyncMode = 'apply' | 'missing'
 /** What an application of the config's tenants had to say: what the file names that the store keeps otherwise. */
 export interface SyncReport { warnings: string[] }
 
-/** Who made a change through the store: the admin API, the CLI, or the config file applied at start or reload (written to the audit log). */
-export type Actor = 'admin' | 'cli' | 'config'
+/** Who made a change through the admin API: a signed-in operator, or an admin token by its name. */
+export type Identity = { kind: 'sso', sub: string, email: string | null } | { kind: 'token', name: string }
+
+/**
+ * Who made a change through the store: the admin API (by an identity, or 'admin' when none is
+ * known), the CLI, or the config file applied at start or reload (written to the audit log).
+ */
+export type Actor = 'admin' | 'cli' | 'config' | Identity
+
+/** The channel of a change, as the audit log's `actor` names it. */
+export const actorKind = (by: Actor): 'admin' | 'cli' | 'config' => typeof by === 'string' ? by : 'admin'
 
 export type QuotaPer = QuotaConfig['per']
 
@@ -71,6 +80,8 @@ export interface NewKey {
   expires_at?: number | null
   limits?: KeyLimits | null
   budget?: KeyBudget | null
+  /** Who made it, for the audit log (default: its source). */
+  by?: Actor
 }
 
 /** What a change of a key sets; an absent field is kept, null removes. */
@@ -166,8 +177,8 @@ export type TenancyChange =
 /** A listener may return a promise: the change is answered as heard once it settles. */
 export type ChangeListener = (change: TenancyChange) => MaybePromise<void>
 
-/** One line of the audit log: a change made through the admin API or the CLI. `detail` holds no secret. */
-export interface AuditRow { id: string, at: number, action: string, target: string, actor: Actor, detail: Record<string, unknown> }
+/** One line of the audit log: a change made through the admin API or the CLI, and by whom (admin API changes). `detail` holds no secret. */
+export interface AuditRow { id: string, at: number, action: string, target: string, actor: 'admin' | 'cli' | 'config', identity: Identity | null, detail: Record<string, unknown> }
 
 export interface AuditEntry { action: string, target: string, detail?: Record<string, unknown> }
 
@@ -176,6 +187,51 @@ export interface AuditStore {
   page: (limit: number, cursor?: Cursor) => MaybePromise<AuditRow[]>
   /** Writes a line for a change made outside the store's own methods (a reload). */
   record: (entry: AuditEntry, now: number, by: Actor) => MaybePromise<void>
+}
+
+export type Role = 'admin' | 'viewer' | 'org_admin'
+
+/** A signed-in operator's session; its id and CSRF token are the browser's secrets (the store keeps the id's hash). */
+export interface Session {
+  sub: string
+  email: string | null
+  name: string | null
+  role: Role
+  /** org_admin's organization; null for the other roles. */
+  org: string | null
+  csrf: string
+  created_at: number
+  expires_at: number
+}
+
+/** A sign-in under way, between the redirect to the identity provider and its callback (ten minutes at most). */
+export interface PendingLogin {
+  state: string
+  nonce: string
+  verifier: string
+  /** Where the browser goes once signed in: the operator's console or the developer console. */
+  to: 'admin' | 'developer'
+  expires_at: number
+}
+
+/**
+ * Operators' sessions and sign-ins under way, shared by every process of the store. Ids are
+ * hashed before they are stored or looked up: what the store holds cannot be replayed as a cookie.
+ */
+export interface SessionStore {
+  create: (id: string, session: Session) => MaybePromise<void>
+  /** The live session with this id; undefined when there is none or it has expired at `now`. */
+  get: (id: string, now: number) => MaybePromise<Session | undefined>
+  /** Ends a session; false when there was none. */
+  end: (id: string) => MaybePromise<boolean>
+  /** Ends every session of `sub` except those with `keep`'s role and organization; returns how many. */
+  endSubject: (sub: string, keep?: { role: Role, org: string | null }) => MaybePromise<number>
+  /** Keeps a sign-in under way under `id` (the browser's cookie). */
+  begin: (id: string, login: PendingLogin) => MaybePromise<void>
+  /** Takes the sign-in under way with this id, once: a second take, or one after it expired, finds nothing. */
+  take: (id: string, now: number) => MaybePromise<PendingLogin | undefined>
+  /** Deletes what has expired at `now`. */
+  sweep: (now: number) => MaybePromise<number>
 }
 
 export interface IdempotencyStore {
@@ -415,6 +471,8 @@ export interface Store {
   readonly rateLimits: RateLimitStore
   readonly quota: QuotaStore
   readonly audit: AuditStore
+  /** Operators' sessions (single sign-on). */
+  readonly sessions: SessionStore
   /** The response cache plugin's answers. */
   readonly cache: ResponseCacheStore
   /**

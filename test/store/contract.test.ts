@@ -380,6 +380,64 @@ function contract (t: Test, open: Open): void {
     t.notOk(JSON.stringify(await b.audit.page(100)).includes(k.key), 'no secret in the audit log')
   })
 
+  t.test('audit: a change by an identity keeps who made it; the CLI and the config have none', async (t) => {
+    const [store] = await open(t) as [Store]
+    await store.syncTenants(tenants(1), 1)
+    const sso = { kind: 'sso' as const, sub: 'u-1', email: 'ann@example.com' }
+    const k = await store.keys.create({ org: 'acme', project: 'web', source: 'admin', by: sso }, 2)
+    await store.keys.update(k.id, { name: 'n' }, 3, { kind: 'token', name: 'acme-ci' })
+    await store.orgs.credit('acme', 5, 4, { kind: 'token', name: 'finance', extra: 'dropped' } as never)
+    await store.keys.rotate(k.id, 5, 5, sso)
+    await store.keys.revoke(k.id, 6, 'cli')
+    const lines = (await store.audit.page(5)).map((a) => [a.action, a.actor, a.identity])
+    t.same(lines, [
+      ['key.revoke', 'cli', null],
+      ['key.rotate', 'admin', sso],
+      ['credits.add', 'admin', { kind: 'token', name: 'finance' }],
+      ['key.update', 'admin', { kind: 'token', name: 'acme-ci' }],
+      ['key.create', 'admin', sso]
+    ], 'each line says who; only the identity\'s own fields are written')
+    t.equal((await store.keys.list('acme')).find((x) => x.replaces === k.id)?.source, 'admin', 'a key rotated by an operator is the admin API\'s')
+  })
+
+  t.test('sessions: stored hashed, seen by every process, ended, expired; a sign-in under way is taken once', async (t) => {
+    const [a, b] = await open(t, 2) as [Store, Store]
+    const s = { sub: 'u-1', email: 'ann@example.com', name: 'Ann', role: 'admin' as const, org: null, csrf: 'c-1', created_at: 1000, expires_at: 5000 }
+    await a.sessions.create('sid-one', s)
+    await a.sessions.create('sid-two', { ...s, role: 'org_admin', org: 'acme', csrf: 'c-2' })
+    await a.sessions.create('sid-other', { ...s, sub: 'u-2', csrf: 'c-3' })
+    t.same(await b.sessions.get('sid-one', 4999), s, 'another process sees it')
+    t.equal(await b.sessions.get('sid-one', 5000), undefined, 'not once it has expired')
+    t.equal(await b.sessions.get('sid-ONE', 1000), undefined, 'an id is matched exactly')
+    t.equal(await b.sessions.endSubject('u-1', { role: 'org_admin', org: 'acme' }), 1, 'the sessions of another role end')
+    t.equal(await a.sessions.get('sid-one', 1000), undefined)
+    t.match(await a.sessions.get('sid-two', 1000), { role: 'org_admin', org: 'acme' }, 'the one of the role kept stays')
+    t.ok(await b.sessions.end('sid-two'))
+    t.notOk(await b.sessions.end('sid-two'), 'ended once')
+    t.equal(await a.sessions.get('sid-two', 1000), undefined, 'a session ended by one process is gone for the other')
+    t.ok(await a.sessions.get('sid-other', 1000), 'another subject\'s session is untouched')
+    t.equal(await a.sessions.endSubject('u-2'), 1)
+    const login = { state: 'st', nonce: 'no', verifier: 've', to: 'admin' as const, expires_at: 3000 }
+    await a.sessions.begin('lid', login)
+    await a.sessions.begin('lid-late', { ...login, to: 'developer' })
+    t.same(await b.sessions.take('lid', 2999), login, 'another process takes it')
+    t.equal(await a.sessions.take('lid', 1000), undefined, 'once')
+    t.equal(await b.sessions.take('lid-late', 3000), undefined, 'not once it has expired')
+    await a.sessions.create('sid-old', { ...s, expires_at: 2000 })
+    await a.sessions.create('sid-new', { ...s, expires_at: 9000 })
+    await b.sessions.sweep(2000)
+    t.ok(await a.sessions.get('sid-new', 2000), 'a sweep keeps the live ones')
+    if (a.kind === 'sqlite') {
+      const rows = (a as SqliteStore).db.prepare('SELECT * FROM sessions').all() as Array<{ id_hash: string }>
+      t.same(rows.map((r) => r.id_hash.length), [64], 'the swept one is gone; the table holds hashes')
+      t.notOk(JSON.stringify(rows).includes('sid-new'), 'never the id itself')
+    } else {
+      const rows = (await (a as PostgresStore).conn.q<{ id_hash: string }>('SELECT id_hash FROM sessions')).rows
+      t.same(rows.map((r) => r.id_hash.length), [64], 'the swept one is gone; the table holds hashes')
+      t.notOk(JSON.stringify(rows).includes('sid-new'), 'never the id itself')
+    }
+  })
+
   t.test('usage summary: one aggregate, grouped and bucketed; sums exact past 2^53 nano-dollars', async (t) => {
     const [store] = await open(t) as [Store]
     const rows = Array.from({ length: 40 }, (_, i) => ({ ...row(i), key_id: i % 4 === 0 ? 'k2' : 'k', status: i % 10 === 2 ? 'upstream_error' : 'ok', cost_nano: 1_000_003 * i, saved_nano: i % 5 }))

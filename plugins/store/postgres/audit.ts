@@ -3,7 +3,7 @@ import { auditRecord, toAuditRow, type AuditRecord } from '../tenants.js'
 import type { Actor, AuditEntry, AuditRow, AuditStore, Cursor } from '../types.js'
 import type { Connection } from './db.js'
 
-const INSERT = 'INSERT INTO audit_log (id, at, action, target, actor, detail) VALUES ($1, $2, $3, $4, $5, $6)'
+const INSERT = 'INSERT INTO audit_log (id, at, action, target, actor, identity, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)'
 
 /** The audit log: written in the transaction of the change it tells of, read newest first. */
 export class AuditRepository implements AuditStore {
@@ -12,12 +12,12 @@ export class AuditRepository implements AuditStore {
   /** Inside the caller's transaction. */
   async insert (client: pg.PoolClient, action: string, target: string, detail: Record<string, unknown>, by: Actor, now: number): Promise<void> {
     const r = auditRecord(action, target, detail, by, now)
-    await client.query(INSERT, [r.id, r.at, r.action, r.target, r.actor, r.detail])
+    await client.query(INSERT, [r.id, r.at, r.action, r.target, r.actor, r.identity, r.detail])
   }
 
   async record (entry: AuditEntry, now: number, by: Actor): Promise<void> {
     const r = auditRecord(entry.action, entry.target, entry.detail ?? {}, by, now)
-    await this.conn.q(INSERT, [r.id, r.at, r.action, r.target, r.actor, r.detail])
+    await this.conn.q(INSERT, [r.id, r.at, r.action, r.target, r.actor, r.identity, r.detail])
   }
 
   async page (limit: number, cursor?: Cursor): Promise<AuditRow[]> {

@@ -14,6 +14,7 @@ import { OrgRepository } from './orgs.js'
 import { defineScripts, IdempotencyRepository, RateLimitRepository } from './policies.js'
 import { QuotaRepository } from './quota.js'
 import { defineCacheScripts, ResponseCacheRepository } from './response-cache.js'
+import { SessionRepository } from './sessions.js'
 import { UsageRepository } from './usage.js'
 
 export { inTransaction, migrate, pgPool } from './db.js'
@@ -64,6 +65,7 @@ export class PostgresStore implements Store {
   readonly rateLimits: RateLimitRepository
   readonly quota: QuotaRepository
   readonly audit: AuditRepository
+  readonly sessions: SessionRepository
   readonly feed: ChangeFeed
   readonly cache: ResponseCacheRepository
   /** Migrations applied, Redis connected and subscribed, this instance's heartbeat written. */
@@ -85,6 +87,7 @@ export class PostgresStore implements Store {
     this.ledger = new LedgerRepository(this.conn, this.holder, this.batch)
     this.feed = new ChangeFeed(this.bus, this.onError)
     this.audit = new AuditRepository(this.conn)
+    this.sessions = new SessionRepository(this.conn)
     this.keys = new KeyRepository(this.conn, this.batch, this.audit, this.feed)
     this.orgs = new OrgRepository(this.conn, this.audit, this.feed)
     this.usage = new UsageRepository(this.conn, this.batch)
@@ -118,6 +121,7 @@ export class PostgresStore implements Store {
       const now = this.now()
       this.rateLimits.sweep(now)
       await this.quota.sweep(now - 32 * DAY_MS)
+      await this.sessions.sweep(now)
     })
   }
 

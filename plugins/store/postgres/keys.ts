@@ -50,7 +50,7 @@ export class KeyRepository implements KeyStore {
     const key = toApiKey(row)
     await this.conn.tx(async (client) => {
       await client.query(INSERT, insertParams(row))
-      if (spec.source !== 'config') await this.audit.insert(client, 'key.create', row.id, keyAuditDetail(key), spec.source, now)
+      if (spec.source !== 'config') await this.audit.insert(client, 'key.create', row.id, keyAuditDetail(key), spec.by ?? spec.source, now)
     })
     return { ...key, key: secret }
   }

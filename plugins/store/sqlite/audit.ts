@@ -9,7 +9,7 @@ export class AuditRepository implements AuditStore {
   private readonly afterStmt
 
   constructor (db: DB) {
-    this.insertStmt = db.prepare<AuditRecord>('INSERT INTO audit_log (id, at, action, target, actor, detail) VALUES (@id, @at, @action, @target, @actor, @detail)')
+    this.insertStmt = db.prepare<AuditRecord>('INSERT INTO audit_log (id, at, action, target, actor, identity, detail) VALUES (@id, @at, @action, @target, @actor, @identity, @detail)')
     this.firstStmt = db.prepare<[number], AuditRecord>('SELECT * FROM audit_log ORDER BY at DESC, id DESC LIMIT ?')
     this.afterStmt = db.prepare<[number, string, number], AuditRecord>('SELECT * FROM audit_log WHERE (at, id) < (?, ?) ORDER BY at DESC, id DESC LIMIT ?')
   }

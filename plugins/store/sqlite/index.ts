@@ -16,6 +16,7 @@ import { LedgerRepository, sqliteLeaseLedger } from './ledger.js'
 import { OrgRepository } from './orgs.js'
 import { IdempotencyRepository, QuotaRepository, RateLimitRepository } from './policies.js'
 import { ResponseCacheRepository } from './response-cache.js'
+import { SessionRepository } from './sessions.js'
 import { UsageRepository } from './usage.js'
 
 export type { DB } from './db.js'
@@ -60,6 +61,7 @@ export class SqliteStore implements Store {
   readonly rateLimits: RateLimitRepository
   readonly quota: QuotaRepository
   readonly audit: AuditRepository
+  readonly sessions: SessionRepository
   readonly changes: ChangeLog
   readonly cache: ResponseCacheRepository
   /** This process's id in `holders` and in its leases. */
@@ -86,6 +88,7 @@ export class SqliteStore implements Store {
     this.db = openDatabase(file)
     this.commit = new GroupCommit(this.db, (err) => { this.onError(err, 'queued writes not committed yet; retrying') })
     this.audit = new AuditRepository(this.db)
+    this.sessions = new SessionRepository(this.db)
     this.changes = new ChangeLog(this.db, this.holder, new ChangeFeed(this.bus, this.onError), this.onError)
     this.orgs = new OrgRepository(this.db, this.audit, this.changes)
     this.keys = new KeyRepository(this.db, this.commit, this.audit, this.changes)
@@ -130,6 +133,7 @@ export class SqliteStore implements Store {
       this.quota.sweep(now - 32 * DAY_MS)
       this.changes.sweep(now - DAY_MS)
       this.cache.sweep(now)
+      this.sessions.sweep(now)
     })
     if (!this.db.memory) this.checkpointer = startCheckpointer(this.db, (message) => { this.onError(new Error(message), 'WAL checkpoint failed') }, undefined, { writes: this.commit, chore: this.usage.journalChore() })
   }

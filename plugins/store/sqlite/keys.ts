@@ -61,7 +61,7 @@ export class KeyRepository implements KeyStore {
     const key = toApiKey(row)
     this.db.transaction(() => {
       this.insert.run(row)
-      if (spec.source !== 'config') this.audit.insert('key.create', row.id, keyAuditDetail(key), spec.source, now)
+      if (spec.source !== 'config') this.audit.insert('key.create', row.id, keyAuditDetail(key), spec.by ?? spec.source, now)
     }).immediate()
     return { ...key, key: secret }
   }
