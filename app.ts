@@ -44,6 +44,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The API scope's routes as registered, whether they spend (admitted by the one gate) or not. */
     apiRoutes: readonly ApiRoute[]
+    /** The admin API's routes and the consoles' actions as registered, each with a row of the access table (routes/access.ts). */
+    operatorRoutes: import('./routes/access.js').OperatorRoute[]
     /** The MCP servers behind /mcp; null when the config names none. */
     mcpServers: import('./plugins/mcp/servers.js').McpServers | null
   }
@@ -157,6 +159,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     corePrefixes: API_PREFIXES,
     onRoute: (route) => { apiRoutesSeen.push({ methods: ([] as string[]).concat(route.method), url: route.url, metered: route.config?.metered === true || route.config?.spends === true }) }
   })
+  app.decorate('operatorRoutes', [])
   await app.register(adminRoutes, { prefix: '/admin/v1', reload: runtime.reload, generation: opts.generation, providerHealth: runtime.providerHealth, plugins: host.links })
   await app.register(consoleRoutes, { prefix: '/console' })
 

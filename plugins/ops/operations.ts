@@ -34,7 +34,7 @@ export function standaloneRuntime (): Runtime {
 /** GET /metrics, as the config says (behind the admin token, or open). */
 export function serveMetrics (app: FastifyInstance, config: Config, runtime: Runtime): void {
   if (!config.metrics.enabled) return
-  const guard = config.metrics.auth === 'admin' ? adminGuard(config.admin.token) : null
+  const guard = config.metrics.auth === 'admin' ? adminGuard(config.admin) : null
   app.get('/metrics', { config: { auth: false } }, async (request, reply) => {
     guard?.(request)
     const text = await runtime.scrape()

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { InvalidCursor, UsageNotFound } from '../../plugins/kernel/errors.js'
-import { adminGuard } from '../../plugins/ops/admin-token.js'
+import { accessGate, actorOf, whoami } from '../access.js'
 import { nanoToUsd } from '../../plugins/kernel/money.js'
 import { decodeCursor, encodeCursor } from '../../plugins/store/cursor.js'
 import type { Cursor, SummaryField, UsageFilter, UsageStatus } from '../../plugins/store/types.js'
@@ -15,8 +15,9 @@ import type { ReloadResult } from '../../plugins/ops/operations.js'
 import type { Link } from '../../plugins/host/index.js'
 import type { HealthReport } from '../../plugins/upstream/health.js'
 
-// The admin API under /admin/v1: Bearer admin.token, numeric-code errors, JSON. With no admin
-// token configured every admin path answers 404, as if it did not exist. Tenants and keys are
+// The admin API under /admin/v1: an admin token (Bearer) or a console session, each with a role
+// (../access.ts), numeric-code errors, JSON. With no admin token and no single sign-on configured
+// every admin path answers 404, as if it did not exist. Tenants and keys are
 // in ./tenants.ts and ./keys.ts, the providers and the plugin chain in ./gateway.ts, the price
 // check in ./prices.ts; usage, its summary, the audit log and reload here.
 
@@ -34,14 +35,17 @@ export interface AdminOptions {
 }
 
 const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => {
-  const { store, config, clock } = fastify.gateway
-  const guard = adminGuard(config.admin.token)
+  const { store, clock } = fastify.gateway
+  // who may call each route, in one table (../access.ts)
+  accessGate(fastify, fastify.operatorRoutes)
 
-  fastify.addHook('onRequest', async (request) => {
-    guard(request)
+  fastify.addHook('onRequest', async () => {
     // what the store delays (lease give-backs, when keys were last used) is part of every answer here
     await store.flush()
   })
+
+  // The caller's identity and role; a console session's CSRF token, which its changes must carry.
+  fastify.get('/whoami', async (request) => whoami(request.operator as NonNullable<typeof request.operator>))
 
   await fastify.register(tenants)
   await fastify.register(keys)
@@ -120,17 +124,17 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
   fastify.get('/audit', { schema: { querystring: AuditQuery } }, async (request) => {
     const q = request.query
     const rows = await store.audit.page(q.limit + 1, cursorOf(q.cursor))
-    return pageOf(rows, q.limit, (r) => r.at, (r) => ({ id: r.id, at: new Date(r.at).toISOString(), action: r.action, target: r.target, actor: r.actor, detail: r.detail }))
+    return pageOf(rows, q.limit, (r) => r.at, (r) => ({ id: r.id, at: new Date(r.at).toISOString(), action: r.action, target: r.target, actor: r.actor, identity: r.identity, detail: r.detail }))
   })
 
   // Re-reads the config file: 200 with what changed, or 400 with every problem (the running
   // configuration is kept). With several workers, every worker reloads.
   const reload = opts.reload
   if (reload !== undefined) {
-    fastify.post('/reload', async (_request, reply) => {
+    fastify.post('/reload', async (request, reply) => {
       const r = await reload()
       if (r.ok) {
-        await store.audit.record({ action: 'reload', target: 'config', detail: { changes: r.changes, generation: r.generation } }, clock.now(), 'admin')
+        await store.audit.record({ action: 'reload', target: 'config', detail: { changes: r.changes, generation: r.generation } }, clock.now(), actorOf(request))
         return { reloaded: true, changes: r.changes, generation: r.generation, ...(r.workers === undefined ? {} : { workers: r.workers }) }
       }
       return await reply.status(400).send({

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { actorOf } from '../access.js'
 import { ConfigOwned, KeyExpiredNotRotated, KeyNotFound, KeyRevoked, OrgNotFound, ProjectNotFound } from '../../plugins/kernel/errors.js'
 import type { KeyPatch } from '../../plugins/store/types.js'
 import { parseIsoTime } from '../schemas.js'
@@ -33,6 +34,7 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
       mcp: b.mcp ?? [],
       name: b.name ?? '',
       source: 'admin',
+      by: actorOf(request),
       expires_at: b.expires_at === undefined || b.expires_at === null ? null : parseIsoTime(b.expires_at, 'expires_at', 'body'),
       limits: b.limits === undefined || b.limits === null ? null : mergedLimits(null, b.limits),
       budget: b.budget === undefined || b.budget === null ? null : budgetOf(b.budget, 'budget')
@@ -61,7 +63,7 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
     if (b.expires_at !== undefined) patch.expires_at = b.expires_at === null ? null : parseIsoTime(b.expires_at, 'expires_at', 'body')
     if (b.limits !== undefined) patch.limits = b.limits === null ? null : mergedLimits(current.limits, b.limits)
     if (b.budget !== undefined) patch.budget = b.budget === null ? null : budgetOf(b.budget, 'budget')
-    const updated = await store.keys.update(id, patch, clock.now(), 'admin')
+    const updated = await store.keys.update(id, patch, clock.now(), actorOf(request))
     if (updated === undefined) throw new KeyRevoked({ id })
     return await view.key(updated)
   })
@@ -78,7 +80,7 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
     if (current.source === 'config') throw new ConfigOwned({ what: 'API key', id })
     const now = clock.now()
     if (current.expires_at !== null && current.expires_at <= now) throw new KeyExpiredNotRotated({ id, expired_at: new Date(current.expires_at).toISOString() })
-    const rotation = await store.keys.rotate(id, now + request.body.grace_s * 1000, now, 'admin')
+    const rotation = await store.keys.rotate(id, now + request.body.grace_s * 1000, now, actorOf(request))
     if (rotation === undefined) throw new KeyRevoked({ id })
     return reply.status(201).send({ id: rotation.key.id, key: rotation.key.key, replaces: id, old_valid_until: new Date(rotation.old.expires_at ?? now).toISOString() })
   })
@@ -86,7 +88,7 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.delete('/keys/:id', { schema: { params: KeyParams } }, async (request) => {
     const { id } = request.params
     await existing(id)
-    await store.keys.revoke(id, clock.now(), 'admin')
+    await store.keys.revoke(id, clock.now(), actorOf(request))
     return { id, revoked: true }
   })
 }

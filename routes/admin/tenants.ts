@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { actorOf } from '../access.js'
 import { ConfigOwned, OrgExists, OrgNotFound, ProjectExists, ProjectNotFound } from '../../plugins/kernel/errors.js'
 import { CreditsBody, NewOrgBody, NewProjectBody, OrgParams, ProjectParams, QuotaBody } from './schemas.js'
 import { quotaOf, usdField, views } from './views.js'
@@ -19,16 +20,18 @@ const tenants: FastifyPluginAsyncTypebox = async (fastify) => {
     return t.projects.find((p) => p.id === project)?.quota !== undefined
   }
 
-  fastify.get('/orgs', async () => ({
-    object: 'list',
-    data: await Promise.all((await store.orgs.list()).map(async (o) => await view.org(o.id)))
-  }))
+  fastify.get('/orgs', async (request) => {
+    // an org_admin lists its own organization only
+    const own = request.operator?.role === 'org_admin' ? request.operator.org : null
+    const orgs = (await store.orgs.list()).filter((o) => own === null || o.id === own)
+    return { object: 'list', data: await Promise.all(orgs.map(async (o) => await view.org(o.id))) }
+  })
 
   fastify.post('/orgs', { schema: { body: NewOrgBody } }, async (request, reply) => {
     const b = request.body
     const balanceNano = b.balance_usd === undefined ? 0 : usdField(b.balance_usd, 'balance_usd', { zero: true })
     const quota = b.quota === undefined || b.quota === null ? null : quotaOf(b.quota, 'quota')
-    if (!await store.orgs.create({ id: b.id, balanceNano, quota }, clock.now(), 'admin')) throw new OrgExists({ org: b.id })
+    if (!await store.orgs.create({ id: b.id, balanceNano, quota }, clock.now(), actorOf(request))) throw new OrgExists({ org: b.id })
     return reply.status(201).send(await view.org(b.id))
   })
 
@@ -38,20 +41,20 @@ const tenants: FastifyPluginAsyncTypebox = async (fastify) => {
     const { org } = request.params
     if (fileQuota(org)) throw new ConfigOwned({ what: 'The quota of organization', id: org })
     const quota = request.body.quota === null ? null : quotaOf(request.body.quota, 'quota')
-    if (!await store.orgs.setQuota(org, quota, clock.now(), 'admin')) throw new OrgNotFound({ org })
+    if (!await store.orgs.setQuota(org, quota, clock.now(), actorOf(request))) throw new OrgNotFound({ org })
     return await view.org(org)
   })
 
   fastify.delete('/orgs/:org', { schema: { params: OrgParams } }, async (request) => {
     const { org } = request.params
-    if (!await store.orgs.remove(org, clock.now(), 'admin')) throw new OrgNotFound({ org })
+    if (!await store.orgs.remove(org, clock.now(), actorOf(request))) throw new OrgNotFound({ org })
     return { id: org, deleted: true }
   })
 
   fastify.post('/orgs/:org/credits', { schema: { params: OrgParams, body: CreditsBody } }, async (request) => {
     const { org } = request.params
     const amount = usdField(request.body.amount_usd, 'amount_usd')
-    if (!await store.orgs.credit(org, amount, clock.now(), 'admin')) throw new OrgNotFound({ org })
+    if (!await store.orgs.credit(org, amount, clock.now(), actorOf(request))) throw new OrgNotFound({ org })
     return await view.org(org)
   })
 
@@ -59,7 +62,7 @@ const tenants: FastifyPluginAsyncTypebox = async (fastify) => {
     const { org } = request.params
     const b = request.body
     const quota = b.quota === undefined || b.quota === null ? null : quotaOf(b.quota, 'quota')
-    const done = await store.orgs.createProject(org, b.id, quota, clock.now(), 'admin')
+    const done = await store.orgs.createProject(org, b.id, quota, clock.now(), actorOf(request))
     if (done === 'no_org') throw new OrgNotFound({ org })
     if (done === 'exists') throw new ProjectExists({ org, project: b.id })
     return reply.status(201).send(await view.project(org, b.id, quota))
@@ -69,13 +72,13 @@ const tenants: FastifyPluginAsyncTypebox = async (fastify) => {
     const { org, project } = request.params
     if (fileQuota(org, project)) throw new ConfigOwned({ what: 'The quota of project', id: `${org}/${project}` })
     const quota = request.body.quota === null ? null : quotaOf(request.body.quota, 'quota')
-    if (!await store.orgs.setProjectQuota(org, project, quota, clock.now(), 'admin')) await notFound(org, project)
+    if (!await store.orgs.setProjectQuota(org, project, quota, clock.now(), actorOf(request))) await notFound(org, project)
     return await view.project(org, project, quota)
   })
 
   fastify.delete('/orgs/:org/projects/:project', { schema: { params: ProjectParams } }, async (request) => {
     const { org, project } = request.params
-    if (!await store.orgs.removeProject(org, project, clock.now(), 'admin')) await notFound(org, project)
+    if (!await store.orgs.removeProject(org, project, clock.now(), actorOf(request))) await notFound(org, project)
     return { id: project, deleted: true }
   })
 

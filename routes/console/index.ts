@@ -5,23 +5,31 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
 import type { PricingConfig } from '../../config/schema.js'
-import { KeyExpired, Unauthorized } from '../../plugins/kernel/errors.js'
+import { KeyExpired, OperatorScopeRequired, OrgNotFound, ProjectNotFound, Unauthorized } from '../../plugins/kernel/errors.js'
+import { adminOpen, bearerOf } from '../../plugins/ops/admin-token.js'
 import { nanoToUsd, usdToNano } from '../../plugins/kernel/money.js'
 import { orgRule, projectRule, quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/gateway/quota-windows.js'
 import type { ApiKey, UsageBucket } from '../../plugins/store/types.js'
 import { fromRoot } from '../../paths.js'
 import { usageRecord } from '../admin/usage-record.js'
 import { Integer } from '../schemas.js'
+import { accessGate } from '../access.js'
+import auth from './auth.js'
 
 // The developer console: the page, bundled by esbuild into dist/console and served as static
 // files, and its small JSON API under /console/api. The marketplace is public; the usage views
-// need an API key (Bearer) and show only that key's project. The operator's console, a page of
-// its own over the admin API, is served under /console/admin (adminConsole below).
+// need an API key (Bearer) and show only that key's project, or a console session (single
+// sign-on, ./auth.ts) and show a project it names of an organization the role reaches. The
+// operator's console, a page of its own over the admin API, is served under /console/admin
+// (adminConsole below). Who may call what is in the access table (../access.ts).
 
 const RANGES = { '24h': { span: 86_400_000, bucket: 3_600_000 }, '7d': { span: 7 * 86_400_000, bucket: 86_400_000 }, '30d': { span: 30 * 86_400_000, bucket: 86_400_000 } } as const
 
-const UsageQuery = Type.Object({ range: Type.Union([Type.Literal('24h'), Type.Literal('7d'), Type.Literal('30d')], { default: '24h' }) })
-const CallsQuery = Type.Object({ limit: Integer({ minimum: 1, maximum: 500, default: 50 }) })
+// with a console session, the project to show (an API key shows its own)
+const Project = { org: Type.Optional(Type.String({ minLength: 1 })), project: Type.Optional(Type.String({ minLength: 1 })) }
+const MeQuery = Type.Object(Project)
+const UsageQuery = Type.Object({ range: Type.Union([Type.Literal('24h'), Type.Literal('7d'), Type.Literal('30d')], { default: '24h' }), ...Project })
+const CallsQuery = Type.Object({ limit: Integer({ minimum: 1, maximum: 500, default: 50 }), ...Project })
 
 const COUNTS = ['calls', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'cost_nano', 'saved_nano'] as const
 
@@ -63,14 +71,41 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   const root = fromRoot('dist', 'console')
   // both consoles (the operator's is registered below, inside this scope): the page may load, run and call only this origin
   fastify.addHook('onSend', async (_request, reply) => { reply.headers(CONSOLE_HEADERS) })
+  accessGate(fastify, fastify.operatorRoutes)
 
   const keyOf = async (request: FastifyRequest): Promise<ApiKey> => {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')
-    const key = m === null ? undefined : await store.keys.verify(m[1] as string)
+    const bearer = bearerOf(request)
+    const key = bearer === undefined ? undefined : await store.keys.verify(bearer)
     if (key === undefined) throw new Unauthorized()
     if (key.expires_at !== null && key.expires_at <= clock.now()) throw new KeyExpired({ expired_at: new Date(key.expires_at).toISOString() })
     return key
   }
+
+  /** The project a usage view shows: an API key's own, or the one a console session names (the access gate kept an org_admin to its organization). */
+  const viewOf = async (request: FastifyRequest, q: { org?: string, project?: string }): Promise<{ org: string, project: string, key: ApiKey | null }> => {
+    if (request.operator === null) {
+      const key = await keyOf(request)
+      return { org: key.org, project: key.project, key }
+    }
+    if (q.org === undefined || q.project === undefined) throw new OperatorScopeRequired()
+    if (await store.orgs.get(q.org) === undefined) throw new OrgNotFound({ org: q.org })
+    if (!(await store.orgs.projects(q.org)).some((p) => p.id === q.project)) throw new ProjectNotFound({ org: q.org, project: q.project })
+    return { org: q.org, project: q.project, key: null }
+  }
+
+  // The projects the usage views may show: an API key's own; every live project of the
+  // organizations a console session's role reaches.
+  fastify.get('/api/projects', async (request) => {
+    const op = request.operator
+    if (op === null) {
+      const key = await keyOf(request)
+      return { object: 'list', data: [{ org: key.org, project: key.project }] }
+    }
+    const orgs = (await store.orgs.list()).filter((o) => op.org === null || o.id === op.org)
+    const data = []
+    for (const o of orgs) for (const p of await store.orgs.projects(o.id)) data.push({ org: o.id, project: p.id })
+    return { object: 'list', data }
+  })
 
   // Prices come from the catalog that routes and bills calls: what is shown is what a call costs.
   fastify.get('/api/models', async () => ({
@@ -98,33 +133,33 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   // Where the APIs are, for the page's quick start: /mcp only when the gateway serves MCP tools.
   fastify.get('/api/endpoints', async () => ({ openai: '/v1', anthropic: '/', gemini: '/v1beta', mcp: fastify.gateway.config.mcp.servers.length > 0 ? '/mcp' : null }))
 
-  fastify.get('/api/me', async (request) => {
-    const key = await keyOf(request)
+  fastify.get('/api/me', { schema: { querystring: MeQuery } }, async (request) => {
+    const { org: orgId, project: projectId, key } = await viewOf(request, request.query)
     await store.flush() // lease give-backs the store delays
-    const org = await store.orgs.get(key.org)
-    const project = (await store.orgs.projects(key.org)).find((p) => p.id === key.project)
+    const org = await store.orgs.get(orgId)
+    const project = (await store.orgs.projects(orgId)).find((p) => p.id === projectId)
     const now = clock.now()
     const quota = async (rule: QuotaRule | undefined) => rule === undefined ? null : quotaStatus(rule, await store.quota.used(rule.scope, quotaWindow(rule.quota.per, now).start), now)
     return {
-      org: key.org,
-      project: key.project,
-      key: { id: key.id, name: key.name, hint: key.hint, models: key.models, mcp: key.mcp },
+      org: orgId,
+      project: projectId,
+      key: key === null ? null : { id: key.id, name: key.name, hint: key.hint, models: key.models, mcp: key.mcp },
       balance_usd: nanoToUsd(org?.balance_nano ?? 0),
       held_usd: nanoToUsd(org?.held_nano ?? 0),
       spent_usd: nanoToUsd(org?.spent_nano ?? 0),
       balance_charged: charged,
-      org_quota: await quota(org?.quota === null || org === undefined ? undefined : orgRule(key.org, org.quota)),
-      project_quota: await quota(project?.quota === null || project === undefined ? undefined : projectRule(key.org, key.project, project.quota))
+      org_quota: await quota(org?.quota === null || org === undefined ? undefined : orgRule(orgId, org.quota)),
+      project_quota: await quota(project?.quota === null || project === undefined ? undefined : projectRule(orgId, projectId, project.quota))
     }
   })
 
   fastify.get('/api/usage', { schema: { querystring: UsageQuery } }, async (request) => {
-    const key = await keyOf(request)
+    const view = await viewOf(request, request.query)
     const range = request.query.range
     const { span, bucket } = RANGES[range]
     const now = clock.now()
     const since = Math.floor((now - span) / bucket) * bucket + bucket
-    const rows = new Map((await store.usage.buckets(key.org, key.project, since, bucket)).map((b) => [b.t, b]))
+    const rows = new Map((await store.usage.buckets(view.org, view.project, since, bucket)).map((b) => [b.t, b]))
     const buckets = []
     const totals = { calls: 0, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0, saved_nano: 0 }
     for (let t = since; t <= now; t += bucket) {
@@ -145,8 +180,8 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.get('/api/calls', { schema: { querystring: CallsQuery } }, async (request) => {
-    const key = await keyOf(request)
-    return { object: 'list', data: (await store.usage.page({ org: key.org, project: key.project }, request.query.limit)).map(usageRecord) }
+    const view = await viewOf(request, request.query)
+    return { object: 'list', data: (await store.usage.page({ org: view.org, project: view.project }, request.query.limit)).map(usageRecord) }
   })
 
   if (existsSync(root)) {
@@ -164,6 +199,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     fastify.get('/', async (_request, reply) => reply.status(503).type('text/plain').send('The console is not built: run `npm run build`.\n'))
   }
 
+  await fastify.register(auth, { prefix: '/auth', sso: fastify.gateway.config.sso })
   await fastify.register(adminConsole, { prefix: '/admin' })
 }
 
@@ -178,13 +214,14 @@ const CONSOLE_HEADERS = {
   'referrer-policy': 'no-referrer'
 }
 
-// The operator's console: a page of its own (dist/console/admin) that signs in with the admin
-// token and calls /admin/v1 from the browser. The page holds no data and no secret: without the
-// token it can do nothing, and with no token configured it only says that the admin API is off.
+// The operator's console: a page of its own (dist/console/admin) that signs in with an admin
+// token or through single sign-on and calls /admin/v1 from the browser. The page holds no data and
+// no secret: signed out it can do nothing, and with no admin access configured it only says that
+// the admin API is off.
 const adminConsole: FastifyPluginAsyncTypebox = async (fastify) => {
   const root = fromRoot('dist', 'console', 'admin')
 
-  if (fastify.gateway.config.admin.token === '') {
+  if (!adminOpen(fastify.gateway.config)) {
     fastify.get('/', async (_request, reply) => await reply.status(404).type('text/html; charset=utf-8').header('cache-control', 'no-cache').send(ADMIN_OFF))
   } else if (existsSync(join(root, 'index.html'))) {
     // the page at /console/admin and /console/admin/, its hashed assets under /console/admin/assets/
