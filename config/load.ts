@@ -187,6 +187,9 @@ function accessChecks (config: Config, problems: string[]): void {
     if (p !== undefined) problems.push(p)
   })
   if (!sso.scopes.includes('openid')) problems.push('sso.scopes: must include openid')
+  if ((sso.client_secret === '') !== (sso.token_endpoint_auth_method === 'none')) {
+    problems.push(sso.client_secret === '' ? 'sso.client_secret: is required unless token_endpoint_auth_method is none' : 'sso.client_secret: a public client (token_endpoint_auth_method: none) has no secret')
+  }
   if (!sso.issuer.startsWith('https://') && !isLoopbackUrl(sso.issuer)) problems.push('sso.issuer: must be https:// (plain http only on a loopback address)')
   // the session cookie is Secure unless the console is plain HTTP on this machine: a browser would not keep it over plain HTTP elsewhere
   if (!sso.redirect_url.startsWith('https://') && !isLoopbackUrl(sso.redirect_url)) problems.push('sso.redirect_url: must be https:// (plain http only on a loopback address)')

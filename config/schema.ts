@@ -118,6 +118,8 @@ export const SsoSchema = Type.Object({
   issuer: Type.String({ pattern: '^https?://' }),
   client_id: Type.String({ minLength: 1 }),
   client_secret: Type.String({ default: '' }),
+  // how the client authenticates at the token endpoint, as the client is registered there (none: a public client, PKCE alone)
+  token_endpoint_auth_method: Type.Union([Type.Literal('client_secret_basic'), Type.Literal('client_secret_post'), Type.Literal('none')], { default: 'client_secret_basic' }),
   // where the identity provider sends the browser back: this gateway's /console/auth/callback as users reach it
   redirect_url: Type.String({ pattern: '^https?://' }),
   scopes: Type.Array(Type.String({ minLength: 1, pattern: '^[!#-\\[\\]-~]+$' }), { default: ['openid', 'email', 'profile'] }),

@@ -44,8 +44,8 @@ export class SsoClient {
   private async discovered (): Promise<oidc.Configuration> {
     if (this.configuration === null) {
       const s = this.sso
-      const secret = s.client_secret === '' ? undefined : s.client_secret
-      this.configuration = oidc.discovery(new URL(s.issuer), s.client_id, secret, secret === undefined ? oidc.None() : undefined, {
+      const auth = s.token_endpoint_auth_method === 'none' ? oidc.None() : s.token_endpoint_auth_method === 'client_secret_post' ? oidc.ClientSecretPost(s.client_secret) : oidc.ClientSecretBasic(s.client_secret)
+      this.configuration = oidc.discovery(new URL(s.issuer), s.client_id, undefined, auth, {
         // plain http only towards this machine (the config refuses it elsewhere)
         execute: [...(isLoopbackUrl(s.issuer) ? [oidc.allowInsecureRequests] : []), oidc.enableNonRepudiationChecks],
         timeout: s.timeout_s
@@ -108,9 +108,12 @@ export class SsoClient {
 
 /** A short reason for a page and the log: the library's message (it names the claim that failed), never a token. */
 function reasonOf (err: unknown): string {
-  const e = err as { message?: unknown, error?: unknown, error_description?: unknown }
+  const e = err as { message?: unknown, error?: unknown, error_description?: unknown, cause?: { message?: unknown } }
   if (typeof e.error === 'string') return typeof e.error_description === 'string' ? `${e.error}: ${e.error_description}` : e.error
-  return typeof e.message === 'string' ? e.message.slice(0, 300) : 'unknown error'
+  const message = typeof e.message === 'string' ? e.message : 'unknown error'
+  // the check that failed (the claim, the signature) is named by the cause openid-client wraps
+  const cause = typeof e.cause?.message === 'string' ? e.cause.message : undefined
+  return (cause === undefined || cause === message ? message : `${message}: ${cause}`).slice(0, 300)
 }
 
 /** A new opaque secret for a cookie or a CSRF token: 32 random bytes, base64url. */
