@@ -166,8 +166,9 @@ export function accessGate (scope: FastifyInstance, seen: OperatorRoute[]): void
     // no admin token and no single sign-on: the admin API is not there
     if (admin && !open) throw new RouteNotFound({ method: request.method, url: request.url.split('?')[0] ?? request.url })
     if (rule.who === 'public') return
-    // the developer console's own sign-in: the route checks the API key
-    if (rule.who === 'key-or-operator' && !admin && bearerOf(request) !== undefined) return
+    // the developer console's own sign-in, a bearer that is no admin token: the route checks it as an API key
+    const bearer = bearerOf(request)
+    if (rule.who === 'key-or-operator' && bearer !== undefined && tokenHolder(bearer) === undefined) return
     const op = await operatorOf(request, admin)
     if (op.session !== null && !SAFE_METHODS.has(request.method)) {
       const sent = request.headers['x-csrf-token']
