@@ -1,5 +1,7 @@
 // The developer console: a marketplace of the catalog's models with their prices, and a project's
-// usage once signed in with an API key (kept in sessionStorage, sent only to this gateway).
+// usage once signed in with an API key (kept in sessionStorage, sent only to this gateway), or
+// through single sign-on (the gateway's session cookie, HttpOnly), which shows any project of the
+// organizations the operator's role reaches.
 
 interface Rates { input: string, cached_input: string | null, output: string | null, cache_write: string | null, cache_write_1h: string | null, input_audio?: string | null, output_audio?: string | null }
 interface Tier extends Rates { above_input_tokens: number }
@@ -19,7 +21,7 @@ interface Pricing {
 type Kind = 'chat' | 'embeddings' | 'image'
 interface Model { id: string, name: string, vendor: string, kind: Kind, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
 interface Quota { limit: string, used: string, unit: string, per: string, resets_at: string }
-interface Me { org: string, project: string, key: { name: string, hint: string }, balance_usd: string, held_usd: string, spent_usd: string, balance_charged: boolean, org_quota: Quota | null, project_quota: Quota | null }
+interface Me { org: string, project: string, key: { name: string, hint: string } | null, balance_usd: string, held_usd: string, spent_usd: string, balance_charged: boolean, org_quota: Quota | null, project_quota: Quota | null }
 interface Bucket { start: string, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, saved_usd: string }
 interface Usage { range: string, bucket_s: number, buckets: Bucket[], totals: Omit<Bucket, 'start'> }
 interface Call { created_at: string, model: string, endpoint: string, status: string, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number, cache_hit: boolean, saved_usd: string }
@@ -49,7 +51,7 @@ function select (tab: HTMLElement): void {
     $(t.getAttribute('aria-controls') as string).hidden = !on
   }
   history.replaceState(null, '', tab.id === 'tab-usage' ? '#usage' : '#marketplace')
-  if (tab.id === 'tab-usage' && sessionStorage.getItem(KEY) !== null) void loadUsage()
+  if (tab.id === 'tab-usage' && (sessionStorage.getItem(KEY) !== null || operator !== null)) void loadUsage()
 }
 tabs.forEach((t, i) => {
   t.addEventListener('click', () => select(t))
@@ -162,11 +164,40 @@ for (const id of ['q', 'vendor', 'modality', 'kind', 'sort']) $(id).addEventList
 $('filters').addEventListener('submit', (e) => e.preventDefault())
 
 // ---- usage ------------------------------------------------------------------------------------
+/** Signed in through single sign-on: who, the CSRF token its logout carries, and the project shown. */
+interface Operator { who: string, csrf: string, project: string }
+let operator: Operator | null = null
+
 async function api<T> (path: string): Promise<T> {
-  const res = await fetch(`${API}${path}`, { headers: { authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}` } })
+  const key = sessionStorage.getItem(KEY)
+  let url = `${API}${path}`
+  // an operator names the project; an API key shows its own
+  if (key === null && operator !== null && operator.project !== '') {
+    const [org, project] = operator.project.split('/') as [string, string]
+    url += `${path.includes('?') ? '&' : '?'}${new URLSearchParams({ org, project }).toString()}`
+  }
+  const res = await fetch(url, key === null ? { credentials: 'same-origin' } : { headers: { authorization: `Bearer ${key}` }, credentials: 'omit' })
   const body = await res.json() as T & { error?: { message: string } }
   if (!res.ok) throw Object.assign(new Error(body.error?.message ?? `HTTP ${res.status}`), { status: res.status })
   return body
+}
+
+/** A console session, when there is one: who is signed in and the projects the role reaches. */
+async function openSession (): Promise<boolean> {
+  try {
+    const [who, projects] = await Promise.all([
+      fetch('/admin/v1/whoami', { credentials: 'same-origin' }).then(async (r) => r.ok ? await r.json() as { email: string | null, name: string | null, sub: string, role: string, org: string | null, csrf_token: string } : null),
+      fetch(`${API}/projects`, { credentials: 'same-origin' }).then(async (r) => r.ok ? await r.json() as { data: Array<{ org: string, project: string }> } : null)
+    ])
+    if (who === null || projects === null) return false
+    const names = projects.data.map((p) => `${p.org}/${p.project}`)
+    $<HTMLSelectElement>('project').replaceChildren(...names.map((n) => el('option', { value: n }, n)))
+    operator = { who: `${who.email ?? who.name ?? who.sub} · ${who.role === 'org_admin' ? `org_admin of ${who.org ?? ''}` : who.role}`, csrf: who.csrf_token, project: names[0] ?? '' }
+    $('project-pick').hidden = false
+    return true
+  } catch {
+    return false
+  }
 }
 
 /** A bar chart (stacked when several series) as SVG, with a title and a text alternative. */
@@ -224,7 +255,9 @@ async function loadUsage (): Promise<void> {
     const [me, usage, calls] = await Promise.all([api<Me>('/me'), api<Usage>(`/usage?range=${range}`), api<{ data: Call[] }>('/calls?limit=25')])
     $('signin').hidden = true
     $('dashboard').hidden = false
-    $('who').textContent = `Project ${me.org}/${me.project} · key ${me.key.name || me.key.hint}`
+    $('who').textContent = me.key === null || operator !== null
+      ? `Signed in as ${operator?.who ?? ''}`
+      : `Project ${me.org}/${me.project} · key ${me.key.name || me.key.hint}`
     const t = usage.totals
     $('stats').replaceChildren(
       stat('Calls', fmtInt.format(t.calls)), stat('Input tokens', fmtInt.format(t.prompt_tokens)), stat('Cached input tokens', fmtInt.format(t.cached_input_tokens)),
@@ -252,12 +285,18 @@ async function loadUsage (): Promise<void> {
     body.replaceChildren(...(rows.length > 0 ? rows : [el('tr', {}, el('td', { colspan: '9', class: 'muted' }, 'No calls yet.'))]))
   } catch (err) {
     const status = (err as { status?: number }).status
+    const asOperator = sessionStorage.getItem(KEY) === null && operator !== null
     sessionStorage.removeItem(KEY)
+    if (status === 401) { operator = null; $('project-pick').hidden = true }
     $('dashboard').hidden = true
     $('signin').hidden = false
     const msg = $('signin-error')
     msg.hidden = false
-    msg.textContent = status === 401 ? 'That API key was not accepted. Check it and try again.' : `Could not load usage: ${(err as Error).message}`
+    msg.textContent = status === 401
+      ? (asOperator ? 'Your session has ended: sign in again.' : 'That API key was not accepted. Check it and try again.')
+      : operator !== null && operator.project === ''
+        ? 'Your role reaches no project yet.'
+        : `Could not load usage: ${(err as Error).message}`
   }
 }
 
@@ -271,6 +310,10 @@ $('signin').addEventListener('submit', (e) => {
   void loadUsage()
 })
 $('signout').addEventListener('click', () => {
+  // a console session ends at the gateway, for both consoles
+  if (sessionStorage.getItem(KEY) === null && operator !== null) void fetch('/console/auth/logout', { method: 'POST', credentials: 'same-origin', headers: { 'x-csrf-token': operator.csrf } }).catch(() => {})
+  operator = null
+  $('project-pick').hidden = true
   sessionStorage.removeItem(KEY)
   $('dashboard').hidden = true
   $('signin').hidden = false
@@ -278,6 +321,19 @@ $('signout').addEventListener('click', () => {
 })
 $('refresh').addEventListener('click', () => { void loadUsage() })
 $('range').addEventListener('input', () => { void loadUsage() })
+$('project').addEventListener('input', () => {
+  if (operator !== null) operator.project = $<HTMLSelectElement>('project').value
+  void loadUsage()
+})
 
 void loadModels()
-if (location.hash === '#usage') select($('tab-usage'))
+void (async () => {
+  // single sign-on offered: its link, and a session that may be open already (back from the provider)
+  const sso = await fetch('/console/auth/status').then(async (r) => r.ok ? (await r.json() as { sso: boolean }).sso : false, () => false)
+  $('sso').hidden = !sso
+  if (sso && sessionStorage.getItem(KEY) === null && await openSession()) {
+    select($('tab-usage'))
+    return
+  }
+  if (location.hash === '#usage') select($('tab-usage'))
+})()

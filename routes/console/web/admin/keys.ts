@@ -3,6 +3,7 @@
 // (the secret shown once, with a copy button); edited; rotated with a grace period (the new
 // secret shown once); revoked after a confirmation.
 
+import { mayManage } from './role.js'
 import { api, get, query } from './api.js'
 import { $, closers, el, fill, input, isoOf, localOf, onSubmit, problem, say, select, usd, when, words } from './dom.js'
 import { projectPicker, refreshOrgs } from './tenants.js'
@@ -38,7 +39,7 @@ function row (k: Key): HTMLElement {
     el('td', { class: 'nowrap' }, k.expires_at === null ? 'never' : when(k.expires_at)),
     el('td', { class: 'nowrap' }, when(k.last_used_at)),
     el('td', {}, status(k)),
-    el('td', { class: 'actions' }, live
+    el('td', { class: 'actions' }, live && mayManage()
       ? el('div', { class: 'row' },
         el('button', { type: 'button', class: 'secondary small', 'data-action': 'edit', 'aria-label': `Edit key ${label}` }, 'Edit'),
         el('button', { type: 'button', class: 'secondary small', 'data-action': 'rotate', 'aria-label': `Rotate key ${label}` }, 'Rotate'),

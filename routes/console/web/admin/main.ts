@@ -1,13 +1,14 @@
-// The operator's console: sign-in with the admin token, then six sections over the admin API
+// The operator's console: sign-in with an admin token or through single sign-on, then six sections over the admin API
 // (overview, tenants, keys, request log, providers, plugins) as ARIA tabs, one loaded at a time.
 
-import { ApiError, get, token, whenUnauthorized } from './api.js'
+import { ApiError, call, get, session, token, whenUnauthorized } from './api.js'
 import { $, input, problem, say } from './dom.js'
 import { hideSecret, initKeys, loadKeys, resetKeys } from './keys.js'
 import { initLog, loadLog, resetLog } from './log.js'
 import { initOverview, loadOverview, resetOverview } from './overview.js'
 import { initPlugins, loadPlugins, resetPlugins } from './plugins.js'
 import { initProviders, loadProviders, resetProviders } from './providers.js'
+import { applyRole, describe, type Whoami } from './role.js'
 import { initTenants, loadTenants, resetTenants } from './tenants.js'
 
 const SECTIONS = {
@@ -59,34 +60,44 @@ tabs.forEach((t, i) => {
 })
 
 // ---- signing in and out ---------------------------------------------------------------------
-function signedIn (on: boolean): void {
+function signedIn (who: Whoami | null): void {
+  const on = who !== null
   $('signin-view').hidden = on
   $('nav').hidden = !on
   $('signout').hidden = !on
+  $('whoami').textContent = who === null ? '' : `Signed in as ${describe(who)}`
+  applyRole(who?.role ?? null)
   if (!on) for (const n of NAMES) $(`view-${n}`).hidden = true
 }
 
 function signOut (message = ''): void {
+  // a console session ends at the gateway too (the cookie is the gateway's to clear)
+  if (token.get() === null && session.get() !== null) void call('POST', '/console/auth/logout').catch(() => {})
   token.clear()
+  session.set(null)
   for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetPlugins]) reset()
-  signedIn(false)
+  signedIn(null)
   history.replaceState(null, '', location.pathname)
   say('signin-error', message)
   input('token').focus()
 }
 
-/** Checks the token with a request that needs it; on success shows the section asked for. */
-async function enter (): Promise<void> {
+/** Asks who is signed in (the admin token, else the session's cookie); on success shows the section asked for. */
+async function enter (quiet = false): Promise<void> {
   try {
-    await get('/orgs')
+    const who = await get<Whoami>('/whoami')
+    session.set(who.csrf_token)
     say('signin-error', '')
-    signedIn(true)
+    signedIn(who)
     const asked = location.hash.slice(1) as Section
-    show(NAMES.includes(asked) ? asked : active)
+    const visible = (n: Section): boolean => !$(`tab-${n}`).hidden
+    show(NAMES.includes(asked) && visible(asked) ? asked : visible(active) ? active : 'overview')
   } catch (err) {
     token.clear()
-    signedIn(false)
+    session.set(null)
+    signedIn(null)
     const status = err instanceof ApiError ? err.status : 0
+    if (quiet && status === 401) return
     say('signin-error', status === 401
       ? 'That admin token was not accepted. Check it and try again.'
       : status === 404
@@ -96,8 +107,8 @@ async function enter (): Promise<void> {
 }
 
 whenUnauthorized(() => {
-  // the token stopped working while signed in (changed in the config and reloaded)
-  if (!$('nav').hidden) signOut('The admin token is no longer accepted: sign in again.')
+  // the token or the session stopped working while signed in (changed and reloaded, expired, signed out elsewhere)
+  if (!$('nav').hidden) signOut(token.get() === null ? 'Your session has ended: sign in again.' : 'The admin token is no longer accepted: sign in again.')
 })
 
 $('signin').addEventListener('submit', (e) => {
@@ -112,5 +123,21 @@ $('signout').addEventListener('click', () => { signOut() })
 
 for (const init of [initOverview, initTenants, initKeys, initLog, initProviders, initPlugins]) init()
 
+/** Whether the gateway offers single sign-on: then its link is shown, and a session may already be open. */
+async function ssoOffered (): Promise<boolean> {
+  try {
+    const res = await call('GET', '/console/auth/status')
+    return res.ok && (await res.json() as { sso: boolean }).sso
+  } catch {
+    return false
+  }
+}
+
 if (token.get() !== null) void enter()
-else input('token').focus()
+else {
+  input('token').focus()
+  void ssoOffered().then(async (sso) => {
+    $('sso').hidden = !sso
+    if (sso) await enter(true)
+  })
+}

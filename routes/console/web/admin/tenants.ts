@@ -2,6 +2,7 @@
 // its quota and its usage over 30 days; forms to create an organization or a project and to add
 // credits. The organization pickers of the other sections are filled from the same list.
 
+import { role } from './role.js'
 import { api, get, query } from './api.js'
 import { $, el, fill, input, int, problem, say, select, usd } from './dom.js'
 import type { List, Org, Plugins, QuotaView, SummaryRow } from './types.js'
@@ -57,10 +58,11 @@ export async function refreshOrgs (): Promise<void> {
 export async function loadTenants (): Promise<void> {
   try {
     const since = new Date(Date.now() - 30 * 86_400_000).toISOString()
-    const [, usage, plugins] = await Promise.all([refreshOrgs(), get<List<SummaryRow>>(`/usage/summary${query({ group_by: 'org', since })}`), get<Plugins>('/plugins')])
+    // an org_admin may not read the plugin chain: its balance is shown as the store keeps it
+    const [, usage, plugins] = await Promise.all([refreshOrgs(), get<List<SummaryRow>>(`/usage/summary${query({ group_by: 'org', since })}`), role() === 'org_admin' ? null : get<Plugins>('/plugins')])
     const byOrg = new Map(usage.data.map((r) => [r.org, r]))
     // without the balance plugin nothing is charged to a balance: Spent stays at 0 whatever the calls cost
-    const charged = plugins.data.some((p) => p.name === 'balance' && (p.module ?? null) === null && p.enabled)
+    const charged = plugins === null || plugins.data.some((p) => p.name === 'balance' && (p.module ?? null) === null && p.enabled)
     $('tn-balance-off').hidden = charged
     say('tn-error', '')
     fill('orgs', orgs.map((o) => {
