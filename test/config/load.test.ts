@@ -180,3 +180,33 @@ t.test('mcp.servers: what each transport needs, unique ids without "__", a stdio
   t.equal(servers[0]?.cwd, dir, 'it runs in the config file\'s folder, so ./server.mjs is beside the file')
   t.equal(servers[1]?.cwd, join(dir, 'servers'), 'a cwd of its own is relative to that folder')
 })
+
+t.test('admin tokens and single sign-on: roles with their organizations, names and tokens apart, the identity provider and callback over HTTPS unless on loopback', async (t) => {
+  const token = (extra: Record<string, unknown>): Record<string, unknown> => ({ token: 'a-viewer-token-0123456789', role: 'viewer', name: 'finance', ...extra })
+  const sso = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+    issuer: 'https://login.example.com/realms/acme', client_id: 'modelgate', client_secret: 's3cret', redirect_url: 'https://gw.example.com/console/auth/callback', roles: [{ group: 'ops', role: 'admin' }], ...extra
+  })
+  const ok = parseConfig({ admin: { token: 'the-admin-token-0123456789', tokens: [token({}), token({ token: 'an-acme-token-0123456789', role: 'org_admin', org: 'acme', name: 'acme-ci' })] }, sso: sso() }, {})
+  t.match(ok.sso, { groups_claim: 'groups', session_hours: 8, scopes: ['openid', 'email', 'profile'], token_endpoint_auth_method: 'client_secret_basic' }, 'the defaults')
+  t.same(problemsOf({ admin: { tokens: [token({ role: 'org_admin' })] } }), ['admin.tokens[0].org: is required for role org_admin (the organization it manages)'])
+  t.same(problemsOf({ admin: { tokens: [token({ org: 'acme' })] } }), ['admin.tokens[0].org: is for role org_admin only (role viewer reaches every organization)'])
+  t.same(problemsOf({ admin: { token: 'a-viewer-token-0123456789', tokens: [token({ name: 'admin' })] } }), [
+    'admin.tokens[0].token: is admin.token itself (each token has one role)',
+    'admin.tokens[0].name: "admin" names admin.token in the audit log; choose another'
+  ])
+  t.same(problemsOf({ admin: { tokens: [token({}), token({})] } }), ['admin.tokens: the name finance is used twice', 'admin.tokens: the same token is listed twice'])
+  t.match(problemsOf({ admin: { tokens: [token({ token: 'short', role: 'owner' })] } }), [/admin\.tokens\[0\]\.token/, /admin\.tokens\[0\]\.role/])
+  t.same(problemsOf({ sso: sso({ issuer: 'http://login.example.com', redirect_url: 'http://gw.example.com/console/auth/callback' }) }), [
+    'sso.issuer: must be https:// (plain http only on a loopback address)',
+    'sso.redirect_url: must be https:// (plain http only on a loopback address)'
+  ], 'plain HTTP is refused off loopback: the session cookie would be sent in clear')
+  t.same(problemsOf({ sso: sso({ issuer: 'http://127.0.0.1:9000', redirect_url: 'http://localhost:8080/console/auth/callback' }) }), [], 'and taken on loopback')
+  t.same(problemsOf({ sso: sso({ redirect_url: 'https://gw.example.com/callback' }) }), ['sso.redirect_url: must end with /console/auth/callback (the gateway\'s callback as the browser reaches it)'])
+  t.same(problemsOf({ sso: sso({ scopes: ['email'], roles: [{ group: 'devs', role: 'org_admin' }] }) }), [
+    'sso.roles[0].org: is required for role org_admin (the organization it manages)',
+    'sso.scopes: must include openid'
+  ])
+  t.same(problemsOf({ sso: sso({ client_secret: '' }) }), ['sso.client_secret: is required unless token_endpoint_auth_method is none'])
+  t.same(problemsOf({ sso: sso({ token_endpoint_auth_method: 'none' }) }), ['sso.client_secret: a public client (token_endpoint_auth_method: none) has no secret'])
+  t.same(problemsOf({ sso: sso({ roles: [], colour: 1 }) }), ['sso.colour: is not a known key', 'sso.roles: must not be empty'])
+})

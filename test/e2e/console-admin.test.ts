@@ -201,7 +201,7 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     t.ok(await page.isHidden('#nav'), 'no sections without the token')
 
     await page.fill('#token', ADMIN)
-    await Promise.all([page.waitForResponse((r) => r.url().endsWith('/admin/v1/orgs') && r.status() === 200), page.click('#signin button[type=submit]')])
+    await Promise.all([page.waitForResponse((r) => r.url().endsWith('/admin/v1/whoami') && r.status() === 200), page.click('#signin button[type=submit]')])
     await page.waitForSelector('#view-overview:not([hidden])')
     t.equal(await page.getAttribute('#tab-overview', 'aria-selected'), 'true')
     t.equal(await page.evaluate(() => sessionStorage.getItem('modelgate.adminToken')), ADMIN, 'the token is kept for this tab')

@@ -129,3 +129,17 @@ t.test('what a reload reports as changed', async (t) => {
     'admin.token: changed'
   ])
 })
+
+t.test('a reload that adds single sign-on or admin tokens says so without their secrets', async (t) => {
+  const before = testConfig({ admin: { token: 'secret-one-0123456789' } })
+  const after = testConfig({
+    admin: { token: 'secret-one-0123456789', tokens: [{ token: 'viewer-secret-0123456789', role: 'viewer', name: 'finance' }] },
+    sso: { issuer: 'https://login.example.com', client_id: 'modelgate', client_secret: 'sso-client-secret', redirect_url: 'https://gw.example.com/console/auth/callback', roles: [{ group: 'ops', role: 'admin' }] }
+  })
+  const changes = configChanges(before, after)
+  t.ok(changes.includes('admin.tokens: changed'))
+  t.ok(changes.includes('sso.client_secret: changed'))
+  t.ok(changes.includes('sso.issuer: unset → "https://login.example.com"'), 'a new section is told key by key')
+  t.notMatch(JSON.stringify(changes), /viewer-secret|sso-client-secret/, 'no secret in what a reload reports')
+  t.notMatch(JSON.stringify(configChanges(after, before)), /viewer-secret|sso-client-secret/, 'nor when they are removed')
+})
