@@ -176,3 +176,13 @@ t.test('a route without a row in the access table stops the app from being built
     await app.ready()
   }, /GET \/admin\/v1\/something-new has no row in the access table/)
 })
+
+t.test('/metrics takes the admin tokens whose role reads every organization', async (t) => {
+  const idp = await startIdp(t, [REDIRECT], {})
+  const { app } = await gateway(t, idp)
+  const status = async (headers: Record<string, string>): Promise<number> => (await app.inject({ method: 'GET', url: '/metrics', headers })).statusCode
+  t.equal(await status(bearer(TOKENS.admin)), 200)
+  t.equal(await status(bearer(TOKENS.viewer)), 200)
+  t.equal(await status(bearer(TOKENS.org_admin)), 403, 'an org_admin\'s token: the figures span other organizations')
+  t.equal(await status({}), 401)
+})
