@@ -11,7 +11,7 @@ import {
 import { admit, grantedProvider, grantedUpstreamModel } from '../plugins/gateway/gate.js'
 import { classify, targetProblem, type Classified, type Cost, type Reader } from '../plugins/gateway/passthrough-target.js'
 import { relayBytes, relayJson, relayMapped, relayStream, readWhole, send, sendRead, type Pipe } from '../plugins/gateway/pipeline.js'
-import { createdBy, itemId, listItems, mayReference, objectAccess, referencesIn, yieldedBy, type ObjectAccess, type ObjectRef } from '../plugins/gateway/provider-objects.js'
+import { createdBy, itemId, listItems, objectAccess, referencesIn, yieldedBy, type ObjectAccess, type ObjectRef } from '../plugins/gateway/provider-objects.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../plugins/gateway/validation.js'
 import { geminiPassthrough } from '../plugins/translation/gemini-passthrough.js'
 import { embeddingsPassthrough } from '../plugins/translation/embeddings-passthrough.js'
@@ -280,7 +280,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       }
       if (reader !== undefined) call.speaks(reader.client)
       const model = modelOf(principal, c, parsed, c.cost, method, path, upload)
-      if (!shared) await reachable(principal, access, parsed, text)
+      if (!shared) await reachable(principal, access, parsed)
       call.resolved(model, c.reader === 'gemini' ? c.method?.toLowerCase() === 'streamgeneratecontent' : parsed?.stream === true, model?.upstreamModel)
       if (c.cost === 'free') call.free()
       else if (c.cost === 'unmetered') call.spendsUnread()
@@ -350,9 +350,9 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
     }
 
     /** Refuses, with nothing sent, a call that reaches an object its organization did not make: the path's, or one its body names. */
-    async function reachable (principal: Principal, access: ObjectAccess, parsed: Json | null, text: string): Promise<void> {
+    async function reachable (principal: Principal, access: ObjectAccess, parsed: Json | null): Promise<void> {
       const ids = access.kind === 'member' ? [access.id] : []
-      if (parsed !== null && mayReference(provider.protocol, text)) for (const ref of referencesIn(provider.protocol, parsed, fileHosts)) ids.push(ref.id)
+      if (parsed !== null) for (const ref of referencesIn(provider.protocol, parsed, fileHosts)) ids.push(ref.id)
       if (ids.length === 0) return
       const owned = await objects.owned(provider.id, principal.org, ids)
       const foreign = ids.find((id) => !owned.has(id))

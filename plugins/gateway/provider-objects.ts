@@ -228,59 +228,48 @@ export const itemId = (collection: Collection, item: Json): string | undefined =
 }
 
 /** Body fields that name provider-side objects, by protocol: the field, and the kind each id is of. */
-const REFERENCES: Record<Protocol, Readonly<Record<string, string>>> = {
-  openai: {
-    file_id: 'files',
-    file_ids: 'files',
-    input_file_id: 'files',
-    training_file: 'files',
-    validation_file: 'files',
-    vector_store_id: 'vector_stores',
-    vector_store_ids: 'vector_stores',
-    previous_response_id: 'responses',
-    conversation: 'conversations',
-    container: 'containers'
-  },
-  messages: { file_id: 'files', container: 'containers' },
-  gemini: { cachedContent: 'cached_contents', fileUri: 'files', fileName: 'files', fileSearchStoreNames: 'file_search_stores' }
-}
-
-/** Whether a body's text may name an object, before it is walked: any escape may hide a field's name. */
-export function mayReference (protocol: Protocol, text: string): boolean {
-  if (text.includes('\\u')) return true
-  for (const field of Object.keys(REFERENCES[protocol])) if (text.includes(field)) return true
-  return false
+const REFERENCES: Record<Protocol, ReadonlyMap<string, string>> = {
+  openai: new Map([
+    ['file_id', 'files'], ['file_ids', 'files'], ['input_file_id', 'files'], ['training_file', 'files'], ['validation_file', 'files'],
+    ['vector_store_id', 'vector_stores'], ['vector_store_ids', 'vector_stores'], ['previous_response_id', 'responses'], ['conversation', 'conversations'], ['container', 'containers']
+  ]),
+  messages: new Map([['file_id', 'files'], ['container', 'containers']]),
+  gemini: new Map([['cachedContent', 'cached_contents'], ['fileUri', 'files'], ['fileName', 'files'], ['fileSearchStoreNames', 'file_search_stores']])
 }
 
 /**
- * The provider-side objects a request body names, at any depth. A Gemini `fileUri` names a file
- * when it is one of the Files API's URIs on one of `hosts` (the provider's); other URIs are media
- * the provider fetches.
+ * The provider-side objects a request body names, at any depth but inside `metadata` (the
+ * client's own labels, which the provider never reads as references). A Gemini `fileUri` names a
+ * file when it is one of the Files API's URIs on one of `hosts` (the provider's); other URIs are
+ * media the provider fetches.
  */
 export function referencesIn (protocol: Protocol, body: Json, hosts: readonly string[]): ObjectRef[] {
   const fields = REFERENCES[protocol]
   const out: ObjectRef[] = []
   const add = (kind: string, v: unknown, field: string): void => {
     if (typeof v !== 'string' || v === '') return
-    if (field === 'fileUri') {
+    if (field !== 'fileUri') out.push({ kind, id: v })
+    else {
       const file = fileOnHost(v, hosts)
       if (file !== undefined) out.push({ kind, id: file })
-      return
     }
-    out.push({ kind, id: v })
   }
-  // iterative: the body's depth is bounded where it was parsed, but no walk here relies on it
+  // iterative, and without a copy of any object's entries: this walks every body pass-through reads
   const stack: unknown[] = [body]
-  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+  while (stack.length > 0) {
+    const node = stack.pop()
     if (Array.isArray(node)) {
-      for (const v of node) if (v !== null && typeof v === 'object') stack.push(v)
+      for (let i = 0; i < node.length; i++) {
+        const v: unknown = node[i]
+        if (v !== null && typeof v === 'object') stack.push(v)
+      }
       continue
     }
-    if (!isObj(node)) continue
-    for (const [field, v] of Object.entries(node)) {
-      // the client's own labels, which the provider keeps and never reads as references
+    const o = node as Json
+    for (const field in o) {
       if (field === 'metadata') continue
-      const kind = Object.hasOwn(fields, field) ? fields[field] : undefined
+      const v = o[field]
+      const kind = fields.get(field)
       if (kind !== undefined) {
         if (Array.isArray(v)) for (const item of v) add(kind, item, field)
         // Anthropic's container, OpenAI's conversation: an id, or an object holding one

@@ -212,7 +212,7 @@ t.test('a request that cannot be sent as it is never counts against the provider
   t.ok(upstreams.health.usable('p'), 'the probe\'s turn passed: the next call may probe')
   await t.rejects(go(() => { throw new Error('no plan') }), /no plan/)
   client.request = async () => { throw new errors.NotSupportedError('expect header not supported') }
-  await t.rejects(go(), { statusCode: 400 })
+  await t.rejects(go(), { statusCode: 400, code: 'MG_UNFORWARDABLE_REQUEST' }, 'a request that cannot be sent')
   t.ok(upstreams.health.usable('p'), 'as it does when the request cannot be sent')
   client.request = async () => await Promise.resolve({ statusCode: 200, headers: {}, body: Readable.from([]) })
   await go()
