@@ -231,7 +231,7 @@ export interface UsageAttempt {
   provider: string
   /** The model name sent to the provider. */
   upstream_model: string | null
-  /** How the attempt went: ok, client_error, server_error, network_error, timeout, aborted. */
+  /** How the attempt went: ok, client_error, server_error, network_error, timeout, aborted, request_error. */
   outcome: string
   /** The HTTP status, when the provider answered. */
   status: number | null
