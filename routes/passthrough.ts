@@ -190,7 +190,7 @@ function withParam (target: string, name: string, value: string): string {
 
 /** The pages a list reads on at most to fill the page a client asked for with its own objects. */
 const MAX_LIST_PAGES = 10
-/** The page size of a list that names none (OpenAI's and Anthropic's default). */
+/** How many of the caller's objects a list that names no limit is read on to hold (Anthropic's default page). */
 const DEFAULT_PAGE = 20
 
 /** The pass-through routes of every provider with `passthrough: true`; registered under /passthrough in the chain's scope. */
@@ -399,8 +399,9 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       const listing = collection.list as NonNullable<typeof collection.list>
       const q = target.indexOf('?')
       const params = new URLSearchParams(q === -1 ? '' : target.slice(q + 1))
-      const asked = Number(params.get('limit') ?? DEFAULT_PAGE)
-      const want = Number.isInteger(asked) && asked > 0 ? asked : DEFAULT_PAGE
+      // a page as long as the client asked for; with no limit, the provider's own page, read on while it holds fewer than DEFAULT_PAGE
+      const asked = Number(params.get('limit') ?? NaN)
+      const want = Number.isInteger(asked) && asked > 0 ? asked : null
       const paged = listing.cursor !== 'token' && !params.has('before') && !params.has('before_id')
       const kept: Json[] = []
       let answer = first
@@ -422,7 +423,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         kept.push(...mine)
         more = json.has_more === true
         const after = ids.at(-1)
-        if (!paged || !more || kept.length >= want || pages >= MAX_LIST_PAGES || after === undefined) break
+        if (!paged || !more || kept.length >= (want ?? DEFAULT_PAGE) || pages >= MAX_LIST_PAGES || after === undefined) break
         answer = await send(p, { providers: [provider.id], model: null, plan: () => ({ method: 'GET', path: withParam(target, listing.cursor, after), protocol: provider.protocol, headers, forwarded: true }) })
         if (answer.res.statusCode !== 200) {
           // the page read so far is the answer; the client reads on from its last object
@@ -432,9 +433,9 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         }
       }
       if (listing.cursor === 'token') return JSON.stringify({ ...last, [field]: kept })
-      const page = kept.slice(0, want)
+      const page = want === null ? kept : kept.slice(0, want)
       const id = (item: Json | undefined): string | null => item === undefined ? null : itemId(collection, item) ?? null
-      return JSON.stringify({ ...last, [field]: page, has_more: more || kept.length > want, first_id: id(page[0]), last_id: id(page.at(-1)) })
+      return JSON.stringify({ ...last, [field]: page, has_more: more || page.length < kept.length, first_id: id(page[0]), last_id: id(page.at(-1)) })
     }
 
     /** A URL at the provider's base, as the same URL through this gateway's pass-through. */

@@ -311,6 +311,9 @@ t.test('finding 4: a list is read on until it holds a page of the caller\'s own;
   t.same(ids(page.data), made.acme.slice(0, 2))
   t.match(page, { has_more: true, first_id: made.acme[0], last_id: made.acme[1] })
   t.notOk((made.rival).some((id) => text.includes(id)), 'no id of another organization\'s in the answer')
+  const whole = await (await fetch(`${g.base}/passthrough/acct-openai/files`, { headers: { authorization: `Bearer ${KEY_A}` } })).json() as { data: Array<{ id: string }>, has_more: boolean }
+  t.same(ids(whole.data), made.acme, 'with no limit, the provider\'s page of them, uncut')
+  t.equal(whole.has_more, false)
 })
 
 t.test('finding 4: Anthropic files and message batches are their organization\'s', async (t) => {
