@@ -279,7 +279,8 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         upload = uploadOf(stream, limit, limitMb)
       }
       if (reader !== undefined) call.speaks(reader.client)
-      const model = modelOf(principal, c, parsed, c.cost, method, path, upload)
+      // an upload read as JSON said what it names; one not read may name any model
+      const model = modelOf(principal, c, parsed, c.cost, method, path, parsed === null ? upload : undefined)
       if (!shared) await reachable(principal, access, parsed)
       call.resolved(model, c.reader === 'gemini' ? c.method?.toLowerCase() === 'streamgeneratecontent' : parsed?.stream === true, model?.upstreamModel)
       if (c.cost === 'free') call.free()
@@ -309,7 +310,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       const secrets = answer.upstream.secrets
       reply.status(status)
       // an error may echo the provider's key: read whole and masked
-      if (status >= 400 && method !== 'HEAD') return await relayMapped(p, answer, answered(request, answer, false), (text) => maskCredentials(text, secrets))
+      if (status >= 400 && method !== 'HEAD') return await relayMapped(p, answer, answered(request, answer, false), (error) => maskCredentials(error, secrets))
       if (method !== 'HEAD' && status < 300 && readsAnswer(access)) return await objectAnswer(p, answer, access, principal, target, headers)
       if (reader === undefined || parsed === null || method === 'HEAD') return relayBytes(p, answer, answered(request, answer, true))
       const out = answered(request, answer, false)

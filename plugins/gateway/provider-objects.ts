@@ -234,7 +234,11 @@ const REFERENCES: Record<Protocol, ReadonlyMap<string, string>> = {
     ['vector_store_id', 'vector_stores'], ['vector_store_ids', 'vector_stores'], ['previous_response_id', 'responses'], ['conversation', 'conversations'], ['container', 'containers']
   ]),
   messages: new Map([['file_id', 'files'], ['container', 'containers']]),
-  gemini: new Map([['cachedContent', 'cached_contents'], ['fileUri', 'files'], ['fileName', 'files'], ['fileSearchStoreNames', 'file_search_stores']])
+  // Google's JSON takes a field by its proto name too
+  gemini: new Map([
+    ['cachedContent', 'cached_contents'], ['cached_content', 'cached_contents'], ['fileUri', 'files'], ['file_uri', 'files'], ['fileName', 'files'], ['file_name', 'files'],
+    ['fileSearchStoreNames', 'file_search_stores'], ['file_search_store_names', 'file_search_stores']
+  ])
 }
 
 /**
@@ -248,7 +252,7 @@ export function referencesIn (protocol: Protocol, body: Json, hosts: readonly st
   const out: ObjectRef[] = []
   const add = (kind: string, v: unknown, field: string): void => {
     if (typeof v !== 'string' || v === '') return
-    if (field !== 'fileUri') out.push({ kind, id: v })
+    if (field !== 'fileUri' && field !== 'file_uri') out.push({ kind, id: v })
     else {
       const file = fileOnHost(v, hosts)
       if (file !== undefined) out.push({ kind, id: file })

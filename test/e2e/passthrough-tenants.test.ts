@@ -374,6 +374,8 @@ t.test('finding 4: Gemini files (the official SDK\'s resumable upload) and cache
   t.match(cache.name, /^cachedContents\//)
   const cached = (key: string): Promise<Response> => fetch(`${g.base}/passthrough/acct-gemini/v1beta/models/gemini-acct:generateContent`, { method: 'POST', headers: { 'x-goog-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ ...contents, cachedContent: cache.name }) })
   t.equal((await cached(KEY_OTHER_ORG)).status, 404, 'another organization\'s cached content')
+  const snake = await fetch(`${g.base}/passthrough/acct-gemini/v1beta/models/gemini-acct:generateContent`, { method: 'POST', headers: { 'x-goog-api-key': KEY_OTHER_ORG, 'content-type': 'application/json' }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ file_data: { file_uri: file.uri } }] }], cached_content: cache.name }) })
+  t.equal(snake.status, 404, 'named by the fields\' proto names too')
   t.equal((await cached(KEY_A)).status, 200, 'its own')
 })
 
