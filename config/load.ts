@@ -116,6 +116,7 @@ function semanticChecks (config: Config, problems: string[]): void {
   config.providers.forEach((p, i) => {
     if (p.builtin === undefined && p.base_url === undefined) problems.push(`providers[${i}].base_url: is required (or set builtin: demo)`)
     if (p.passthrough && p.base_url === undefined) problems.push(`providers[${i}].passthrough: needs a base_url (a built-in provider has no API of its own to pass through to)`)
+    if (p.passthrough_shared && !p.passthrough) problems.push(`providers[${i}].passthrough_shared: needs passthrough: true`)
   })
   const passable = new Set(config.providers.filter((p) => p.passthrough && p.base_url !== undefined).map((p) => p.id))
   for (const id of duplicates(config.models.map((m) => m.id))) problems.push(`models: the id ${id} is used twice`)

@@ -150,7 +150,10 @@ export const ProviderSchema = Type.Object({
   // an OpenAI-protocol provider that serves POST /responses itself: Responses calls go through as they are
   responses: Type.Boolean({ default: false }),
   // /passthrough/{id}/* reaches this provider's own API (for keys granted it)
-  passthrough: Type.Boolean({ default: false })
+  passthrough: Type.Boolean({ default: false }),
+  // every key granted the pass-through reaches every object of the provider's account (files,
+  // batches...), whoever made it; by default a key reaches only its organization's
+  passthrough_shared: Type.Boolean({ default: false })
 }, Closed)
 
 // A provider of a model: its id, or its id with a weight (for `routing: weighted`).

@@ -145,7 +145,7 @@ export interface JsonRelay {
 }
 
 /** The upstream's answer read whole, the wait counted; a failed read ends the call as a timeout or an upstream failure. */
-async function readWhole (p: Pipe, answer: Answer): Promise<string> {
+export async function readWhole (p: Pipe, answer: Answer): Promise<string> {
   const t0 = performance.now()
   try {
     const text = await readText(answer.res.body)
@@ -261,14 +261,21 @@ export function relayBytes (p: Pipe, answer: Answer, headers: Record<string, str
  * ended.
  */
 export async function relayMapped (p: Pipe, answer: Answer, headers: Record<string, string | string[]>, map: (text: string) => string): Promise<FastifyReply> {
-  const { reply, call } = p
-  const status = answer.res.statusCode
   const text = await readWhole(p, answer)
+  return await sendRead(p, answer.res.statusCode, headers, map(text))
+}
+
+/**
+ * Sends an answer the route read whole (readWhole) and did not meter: a pass-through answer it
+ * read for the objects it names, changed or not. The call ends before it is sent.
+ */
+export async function sendRead (p: Pipe, status: number, headers: Record<string, string | string[]>, body: string): Promise<FastifyReply> {
+  const { reply, call } = p
   call.firstByte()
   call.answering()
   await call.end({ status: status < 400 ? 'ok' : 'upstream_error', usage: null, complete: true })
   const { 'content-length': _length, ...rest } = headers
-  return reply.status(status).headers(rest).send(map(text))
+  return reply.status(status).headers(rest).send(body)
 }
 
 /** Passes chunks on one behind, so that the last one is still here when the source ends: it goes once `onEnd` has settled. */

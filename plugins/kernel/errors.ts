@@ -134,6 +134,10 @@ export const ConfigOwned = define('config_owned', { status: 409, code: 'config_o
 export const UnmeteredEndpoint = define('unmetered_endpoint', { status: 403, code: 'unmetered_endpoint', openaiType: 'permission_error', retry: false })
 export const UnreadableModel = define('unreadable_model', { status: 403, code: 'unreadable_model', openaiType: 'permission_error', retry: false })
 export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
+// an object of a provider's account that the caller's organization did not make, or none at all: the two are not told apart
+export const ObjectNotFound = define('object_not_found', { status: 404, code: 'object_not_found', openaiType: 'invalid_request_error', retry: false })
+export const UnattributableEndpoint = define('unattributable_endpoint', { status: 403, code: 'unattributable_endpoint', openaiType: 'permission_error', retry: false })
+export const UnforwardableRequest = define('unforwardable_request', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const McpServerNotFound = define('mcp_server_not_found', { status: 404, code: 'mcp_server_not_found', retry: false })
 // what MCP answers for a tool it does not have: invalid params
 export const McpToolNotFound = define('mcp_tool_not_found', { status: 404, code: 'tool_not_found', retry: false, rpc: -32602 })

@@ -287,7 +287,7 @@ export interface UsageAttempt {
   provider: string
   /** The model name sent to the provider. */
   upstream_model: string | null
-  /** How the attempt went: ok, client_error, server_error, network_error, timeout, aborted. */
+  /** How the attempt went: ok, client_error, server_error, network_error, timeout, aborted, request_error. */
   outcome: string
   /** The HTTP status, when the provider answered. */
   status: number | null
@@ -453,6 +453,22 @@ export interface ResponseCacheStore {
   abandon: (key: string, owner: string) => MaybePromise<void>
 }
 
+/** An object made at a provider through pass-through (a file, a batch...): who made it. */
+export interface ObjectOwner { org: string, project: string }
+
+/**
+ * The provider-side objects made through pass-through, by the organization (and project) that
+ * made them: what decides which tenant may reach an object at a provider whose account they share.
+ */
+export interface ProviderObjectStore {
+  /** Records objects made at `provider` as `owner`'s; an id recorded before keeps its first owner. */
+  claim: (provider: string, objects: ReadonlyArray<{ kind: string, id: string }>, owner: ObjectOwner, now: number) => MaybePromise<void>
+  /** Of `ids` at `provider`, those `org` made. */
+  owned: (provider: string, org: string, ids: readonly string[]) => MaybePromise<Set<string>>
+  /** Forgets an object deleted at the provider. */
+  forget: (provider: string, id: string) => MaybePromise<void>
+}
+
 /** Messages between the processes sharing one store. */
 export interface PeerBus {
   /** Every other process handles `message` on `topic`; resolves once each has (or after a bounded wait, ~1 s, for one that does not answer). */
@@ -475,6 +491,8 @@ export interface Store {
   readonly sessions: SessionStore
   /** The response cache plugin's answers. */
   readonly cache: ResponseCacheStore
+  /** Who made each object at a provider through pass-through. */
+  readonly objects: ProviderObjectStore
   /**
    * Tenants from the config: organizations (with their initial balance), projects and literal
    * keys are created when missing (a deleted one comes back), and the fields the config names

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import type { Readable } from 'node:stream'
-import { NoCredentials, NoProvider, RequestTimeout, UpstreamClientError, UpstreamUnavailable } from '../kernel/errors.js'
+import { isGatewayError, NoCredentials, NoProvider, RequestTimeout, UnforwardableRequest, UpstreamClientError, UpstreamUnavailable, type GatewayError } from '../kernel/errors.js'
 import type { Json, Protocol } from '../translation/types.js'
 import { maskCredentials } from './credentials.js'
 import type { RoutingPolicy, Upstreams } from './index.js'
@@ -114,6 +114,23 @@ export function isRepeatable (err: unknown): boolean {
   return false
 }
 
+// Failures of the request itself, before or while it is sent: a header, path or body undici
+// refuses (a client's `Expect`, an `Upgrade`), a body that ended short of its declared length.
+const REQUEST_FAULTS = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH'])
+
+/**
+ * The client's error for an attempt that failed for what the request is, not for what the
+ * provider did: one of REQUEST_FAULTS, or a gateway error below 500 raised by the request's body
+ * as it was sent (an upload past the body limit, or cut short by its client). Undefined when the
+ * provider may be at fault. Such a failure never counts against the provider's health.
+ */
+export function requestFault (err: unknown): GatewayError | undefined {
+  if (isGatewayError(err)) return err.statusCode < 500 ? err : undefined
+  const code = (err as { code?: unknown } | null)?.code
+  if (typeof code === 'string' && REQUEST_FAULTS.has(code)) return new UnforwardableRequest({ reason: String((err as Error).message) }, { cause: err })
+  return undefined
+}
+
 function pause (ms: number, abort: CallAbort): Promise<void> {
   return new Promise((resolve) => {
     const done = (): void => { clearTimeout(timer); abort.off('abort', done); resolve() }
@@ -123,6 +140,16 @@ function pause (ms: number, abort: CallAbort): Promise<void> {
 }
 
 const isStream = (body: Attempt['body']): body is Readable => typeof (body as Readable | undefined)?.pipe === 'function'
+
+/** An attempt's body as it is sent: a JSON body serialized; one that cannot be (a value JSON has no form for) is refused. */
+function serialized (body: Attempt['body']): string | Readable | undefined {
+  if (body === undefined || typeof body === 'string' || isStream(body)) return body
+  try {
+    return JSON.stringify(body)
+  } catch (err) {
+    throw new UnforwardableRequest({ reason: 'its body cannot be serialized as JSON' }, { cause: err })
+  }
+}
 
 /**
  * Sends the call to the model's providers until one answers. Throws UpstreamClientError (a
@@ -148,11 +175,19 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
   let sent = 0
   for (const upstream of candidates) {
     if (!upstreams.admit(upstream.id)) continue
-    const attempt = opts.plan(upstream)
-    tried++
-    if (opts.beforeAttempt !== undefined) await opts.beforeAttempt(upstream, attempt, tried)
+    let attempt: Attempt
+    let body: string | Readable | undefined
+    try {
+      attempt = opts.plan(upstream)
+      tried++
+      if (opts.beforeAttempt !== undefined) await opts.beforeAttempt(upstream, attempt, tried)
+      body = serialized(attempt.body)
+    } catch (err) {
+      // nothing was sent: the provider's turn (a probe's, when its breaker is half open) passes on
+      upstreams.health.release(upstream.id)
+      throw err
+    }
     call.attemptStarted(upstream.id)
-    const body = attempt.body === undefined || typeof attempt.body === 'string' || isStream(attempt.body) ? attempt.body : JSON.stringify(attempt.body)
     const relayAll = attempt.error === undefined
     let repeats = 0
     const report = (outcome: AttemptOutcome, start: number, status: number | null, error?: unknown): void => {
@@ -168,6 +203,8 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
       } catch (err) {
         // the client left while we waited: nothing is written to a closed socket
         if (abort.aborted) { report('aborted', start, null, err); throw new UpstreamUnavailable({}, { cause: err }) }
+        const fault = requestFault(err)
+        if (fault !== undefined) { report('request_error', start, null, err); throw fault }
         report(isTimeout(err) ? 'timeout' : 'network_error', start, null, err)
         lastError = err
         const wait = retry.backoffMs * 2 ** repeats

@@ -80,7 +80,8 @@ export class Upstreams {
   /** An attempt ended: the breaker and the latency average learn from it. */
   report (r: AttemptReport): void {
     if (r.outcome === 'ok' || r.outcome === 'client_error') this.health.success(r.provider, r.end - r.start)
-    else if (r.outcome === 'aborted') this.health.release(r.provider)
+    // the client left, or its request could not be sent as it is: nothing learnt of the provider
+    else if (r.outcome === 'aborted' || r.outcome === 'request_error') this.health.release(r.provider)
     else this.health.failure(r.provider, { status: r.status, error: attemptError(r) ?? r.outcome })
     for (const fn of this.observers) fn(r)
   }

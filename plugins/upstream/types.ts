@@ -54,8 +54,11 @@ export interface UpstreamClient {
   close: () => Promise<void>
 }
 
-/** How one attempt at a provider went. */
-export type AttemptOutcome = 'ok' | 'client_error' | 'server_error' | 'network_error' | 'timeout' | 'aborted'
+/**
+ * How one attempt at a provider went. `request_error`: the request could not be sent as it is (a
+ * header or body the client sent that cannot be forwarded), which says nothing of the provider.
+ */
+export type AttemptOutcome = 'ok' | 'client_error' | 'server_error' | 'network_error' | 'timeout' | 'aborted' | 'request_error'
 
 /** One attempt, as dispatch reports it (for the breaker, the latency average, metrics and traces). */
 export interface AttemptReport {

@@ -118,6 +118,10 @@ t.test('pass-through: only providers with a base_url, and keys name only such pr
   const err = t.throws(() => parseConfig(base, {})) as Error
   t.match(err.message, /providers\[0\]\.passthrough: needs a base_url/)
   t.match(err.message, /keys\[0\]\.passthrough: up is not a provider with passthrough: true/)
+  const up = { id: 'up', protocol: 'openai', base_url: 'http://127.0.0.1:9/v1' }
+  t.match(problemsOf({ providers: [{ ...up, passthrough_shared: true }], models: [] }), [/providers\[0\]\.passthrough_shared: needs passthrough: true/], 'sharing an account\'s objects needs its pass-through')
+  t.same(problemsOf({ providers: [{ ...up, passthrough: true, passthrough_shared: true }], models: [] }), [])
+  t.equal(parseConfig({ providers: [{ ...up, passthrough: true }], models: [] }, {}).providers[0]?.passthrough_shared, false, 'objects are kept apart by default')
 })
 
 t.test('the SQLite file is relative to the config file\'s folder; absolute paths and :memory: are kept', async (t) => {

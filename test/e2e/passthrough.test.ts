@@ -3,7 +3,7 @@ import { createServer, request as httpRequest, type Server } from 'node:http'
 import { readFileSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import { buildApp } from '../../app.js'
-import { pathEscape } from '../../routes/passthrough.js'
+import { targetProblem } from '../../plugins/gateway/passthrough-target.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { KEY_A, KEY_B, mockCatalog, mockCatalogWithGemini, spawnGateway, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_GEMINI_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
 import type { FastifyInstance } from 'fastify'
@@ -186,8 +186,8 @@ t.test('Gemini pass-through: the gateway key from x-goog-api-key or ?key= never 
 
 t.test('paths that would leave the provider\'s base path are refused with 400', async (t) => {
   const forms = ['/../v1/chat/completions', '/%2e%2e/admin', '/files/%2E%2E/%2e%2e/x', '/a%2fb', '/a%2Fb', '/a%5cb', '/a\\b', '//evil.example/x', '/http://evil.example/x', '/./models', '/%ff']
-  for (const f of forms) t.not(pathEscape(f), null, `${f} is an escape`)
-  for (const ok of ['/models', '/chat/completions', '/files/file-abc/content', '/v1/messages/batches/msgbatch_01']) t.equal(pathEscape(ok), null, `${ok} is fine`)
+  for (const f of forms) t.not(targetProblem(f), null, `${f} is an escape`)
+  for (const ok of ['/models', '/chat/completions', '/files/file-abc/content', '/v1/messages/batches/msgbatch_01']) t.equal(targetProblem(ok), null, `${ok} is fine`)
   const g = await gateway(t)
   const { port } = new URL(g.base)
   for (const f of forms) {
@@ -390,7 +390,9 @@ t.test('pass-through spends nothing past an empty balance or a spent budget: a s
   }
   t.equal((await post(url, chatBody({ model: 'gpt-x-2025-01-01' }))).status, 404, 'a snapshot of no catalog model: unknown')
   t.equal((await post(url, { messages: [{ role: 'user', content: 'hi' }] })).status, 400, 'a metered endpoint must name its model')
-  const batch = await post(`${g.base}/passthrough/mock-openai/batches`, { input_file_id: 'f', endpoint: '/v1/chat/completions', completion_window: '24h' })
+  // the batch's input file is the organization's own: it is the batch that is refused
+  await g.app.gateway.store.objects.claim('mock-openai', [{ kind: 'files', id: 'file-f' }], { org: 'acme', project: 'web' }, 1)
+  const batch = await post(`${g.base}/passthrough/mock-openai/batches`, { input_file_id: 'file-f', endpoint: '/v1/chat/completions', completion_window: '24h' })
   t.equal(batch.status, 403, 'an endpoint that spends without reporting what: refused under a balance')
   t.match(await batch.json(), { error: { code: 'unmetered_endpoint', type: 'permission_error' } })
   t.equal(g.mock.requests.length, 0, 'nothing reached the provider')

@@ -1,17 +1,20 @@
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
+import { request as httpRequest } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { snapshotBase } from '../../plugins/gateway/catalog.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
+import { startLenientUpstream } from '../mock-lenient.js'
 import { KEY_A, mockCatalog, testConfig } from '../helper.js'
 
-// Pass-through's two edges, fuzzed: the model a body names, and the case of the headers a client
-// and the config give. A name reaches the provider only when it is the upstream name of a catalog
-// model of that provider, or a dated or versioned snapshot of one (and then it is billed as that
-// model); any other is refused with 404 and nothing is sent. A header the provider's config sets
-// reaches it with the configured value only, whatever the case of either side. FUZZ_SEED and
-// FUZZ_RUNS replay or widen a run.
+// Pass-through's edges, fuzzed: the model a body names, the case of the headers a client and the
+// config give, and the form of the request target. A name reaches the provider only when it is
+// the upstream name of a catalog model of that provider, or a dated or versioned snapshot of one
+// (and then it is billed as that model); any other is refused with 404 and nothing is sent. A
+// header the provider's config sets reaches it with the configured value only, whatever the case
+// of either side. A target reaches a provider only in a form it routes as the gateway read it.
+// FUZZ_SEED and FUZZ_RUNS replay or widen a run.
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261127)
 const RUNS = Number(process.env.FUZZ_RUNS ?? 300)
@@ -82,4 +85,68 @@ t.test('a header the provider\'s config sets reaches it with the configured valu
       up['x-org-secret'] === 'the-configured-value-0123' &&
       up['openai-organization'] === undefined && up['openai-project'] === undefined && up.cookie === undefined
   }), { seed: SEED, numRuns: Math.min(RUNS, 25) })
+})
+
+t.test('a request target in any form: whatever a lenient provider runs as a model call, the gateway billed as that call, of a granted model', async (t) => {
+  const lenient = await startLenientUpstream()
+  const model = (id: string, provider: string, upstream: string): Record<string, unknown> => ({ id, name: id, provider, upstream_model: upstream, context_length: 1000, architecture: { input_modalities: ['text'], output_modalities: ['text'] }, pricing: { input: 1, output: 2 } })
+  const app = await buildApp(testConfig({
+    providers: [
+      { id: 'lenient', protocol: 'openai', base_url: `${lenient.url}/v1`, api_key: 'sk-lenient', passthrough: true },
+      { id: 'lenient-gemini', protocol: 'gemini', base_url: lenient.url, api_key: 'AIza-lenient', passthrough: true }
+    ],
+    models: [model('openai/lenient', 'lenient', 'gpt-lenient'), model('google/lenient', 'lenient-gemini', 'gemini-lenient'), model('google/other', 'lenient-gemini', 'gemini-other')],
+    plugins: [{ name: 'auth' }, { name: 'usage' }],
+    tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, models: ['openai/lenient', 'google/lenient'], passthrough: ['lenient', 'lenient-gemini'] }] }] }]
+  }), { logger: false })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(async () => { await app.close(); await lenient.close() })
+  const { port } = app.server.address() as { port: number }
+  const send = async (method: string, target: string, body: string): Promise<{ status: number, trace: string }> => await new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path: target, headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' } }, (res) => {
+      res.resume()
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, trace: String(res.headers['x-svc-trace-id']) }) })
+    })
+    req.on('error', reject)
+    req.end(method === 'GET' ? undefined : body)
+  })
+
+  // metered, free and unmetered paths of both protocols, a model granted and one not
+  const endpoints = fc.constantFrom(
+    ['lenient', 'POST', '/chat/completions'], ['lenient', 'POST', '/files'], ['lenient', 'POST', '/moderations'], ['lenient', 'POST', '/batches'], ['lenient', 'GET', '/models'],
+    ['lenient-gemini', 'POST', '/v1beta/models/gemini-lenient:generateContent'], ['lenient-gemini', 'POST', '/v1beta/models/gemini-other:generateContent'],
+    ['lenient-gemini', 'POST', '/v1beta/models/gemini-lenient:countTokens'], ['lenient-gemini', 'POST', '/v1beta/models/gemini-other:countTokens'], ['lenient-gemini', 'GET', '/v1beta/models/gemini-other']
+  )
+  type Change = (path: string) => string
+  const hex = (c: string, upper: boolean): string => `%${c.charCodeAt(0).toString(16).padStart(2, '0')[upper ? 'toUpperCase' : 'toLowerCase']()}`
+  const change: fc.Arbitrary<Change> = fc.oneof(
+    // a character percent-encoded, once or twice
+    fc.tuple(fc.nat(), fc.boolean(), fc.boolean()).map(([at, twice, upper]) => (p: string) => {
+      const i = at % p.length
+      const once = hex(p[i] as string, upper)
+      return p.slice(0, i) + (twice ? `%25${once.slice(1)}` : once) + p.slice(i + 1)
+    }),
+    fc.constantFrom('#', '#/files', '#/cancel', '#:countTokens', ';', ';x=/files', ';/cancel', '/', '.', '..', '/.', '//', '?x=/files', '?/cancel', '?alt=sse').map((tail) => (p: string) => p + tail),
+    // a slash doubled, a letter's case flipped
+    fc.nat().map((at) => (p: string) => { const i = p.indexOf('/', at % p.length); return i === -1 ? p : `${p.slice(0, i)}/${p.slice(i)}` }),
+    fc.nat().map((at) => (p: string) => { const i = at % p.length; const c = p[i] as string; return p.slice(0, i) + (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase()) + p.slice(i + 1) })
+  )
+  const chat = JSON.stringify({ model: 'gpt-lenient', messages: [{ role: 'user', content: 'hi' }] })
+  const gemini = JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] })
+  let ran = 0
+  await fc.assert(fc.asyncProperty(endpoints, fc.array(change, { maxLength: 3 }), async ([provider, method, path], changes) => {
+    const target = changes.reduce((p, c) => c(p), path as string)
+    const before = lenient.served.length
+    const res = await send(method as string, `/passthrough/${provider as string}${target}`, provider === 'lenient' ? chat : gemini)
+    const served = lenient.served.slice(before)
+    if (served.length === 0) return true
+    ran++
+    const [call] = served
+    if (served.length !== 1 || call === undefined) return false
+    // the provider ran a model call: it must be one of a granted model, metered and charged as it
+    if (call.route === 'gemini' && call.model !== 'gemini-lenient') return false
+    const row = (await app.gateway.store.usage.byTrace(res.trace))?.row
+    return res.status === 200 && row !== undefined && row.cost_nano > 0 && row.model === (call.route === 'chat' ? 'openai/lenient' : 'google/lenient')
+  }), { seed: SEED, numRuns: RUNS })
+  t.ok(ran > 0, `the provider ran ${ran} model calls, each billed as it`)
 })

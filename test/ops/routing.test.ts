@@ -1,7 +1,12 @@
 import t from 'tap'
+import type { FastifyRequest } from 'fastify'
+import { Readable } from 'node:stream'
+import { errors } from 'undici'
 import { buildApp } from '../../app.js'
 import { attemptError } from '../../plugins/upstream/attempt-error.js'
+import { dispatch, type Attempt } from '../../plugins/upstream/dispatch.js'
 import { HealthBook } from '../../plugins/upstream/health.js'
+import { CallAbort, Upstreams, type AttemptReport, type UpstreamClient } from '../../plugins/upstream/index.js'
 import { orderProviders } from '../../plugins/upstream/routing.js'
 import { startMockUpstream } from '../mock-upstream.js'
 import { bearer, FakeClock, KEY_A, mockCatalog, testConfig } from '../helper.js'
@@ -172,4 +177,44 @@ t.test('a refused connection is tried again on the same provider, then the next 
   t.equal(sample(text, 'modelgate_upstream_retries_total', { provider: 'mock-dead' }), 2)
   t.equal(sample(text, 'modelgate_upstream_retries_total', { provider: 'mock-openai' }), 1)
   t.equal(sample(text, 'modelgate_upstream_failovers_total', { model: 'openai/failover', provider: 'mock-openai' }), 1)
+})
+
+t.test('a request that cannot be sent as it is never counts against the provider, nor does a turn that ended before anything was sent', async (t) => {
+  const clock = new FakeClock()
+  const config = testConfig({ providers: [{ id: 'p', protocol: 'openai', base_url: 'http://127.0.0.1:9/v1', api_key: 'k' }], models: [], upstream: { breaker: { failures: 2, open_s: 10 }, retry: { attempts: 0 } } })
+  const upstreams = new Upstreams(config, clock)
+  t.teardown(async () => { await upstreams.close() })
+  const client = upstreams.get('p') as UpstreamClient
+  const reports: AttemptReport[] = []
+  const call = { abort: new CallAbort(), attemptStarted: () => {}, attemptEnded: (r: AttemptReport) => { reports.push(r) }, waited: () => {} }
+  const request = { log: { warn: () => {} } } as unknown as FastifyRequest
+  const plain = (): Attempt => ({ path: '/x', protocol: 'openai' })
+  const go = async (plan = plain, beforeAttempt?: () => void): Promise<unknown> => await dispatch(upstreams, { request, providers: ['p'], call, timeoutS: 5, plan, beforeAttempt })
+  const state = (): unknown => upstreams.status().p
+
+  // what undici refuses of a client's request: an Expect header, an Upgrade, a body short of its length
+  for (const err of [new errors.NotSupportedError('expect header not supported'), new errors.InvalidArgumentError('invalid upgrade header'), new errors.RequestContentLengthMismatchError()]) {
+    client.request = async () => { throw err }
+    await t.rejects(go(), { statusCode: 400, code: 'MG_UNFORWARDABLE_REQUEST' }, `${err.message}: the client's 400`)
+  }
+  client.request = async () => { throw new Error('never sent') }
+  await t.rejects(go(() => ({ path: '/x', protocol: 'openai', body: { n: 10n } as never })), { statusCode: 400, code: 'MG_UNFORWARDABLE_REQUEST' }, 'a body JSON cannot hold: 400')
+  t.same(reports.map((r) => r.outcome), ['request_error', 'request_error', 'request_error'], 'each attempt recorded as the request\'s own error')
+  t.match(state(), { state: 'closed', failures: 0 }, 'and none counted against the provider')
+
+  // the provider's own failures still count; a probe whose turn ends before anything is sent passes it on
+  client.request = async () => { throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) }
+  await t.rejects(go())
+  await t.rejects(go())
+  t.match(state(), { state: 'open' }, 'two refused connections open the breaker')
+  clock.advance(10_000)
+  await t.rejects(go(plain, () => { throw new Error('a hook refused the call') }), /a hook refused/)
+  t.ok(upstreams.health.usable('p'), 'the probe\'s turn passed: the next call may probe')
+  await t.rejects(go(() => { throw new Error('no plan') }), /no plan/)
+  client.request = async () => { throw new errors.NotSupportedError('expect header not supported') }
+  await t.rejects(go(), { statusCode: 400, code: 'MG_UNFORWARDABLE_REQUEST' }, 'a request that cannot be sent')
+  t.ok(upstreams.health.usable('p'), 'as it does when the request cannot be sent')
+  client.request = async () => await Promise.resolve({ statusCode: 200, headers: {}, body: Readable.from([]) })
+  await go()
+  t.match(state(), { state: 'closed' }, 'a real answer closes it')
 })

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { request as httpRequest } from 'node:http'
 import { join } from 'node:path'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../../app.js'
@@ -40,7 +41,7 @@ const STATES = ['valid', 'ungranted', 'empty grants', 'no passthrough', 'revoked
 type State = typeof STATES[number]
 
 type Cell = 'ok' | number
-type Kind = 'priced' | 'count' | 'listing' | 'tool-list' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model'
+type Kind = 'priced' | 'count' | 'listing' | 'tool-list' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model' | 'pt-target' | 'pt-unattributable' | 'pt-foreign'
 
 /** What each kind of route answers a key in each state. */
 function expected (kind: Kind, state: State): Cell {
@@ -52,6 +53,13 @@ function expected (kind: Kind, state: State): Cell {
   switch (state) {
     case 'revoked': case 'revoked, reloaded': case 'revoked, restarted': case 'expired': case 'rotated past grace': case 'org deleted': case 'project deleted':
       return 401
+  }
+  // a target the provider could route otherwise than the gateway reads it: refused before anything else is looked at
+  if (kind === 'pt-target') return 400
+  // an endpoint whose objects the gateway cannot attribute, or an object the key's organization did not make: refused whatever the key's limits
+  if (kind === 'pt-unattributable') return 403
+  if (kind === 'pt-foreign') return state === 'no passthrough' ? 403 : 404
+  switch (state) {
     case 'no passthrough':
       return passthrough ? 403 : kind === 'listing' ? 200 : 'ok'
     case 'ungranted': case 'empty grants':
@@ -86,6 +94,23 @@ const post = (url: string, body: unknown) => async (app: FastifyInstance, key: s
 const rpc = (url: string, method: string, params: unknown) => async (app: FastifyInstance, key: string) =>
   await app.inject({ method: 'POST', url, headers: { ...json(key), accept: 'application/json, text/event-stream' }, payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })
 const get = (url: string) => async (app: FastifyInstance, key: string) => await app.inject({ method: 'GET', url, headers: bearer(key) })
+/**
+ * A request target sent as it is on a socket: inject (and fetch) would parse it as a URL first,
+ * dropping a fragment. The app listens for these rows.
+ */
+const raw = (method: string, target: string, body?: unknown) => async (app: FastifyInstance, key: string): Promise<LightMyRequestResponse> => {
+  const { port } = app.server.address() as { port: number }
+  return await new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path: target, headers: body === undefined ? bearer(key) : json(key) }, (res) => {
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', (d: string) => { text += d })
+      res.on('end', () => { resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, body: text } as unknown as LightMyRequestResponse) })
+    })
+    req.on('error', reject)
+    req.end(body === undefined ? undefined : JSON.stringify(body))
+  })
+}
 
 const ROWS: Row[] = [
   { name: 'POST /v1/chat/completions', kind: 'priced', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', chat) },
@@ -115,17 +140,40 @@ const ROWS: Row[] = [
   { name: 'POST /passthrough/anthropic count_tokens', kind: 'pt-count', route: '/passthrough/mock-messages/*', covers: ['POST'], call: post('/passthrough/mock-messages/v1/messages/count_tokens', { model: 'claude-upstream-name', messages: chat.messages }) },
   { name: 'POST /passthrough/gemini generateContent', kind: 'pt-priced', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: post('/passthrough/mock-gemini/v1beta/models/gemini-upstream-name:generateContent', gemini) },
   { name: 'GET /passthrough/openai models', kind: 'pt-read', route: '/passthrough/mock-openai/*', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-openai/models') },
-  { name: 'GET /passthrough/openai', kind: 'pt-read', route: '/passthrough/mock-openai', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-openai') },
+  { name: 'GET /passthrough/openai', kind: 'pt-unattributable', route: '/passthrough/mock-openai', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-openai') },
   { name: 'GET /passthrough/anthropic models', kind: 'pt-read', route: '/passthrough/mock-messages/*', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-messages/v1/models') },
-  { name: 'GET /passthrough/anthropic', kind: 'pt-read', route: '/passthrough/mock-messages', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-messages') },
+  { name: 'GET /passthrough/anthropic', kind: 'pt-unattributable', route: '/passthrough/mock-messages', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-messages') },
   { name: 'GET /passthrough/gemini models', kind: 'pt-read', route: '/passthrough/mock-gemini/*', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-gemini/v1beta/models') },
-  { name: 'GET /passthrough/gemini', kind: 'pt-read', route: '/passthrough/mock-gemini', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-gemini') },
-  { name: 'POST /passthrough/openai batches', kind: 'pt-unmetered', route: '/passthrough/mock-openai/*', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-openai/batches', { input_file_id: 'file-1', endpoint: '/v1/chat/completions', completion_window: '24h' }) },
-  { name: 'POST /passthrough/openai', kind: 'pt-unmetered', route: '/passthrough/mock-openai', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-openai', {}) },
+  { name: 'GET /passthrough/gemini', kind: 'pt-unattributable', route: '/passthrough/mock-gemini', covers: ['GET', 'HEAD', 'OPTIONS', 'DELETE'], call: get('/passthrough/mock-gemini') },
+  { name: 'POST /passthrough/openai batches', kind: 'pt-unmetered', route: '/passthrough/mock-openai/*', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-openai/batches', { endpoint: '/v1/chat/completions', completion_window: '24h' }) },
+  { name: 'POST /passthrough/openai batches, another organization\'s file', kind: 'pt-foreign', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/batches', { input_file_id: 'file-other-org', endpoint: '/v1/chat/completions', completion_window: '24h' }) },
+  { name: 'GET /passthrough/openai another organization\'s file', kind: 'pt-foreign', route: '/passthrough/mock-openai/*', covers: ['GET'], call: get('/passthrough/mock-openai/files/file-other-org/content') },
+  { name: 'POST /passthrough/openai chat, another organization\'s file', kind: 'pt-foreign', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/chat/completions', { ...chat, model: 'gpt-upstream-name', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-other-org' } }] }] }) },
+  { name: 'GET /passthrough/anthropic another organization\'s batch', kind: 'pt-foreign', route: '/passthrough/mock-messages/*', covers: ['GET'], call: get('/passthrough/mock-messages/v1/messages/batches/msgbatch_other/results') },
+  { name: 'GET /passthrough/gemini another organization\'s file', kind: 'pt-foreign', route: '/passthrough/mock-gemini/*', covers: ['GET'], call: get('/passthrough/mock-gemini/v1beta/files/other-org:download') },
+  { name: 'GET /passthrough/openai assistants', kind: 'pt-unattributable', route: '/passthrough/mock-openai/*', covers: ['GET'], call: get('/passthrough/mock-openai/assistants') },
+  { name: 'GET /passthrough/openai stored completions', kind: 'pt-unattributable', route: '/passthrough/mock-openai/*', covers: ['GET'], call: get('/passthrough/mock-openai/chat/completions') },
+  // a path that names a model needs it granted, whatever the endpoint costs
+  { name: 'GET /passthrough/openai a model', kind: 'pt-count', route: '/passthrough/mock-openai/*', covers: ['GET'], call: get('/passthrough/mock-openai/models/gpt-upstream-name') },
+  { name: 'GET /passthrough/gemini a model', kind: 'pt-count', route: '/passthrough/mock-gemini/*', covers: ['GET'], call: get('/passthrough/mock-gemini/v1beta/models/gemini-upstream-name') },
+  { name: 'POST /passthrough/gemini countTokens', kind: 'pt-count', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: post('/passthrough/mock-gemini/v1beta/models/gemini-upstream-name:countTokens', { contents: gemini.contents }) },
+  // request targets a provider would route otherwise than they read: a fragment, an escape (a letter, a colon), on metered, free and Gemini-method paths
+  { name: 'POST /passthrough/openai chat#/files', kind: 'pt-target', route: '/passthrough/mock-openai/*', covers: ['POST'], call: raw('POST', '/passthrough/mock-openai/chat/completions#/files', { ...chat, model: 'gpt-upstream-name' }) },
+  { name: 'POST /passthrough/openai %63hat', kind: 'pt-target', route: '/passthrough/mock-openai/*', covers: ['POST'], call: raw('POST', '/passthrough/mock-openai/%63hat/completions', { ...chat, model: 'gpt-upstream-name' }) },
+  { name: 'POST /passthrough/anthropic messages#/cancel', kind: 'pt-target', route: '/passthrough/mock-messages/*', covers: ['POST'], call: raw('POST', '/passthrough/mock-messages/v1/messages#/cancel', { ...chat, model: 'claude-upstream-name' }) },
+  { name: 'GET /passthrough/openai models#x', kind: 'pt-target', route: '/passthrough/mock-openai/*', covers: ['GET'], call: raw('GET', '/passthrough/mock-openai/models#x') },
+  { name: 'GET /passthrough/openai m%6fdels', kind: 'pt-target', route: '/passthrough/mock-openai/*', covers: ['GET'], call: raw('GET', '/passthrough/mock-openai/m%6fdels') },
+  { name: 'POST /passthrough/anthropic c%6funt_tokens', kind: 'pt-target', route: '/passthrough/mock-messages/*', covers: ['POST'], call: raw('POST', '/passthrough/mock-messages/v1/messages/c%6funt_tokens', { model: 'claude-upstream-name', messages: chat.messages }) },
+  { name: 'POST /passthrough/gemini …%3AgenerateContent', kind: 'pt-target', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: raw('POST', '/passthrough/mock-gemini/v1beta/models/gemini-upstream-name%3AgenerateContent', gemini) },
+  { name: 'POST /passthrough/gemini …n%61me:generateContent', kind: 'pt-target', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: raw('POST', '/passthrough/mock-gemini/v1beta/models/gemini-upstream-n%61me:generateContent', gemini) },
+  { name: 'POST /passthrough/gemini …:generateContent#/files', kind: 'pt-target', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: raw('POST', '/passthrough/mock-gemini/v1beta/models/gemini-upstream-name:generateContent#/files', gemini) },
+  { name: 'POST /passthrough/gemini another model:generateContent#/files', kind: 'pt-target', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: raw('POST', '/passthrough/mock-gemini/v1beta/models/other-model:generateContent#/files', gemini) },
+  { name: 'POST /passthrough/gemini …%3AcountTokens', kind: 'pt-target', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: raw('POST', '/passthrough/mock-gemini/v1beta/models/gemini-upstream-name%3AcountTokens', { contents: gemini.contents }) },
+  { name: 'POST /passthrough/openai', kind: 'pt-unattributable', route: '/passthrough/mock-openai', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-openai', {}) },
   { name: 'POST /passthrough/anthropic batches', kind: 'pt-unmetered', route: '/passthrough/mock-messages/*', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-messages/v1/messages/batches', { requests: [] }) },
-  { name: 'POST /passthrough/anthropic', kind: 'pt-unmetered', route: '/passthrough/mock-messages', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-messages', {}) },
+  { name: 'POST /passthrough/anthropic', kind: 'pt-unattributable', route: '/passthrough/mock-messages', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-messages', {}) },
   { name: 'POST /passthrough/gemini predict', kind: 'pt-unmetered-model', route: '/passthrough/mock-gemini/*', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-gemini/v1beta/models/gemini-upstream-name:predictLongRunning', { instances: [] }) },
-  { name: 'POST /passthrough/gemini', kind: 'pt-unmetered', route: '/passthrough/mock-gemini', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-gemini', {}) }
+  { name: 'POST /passthrough/gemini', kind: 'pt-unattributable', route: '/passthrough/mock-gemini', covers: ['POST', 'PUT', 'PATCH'], call: post('/passthrough/mock-gemini', {}) }
 ]
 
 /**
@@ -250,6 +298,7 @@ t.test('every route against every key state', async (t) => {
   store = openStore(config)
   const app = await buildApp(config, { store, clock, logger: false })
   t.teardown(async () => { await app.close(); await store.close() })
+  await app.listen({ host: '127.0.0.1', port: 0 })
 
   // over rpm and over budget: their windows filled
   const now = clock.now()
@@ -257,6 +306,11 @@ t.test('every route against every key state', async (t) => {
   for (let i = 0; i < 2; i++) await store.rateLimits.hit(`key-rpm:${rpmLine}`, now, 60_000, 2)
   const budgetLine = (await store.keys.verify(K.budget))?.lineage as string
   await store.quota.count(budgetScope(budgetLine), quotaWindow('day', now).start, 0, 1_000_000, { costNano: 1_000_000 })
+  // objects another organization made through pass-through
+  const rival = { org: 'gone', project: 'app' }
+  await store.objects.claim('mock-openai', [{ kind: 'files', id: 'file-other-org' }], rival, now)
+  await store.objects.claim('mock-messages', [{ kind: 'message_batches', id: 'msgbatch_other' }], rival, now)
+  await store.objects.claim('mock-gemini', [{ kind: 'files', id: 'files/other-org' }], rival, now)
 
   const want: Record<string, Record<string, Cell>> = {}
   const got: Record<string, Record<string, Cell>> = {}

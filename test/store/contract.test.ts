@@ -516,6 +516,27 @@ function contract (t: Test, open: Open): void {
     await a.cache.abandon('j', 'r5')
     t.same(await b.cache.lookup('j', { now: T0 + 40_001, fill: fill('r7') }), { kind: 'wait' }, 'the late owner\'s end left the new fill alone')
   })
+
+  t.test('provider objects: each is its maker\'s organization\'s, on every process; the first owner stays; forgotten when deleted', async (t) => {
+    const [a, b] = await open(t, 2) as [Store, Store]
+    const acme = { org: 'acme', project: 'web' }
+    const rival = { org: 'rival', project: 'app' }
+    t.same(await a.objects.owned('p1', 'acme', []), new Set(), 'asking for nothing finds nothing')
+    await a.objects.claim('p1', [{ kind: 'files', id: 'file-1' }, { kind: 'batches', id: 'batch_1' }], acme, 1)
+    await b.objects.claim('p1', [{ kind: 'files', id: 'file-2' }], rival, 2)
+    t.same(await b.objects.owned('p1', 'acme', ['file-1', 'file-2', 'batch_1', 'nope']), new Set(['file-1', 'batch_1']), 'an organization owns what it made, as another process reads it')
+    t.same(await a.objects.owned('p1', 'rival', ['file-1', 'file-2']), new Set(['file-2']))
+    t.same(await a.objects.owned('p2', 'acme', ['file-1']), new Set(), 'ids are per provider')
+    await b.objects.claim('p1', [{ kind: 'files', id: 'file-1' }], rival, 3)
+    t.same(await a.objects.owned('p1', 'rival', ['file-1']), new Set(), 'a second claim of an id leaves it its first owner\'s')
+    t.same(await a.objects.owned('p1', 'acme', ['file-1']), new Set(['file-1']))
+    await a.objects.claim('p1', [], acme, 4)
+    await b.objects.forget('p1', 'file-1')
+    t.same(await a.objects.owned('p1', 'acme', ['file-1', 'batch_1']), new Set(['batch_1']), 'a forgotten object is no one\'s')
+    const many = Array.from({ length: 500 }, (_, i) => ({ kind: 'files', id: `file-many-${i}` }))
+    await a.objects.claim('p1', many, acme, 5)
+    t.equal((await b.objects.owned('p1', 'acme', many.map((o) => o.id))).size, 500, 'many at once')
+  })
 }
 
 t.test('SQLite', async (t) => { contract(t, sqlite) })

@@ -20,7 +20,8 @@ const TABLES: Array<{ name: string, columns: string[] }> = [
   { name: 'quota_usage', columns: ['scope', 'window_start', 'tokens', 'cost_nano'] },
   { name: 'usage_records', columns: ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano', 'attempts', 'dropped_params', 'cache_write_tokens', 'images', 'cost_detail'] },
   { name: 'usage_content', columns: ['usage_id', 'created_at', 'request', 'response'] },
-  { name: 'audit_log', columns: ['id', 'at', 'action', 'target', 'actor', 'identity', 'detail'] }
+  { name: 'audit_log', columns: ['id', 'at', 'action', 'target', 'actor', 'identity', 'detail'] },
+  { name: 'passthrough_objects', columns: ['provider', 'id', 'kind', 'org_id', 'project_id', 'created_at'] }
 ]
 
 const CHUNK = 1000
@@ -53,7 +54,11 @@ export async function migrateSqliteToPostgres (file: string, url: string): Promi
     // migrated: one from before the journal has none)
     const usage = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'usage_records_all'").get() === undefined ? 'usage_records' : 'usage_records_all'
     await inTransaction(pool, async (client) => {
-      for (const table of TABLES) await copy(db, client, table.name === 'usage_records' ? usage : table.name, table.name, table.columns)
+      for (const table of TABLES) {
+        // a table a later migration added is missing from a file last served before it
+        if (db.prepare('SELECT 1 FROM sqlite_master WHERE name = ?').get(table.name) === undefined) continue
+        await copy(db, client, table.name === 'usage_records' ? usage : table.name, table.name, table.columns)
+      }
     })
     const source = numbers(db.prepare(totalsSql(usage)).get() as Record<string, number>)
     const target = numbers((await pool.query(totalsSql('usage_records'))).rows[0] as Record<string, unknown>)

@@ -10,6 +10,7 @@ import { RedisBus } from './bus.js'
 import { Connection } from './db.js'
 import { KeyRepository } from './keys.js'
 import { LedgerRepository } from './ledger.js'
+import { ProviderObjectRepository } from './objects.js'
 import { OrgRepository } from './orgs.js'
 import { defineScripts, IdempotencyRepository, RateLimitRepository } from './policies.js'
 import { QuotaRepository } from './quota.js'
@@ -68,6 +69,7 @@ export class PostgresStore implements Store {
   readonly sessions: SessionRepository
   readonly feed: ChangeFeed
   readonly cache: ResponseCacheRepository
+  readonly objects: ProviderObjectRepository
   /** Migrations applied, Redis connected and subscribed, this instance's heartbeat written. */
   readonly ready: Promise<void>
   private readonly now: () => number
@@ -96,6 +98,7 @@ export class PostgresStore implements Store {
     this.rateLimits = new RateLimitRepository(this.conn)
     this.quota = new QuotaRepository(this.conn, this.batch, this.bus, this.now, this.onError)
     this.cache = new ResponseCacheRepository(this.conn, this.bus, this.onError)
+    this.objects = new ProviderObjectRepository(this.conn)
     this.ready = this.conn.ready.then(async () => { await this.ledger.heartbeat(this.now()) })
     this.ready.catch(() => {})
   }

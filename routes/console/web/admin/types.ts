@@ -64,7 +64,7 @@ export interface UsageRecord {
   cache_hit: boolean
   saved_usd: string
 }
-/** One attempt at a provider; `outcome` is ok, client_error, server_error, network_error, timeout or aborted. */
+/** One attempt at a provider; `outcome` is ok, client_error, server_error, network_error, timeout, aborted or request_error. */
 export interface Attempt { provider: string, upstream_model: string | null, outcome?: string, status: number | null, error: string | null, latency_ms: number | null }
 export interface CallDetail extends UsageRecord {
   attempts?: Attempt[]
