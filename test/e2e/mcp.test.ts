@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { execFile, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -105,7 +105,7 @@ t.test('serve --workers 2: any worker answers any request of a client; mcp list 
   const listed = await modelgate(['mcp', 'list', '--config', join(dir, 'gw.json')])
   t.equal(listed.code, 0, `mcp list exits 0${listed.code === 0 ? '' : `: ${listed.stderr}`}`)
   t.match(listed.stderr, new RegExp(`as seen by the gateway at http://127\\.0\\.0\\.1:${gw.port}`))
-  t.match(listed.stdout, /^files\tstdio\tready\t10 tools: echo, add, slow/m)
+  t.match(listed.stdout, /^files\tstdio\tready\t\d+ tools: echo, add, slow/m)
   const json = await modelgate(['mcp', 'list', '--json', '--config', join(dir, 'gw.json')])
   t.match(JSON.parse(json.stdout), [{ id: 'files', transport: 'stdio', status: 'ready', workers: [{}, {}] }])
 
@@ -133,6 +133,47 @@ t.test('serve --workers 2: any worker answers any request of a client; mcp list 
   t.equal(await gw.exited, 0)
 })
 
+/** The resident set of a process and its peak so far, in MB (Linux /proc). */
+function memoryOf (pid: number): { rss: number, peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN)
+  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 }
+}
+
+// What the gateway holds of a tool's result is bounded by mcp.max_result_mb (8 MB here), however
+// large the result: its peak resident set is read, which also holds the garbage of the socket and
+// pipe buffers a result passed through until V8 collects it (some 32-64 MB), so the bounds checked
+// are far below the results' sizes rather than near the cap. The test prints the figures.
+t.test('tool results of 50 MB, one and three at once, leave the gateway\'s memory flat', { skip: existsSync('/proc/self/status') ? false : 'reads /proc' }, async (t) => {
+  const mock = await mockMcpHttp()
+  t.teardown(() => mock.close())
+  const gw = await spawnGateway(t, {
+    store: { sqlite: ':memory:' },
+    plugins: [{ name: 'auth' }, { name: 'usage' }],
+    mcp: { servers: [{ id: 'docs', transport: 'http', url: mock.url }, { id: 'files', transport: 'stdio', command: process.execPath, args: [STDIO_SERVER], timeout_s: 60 }] },
+    tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, mcp: ['*'] }] }] }]
+  }, ['--workers', '1'])
+  const c = await client(t, [`http://127.0.0.1:${gw.port}`], KEY_A)
+  const MB = 50
+  // warm up: the sessions, pools and code paths in place before the baseline
+  for (const server of ['docs', 'files']) t.equal(textOf(await c.callTool({ name: `${server}__big`, arguments: { mb: 1 } })).length, 1024 * 1024)
+  const before = memoryOf(gw.pid)
+
+  const one = await c.callTool({ name: 'docs__big', arguments: { mb: MB } }) as CallToolResult
+  t.equal(one.isError, true)
+  t.match(textOf(one), /larger than the gateway's limit of 8 MB/)
+  const mid = memoryOf(gw.pid)
+  const three = await Promise.all(['docs', 'docs', 'files'].map(async (server) => await c.callTool({ name: `${server}__big`, arguments: { mb: MB } }) as CallToolResult))
+  t.ok(three.every((r) => r.isError === true && /larger than/.test(textOf(r))), `each of three at once: an error result (${three.map((r) => textOf(r).slice(0, 120)).join('; ')})`)
+  const after = memoryOf(gw.pid)
+  const growthOne = mid.peak - Math.max(before.peak, before.rss)
+  const growthThree = after.peak - Math.max(before.peak, before.rss)
+  t.comment(`gateway RSS ${before.rss.toFixed(1)} MB before (peak ${before.peak.toFixed(1)}), peak ${mid.peak.toFixed(1)} MB after one ${MB} MB result, ${after.peak.toFixed(1)} MB after three at once`)
+  t.ok(growthOne < MB, `one ${MB} MB result: peak RSS grew ${growthOne.toFixed(1)} MB`)
+  t.ok(growthThree < 2 * MB, `three at once: peak RSS grew ${growthThree.toFixed(1)} MB, against ${3 * MB} MB of results`)
+  t.equal(textOf(await c.callTool({ name: 'files__echo', arguments: { text: 'after' } })), 'after', 'the servers keep answering')
+})
+
 t.test('modelgate mcp list with no gateway running: it connects to each server itself', async (t) => {
   const dir = tempDir('mcp-list')
   const file = join(dir, 'gw.json')
@@ -143,7 +184,7 @@ t.test('modelgate mcp list with no gateway running: it connects to each server i
   const listed = await modelgate(['mcp', 'list', '--config', file])
   t.equal(listed.code, 1, 'a server that is not ready: exit status 1')
   t.match(listed.stderr, /as seen by this command/)
-  t.match(listed.stdout, /^files\tstdio\tready\t10 tools: /m)
+  t.match(listed.stdout, /^files\tstdio\tready\t\d+ tools: /m)
   t.match(listed.stdout, /^gone\thttp\tdown\tno tools\t\(.*ECONNREFUSED/m)
 })
 
