@@ -11,7 +11,8 @@ import { LEAKED, LONG_TOOL, streamed } from '../mock-mcp.js'
 // behind over Streamable HTTP (test/mock-mcp.ts) and stdio (test/mcp-stdio-server.ts); the tools
 // a key sees and may call; what a tools/call sends and returns; a server down, slow or restarted;
 // and every tools/call governed and metered like a model call. (mcp-tenants.test.ts: what one
-// tenant can reach of another's through the servers.)
+// tenant can reach of another's through the servers; mcp-output.test.ts: what of the servers'
+// answers reaches a client.)
 
 t.test('exposed names stay within what clients accept, and tell tools apart', async (t) => {
   t.equal(exposedName('docs', 'echo'), 'docs__echo')
