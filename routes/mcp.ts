@@ -182,7 +182,7 @@ async function toolCall (r: McpRequest, params: CallToolRequest['params'], progr
       const e = answer.error as { code: number, message: string, data?: unknown }
       throw await ended(p, 'upstream_error', new JsonRpcError(e.code, e.message, e.data))
     }
-    call.attemptEnded(report('network_error', start, err))
+    call.attemptEnded(report('network_error', start, r.servers.mask(err instanceof Error ? err.message : String(err))))
     r.request.log.error({ err, mcp_server: target.link.id }, 'MCP tool call failed')
     return await ended(p, 'upstream_error', { isError: true, content: [{ type: 'text', text: `MCP server ${target.link.id} failed to answer` }] })
   }
