@@ -238,7 +238,7 @@ export const McpSchema = Type.Object({
   // the organizations' own sessions and processes open at once (each worker), all servers together
   max_sessions: Type.Integer({ default: 32, minimum: 1 }),
   // an organization's session or process unused this long is closed
-  session_idle_s: Type.Number({ default: 300, exclusiveMinimum: 0 })
+  session_idle_s: Type.Number({ default: 300, minimum: 1 })
 }, { ...Closed, default: {} })
 
 export const MetricsSchema = Type.Object({

@@ -37,6 +37,7 @@ export class TenantSessions {
     /** A new session (its link, not started) of `org` with the server whose own link is `server`. */
     private readonly make: (server: McpLink, org: string) => McpLink
   ) {
+    // (every call sweeps too: this is for the sessions of organizations that stopped calling)
     this.sweeper = setInterval(() => { this.sweep() }, Math.min(idleMs, 60_000))
     this.sweeper.unref()
   }
