@@ -105,7 +105,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   serveMetrics(app, config, runtime)
   app.addHook('onClose', async () => { await core.gateway.upstreams.close() })
   // the MCP servers behind /mcp, connected from now on (the MCP SDK is loaded only for a config that names some)
-  const mcp = config.mcp.servers.length === 0 ? null : new (await import('./plugins/mcp/servers.js')).McpServers(config, app.log)
+  const mcp = config.mcp.servers.length === 0 ? null : new (await import('./plugins/mcp/servers.js')).McpServers(config, app.log, clock)
   app.decorate('mcpServers', mcp)
   if (mcp !== null) {
     mcp.start()

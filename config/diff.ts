@@ -65,6 +65,9 @@ export function configChanges (before: Config, after: Config): string[] {
   out.push(...pluginChanges(before.plugins, after.plugins))
   out.push(...listChanges('tenants', before.tenants, after.tenants, (t) => t.org))
   out.push(...listChanges('mcp.servers', before.mcp.servers, after.mcp.servers, (s) => s.id))
+  const { servers: _before, ...mcpBefore } = before.mcp
+  const { servers: _after, ...mcpAfter } = after.mcp
+  leafChanges('mcp', mcpBefore, mcpAfter, out)
   for (const section of ['server', 'store', 'admin', 'sso', 'translation', 'upstream', 'metrics', 'tracing'] as const) {
     leafChanges(section, before[section], after[section], out)
   }

@@ -206,8 +206,9 @@ function mcpChecks (config: Config, problems: string[]): void {
   const servers = config.mcp.servers
   for (const id of duplicates(servers.map((s) => s.id))) problems.push(`mcp.servers: the id ${id} is used twice`)
   servers.forEach((s, i) => {
-    // {server}__{tool} is cut at the first double underscore
+    // {server}__{tool} is cut at the first double underscore; an id ending in _ would move that cut
     if (s.id.includes('__')) problems.push(`mcp.servers[${i}].id: must not contain "__" (it separates the server from the tool in tool names)`)
+    else if (s.id.endsWith('_')) problems.push(`mcp.servers[${i}].id: must not end with "_" (a tool name would read two ways: ${s.id}__echo is also server ${s.id.slice(0, -1)}'s tool _echo)`)
     const fields = MCP_FIELDS[s.transport]
     for (const f of fields.needs) if (s[f] === undefined) problems.push(`mcp.servers[${i}].${f}: is required for transport ${s.transport}`)
     const other = s.transport === 'http' ? MCP_FIELDS.stdio : MCP_FIELDS.http

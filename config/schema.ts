@@ -267,11 +267,20 @@ export const McpServerSchema = Type.Object({
   // USD per tools/call
   pricing: Type.Optional(Type.Object({ per_call: Type.Number({ minimum: 0 }) }, Closed)),
   // how long a call (and a connection) may take; default: server.request_timeout_s
-  timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0 }))
+  timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+  // one session (http) or process (stdio) for every organization's calls; by default each
+  // organization gets its own, so that what a tool keeps for one is not another's to read
+  shared: Type.Boolean({ default: false })
 }, Closed)
 
 export const McpSchema = Type.Object({
-  servers: Type.Array(McpServerSchema, { default: [] })
+  servers: Type.Array(McpServerSchema, { default: [] }),
+  // the largest answer a server may give a call (its JSON-RPC message); past it the call gets an error result
+  max_result_mb: Type.Number({ default: 8, exclusiveMinimum: 0, maximum: 1024 }),
+  // the organizations' own sessions and processes open at once (each worker), all servers together
+  max_sessions: Type.Integer({ default: 32, minimum: 1 }),
+  // an organization's session or process unused this long is closed
+  session_idle_s: Type.Number({ default: 300, minimum: 1 })
 }, { ...Closed, default: {} })
 
 export const MetricsSchema = Type.Object({

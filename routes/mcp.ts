@@ -13,7 +13,7 @@ import type { HookRegistry } from '../plugins/gateway/hooks.js'
 import { admit, grantedTool, toolGrants } from '../plugins/gateway/gate.js'
 import { responseHooks, type Pipe } from '../plugins/gateway/pipeline.js'
 import { answer, JsonRpcError } from '../plugins/mcp/endpoint.js'
-import { announceVersion, ServerUnavailable } from '../plugins/mcp/link.js'
+import { announceVersion, ResultTooLarge, ServerUnavailable } from '../plugins/mcp/link.js'
 import type { McpServers, ToolTarget } from '../plugins/mcp/servers.js'
 import type { AttemptOutcome, AttemptReport } from '../plugins/upstream/index.js'
 
@@ -26,6 +26,10 @@ import type { AttemptOutcome, AttemptReport } from '../plugins/upstream/index.js
 // on the arguments), the tool called on its server within its time limit, the response hooks
 // (guardrails on the result), and the call's end (usage record, charge, metrics) before the
 // answer goes out. initialize, tools/list and the rest are no calls.
+// What a server sends back reaches the client by three paths: its result, its JSON-RPC error, and
+// its progress notifications' messages. On each, the servers' configured secrets are masked and
+// then the response hooks run (their body is the result, `{error: {code, message, data}}`, or the
+// notification `{method: 'notifications/progress', params}`).
 
 const ROUTE = { family: 'mcp' as const }
 // a POST may hold a tools/call: a call through the gate
@@ -103,6 +107,15 @@ async function ended<T> (p: Pipe, status: 'ok' | 'upstream_error' | 'timeout', o
   return out
 }
 
+/** What the response hooks left of a server's output; a hook's refusal ends the call and is thrown as its JSON-RPC error. */
+async function filtered (p: Pipe, body: Json): Promise<Json> {
+  try {
+    return await responseHooks(p, body)
+  } catch (err) {
+    throw await refused(p, err)
+  }
+}
+
 /** A tools/call, from its admission to its result. */
 async function toolCall (r: McpRequest, params: CallToolRequest['params'], progress: ((pr: Progress) => void) | null): Promise<CallToolResult> {
   const { p, target, args } = await admitToolCall(r, params)
@@ -112,43 +125,75 @@ async function toolCall (r: McpRequest, params: CallToolRequest['params'], progr
   const report = (outcome: AttemptOutcome, start: number, error?: unknown): AttemptReport =>
     ({ provider: target.link.id, model: target.ref, outcome, status: null, start, end: performance.now(), n: 1, retry: false, failover: false, error })
   const meta = params._meta === undefined ? undefined : Object.fromEntries(Object.entries(params._meta).filter(([k]) => k !== 'progressToken'))
+  // progress messages pass the hooks one after the other; a refusal of one cancels the call
+  let relayed: Promise<void> = Promise.resolve()
+  let blocked: unknown = null
+  const onprogress = progress === null
+    ? undefined
+    : (pr: Progress) => {
+        relayed = relayed.then(async () => {
+          if (blocked !== null) return
+          const masked = r.servers.mask({ ...pr })
+          if (masked.message === undefined) { progress(masked); return }
+          try {
+            const out = await responseHooks(p, { method: 'notifications/progress', params: masked as Json }) as { params?: Progress }
+            progress(out.params ?? masked)
+          } catch (err) {
+            blocked = err
+            abort.abort()
+          }
+        })
+      }
   const start = performance.now()
   call.attemptStarted(target.link.id)
   let result: CallToolResult
   try {
-    result = await target.link.call({ name: target.name, arguments: args, ...(meta === undefined ? {} : { _meta: meta }) }, {
+    result = await r.servers.call(target, r.request.principal?.org ?? '', { name: target.name, arguments: args, ...(meta === undefined ? {} : { _meta: meta }) }, {
       signal: abort.signal,
       timeoutMs: target.timeoutMs,
-      onprogress: progress ?? undefined
+      onprogress
     })
   } catch (err) {
+    if (blocked !== null) {
+      call.attemptEnded(report('aborted', start))
+      throw await refused(p, blocked)
+    }
     if (abort.signal.aborted) {
       // the client left: the call ends as a client abort (Call.closed)
       call.attemptEnded(report('aborted', start))
       throw err
     }
     if (err instanceof ServerUnavailable) {
-      call.attemptEnded(report(err.timedOut ? 'timeout' : 'network_error', start, err.reason))
+      call.attemptEnded(report(err.timedOut ? 'timeout' : 'network_error', start, r.servers.mask(err.reason)))
       r.request.log.warn({ mcp_server: target.link.id, tool: target.name, err: err.message }, 'MCP tool call failed')
-      return await ended(p, err.timedOut ? 'timeout' : 'upstream_error', { isError: true, content: [{ type: 'text', text: err.message }] })
+      return await ended(p, err.timedOut ? 'timeout' : 'upstream_error', { isError: true, content: [{ type: 'text', text: r.servers.mask(err.message) }] })
+    }
+    if (err instanceof ResultTooLarge) {
+      // the server answered, but more than the gateway keeps: not relayed, so not charged
+      call.attemptEnded(report('server_error', start, err.message))
+      r.request.log.warn({ mcp_server: target.link.id, tool: target.name, err: err.message }, 'MCP tool call failed')
+      return await ended(p, 'upstream_error', { isError: true, content: [{ type: 'text', text: err.message }] })
     }
     if (err instanceof McpError) {
-      // the server's own error answer, relayed as it is
-      call.attemptEnded(report('client_error', start, err))
-      throw await ended(p, 'upstream_error', new JsonRpcError(err.code, err.message.replace(/^MCP error -?\d+: /, ''), err.data))
+      // the server's own error answer, relayed as it is but for the secrets and what the hooks change
+      call.attemptEnded(report('client_error', start, r.servers.mask(err.message)))
+      await relayed
+      const answer = await filtered(p, r.servers.mask({ error: { code: err.code, message: err.message.replace(/^MCP error -?\d+: /, ''), data: err.data } }) as Json)
+      const e = answer.error as { code: number, message: string, data?: unknown }
+      throw await ended(p, 'upstream_error', new JsonRpcError(e.code, e.message, e.data))
     }
-    call.attemptEnded(report('network_error', start, err))
+    call.attemptEnded(report('network_error', start, r.servers.mask(err instanceof Error ? err.message : String(err))))
     r.request.log.error({ err, mcp_server: target.link.id }, 'MCP tool call failed')
     return await ended(p, 'upstream_error', { isError: true, content: [{ type: 'text', text: `MCP server ${target.link.id} failed to answer` }] })
   }
+  await relayed
+  if (blocked !== null) {
+    call.attemptEnded(report('ok', start))
+    throw await refused(p, blocked)
+  }
   call.attemptEnded(report('ok', start))
   call.firstByte()
-  let out: Json
-  try {
-    out = await responseHooks(p, result)
-  } catch (err) {
-    throw await refused(p, err)
-  }
+  const out = await filtered(p, r.servers.mask(result) as Json)
   if (call.keepsContent) call.answered(JSON.stringify(out))
   return await ended(p, 'ok', out as CallToolResult)
 }

@@ -17,6 +17,12 @@ import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, typ
 //   crash              (stdio) exits the process
 //   reject             a JSON-RPC error of its own (-32602)
 //   files.read, and a tool whose name is too long for a client: names the gateway must rewrite
+//   remember {text}    keeps the text in the session (over HTTP) or the process (over stdio)
+//   recall             what remember kept there
+//   big {mb}           a text of mb megabytes
+//   whoami             the Authorization header it was sent (HTTP), or $MOCK_SECRET (stdio), as text and structured content
+//   deny               a JSON-RPC error whose message and data echo that credential
+//   report             a progress notification whose message echoes it, then a result
 // `addTool` adds one at run time and tells every connected client its tools changed.
 
 const str = { type: 'string' } as const
@@ -34,7 +40,13 @@ export const BASE_TOOLS: Tool[] = [
   { name: 'crash', description: 'Exits the server process', inputSchema: obj() },
   { name: 'reject', description: 'Answers a JSON-RPC error', inputSchema: obj() },
   { name: 'files.read', description: 'A name with a dot', inputSchema: obj({ path: str }) },
-  { name: LONG_TOOL, description: 'A name too long for clients', inputSchema: obj() }
+  { name: LONG_TOOL, description: 'A name too long for clients', inputSchema: obj() },
+  { name: 'remember', description: 'Keeps a text in this session', inputSchema: obj({ text: str }, ['text']) },
+  { name: 'recall', description: 'The text this session keeps', inputSchema: obj() },
+  { name: 'big', description: 'A text of mb megabytes', inputSchema: obj({ mb: { type: 'number' } }, ['mb']) },
+  { name: 'whoami', description: 'The credential it was given', inputSchema: obj() },
+  { name: 'deny', description: 'An error naming the credential it was given', inputSchema: obj() },
+  { name: 'report', description: 'Progress naming the credential it was given', inputSchema: obj() }
 ]
 
 export const LEAKED = 'the key is sk-abcdefghijklmnopqrstuvwxyz0123456789'
@@ -44,12 +56,18 @@ const sleep = async (ms: number): Promise<void> => { await new Promise((resolve)
 
 export interface SeenCall { name: string, arguments: Record<string, unknown>, headers: Record<string, string | string[] | undefined> }
 
+/** What one session (HTTP) or process (stdio) of the mock keeps. */
+export interface Memory { text: string }
+
+/** The credential a call came with: its Authorization header over HTTP, $MOCK_SECRET over stdio. */
+const credential = (headers: SeenCall['headers'] | undefined): string => String(headers?.authorization ?? process.env.MOCK_SECRET ?? '')
+
 /** The tools and what calling them does; shared by the HTTP and stdio servers. */
 export class MockTools {
   readonly tools: Tool[] = [...BASE_TOOLS]
   readonly calls: SeenCall[] = []
 
-  async call (name: string, args: Record<string, unknown>, extra: { progress?: (n: number) => Promise<void>, headers?: SeenCall['headers'] }): Promise<CallToolResult> {
+  async call (name: string, args: Record<string, unknown>, extra: { progress?: (n: number, message?: string) => Promise<void>, headers?: SeenCall['headers'], memory?: Memory }): Promise<CallToolResult> {
     this.calls.push({ name, arguments: args, headers: extra.headers ?? {} })
     switch (name) {
       case 'echo': return text(String(args.text))
@@ -69,6 +87,11 @@ export class MockTools {
       case 'leak': return { content: [{ type: 'text', text: LEAKED }], structuredContent: { note: LEAKED } }
       case 'pid': return text(JSON.stringify({ pid: process.pid, ppid: process.ppid }))
       case 'crash': setImmediate(() => process.exit(3)); return text('exiting')
+      case 'remember': if (extra.memory !== undefined) extra.memory.text = String(args.text); return text('kept')
+      case 'recall': return text(`kept: ${extra.memory?.text ?? ''}`)
+      case 'big': return text('x'.repeat(Math.floor(Number(args.mb) * 1024 * 1024)))
+      case 'whoami': return { content: [{ type: 'text', text: `called with ${credential(extra.headers)}` }], structuredContent: { credential: credential(extra.headers) } }
+      case 'report': await extra.progress?.(1, `working as ${credential(extra.headers)}`); return text('reported')
       default: return text(`${name} called with ${JSON.stringify(args)}`)
     }
   }
@@ -77,17 +100,23 @@ export class MockTools {
 /** An SDK Server answering with `tools`. */
 export function mockServer (tools: MockTools, headers?: () => SeenCall['headers']): Server {
   const server = new Server({ name: 'mock-mcp', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } })
+  const memory: Memory = { text: '' }
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tools.tools }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const { name } = request.params
-    if (name === 'reject') {
+    if (name === 'reject' || name === 'deny') {
       const { McpError } = await import('@modelcontextprotocol/sdk/types.js')
-      throw new McpError(-32602, 'the mock refuses this call', { why: 'asked to' })
+      if (name === 'reject') throw new McpError(-32602, 'the mock refuses this call', { why: 'asked to' })
+      const seen = credential(headers?.())
+      throw new McpError(-32603, `the credential ${seen} may not do this`, { seen, nested: [{ again: seen }] })
     }
     const token = request.params._meta?.progressToken
     return await tools.call(name, request.params.arguments ?? {}, {
       headers: headers?.(),
-      progress: token === undefined ? undefined : async (n) => { await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n } }) }
+      memory,
+      progress: token === undefined
+        ? undefined
+        : async (n, message) => { await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n, ...(message === undefined ? {} : { message }) } }) }
     })
   })
   return server
@@ -114,10 +143,11 @@ async function readBody (req: IncomingMessage): Promise<unknown> {
   return raw === '' ? undefined : JSON.parse(raw)
 }
 
-/** A Streamable HTTP MCP server with sessions, at http://127.0.0.1:<port>/mcp. */
-export async function mockMcpHttp (port = 0): Promise<MockMcpHttp> {
+/** A Streamable HTTP MCP server with sessions, at http://127.0.0.1:<port>/mcp; `json`: it answers JSON rather than event streams. */
+export async function mockMcpHttp (port = 0, opts: { json?: boolean } = {}): Promise<MockMcpHttp> {
   const tools = new MockTools()
   const methods: string[] = []
+
   let sessions = new Map<string, { transport: StreamableHTTPServerTransport, server: Server }>()
   let current: SeenCall['headers'] = {}
 
@@ -135,6 +165,7 @@ export async function mockMcpHttp (port = 0): Promise<MockMcpHttp> {
       }
       const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
+        enableJsonResponse: opts.json === true,
         onsessioninitialized: (id) => { sessions.set(id, s) }
       })
       const server = mockServer(tools, () => current)
@@ -149,6 +180,9 @@ export async function mockMcpHttp (port = 0): Promise<MockMcpHttp> {
   let http: HttpServer | null = null
   const listen = async (p: number): Promise<number> => {
     const s = createServer((req, res) => { handle(req, res).catch((err: unknown) => { if (!res.headersSent) res.writeHead(500).end(String(err)) }) })
+    // a result of tens of MB keeps this process busy for seconds: Node's 5 s would then close a
+    // kept-alive connection the gateway has just sent its next request on
+    s.keepAliveTimeout = 60_000
     http = s
     await new Promise<void>((resolve) => s.listen(p, '127.0.0.1', resolve))
     return (s.address() as AddressInfo).port

@@ -52,10 +52,21 @@ function mapStrings (holder: Json | unknown[], key: string | number, fn: Rewrite
 }
 
 /**
- * Rewrites, in place, the text of an MCP tool call's result: its text content, the text of an
- * embedded resource, and every string of its structured content.
+ * Rewrites, in place, the text of what an MCP server answered a tool call: a result (its text
+ * content, the text of an embedded resource, every string of its structured content), a JSON-RPC
+ * error `{error: {code, message, data}}` (its message and every string of its data), or a
+ * progress notification `{method: 'notifications/progress', params}` (its message).
  */
 function mapToolResult (body: Json, fn: Rewrite): void {
+  if (isObj(body.error)) {
+    if (typeof body.error.message === 'string') body.error.message = fn(body.error.message)
+    if (body.error.data !== undefined) mapStrings(body.error, 'data', fn)
+    return
+  }
+  if (body.method === 'notifications/progress') {
+    if (isObj(body.params) && typeof body.params.message === 'string') body.params.message = fn(body.params.message)
+    return
+  }
   for (const c of Array.isArray(body.content) ? body.content : []) {
     if (!isObj(c)) continue
     if (c.type === 'text' && typeof c.text === 'string') c.text = fn(c.text)
@@ -113,7 +124,7 @@ export function hasTokenInput (body: Json): boolean {
   return Array.isArray(body.input) && body.input.some((v: unknown) => typeof v === 'number' || Array.isArray(v))
 }
 
-/** Rewrites, in place, every text of a whole (non-streamed) answer in the client's protocol (an MCP tool call's result). */
+/** Rewrites, in place, every text of a whole (non-streamed) answer in the client's protocol (what an MCP server answered a tool call: see mapToolResult). */
 export function mapResponseText (protocol: CallProtocol, body: Json, fn: Rewrite): void {
   if (protocol === 'mcp') {
     mapToolResult(body, fn)

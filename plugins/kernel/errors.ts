@@ -21,7 +21,7 @@ export interface ErrorSpec {
   messagesType?: string
   /** false: a retry cannot help, so `x-should-retry: false` tells the official SDKs not to. */
   retry?: boolean
-  /** The JSON-RPC error code on /mcp; default by status (jsonRpcCodeFor). */
+  /** The JSON-RPC error code on /mcp; default -32000 (REFUSED). */
   rpc?: number
 }
 
@@ -93,7 +93,7 @@ export const RequestTimeout = define('request_timeout', { status: 408, openaiTyp
 export const StreamIdleTimeout = define('stream_idle_timeout', { status: 408, openaiType: 'timeout_error' })
 export const DuplicateRequest = define('duplicate_request', { status: 409, code: 'duplicate_request', openaiType: 'invalid_request_error', retry: false })
 export const RequestTooLarge = define('request_too_large', { status: 413, code: 'request_too_large', openaiType: 'invalid_request_error', messagesType: 'request_too_large', retry: false })
-export const ContentBlocked = define('content_blocked', { status: 400, code: 'content_blocked', openaiType: 'invalid_request_error', messagesType: 'invalid_request_error', retry: false })
+export const ContentBlocked = define('content_blocked', { status: 400, code: 'content_blocked', rpc: -32602, openaiType: 'invalid_request_error', messagesType: 'invalid_request_error', retry: false })
 export const UrlTooLong = define('url_too_long', { status: 414, openaiType: 'invalid_request_error', retry: false })
 export const HeadersTooLarge = define('headers_too_large', { status: 431, openaiType: 'invalid_request_error', retry: false })
 export const QuotaExceeded = define('quota_exceeded', { status: 429, code: 429, openaiType: 'quota_exceeded' })
@@ -263,17 +263,16 @@ export type ErrorFamily = 'openai' | 'messages' | 'gemini' | 'mcp'
 
 export interface ErrorBodyInput { status: number, message: string, code?: string | number, openaiType?: string, messagesType?: string, rpc?: number, retryAfter?: number }
 
-// JSON-RPC's invalid params for what the client sent wrong; a server error (its own range) for
-// the gateway's refusals, which carry their HTTP status and code in `data`
-export function jsonRpcCodeFor (status: number): number {
-  return status === 400 || status === 422 ? -32602 : -32000
-}
+// A server error of JSON-RPC's own range for the gateway's refusals, a plugin's included, which
+// carry their HTTP status and code in `data`; an error names another code (`rpc`) only when
+// JSON-RPC has one that says what happened (content blocked: the call's params)
+const REFUSED = -32000
 
 /** An error as JSON-RPC's `error` member: a code, the message, and the gateway's status, code and type in `data`. */
 export function jsonRpcError (e: ErrorBodyInput): { code: number, message: string, data: Record<string, unknown> } {
   const data: Record<string, unknown> = { status: e.status, code: e.code ?? e.status, type: e.openaiType ?? openaiTypeFor(e.status) }
   if (e.retryAfter !== undefined) data.retry_after = e.retryAfter
-  return { code: e.rpc ?? jsonRpcCodeFor(e.status), message: e.message, data }
+  return { code: e.rpc ?? REFUSED, message: e.message, data }
 }
 
 /** The one place that knows the error shapes; also used for in-stream error events. */

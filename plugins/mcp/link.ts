@@ -1,8 +1,6 @@
 import { createInterface } from 'node:readline'
-import { Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import {
@@ -10,7 +8,9 @@ import {
   type CallToolRequest, type CallToolResult, type Progress, type Tool
 } from '@modelcontextprotocol/sdk/types.js'
 import type { McpServerConfig } from '../../config/schema.js'
-import { undiciFetch } from './fetch.js'
+import { boundedFetch } from './fetch.js'
+import { describeBytes, isOversize } from './result-cap.js'
+import { StdioTransport } from './stdio.js'
 
 // One MCP server behind the gateway, spoken to with the MCP SDK's client: over Streamable HTTP
 // (with the configured headers), or over stdio to a process the link spawns (its stderr goes to
@@ -20,6 +20,10 @@ import { undiciFetch } from './fetch.js'
 // ping) connects again after a pause that doubles from FIRST_BACKOFF_MS up to MAX_BACKOFF_MS. Every wait is bounded by the server's
 // timeout: a tool call to a server that is down fails at once, one to a server still starting
 // waits for it within its time limit, and none waits longer than that.
+//
+// A server's own link does all of that; a link that is one organization's session (`tenant`)
+// lists no tools (the server's own link does) and is not connected again once lost: the next
+// call of that organization opens a new one (sessions.ts).
 
 export type LinkStatus = 'ready' | 'starting' | 'down'
 
@@ -32,6 +36,14 @@ const MAX_TOOLS = 10_000
 const MAX_STDERR_LINE = 2_000
 /** How long a server found silent (its event stream failed) has to answer a ping. */
 const PROBE_MS = 5_000
+
+/** A tool call whose answer was larger than `mcp.max_result_mb`: it was not read. */
+export class ResultTooLarge extends Error {
+  constructor (readonly server: string, readonly limitBytes: number) {
+    super(`The answer of MCP server ${server} is larger than the gateway's limit of ${describeBytes(limitBytes)} (mcp.max_result_mb); it was dropped`)
+    this.name = 'ResultTooLarge'
+  }
+}
 
 /** Why a tool call got no answer from its server: it is down, unreachable, or too slow. */
 export class ServerUnavailable extends Error {
@@ -81,6 +93,13 @@ async function within<T> (p: Promise<T>, ms: number, signal: AbortSignal): Promi
   }
 }
 
+export interface LinkOptions {
+  /** The largest message the server may send (mcp.max_result_mb), in bytes. */
+  maxResultBytes: number
+  /** The organization whose session this is (a tenant's link); absent: the server's own link. */
+  tenant?: string
+}
+
 export class McpLink {
   status: LinkStatus = 'starting'
   lastError: string | null = null
@@ -100,9 +119,21 @@ export class McpLink {
   private readonly progress = new Map<string, (p: Progress) => void>()
   private tokens = 0
 
-  constructor (readonly config: McpServerConfig, readonly timeoutMs: number, private readonly log: FastifyBaseLogger, private readonly changed: () => void) {}
+  constructor (
+    readonly config: McpServerConfig,
+    readonly timeoutMs: number,
+    private readonly log: FastifyBaseLogger,
+    private readonly changed: () => void,
+    private readonly opts: LinkOptions
+  ) {}
 
   get id (): string { return this.config.id }
+
+  /** The organization this link is the session of; undefined: the server's own link. */
+  get tenant (): string | undefined { return this.opts.tenant }
+
+  /** An organization's session that was lost or never made: it will not connect again. */
+  get gone (): boolean { return this.opts.tenant !== undefined && this.status === 'down' && this.connecting === null }
 
   /** Starts connecting; the status says how it goes. */
   start (): void { void this.connect() }
@@ -174,6 +205,7 @@ export class McpLink {
 
   /** What a failed call rejects with; a connection found broken is dropped (and made again later). */
   private failure (client: Client | null, err: unknown): unknown {
+    if (isOversize(err)) return new ResultTooLarge(this.id, this.opts.maxResultBytes)
     if (err instanceof McpError) {
       if (err.code === ErrorCode.RequestTimeout) return new ServerUnavailable(this.id, `${this.timeoutMs / 1000} s`, true)
       if (err.code === ErrorCode.ConnectionClosed) return new ServerUnavailable(this.id, 'the connection closed')
@@ -204,13 +236,17 @@ export class McpLink {
     try {
       client = await this.open()
       this.stale = false
-      const tools = await this.list(client)
+      const tools = this.tenant === undefined ? await this.list(client) : []
       if (this.closed) { await client.close(); return }
       this.client = client
-      this.tools = tools
       this.status = 'ready'
       this.lastError = null
       this.readyAt = Date.now()
+      if (this.tenant !== undefined) {
+        this.log.info({ mcp_server: this.id, org: this.tenant }, 'MCP session opened')
+        return
+      }
+      this.tools = tools
       this.log.info({ mcp_server: this.id, tools: tools.length }, 'MCP server connected')
       this.changed()
       if (this.stale) void this.refresh(client)
@@ -232,10 +268,13 @@ export class McpLink {
       const { progressToken, ...progress } = n.params
       this.progress.get(String(progressToken))?.(progress)
     })
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      this.stale = true
-      void this.refresh(client)
-    })
+    // an organization's session leaves its server's tools to the server's own link
+    if (this.tenant === undefined) {
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+        this.stale = true
+        void this.refresh(client)
+      })
+    }
     try {
       await client.connect(this.transport(), { timeout: this.timeoutMs })
     } catch (err) {
@@ -247,14 +286,13 @@ export class McpLink {
 
   private transport (): Transport {
     const c = this.config
-    if (c.transport === 'http') return new StreamableHTTPClientTransport(new URL(c.url as string), { requestInit: { headers: c.headers ?? {} }, fetch: undiciFetch })
-    const t = new StdioClientTransport({ command: c.command as string, args: c.args ?? [], env: c.env ?? {}, cwd: c.cwd, stderr: 'pipe' })
-    const stderr = t.stderr
-    if (stderr instanceof Readable) {
-      createInterface({ input: stderr, crlfDelay: Infinity }).on('line', (line) => {
-        this.log.info({ mcp_server: this.id, stderr: line.slice(0, MAX_STDERR_LINE) }, 'MCP server stderr')
-      })
-    }
+    const limit = this.opts.maxResultBytes
+    if (c.transport === 'http') return new StreamableHTTPClientTransport(new URL(c.url as string), { requestInit: { headers: c.headers ?? {} }, fetch: boundedFetch(limit) })
+    const t = new StdioTransport({ command: c.command as string, args: c.args ?? [], env: c.env ?? {}, cwd: c.cwd }, limit)
+    const who = this.tenant === undefined ? { mcp_server: this.id } : { mcp_server: this.id, org: this.tenant }
+    createInterface({ input: t.stderr, crlfDelay: Infinity }).on('line', (line) => {
+      this.log.info({ ...who, stderr: line.slice(0, MAX_STDERR_LINE) }, 'MCP server stderr')
+    })
     return t
   }
 
@@ -314,6 +352,10 @@ export class McpLink {
   private failed (reason: string): void {
     this.status = 'down'
     this.lastError = reason
+    if (this.tenant !== undefined) {
+      this.log.warn({ mcp_server: this.id, org: this.tenant, err: reason }, 'MCP session lost')
+      return
+    }
     if (this.readyAt !== 0 && Date.now() - this.readyAt > STABLE_MS) this.backoffMs = FIRST_BACKOFF_MS
     const wait = this.backoffMs
     this.backoffMs = Math.min(MAX_BACKOFF_MS, this.backoffMs * 2)

@@ -177,6 +177,12 @@ t.test('mcp.servers: what each transport needs, unique ids without "__", a stdio
     'mcp.servers[2].pricing.per_call: at most nine decimals (nano-dollars)'
   ])
   t.same(parseConfig({ tenants: [{ org: 'o', projects: [{ id: 'p', keys: [{ key: 'mg-0123456789abcdef0123' }] }] }] }, {}).tenants[0]?.projects[0]?.keys[0]?.mcp, [], 'a key has no MCP tools unless it names some')
+  // `d` with a tool `_echo` and `d_` with a tool `echo` would both be `d___echo`
+  t.same(problemsOf({ mcp: { servers: [{ id: 'd', transport: 'http', url: 'http://x/mcp' }, { id: 'd_', transport: 'http', url: 'http://y/mcp' }] } }), [
+    'mcp.servers[1].id: must not end with "_" (a tool name would read two ways: d___echo is also server d\'s tool _echo)'
+  ])
+  const mcp = parseConfig({ mcp: { servers: [{ id: 'docs', transport: 'http', url: 'http://x/mcp' }] } }, {}).mcp
+  t.same({ ...mcp, servers: mcp.servers.map((s) => s.shared) }, { servers: [false], max_result_mb: 8, max_sessions: 32, session_idle_s: 300 }, 'the defaults: a session per organization, 8 MB, 32 sessions, 5 minutes')
 
   const dir = tempDir('load-mcp')
   writeFileSync(join(dir, 'gw.json'), JSON.stringify({ mcp: { servers: [{ id: 'files', transport: 'stdio', command: 'node', args: ['./server.mjs'] }, { id: 'other', transport: 'stdio', command: 'node', cwd: 'servers' }] } }))

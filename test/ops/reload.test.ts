@@ -117,13 +117,15 @@ t.test('what a reload reports as changed', async (t) => {
     admin: { token: 'secret-two' },
     server: { request_timeout_s: 9, port: 9999 },
     plugins: [{ name: 'diagnostics' }, { name: 'auth' }, { name: 'quota' }],
-    models: before.models.filter((m) => m.id !== 'demo/gpt').map((m) => m.id === 'demo/claude' ? { ...m, name: 'renamed' } : m)
+    models: before.models.filter((m) => m.id !== 'demo/gpt').map((m) => m.id === 'demo/claude' ? { ...m, name: 'renamed' } : m),
+    mcp: { max_result_mb: 4 }
   })
   t.same(configChanges(before, after), [
     'models: removed demo/gpt',
     'models: changed demo/claude',
     'plugins: enabled quota',
     'plugins: reordered (diagnostics, auth, quota)',
+    'mcp.max_result_mb: 8 → 4',
     'server.request_timeout_s: 5 → 9',
     'server.port: 8080 → 9999 (takes effect at the next start)',
     'admin.token: changed'

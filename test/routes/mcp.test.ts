@@ -1,89 +1,18 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { Agent } from 'undici'
-import { Writable } from 'node:stream'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
-import type { FastifyInstance } from 'fastify'
-import { fromRoot } from '../../paths.js'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { exposedName } from '../../plugins/mcp/names.js'
 import type { UsageRow } from '../../plugins/store/types.js'
-import { build, eventually, FakeClock, KEY_A, KEY_B, KEY_OTHER_ORG, type BuildExtras } from '../helper.js'
-import { LEAKED, LONG_TOOL, mockMcpHttp, streamed, type MockMcpHttp } from '../mock-mcp.js'
+import { eventually, FakeClock, KEY_A, KEY_B } from '../helper.js'
+import { ADMIN, call, connect, gateway, records, refusal, rpc, tenants, textOf } from '../mcp-gateway.js'
+import { LEAKED, LONG_TOOL, streamed } from '../mock-mcp.js'
 
 // The MCP endpoint in one process, over real sockets, driven with the MCP SDK's client: servers
 // behind over Streamable HTTP (test/mock-mcp.ts) and stdio (test/mcp-stdio-server.ts); the tools
 // a key sees and may call; what a tools/call sends and returns; a server down, slow or restarted;
-// and every tools/call governed and metered like a model call.
-
-const STDIO = fromRoot('.build', 'test', 'mcp-stdio-server.js')
-const ADMIN = 'mcp-admin-token-0123456789abcdef'
-
-interface Gw { app: FastifyInstance, base: string, mock: MockMcpHttp, logs: Array<Record<string, unknown>> }
-
-const tenants = (keys: Record<string, unknown> = {}, org: Record<string, unknown> = {}): unknown[] => [
-  {
-    org: 'acme',
-    balance_usd: 25,
-    ...org,
-    projects: [{
-      id: 'web',
-      keys: [
-        { key: KEY_A, models: ['*'], mcp: ['docs/*', 'files/echo', 'files/pid', 'files/crash'], ...keys },
-        { key: KEY_B, models: ['*'] }
-      ]
-    }]
-  },
-  { org: 'zeta', projects: [{ id: 'app', keys: [{ key: KEY_OTHER_ORG, mcp: ['*'] }] }] }
-]
-
-async function gateway (t: Test, opts: { plugins?: unknown[], servers?: (mock: MockMcpHttp) => unknown[], tenants?: unknown[], stdio?: boolean, extras?: BuildExtras, metrics?: boolean } = {}): Promise<Gw> {
-  const mock = await mockMcpHttp()
-  t.teardown(() => mock.close())
-  const logs: Array<Record<string, unknown>> = []
-  const stream = new Writable({ write (chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l !== '') logs.push(JSON.parse(l)); cb() } })
-  const servers = opts.servers?.(mock) ?? [
-    { id: 'docs', transport: 'http', url: mock.url, headers: { Authorization: 'Bearer upstream-token' }, pricing: { per_call: 0.001 } },
-    ...(opts.stdio === true ? [{ id: 'files', transport: 'stdio', command: process.execPath, args: [STDIO] }] : [])
-  ]
-  const app = await build(t, {
-    plugins: opts.plugins ?? [{ name: 'auth' }, { name: 'quota' }, { name: 'usage' }],
-    admin: { token: ADMIN },
-    metrics: { enabled: opts.metrics === true, auth: 'open' },
-    mcp: { servers },
-    tenants: opts.tenants ?? tenants()
-  }, { logger: { level: 'info', stream }, ...opts.extras })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  return { app, base: `http://127.0.0.1:${(app.server.address() as { port: number }).port}`, mock, logs }
-}
-
-async function connect (t: Test, gw: Gw, key: string, path = '/mcp'): Promise<Client> {
-  const client = new Client({ name: 'test', version: '1.0.0' })
-  await client.connect(new StreamableHTTPClientTransport(new URL(gw.base + path), { requestInit: { headers: { Authorization: `Bearer ${key}` } } }))
-  t.teardown(() => client.close())
-  return client
-}
-
-/** A JSON-RPC request to the endpoint with fetch, as a client without the SDK sends it. */
-async function rpc (gw: Gw, body: unknown, headers: Record<string, string> = {}, path = '/mcp'): Promise<{ status: number, headers: Headers, body: Record<string, unknown> }> {
-  const res = await fetch(gw.base + path, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(body) })
-  const text = await res.text()
-  return { status: res.status, headers: res.headers, body: text === '' ? {} : JSON.parse(text) as Record<string, unknown> }
-}
-
-const call = (name: string, args: Record<string, unknown> = {}, id = 1): unknown => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } })
-const textOf = (r: CallToolResult): string => r.content.map((c) => c.type === 'text' ? c.text : '').join('')
-const records = async (gw: Gw): Promise<UsageRow[]> => await gw.app.gateway.store.usage.page({}, 100)
-
-async function refusal (p: Promise<unknown>): Promise<McpError> {
-  try {
-    await p
-  } catch (err) {
-    if (err instanceof McpError) return err
-    throw err
-  }
-  throw new Error('the call was not refused')
-}
+// and every tools/call governed and metered like a model call. (mcp-tenants.test.ts: what one
+// tenant can reach of another's through the servers; mcp-output.test.ts: what of the servers'
+// answers reaches a client.)
 
 t.test('exposed names stay within what clients accept, and tell tools apart', async (t) => {
   t.equal(exposedName('docs', 'echo'), 'docs__echo')
@@ -104,6 +33,7 @@ t.test('initialize, tools/list by the key\'s grants, and /mcp/{server}', async (
   const names = listed.map((x) => x.name).sort()
   t.same(names, [
     'docs__add', 'docs__crash', 'docs__echo', 'docs__fail', 'docs__leak', 'docs__pid', 'docs__reject', 'docs__slow',
+    'docs__remember', 'docs__recall', 'docs__big', 'docs__whoami', 'docs__deny', 'docs__report',
     exposedName('docs', 'files.read'), exposedName('docs', LONG_TOOL), 'files__crash', 'files__echo', 'files__pid'
   ].sort(), 'docs/* and three files tools: the stdio server was waited for')
   t.ok(names.every((n) => /^[A-Za-z0-9_-]{1,64}$/.test(n)), 'every name is one a client accepts')
@@ -254,7 +184,8 @@ t.test('a server down, slow or restarted: an isError result in bounded time, the
 })
 
 t.test('stdio: spawned, its stderr in the log, restarted with backoff when it exits; tools refreshed on list_changed', async (t) => {
-  const gw = await gateway(t, { stdio: true })
+  // shared: the calls go to the server's own process, the one restarted with backoff
+  const gw = await gateway(t, { stdio: 'shared' })
   const a = await connect(t, gw, KEY_A)
   const first = JSON.parse(textOf(await a.callTool({ name: 'files__pid' }) as CallToolResult)) as { pid: number, ppid: number }
   t.equal(first.ppid, process.pid, 'the gateway spawned it')
