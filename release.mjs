@@ -209,7 +209,8 @@ components.push(
 components.sort((a, b) => a['bom-ref'] < b['bom-ref'] ? -1 : a['bom-ref'] > b['bom-ref'] ? 1 : 0)
 const self = `modelgate@${pkg.version}`
 const inside = new Set([self, ...components.map((c) => c['bom-ref'])])
-const direct = Object.keys(pkg.dependencies).map((n) => [...bundled.values()].find((p) => p.name === n && refs.has(`${p.name}@${p.version}`))).filter(Boolean).map((p) => `${p.name}@${p.version}`)
+// the project's own dependencies that are inside (installed at the top of node_modules)
+const direct = Object.keys(pkg.dependencies).map((n) => bundled.get(`node_modules/${n}`)).filter(Boolean).map((p) => `${p.name}@${p.version}`)
 const dependencies = [
   { ref: self, dependsOn: [...new Set([...direct, `node@${process.versions.node}`])].sort() },
   { ref: `better-sqlite3@${manifest.packages['better-sqlite3']}`, dependsOn: [`sqlite@${sqliteVersion}`] },
