@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs'
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
@@ -15,7 +14,7 @@ import { API_PREFIXES, apiRoutes } from './routes/api.js'
 import adminRoutes from './routes/admin/index.js'
 import consoleRoutes from './routes/console/index.js'
 import { finiteNumbers } from './routes/schemas.js'
-import { fromRoot } from './paths.js'
+import { shippedFile } from './paths.js'
 
 export interface BuildOptions {
   logger?: FastifyServerOptions['logger']
@@ -55,7 +54,7 @@ const MAX_PARAM_LENGTH = 1000
 
 function consoleIcon (): Buffer | null {
   try {
-    return readFileSync(fromRoot('dist', 'console', 'favicon.svg'))
+    return shippedFile('dist', 'console', 'favicon.svg')
   } catch {
     return null
   }

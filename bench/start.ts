@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { createServer } from 'node:net'
 import { availableParallelism, loadavg } from 'node:os'
@@ -11,7 +11,8 @@ import { tempDir } from '../test/temp-dir.js'
 // changed since the last build: from spawning it to the first GET /healthz answered 200, with one
 // worker and with the default workers (one per core), on the shipped config (its store in a
 // temporary folder, MODELGATE_DB). Also the same through the built command directly (`node <bin>
-// serve`), without npm and its build check. Each case runs once to warm up (the store is made,
+// serve`), without npm and its build check, and through the one executable file when
+// `npm run release` has built it (release/modelgate-linux-x64 serve). Each case runs once to warm up (the store is made,
 // the file cache filled), then RUNS times (default 7), the cases taken in turn; the median, the
 // minimum and the maximum are printed, with the time to the start banner. CHECKOUT: another
 // checkout of the project (built, with its node_modules), measured the same way in the same
@@ -21,6 +22,7 @@ const runs = Number(process.argv[2] ?? 7)
 const roots = [fromRoot(), ...(process.argv[3] === undefined ? [] : [resolve(process.argv[3])])]
 
 interface Case { name: string, root: string, command: string, args: string[] }
+const RELEASE = join('release', 'modelgate-linux-x64')
 const cases: Case[] = roots.flatMap((root) => {
   const bin = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { bin: Record<string, string> }).bin.modelgate as string
   const at = roots.length > 1 ? ` (${basename(root)})` : ''
@@ -28,7 +30,13 @@ const cases: Case[] = roots.flatMap((root) => {
     { name: `npm start, 1 worker${at}`, root, command: 'npm', args: ['start', '--silent', '--', '--workers', '1'] },
     { name: `npm start, default workers${at}`, root, command: 'npm', args: ['start', '--silent'] },
     { name: `node ${bin} serve, 1 worker${at}`, root, command: process.execPath, args: [join(root, bin), 'serve', '--workers', '1'] },
-    { name: `node ${bin} serve, default workers${at}`, root, command: process.execPath, args: [join(root, bin), 'serve'] }
+    { name: `node ${bin} serve, default workers${at}`, root, command: process.execPath, args: [join(root, bin), 'serve'] },
+    ...(existsSync(join(root, RELEASE))
+      ? [
+          { name: `${RELEASE} serve, 1 worker${at}`, root, command: join(root, RELEASE), args: ['serve', '--workers', '1'] },
+          { name: `${RELEASE} serve, default workers${at}`, root, command: join(root, RELEASE), args: ['serve'] }
+        ]
+      : [])
   ]
 })
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs'
+import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
-import { fromRoot } from '../paths.js'
+import { buildInfo, inExecutable } from '../paths.js'
 import { CommandError, fail, FLAGS, UsageError, type Command, type CommandInput, type Flag } from './command.js'
 
 // The `modelgate` command: parses the command line and runs one command, whose module is loaded
@@ -28,7 +28,12 @@ const commandNamed = (name: string | undefined): (() => Promise<Command>) | unde
 
 const CONFIG_RULE = 'The config is --config FILE, else $MODELGATE_CONFIG, else config/gateway.yaml, else gateway.yaml (in the current folder); `modelgate init` writes one.'
 
-const version = (): string => (JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as { version: string }).version
+const version = (): string => buildInfo().version
+/** The version, and the commit when the build knew it (the executable file). */
+function versionLine (): string {
+  const { version, commit } = buildInfo()
+  return commit === null ? version : `${version} (commit ${commit})`
+}
 
 /** A command's synopsis: the first paragraph of its help. */
 const synopsis = (c: Command): string => c.help.split('\n\n')[0] ?? ''
@@ -87,7 +92,7 @@ async function main (argv: string[]): Promise<void> {
   const [first, ...rest] = argv
   // bare `modelgate` explains itself; serving is `modelgate serve` (or `npm start`)
   if (first === undefined || first === '--help' || first === '-h') { process.stdout.write(await usage() + '\n'); return }
-  if (first === '--version' || first === '-v') { process.stdout.write(`${version()}\n`); return }
+  if (first === '--version' || first === '-v') { process.stdout.write(`${versionLine()}\n`); return }
   if (first === 'help') { process.stdout.write(await helpOf(rest[0]) + '\n'); return }
   if (first.startsWith('-')) throw new UsageError(`the command comes first: modelgate <command> [flags] (${first} came before any)`)
   const load = commandNamed(first)
@@ -98,7 +103,9 @@ async function main (argv: string[]): Promise<void> {
   await command.run(input)
 }
 
-main(process.argv.slice(2)).catch(async (err: unknown) => {
+// A cluster worker of the executable file is started as `FILE ARGV[1] ARGS…` (node:cluster runs
+// `process.execPath process.argv[1] …`), and the file puts its own path first again: one word more.
+main(process.argv.slice(inExecutable && cluster.isWorker ? 3 : 2)).catch(async (err: unknown) => {
   const e = err as (Error & { code?: unknown }) | null
   // a config's problems (config/load.ts's ConfigError), known by name: that module is not loaded for --help
   if (e?.name === 'ConfigError') fail(e.message, 2)

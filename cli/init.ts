@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join, relative, resolve } from 'node:path'
-import { fromRoot } from '../paths.js'
+import { shippedFile } from '../paths.js'
 import { CommandError, type CommandInput } from './command.js'
 import { withStore } from './with-store.js'
 
@@ -26,7 +26,7 @@ export async function run ({ positionals: [dirArg] }: CommandInput): Promise<voi
   const [{ default: YAML }, { loadConfig }] = await Promise.all([import('yaml'), import('../config/load.js')])
   mkdirSync(join(dir, 'data'), { recursive: true, mode: 0o700 })
   const adminToken = 'mga-' + randomBytes(24).toString('base64url')
-  const doc = YAML.parseDocument(readFileSync(fromRoot('config', 'gateway.yaml'), 'utf8'))
+  const doc = YAML.parseDocument(shippedFile('config', 'gateway.yaml').toString('utf8'))
   doc.commentBefore = ` modelgate: the config modelgate init wrote (${new Date().toISOString().slice(0, 10)}).
  Serve it with: modelgate serve (in this folder), or modelgate serve --config <this file> from
  anywhere; the store is data/modelgate.db beside this file (relative paths here are relative to

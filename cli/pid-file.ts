@@ -1,9 +1,9 @@
 import type Database from 'better-sqlite3'
 import { createHash } from 'node:crypto'
-import { createRequire } from 'node:module'
 import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import type { Config } from '../config/schema.js'
+import { sqliteDriver } from '../plugins/store/sqlite/driver.js'
 import { CommandError } from './command.js'
 
 // The running gateways' pids and addresses, beside their store, so that `modelgate reload` finds
@@ -92,7 +92,7 @@ function takeLock (file: string): { release: () => void } | null {
   try {
     mkdirSync(dirname(file), { recursive: true })
     // loaded here, not with the module: `--help` and `--version` load no dependency
-    const SQLite = createRequire(import.meta.url)('better-sqlite3') as typeof Database
+    const SQLite = sqliteDriver()
     db = new SQLite(file, { timeout: LOCK_WAIT_MS })
     db.exec('BEGIN IMMEDIATE')
   } catch {

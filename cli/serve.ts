@@ -2,7 +2,8 @@ import cluster from 'node:cluster'
 import type { AddressInfo } from 'node:net'
 import { availableParallelism } from 'node:os'
 import type { Config } from '../config/schema.js'
-import type { GatewayServer } from '../server.js'
+import { inExecutable } from '../paths.js'
+import type { GatewayServer, ServeOptions } from '../server.js'
 import { CommandError, UsageError, type Args, type CommandInput } from './command.js'
 import { claimPidFile, removePidFile, writePidFile } from './pid-file.js'
 
@@ -67,11 +68,8 @@ export async function run ({ args }: CommandInput): Promise<void> {
 
 /** Runs the gateway in this process: the only one, or a worker. */
 async function serveHere (args: Args, file: string, fromFile: Config, port: number | undefined): Promise<void> {
-  const logger = args.pretty === true
-    ? { level: process.env.LOG_LEVEL ?? 'info', transport: { target: 'pino-pretty' } }
-    : { level: process.env.LOG_LEVEL ?? 'info' }
   const { GatewayServer } = await import('../server.js')
-  const server = await GatewayServer.start({ file, config: fromFile, host: args.host, port, logger, worker: cluster.isWorker })
+  const server = await GatewayServer.start({ file, config: fromFile, host: args.host, port, logger: await loggerOptions(args.pretty === true), worker: cluster.isWorker })
   const config = withAddress(fromFile, args, port)
   let address: AddressInfo
   try {
@@ -87,6 +85,15 @@ async function serveHere (args: Args, file: string, fromFile: Config, port: numb
     banner(config, await uncredentialed(config, file), 1, address.port)
     writePidFile(config, address.port)
   }
+}
+
+async function loggerOptions (pretty: boolean): Promise<ServeOptions['logger']> {
+  const level = process.env.LOG_LEVEL ?? 'info'
+  if (!pretty) return { level }
+  // a pino transport runs a file of pino's on a thread, and the executable file has no such file:
+  // there the lines are made readable on the main thread
+  if (inExecutable) return { level, stream: (await import('pino-pretty')).default() }
+  return { level, transport: { target: 'pino-pretty' } }
 }
 
 /** What to do about an address the gateway cannot listen on; other errors as they are. */

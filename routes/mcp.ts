@@ -1,11 +1,10 @@
-import { readFileSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import type { ReadableStream as WebReadableStream } from 'node:stream/web'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { McpError, type CallToolRequest, type CallToolResult, type Progress } from '@modelcontextprotocol/sdk/types.js'
-import { fromRoot } from '../paths.js'
+import { buildInfo } from '../paths.js'
 import type { Gateway, Json } from '../plugins/api/index.js'
 import { errorInput, hooksOf, startCall } from '../plugins/gateway/core.js'
 import { Internal, isGatewayError, jsonRpcError, McpBatch, McpMethodNotAllowed, McpServerNotFound, type GatewayError } from '../plugins/kernel/errors.js'
@@ -35,7 +34,7 @@ const ROUTE = { family: 'mcp' as const }
 // a POST may hold a tools/call: a call through the gate
 const CALLS = { ...ROUTE, spends: true }
 
-const version = (JSON.parse(readFileSync(fromRoot('package.json'), 'utf8')) as { version: string }).version
+const { version } = buildInfo()
 announceVersion(version)
 
 /** What the handling of one HTTP request to the MCP endpoint shares. */

@@ -1,11 +1,9 @@
-import { readFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { dirname, join } from 'node:path'
 import { calcPrice, findProvider, type ModelPrice, type PriceCalculation, type Provider, type TieredPrices } from '@pydantic/genai-prices'
 import type { Config, ModelConfig, PriceTierConfig, PricingConfig, ProviderConfig } from '../../config/schema.js'
 import { ratesFor } from './billing.js'
 import { priceOf, type Rates } from './catalog.js'
 import { nanoToUsd, pricePerToken, usdToNano } from '../kernel/money.js'
+import { packageVersion } from '../../paths.js'
 
 // The maintained price database the gateway ships (@pydantic/genai-prices, installed as a
 // dependency; its bundled data only: nothing is fetched at run time): a catalog entry for a
@@ -16,12 +14,7 @@ export const DATABASE = '@pydantic/genai-prices'
 
 /** The database's version as installed, or null when it cannot be read. */
 export function databaseVersion (): string | null {
-  try {
-    const main = createRequire(import.meta.url).resolve(DATABASE)
-    return (JSON.parse(readFileSync(join(dirname(main), '..', 'package.json'), 'utf8')) as { version: string }).version
-  } catch {
-    return null
-  }
+  return packageVersion(DATABASE)
 }
 
 /** The database's name for the provider a config provider is: its id, else its base URL, else its protocol's maker. */

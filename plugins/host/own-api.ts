@@ -1,14 +1,46 @@
 import { register } from 'node:module'
 import { pathToFileURL } from 'node:url'
-import { fromRoot } from '../../paths.js'
+import * as api from '../api/index.js'
+import { fromRoot, inExecutable } from '../../paths.js'
 
 // A plugin package names modelgate as an optional peer dependency only (modelgate is installed
 // from its tarball, not from the npm registry), so where the package is installed, beside the
 // config, there may be no `modelgate` to import. The gateway that loads a plugin answers the
 // plugin's `modelgate` and `modelgate/*` imports with its own package's exports: the plugin finds
 // the API wherever each was installed, and shares it with the gateway (one copy of the errors).
+// The executable file has no package on disk: it answers `modelgate/plugin` with a module made of
+// its own plugin API, handed over through a global.
 
 let registered = false
+
+const API_GLOBAL = 'modelgate.plugin-api'
+
+/** Resolves modelgate's exports as imported from inside this gateway's package. */
+function fromPackage (): string {
+  const self = pathToFileURL(fromRoot('package.json')).href
+  return `export async function resolve (specifier, context, next) {
+  if (specifier === 'modelgate' || specifier.startsWith('modelgate/')) return next(specifier, { ...context, parentURL: ${JSON.stringify(self)} })
+  return next(specifier, context)
+}`
+}
+
+/** Answers `modelgate/plugin` with the executable file's own API; refuses the other exports (tests' helpers) by name. */
+function fromExecutable (): string {
+  (globalThis as Record<symbol, unknown>)[Symbol.for(API_GLOBAL)] = api
+  const names = Object.keys(api).filter((n) => /^[A-Za-z_$][\w$]*$/.test(n) && n !== 'default')
+  const source = `const api = globalThis[Symbol.for(${JSON.stringify(API_GLOBAL)})]\nexport const { ${names.join(', ')} } = api\n`
+  return `export async function resolve (specifier, context, next) {
+  if (specifier === 'modelgate/plugin') return { url: 'modelgate:plugin', shortCircuit: true }
+  if (specifier === 'modelgate' || specifier.startsWith('modelgate/')) {
+    throw Object.assign(new Error(specifier + ': the modelgate executable file exports modelgate/plugin only'), { code: 'ERR_MODULE_NOT_FOUND' })
+  }
+  return next(specifier, context)
+}
+export async function load (url, context, next) {
+  if (url === 'modelgate:plugin') return { format: 'module', source: ${JSON.stringify(source)}, shortCircuit: true }
+  return next(url, context)
+}`
+}
 
 /**
  * From now on in this process, `import 'modelgate/plugin'` (any `modelgate` export) resolves to
@@ -18,10 +50,5 @@ let registered = false
 export function resolveOwnApi (): void {
   if (registered) return
   registered = true
-  const self = pathToFileURL(fromRoot('package.json')).href
-  const hooks = `export async function resolve (specifier, context, next) {
-  if (specifier === 'modelgate' || specifier.startsWith('modelgate/')) return next(specifier, { ...context, parentURL: ${JSON.stringify(self)} })
-  return next(specifier, context)
-}`
-  register(`data:text/javascript,${encodeURIComponent(hooks)}`)
+  register(`data:text/javascript,${encodeURIComponent(inExecutable ? fromExecutable() : fromPackage())}`)
 }

@@ -1,5 +1,3 @@
-import { existsSync } from 'node:fs'
-import { join } from 'node:path'
 import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
@@ -10,8 +8,9 @@ import { adminOpen, bearerOf } from '../../plugins/ops/admin-token.js'
 import { nanoToUsd, usdToNano } from '../../plugins/kernel/money.js'
 import { orgRule, projectRule, quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/gateway/quota-windows.js'
 import type { ApiKey, UsageBucket } from '../../plugins/store/types.js'
-import { fromRoot } from '../../paths.js'
+import { fromRoot, inExecutable, shippedFiles } from '../../paths.js'
 import { usageRecord } from '../admin/usage-record.js'
+import { shippedPage } from './shipped-page.js'
 import { Integer } from '../schemas.js'
 import { accessGate } from '../access.js'
 import auth from './auth.js'
@@ -22,6 +21,7 @@ import auth from './auth.js'
 // sign-on, ./auth.ts) and show a project it names of an organization the role reaches. The
 // operator's console, a page of its own over the admin API, is served under /console/admin
 // (adminConsole below). Who may call what is in the access table (../access.ts).
+// In the executable file, the pages' files are its assets, served from memory (shipped-page.ts).
 
 const RANGES = { '24h': { span: 86_400_000, bucket: 3_600_000 }, '7d': { span: 7 * 86_400_000, bucket: 86_400_000 }, '30d': { span: 30 * 86_400_000, bucket: 86_400_000 } } as const
 
@@ -68,7 +68,6 @@ function marketPrice (p: PricingConfig): Record<string, unknown> {
 
 const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   const { store, catalog, clock } = fastify.gateway
-  const root = fromRoot('dist', 'console')
   // both consoles (the operator's is registered below, inside this scope): the page may load, run and call only this origin
   fastify.addHook('onSend', async (_request, reply) => { reply.headers(CONSOLE_HEADERS) })
   accessGate(fastify, fastify.operatorRoutes)
@@ -184,10 +183,15 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     return { object: 'list', data: (await store.usage.page({ org: view.org, project: view.project }, request.query.limit)).map(usageRecord) }
   })
 
-  if (existsSync(root)) {
+  const skipAdmin = (path: string): boolean => path.startsWith('admin/')
+  if (!shippedFiles('dist', 'console').includes('index.html')) {
+    fastify.get('/', async (_request, reply) => reply.status(503).type('text/plain').send('The console is not built: run `npm run build`.\n'))
+  } else if (inExecutable) {
+    await fastify.register(shippedPage, { folder: ['dist', 'console'], skip: skipAdmin, setHeaders: cacheHeaders })
+  } else {
     // hashed assets may be cached; index.html (served for /console and /console/) is revalidated
     await fastify.register(fastifyStatic, {
-      root,
+      root: fromRoot('dist', 'console'),
       prefix: '/',
       index: ['index.html'],
       wildcard: false,
@@ -195,8 +199,6 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       cacheControl: false, // (send's own Cache-Control would replace the one setHeaders sets)
       setHeaders: cacheHeaders
     })
-  } else {
-    fastify.get('/', async (_request, reply) => reply.status(503).type('text/plain').send('The console is not built: run `npm run build`.\n'))
   }
 
   await fastify.register(auth, { prefix: '/auth', sso: fastify.gateway.config.sso })
@@ -219,15 +221,16 @@ const CONSOLE_HEADERS = {
 // no secret: signed out it can do nothing, and with no admin access configured it only says that
 // the admin API is off.
 const adminConsole: FastifyPluginAsyncTypebox = async (fastify) => {
-  const root = fromRoot('dist', 'console', 'admin')
-
+  const folder = ['dist', 'console', 'admin']
   if (!adminOpen(fastify.gateway.config)) {
     fastify.get('/', async (_request, reply) => await reply.status(404).type('text/html; charset=utf-8').header('cache-control', 'no-cache').send(ADMIN_OFF))
-  } else if (existsSync(join(root, 'index.html'))) {
-    // the page at /console/admin and /console/admin/, its hashed assets under /console/admin/assets/
-    await fastify.register(fastifyStatic, { root, prefix: '/', index: ['index.html'], wildcard: false, decorateReply: false, cacheControl: false, setHeaders: cacheHeaders })
-  } else {
+  } else if (!shippedFiles(...folder).includes('index.html')) {
     fastify.get('/', async (_request, reply) => reply.status(503).type('text/plain').send('The console is not built: run `npm run build`.\n'))
+  } else if (inExecutable) {
+    await fastify.register(shippedPage, { folder, setHeaders: cacheHeaders })
+  } else {
+    // the page at /console/admin and /console/admin/, its hashed assets under /console/admin/assets/
+    await fastify.register(fastifyStatic, { root: fromRoot(...folder), prefix: '/', index: ['index.html'], wildcard: false, decorateReply: false, cacheControl: false, setHeaders: cacheHeaders })
   }
 }
 

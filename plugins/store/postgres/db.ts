@@ -2,10 +2,10 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pg from 'pg'
 import { Redis } from 'ioredis'
-import { fromRoot } from '../../../paths.js'
+import { shippedFile, shippedFiles } from '../../../paths.js'
 import { StoreUnavailable } from '../../kernel/errors.js'
 
-const MIGRATIONS = fromRoot('plugins', 'store', 'postgres', 'migrations')
+const MIGRATIONS = ['plugins', 'store', 'postgres', 'migrations']
 const PROBE_MS = 250
 
 // BIGINT columns come back as numbers: every amount is an integer far below 2^53
@@ -51,16 +51,21 @@ export async function inTransaction<T> (pool: pg.Pool, fn: (client: pg.PoolClien
   }
 }
 
-/** Applies the pending migrations of `dir`, in one transaction under an advisory lock (instances may start together). */
-export async function migrate (pool: pg.Pool, dir = MIGRATIONS): Promise<void> {
+/**
+ * Applies the pending migrations, in one transaction under an advisory lock (instances may start
+ * together). `dir`: a folder of other migrations (tests).
+ */
+export async function migrate (pool: pg.Pool, dir?: string): Promise<void> {
+  const files = (dir === undefined ? shippedFiles(...MIGRATIONS) : readdirSync(dir)).filter((f) => /^\d{3}_.*\.sql$/.test(f)).sort()
+  const read = (file: string): string => dir === undefined ? shippedFile(...MIGRATIONS, file).toString('utf8') : readFileSync(join(dir, file), 'utf8')
   await inTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock(7461826)')
     await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)')
     const done = new Set((await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version))
-    for (const file of readdirSync(dir).filter((f) => /^\d{3}_.*\.sql$/.test(f)).sort()) {
+    for (const file of files) {
       const version = Number(file.slice(0, 3))
       if (done.has(version)) continue
-      await client.query(readFileSync(join(dir, file), 'utf8'))
+      await client.query(read(file))
       await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [version, file, Date.now()])
     }
   })

@@ -1,5 +1,6 @@
-import Database from 'better-sqlite3'
+import type Database from 'better-sqlite3'
 import type pg from 'pg'
+import { sqliteDriver } from '../sqlite/driver.js'
 import { inTransaction, migrate, pgPool } from './db.js'
 
 // `modelgate store migrate --from FILE.db --to postgres://…`: copies a SQLite store (stopped) into
@@ -44,7 +45,8 @@ const totalsSql = (usage: string): string => `SELECT
 export interface MigrationResult { source: Totals, target: Totals, same: boolean }
 
 export async function migrateSqliteToPostgres (file: string, url: string): Promise<MigrationResult> {
-  const db = new Database(file, { readonly: true, fileMustExist: true })
+  const SQLite = sqliteDriver()
+  const db = new SQLite(file, { readonly: true, fileMustExist: true })
   const pool = pgPool(url, 2)
   try {
     await migrate(pool)

@@ -1,6 +1,6 @@
-import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import type { DB } from './db.js'
+import { driverPath } from './driver.js'
 
 // WAL checkpoints on a thread of their own. SQLite's automatic checkpoint runs inside whichever
 // commit pushes the WAL past 1,000 pages: on the event loop, where it copies those pages into
@@ -172,7 +172,7 @@ export interface CheckpointerOptions {
 export function startCheckpointer (db: DB, onError: (message: string) => void, intervalMs = INTERVAL_MS, opts: CheckpointerOptions = {}): Checkpointer {
   const own = db.pragma('wal_autocheckpoint', { simple: true }) as number
   db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`)
-  const driver = createRequire(import.meta.url).resolve('better-sqlite3')
+  const driver = driverPath()
   const writes = opts.writes
   const chore = writes === undefined ? undefined : opts.chore
   const workerData = {

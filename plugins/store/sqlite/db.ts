@@ -1,11 +1,12 @@
-import Database from 'better-sqlite3'
+import type Database from 'better-sqlite3'
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { fromRoot } from '../../../paths.js'
+import { shippedFile, shippedFiles } from '../../../paths.js'
+import { sqliteDriver } from './driver.js'
 
 export type DB = Database.Database
 
-const MIGRATIONS_DIR = fromRoot('plugins', 'store', 'sqlite', 'migrations')
+const MIGRATIONS = ['plugins', 'store', 'sqlite', 'migrations']
 
 /** Another connection (another worker) held the lock for longer than busy_timeout. */
 export function isBusy (err: unknown): boolean {
@@ -52,7 +53,8 @@ export function walMode (db: Pick<DB, 'pragma'>, waitMs = WAL_SWITCH_WAIT_MS): v
 /** Opens (creating if needed) the SQLite database in WAL mode and applies pending migrations. */
 export function openDatabase (file: string): DB {
   if (file !== ':memory:') privateFiles(file)
-  const db = new Database(file)
+  const SQLite = sqliteDriver()
+  const db = new SQLite(file)
   walMode(db)
   db.pragma('synchronous = NORMAL')
   db.pragma('busy_timeout = 5000')
@@ -67,12 +69,13 @@ export function openDatabase (file: string): DB {
 
 // Numbered, forward-only migrations (NNN_name.sql); PRAGMA user_version holds the last applied.
 // Each step runs in an IMMEDIATE transaction that re-reads the version, so workers opening the
-// same file at once apply each migration exactly once.
-export function migrate (db: DB, dir = MIGRATIONS_DIR): number {
-  const files = readdirSync(dir).filter((f) => /^\d{3}_.+\.sql$/.test(f)).sort()
+// same file at once apply each migration exactly once. `dir`: a folder of other migrations (tests).
+export function migrate (db: DB, dir?: string): number {
+  const files = (dir === undefined ? shippedFiles(...MIGRATIONS) : readdirSync(dir)).filter((f) => /^\d{3}_.+\.sql$/.test(f)).sort()
+  const read = (file: string): string => dir === undefined ? shippedFile(...MIGRATIONS, file).toString('utf8') : readFileSync(join(dir, file), 'utf8')
   const step = db.transaction((file: string, version: number) => {
     if ((db.pragma('user_version', { simple: true }) as number) >= version) return
-    db.exec(readFileSync(join(dir, file), 'utf8'))
+    db.exec(read(file))
     db.pragma(`user_version = ${version}`)
   })
   for (const file of files) step.immediate(file, Number(file.slice(0, 3)))
