@@ -1,4 +1,4 @@
-import type { PendingLogin, Role, Session } from './types.js'
+import type { PendingLogin, Role, Session, SessionInfo } from './types.js'
 
 // Operators' sessions and sign-ins under way as both stores hold them: rows keyed by the SHA-256
 // of the browser's secret, so that the tables hold nothing a browser could present.
@@ -26,6 +26,10 @@ export function sessionRow (idHash: string, s: Session): SessionRow {
 
 export function toSession (r: SessionRow): Session {
   return { sub: r.sub, email: r.email, name: r.name, role: r.role as Role, org: r.org_id, csrf: r.csrf, created_at: r.created_at, expires_at: r.expires_at }
+}
+
+export function toSessionInfo (r: SessionRow): SessionInfo {
+  return { handle: r.id_hash, sub: r.sub, email: r.email, name: r.name, role: r.role as Role, org: r.org_id, created_at: r.created_at, expires_at: r.expires_at }
 }
 
 export function loginRow (idHash: string, l: PendingLogin): LoginRow {

@@ -204,6 +204,19 @@ export interface Session {
   expires_at: number
 }
 
+/** A live session as an admin sees it: its handle instead of its id, and never its CSRF token. */
+export interface SessionInfo {
+  /** The SHA-256 of the session's id (hex): it names the session, and no browser can present it as a cookie. */
+  handle: string
+  sub: string
+  email: string | null
+  name: string | null
+  role: Role
+  org: string | null
+  created_at: number
+  expires_at: number
+}
+
 /** A sign-in under way, between the redirect to the identity provider and its callback (ten minutes at most). */
 export interface PendingLogin {
   state: string
@@ -226,6 +239,10 @@ export interface SessionStore {
   end: (id: string) => MaybePromise<boolean>
   /** Ends every session of `sub` except those with `keep`'s role and organization; returns how many. */
   endSubject: (sub: string, keep?: { role: Role, org: string | null }) => MaybePromise<number>
+  /** The sessions live at `now`, newest first. */
+  list: (now: number) => MaybePromise<SessionInfo[]>
+  /** Ends the session with this handle; what it was, or undefined when none with it is live at `now`. */
+  endHandle: (handle: string, now: number) => MaybePromise<SessionInfo | undefined>
   /** Keeps a sign-in under way under `id` (the browser's cookie). */
   begin: (id: string, login: PendingLogin) => MaybePromise<void>
   /** Takes the sign-in under way with this id, once: a second take, or one after it expired, finds nothing. */

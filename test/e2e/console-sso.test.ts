@@ -106,12 +106,16 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     t.equal(await page.locator('#keys [data-action]').count(), 0, 'no edit, rotate or revoke')
     await page.getByRole('tab', { name: 'Plugins' }).click()
     t.equal(await page.locator('#pl-reload').isVisible(), false, 'no reload')
+    t.equal(await page.getByRole('tab', { name: 'Sessions' }).isVisible(), false, 'no sessions: they are an admin\'s')
+    await page.getByRole('tab', { name: 'Tenants' }).focus()
+    await page.keyboard.press('End')
+    t.equal(await page.evaluate(() => document.querySelector('[role=tab][aria-selected=true]')?.id), 'tab-plugins', 'End: the last tab the role is shown, not a hidden one')
   })
 
   await t.test('the operator\'s console as an org_admin: its organization only; no providers, plugins or credits', async (t) => {
     const page = await signIn('/console/admin/', 'dev')
     await page.locator('#whoami', { hasText: 'Signed in as dev@example.com · org_admin of acme' }).waitFor()
-    for (const tab of ['Providers', 'Plugins']) t.equal(await page.getByRole('tab', { name: tab }).isVisible(), false, `${tab}: hidden`)
+    for (const tab of ['Providers', 'Plugins', 'Sessions']) t.equal(await page.getByRole('tab', { name: tab }).isVisible(), false, `${tab}: hidden`)
     await page.getByRole('tab', { name: 'Tenants' }).click()
     await page.locator('#orgs [data-org="acme"]').waitFor()
     t.equal(await page.locator('#orgs [data-org]').count(), 1, 'only acme is listed')
@@ -119,6 +123,30 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     for (const id of ['org-form', 'credits-form']) t.equal(await page.locator(`#${id}`).isVisible(), false, `#${id} hidden`)
     await page.getByRole('tab', { name: 'Keys' }).click()
     t.equal(await page.locator('#key-create').isVisible(), true, 'keys may be made')
+  })
+
+  await t.test('the operator\'s console as an admin: the sessions tab shows who is signed in, and ending a user\'s sessions signs them out', async (t) => {
+    const viewer = await signIn('/console/admin/', 'fin')
+    await viewer.locator('#whoami', { hasText: 'fin@example.com · viewer' }).waitFor()
+    const page = await signIn('/console/admin/', 'ann')
+    await page.locator('#whoami', { hasText: 'ann@example.com · admin' }).waitFor()
+    await page.getByRole('tab', { name: 'Sessions' }).click()
+    const own = page.locator('#sessions tr[data-sub="ann"]', { hasText: 'this session' })
+    await own.waitFor()
+    t.equal(await own.count(), 1, 'the admin\'s own session is marked')
+    const fin = page.locator('#sessions tr[data-sub="fin"]')
+    t.ok(await fin.count() >= 2, 'the viewer\'s sessions are listed (this one and the earlier one)')
+    t.match(await fin.first().textContent(), /fin@example\.com.*viewer/s)
+    await fin.first().getByRole('button', { name: 'End every session of fin@example.com' }).click()
+    await page.locator('#ss-status', { hasText: 'session(s) of fin@example.com' }).waitFor()
+    await page.locator('#sessions tr[data-sub="fin"]').first().waitFor({ state: 'detached' })
+    t.ok(await own.isVisible(), 'the admin\'s own is still there')
+    // the viewer's page finds out at its next call
+    await viewer.getByRole('tab', { name: 'Keys' }).click()
+    await viewer.locator('#signin-error', { hasText: 'Your session has ended' }).waitFor()
+    t.ok(await viewer.locator('#signin-view').isVisible(), 'the viewer is signed out')
+    const audit = await (await fetch(`${base}/admin/v1/audit`, { headers: { authorization: `Bearer ${ADMIN}` } })).json() as { data: Array<{ action: string, target: string, identity: unknown }> }
+    t.match(audit.data[0], { action: 'session.revoke', target: 'fin', identity: { kind: 'sso', sub: 'ann' } }, 'the end is audited, signed by the admin')
   })
 
   await t.test('the developer console takes a session: the projects the role reaches', async (t) => {

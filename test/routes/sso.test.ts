@@ -146,6 +146,65 @@ t.test('a session\'s changes need its CSRF token; each change records who made i
   t.match((await app.inject({ method: 'GET', url: '/admin/v1/audit', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json().data[0], { action: 'session.end', identity: { kind: 'sso', sub: 'ann' } })
 })
 
+t.test('an admin lists the live sessions and ends one, or every one of a user; the ended ones are refused at once; each end is audited', async (t) => {
+  const idp = await startIdp(t, [REDIRECT], ACCOUNTS)
+  const clock = new FakeClock(Date.now())
+  const app = await gateway(t, idp, clock)
+  const ann = await signIn(app, 'ann')
+  clock.advance(1000)
+  const fin = await signIn(app, 'fin')
+  clock.advance(1000)
+  const finToo = await signIn(app, 'fin', 'developer')
+  const token = { authorization: `Bearer ${ADMIN_TOKEN}` }
+  const status = async (session: string | undefined): Promise<number> => (await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(session as string) })).statusCode
+
+  const csrf = (await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(ann.session as string) })).json().csrf_token as string
+  const listed = await app.inject({ method: 'GET', url: '/admin/v1/sessions', headers: withSession(ann.session as string) })
+  t.equal(listed.statusCode, 200)
+  const data = listed.json().data as Array<Record<string, unknown>>
+  t.same(data.map((s) => [s.sub, s.email, s.role, s.org, s.current]), [['fin', 'fin@example.com', 'viewer', null, false], ['fin', 'fin@example.com', 'viewer', null, false], ['ann', 'ann@example.com', 'admin', null, true]], 'newest first; the caller\'s own is marked')
+  t.same(Object.keys(data[0] ?? {}).sort(), ['created_at', 'current', 'email', 'expires_at', 'id', 'name', 'org', 'role', 'sub'])
+  t.equal(data[2]?.expires_at, new Date(clock.now() - 2000 + 8 * 3_600_000).toISOString())
+  for (const secret of [ann.session, fin.session, finToo.session, csrf]) t.notOk(listed.body.includes(secret as string), 'never a session id or a CSRF token')
+
+  const noCsrf = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[0]?.id as string}`, headers: withSession(ann.session as string) })
+  t.equal(noCsrf.statusCode, 403, 'ending a session is a change: a session needs its CSRF token for it')
+  const viewer = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[2]?.id as string}`, headers: withSession(fin.session as string, (await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(fin.session as string) })).json().csrf_token as string) })
+  t.equal(viewer.statusCode, 403, 'a viewer may not')
+  t.equal(await status(ann.session), 200)
+
+  const one = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[1]?.id as string}`, headers: withSession(ann.session as string, csrf) })
+  t.equal(one.statusCode, 200)
+  t.same(one.json(), { id: data[1]?.id, ended: true })
+  t.equal(await status(fin.session), 401, 'the session ended is refused on its next call')
+  t.equal((await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(fin.session as string) })).json().error.code, 'session_ended')
+  t.equal(await status(finToo.session), 200, 'the user\'s other session lives on')
+  const again = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[1]?.id as string}`, headers: token })
+  t.equal(again.statusCode, 404)
+  t.equal(again.json().error.code, 'session_not_found')
+  t.equal((await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${fin.session as string}`, headers: token })).statusCode, 404, 'the session\'s id is not its handle')
+
+  const noSub = await app.inject({ method: 'DELETE', url: '/admin/v1/sessions', headers: token })
+  t.equal(noSub.statusCode, 400, 'ending every session takes a user: never all of them by mistake')
+  t.equal(await status(finToo.session), 200)
+  const all = await app.inject({ method: 'DELETE', url: '/admin/v1/sessions?sub=fin', headers: token })
+  t.same(all.json(), { sub: 'fin', ended: 1 })
+  t.equal(await status(finToo.session), 401, 'every session of the user ended')
+  t.equal(await status(ann.session), 200, 'another user\'s is untouched')
+  t.same((await app.inject({ method: 'DELETE', url: '/admin/v1/sessions?sub=fin', headers: token })).json(), { sub: 'fin', ended: 0 }, 'none left')
+
+  const audit = (await app.inject({ method: 'GET', url: '/admin/v1/audit', headers: token })).json().data as Array<Record<string, unknown>>
+  t.match(audit.slice(0, 2), [
+    { action: 'session.revoke', target: 'fin', identity: { kind: 'token', name: 'admin' }, detail: { sessions: 1 } },
+    { action: 'session.revoke', target: 'fin', identity: { kind: 'sso', sub: 'ann', email: 'ann@example.com' }, detail: { session: data[1]?.id, role: 'viewer', org: null } }
+  ], 'each end says who ended whose session; ending nothing writes no line')
+  t.equal(audit[2]?.action, 'session.start')
+
+  const self = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[2]?.id as string}`, headers: withSession(ann.session as string, csrf) })
+  t.equal(self.statusCode, 200, 'an admin may end its own session')
+  t.equal(await status(ann.session), 401, 'and is signed out by it')
+})
+
 t.test('sessions expire (sso.session_hours) on the gateway\'s clock', async (t) => {
   const idp = await startIdp(t, [REDIRECT], ACCOUNTS)
   const clock = new FakeClock(Date.now())

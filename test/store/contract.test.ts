@@ -427,6 +427,20 @@ function contract (t: Test, open: Open): void {
     await a.sessions.create('sid-new', { ...s, expires_at: 9000 })
     await b.sessions.sweep(2000)
     t.ok(await a.sessions.get('sid-new', 2000), 'a sweep keeps the live ones')
+    // an admin's view: live sessions, newest first, by their handle, never the id or the CSRF token
+    await a.sessions.create('sid-three', { ...s, sub: 'u-3', created_at: 3000, expires_at: 9000 })
+    const live = await b.sessions.list(2000)
+    t.same(live.map((x) => [x.sub, x.created_at]), [['u-3', 3000], ['u-1', 1000]], 'the live ones, newest first')
+    t.same(Object.keys(live[0] ?? {}).sort(), ['created_at', 'email', 'expires_at', 'handle', 'name', 'org', 'role', 'sub'])
+    t.notOk(JSON.stringify(live).includes('sid-') || JSON.stringify(live).includes('"c-1"'), 'neither an id nor a CSRF token')
+    const handle = live[0]?.handle as string
+    t.match(handle, /^[0-9a-f]{64}$/)
+    t.equal(await a.sessions.endHandle(handle, 9000), undefined, 'a session past its end is not ended by its handle (the sweep takes it)')
+    t.match(await a.sessions.endHandle(handle, 2000), { handle, sub: 'u-3', role: 'admin' }, 'ended by its handle, by another process')
+    t.equal(await b.sessions.get('sid-three', 2000), undefined, 'and gone for every process')
+    t.equal(await b.sessions.endHandle(handle, 2000), undefined, 'once')
+    t.equal(await b.sessions.endHandle('sid-new', 2000), undefined, 'a handle is not the id')
+    t.ok(await a.sessions.get('sid-new', 2000), 'the others are untouched')
     if (a.kind === 'sqlite') {
       const rows = (a as SqliteStore).db.prepare('SELECT * FROM sessions').all() as Array<{ id_hash: string }>
       t.same(rows.map((r) => r.id_hash.length), [64], 'the swept one is gone; the table holds hashes')
