@@ -70,7 +70,7 @@ export const ACCESS: Readonly<Record<string, AccessRule>> = {
   'GET /admin/v1/usage': { who: ALL, reach: 'org-query', does: 'read usage records' },
   'GET /admin/v1/usage/summary': { who: ALL, reach: 'org-query', does: 'read the usage summary' },
   'GET /admin/v1/usage/:trace_id': { who: ALL, reach: 'trace-param', does: 'read a call' },
-  'GET /admin/v1/audit': { who: READERS, does: 'read the audit log of every organization' },
+  'GET /admin/v1/audit': { who: ALL, reach: 'org-query', does: 'read the audit log' },
   'POST /admin/v1/reload': { who: ADMIN, does: 'reload the configuration' },
   'GET /admin/v1/providers': { who: READERS, does: 'read the providers' },
   'GET /admin/v1/mcp/servers': { who: READERS, does: 'read the MCP servers' },

@@ -177,14 +177,17 @@ export type TenancyChange =
 /** A listener may return a promise: the change is answered as heard once it settles. */
 export type ChangeListener = (change: TenancyChange) => MaybePromise<void>
 
-/** One line of the audit log: a change made through the admin API or the CLI, and by whom (admin API changes). `detail` holds no secret. */
-export interface AuditRow { id: string, at: number, action: string, target: string, actor: 'admin' | 'cli' | 'config', identity: Identity | null, detail: Record<string, unknown> }
+/**
+ * One line of the audit log: a change made through the admin API or the CLI, and by whom (admin
+ * API changes); `org` the organization it is about (null: the gateway's own, as a reload). `detail` holds no secret.
+ */
+export interface AuditRow { id: string, at: number, action: string, target: string, org: string | null, actor: 'admin' | 'cli' | 'config', identity: Identity | null, detail: Record<string, unknown> }
 
-export interface AuditEntry { action: string, target: string, detail?: Record<string, unknown> }
+export interface AuditEntry { action: string, target: string, org?: string | null, detail?: Record<string, unknown> }
 
 export interface AuditStore {
-  /** Newest first; pass the last row's cursor (at, id) for the next page. */
-  page: (limit: number, cursor?: Cursor) => MaybePromise<AuditRow[]>
+  /** Newest first; pass the last row's cursor (at, id) for the next page. With `org`, that organization's lines only (selected by the query, so pages and cursors hold). */
+  page: (limit: number, cursor?: Cursor, org?: string) => MaybePromise<AuditRow[]>
   /** Writes a line for a change made outside the store's own methods (a reload). */
   record: (entry: AuditEntry, now: number, by: Actor) => MaybePromise<void>
 }

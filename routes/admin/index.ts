@@ -123,11 +123,12 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
     }
   })
 
-  // Every change made through this API or the CLI, newest first; never a secret.
+  // Every change made through this API or the CLI, newest first; never a secret. With `org` (an
+  // org_admin's own, always), the lines about that organization, selected by the store's query.
   fastify.get('/audit', { schema: { querystring: AuditQuery } }, async (request) => {
     const q = request.query
-    const rows = await store.audit.page(q.limit + 1, cursorOf(q.cursor))
-    return pageOf(rows, q.limit, (r) => r.at, (r) => ({ id: r.id, at: new Date(r.at).toISOString(), action: r.action, target: r.target, actor: r.actor, identity: r.identity, detail: r.detail }))
+    const rows = await store.audit.page(q.limit + 1, cursorOf(q.cursor), q.org)
+    return pageOf(rows, q.limit, (r) => r.at, (r) => ({ id: r.id, at: new Date(r.at).toISOString(), action: r.action, target: r.target, org: r.org, actor: r.actor, identity: r.identity, detail: r.detail }))
   })
 
   // Re-reads the config file: 200 with what changed, or 400 with every problem (the running

@@ -121,6 +121,7 @@ export const SessionParams = Type.Object({ id: Id })
 export const SessionsQuery = Type.Object({ sub: Type.String({ minLength: 1, maxLength: 1000 }) })
 
 export const AuditQuery = Type.Object({
+  org: Type.Optional(Type.String()),
   limit: Integer({ minimum: 1, maximum: 1000, default: 100 }),
   cursor: Type.Optional(Type.String())
 })

@@ -39,16 +39,18 @@ const sessions: FastifyPluginAsyncTypebox = async (fastify) => {
     const now = clock.now()
     const ended = await store.sessions.endHandle(id, now)
     if (ended === undefined) throw new SessionNotFound({ id })
-    await store.audit.record({ action: 'session.revoke', target: ended.sub, detail: { session: id, role: ended.role, org: ended.org } }, now, actorOf(request))
+    await store.audit.record({ action: 'session.revoke', target: ended.sub, org: ended.org, detail: { session: id, role: ended.role, org: ended.org } }, now, actorOf(request))
     return { id, ended: true }
   })
 
   fastify.delete('/sessions', { schema: { querystring: SessionsQuery } }, async (request) => {
     const { sub } = request.query
     const now = clock.now()
+    // the organization of the user's sessions, for the audit line (an org_admin's; none when they differ)
+    const orgs = new Set((await store.sessions.list(now)).filter((s) => s.sub === sub).map((s) => s.org))
     const ended = await store.sessions.endSubject(sub)
     // nothing ended, nothing changed: no line in the audit log
-    if (ended > 0) await store.audit.record({ action: 'session.revoke', target: sub, detail: { sessions: ended } }, now, actorOf(request))
+    if (ended > 0) await store.audit.record({ action: 'session.revoke', target: sub, org: orgs.size === 1 ? [...orgs][0] : null, detail: { sessions: ended } }, now, actorOf(request))
     return { sub, ended }
   })
 }

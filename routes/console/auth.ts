@@ -87,7 +87,7 @@ const auth: FastifyPluginAsyncTypebox<{ sso: SsoConfig | undefined }> = async (f
       const sessionId = newSecret()
       const now = clock.now()
       await store.sessions.create(sessionId, { sub: user.sub, email: user.email, name: user.name, role: role.role, org: role.org, csrf: newSecret(), created_at: now, expires_at: now + sessionS * 1000 })
-      await store.audit.record({ action: 'session.start', target: user.sub, detail: { role: role.role, org: role.org } }, now, { kind: 'sso', sub: user.sub, email: user.email })
+      await store.audit.record({ action: 'session.start', target: user.sub, org: role.org, detail: { role: role.role, org: role.org } }, now, { kind: 'sso', sub: user.sub, email: user.email })
       request.log.info({ sub: user.sub, role: role.role, org: role.org }, 'signed in')
       reply.header('set-cookie', cookie(SESSION_COOKIE, sessionId, '/', sessionS, secure))
       return await reply.redirect(login.to === 'admin' ? '/console/admin/' : '/console/', 303)
@@ -101,7 +101,7 @@ const auth: FastifyPluginAsyncTypebox<{ sso: SsoConfig | undefined }> = async (f
     const op = request.operator
     if (op?.session != null) {
       await store.sessions.end(op.session.id)
-      if (op.identity.kind === 'sso') await store.audit.record({ action: 'session.end', target: op.identity.sub, detail: {} }, clock.now(), op.identity)
+      if (op.identity.kind === 'sso') await store.audit.record({ action: 'session.end', target: op.identity.sub, org: op.org, detail: {} }, clock.now(), op.identity)
     }
     return await reply.header('set-cookie', cookie(SESSION_COOKIE, '', '/', 0, secure)).send({ signed_out: true })
   })
