@@ -23,8 +23,8 @@ export interface Operator {
   /** org_admin's organization; null for the roles that reach every organization. */
   org: string | null
   identity: Identity
-  /** The console session (its id, CSRF token, expiry and the user's name); null for an admin token. */
-  session: { id: string, csrf: string, expires_at: number, name: string | null } | null
+  /** The console session (its id, CSRF token, expiry, the user's name and the sign-in's ID token); null for an admin token. */
+  session: { id: string, csrf: string, expires_at: number, name: string | null, idToken: string | null } | null
 }
 
 /**
@@ -157,7 +157,7 @@ export function accessGate (scope: FastifyInstance, seen: OperatorRoute[]): void
     if (id === undefined || id === '') throw admin ? new AdminUnauthorized() : new Unauthorized()
     const s = await store.sessions.get(id, clock.now())
     if (s === undefined) throw new SessionEnded()
-    return { role: s.role, org: s.org, identity: { kind: 'sso', sub: s.sub, email: s.email }, session: { id, csrf: s.csrf, expires_at: s.expires_at, name: s.name } }
+    return { role: s.role, org: s.org, identity: { kind: 'sso', sub: s.sub, email: s.email }, session: { id, csrf: s.csrf, expires_at: s.expires_at, name: s.name, idToken: s.id_token } }
   }
 
   scope.addHook('onRequest', async (request) => {

@@ -205,9 +205,11 @@ export interface Session {
   csrf: string
   created_at: number
   expires_at: number
+  /** The ID token the sign-in got, for the identity provider's logout (id_token_hint); null when none was kept. */
+  id_token: string | null
 }
 
-/** A live session as an admin sees it: its handle instead of its id, and never its CSRF token. */
+/** A live session as an admin sees it: its handle instead of its id, and never its CSRF token or ID token. */
 export interface SessionInfo {
   /** The SHA-256 of the session's id (hex): it names the session, and no browser can present it as a cookie. */
   handle: string

@@ -12,7 +12,8 @@ import { CLIENT_ID, CLIENT_SECRET, startIdp, type Idp } from '../oidc-idp.js'
 // Single sign-on in headless Chromium (Debian's /usr/bin/chromium via playwright-core): the
 // browser goes from each console to a real OpenID provider (oidc-provider's own login page), signs
 // in, and comes back signed in; the page says who and with which role, and shows only what the role
-// may do. What the page did is checked through the admin API.
+// may do. What the page did is checked through the admin API. Signing out goes on to the
+// provider's logout page and back to the console, and the provider forgets the user too.
 
 const CHROMIUM = '/usr/bin/chromium'
 const ADMIN = 'console-sso-admin-token-0123456789'
@@ -36,7 +37,7 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     ann: { email: 'ann@example.com', name: 'Ann', groups: ['platform-admins'] },
     fin: { email: 'fin@example.com', groups: ['finance'] },
     dev: { email: 'dev@example.com', groups: ['acme-devs'] }
-  })
+  }, { postLogoutRedirectUris: [`${base}/console/admin/`] })
   const app: FastifyInstance = await buildApp(testConfig({
     plugins: [{ name: 'auth' }, { name: 'usage' }],
     admin: { token: ADMIN },
@@ -45,6 +46,7 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
       client_id: CLIENT_ID,
       client_secret: CLIENT_SECRET,
       redirect_url: `${base}/console/auth/callback`,
+      post_logout_redirect_url: `${base}/console/admin/`,
       scopes: ['openid', 'email', 'profile', 'groups'],
       roles: [{ group: 'platform-admins', role: 'admin' }, { group: 'finance', role: 'viewer' }, { group: 'acme-devs', role: 'org_admin', org: 'acme' }]
     }
@@ -74,7 +76,7 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     return page
   }
 
-  await t.test('the operator\'s console as an admin: signed in, a change made through the page is signed by the user; signing out ends the session', async (t) => {
+  await t.test('the operator\'s console as an admin: signed in, a change made through the page is signed by the user; signing out ends the session, here and at the provider', async (t) => {
     const page = await signIn('/console/admin/', 'ann')
     await page.locator('#whoami', { hasText: 'Signed in as ann@example.com · admin' }).waitFor()
     const cookie = (await page.context().cookies()).find((c) => c.name === 'mg_session')
@@ -89,9 +91,17 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     for (const tab of ['Providers', 'Plugins']) t.ok(await page.getByRole('tab', { name: tab }).isVisible(), `${tab}: shown to an admin`)
     t.ok(await page.locator('#pl-reload').count() === 1)
     await page.getByRole('button', { name: 'Sign out' }).click()
-    await page.locator('#signin-view').waitFor()
+    await page.waitForURL(`${idp.issuer}/session/end**`)
     const after = await fetch(`${base}/admin/v1/whoami`, { headers: { cookie: `mg_session=${cookie?.value ?? ''}` } })
-    t.equal(after.status, 401, 'the session ended at the gateway, not only in the page')
+    t.equal(after.status, 401, 'the session ended at the gateway, not only in the page, before the browser left for the provider')
+    await page.getByRole('button', { name: 'Yes, sign me out' }).click()
+    await page.waitForURL(`${base}/console/admin/**`)
+    await page.locator('#signin-view').waitFor()
+    t.pass('the provider sent the browser back to the console, signed out')
+    await page.getByRole('link', { name: 'Sign in with single sign-on' }).click()
+    await page.waitForURL(`${idp.issuer}/**`)
+    await page.locator('input[name="login"]').waitFor()
+    t.pass('the provider forgot the user too: signing in again asks for the login')
   })
 
   await t.test('the operator\'s console as a viewer: reads, and is shown no way to change anything', async (t) => {
@@ -158,6 +168,9 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     const admin = await signIn('/console/', 'ann')
     await admin.locator('#who', { hasText: 'ann@example.com · admin' }).waitFor()
     t.same(await admin.locator('#project option').allTextContents(), ['acme/web', 'zeta/app'], 'an admin reaches every project')
+    await admin.getByRole('button', { name: 'Sign out' }).click()
+    await admin.waitForURL(`${idp.issuer}/session/end**`)
+    t.pass('signing out of the developer console goes on to the provider\'s logout too')
   })
 
   t.same(problems, [], 'no script error on any page')

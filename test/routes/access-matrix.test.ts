@@ -101,7 +101,7 @@ async function gateway (t: Test, idp: Idp): Promise<{ app: FastifyInstance, targ
   await app.gateway.store.flush()
   // another operator with two sessions: one to end by its handle, the other with all of the user's
   const now = app.gateway.clock.now()
-  const other = { sub: 'u-other', email: 'other@example.com', name: null, role: 'viewer' as const, org: null, created_at: now, expires_at: now + 3_600_000 }
+  const other = { sub: 'u-other', email: 'other@example.com', name: null, role: 'viewer' as const, org: null, created_at: now, expires_at: now + 3_600_000, id_token: null }
   await app.gateway.store.sessions.create('matrix-other-session-one-0123456789', { ...other, csrf: 'csrf-other-1' })
   await app.gateway.store.sessions.create('matrix-other-session-two-0123456789', { ...other, csrf: 'csrf-other-2' })
   const session = (await app.gateway.store.sessions.list(now))[0]?.handle as string
@@ -113,7 +113,7 @@ async function headersOf (app: FastifyInstance, caller: Caller): Promise<Record<
   if (caller.kind === 'token') return bearer(TOKENS[caller.role])
   const id = `matrix-session-${caller.role}-0123456789abcdef`
   const now = app.gateway.clock.now()
-  await app.gateway.store.sessions.create(id, { sub: `u-${caller.role}`, email: `${caller.role}@example.com`, name: null, role: caller.role, org: caller.role === 'org_admin' ? 'zeta' : null, csrf: `csrf-${caller.role}`, created_at: now, expires_at: now + 3_600_000 })
+  await app.gateway.store.sessions.create(id, { sub: `u-${caller.role}`, email: `${caller.role}@example.com`, name: null, role: caller.role, org: caller.role === 'org_admin' ? 'zeta' : null, csrf: `csrf-${caller.role}`, created_at: now, expires_at: now + 3_600_000, id_token: null })
   return { cookie: `mg_session=${id}`, ...(caller.csrf ? { 'x-csrf-token': `csrf-${caller.role}` } : {}) }
 }
 

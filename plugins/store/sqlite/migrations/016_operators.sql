@@ -11,3 +11,7 @@ UPDATE audit_log SET org_id = (SELECT k.org_id FROM api_keys k WHERE k.id = audi
 UPDATE audit_log SET org_id = json_extract(detail, '$.org') WHERE action = 'session.start';
 
 CREATE INDEX audit_org_time ON audit_log(org_id, at, id);
+
+-- A session's ID token, sent back to the identity provider as id_token_hint when its user signs
+-- out there too (RP-initiated logout); NULL for sessions made before it was kept.
+ALTER TABLE sessions ADD COLUMN id_token TEXT;

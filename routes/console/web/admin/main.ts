@@ -75,9 +75,16 @@ function signedIn (who: Whoami | null): void {
   if (!on) for (const n of NAMES) $(`view-${n}`).hidden = true
 }
 
+/** Ends the console session at the gateway, then at the identity provider when it offers that: the browser goes there. */
+async function endSession (): Promise<void> {
+  const res = await call('POST', '/console/auth/logout')
+  const to = res.ok ? (await res.json() as { end_session_url?: string | null }).end_session_url : null
+  if (typeof to === 'string') location.assign(to)
+}
+
 function signOut (message = ''): void {
   // a console session ends at the gateway too (the cookie is the gateway's to clear)
-  if (token.get() === null && session.get() !== null) void call('POST', '/console/auth/logout').catch(() => {})
+  if (token.get() === null && session.get() !== null) void endSession().catch(() => {})
   token.clear()
   session.set(null)
   for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetPlugins, resetSessions]) reset()
