@@ -201,6 +201,13 @@ t.test('an admin lists the live sessions and ends one, or every one of a user; t
   ], 'each end says who ended whose session; ending nothing writes no line')
   t.equal(audit[2]?.action, 'session.start')
 
+  // an org_admin's sign-in and its end are lines of its organization's audit log
+  const dev = await signIn(app, 'dev')
+  t.same((await app.inject({ method: 'DELETE', url: '/admin/v1/sessions?sub=dev', headers: token })).json(), { sub: 'dev', ended: 1 })
+  t.equal(await status(dev.session), 401)
+  const acme = (await app.inject({ method: 'GET', url: '/admin/v1/audit?org=acme', headers: token })).json().data as Array<Record<string, unknown>>
+  t.match(acme.slice(0, 2), [{ action: 'session.revoke', target: 'dev', org: 'acme' }, { action: 'session.start', target: 'dev', org: 'acme' }])
+
   const self = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[2]?.id as string}`, headers: withSession(ann.session as string, csrf) })
   t.equal(self.statusCode, 200, 'an admin may end its own session')
   t.equal(await status(ann.session), 401, 'and is signed out by it')
