@@ -197,6 +197,9 @@ function accessChecks (config: Config, problems: string[]): void {
   let path = ''
   try { path = new URL(sso.redirect_url).pathname } catch { path = '' }
   if (!path.endsWith('/console/auth/callback')) problems.push('sso.redirect_url: must end with /console/auth/callback (the gateway\'s callback as the browser reaches it)')
+  const after = sso.post_logout_redirect_url
+  if (after !== undefined && !URL.canParse(after)) problems.push('sso.post_logout_redirect_url: is not a URL')
+  else if (after !== undefined && !after.startsWith('https://') && !isLoopbackUrl(after)) problems.push('sso.post_logout_redirect_url: must be https:// (plain http only on a loopback address)')
 }
 
 // the fields each MCP transport takes, and those it needs

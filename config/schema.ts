@@ -122,6 +122,8 @@ export const SsoSchema = Type.Object({
   token_endpoint_auth_method: Type.Union([Type.Literal('client_secret_basic'), Type.Literal('client_secret_post'), Type.Literal('none')], { default: 'client_secret_basic' }),
   // where the identity provider sends the browser back: this gateway's /console/auth/callback as users reach it
   redirect_url: Type.String({ pattern: '^https?://' }),
+  // where the identity provider sends the browser after signing it out there too (registered with it as a post-logout redirect URI)
+  post_logout_redirect_url: Type.Optional(Type.String({ pattern: '^https?://' })),
   scopes: Type.Array(Type.String({ minLength: 1, pattern: '^[!#-\\[\\]-~]+$' }), { default: ['openid', 'email', 'profile'] }),
   groups_claim: Type.String({ default: 'groups', minLength: 1 }),
   roles: Type.Array(SsoRoleSchema, { minItems: 1 }),

@@ -23,8 +23,8 @@ export interface Operator {
   /** org_admin's organization; null for the roles that reach every organization. */
   org: string | null
   identity: Identity
-  /** The console session (its id, CSRF token, expiry and the user's name); null for an admin token. */
-  session: { id: string, csrf: string, expires_at: number, name: string | null } | null
+  /** The console session (its id, CSRF token, expiry, the user's name and the sign-in's ID token); null for an admin token. */
+  session: { id: string, csrf: string, expires_at: number, name: string | null, idToken: string | null } | null
 }
 
 /**
@@ -70,12 +70,15 @@ export const ACCESS: Readonly<Record<string, AccessRule>> = {
   'GET /admin/v1/usage': { who: ALL, reach: 'org-query', does: 'read usage records' },
   'GET /admin/v1/usage/summary': { who: ALL, reach: 'org-query', does: 'read the usage summary' },
   'GET /admin/v1/usage/:trace_id': { who: ALL, reach: 'trace-param', does: 'read a call' },
-  'GET /admin/v1/audit': { who: READERS, does: 'read the audit log of every organization' },
+  'GET /admin/v1/audit': { who: ALL, reach: 'org-query', does: 'read the audit log' },
   'POST /admin/v1/reload': { who: ADMIN, does: 'reload the configuration' },
   'GET /admin/v1/providers': { who: READERS, does: 'read the providers' },
   'GET /admin/v1/mcp/servers': { who: READERS, does: 'read the MCP servers' },
   'GET /admin/v1/plugins': { who: READERS, does: 'read the plugin chain' },
   'GET /admin/v1/prices/check': { who: READERS, does: 'check the catalog\'s prices' },
+  'GET /admin/v1/sessions': { who: ADMIN, does: 'list the operators\' console sessions' },
+  'DELETE /admin/v1/sessions/:id': { who: ADMIN, does: 'end an operator\'s console session' },
+  'DELETE /admin/v1/sessions': { who: ADMIN, does: 'end a user\'s console sessions' },
   'GET /console/api/models': { who: 'public', does: 'read the marketplace' },
   'GET /console/api/endpoints': { who: 'public', does: 'read where the APIs are' },
   'GET /console/api/projects': { who: 'key-or-operator', does: 'list the projects it may show' },
@@ -154,7 +157,7 @@ export function accessGate (scope: FastifyInstance, seen: OperatorRoute[]): void
     if (id === undefined || id === '') throw admin ? new AdminUnauthorized() : new Unauthorized()
     const s = await store.sessions.get(id, clock.now())
     if (s === undefined) throw new SessionEnded()
-    return { role: s.role, org: s.org, identity: { kind: 'sso', sub: s.sub, email: s.email }, session: { id, csrf: s.csrf, expires_at: s.expires_at, name: s.name } }
+    return { role: s.role, org: s.org, identity: { kind: 'sso', sub: s.sub, email: s.email }, session: { id, csrf: s.csrf, expires_at: s.expires_at, name: s.name, idToken: s.id_token } }
   }
 
   scope.addHook('onRequest', async (request) => {

@@ -7,6 +7,10 @@ import Provider from 'oidc-provider'
 // Certified implementation) on a loopback port, with its development login page (any password)
 // and accounts the test names. Consent is granted at once, so a sign-in is one login form.
 //
+// Its RP-initiated logout (end_session_endpoint) is on unless `endSession: false`; `Jar` is a
+// browser's cookies at the provider, kept across sign-ins and sign-outs, so that a test can see
+// whether the provider still remembers a user (a sign-in without the login form) or not.
+//
 // `tamper` rewrites the ID token the token endpoint answers before it leaves, re-signed with the
 // provider's own key (or another key): the tests use it to hand the gateway a token with a wrong
 // nonce, audience, issuer, expiry or signature, the rest of the exchange being the real one.
@@ -45,7 +49,15 @@ function resign (jwt: string, key: KeyObject, t: Tampering): string {
 }
 
 /** The provider on 127.0.0.1, for a gateway whose callback is `redirectUri`; closed when the test ends. */
-export async function startIdp (t: { teardown: (fn: () => unknown) => void }, redirectUris: string[], accounts: Record<string, Account>, opts: { idTokenTtlS?: number } = {}): Promise<Idp> {
+export interface IdpOptions {
+  idTokenTtlS?: number
+  /** The client's registered post-logout redirect URIs. */
+  postLogoutRedirectUris?: string[]
+  /** false: no end_session_endpoint in the discovery document. */
+  endSession?: boolean
+}
+
+export async function startIdp (t: { teardown: (fn: () => unknown) => void }, redirectUris: string[], accounts: Record<string, Account>, opts: IdpOptions = {}): Promise<Idp> {
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
   const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', alg: 'RS256', use: 'sig' }
   const key = createPrivateKey({ key: jwk, format: 'jwk' })
@@ -54,7 +66,7 @@ export async function startIdp (t: { teardown: (fn: () => unknown) => void }, re
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   const provider = new Provider(issuer, {
-    clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: redirectUris, grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'client_secret_basic' }],
+    clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: redirectUris, post_logout_redirect_uris: opts.postLogoutRedirectUris ?? [], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'client_secret_basic' }],
     jwks: { keys: [jwk as never] },
     cookies: { keys: ['a-test-cookie-key'] },
     pkce: { methods: ['S256'], required: () => true },
@@ -74,7 +86,7 @@ export async function startIdp (t: { teardown: (fn: () => unknown) => void }, re
       await grant.save()
       return grant
     },
-    features: { devInteractions: { enabled: true } },
+    features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: opts.endSession ?? true } },
     ttl: { IdToken: opts.idTokenTtlS ?? 3600 }
   })
   const callback = provider.callback()
@@ -100,9 +112,12 @@ export async function startIdp (t: { teardown: (fn: () => unknown) => void }, re
   return idp
 }
 
-/** A browser's cookies for the provider, enough for its login: name → value. */
-class Jar {
+/** A browser's cookies for the provider, enough for its login and logout: name → value. */
+export class Jar {
   private readonly cookies = new Map<string, string>()
+  /** How many times the provider's login form was filled in with this jar. */
+  logins = 0
+
   take (res: Response): void {
     for (const line of res.headers.getSetCookie()) {
       const [pair = ''] = line.split(';')
@@ -118,11 +133,11 @@ class Jar {
 }
 
 /**
- * What a browser does at the provider: follows `authorizeUrl` to the login form, signs in as
- * `login`, and follows the redirects until the one back to the gateway, whose URL it returns.
+ * What a browser does at the provider: follows `authorizeUrl` to the login form (none when the
+ * provider remembers the user in `jar`), signs in as `login`, and follows the redirects until the
+ * one back to the gateway, whose URL it returns.
  */
-export async function signInAtIdp (authorizeUrl: string, login: string): Promise<URL> {
-  const jar = new Jar()
+export async function signInAtIdp (authorizeUrl: string, login: string, jar = new Jar()): Promise<URL> {
   let url = new URL(authorizeUrl)
   const origin = url.origin
   for (let hops = 0; hops < 10; hops++) {
@@ -133,6 +148,7 @@ export async function signInAtIdp (authorizeUrl: string, login: string): Promise
       await res.text()
       res = await fetch(url, { method: 'POST', redirect: 'manual', headers: { cookie: jar.header(), 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ prompt: 'login', login, password: 'any' }).toString() })
       jar.take(res)
+      jar.logins++
     }
     const location = res.headers.get('location')
     if (location === null) throw new Error(`the provider answered ${res.status} at ${url.href}: ${await res.text()}`)
@@ -140,4 +156,24 @@ export async function signInAtIdp (authorizeUrl: string, login: string): Promise
     url = new URL(location, url)
   }
   throw new Error('too many redirects at the provider')
+}
+
+/**
+ * What a browser does with a gateway's `end_session_url`: opens the provider's logout page,
+ * confirms it ("Yes, sign me out"), and returns where the provider sends it then (the
+ * post-logout redirect URI, or the provider's own page).
+ */
+export async function signOutAtIdp (endSessionUrl: string, jar: Jar): Promise<URL> {
+  const page = await fetch(endSessionUrl, { redirect: 'manual', headers: { cookie: jar.header() } })
+  jar.take(page)
+  const html = await page.text()
+  const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1]
+  const xsrf = /name="xsrf" value="([^"]+)"/.exec(html)?.[1]
+  if (page.status !== 200 || action === undefined || xsrf === undefined) throw new Error(`the provider's logout page answered ${page.status}: ${html.slice(0, 300)}`)
+  const confirmed = await fetch(new URL(action, endSessionUrl), { method: 'POST', redirect: 'manual', headers: { cookie: jar.header(), 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ xsrf, logout: 'yes' }).toString() })
+  jar.take(confirmed)
+  const location = confirmed.headers.get('location')
+  if (location === null) throw new Error(`the provider's logout answered ${confirmed.status}: ${await confirmed.text()}`)
+  await confirmed.body?.cancel()
+  return new URL(location, endSessionUrl)
 }

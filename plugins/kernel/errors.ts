@@ -118,6 +118,7 @@ export const SsoLoginExpired = define('sso_login_expired', { status: 400, code: 
 export const SsoUnavailable = define('sso_unavailable', { status: 502, code: 'sso_unavailable', openaiType: 'api_error' })
 export const OrgNotFound = define('org_not_found', { status: 404, code: 'org_not_found', retry: false })
 export const KeyNotFound = define('key_not_found', { status: 404, code: 'key_not_found', retry: false })
+export const SessionNotFound = define('session_not_found', { status: 404, code: 'session_not_found', retry: false })
 export const UsageNotFound = define('usage_not_found', { status: 404, code: 'usage_not_found', retry: false })
 export const KeyExpired = define('key_expired', { status: 401, code: 'key_expired', openaiType: 'authentication_error', retry: false })
 export const KeyRateLimited = define('key_rate_limited', { status: 429, code: 429, openaiType: 'rate_limit_error' })

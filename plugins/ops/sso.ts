@@ -9,13 +9,15 @@ import type { PendingLogin, Role } from '../store/types.js'
 // state and a nonce, against the issuer's discovery document. The ID token is verified in full:
 // its signature against the issuer's published keys (non-repudiation checks on), its issuer,
 // audience, authorized party, expiry, issue time and nonce (the library), and its expiry again on
-// the gateway's own clock. The user's groups give the role (first match wins).
+// the gateway's own clock. The user's groups give the role (first match wins). Signing out ends
+// the session at the provider too when its discovery document names an end_session_endpoint
+// (RP-initiated logout: the browser is sent there with the ID token as id_token_hint).
 
 /** How long a sign-in may take between the redirect to the identity provider and its callback. */
 export const LOGIN_TTL_MS = 10 * 60_000
 
-/** A verified user, as the ID token (and userinfo, for the groups) says. */
-export interface SignedInUser { sub: string, email: string | null, name: string | null, groups: string[] }
+/** A verified user, as the ID token (and userinfo, for the groups) says; `idToken` the token itself, for the provider's logout. */
+export interface SignedInUser { sub: string, email: string | null, name: string | null, groups: string[], idToken: string }
 
 /** A new sign-in: where to send the browser, and what its callback needs (kept server-side). */
 export interface LoginStart { url: URL, login: PendingLogin }
@@ -102,7 +104,23 @@ export class SsoClient {
         throw new SsoFailed({ reason: reasonOf(err) }, { cause: err })
       }
     }
-    return { sub: claims.sub, email: text(claims.email), name: text(claims.name) ?? text(claims.preferred_username), groups: groups ?? [] }
+    return { sub: claims.sub, email: text(claims.email), name: text(claims.name) ?? text(claims.preferred_username), groups: groups ?? [], idToken: tokens.id_token as string }
+  }
+
+  /**
+   * Where to send a browser to sign out at the provider too, or null when the provider offers no
+   * end_session_endpoint. The ID token the session was made with is the id_token_hint; without
+   * one, the client id says who asks. The browser comes back to `sso.post_logout_redirect_url`
+   * when set. A provider that cannot be reached throws SsoUnavailable.
+   */
+  async logoutUrl (idToken: string | null): Promise<string | null> {
+    const config = await this.discovered()
+    if (config.serverMetadata().end_session_endpoint === undefined) return null
+    const params: Record<string, string> = {}
+    if (idToken !== null) params.id_token_hint = idToken
+    if (this.sso.post_logout_redirect_url !== undefined) params.post_logout_redirect_uri = this.sso.post_logout_redirect_url
+    // the client id is added by the library
+    return oidc.buildEndSessionUrl(config, params).href
   }
 }
 

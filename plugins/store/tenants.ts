@@ -249,14 +249,18 @@ export function patchAuditDetail (patch: KeyPatch): Record<string, unknown> {
   return d
 }
 
-/** An audit_log row as both stores hold it (detail and identity as JSON text; identity null for a change without one). */
-export interface AuditRecord { id: string, at: number, action: string, target: string, actor: string, identity: string | null, detail: string }
+/**
+ * An audit_log row as both stores hold it (detail and identity as JSON text; identity null for a
+ * change without one; org_id the organization the line is about, null for the gateway's own).
+ */
+export interface AuditRecord { id: string, at: number, action: string, target: string, org_id: string | null, actor: string, identity: string | null, detail: string }
 
 export const toAuditRow = (r: AuditRecord): AuditRow => ({
   id: r.id,
   at: r.at,
   action: r.action,
   target: r.target,
+  org: r.org_id,
   actor: r.actor as AuditRow['actor'],
   identity: r.identity === null ? null : JSON.parse(r.identity) as Identity,
   detail: JSON.parse(r.detail) as Record<string, unknown>
@@ -268,8 +272,8 @@ function identityText (by: Actor): string | null {
   return JSON.stringify(by.kind === 'sso' ? { kind: 'sso', sub: by.sub, email: by.email } : { kind: 'token', name: by.name })
 }
 
-export function auditRecord (action: string, target: string, detail: Record<string, unknown>, by: Actor, now: number): AuditRecord {
-  return { id: newAuditId(now), at: now, action, target, actor: actorKind(by), identity: identityText(by), detail: JSON.stringify(detail) }
+export function auditRecord (action: string, target: string, org: string | null, detail: Record<string, unknown>, by: Actor, now: number): AuditRecord {
+  return { id: newAuditId(now), at: now, action, target, org_id: org, actor: actorKind(by), identity: identityText(by), detail: JSON.stringify(detail) }
 }
 
 /** A change heard from another process, checked. */

@@ -177,14 +177,17 @@ export type TenancyChange =
 /** A listener may return a promise: the change is answered as heard once it settles. */
 export type ChangeListener = (change: TenancyChange) => MaybePromise<void>
 
-/** One line of the audit log: a change made through the admin API or the CLI, and by whom (admin API changes). `detail` holds no secret. */
-export interface AuditRow { id: string, at: number, action: string, target: string, actor: 'admin' | 'cli' | 'config', identity: Identity | null, detail: Record<string, unknown> }
+/**
+ * One line of the audit log: a change made through the admin API or the CLI, and by whom (admin
+ * API changes); `org` the organization it is about (null: the gateway's own, as a reload). `detail` holds no secret.
+ */
+export interface AuditRow { id: string, at: number, action: string, target: string, org: string | null, actor: 'admin' | 'cli' | 'config', identity: Identity | null, detail: Record<string, unknown> }
 
-export interface AuditEntry { action: string, target: string, detail?: Record<string, unknown> }
+export interface AuditEntry { action: string, target: string, org?: string | null, detail?: Record<string, unknown> }
 
 export interface AuditStore {
-  /** Newest first; pass the last row's cursor (at, id) for the next page. */
-  page: (limit: number, cursor?: Cursor) => MaybePromise<AuditRow[]>
+  /** Newest first; pass the last row's cursor (at, id) for the next page. With `org`, that organization's lines only (selected by the query, so pages and cursors hold). */
+  page: (limit: number, cursor?: Cursor, org?: string) => MaybePromise<AuditRow[]>
   /** Writes a line for a change made outside the store's own methods (a reload). */
   record: (entry: AuditEntry, now: number, by: Actor) => MaybePromise<void>
 }
@@ -200,6 +203,21 @@ export interface Session {
   /** org_admin's organization; null for the other roles. */
   org: string | null
   csrf: string
+  created_at: number
+  expires_at: number
+  /** The ID token the sign-in got, for the identity provider's logout (id_token_hint); null when none was kept. */
+  id_token: string | null
+}
+
+/** A live session as an admin sees it: its handle instead of its id, and never its CSRF token or ID token. */
+export interface SessionInfo {
+  /** The SHA-256 of the session's id (hex): it names the session, and no browser can present it as a cookie. */
+  handle: string
+  sub: string
+  email: string | null
+  name: string | null
+  role: Role
+  org: string | null
   created_at: number
   expires_at: number
 }
@@ -226,6 +244,10 @@ export interface SessionStore {
   end: (id: string) => MaybePromise<boolean>
   /** Ends every session of `sub` except those with `keep`'s role and organization; returns how many. */
   endSubject: (sub: string, keep?: { role: Role, org: string | null }) => MaybePromise<number>
+  /** The sessions live at `now`, newest first. */
+  list: (now: number) => MaybePromise<SessionInfo[]>
+  /** Ends the session with this handle; what it was, or undefined when none with it is live at `now`. */
+  endHandle: (handle: string, now: number) => MaybePromise<SessionInfo | undefined>
   /** Keeps a sign-in under way under `id` (the browser's cookie). */
   begin: (id: string, login: PendingLogin) => MaybePromise<void>
   /** Takes the sign-in under way with this id, once: a second take, or one after it expired, finds nothing. */

@@ -8,6 +8,7 @@ import { parseIsoTime } from '../schemas.js'
 import keys from './keys.js'
 import { AuditQuery, SummaryQuery, TraceParams, UsageQuery } from './schemas.js'
 import tenants from './tenants.js'
+import sessions from './sessions.js'
 import gateway from './gateway.js'
 import prices from './prices.js'
 import { usageDetail } from './usage-record.js'
@@ -19,7 +20,8 @@ import type { HealthReport } from '../../plugins/upstream/health.js'
 // (../access.ts), numeric-code errors, JSON. With no admin token and no single sign-on configured
 // every admin path answers 404, as if it did not exist. Tenants and keys are
 // in ./tenants.ts and ./keys.ts, the providers and the plugin chain in ./gateway.ts, the price
-// check in ./prices.ts; usage, its summary, the audit log and reload here.
+// check in ./prices.ts, the operators' console sessions in ./sessions.ts; usage, its summary,
+// the audit log and reload here.
 
 const BUCKETS = { hour: 3_600_000, day: 86_400_000 } as const
 
@@ -51,6 +53,7 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
   await fastify.register(keys)
   await fastify.register(gateway, { generation: opts.generation, providerHealth: opts.providerHealth, plugins: opts.plugins })
   await fastify.register(prices)
+  await fastify.register(sessions)
 
   const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, status?: string, endpoint?: string, provider?: string, since?: string, until?: string }): UsageFilter => ({
     org: q.org,
@@ -120,11 +123,12 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
     }
   })
 
-  // Every change made through this API or the CLI, newest first; never a secret.
+  // Every change made through this API or the CLI, newest first; never a secret. With `org` (an
+  // org_admin's own, always), the lines about that organization, selected by the store's query.
   fastify.get('/audit', { schema: { querystring: AuditQuery } }, async (request) => {
     const q = request.query
-    const rows = await store.audit.page(q.limit + 1, cursorOf(q.cursor))
-    return pageOf(rows, q.limit, (r) => r.at, (r) => ({ id: r.id, at: new Date(r.at).toISOString(), action: r.action, target: r.target, actor: r.actor, identity: r.identity, detail: r.detail }))
+    const rows = await store.audit.page(q.limit + 1, cursorOf(q.cursor), q.org)
+    return pageOf(rows, q.limit, (r) => r.at, (r) => ({ id: r.id, at: new Date(r.at).toISOString(), action: r.action, target: r.target, org: r.org, actor: r.actor, identity: r.identity, detail: r.detail }))
   })
 
   // Re-reads the config file: 200 with what changed, or 400 with every problem (the running

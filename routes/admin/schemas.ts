@@ -114,7 +114,14 @@ export const SummaryQuery = Type.Object({
 /** A call's trace id: any text (one that names no call is a 404). */
 export const TraceParams = Type.Object({ trace_id: Type.String({ minLength: 1, maxLength: 200 }) })
 
+/** A console session's handle (the SHA-256 of its id, hex): one that names no live session is a 404. */
+export const SessionParams = Type.Object({ id: Id })
+
+/** Whose sessions to end: the identity provider's subject (`sub`), as the session list shows it. */
+export const SessionsQuery = Type.Object({ sub: Type.String({ minLength: 1, maxLength: 1000 }) })
+
 export const AuditQuery = Type.Object({
+  org: Type.Optional(Type.String()),
   limit: Integer({ minimum: 1, maximum: 1000, default: 100 }),
   cursor: Type.Optional(Type.String())
 })

@@ -17,7 +17,9 @@ import { cookieOf, SESSION_COOKIE } from '../access.js'
 //                                callback finds nothing), the code exchanged, the ID token verified,
 //                                the role found from the groups; a session is stored and its id set
 //                                in the session cookie, and the browser goes back to its console;
-//   POST /console/auth/logout    ends the session (a session's call: it needs the CSRF token).
+//   POST /console/auth/logout    ends the session (a session's call: it needs the CSRF token), and
+//                                answers where to send the browser to sign out at the identity
+//                                provider too (its end_session_endpoint), or null.
 // A user whose groups match no role is refused with a page, and every session they had ends;
 // a sign-in with another role than before ends the sessions of the old role.
 // Pages, not JSON, answer what a browser navigates to.
@@ -86,8 +88,8 @@ const auth: FastifyPluginAsyncTypebox<{ sso: SsoConfig | undefined }> = async (f
       await store.sessions.endSubject(user.sub, role)
       const sessionId = newSecret()
       const now = clock.now()
-      await store.sessions.create(sessionId, { sub: user.sub, email: user.email, name: user.name, role: role.role, org: role.org, csrf: newSecret(), created_at: now, expires_at: now + sessionS * 1000 })
-      await store.audit.record({ action: 'session.start', target: user.sub, detail: { role: role.role, org: role.org } }, now, { kind: 'sso', sub: user.sub, email: user.email })
+      await store.sessions.create(sessionId, { sub: user.sub, email: user.email, name: user.name, role: role.role, org: role.org, csrf: newSecret(), created_at: now, expires_at: now + sessionS * 1000, id_token: user.idToken })
+      await store.audit.record({ action: 'session.start', target: user.sub, org: role.org, detail: { role: role.role, org: role.org } }, now, { kind: 'sso', sub: user.sub, email: user.email })
       request.log.info({ sub: user.sub, role: role.role, org: role.org }, 'signed in')
       reply.header('set-cookie', cookie(SESSION_COOKIE, sessionId, '/', sessionS, secure))
       return await reply.redirect(login.to === 'admin' ? '/console/admin/' : '/console/', 303)
@@ -99,11 +101,18 @@ const auth: FastifyPluginAsyncTypebox<{ sso: SsoConfig | undefined }> = async (f
 
   fastify.post('/logout', async (request, reply) => {
     const op = request.operator
+    let endSession: string | null = null
     if (op?.session != null) {
       await store.sessions.end(op.session.id)
-      if (op.identity.kind === 'sso') await store.audit.record({ action: 'session.end', target: op.identity.sub, detail: {} }, clock.now(), op.identity)
+      if (op.identity.kind === 'sso') await store.audit.record({ action: 'session.end', target: op.identity.sub, org: op.org, detail: {} }, clock.now(), op.identity)
+      // ended here first: the provider's logout is the browser's next step, and may fail on its own
+      try {
+        endSession = await client.logoutUrl(op.session.idToken)
+      } catch (err) {
+        request.log.warn({ err }, 'signed out here; the identity provider could not be reached to sign out there too')
+      }
     }
-    return await reply.header('set-cookie', cookie(SESSION_COOKIE, '', '/', 0, secure)).send({ signed_out: true })
+    return await reply.header('set-cookie', cookie(SESSION_COOKIE, '', '/', 0, secure)).header('cache-control', 'no-store').send({ signed_out: true, end_session_url: endSession })
   })
 }
 

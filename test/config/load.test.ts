@@ -212,6 +212,11 @@ t.test('admin tokens and single sign-on: roles with their organizations, names a
   ], 'plain HTTP is refused off loopback: the session cookie would be sent in clear')
   t.same(problemsOf({ sso: sso({ issuer: 'http://127.0.0.1:9000', redirect_url: 'http://localhost:8080/console/auth/callback' }) }), [], 'and taken on loopback')
   t.same(problemsOf({ sso: sso({ redirect_url: 'https://gw.example.com/callback' }) }), ['sso.redirect_url: must end with /console/auth/callback (the gateway\'s callback as the browser reaches it)'])
+  t.same(problemsOf({ sso: sso({ post_logout_redirect_url: 'https://gw.example.com/console/admin/' }) }), [], 'where the provider sends the browser after its logout')
+  t.same(problemsOf({ sso: sso({ post_logout_redirect_url: 'http://localhost:8080/console/admin/' }) }), [], 'plain HTTP on loopback')
+  t.same(problemsOf({ sso: sso({ post_logout_redirect_url: 'http://gw.example.com/console/admin/' }) }), ['sso.post_logout_redirect_url: must be https:// (plain http only on a loopback address)'])
+  t.same(problemsOf({ sso: sso({ post_logout_redirect_url: 'https://' }) }), ['sso.post_logout_redirect_url: is not a URL'])
+  t.match(problemsOf({ sso: sso({ post_logout_redirect_url: 'javascript:alert(1)' }) }), [/sso\.post_logout_redirect_url/])
   t.same(problemsOf({ sso: sso({ scopes: ['email'], roles: [{ group: 'devs', role: 'org_admin' }] }) }), [
     'sso.roles[0].org: is required for role org_admin (the organization it manages)',
     'sso.scopes: must include openid'

@@ -12,7 +12,8 @@ import { CLIENT_ID, CLIENT_SECRET, startIdp, type Idp } from '../oidc-idp.js'
 // Single sign-on in headless Chromium (Debian's /usr/bin/chromium via playwright-core): the
 // browser goes from each console to a real OpenID provider (oidc-provider's own login page), signs
 // in, and comes back signed in; the page says who and with which role, and shows only what the role
-// may do. What the page did is checked through the admin API.
+// may do. What the page did is checked through the admin API. Signing out goes on to the
+// provider's logout page and back to the console, and the provider forgets the user too.
 
 const CHROMIUM = '/usr/bin/chromium'
 const ADMIN = 'console-sso-admin-token-0123456789'
@@ -36,7 +37,7 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     ann: { email: 'ann@example.com', name: 'Ann', groups: ['platform-admins'] },
     fin: { email: 'fin@example.com', groups: ['finance'] },
     dev: { email: 'dev@example.com', groups: ['acme-devs'] }
-  })
+  }, { postLogoutRedirectUris: [`${base}/console/admin/`] })
   const app: FastifyInstance = await buildApp(testConfig({
     plugins: [{ name: 'auth' }, { name: 'usage' }],
     admin: { token: ADMIN },
@@ -45,6 +46,7 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
       client_id: CLIENT_ID,
       client_secret: CLIENT_SECRET,
       redirect_url: `${base}/console/auth/callback`,
+      post_logout_redirect_url: `${base}/console/admin/`,
       scopes: ['openid', 'email', 'profile', 'groups'],
       roles: [{ group: 'platform-admins', role: 'admin' }, { group: 'finance', role: 'viewer' }, { group: 'acme-devs', role: 'org_admin', org: 'acme' }]
     }
@@ -74,7 +76,7 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     return page
   }
 
-  await t.test('the operator\'s console as an admin: signed in, a change made through the page is signed by the user; signing out ends the session', async (t) => {
+  await t.test('the operator\'s console as an admin: signed in, a change made through the page is signed by the user; signing out ends the session, here and at the provider', async (t) => {
     const page = await signIn('/console/admin/', 'ann')
     await page.locator('#whoami', { hasText: 'Signed in as ann@example.com · admin' }).waitFor()
     const cookie = (await page.context().cookies()).find((c) => c.name === 'mg_session')
@@ -89,9 +91,17 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     for (const tab of ['Providers', 'Plugins']) t.ok(await page.getByRole('tab', { name: tab }).isVisible(), `${tab}: shown to an admin`)
     t.ok(await page.locator('#pl-reload').count() === 1)
     await page.getByRole('button', { name: 'Sign out' }).click()
-    await page.locator('#signin-view').waitFor()
+    await page.waitForURL(`${idp.issuer}/session/end**`)
     const after = await fetch(`${base}/admin/v1/whoami`, { headers: { cookie: `mg_session=${cookie?.value ?? ''}` } })
-    t.equal(after.status, 401, 'the session ended at the gateway, not only in the page')
+    t.equal(after.status, 401, 'the session ended at the gateway, not only in the page, before the browser left for the provider')
+    await page.getByRole('button', { name: 'Yes, sign me out' }).click()
+    await page.waitForURL(`${base}/console/admin/**`)
+    await page.locator('#signin-view').waitFor()
+    t.pass('the provider sent the browser back to the console, signed out')
+    await page.getByRole('link', { name: 'Sign in with single sign-on' }).click()
+    await page.waitForURL(`${idp.issuer}/**`)
+    await page.locator('input[name="login"]').waitFor()
+    t.pass('the provider forgot the user too: signing in again asks for the login')
   })
 
   await t.test('the operator\'s console as a viewer: reads, and is shown no way to change anything', async (t) => {
@@ -106,12 +116,16 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     t.equal(await page.locator('#keys [data-action]').count(), 0, 'no edit, rotate or revoke')
     await page.getByRole('tab', { name: 'Plugins' }).click()
     t.equal(await page.locator('#pl-reload').isVisible(), false, 'no reload')
+    t.equal(await page.getByRole('tab', { name: 'Sessions' }).isVisible(), false, 'no sessions: they are an admin\'s')
+    await page.getByRole('tab', { name: 'Tenants' }).focus()
+    await page.keyboard.press('End')
+    t.equal(await page.evaluate(() => document.querySelector('[role=tab][aria-selected=true]')?.id), 'tab-plugins', 'End: the last tab the role is shown, not a hidden one')
   })
 
   await t.test('the operator\'s console as an org_admin: its organization only; no providers, plugins or credits', async (t) => {
     const page = await signIn('/console/admin/', 'dev')
     await page.locator('#whoami', { hasText: 'Signed in as dev@example.com · org_admin of acme' }).waitFor()
-    for (const tab of ['Providers', 'Plugins']) t.equal(await page.getByRole('tab', { name: tab }).isVisible(), false, `${tab}: hidden`)
+    for (const tab of ['Providers', 'Plugins', 'Sessions']) t.equal(await page.getByRole('tab', { name: tab }).isVisible(), false, `${tab}: hidden`)
     await page.getByRole('tab', { name: 'Tenants' }).click()
     await page.locator('#orgs [data-org="acme"]').waitFor()
     t.equal(await page.locator('#orgs [data-org]').count(), 1, 'only acme is listed')
@@ -119,6 +133,30 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     for (const id of ['org-form', 'credits-form']) t.equal(await page.locator(`#${id}`).isVisible(), false, `#${id} hidden`)
     await page.getByRole('tab', { name: 'Keys' }).click()
     t.equal(await page.locator('#key-create').isVisible(), true, 'keys may be made')
+  })
+
+  await t.test('the operator\'s console as an admin: the sessions tab shows who is signed in, and ending a user\'s sessions signs them out', async (t) => {
+    const viewer = await signIn('/console/admin/', 'fin')
+    await viewer.locator('#whoami', { hasText: 'fin@example.com · viewer' }).waitFor()
+    const page = await signIn('/console/admin/', 'ann')
+    await page.locator('#whoami', { hasText: 'ann@example.com · admin' }).waitFor()
+    await page.getByRole('tab', { name: 'Sessions' }).click()
+    const own = page.locator('#sessions tr[data-sub="ann"]', { hasText: 'this session' })
+    await own.waitFor()
+    t.equal(await own.count(), 1, 'the admin\'s own session is marked')
+    const fin = page.locator('#sessions tr[data-sub="fin"]')
+    t.ok(await fin.count() >= 2, 'the viewer\'s sessions are listed (this one and the earlier one)')
+    t.match(await fin.first().textContent(), /fin@example\.com.*viewer/s)
+    await fin.first().getByRole('button', { name: 'End every session of fin@example.com' }).click()
+    await page.locator('#ss-status', { hasText: 'session(s) of fin@example.com' }).waitFor()
+    await page.locator('#sessions tr[data-sub="fin"]').first().waitFor({ state: 'detached' })
+    t.ok(await own.isVisible(), 'the admin\'s own is still there')
+    // the viewer's page finds out at its next call
+    await viewer.getByRole('tab', { name: 'Keys' }).click()
+    await viewer.locator('#signin-error', { hasText: 'Your session has ended' }).waitFor()
+    t.ok(await viewer.locator('#signin-view').isVisible(), 'the viewer is signed out')
+    const audit = await (await fetch(`${base}/admin/v1/audit`, { headers: { authorization: `Bearer ${ADMIN}` } })).json() as { data: Array<{ action: string, target: string, identity: unknown }> }
+    t.match(audit.data[0], { action: 'session.revoke', target: 'fin', identity: { kind: 'sso', sub: 'ann' } }, 'the end is audited, signed by the admin')
   })
 
   await t.test('the developer console takes a session: the projects the role reaches', async (t) => {
@@ -130,6 +168,9 @@ t.test('single sign-on in headless Chromium', { skip: existsSync(CHROMIUM) ? fal
     const admin = await signIn('/console/', 'ann')
     await admin.locator('#who', { hasText: 'ann@example.com · admin' }).waitFor()
     t.same(await admin.locator('#project option').allTextContents(), ['acme/web', 'zeta/app'], 'an admin reaches every project')
+    await admin.getByRole('button', { name: 'Sign out' }).click()
+    await admin.waitForURL(`${idp.issuer}/session/end**`)
+    t.pass('signing out of the developer console goes on to the provider\'s logout too')
   })
 
   t.same(problems, [], 'no script error on any page')

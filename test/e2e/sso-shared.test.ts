@@ -10,10 +10,12 @@ import { tempDir } from '../temp-dir.js'
 // it is valid on every other, and a logout through one ends it on all. Served by real gateway
 // processes (`serve --workers 2` on one SQLite file; two instances on one PostgreSQL and Redis),
 // signed in at a real OpenID provider. The sign-in itself may start on one process and end on
-// another: what it keeps between the two is in the store too.
+// another: what it keeps between the two is in the store too. A session an admin ends through one
+// process is refused by every other at once.
 
 // the callback the provider is told of; the tests carry its answer to whichever process they choose
 const REDIRECT = 'http://127.0.0.1:8080/console/auth/callback'
+const ADMIN = 'sso-shared-admin-token-0123456789'
 
 const sso = (idp: Idp): Record<string, unknown> => ({
   issuer: idp.issuer, client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_url: REDIRECT, scopes: ['openid', 'email', 'groups'], roles: [{ group: 'ops', role: 'admin' }]
@@ -32,7 +34,7 @@ async function signIn (startBase: string, endBase: string): Promise<string> {
 }
 
 /** One kept-alive connection: every request on it reaches the same worker. */
-async function ask (c: Client, method: 'GET' | 'POST', path: string, headers: Record<string, string>): Promise<{ status: number, body: Record<string, unknown> }> {
+async function ask (c: Client, method: 'GET' | 'POST' | 'DELETE', path: string, headers: Record<string, string>): Promise<{ status: number, body: Record<string, unknown> }> {
   const res = await c.request({ method, path, headers })
   return { status: res.statusCode, body: await res.body.json() as Record<string, unknown> }
 }
@@ -60,10 +62,21 @@ t.test('two workers on one SQLite file see one session, and its end', async (t) 
   const [a, b] = [...byPid.values()] as [Client, Client]
   const who = await ask(b, 'GET', '/admin/v1/whoami', headers)
   t.match(who.body, { kind: 'sso', sub: 'ann', role: 'admin' })
-  const out = await ask(a, 'POST', '/console/auth/logout', { ...headers, 'x-csrf-token': who.body.csrf_token as string })
-  t.equal(out.status, 200, 'signed out through one worker')
+
+  // a second sign-in ends the first session through one worker: the other refuses it at once
+  const second = { cookie: `mg_session=${await signIn(base, base)}` }
+  const csrf = (await ask(a, 'GET', '/admin/v1/whoami', second)).body.csrf_token as string
+  const listed = (await ask(a, 'GET', '/admin/v1/sessions', second)).body.data as Array<{ id: string, current: boolean }>
+  t.equal(listed.length, 2)
+  const first = listed.find((s) => !s.current)
+  t.equal((await ask(a, 'DELETE', `/admin/v1/sessions/${first?.id ?? ''}`, { ...second, 'x-csrf-token': csrf })).status, 200, 'ended through one worker')
   t.equal((await ask(b, 'GET', '/admin/v1/providers', headers)).status, 401, 'the other refuses it at once')
-  t.equal((await ask(a, 'GET', '/admin/v1/providers', headers)).status, 401)
+  t.equal((await ask(b, 'GET', '/admin/v1/providers', second)).status, 200, 'and takes the session that was not ended')
+
+  const out = await ask(b, 'POST', '/console/auth/logout', { ...second, 'x-csrf-token': csrf })
+  t.equal(out.status, 200, 'signed out through one worker')
+  t.equal((await ask(a, 'GET', '/admin/v1/providers', second)).status, 401, 'the other refuses it at once')
+  t.equal((await ask(b, 'GET', '/admin/v1/providers', second)).status, 401)
 })
 
 t.test('two instances on one PostgreSQL and Redis see one session, and its end', async (t) => {
@@ -71,8 +84,8 @@ t.test('two instances on one PostgreSQL and Redis see one session, and its end',
   if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
   const idp = await startIdp(t, [REDIRECT], { ann: { email: 'ann@example.com', groups: ['ops'] } })
   const store = { postgres: await scratchDatabase(t), redis: REDIS_URL, redis_prefix: scratchRedisPrefix(t, 'mgs') }
-  const first = await spawnGateway(t, { store, sso: sso(idp) }, ['--workers', '1'])
-  const second = await spawnGateway(t, { store, sso: sso(idp) }, ['--workers', '1'])
+  const first = await spawnGateway(t, { store, sso: sso(idp), admin: { token: ADMIN } }, ['--workers', '1'])
+  const second = await spawnGateway(t, { store, sso: sso(idp), admin: { token: ADMIN } }, ['--workers', '1'])
   const [one, two] = [first, second].map((g) => `http://127.0.0.1:${g.port}`) as [string, string]
 
   // started on one instance, ended on the other: the sign-in under way is in Redis
@@ -92,4 +105,11 @@ t.test('two instances on one PostgreSQL and Redis see one session, and its end',
   t.equal(out.status, 200, 'signed out on one instance')
   t.equal((await whoOn(one)).status, 401, 'refused on the other at once')
   t.equal((await whoOn(two)).status, 401)
+
+  // an admin token ends every session of the user through one instance: the other refuses them at once
+  const again = { cookie: `mg_session=${await signIn(one, one)}`, connection: 'close' }
+  t.equal((await fetch(`${two}/admin/v1/whoami`, { headers: again })).status, 200)
+  const ended = await fetch(`${one}/admin/v1/sessions?sub=ann`, { method: 'DELETE', headers: { authorization: `Bearer ${ADMIN}`, connection: 'close' } })
+  t.same(await ended.json(), { sub: 'ann', ended: 1 })
+  t.equal((await fetch(`${two}/admin/v1/whoami`, { headers: again })).status, 401, 'refused on the other instance at once')
 })

@@ -81,6 +81,7 @@ const ROUTES: Array<[string, string]> = [
   ['POST', '/admin/v1/orgs/{seg}/projects'], ['PATCH', '/admin/v1/orgs/{seg}/projects/{seg}'], ['DELETE', '/admin/v1/orgs/{seg}/projects/{seg}'],
   ['GET', '/admin/v1/keys/{seg}'], ['PATCH', '/admin/v1/keys/{seg}'], ['POST', '/admin/v1/keys/{seg}/rotate'],
   ['GET', '/admin/v1/usage/summary'], ['GET', '/admin/v1/audit'], ['GET', '/admin/v1/usage/{seg}'], ['GET', '/admin/v1/providers'], ['GET', '/admin/v1/plugins'],
+  ['GET', '/admin/v1/sessions'], ['DELETE', '/admin/v1/sessions/{seg}'], ['DELETE', '/admin/v1/sessions'],
   ['GET', '/console/api/models'], ['GET', '/console/api/me'], ['GET', '/console/api/usage'], ['GET', '/console/api/calls'], ['GET', '/console/{seg}'],
   ['GET', '/'], ['GET', '/healthz'], ['GET', '/readyz'], ['GET', '/metrics'], ['GET', '/{seg}']
 ]
@@ -93,7 +94,7 @@ const segment = fc.oneof(
 )
 
 const QUERY_NAMES = ['limit', 'cursor', 'since', 'until', 'org', 'project', 'model', 'key_id', 'range', 'after', 'group_by', 'bucket', '__proto__', 'x', 'alt', 'key', 'pageSize', 'pageToken',
-  'status', 'endpoint', 'provider']
+  'status', 'endpoint', 'provider', 'sub']
 const QUERY_VALUES = ['1', '0', '-5', '10001', 'abc', '2026-01-01T00:00:00Z', '2026-02-30', 'not-a-date', '24h', '7d', '', 'Infinity', '-Infinity', '1e400', 'NaN', '0x10',
   'org,model', 'key_id,provider,project', 'org,org', 'color', 'hour', 'day', 'week', 'sse', 'json', KEY_A, 'ok,timeout', 'upstream_error', 'ok,', 'messages', 'demo']
 const query = fc.array(fc.tuple(fc.constantFrom(...QUERY_NAMES), fc.oneof(fc.constantFrom(...QUERY_VALUES), fc.string({ maxLength: 20 }))), { maxLength: 4 })

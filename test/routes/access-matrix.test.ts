@@ -11,7 +11,7 @@ import { CLIENT_ID, CLIENT_SECRET, startIdp, type Idp } from '../oidc-idp.js'
 // org_admin of another organization (zeta; the targets are acme's), each holding a console
 // session (with its CSRF token) and, apart, an admin token of that role; nobody; and an admin
 // session that does not send its CSRF token. A cell is the status the call must get; a refused
-// change leaves the tenants, keys and audit log as they were.
+// change leaves the tenants, keys, console sessions and audit log as they were.
 //
 // The table is complete by construction: every route the app registers under /admin/v1,
 // /console/api and /console/auth must be a row here (and the app itself refuses to build with a
@@ -22,7 +22,7 @@ const ADMIN_TOKEN = 'matrix-admin-token-0123456789ab'
 const TOKENS: Record<Role, string> = { admin: ADMIN_TOKEN, viewer: 'matrix-viewer-token-0123456789a', org_admin: 'matrix-zeta-token-0123456789abc' }
 const REDIRECT = 'http://127.0.0.1:8080/console/auth/callback'
 
-interface Targets { key: string, trace: string }
+interface Targets { key: string, trace: string, session: string }
 
 interface Row {
   route: string
@@ -56,7 +56,10 @@ const ROWS: Row[] = [
   { route: 'GET /admin/v1/usage', url: () => '/admin/v1/usage', expect: [200, 200, 200], zetaOnly: true },
   { route: 'GET /admin/v1/usage/summary', url: () => '/admin/v1/usage/summary?org=acme', expect: [200, 200, 404] },
   { route: 'GET /admin/v1/usage/:trace_id', url: (x) => `/admin/v1/usage/${x.trace}`, expect: [200, 200, 404] },
-  { route: 'GET /admin/v1/audit', url: () => '/admin/v1/audit', expect: [200, 200, 403] },
+  { route: 'GET /admin/v1/audit', url: () => '/admin/v1/audit', expect: [200, 200, 200], zetaOnly: true },
+  { route: 'GET /admin/v1/sessions', url: () => '/admin/v1/sessions', expect: [200, 403, 403] },
+  { route: 'DELETE /admin/v1/sessions/:id', url: (x) => `/admin/v1/sessions/${x.session}`, expect: [200, 403, 403] },
+  { route: 'DELETE /admin/v1/sessions', url: () => '/admin/v1/sessions?sub=u-other', expect: [200, 403, 403] },
   { route: 'POST /admin/v1/reload', url: () => '/admin/v1/reload', expect: [200, 403, 403] },
   { route: 'GET /admin/v1/providers', url: () => '/admin/v1/providers', expect: [200, 200, 403] },
   { route: 'GET /admin/v1/mcp/servers', url: () => '/admin/v1/mcp/servers', expect: [200, 200, 403] },
@@ -96,7 +99,13 @@ async function gateway (t: Test, idp: Idp): Promise<{ app: FastifyInstance, targ
   if (call.statusCode !== 200) throw new Error(`the call answered ${call.statusCode}: ${call.body}`)
   await settled()
   await app.gateway.store.flush()
-  return { app, targets: { key, trace: call.headers['x-svc-trace-id'] as string } }
+  // another operator with two sessions: one to end by its handle, the other with all of the user's
+  const now = app.gateway.clock.now()
+  const other = { sub: 'u-other', email: 'other@example.com', name: null, role: 'viewer' as const, org: null, created_at: now, expires_at: now + 3_600_000, id_token: null }
+  await app.gateway.store.sessions.create('matrix-other-session-one-0123456789', { ...other, csrf: 'csrf-other-1' })
+  await app.gateway.store.sessions.create('matrix-other-session-two-0123456789', { ...other, csrf: 'csrf-other-2' })
+  const session = (await app.gateway.store.sessions.list(now))[0]?.handle as string
+  return { app, targets: { key, trace: call.headers['x-svc-trace-id'] as string, session } }
 }
 
 async function headersOf (app: FastifyInstance, caller: Caller): Promise<Record<string, string>> {
@@ -104,7 +113,7 @@ async function headersOf (app: FastifyInstance, caller: Caller): Promise<Record<
   if (caller.kind === 'token') return bearer(TOKENS[caller.role])
   const id = `matrix-session-${caller.role}-0123456789abcdef`
   const now = app.gateway.clock.now()
-  await app.gateway.store.sessions.create(id, { sub: `u-${caller.role}`, email: `${caller.role}@example.com`, name: null, role: caller.role, org: caller.role === 'org_admin' ? 'zeta' : null, csrf: `csrf-${caller.role}`, created_at: now, expires_at: now + 3_600_000 })
+  await app.gateway.store.sessions.create(id, { sub: `u-${caller.role}`, email: `${caller.role}@example.com`, name: null, role: caller.role, org: caller.role === 'org_admin' ? 'zeta' : null, csrf: `csrf-${caller.role}`, created_at: now, expires_at: now + 3_600_000, id_token: null })
   return { cookie: `mg_session=${id}`, ...(caller.csrf ? { 'x-csrf-token': `csrf-${caller.role}` } : {}) }
 }
 
@@ -113,7 +122,7 @@ async function snapshot (app: FastifyInstance): Promise<string> {
   const { store } = app.gateway
   await store.flush()
   const orgs = await store.orgs.list()
-  return JSON.stringify({ orgs, projects: await Promise.all(orgs.map(async (o) => await store.orgs.projects(o.id))), keys: await store.keys.list(), audit: (await store.audit.page(1000)).filter((a) => !a.action.startsWith('session.')) })
+  return JSON.stringify({ orgs, projects: await Promise.all(orgs.map(async (o) => await store.orgs.projects(o.id))), keys: await store.keys.list(), sessions: await store.sessions.list(app.gateway.clock.now()), audit: await store.audit.page(1000) })
 }
 
 const expected = (row: Row, caller: Caller): number => {
@@ -146,6 +155,7 @@ t.test('every admin and console route against every role', async (t) => {
         if (res.statusCode === 403 && !row.route.startsWith('GET /console/auth')) t.match(res.json().error.code, caller.kind === 'session' && !caller.csrf ? 'csrf_failed' : 'permission_denied', `${row.route}: the code says why`)
         if (want >= 400 && !row.route.startsWith('GET ')) t.equal(await snapshot(app), before, `${row.route}: refused, nothing changed`)
         if (caller.kind !== 'none' && caller.role === 'org_admin' && row.zetaOnly === true) t.notMatch(res.body, /acme/, `${row.route}: nothing of another organization`)
+        if (row.route.includes('/admin/v1/sessions')) t.notMatch(res.body, /matrix-|csrf-/, `${row.route}: never a session's id or CSRF token`)
         if (caller.kind !== 'none' && caller.role === 'viewer') t.notMatch(res.body, /mg-[A-Za-z0-9_-]{20,}/, `${row.route}: no key secret`)
       }
     })

@@ -287,6 +287,7 @@ t.test('audit log: every change through the API, newest first, paged, never a se
     'org.delete initech', 'project.delete initech/tps', `key.revoke ${r.body.id as string}`, `key.rotate ${k.id}`, `key.update ${k.id}`, `key.create ${k.id}`,
     'credits.add initech', 'project.update initech/tps', 'project.create initech/tps', 'org.update initech', 'org.create initech'
   ])
+  t.same([...new Set(log.body.data.filter((e: any) => e.actor !== 'config').map((e: any) => e.org))], ['initech'], 'each line names the organization it is about, a key\'s and a project\'s included')
   t.match(log.body.data.find((e: any) => e.action === 'key.rotate').detail, { key_id: r.body.id })
   t.match(log.body.data.find((e: any) => e.action === 'credits.add').detail, { amount_usd: '0.25' })
   t.match(log.body.data.find((e: any) => e.action === 'key.create').detail, { org: 'initech', project: 'tps', budget: { usd: '1', per: 'month' } })

@@ -293,3 +293,41 @@ t.test('GET /admin/v1/plugins shows CORS\'s credentials switch as it is set', as
   const cors = (await app.inject({ method: 'GET', url: '/admin/v1/plugins', headers: admin })).json().data[0]
   t.same(cors, { name: 'cors', module: null, enabled: true, options: { origins: ['*'], credentials: false, max_age_s: 600 } })
 })
+
+t.test('the audit log for an org_admin: its own organization\'s lines only, selected before paging (full pages, cursors that hold); another organization answers 404', async (t) => {
+  const ACME = 'an-acme-admin-token-0123456789'
+  const app = await build(t, { ...withUsage, admin: { token: ADMIN, tokens: [{ token: ACME, role: 'org_admin', org: 'acme', name: 'acme-ci' }] } })
+  // changes of both organizations, interleaved, the newest ones zeta's: a page filtered after it was read would come up short
+  for (let i = 0; i < 4; i++) {
+    for (const [org, project] of [['acme', 'web'], ['zeta', 'app']]) {
+      t.equal((await app.inject({ method: 'POST', url: '/admin/v1/keys', headers: admin, payload: { org, project, name: `${org}-${i}` } })).statusCode, 201)
+    }
+  }
+  for (let i = 0; i < 3; i++) t.equal((await app.inject({ method: 'POST', url: '/admin/v1/orgs/zeta/credits', headers: admin, payload: { amount_usd: '1' } })).statusCode, 200)
+  type Line = { id: string, action: string, target: string, org: string | null, detail: Record<string, unknown> }
+  const everything = (await app.inject({ method: 'GET', url: '/admin/v1/audit?limit=1000', headers: admin })).json().data as Line[]
+  t.same([...new Set(everything.map((l) => l.org))].sort(), ['acme', 'zeta'], 'an admin reads every organization\'s lines, each naming its own')
+  t.equal(everything[0]?.org, 'zeta')
+
+  const seen: Line[] = []
+  let cursor: string | null = null
+  do {
+    const res = await app.inject({ method: 'GET', url: `/admin/v1/audit?limit=2${cursor === null ? '' : `&cursor=${cursor}`}`, headers: bearer(ACME) })
+    t.equal(res.statusCode, 200)
+    const page = res.json() as { data: Line[], next_cursor: string | null }
+    if (page.next_cursor !== null) t.equal(page.data.length, 2, 'every page but the last is full')
+    seen.push(...page.data)
+    cursor = page.next_cursor
+  } while (cursor !== null)
+  t.same(seen.map((l) => l.id), everything.filter((l) => l.org === 'acme').map((l) => l.id), 'every line of acme, once each, newest first')
+  t.ok(seen.length >= 6, `acme's lines: the config's and the four keys (${seen.length})`)
+  t.notMatch(JSON.stringify(seen), /zeta/, 'nothing of another organization')
+
+  const own = await app.inject({ method: 'GET', url: '/admin/v1/audit?org=acme&limit=1000', headers: bearer(ACME) })
+  t.same(own.json().data.map((l: Line) => l.id), seen.map((l) => l.id), 'naming its own organization is the same')
+  const other = await app.inject({ method: 'GET', url: '/admin/v1/audit?org=zeta', headers: bearer(ACME) })
+  t.equal(other.statusCode, 404, 'another organization answers as if it did not exist')
+  t.equal(other.json().error.code, 'org_not_found')
+  const zeta = (await app.inject({ method: 'GET', url: '/admin/v1/audit?org=zeta&limit=1000', headers: admin })).json().data as Line[]
+  t.same(zeta.map((l) => l.id), everything.filter((l) => l.org === 'zeta').map((l) => l.id), 'an admin may select one organization too')
+})

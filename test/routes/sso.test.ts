@@ -2,13 +2,14 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../../app.js'
 import { FakeClock, testConfig } from '../helper.js'
-import { CLIENT_ID, CLIENT_SECRET, signInAtIdp, startIdp, type Account, type Idp } from '../oidc-idp.js'
+import { CLIENT_ID, CLIENT_SECRET, Jar, signInAtIdp, signOutAtIdp, startIdp, type Account, type Idp } from '../oidc-idp.js'
 
 // Single sign-on against a real OpenID provider (oidc-provider, on loopback): the code flow with
 // PKCE, state and nonce, the session it leaves (cookie, CSRF token, expiry, logout), the role
 // from the groups, and every way a sign-in must fail: an ID token with a wrong nonce, audience,
 // issuer or signature, or expired; a callback replayed, without its sign-in cookie, or with
-// another state; a user with no role.
+// another state; a user with no role. Logout ends the session here, then at the provider
+// (RP-initiated logout) when it offers it.
 
 const REDIRECT = 'http://127.0.0.1:8080/console/auth/callback'
 const ADMIN_TOKEN = 'an-admin-token-0123456789abcdef'
@@ -60,9 +61,9 @@ const callback = async (app: FastifyInstance, back: URL, loginCookie: string | u
   await app.inject({ method: 'GET', url: `/console/auth/callback${back.search}`, headers: loginCookie === undefined ? {} : { cookie: `mg_login=${loginCookie}` } })
 
 /** A whole sign-in as `user`: the gateway's callback answer and the session cookie it set. */
-async function signIn (app: FastifyInstance, user: string, to = 'admin'): Promise<{ res: LightMyRequestResponse, session: string | undefined }> {
+async function signIn (app: FastifyInstance, user: string, to = 'admin', jar?: Jar): Promise<{ res: LightMyRequestResponse, session: string | undefined }> {
   const started = await startLogin(app, to)
-  const back = await signInAtIdp(started.authorize.href, user)
+  const back = await signInAtIdp(started.authorize.href, user, jar)
   const res = await callback(app, back, started.loginCookie)
   return { res, session: setCookie(res, 'mg_session')?.value }
 }
@@ -144,6 +145,142 @@ t.test('a session\'s changes need its CSRF token; each change records who made i
   t.equal(after.statusCode, 401)
   t.equal(after.json().error.code, 'session_ended', 'the session is gone from the store, not only from the browser')
   t.match((await app.inject({ method: 'GET', url: '/admin/v1/audit', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json().data[0], { action: 'session.end', identity: { kind: 'sso', sub: 'ann' } })
+})
+
+t.test('an admin lists the live sessions and ends one, or every one of a user; the ended ones are refused at once; each end is audited', async (t) => {
+  const idp = await startIdp(t, [REDIRECT], ACCOUNTS)
+  const clock = new FakeClock(Date.now())
+  const app = await gateway(t, idp, clock)
+  const ann = await signIn(app, 'ann')
+  clock.advance(1000)
+  const fin = await signIn(app, 'fin')
+  clock.advance(1000)
+  const finToo = await signIn(app, 'fin', 'developer')
+  const token = { authorization: `Bearer ${ADMIN_TOKEN}` }
+  const status = async (session: string | undefined): Promise<number> => (await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(session as string) })).statusCode
+
+  const csrf = (await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(ann.session as string) })).json().csrf_token as string
+  const listed = await app.inject({ method: 'GET', url: '/admin/v1/sessions', headers: withSession(ann.session as string) })
+  t.equal(listed.statusCode, 200)
+  const data = listed.json().data as Array<Record<string, unknown>>
+  t.same(data.map((s) => [s.sub, s.email, s.role, s.org, s.current]), [['fin', 'fin@example.com', 'viewer', null, false], ['fin', 'fin@example.com', 'viewer', null, false], ['ann', 'ann@example.com', 'admin', null, true]], 'newest first; the caller\'s own is marked')
+  t.same(Object.keys(data[0] ?? {}).sort(), ['created_at', 'current', 'email', 'expires_at', 'id', 'name', 'org', 'role', 'sub'])
+  t.equal(data[2]?.expires_at, new Date(clock.now() - 2000 + 8 * 3_600_000).toISOString())
+  for (const secret of [ann.session, fin.session, finToo.session, csrf]) t.notOk(listed.body.includes(secret as string), 'never a session id or a CSRF token')
+
+  const noCsrf = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[0]?.id as string}`, headers: withSession(ann.session as string) })
+  t.equal(noCsrf.statusCode, 403, 'ending a session is a change: a session needs its CSRF token for it')
+  const viewer = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[2]?.id as string}`, headers: withSession(fin.session as string, (await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(fin.session as string) })).json().csrf_token as string) })
+  t.equal(viewer.statusCode, 403, 'a viewer may not')
+  t.equal(await status(ann.session), 200)
+
+  const one = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[1]?.id as string}`, headers: withSession(ann.session as string, csrf) })
+  t.equal(one.statusCode, 200)
+  t.same(one.json(), { id: data[1]?.id, ended: true })
+  t.equal(await status(fin.session), 401, 'the session ended is refused on its next call')
+  t.equal((await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(fin.session as string) })).json().error.code, 'session_ended')
+  t.equal(await status(finToo.session), 200, 'the user\'s other session lives on')
+  const again = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[1]?.id as string}`, headers: token })
+  t.equal(again.statusCode, 404)
+  t.equal(again.json().error.code, 'session_not_found')
+  t.equal((await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${fin.session as string}`, headers: token })).statusCode, 404, 'the session\'s id is not its handle')
+
+  const noSub = await app.inject({ method: 'DELETE', url: '/admin/v1/sessions', headers: token })
+  t.equal(noSub.statusCode, 400, 'ending every session takes a user: never all of them by mistake')
+  t.equal(await status(finToo.session), 200)
+  const all = await app.inject({ method: 'DELETE', url: '/admin/v1/sessions?sub=fin', headers: token })
+  t.same(all.json(), { sub: 'fin', ended: 1 })
+  t.equal(await status(finToo.session), 401, 'every session of the user ended')
+  t.equal(await status(ann.session), 200, 'another user\'s is untouched')
+  t.same((await app.inject({ method: 'DELETE', url: '/admin/v1/sessions?sub=fin', headers: token })).json(), { sub: 'fin', ended: 0 }, 'none left')
+
+  const audit = (await app.inject({ method: 'GET', url: '/admin/v1/audit', headers: token })).json().data as Array<Record<string, unknown>>
+  t.match(audit.slice(0, 2), [
+    { action: 'session.revoke', target: 'fin', identity: { kind: 'token', name: 'admin' }, detail: { sessions: 1 } },
+    { action: 'session.revoke', target: 'fin', identity: { kind: 'sso', sub: 'ann', email: 'ann@example.com' }, detail: { session: data[1]?.id, role: 'viewer', org: null } }
+  ], 'each end says who ended whose session; ending nothing writes no line')
+  t.equal(audit[2]?.action, 'session.start')
+
+  // an org_admin's sign-in and its end are lines of its organization's audit log
+  const dev = await signIn(app, 'dev')
+  t.same((await app.inject({ method: 'DELETE', url: '/admin/v1/sessions?sub=dev', headers: token })).json(), { sub: 'dev', ended: 1 })
+  t.equal(await status(dev.session), 401)
+  const acme = (await app.inject({ method: 'GET', url: '/admin/v1/audit?org=acme', headers: token })).json().data as Array<Record<string, unknown>>
+  t.match(acme.slice(0, 2), [{ action: 'session.revoke', target: 'dev', org: 'acme' }, { action: 'session.start', target: 'dev', org: 'acme' }])
+
+  const self = await app.inject({ method: 'DELETE', url: `/admin/v1/sessions/${data[2]?.id as string}`, headers: withSession(ann.session as string, csrf) })
+  t.equal(self.statusCode, 200, 'an admin may end its own session')
+  t.equal(await status(ann.session), 401, 'and is signed out by it')
+})
+
+t.test('logout ends the session here, then sends the browser to the provider\'s end_session_endpoint with the ID token; the provider\'s session ends and the browser comes back to the console', async (t) => {
+  const AFTER = 'http://127.0.0.1:8080/console/admin/'
+  const idp = await startIdp(t, [REDIRECT], ACCOUNTS, { postLogoutRedirectUris: [AFTER] })
+  const app = await gateway(t, idp, undefined, { post_logout_redirect_url: AFTER })
+  const browser = new Jar()
+  const first = await signIn(app, 'ann', 'admin', browser)
+  t.equal(browser.logins, 1)
+  const second = await signIn(app, 'ann', 'admin', browser)
+  t.equal(second.res.statusCode, 303)
+  t.equal(browser.logins, 1, 'the provider remembers the user: a second sign-in shows no login form')
+
+  const csrf = (await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(second.session as string) })).json().csrf_token as string
+  const out = await app.inject({ method: 'POST', url: '/console/auth/logout', headers: withSession(second.session as string, csrf) })
+  t.equal(out.statusCode, 200)
+  t.equal(out.json().signed_out, true)
+  const url = new URL(out.json().end_session_url as string)
+  t.equal(url.origin + url.pathname, `${idp.issuer}/session/end`, 'the end_session_endpoint the discovery named')
+  t.equal(url.searchParams.get('client_id'), CLIENT_ID)
+  t.equal(url.searchParams.get('post_logout_redirect_uri'), AFTER)
+  const hint = url.searchParams.get('id_token_hint') ?? ''
+  t.match(JSON.parse(Buffer.from(hint.split('.')[1] ?? '', 'base64url').toString()), { iss: idp.issuer, aud: CLIENT_ID, sub: 'ann' }, 'the ID token of this session\'s sign-in as id_token_hint')
+  t.notOk(out.body.includes(second.session as string), 'never the session id')
+  const status = async (session: string | undefined): Promise<number> => (await app.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(session as string) })).statusCode
+  t.equal(await status(second.session), 401, 'the gateway\'s session ended before the browser leaves')
+  t.equal(await status(first.session), 200, 'another session (another tab\'s sign-in) is not this one')
+
+  const back = await signOutAtIdp(url.href, browser)
+  t.equal(back.href, AFTER, 'the provider signs the user out and sends the browser back to the console')
+  const again = await signIn(app, 'ann', 'admin', browser)
+  t.equal(again.res.statusCode, 303)
+  t.equal(browser.logins, 2, 'the provider\'s session ended: the next sign-in asks for the login again')
+})
+
+t.test('logout without sso.post_logout_redirect_url, for a session without an ID token, at a provider with no end_session_endpoint, and at one that cannot be reached: the session ends here every time', async (t) => {
+  const idp = await startIdp(t, [REDIRECT], ACCOUNTS)
+  const app = await gateway(t, idp)
+  const logout = async (a: FastifyInstance, session: string): Promise<LightMyRequestResponse> => {
+    const csrf = (await a.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(session) })).json().csrf_token as string
+    return await a.inject({ method: 'POST', url: '/console/auth/logout', headers: withSession(session, csrf) })
+  }
+  const browser = new Jar()
+  const { session } = await signIn(app, 'ann', 'admin', browser)
+  const plain = new URL((await logout(app, session as string)).json().end_session_url as string)
+  t.same([...plain.searchParams.keys()].sort(), ['client_id', 'id_token_hint'], 'no post_logout_redirect_uri unless configured')
+  t.equal((await signOutAtIdp(plain.href, browser)).pathname, '/session/end/success', 'the provider\'s own page then')
+
+  // a session made before the gateway kept ID tokens: the client id says who asks
+  const now = app.gateway.clock.now()
+  const stored = { sub: 'ann', email: 'ann@example.com', name: null, role: 'admin' as const, org: null, csrf: 'csrf-old', created_at: now, expires_at: now + 60_000, id_token: null }
+  await app.gateway.store.sessions.create('a-session-from-before-0123456789', stored)
+  const old = await logout(app, 'a-session-from-before-0123456789')
+  t.same([...new URL(old.json().end_session_url as string).searchParams.keys()], ['client_id'])
+
+  const bare = await startIdp(t, [REDIRECT], ACCOUNTS, { endSession: false })
+  const bareApp = await gateway(t, bare)
+  const bareSession = (await signIn(bareApp, 'ann')).session as string
+  const none = await logout(bareApp, bareSession)
+  t.equal(none.statusCode, 200)
+  t.same(none.json(), { signed_out: true, end_session_url: null }, 'a provider without an end_session_endpoint: signed out here only')
+  t.equal((await bareApp.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession(bareSession) })).statusCode, 401)
+
+  const down = await buildApp(testConfig({ sso: { ...ssoSection(idp), issuer: 'http://127.0.0.1:9' } }), { logger: false })
+  t.teardown(() => down.close())
+  await down.gateway.store.sessions.create('a-session-at-a-gateway-whose-idp-is-down', stored)
+  const unreachable = await logout(down, 'a-session-at-a-gateway-whose-idp-is-down')
+  t.equal(unreachable.statusCode, 200, 'a provider that cannot be reached does not keep anyone signed in')
+  t.same(unreachable.json(), { signed_out: true, end_session_url: null })
+  t.equal((await down.inject({ method: 'GET', url: '/admin/v1/whoami', headers: withSession('a-session-at-a-gateway-whose-idp-is-down') })).statusCode, 401)
 })
 
 t.test('sessions expire (sso.session_hours) on the gateway\'s clock', async (t) => {

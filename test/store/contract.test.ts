@@ -400,18 +400,53 @@ function contract (t: Test, open: Open): void {
     t.equal((await store.keys.list('acme')).find((x) => x.replaces === k.id)?.source, 'admin', 'a key rotated by an operator is the admin API\'s')
   })
 
+  t.test('audit: each line names its organization; one organization\'s lines are selected by the query, and its cursor pages on within them', async (t) => {
+    const [a, b] = await open(t, 2) as [Store, Store]
+    await a.syncTenants(tenants(1), 1)
+    const admin = { kind: 'token' as const, name: 'admin' }
+    await a.orgs.create({ id: 'zeta', balanceNano: 0, quota: null }, 2, admin)
+    await a.orgs.createProject('zeta', 'app', null, 3, admin)
+    const zk = await a.keys.create({ org: 'zeta', project: 'app', source: 'admin', by: admin }, 4)
+    const ak = await a.keys.create({ org: 'acme', project: 'web', source: 'admin', by: admin }, 5)
+    await a.orgs.credit('acme', 5, 6, admin)
+    await a.keys.update(zk.id, { name: 'z' }, 7, admin)
+    await a.audit.record({ action: 'reload', target: 'config', detail: {} }, 8, admin)
+    await a.keys.rotate(zk.id, 9, 9, admin)
+    await a.keys.revoke(zk.id, 10, admin)
+    await a.orgs.setProjectQuota('zeta', 'app', { tokens: 5, per: 'day' }, 11, admin)
+    await a.audit.record({ action: 'session.start', target: 'u-9', org: 'zeta', detail: {} }, 12, { kind: 'sso', sub: 'u-9', email: null })
+    await a.keys.update(ak.id, { name: 'a' }, 13, admin)
+
+    const all = await b.audit.page(100)
+    t.same(all.slice(0, 10).map((r) => [r.action, r.org]), [
+      ['key.update', 'acme'], ['session.start', 'zeta'], ['project.update', 'zeta'], ['key.revoke', 'zeta'], ['key.rotate', 'zeta'],
+      ['reload', null], ['key.update', 'zeta'], ['credits.add', 'acme'], ['key.create', 'acme'], ['key.create', 'zeta']
+    ], 'each line names the organization it is about; a reload none')
+    t.same(all.filter((r) => r.at <= 3).map((r) => [r.action, r.org]), [['project.create', 'zeta'], ['org.create', 'zeta'], ['key.create', 'acme'], ['project.create', 'acme'], ['org.create', 'acme']], 'the config\'s own lines too')
+
+    const first = await b.audit.page(3, undefined, 'zeta')
+    t.same(first.map((r) => r.action), ['session.start', 'project.update', 'key.revoke'], 'a full page of zeta\'s lines, though the newest line is acme\'s')
+    const last = first[2] as { at: number, id: string }
+    const next = await a.audit.page(3, { created_at: last.at, id: last.id }, 'zeta')
+    t.same(next.map((r) => r.action), ['key.rotate', 'key.update', 'key.create'], 'the next page of zeta\'s, by the cursor')
+    const rest = await a.audit.page(3, { created_at: next[2]?.at as number, id: next[2]?.id as string }, 'zeta')
+    t.same(rest.map((r) => r.action), ['project.create', 'org.create'], 'and the last')
+    t.same((await b.audit.page(100, undefined, 'acme')).map((r) => r.action), ['key.update', 'credits.add', 'key.create', 'key.create', 'project.create', 'org.create'], 'acme\'s alone (the config\'s own lines among them)')
+    t.same(await b.audit.page(100, undefined, 'nobody'), [], 'an organization with no line')
+  })
+
   t.test('sessions: stored hashed, seen by every process, ended, expired; a sign-in under way is taken once', async (t) => {
     const [a, b] = await open(t, 2) as [Store, Store]
-    const s = { sub: 'u-1', email: 'ann@example.com', name: 'Ann', role: 'admin' as const, org: null, csrf: 'c-1', created_at: 1000, expires_at: 5000 }
+    const s = { sub: 'u-1', email: 'ann@example.com', name: 'Ann', role: 'admin' as const, org: null, csrf: 'c-1', created_at: 1000, expires_at: 5000, id_token: 'eyJ.the-id-token.sig' }
     await a.sessions.create('sid-one', s)
-    await a.sessions.create('sid-two', { ...s, role: 'org_admin', org: 'acme', csrf: 'c-2' })
+    await a.sessions.create('sid-two', { ...s, role: 'org_admin', org: 'acme', csrf: 'c-2', id_token: null })
     await a.sessions.create('sid-other', { ...s, sub: 'u-2', csrf: 'c-3' })
     t.same(await b.sessions.get('sid-one', 4999), s, 'another process sees it')
     t.equal(await b.sessions.get('sid-one', 5000), undefined, 'not once it has expired')
     t.equal(await b.sessions.get('sid-ONE', 1000), undefined, 'an id is matched exactly')
     t.equal(await b.sessions.endSubject('u-1', { role: 'org_admin', org: 'acme' }), 1, 'the sessions of another role end')
     t.equal(await a.sessions.get('sid-one', 1000), undefined)
-    t.match(await a.sessions.get('sid-two', 1000), { role: 'org_admin', org: 'acme' }, 'the one of the role kept stays')
+    t.same(await a.sessions.get('sid-two', 1000), { ...s, role: 'org_admin', org: 'acme', csrf: 'c-2', id_token: null }, 'the one of the role kept stays (a session with no ID token kept)')
     t.ok(await b.sessions.end('sid-two'))
     t.notOk(await b.sessions.end('sid-two'), 'ended once')
     t.equal(await a.sessions.get('sid-two', 1000), undefined, 'a session ended by one process is gone for the other')
@@ -427,6 +462,20 @@ function contract (t: Test, open: Open): void {
     await a.sessions.create('sid-new', { ...s, expires_at: 9000 })
     await b.sessions.sweep(2000)
     t.ok(await a.sessions.get('sid-new', 2000), 'a sweep keeps the live ones')
+    // an admin's view: live sessions, newest first, by their handle, never the id or the CSRF token
+    await a.sessions.create('sid-three', { ...s, sub: 'u-3', created_at: 3000, expires_at: 9000 })
+    const live = await b.sessions.list(2000)
+    t.same(live.map((x) => [x.sub, x.created_at]), [['u-3', 3000], ['u-1', 1000]], 'the live ones, newest first')
+    t.same(Object.keys(live[0] ?? {}).sort(), ['created_at', 'email', 'expires_at', 'handle', 'name', 'org', 'role', 'sub'])
+    t.notOk(JSON.stringify(live).includes('sid-') || JSON.stringify(live).includes('"c-1"') || JSON.stringify(live).includes('id-token'), 'neither an id, a CSRF token nor an ID token')
+    const handle = live[0]?.handle as string
+    t.match(handle, /^[0-9a-f]{64}$/)
+    t.equal(await a.sessions.endHandle(handle, 9000), undefined, 'a session past its end is not ended by its handle (the sweep takes it)')
+    t.match(await a.sessions.endHandle(handle, 2000), { handle, sub: 'u-3', role: 'admin' }, 'ended by its handle, by another process')
+    t.equal(await b.sessions.get('sid-three', 2000), undefined, 'and gone for every process')
+    t.equal(await b.sessions.endHandle(handle, 2000), undefined, 'once')
+    t.equal(await b.sessions.endHandle('sid-new', 2000), undefined, 'a handle is not the id')
+    t.ok(await a.sessions.get('sid-new', 2000), 'the others are untouched')
     if (a.kind === 'sqlite') {
       const rows = (a as SqliteStore).db.prepare('SELECT * FROM sessions').all() as Array<{ id_hash: string }>
       t.same(rows.map((r) => r.id_hash.length), [64], 'the swept one is gone; the table holds hashes')

@@ -183,6 +183,48 @@ t.test('PostgreSQL + Redis store', async (t) => {
     }
   })
 
+  t.test('migration 012: audit lines written before it name their organization, from their target; an org_admin\'s page reads its index', async (t) => {
+    const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    const { fromRoot } = await import('../../paths.js')
+    const { migrate, pgPool } = await import('../../plugins/store/postgres/db.js')
+    const url = await database(t)
+    const upTo = join(tempDir('pg-migrations'), 'migrations')
+    mkdirSync(upTo)
+    const all = fromRoot('plugins', 'store', 'postgres', 'migrations')
+    for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= 11)) copyFileSync(join(all, f), join(upTo, f))
+    const pool = pgPool(url, 1)
+    await migrate(pool, upTo)
+    await pool.query("INSERT INTO organizations (id, created_at) VALUES ('acme', 1), ('zeta', 1)")
+    await pool.query("INSERT INTO projects (org_id, id, created_at) VALUES ('zeta', 'app', 1)")
+    await pool.query("INSERT INTO api_keys (id, hash, hint, org_id, project_id, source, created_at) VALUES ('key_z', 'h', 'mg-…', 'zeta', 'app', 'admin', 1)")
+    const lines: Array<[string, string, string]> = [
+      ['org.create', 'zeta', '{}'], ['credits.add', 'acme', '{}'], ['project.update', 'zeta/app', '{}'], ['key.rotate', 'key_z', '{}'],
+      ['key.revoke', 'key_gone', '{}'], ['reload', 'config', '{}'], ['session.start', 'u-1', '{"role":"org_admin","org":"zeta"}'],
+      ['session.start', 'u-2', '{"role":"admin","org":null}'], ['session.end', 'u-1', '{}']
+    ]
+    for (const [i, [action, target, detail]] of lines.entries()) await pool.query("INSERT INTO audit_log (id, at, action, target, actor, detail) VALUES ($1, $2, $3, $4, 'admin', $5)", [`aud_${i}`, 10 + i, action, target, detail])
+    await pool.end()
+
+    const s = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: prefix(t) })
+    t.teardown(async () => { await s.close() })
+    await s.ready
+    t.same((await s.audit.page(100)).map((r) => [r.action, r.target, r.org]).reverse(), [
+      ['org.create', 'zeta', 'zeta'], ['credits.add', 'acme', 'acme'], ['project.update', 'zeta/app', 'zeta'], ['key.rotate', 'key_z', 'zeta'],
+      ['key.revoke', 'key_gone', null], ['reload', 'config', null], ['session.start', 'u-1', 'zeta'], ['session.start', 'u-2', null], ['session.end', 'u-1', null]
+    ], 'each from its target (a key by its organization) or its sign-in\'s role; the gateway\'s own lines none')
+    t.same((await s.audit.page(100, undefined, 'zeta')).map((r) => r.id), ['aud_6', 'aud_3', 'aud_2', 'aud_0'])
+    const client = await s.conn.pool.connect()
+    try {
+      await client.query('SET enable_seqscan = off')
+      const plan = (await client.query<{ 'QUERY PLAN': string }>("EXPLAIN SELECT * FROM audit_log WHERE org_id = 'zeta' ORDER BY at DESC, id DESC LIMIT 10")).rows.map((r) => r['QUERY PLAN']).join('\n')
+      t.match(plan, /audit_org_time/, `an organization's page can read its index: ${plan}`)
+      await client.query('RESET enable_seqscan')
+    } finally {
+      client.release()
+    }
+  })
+
   t.test('an instance that stops beating has its holds released by the others', async (t) => {
     const [a, b] = await stores(t, 2) as [PostgresStore, PostgresStore]
     t.ok(await a.balance.hold('acme', 5_000_000, Date.now()))
@@ -425,6 +467,8 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
   t.equal(org?.held_nano, 3_000_000, 'the open hold came along')
   t.equal((org?.balance_nano ?? 0) + (org?.spent_nano ?? 0), 26_500_000_000, 'balance + spent = initial + credits')
   t.same(await store.quota.used('project:acme/web', 0), { tokens: 123, cost_nano: 456 })
+  const acmeLines = (await store.audit.page(100, undefined, 'acme')).map((r) => `${r.action} ${r.target}`)
+  t.ok([`key.create ${made.id}`, `key.create ${revoked.id}`].every((l) => acmeLines.includes(l)), 'the audit log came along, each line with its organization')
   t.equal(await store.releaseDeadHolders(Date.now() + 1), 1, 'the migrated hold is released like a silent instance\'s')
   t.equal((await store.orgs.get('acme'))?.held_nano, 0)
   t.same((await store.usage.page({ until: detailed.created_at + 1, since: detailed.created_at }, 10)).find((r) => r.id === detailed.id), detailed, 'a record\'s attempts and dropped parameters came along')

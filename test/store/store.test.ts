@@ -146,6 +146,31 @@ t.test('migration 012: records made before it read no cache writes, no images an
   t.same(rows[0], fresh, 'the new one reads back as written')
 })
 
+t.test('migration 017: audit lines written before it name their organization, from their target; an org_admin\'s page selects them', async (t) => {
+  const { file, old } = databaseAt(16)
+  old.prepare("INSERT INTO organizations (id, created_at) VALUES ('acme', 1), ('zeta', 1)").run()
+  old.prepare("INSERT INTO projects (org_id, id, created_at) VALUES ('zeta', 'app', 1)").run()
+  old.prepare("INSERT INTO api_keys (id, hash, hint, org_id, project_id, source, created_at) VALUES ('key_z', 'h', 'mg-…', 'zeta', 'app', 'admin', 1)").run()
+  const line = old.prepare("INSERT INTO audit_log (id, at, action, target, actor, detail) VALUES (?, ?, ?, ?, 'admin', ?)")
+  const lines: Array<[string, string, string]> = [
+    ['org.create', 'zeta', '{}'], ['credits.add', 'acme', '{}'], ['project.update', 'zeta/app', '{}'], ['key.rotate', 'key_z', '{}'],
+    ['key.revoke', 'key_gone', '{}'], ['reload', 'config', '{}'], ['session.start', 'u-1', '{"role":"org_admin","org":"zeta"}'],
+    ['session.start', 'u-2', '{"role":"admin","org":null}'], ['session.end', 'u-1', '{}']
+  ]
+  lines.forEach(([action, target, detail], i) => line.run(`aud_${i}`, 10 + i, action, target, detail))
+  old.close()
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 17)
+  t.same(store.audit.page(100).map((r) => [r.action, r.target, r.org]).reverse(), [
+    ['org.create', 'zeta', 'zeta'], ['credits.add', 'acme', 'acme'], ['project.update', 'zeta/app', 'zeta'], ['key.rotate', 'key_z', 'zeta'],
+    ['key.revoke', 'key_gone', null], ['reload', 'config', null], ['session.start', 'u-1', 'zeta'], ['session.start', 'u-2', null], ['session.end', 'u-1', null]
+  ], 'each from its target (a key by its organization) or its sign-in\'s role; the gateway\'s own lines none')
+  t.same(store.audit.page(100, undefined, 'zeta').map((r) => r.id), ['aud_6', 'aud_3', 'aud_2', 'aud_0'])
+  const plan = store.db.prepare("EXPLAIN QUERY PLAN SELECT * FROM audit_log WHERE org_id = 'zeta' ORDER BY at DESC, id DESC LIMIT 10").all() as Array<{ detail: string }>
+  t.match(plan.map((p) => p.detail).join('\n'), /audit_org_time/, 'an organization\'s page reads its index')
+})
+
 t.test('tenants sync: orgs keep their balance across restarts, config keys follow the config', async (t) => {
   const store = new Store(':memory:')
   t.teardown(() => store.close())

@@ -50,7 +50,7 @@ export class KeyRepository implements KeyStore {
     const key = toApiKey(row)
     await this.conn.tx(async (client) => {
       await client.query(INSERT, insertParams(row))
-      if (spec.source !== 'config') await this.audit.insert(client, 'key.create', row.id, keyAuditDetail(key), spec.by ?? spec.source, now)
+      if (spec.source !== 'config') await this.audit.insert(client, 'key.create', row.id, row.org_id, keyAuditDetail(key), spec.by ?? spec.source, now)
     })
     return { ...key, key: secret }
   }
@@ -61,7 +61,7 @@ export class KeyRepository implements KeyStore {
       const row = (await client.query<KeyRow>('SELECT * FROM api_keys WHERE id = $1 FOR UPDATE', [id])).rows[0]
       if (row === undefined || row.revoked_at !== null) return undefined
       if (Object.keys(set).length > 0) await client.query(...updateOf(id, set))
-      await this.audit.insert(client, 'key.update', id, patchAuditDetail(patch), by, now)
+      await this.audit.insert(client, 'key.update', id, row.org_id, patchAuditDetail(patch), by, now)
       return toApiKey({ ...row, ...set })
     })
     if (updated !== undefined) await this.feed.publish({ kind: 'key', id })
@@ -78,7 +78,7 @@ export class KeyRepository implements KeyStore {
       await client.query(INSERT, insertParams(fresh))
       const until = old.expires_at === null ? oldValidUntil : Math.min(old.expires_at, oldValidUntil)
       await client.query('UPDATE api_keys SET expires_at = $2 WHERE id = $1', [id, until])
-      await this.audit.insert(client, 'key.rotate', id, { key_id: fresh.id, old_valid_until: new Date(until).toISOString() }, by, now)
+      await this.audit.insert(client, 'key.rotate', id, row.org_id, { key_id: fresh.id, old_valid_until: new Date(until).toISOString() }, by, now)
       return { key: { ...toApiKey(fresh), key: secret }, old: { ...old, expires_at: until } }
     })
     if (rotation !== undefined) await this.feed.publish({ kind: 'key', id })
@@ -87,8 +87,9 @@ export class KeyRepository implements KeyStore {
 
   async revoke (id: string, now: number, by?: Actor): Promise<boolean> {
     const done = await this.conn.tx(async (client) => {
-      if (((await client.query('UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, id])).rowCount ?? 0) === 0) return false
-      if (by !== undefined) await this.audit.insert(client, 'key.revoke', id, {}, by, now)
+      const revoked = (await client.query<{ org_id: string }>('UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL RETURNING org_id', [now, id])).rows[0]
+      if (revoked === undefined) return false
+      if (by !== undefined) await this.audit.insert(client, 'key.revoke', id, revoked.org_id, {}, by, now)
       return true
     })
     if (done) await this.feed.publish({ kind: 'key', id })
@@ -113,14 +114,14 @@ export class KeyRepository implements KeyStore {
       if (step.action === 'insert') {
         const row = newKeyRow({ ...k, source: 'config' }, k.key, now)
         await client.query(INSERT, insertParams(row))
-        await this.audit.insert(client, 'key.create', row.id, keyAuditDetail(toApiKey(row)), 'config', now)
+        await this.audit.insert(client, 'key.create', row.id, row.org_id, keyAuditDetail(toApiKey(row)), 'config', now)
       } else if (step.action === 'update') {
         await client.query(...updateOf(step.id, step.set))
-        await this.audit.insert(client, 'key.update', step.id, step.detail, 'config', now)
+        await this.audit.insert(client, 'key.update', step.id, k.org, step.detail, 'config', now)
       } else if (step.warning !== undefined) warnings.push(step.warning)
     }
     if (mode !== 'apply') return
-    const gone = await client.query<{ id: string }>("UPDATE api_keys SET revoked_at = $1 WHERE source = 'config' AND revoked_at IS NULL AND NOT (id = ANY($2::text[])) RETURNING id", [now, wanted])
-    for (const r of gone.rows) await this.audit.insert(client, 'key.revoke', r.id, { reason: 'no longer in the config' }, 'config', now)
+    const gone = await client.query<{ id: string, org_id: string }>("UPDATE api_keys SET revoked_at = $1 WHERE source = 'config' AND revoked_at IS NULL AND NOT (id = ANY($2::text[])) RETURNING id, org_id", [now, wanted])
+    for (const r of gone.rows) await this.audit.insert(client, 'key.revoke', r.id, r.org_id, { reason: 'no longer in the config' }, 'config', now)
   }
 }

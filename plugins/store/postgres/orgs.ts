@@ -45,7 +45,7 @@ export class OrgRepository implements OrgStore {
       const paid = await client.query(`UPDATE organizations SET balance_nano = balance_nano + GREATEST($1 - uncollected_nano, 0),
         spent_nano = spent_nano + LEAST($1, uncollected_nano), uncollected_nano = GREATEST(uncollected_nano - $1, 0) WHERE id = $2 AND deleted_at IS NULL`, [amountNano, id])
       if ((paid.rowCount ?? 0) === 0) return false
-      if (by !== undefined) await this.audit.insert(client, 'credits.add', id, { amount_usd: nanoToUsd(amountNano) }, by, now ?? Date.now())
+      if (by !== undefined) await this.audit.insert(client, 'credits.add', id, id, { amount_usd: nanoToUsd(amountNano) }, by, now ?? Date.now())
       return true
     })
   }
@@ -54,7 +54,7 @@ export class OrgRepository implements OrgStore {
     return await this.change({ kind: 'org', id: o.id }, async (client) => {
       const inserted = await client.query('INSERT INTO organizations (id, balance_nano, created_at, quota) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING', [o.id, o.balanceNano, now, quotaText(o.quota)])
       if ((inserted.rowCount ?? 0) === 0) return false
-      await this.audit.insert(client, 'org.create', o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota }, by, now)
+      await this.audit.insert(client, 'org.create', o.id, o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota }, by, now)
       return true
     })
   }
@@ -62,7 +62,7 @@ export class OrgRepository implements OrgStore {
   async setQuota (id: string, quota: QuotaConfig | null, now: number, by: Actor): Promise<boolean> {
     return await this.change({ kind: 'org', id }, async (client) => {
       if (((await client.query('UPDATE organizations SET quota = $1 WHERE id = $2 AND deleted_at IS NULL', [quotaText(quota), id])).rowCount ?? 0) === 0) return false
-      await this.audit.insert(client, 'org.update', id, { quota }, by, now)
+      await this.audit.insert(client, 'org.update', id, id, { quota }, by, now)
       return true
     })
   }
@@ -70,7 +70,7 @@ export class OrgRepository implements OrgStore {
   async remove (id: string, now: number, by: Actor): Promise<boolean> {
     return await this.change({ kind: 'org', id }, async (client) => {
       if (((await client.query('UPDATE organizations SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL', [now, id])).rowCount ?? 0) === 0) return false
-      await this.audit.insert(client, 'org.delete', id, {}, by, now)
+      await this.audit.insert(client, 'org.delete', id, id, {}, by, now)
       return true
     })
   }
@@ -82,7 +82,7 @@ export class OrgRepository implements OrgStore {
       if ((await client.query('SELECT 1 FROM organizations WHERE id = $1 AND deleted_at IS NULL FOR UPDATE', [orgId])).rowCount === 0) { outcome = 'no_org'; return false }
       const inserted = await client.query('INSERT INTO projects (org_id, id, created_at, quota) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [orgId, id, now, quotaText(quota)])
       if ((inserted.rowCount ?? 0) === 0) { outcome = 'exists'; return false }
-      await this.audit.insert(client, 'project.create', `${orgId}/${id}`, { quota }, by, now)
+      await this.audit.insert(client, 'project.create', `${orgId}/${id}`, orgId, { quota }, by, now)
       return true
     })
     return outcome
@@ -91,7 +91,7 @@ export class OrgRepository implements OrgStore {
   async setProjectQuota (orgId: string, id: string, quota: QuotaConfig | null, now: number, by: Actor): Promise<boolean> {
     return await this.change({ kind: 'project', org: orgId, id }, async (client) => {
       if (((await client.query(`UPDATE projects SET quota = $1 WHERE org_id = $2 AND id = $3 AND deleted_at IS NULL AND ${LIVE_ORG}`, [quotaText(quota), orgId, id])).rowCount ?? 0) === 0) return false
-      await this.audit.insert(client, 'project.update', `${orgId}/${id}`, { quota }, by, now)
+      await this.audit.insert(client, 'project.update', `${orgId}/${id}`, orgId, { quota }, by, now)
       return true
     })
   }
@@ -99,7 +99,7 @@ export class OrgRepository implements OrgStore {
   async removeProject (orgId: string, id: string, now: number, by: Actor): Promise<boolean> {
     return await this.change({ kind: 'project', org: orgId, id }, async (client) => {
       if (((await client.query(`UPDATE projects SET deleted_at = $1 WHERE org_id = $2 AND id = $3 AND deleted_at IS NULL AND ${LIVE_ORG}`, [now, orgId, id])).rowCount ?? 0) === 0) return false
-      await this.audit.insert(client, 'project.delete', `${orgId}/${id}`, {}, by, now)
+      await this.audit.insert(client, 'project.delete', `${orgId}/${id}`, orgId, {}, by, now)
       return true
     })
   }
@@ -116,10 +116,10 @@ export class OrgRepository implements OrgStore {
       const step = tenantStep(row, o.quota, mode, `organization ${o.id}`)
       if (step.action === 'insert') {
         await client.query('INSERT INTO organizations (id, balance_nano, created_at, quota) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING', [o.id, o.balanceNano, now, quotaText(o.quota)])
-        await this.audit.insert(client, 'org.create', o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota ?? null }, 'config', now)
+        await this.audit.insert(client, 'org.create', o.id, o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota ?? null }, 'config', now)
       } else if (step.action === 'set-quota') {
         await client.query('UPDATE organizations SET quota = $1 WHERE id = $2', [step.quota, o.id])
-        await this.audit.insert(client, 'org.update', o.id, { quota: o.quota }, 'config', now)
+        await this.audit.insert(client, 'org.update', o.id, o.id, { quota: o.quota }, 'config', now)
       } else if (step.warning !== undefined) warnings.push(step.warning)
     }
     for (const p of plan.projects) {
@@ -127,10 +127,10 @@ export class OrgRepository implements OrgStore {
       const step = tenantStep(row, p.quota, mode, `project ${p.org}/${p.id}`)
       if (step.action === 'insert') {
         await client.query('INSERT INTO projects (org_id, id, created_at, quota) VALUES ($1, $2, $3, $4) ON CONFLICT (org_id, id) DO NOTHING', [p.org, p.id, now, quotaText(p.quota)])
-        await this.audit.insert(client, 'project.create', `${p.org}/${p.id}`, { quota: p.quota ?? null }, 'config', now)
+        await this.audit.insert(client, 'project.create', `${p.org}/${p.id}`, p.org, { quota: p.quota ?? null }, 'config', now)
       } else if (step.action === 'set-quota') {
         await client.query('UPDATE projects SET quota = $1 WHERE org_id = $2 AND id = $3', [step.quota, p.org, p.id])
-        await this.audit.insert(client, 'project.update', `${p.org}/${p.id}`, { quota: p.quota }, 'config', now)
+        await this.audit.insert(client, 'project.update', `${p.org}/${p.id}`, p.org, { quota: p.quota }, 'config', now)
       } else if (step.warning !== undefined) warnings.push(step.warning)
     }
   }

@@ -1,6 +1,6 @@
 import { hashKey } from '../tenants.js'
-import { loginRow, SESSION_COLUMNS, sessionRow, toLogin, toSession, type LoginRow, type SessionRow } from '../sessions.js'
-import type { PendingLogin, Role, Session, SessionStore } from '../types.js'
+import { loginRow, SESSION_COLUMNS, sessionRow, toLogin, toSession, toSessionInfo, type LoginRow, type SessionRow } from '../sessions.js'
+import type { PendingLogin, Role, Session, SessionInfo, SessionStore } from '../types.js'
 import type { Connection } from './db.js'
 
 /** How long Redis keeps a sign-in under way: longer than any sign-in lasts. */
@@ -36,6 +36,15 @@ export class SessionRepository implements SessionStore {
       ? await this.conn.q('DELETE FROM sessions WHERE sub = $1', [sub])
       : await this.conn.q('DELETE FROM sessions WHERE sub = $1 AND NOT (role = $2 AND org_id IS NOT DISTINCT FROM $3)', [sub, keep.role, keep.org])
     return r.rowCount ?? 0
+  }
+
+  async list (now: number): Promise<SessionInfo[]> {
+    return (await this.conn.q<SessionRow>('SELECT * FROM sessions WHERE expires_at > $1 ORDER BY created_at DESC, id_hash', [now])).rows.map(toSessionInfo)
+  }
+
+  async endHandle (handle: string, now: number): Promise<SessionInfo | undefined> {
+    const row = (await this.conn.q<SessionRow>('DELETE FROM sessions WHERE id_hash = $1 AND expires_at > $2 RETURNING *', [handle, now])).rows[0]
+    return row === undefined ? undefined : toSessionInfo(row)
   }
 
   async begin (id: string, login: PendingLogin): Promise<void> {

@@ -61,7 +61,7 @@ export class KeyRepository implements KeyStore {
     const key = toApiKey(row)
     this.db.transaction(() => {
       this.insert.run(row)
-      if (spec.source !== 'config') this.audit.insert('key.create', row.id, keyAuditDetail(key), spec.by ?? spec.source, now)
+      if (spec.source !== 'config') this.audit.insert('key.create', row.id, row.org_id, keyAuditDetail(key), spec.by ?? spec.source, now)
     }).immediate()
     return { ...key, key: secret }
   }
@@ -72,7 +72,7 @@ export class KeyRepository implements KeyStore {
       const row = this.byId.get(id)
       if (row === undefined || row.revoked_at !== null) return undefined
       if (Object.keys(set).length > 0) this.setColumns(id, set)
-      this.audit.insert('key.update', id, patchAuditDetail(patch), by, now)
+      this.audit.insert('key.update', id, row.org_id, patchAuditDetail(patch), by, now)
       this.changes.write({ kind: 'key', id }, now)
       return this.get(id)
     }).immediate()
@@ -90,7 +90,7 @@ export class KeyRepository implements KeyStore {
       this.insert.run(fresh)
       const until = old.expires_at === null ? oldValidUntil : Math.min(old.expires_at, oldValidUntil)
       this.expireStmt.run(until, id)
-      this.audit.insert('key.rotate', id, { key_id: fresh.id, old_valid_until: new Date(until).toISOString() }, by, now)
+      this.audit.insert('key.rotate', id, row.org_id, { key_id: fresh.id, old_valid_until: new Date(until).toISOString() }, by, now)
       this.changes.write({ kind: 'key', id }, now)
       return { key: { ...toApiKey(fresh), key: secret }, old: { ...old, expires_at: until } }
     }).immediate()
@@ -100,8 +100,9 @@ export class KeyRepository implements KeyStore {
 
   async revoke (id: string, now: number, by?: Actor): Promise<boolean> {
     const done = this.db.transaction(() => {
+      const org = this.byId.get(id)?.org_id ?? null
       if (this.revokeStmt.run(now, id).changes === 0) return false
-      if (by !== undefined) this.audit.insert('key.revoke', id, {}, by, now)
+      if (by !== undefined) this.audit.insert('key.revoke', id, org, {}, by, now)
       this.changes.write({ kind: 'key', id }, now)
       return true
     }).immediate()
@@ -126,17 +127,17 @@ export class KeyRepository implements KeyStore {
       if (step.action === 'insert') {
         const row = newKeyRow({ ...k, source: 'config' }, k.key, now)
         this.insert.run(row)
-        this.audit.insert('key.create', row.id, keyAuditDetail(toApiKey(row)), 'config', now)
+        this.audit.insert('key.create', row.id, row.org_id, keyAuditDetail(toApiKey(row)), 'config', now)
       } else if (step.action === 'update') {
         this.setColumns(step.id, step.set)
-        this.audit.insert('key.update', step.id, step.detail, 'config', now)
+        this.audit.insert('key.update', step.id, k.org, step.detail, 'config', now)
       } else if (step.warning !== undefined) warnings.push(step.warning)
     }
     if (mode !== 'apply') return
     for (const row of this.configKeys.all()) {
       if (wanted.has(row.id)) continue
       this.revokeStmt.run(now, row.id)
-      this.audit.insert('key.revoke', row.id, { reason: 'no longer in the config' }, 'config', now)
+      this.audit.insert('key.revoke', row.id, row.org_id, { reason: 'no longer in the config' }, 'config', now)
     }
   }
 

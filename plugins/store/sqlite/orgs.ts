@@ -69,7 +69,7 @@ export class OrgRepository implements OrgStore {
   credit (id: string, amountNano: number, now?: number, by?: Actor): boolean {
     return this.db.transaction(() => {
       if (this.creditStmt.run({ amount: amountNano, id }).changes === 0) return false
-      if (by !== undefined) this.audit.insert('credits.add', id, { amount_usd: nanoToUsd(amountNano) }, by, now ?? Date.now())
+      if (by !== undefined) this.audit.insert('credits.add', id, id, { amount_usd: nanoToUsd(amountNano) }, by, now ?? Date.now())
       return true
     }).immediate()
   }
@@ -78,7 +78,7 @@ export class OrgRepository implements OrgStore {
     return await this.change({ kind: 'org', id: o.id }, now, () => {
       if (this.existsStmt.get(o.id) !== undefined) return false
       this.insertStmt.run(o.id, o.balanceNano, now, quotaText(o.quota))
-      this.audit.insert('org.create', o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota }, by, now)
+      this.audit.insert('org.create', o.id, o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota }, by, now)
       return true
     })
   }
@@ -86,7 +86,7 @@ export class OrgRepository implements OrgStore {
   async setQuota (id: string, quota: QuotaConfig | null, now: number, by: Actor): Promise<boolean> {
     return await this.change({ kind: 'org', id }, now, () => {
       if (this.setQuotaStmt.run(quotaText(quota), id).changes === 0) return false
-      this.audit.insert('org.update', id, { quota }, by, now)
+      this.audit.insert('org.update', id, id, { quota }, by, now)
       return true
     })
   }
@@ -94,7 +94,7 @@ export class OrgRepository implements OrgStore {
   async remove (id: string, now: number, by: Actor): Promise<boolean> {
     return await this.change({ kind: 'org', id }, now, () => {
       if (this.removeStmt.run(now, id).changes === 0) return false
-      this.audit.insert('org.delete', id, {}, by, now)
+      this.audit.insert('org.delete', id, id, {}, by, now)
       return true
     })
   }
@@ -105,7 +105,7 @@ export class OrgRepository implements OrgStore {
       if (this.getStmt.get(orgId) === undefined) { outcome = 'no_org'; return false }
       if (this.projectExistsStmt.get(orgId, id) !== undefined) { outcome = 'exists'; return false }
       this.insertProjectStmt.run(orgId, id, now, quotaText(quota))
-      this.audit.insert('project.create', `${orgId}/${id}`, { quota }, by, now)
+      this.audit.insert('project.create', `${orgId}/${id}`, orgId, { quota }, by, now)
       return true
     })
     return outcome
@@ -114,7 +114,7 @@ export class OrgRepository implements OrgStore {
   async setProjectQuota (orgId: string, id: string, quota: QuotaConfig | null, now: number, by: Actor): Promise<boolean> {
     return await this.change({ kind: 'project', org: orgId, id }, now, () => {
       if (this.setProjectQuotaStmt.run(quotaText(quota), orgId, id).changes === 0) return false
-      this.audit.insert('project.update', `${orgId}/${id}`, { quota }, by, now)
+      this.audit.insert('project.update', `${orgId}/${id}`, orgId, { quota }, by, now)
       return true
     })
   }
@@ -122,7 +122,7 @@ export class OrgRepository implements OrgStore {
   async removeProject (orgId: string, id: string, now: number, by: Actor): Promise<boolean> {
     return await this.change({ kind: 'project', org: orgId, id }, now, () => {
       if (this.removeProjectStmt.run(now, orgId, id).changes === 0) return false
-      this.audit.insert('project.delete', `${orgId}/${id}`, {}, by, now)
+      this.audit.insert('project.delete', `${orgId}/${id}`, orgId, {}, by, now)
       return true
     })
   }
@@ -137,20 +137,20 @@ export class OrgRepository implements OrgStore {
       const step = tenantStep(this.rowStmt.get(o.id), o.quota, mode, `organization ${o.id}`)
       if (step.action === 'insert') {
         this.insertStmt.run(o.id, o.balanceNano, now, quotaText(o.quota))
-        this.audit.insert('org.create', o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota ?? null }, 'config', now)
+        this.audit.insert('org.create', o.id, o.id, { balance_usd: nanoToUsd(o.balanceNano), quota: o.quota ?? null }, 'config', now)
       } else if (step.action === 'set-quota') {
         this.setQuotaStmt.run(step.quota, o.id)
-        this.audit.insert('org.update', o.id, { quota: o.quota }, 'config', now)
+        this.audit.insert('org.update', o.id, o.id, { quota: o.quota }, 'config', now)
       } else if (step.warning !== undefined) warnings.push(step.warning)
     }
     for (const p of plan.projects) {
       const step = tenantStep(this.projectRowStmt.get(p.org, p.id), p.quota, mode, `project ${p.org}/${p.id}`)
       if (step.action === 'insert') {
         this.insertProjectStmt.run(p.org, p.id, now, quotaText(p.quota))
-        this.audit.insert('project.create', `${p.org}/${p.id}`, { quota: p.quota ?? null }, 'config', now)
+        this.audit.insert('project.create', `${p.org}/${p.id}`, p.org, { quota: p.quota ?? null }, 'config', now)
       } else if (step.action === 'set-quota') {
         this.setProjectQuotaStmt.run(step.quota, p.org, p.id)
-        this.audit.insert('project.update', `${p.org}/${p.id}`, { quota: p.quota }, 'config', now)
+        this.audit.insert('project.update', `${p.org}/${p.id}`, p.org, { quota: p.quota }, 'config', now)
       } else if (step.warning !== undefined) warnings.push(step.warning)
     }
   }

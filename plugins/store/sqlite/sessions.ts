@@ -1,6 +1,6 @@
 import { hashKey } from '../tenants.js'
-import { LOGIN_COLUMNS, loginRow, SESSION_COLUMNS, sessionRow, toLogin, toSession, type LoginRow, type SessionRow } from '../sessions.js'
-import type { PendingLogin, Role, Session, SessionStore } from '../types.js'
+import { LOGIN_COLUMNS, loginRow, SESSION_COLUMNS, sessionRow, toLogin, toSession, toSessionInfo, type LoginRow, type SessionRow } from '../sessions.js'
+import type { PendingLogin, Role, Session, SessionInfo, SessionStore } from '../types.js'
 import type { DB } from './db.js'
 
 /** Operators' sessions on the file every worker opens: written at once (a sign-in is rare), read by every worker. */
@@ -9,6 +9,8 @@ export class SessionRepository implements SessionStore {
   private readonly getStmt
   private readonly endStmt
   private readonly bySubStmt
+  private readonly liveStmt
+  private readonly endLiveStmt
   private readonly beginStmt
   private readonly takeStmt
   private readonly sweepSessions
@@ -19,6 +21,8 @@ export class SessionRepository implements SessionStore {
     this.getStmt = db.prepare<[string, number], SessionRow>('SELECT * FROM sessions WHERE id_hash = ? AND expires_at > ?')
     this.endStmt = db.prepare<[string]>('DELETE FROM sessions WHERE id_hash = ?')
     this.bySubStmt = db.prepare<[string], SessionRow>('SELECT * FROM sessions WHERE sub = ?')
+    this.liveStmt = db.prepare<[number], SessionRow>('SELECT * FROM sessions WHERE expires_at > ? ORDER BY created_at DESC, id_hash')
+    this.endLiveStmt = db.prepare<[string, number], SessionRow>('DELETE FROM sessions WHERE id_hash = ? AND expires_at > ? RETURNING *')
     this.beginStmt = db.prepare<LoginRow>(`INSERT INTO sso_logins (${LOGIN_COLUMNS.join(', ')}) VALUES (${LOGIN_COLUMNS.map((c) => `@${c}`).join(', ')})`)
     this.takeStmt = db.prepare<[string], LoginRow>('DELETE FROM sso_logins WHERE id_hash = ? RETURNING *')
     this.sweepSessions = db.prepare<[number]>('DELETE FROM sessions WHERE expires_at <= ?')
@@ -47,6 +51,15 @@ export class SessionRepository implements SessionStore {
       }
       return ended
     }).immediate()
+  }
+
+  list (now: number): SessionInfo[] {
+    return this.liveStmt.all(now).map(toSessionInfo)
+  }
+
+  endHandle (handle: string, now: number): SessionInfo | undefined {
+    const row = this.endLiveStmt.get(handle, now)
+    return row === undefined ? undefined : toSessionInfo(row)
   }
 
   begin (id: string, login: PendingLogin): void {

@@ -311,7 +311,13 @@ $('signin').addEventListener('submit', (e) => {
 })
 $('signout').addEventListener('click', () => {
   // a console session ends at the gateway, for both consoles
-  if (sessionStorage.getItem(KEY) === null && operator !== null) void fetch('/console/auth/logout', { method: 'POST', credentials: 'same-origin', headers: { 'x-csrf-token': operator.csrf } }).catch(() => {})
+  // and at the identity provider, when it offers that: the browser goes there next
+  if (sessionStorage.getItem(KEY) === null && operator !== null) {
+    void fetch('/console/auth/logout', { method: 'POST', credentials: 'same-origin', headers: { 'x-csrf-token': operator.csrf } })
+      .then(async (res) => res.ok ? (await res.json() as { end_session_url?: string | null }).end_session_url : null)
+      .then((to) => { if (typeof to === 'string') location.assign(to) })
+      .catch(() => {})
+  }
   operator = null
   $('project-pick').hidden = true
   sessionStorage.removeItem(KEY)

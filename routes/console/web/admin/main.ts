@@ -1,5 +1,5 @@
-// The operator's console: sign-in with an admin token or through single sign-on, then six sections over the admin API
-// (overview, tenants, keys, request log, providers, plugins) as ARIA tabs, one loaded at a time.
+// The operator's console: sign-in with an admin token or through single sign-on, then seven sections over the admin API
+// (overview, tenants, keys, request log, providers, plugins, sessions) as ARIA tabs, one loaded at a time.
 
 import { ApiError, call, get, session, token, whenUnauthorized } from './api.js'
 import { $, input, problem, say } from './dom.js'
@@ -8,6 +8,7 @@ import { initLog, loadLog, resetLog } from './log.js'
 import { initOverview, loadOverview, resetOverview } from './overview.js'
 import { initPlugins, loadPlugins, resetPlugins } from './plugins.js'
 import { initProviders, loadProviders, resetProviders } from './providers.js'
+import { initSessions, loadSessions, resetSessions } from './sessions.js'
 import { applyRole, describe, type Whoami } from './role.js'
 import { initTenants, loadTenants, resetTenants } from './tenants.js'
 
@@ -17,7 +18,8 @@ const SECTIONS = {
   keys: loadKeys,
   log: loadLog,
   providers: loadProviders,
-  plugins: loadPlugins
+  plugins: loadPlugins,
+  sessions: loadSessions
 } as const
 type Section = keyof typeof SECTIONS
 const NAMES = Object.keys(SECTIONS) as Section[]
@@ -43,11 +45,14 @@ function show (name: Section, focus = false): void {
 tabs.forEach((t, i) => {
   t.addEventListener('click', () => { show(NAMES[i] as Section) })
   t.addEventListener('keydown', (e) => {
-    const last = tabs.length - 1
+    // the keys move among the tabs the role is shown
+    const shown = NAMES.filter((_n, j) => !(tabs[j] as HTMLElement).hidden)
+    const at = shown.indexOf(NAMES[i] as Section)
+    const last = shown.length - 1
     const to = e.key === 'ArrowRight'
-      ? (i === last ? 0 : i + 1)
+      ? (at === last ? 0 : at + 1)
       : e.key === 'ArrowLeft'
-        ? (i === 0 ? last : i - 1)
+        ? (at <= 0 ? last : at - 1)
         : e.key === 'Home'
           ? 0
           : e.key === 'End'
@@ -55,7 +60,7 @@ tabs.forEach((t, i) => {
             : undefined
     if (to === undefined) return
     e.preventDefault()
-    show(NAMES[to] as Section, true)
+    show(shown[to] as Section, true)
   })
 })
 
@@ -70,12 +75,19 @@ function signedIn (who: Whoami | null): void {
   if (!on) for (const n of NAMES) $(`view-${n}`).hidden = true
 }
 
+/** Ends the console session at the gateway, then at the identity provider when it offers that: the browser goes there. */
+async function endSession (): Promise<void> {
+  const res = await call('POST', '/console/auth/logout')
+  const to = res.ok ? (await res.json() as { end_session_url?: string | null }).end_session_url : null
+  if (typeof to === 'string') location.assign(to)
+}
+
 function signOut (message = ''): void {
   // a console session ends at the gateway too (the cookie is the gateway's to clear)
-  if (token.get() === null && session.get() !== null) void call('POST', '/console/auth/logout').catch(() => {})
+  if (token.get() === null && session.get() !== null) void endSession().catch(() => {})
   token.clear()
   session.set(null)
-  for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetPlugins]) reset()
+  for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetPlugins, resetSessions]) reset()
   signedIn(null)
   history.replaceState(null, '', location.pathname)
   say('signin-error', message)
@@ -121,7 +133,7 @@ $('signin').addEventListener('submit', (e) => {
 })
 $('signout').addEventListener('click', () => { signOut() })
 
-for (const init of [initOverview, initTenants, initKeys, initLog, initProviders, initPlugins]) init()
+for (const init of [initOverview, initTenants, initKeys, initLog, initProviders, initPlugins, initSessions]) init()
 
 /** Whether the gateway offers single sign-on: then its link is shown, and a session may already be open. */
 async function ssoOffered (): Promise<boolean> {

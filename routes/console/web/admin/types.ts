@@ -100,3 +100,6 @@ export interface McpServer {
 export interface Plugin { name: string, module?: string | null, enabled: boolean, options: unknown }
 export interface Plugins { generation: number | null, data: Plugin[] }
 export interface Reloaded { reloaded: true, changes: string[], generation?: number }
+
+/** A live console session, as an admin sees it: named by its handle, never by its id. */
+export interface OperatorSession { id: string, sub: string, email: string | null, name: string | null, role: 'admin' | 'viewer' | 'org_admin', org: string | null, created_at: string, expires_at: string, current: boolean }
