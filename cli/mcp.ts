@@ -1,7 +1,7 @@
 import type { Config } from '../config/schema.js'
 import { fail, UsageError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
-import { baseUrlOf, listeningGateway } from './pid-file.js'
+import { adminBaseOf, listeningGateway } from './pid-file.js'
 
 export const help = `modelgate mcp list [--json] [--config FILE]
 
@@ -17,7 +17,7 @@ interface ServerLine { id: string, transport: string, status: string, tools: str
 async function fromGateway (config: Config): Promise<{ from: string, servers: ServerLine[] } | null> {
   const found = listeningGateway(config)
   if (found === null || config.admin.token === '') return null
-  const base = baseUrlOf(found)
+  const base = adminBaseOf(config, found)
   let res: Response
   try {
     res = await fetch(`${base}/admin/v1/mcp/servers`, { headers: { authorization: `Bearer ${config.admin.token}` } })

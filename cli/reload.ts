@@ -1,7 +1,7 @@
 import type { Config } from '../config/schema.js'
 import { CommandError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
-import { baseUrlOf, pidFilePath, runningGateways, type PidEntry } from './pid-file.js'
+import { adminBaseOf, pidFilePath, runningGateways, type PidEntry } from './pid-file.js'
 
 export const help = `modelgate reload [--config FILE]
 
@@ -53,7 +53,7 @@ async function ask (config: Config, found: PidEntry, who: string): Promise<numbe
     process.stderr.write(`modelgate: ${who}the gateway (pid ${found.pid}) is still starting; it will read the file as it is now\n`)
     return 0
   }
-  const base = baseUrlOf({ ...found, port: found.port })
+  const base = adminBaseOf(config, { ...found, port: found.port })
   let res: Response
   try {
     res = await fetch(`${base}/admin/v1/reload`, { method: 'POST', headers: { authorization: `Bearer ${config.admin.token}` } })
