@@ -13,7 +13,7 @@
 // builds with it). Nothing changed: no work, so `npm start` serves at once.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const root = dirname(fileURLToPath(import.meta.url))
 const dist = join(root, 'dist')
@@ -84,6 +84,24 @@ if (force || newest(serverInputs) > builtAt(serverStamp)) {
     process.stderr.write(`build: ${[...needsDirname].join(', ')} use __dirname or __filename, which a bundle does not have: add them to EXTERNAL in build.mjs (or, once checked, to REVIEWED)\n`)
     process.exit(1)
   }
+  // the schemas every command that reads a config checks, compiled now by ajv (its standalone
+  // code) rather than by each process (plugins/kernel/schema-check.ts): the module that lists them
+  // is bundled beside dist/, run, and removed
+  const lister = join(dist, '.schemas-ahead.mjs')
+  await build({
+    entryPoints: [join(root, 'plugins', 'host', 'schemas-ahead.ts')],
+    outfile: lister,
+    absWorkingDir: root,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    external: EXTERNAL,
+    banner: { js: "import { createRequire as __mgCreateRequire } from 'node:module'; const require = __mgCreateRequire(import.meta.url);" },
+    logLevel: 'warning'
+  })
+  writeFileSync(join(dist, 'validators.cjs'), await (await import(pathToFileURL(lister).href)).validatorsAhead())
+  rmSync(lister)
   writeFileSync(serverStamp, '')
   process.stderr.write(`build: ${serverSources.length} server files → ${relative(root, dist)}/\n`)
 }

@@ -136,28 +136,6 @@ t.test('usage: records and totals from the same store', async (t) => {
   t.equal((await cli(['usage', '--since', 'soon', '--config', file])).code, 2)
 })
 
-t.test('--version and --help load no store, no Fastify, no plugin: only the command line\'s own modules', async (t) => {
-  const dir = tempDir('cli-modules')
-  const log = join(dir, 'loaded.txt')
-  // a module hook that writes down every module resolved, run on the sources (the bundle hides its parts)
-  writeFileSync(join(dir, 'hooks.mjs'), `import { appendFileSync } from 'node:fs'
-export async function resolve (spec, ctx, next) { const r = await next(spec, ctx); appendFileSync(${JSON.stringify(log)}, r.url + '\\n'); return r }
-`)
-  writeFileSync(join(dir, 'register.mjs'), 'import { register } from \'node:module\'\nregister(\'./hooks.mjs\', import.meta.url)\n')
-  const own = new Set(['cli/', 'paths.ts', 'plugins/kernel/money.ts', 'routes/admin/usage-record.ts'])
-  for (const args of [['--version'], ['--help'], ['keys', '--help']]) {
-    writeFileSync(log, '')
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--import', join(dir, 'register.mjs'), fromRoot('cli', 'index.ts'), ...args], { env: childEnv(), cwd: fromRoot() })
-    t.match(stdout, args[0] === '--version' ? /^\d+\.\d+\.\d+/ : /modelgate keys create/, args.join(' '))
-    const loaded = (await import('node:fs')).readFileSync(log, 'utf8').split('\n').filter((u) => u.startsWith('file:'))
-    const root = new URL(`file://${fromRoot()}/`).href
-    const project = loaded.filter((u) => u.startsWith(root) && !u.includes('/node_modules/')).map((u) => u.slice(root.length))
-    t.ok(project.some((p) => p === 'cli/index.ts'), 'the hook saw the command load')
-    t.same(project.filter((p) => ![...own].some((o) => p.startsWith(o))), [], `${args.join(' ')}: no other module of the project`)
-    t.same(loaded.filter((u) => u.includes('/node_modules/') && !u.includes('/node_modules/tsx/')), [], `${args.join(' ')}: no dependency`)
-  }
-})
-
 t.test('unknown commands print the usage', async (t) => {
   const res = await cli(['frobnicate'])
   t.equal(res.code, 2)
