@@ -5,11 +5,13 @@
 //     command, the server of a worker, the store migration) starts a chunk of its own, so a
 //     process compiles only what it runs. The dependencies are bundled too, except those below:
 //     Node reads, resolves and compiles thousands of small files to load them from node_modules
-//     (TypeBox alone is 247 ES modules), which was most of a process's start-up;
+//     (TypeBox alone is 247 ES modules), which was most of a process's start-up. Beside them, what
+//     every command would otherwise make again: the validators of the config's and the built-in
+//     plugins' schemas (dist/validators.cjs, and V8's code for it) and init's starter config;
 //   the console pages: routes/console/web (the developer console) and routes/console/web/admin
 //     (the operator's console) bundled into dist/console (routes/console/build.mjs).
 // Each part is rebuilt when one of its sources is newer than its last build (for the server:
-// also package.json, package-lock.json, tsconfig.json and this file), or with --force (npm pack
+// also package.json, package-lock.json, tsconfig.json, config/gateway.yaml and this file), or with --force (npm pack
 // builds with it). Nothing changed: no work, so `npm start` serves at once.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
@@ -47,7 +49,7 @@ const serverSources = [
   ...['cli', 'config', 'plugins', 'routes'].flatMap((d) => files(join(root, d), isSource))
 ]
 const serverStamp = join(dist, '.server-built')
-const serverInputs = [...serverSources, ...['tsconfig.json', 'build.mjs', 'package.json', 'package-lock.json'].map((f) => join(root, f)).filter(existsSync)]
+const serverInputs = [...serverSources, ...['tsconfig.json', 'build.mjs', 'package.json', 'package-lock.json', join('config', 'gateway.yaml')].map((f) => join(root, f)).filter(existsSync)]
 if (force || newest(serverInputs) > builtAt(serverStamp)) {
   const { build } = await import('esbuild')
   // a full build: files of sources since deleted do not linger
@@ -84,13 +86,15 @@ if (force || newest(serverInputs) > builtAt(serverStamp)) {
     process.stderr.write(`build: ${[...needsDirname].join(', ')} use __dirname or __filename, which a bundle does not have: add them to EXTERNAL in build.mjs (or, once checked, to REVIEWED)\n`)
     process.exit(1)
   }
-  // the schemas every command that reads a config checks, compiled now by ajv (its standalone
-  // code) rather than by each process (plugins/kernel/schema-check.ts): the module that lists them
-  // is bundled beside dist/, run, and removed
-  const lister = join(dist, '.schemas-ahead.mjs')
+  // what the build makes ahead rather than each process, by modules bundled beside dist/, run,
+  // and removed: the schemas every command that reads a config checks, compiled by ajv (its
+  // standalone code), with V8's code for them (plugins/kernel/schema-check.ts); and the starter
+  // config `modelgate init` writes (cli/init.ts)
+  const aheadDir = join(dist, '.ahead')
   await build({
-    entryPoints: [join(root, 'plugins', 'host', 'schemas-ahead.ts')],
-    outfile: lister,
+    entryPoints: { schemas: join(root, 'plugins', 'host', 'schemas-ahead.ts'), init: join(root, 'cli', 'init.ts') },
+    outdir: aheadDir,
+    outExtension: { '.js': '.mjs' },
     absWorkingDir: root,
     bundle: true,
     format: 'esm',
@@ -100,8 +104,12 @@ if (force || newest(serverInputs) > builtAt(serverStamp)) {
     banner: { js: "import { createRequire as __mgCreateRequire } from 'node:module'; const require = __mgCreateRequire(import.meta.url);" },
     logLevel: 'warning'
   })
-  writeFileSync(join(dist, 'validators.cjs'), await (await import(pathToFileURL(lister).href)).validatorsAhead())
-  rmSync(lister)
+  const schemas = await import(pathToFileURL(join(aheadDir, 'schemas.mjs')).href)
+  const validators = join(dist, 'validators.cjs')
+  writeFileSync(validators, await schemas.validatorsAhead())
+  writeFileSync(`${validators}.v8`, schemas.compiledAheadCache(validators))
+  writeFileSync(join(dist, 'init-gateway.yaml'), await (await import(pathToFileURL(join(aheadDir, 'init.mjs')).href)).starterTemplate())
+  rmSync(aheadDir, { recursive: true })
   writeFileSync(serverStamp, '')
   process.stderr.write(`build: ${serverSources.length} server files → ${relative(root, dist)}/\n`)
 }

@@ -270,6 +270,10 @@ t.test('init DIR, then serve --config DIR/gateway.yaml from another folder: the 
   const key = /API key \([^)]*\): (\S+)/.exec(init.stdout)?.[1] ?? ''
   t.match(key, /^mg-/, 'init prints a key')
   t.ok(existsSync(join(dir, 'data', 'modelgate.db')), 'its store is in DIR/data')
+  const token = /admin token: +(\S+)/.exec(init.stdout)?.[1] ?? ''
+  const written = (await import('node:fs')).readFileSync(join(dir, 'gateway.yaml'), 'utf8')
+  t.ok(token.startsWith('mga-') && written.includes(`token: \${MODELGATE_ADMIN_TOKEN:-${token}} # made by modelgate init`), 'the admin token it printed is the config\'s')
+  t.match(written, /^# modelgate: the config modelgate init wrote \(\d{4}-\d{2}-\d{2}\)/, 'dated')
 
   // a relative --config, from a folder that is not the config's
   const served = await serveChild(t, join('..', 'gw', 'gateway.yaml'), { cwd: elsewhere, env: { PORT: '0' } })
