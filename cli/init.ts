@@ -34,7 +34,9 @@ export async function starterTemplate (): Promise<string> {
  OPENAI_API_KEY / ANTHROPIC_API_KEY for the others. Keep this file private: it holds the admin
  token (or set MODELGATE_ADMIN_TOKEN and remove it here).`
   // eslint-disable-next-line no-template-curly-in-string -- the config file's own ${VAR} syntax, written as it is
-  doc.setIn(['store', 'sqlite'], '${MODELGATE_DB:-data/modelgate.db}')
+  const store = doc.createNode('${MODELGATE_DB:-data/modelgate.db}')
+  store.comment = ' relative to this file\'s folder: data/ beside this file'
+  doc.setIn(['store', 'sqlite'], store)
   const token = doc.createNode(`\${MODELGATE_ADMIN_TOKEN:-${TOKEN}}`)
   token.comment = ' made by modelgate init'
   doc.setIn(['admin', 'token'], token)

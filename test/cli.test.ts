@@ -274,6 +274,8 @@ t.test('init DIR, then serve --config DIR/gateway.yaml from another folder: the 
   const written = (await import('node:fs')).readFileSync(join(dir, 'gateway.yaml'), 'utf8')
   t.ok(token.startsWith('mga-') && written.includes(`token: \${MODELGATE_ADMIN_TOKEN:-${token}} # made by modelgate init`), 'the admin token it printed is the config\'s')
   t.match(written, /^# modelgate: the config modelgate init wrote \(\d{4}-\d{2}-\d{2}\)/, 'dated')
+  t.match(written, /^ {2}sqlite: \$\{MODELGATE_DB:-data\/modelgate\.db\} # relative to this file's folder: data\/ beside this file$/m, 'its store, said as it is for an installed gateway')
+  t.notMatch(written, /checkout/, 'no word of a checkout')
 
   // a relative --config, from a folder that is not the config's
   const served = await serveChild(t, join('..', 'gw', 'gateway.yaml'), { cwd: elsewhere, env: { PORT: '0' } })
