@@ -165,6 +165,15 @@ t.test('serve refuses to start beside a pid file it cannot trust, and names it',
   t.match(res.stderr, /not trusting \S+modelgate\.pid: its group may write it \(mode 0664\)/)
   t.notMatch(res.stdout, /listening/)
   t.notOk(existsSync(join(dir, 'gw.db')), 'the store was not opened')
+
+  // its lock file the same (a fine pid file beside it)
+  const other = gatewayFolder('pid-file-serve-lock')
+  writeFileSync(join(other.dir, 'modelgate.lock'), '')
+  chmodSync(join(other.dir, 'modelgate.lock'), 0o666)
+  const locked = await cli(['serve', '--config', other.file, '--workers', '1', '--port', '0'])
+  t.equal(locked.code, 2)
+  t.match(locked.stderr, /not trusting \S+modelgate\.lock: anyone may write it \(mode 0666\)/)
+  t.notOk(existsSync(join(other.dir, 'gw.db')), 'the store was not opened')
 })
 
 t.test('serve makes the data folder 0700 (and its lock and pid files 0600) before anything is in it', async (t) => {
