@@ -9,7 +9,7 @@ import tseslint from 'typescript-eslint'
 export default [
   ...neostandard({
     ts: true,
-    ignores: ['dist/**', '.build/**', 'node_modules/**', 'test/agents/**', 'test/fixtures/**', 'bench/results/**', 'data/**', 'test-output/**', 'examples/**/node_modules/**']
+    ignores: ['dist/**', '.dist-staging-*/**', '.build/**', 'node_modules/**', 'test/agents/**', 'test/fixtures/**', 'bench/results/**', 'data/**', 'test-output/**', 'examples/**/node_modules/**']
   }),
   { rules: { 'no-void': ['error', { allowAsStatement: true }] } },
   {

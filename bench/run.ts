@@ -6,7 +6,8 @@
 // installed (PORTKEY_DIR, default /tmp/portkey: `npm install --prefix /tmp/portkey
 // @portkey-ai/gateway`; it is kept out of this project's dependencies); then, at one connection
 // (calls one after another), the bare proxy against modelgate plugin list by plugin list, and on
-// PostgreSQL + Redis when they answer (bench/single.ts). Prints a table and writes bench/results/<time>.json and latest.json.
+// PostgreSQL + Redis when they answer (bench/single.ts); and each `modelgate` command against `node -e 0` (bench/cli.ts).
+// Prints a table and writes bench/results/<time>.json and latest.json.
 // Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
@@ -18,6 +19,7 @@ import { Pool } from 'undici'
 import { fromRoot } from '../paths.js'
 import { SqliteStore } from '../plugins/store/sqlite/index.js'
 import type { UsageRow } from '../plugins/store/types.js'
+import { cliTimes, printCliTimes } from './cli.js'
 import { metricsCostUs } from './metrics-cost.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { startServer, own, stopSome, type Server } from './servers.js'
@@ -371,6 +373,8 @@ async function main (): Promise<void> {
   })
   const ledger = ledgerWrites()
   const metricsUs = metricsCostUs()
+  // the command line, each command a process of its own beside node -e 0 (bench/cli.ts)
+  const cli = await cliTimes({ runs: QUICK ? 1 : 5 })
 
   const bare = throughput['reply-from']?.rps
   const pkRps = throughput.portkey?.rps
@@ -428,6 +432,8 @@ async function main (): Promise<void> {
   console.log(`Embeddings (POST /v1/embeddings, all plugins) / bare reply-from proxy: ${fmt(embeddings, 2)} per round (median), ${ratio(throughput['modelgate embeddings']?.rps ?? NaN, throughput['reply-from embeddings']?.rps)} of the medians (target ≥ 0.80); CPU per request ${fmt(embeddingsCpu, 2)}×`)
   console.log(`Usage ledger: ${fmt(ledger)} records/s into SQLite (target ≥ 20,000)`)
   console.log(`modelgate (all plugins, 1 worker) / Portkey, non-streaming: ${fmt(pairedPk, 2)} per round (median), ${ratio(throughput['modelgate passthrough']?.rps ?? NaN, pkRps)} of the medians (target ≥ 10; Portkey ${portkey})`)
+  console.log('\nThe command line: each command against node -e 0 (targets: --help adds ≤ 0.3 s, every other command ≤ 0.5 s)')
+  printCliTimes(cli)
 
   Object.assign(results, {
     responses_translated_over_passthrough: responsesRatio,
@@ -441,6 +447,7 @@ async function main (): Promise<void> {
     streaming_one_at_a_time: streamOne,
     translated_over_passthrough: translatedRatio,
     ledger_records_per_s: ledger,
+    cli,
     ratios: {
       modelgate_over_reply_from: (throughput['modelgate passthrough']?.rps ?? NaN) / (bare ?? NaN),
       modelgate_all_cores_over_reply_from: (throughput[`modelgate ${cpus().length} workers`]?.rps ?? NaN) / (bare ?? NaN),

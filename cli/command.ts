@@ -32,6 +32,7 @@ export const FLAGS = {
   id: { type: 'string' },
   write: { type: 'boolean' },
   'context-length': { type: 'string' },
+  'max-output-tokens': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' }
 } as const

@@ -1,7 +1,8 @@
 import type { Config } from '../config/schema.js'
+import type { Answer } from './ask-gateway.js'
 import { fail, UsageError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
-import { baseUrlOf, listeningGateway } from './pid-file.js'
+import { adminBaseOf, listeningGateway } from './pid-file.js'
 
 export const help = `modelgate mcp list [--json] [--config FILE]
 
@@ -17,15 +18,16 @@ interface ServerLine { id: string, transport: string, status: string, tools: str
 async function fromGateway (config: Config): Promise<{ from: string, servers: ServerLine[] } | null> {
   const found = listeningGateway(config)
   if (found === null || config.admin.token === '') return null
-  const base = baseUrlOf(found)
-  let res: Response
+  const base = adminBaseOf(config, found)
+  const { askGateway } = await import('./ask-gateway.js')
+  let res: Answer
   try {
-    res = await fetch(`${base}/admin/v1/mcp/servers`, { headers: { authorization: `Bearer ${config.admin.token}` } })
+    res = await askGateway(base, 'GET', '/admin/v1/mcp/servers', config.admin.token)
   } catch {
     return null
   }
   if (res.status !== 200) fail(`modelgate: the gateway at ${base} answered ${res.status}`)
-  return { from: `the gateway at ${base}`, servers: ((await res.json()) as { data: ServerLine[] }).data }
+  return { from: `the gateway at ${base}`, servers: (res.body as { data: ServerLine[] }).data }
 }
 
 /** The servers as this command finds them, connecting to each. */

@@ -1,19 +1,21 @@
 import { UsageError, type CommandInput } from './command.js'
 
-export const help = `modelgate models add PROVIDER UPSTREAM_MODEL [--id ID] [--context-length N] [--write] [--config FILE]
+export const help = `modelgate models add PROVIDER UPSTREAM_MODEL [--id ID] [--context-length N] [--max-output-tokens N] [--write] [--config FILE]
 modelgate models check [--json] [--config FILE]
 
 The catalog against the maintained model and price database the gateway ships
 (@pydantic/genai-prices, installed with it; nothing is fetched). add prints a catalog entry for
-UPSTREAM_MODEL of the config's provider PROVIDER: its context length, modalities and every price
-(cache reads and writes, long-context tiers), with notes on what was derived or left out;
+UPSTREAM_MODEL of the config's provider PROVIDER: its display name, context length, modalities
+and every price (cache reads and writes, long-context tiers), with notes on what was derived or
+left out;
 --write appends it to the config file's models instead (the file is checked first, and nothing
 is written when the result would not be valid). --id names the entry (default
-PROVIDER/UPSTREAM_MODEL); --context-length gives the context length when the database has none.
+PROVIDER/UPSTREAM_MODEL); --context-length gives the context length when the database has none,
+--max-output-tokens the model's output limit (the database has none).
 check lists every catalog price that differs from the database's price in force today (exit
 status 1 when there is any); --json prints {object, data, unknown, checked}.`
 
-export const flags = { add: ['id', 'context-length', 'write', 'config'], check: ['json', 'config'] } as const
+export const flags = { add: ['id', 'context-length', 'max-output-tokens', 'write', 'config'], check: ['json', 'config'] } as const
 
 export async function run ({ args, positionals: [sub, ...rest] }: CommandInput): Promise<void> {
   if (sub === 'add') { await add(args, rest); return }
@@ -23,11 +25,14 @@ export async function run ({ args, positionals: [sub, ...rest] }: CommandInput):
 
 async function add (args: CommandInput['args'], [providerId, upstream]: string[]): Promise<void> {
   if (providerId === undefined || upstream === undefined) throw new UsageError('models add PROVIDER UPSTREAM_MODEL', 'models')
-  let contextLength: number | undefined
-  if (args['context-length'] !== undefined) {
-    contextLength = Number(args['context-length'])
-    if (!/^\d+$/.test(args['context-length']) || contextLength < 1) throw new UsageError(`--context-length: a whole number above 0: ${args['context-length']}`, 'models')
+  const whole = (flag: 'context-length' | 'max-output-tokens'): number | undefined => {
+    const value = args[flag]
+    if (value === undefined) return undefined
+    if (!/^\d+$/.test(value) || Number(value) < 1) throw new UsageError(`--${flag}: a whole number above 0: ${value}`, 'models')
+    return Number(value)
   }
+  const contextLength = whole('context-length')
+  const maxOutputTokens = whole('max-output-tokens')
   const { readConfig } = await import('./config-file.js')
   const { catalogEntry } = await import('../plugins/gateway/price-reference.js')
   const { file, config } = await readConfig(args)
@@ -36,7 +41,7 @@ async function add (args: CommandInput['args'], [providerId, upstream]: string[]
   if (provider.builtin !== undefined) throw new UsageError(`${providerId} is the built-in demo provider: the database has no prices for it`, 'models')
   const id = args.id ?? `${providerId}/${upstream}`
   if (config.models.some((m) => m.id === id)) throw new UsageError(`${file} already has a model ${id} (--id names another)`, 'models')
-  const found = catalogEntry(provider, upstream, { id, contextLength, at: new Date() })
+  const found = catalogEntry(provider, upstream, { id, contextLength, maxOutputTokens, at: new Date() })
   if (found.kind === 'unknown') throw new UsageError(`the database does not know ${upstream} of ${providerId}`, 'models')
   if (found.kind === 'no_context') throw new UsageError(`the database has no context length for ${upstream}: give --context-length N`, 'models')
   if (found.kind === 'unbillable') {

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3'
 import { createHash } from 'node:crypto'
-import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, unlinkSync, writeFileSync, type Stats } from 'node:fs'
+import { BlockList, isIP } from 'node:net'
 import { dirname, join, resolve } from 'node:path'
 import type { Config } from '../config/schema.js'
 import { sqliteDriver } from '../plugins/store/sqlite/driver.js'
@@ -11,6 +12,13 @@ import { CommandError } from './command.js'
 // refused, naming the first; a gateway on another SQLite file of the same folder is no concern of
 // it. Instances on PostgreSQL share their store by design: each one on the same database that
 // serves from the same folder is listed, and a reload reaches every one.
+//
+// What the file says decides where `modelgate reload` sends the admin token, so it is believed
+// only when no one but the gateway's user could have written it: the file, its lock file and
+// its folder belong to this user (or root) and are writable by no one else, and every folder
+// above is too, unless sticky (like /tmp, whose entries only their owner can rename). Anything
+// else is refused, saying what to change. The token goes only to a loopback address, or to the
+// config's own server.host and port.
 
 export interface PidEntry {
   pid: number
@@ -45,11 +53,14 @@ function alive (pid: number): boolean {
   }
 }
 
+/** The file's entries; none when there is no file. Refused when anyone else could have written it. */
 function read (path: string): PidEntry[] {
+  trustFolders(dirname(path))
   let text: string
   try {
-    text = readFileSync(path, 'utf8')
-  } catch {
+    text = readTrusted(path)
+  } catch (err) {
+    if (err instanceof CommandError) throw err
     return []
   }
   try {
@@ -58,6 +69,82 @@ function read (path: string): PidEntry[] {
     return Array.isArray(parsed.gateways) ? parsed.gateways : typeof parsed.pid === 'number' ? [{ pid: parsed.pid, host: parsed.host ?? '127.0.0.1', port: parsed.port ?? null }] : []
   } catch {
     return []
+  }
+}
+
+/** This process's user, and root: the owners a file or folder of the gateway's may have (null: no users here, as on Windows). */
+function trustedUids (): number[] | null {
+  const uid = process.geteuid?.()
+  return uid === undefined ? null : [uid, 0]
+}
+
+/**
+ * Why what `st` (at `path`) describes could have been written by someone other than this user,
+ * with what to do about it; null when no one could.
+ */
+function untrusted (st: Stats, path: string, stickyAllowed: boolean): string | null {
+  const uids = trustedUids()
+  if (uids === null) return null
+  if (!uids.includes(st.uid)) return `it belongs to uid ${st.uid}, not to this user (uid ${uids[0] as number}) or root; ${BELIEVED}: run this command as the gateway's user`
+  const sticky = (st.mode & 0o1000) !== 0
+  if ((st.mode & 0o022) !== 0 && !(stickyAllowed && sticky)) {
+    const who = (st.mode & 0o002) !== 0 ? 'anyone' : 'its group'
+    return `${who} may write it (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}); ${BELIEVED}: chmod go-w ${path}`
+  }
+  return null
+}
+
+const BELIEVED = 'only a pid file, lock file and folders that belong to the gateway\'s user (or root) and that no one else may write are believed'
+
+/** What a file that is not a file the gateway writes is, with what to do about it. */
+const notAFile = (what: string, path: string): string => `it is ${what}; ${BELIEVED}: remove ${path} if no gateway runs`
+
+/**
+ * Opens the file with `flags` (never through a link) and checks what was opened, so that what is
+ * read is what was checked; refused: a CommandError. Other errors of the system as they are.
+ */
+function openTrusted (path: string, flags: number): number {
+  let fd: number
+  try {
+    fd = openSync(path, flags | constants.O_NOFOLLOW, 0o600)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new CommandError(`not trusting ${path}: ${notAFile('a symbolic link', path)}`)
+    throw err
+  }
+  const st = fstatSync(fd)
+  const why = st.isFile() ? untrusted(st, path, false) : notAFile('not a regular file', path)
+  if (why === null) return fd
+  closeSync(fd)
+  throw new CommandError(`not trusting ${path}: ${why}`)
+}
+
+/** The file's text, if it can be trusted. */
+function readTrusted (path: string): string {
+  const fd = openTrusted(path, constants.O_RDONLY)
+  try {
+    return readFileSync(fd, 'utf8')
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/**
+ * Refuses a folder anyone but this user (or root) could write, or one above it that they could
+ * (whoever can write a folder can replace what is in it); a sticky folder above (/tmp) is fine.
+ * A folder that is not there holds nothing to trust.
+ */
+function trustFolders (dir: string): void {
+  if (trustedUids() === null) return
+  let real: string
+  try {
+    real = realpathSync(dir)
+  } catch {
+    return
+  }
+  for (let d = real, first = true; ; d = dirname(d), first = false) {
+    const why = untrusted(lstatSync(d), d, !first)
+    if (why !== null) throw new CommandError(`not trusting ${join(dir, 'modelgate.pid')}: ${first ? `its folder ${d}` : `${d}, a folder above it,`}: ${why}`)
+    if (dirname(d) === d) return
   }
 }
 
@@ -88,9 +175,16 @@ function locked<T> (path: string, fn: () => T): T {
  * that creates it anew each hold a lock.
  */
 function takeLock (file: string): { release: () => void } | null {
+  try {
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 })
+  } catch {
+    return null
+  }
+  // made or not, the folder is checked now that it is there (one planted just before is refused)
+  trustFolders(dirname(file))
+  trustLockFile(file)
   let db: Database.Database | null = null
   try {
-    mkdirSync(dirname(file), { recursive: true })
     // loaded here, not with the module: `--help` and `--version` load no dependency
     const SQLite = sqliteDriver()
     db = new SQLite(file, { timeout: LOCK_WAIT_MS })
@@ -101,6 +195,16 @@ function takeLock (file: string): { release: () => void } | null {
   }
   const held = db
   return { release: () => { try { held.exec('COMMIT') } catch {} try { held.close() } catch {} } }
+}
+
+/** Makes the lock file (0600) when there is none; refuses one that anyone else could have written. */
+function trustLockFile (file: string): void {
+  try {
+    closeSync(openTrusted(file, constants.O_RDONLY | constants.O_CREAT))
+  } catch (err) {
+    // a folder that cannot take one is no refusal: the update goes on without the lock
+    if (err instanceof CommandError) throw err
+  }
 }
 
 /** Removes the lock file of earlier versions (`modelgate.pid.lock`, a pid as text) once its process is gone. */
@@ -115,9 +219,10 @@ function dropOldLock (file: string): void {
 /** Replaces the file whole (a reader never sees half of it); no gateway left: no file. */
 function write (path: string, gateways: PidEntry[]): void {
   if (gateways.length === 0) { try { unlinkSync(path) } catch {} return }
-  mkdirSync(dirname(path), { recursive: true })
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
   const tmp = `${path}.${process.pid}.tmp`
-  writeFileSync(tmp, JSON.stringify({ gateways }) + '\n')
+  try { unlinkSync(tmp) } catch {}
+  writeFileSync(tmp, JSON.stringify({ gateways }) + '\n', { flag: 'wx', mode: 0o600 })
   renameSync(tmp, path)
 }
 
@@ -171,14 +276,24 @@ function entry (path: string, mine: PidEntry): void {
 export function writePidFile (config: Config, port: number): void {
   const path = pidFilePath(config)
   if (path === null) return
-  locked(path, () => { entry(path, { pid: process.pid, host: config.server.host, port, store: storeOf(config) }) })
+  unlessRefused(path, () => { locked(path, () => { entry(path, { pid: process.pid, host: config.server.host, port, store: storeOf(config) }) }) })
 }
 
 /** Takes this process out of the pid file (and the entries of processes gone). */
 export function removePidFile (config: Config): void {
   const path = pidFilePath(config)
   if (path === null) return
-  locked(path, () => { try { write(path, runningHere(path)) } catch {} })
+  unlessRefused(path, () => { locked(path, () => { try { write(path, runningHere(path)) } catch {} }) })
+}
+
+/** Runs `fn`, a gateway's update once it serves: a file no longer to be trusted is said, not thrown. */
+function unlessRefused (path: string, fn: () => void): void {
+  try {
+    fn()
+  } catch (err) {
+    if (!(err instanceof CommandError)) throw err
+    process.stderr.write(`modelgate: ${err.message} (${path} not updated)\n`)
+  }
 }
 
 /** A running gateway that listens (the first the pid file names), if there is one. */
@@ -186,8 +301,23 @@ export function listeningGateway (config: Config): (PidEntry & { port: number })
   return runningGateways(config).find((g): g is PidEntry & { port: number } => g.port !== null) ?? null
 }
 
-/** Where a running gateway answers (a wildcard address is asked on loopback). */
-export function baseUrlOf (found: PidEntry & { port: number }): string {
-  const host = found.host === '0.0.0.0' || found.host === '::' ? '127.0.0.1' : found.host.includes(':') ? `[${found.host}]` : found.host
+const WILDCARD = new Set(['0.0.0.0', '::'])
+const LOOPBACK = new BlockList()
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4')
+LOOPBACK.addAddress('::1', 'ipv6')
+
+const isLoopback = (host: string): boolean => host === 'localhost' || WILDCARD.has(host) || (isIP(host) !== 0 && LOOPBACK.check(host, isIP(host) === 6 ? 'ipv6' : 'ipv4'))
+
+/**
+ * Where a running gateway is asked with the admin token: its address when that is a loopback one
+ * (a wildcard one is asked on loopback), or the config's own server.host and port. Any other is
+ * refused: the token is not sent wherever a file says.
+ */
+export function adminBaseOf (config: Config, found: PidEntry & { port: number }): string {
+  const configured = found.host === config.server.host && found.port === config.server.port
+  if (!isLoopback(found.host) && !configured) {
+    throw new CommandError(`the gateway (pid ${found.pid}) listens on ${found.host}:${found.port}, which is neither a loopback address nor the config's server.host and port (${config.server.host}:${config.server.port}): the admin token is sent to no other address. Serve it on one of those, or use kill -HUP ${found.pid} to make it read its config`)
+  }
+  const host = WILDCARD.has(found.host) ? '127.0.0.1' : found.host.includes(':') ? `[${found.host}]` : found.host
   return `http://${host}:${found.port}`
 }

@@ -1,7 +1,8 @@
 import type { Config } from '../config/schema.js'
+import type { Answer } from './ask-gateway.js'
 import { CommandError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
-import { baseUrlOf, pidFilePath, runningGateways, type PidEntry } from './pid-file.js'
+import { adminBaseOf, pidFilePath, runningGateways, type PidEntry } from './pid-file.js'
 
 export const help = `modelgate reload [--config FILE]
 
@@ -49,19 +50,20 @@ async function signal (config: Config, found: PidEntry, who: string): Promise<nu
 
 /** Asks the admin API, which answers what changed, or every problem of the file. */
 async function ask (config: Config, found: PidEntry, who: string): Promise<number> {
+  const { askGateway } = await import('./ask-gateway.js')
   if (found.port === null) {
     process.stderr.write(`modelgate: ${who}the gateway (pid ${found.pid}) is still starting; it will read the file as it is now\n`)
     return 0
   }
-  const base = baseUrlOf({ ...found, port: found.port })
-  let res: Response
+  const base = adminBaseOf(config, { ...found, port: found.port })
+  let res: Answer
   try {
-    res = await fetch(`${base}/admin/v1/reload`, { method: 'POST', headers: { authorization: `Bearer ${config.admin.token}` } })
+    res = await askGateway(base, 'POST', '/admin/v1/reload', config.admin.token)
   } catch (err) {
     process.stderr.write(`modelgate: ${who}the gateway at ${base} did not answer: ${(err as Error).message}\n`)
     return 1
   }
-  const body = await res.json().catch(() => ({})) as { changes?: string[], problems?: string[], workers?: number, error?: { message?: string } }
+  const body = res.body as { changes?: string[], problems?: string[], workers?: number, error?: { message?: string } }
   if (res.status === 200) {
     const changes = body.changes ?? []
     process.stdout.write(`${who}reloaded${body.workers === undefined ? '' : ` (${body.workers} workers)`}: ${changes.length === 0 ? 'nothing changed' : ''}\n${changes.map((c) => `  ${c}\n`).join('')}`)

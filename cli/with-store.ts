@@ -6,8 +6,8 @@ import type { Store } from '../plugins/store/types.js'
  * restoring what is there: only serve and reload apply the file), runs `fn`, and closes the store.
  */
 export async function withStore<T> (config: Config, fn: (store: Store) => Promise<T>): Promise<T> {
-  const { openStore } = await import('../plugins/store/index.js')
-  const store = openStore(config)
+  const { loadStore } = await import('../plugins/store/open.js')
+  const store = await loadStore(config)
   try {
     await store.syncTenants(config, Date.now(), 'missing')
     return await fn(store)

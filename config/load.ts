@@ -1,8 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, extname, isAbsolute, resolve } from 'node:path'
-import YAML from 'yaml'
+import { loadAll } from 'js-yaml'
+import { fromRoot } from '../paths.js'
 import { ConfigSchema, isoTimeMs, type Config } from './schema.js'
-import { checkSchema } from '../plugins/kernel/schema-check.js'
+import { checkSchema, useCompiledAhead } from '../plugins/kernel/schema-check.js'
 import { kindOf } from '../plugins/gateway/catalog.js'
 
 // Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
@@ -11,6 +12,12 @@ import { kindOf } from '../plugins/gateway/catalog.js'
 // paths in a file (the SQLite file, plugin modules) are relative to the file's folder. What the
 // plugins of its chain are, and whether their options are right, is the plugin host's business
 // (plugins/host/): this module knows no plugin.
+
+// the validators the build compiled (the config's schema, the built-in plugins' options)
+useCompiledAhead(fromRoot('dist', 'validators.cjs'))
+
+/** How the config is checked against its schema: defaults filled in, values of ${VAR}s taken for numbers and booleans. */
+export const CONFIG_CHECK = { defaults: true, coerce: true } as const
 
 export class ConfigError extends Error {
   readonly problems: string[]
@@ -231,7 +238,7 @@ export function checkConfig (raw: unknown, env: Env = process.env): { config: Co
     return { config: substituted as Config, problems: ['(root): must be a mapping'] }
   }
   const config = substituted as Config
-  const found = checkSchema(ConfigSchema, config, '', { defaults: true, coerce: true })
+  const found = checkSchema(ConfigSchema, config, '', CONFIG_CHECK)
   problems.push(...found)
   if (Array.isArray(config.plugins)) {
     for (const name of duplicates(config.plugins.map((p) => (p as { name?: string } | null)?.name).filter((n): n is string => typeof n === 'string'))) problems.push(`plugins: ${name} is listed twice`)
@@ -260,6 +267,17 @@ export function resolvePaths (config: Config, baseDir: string): Config {
   return { ...config, mcp, store: { ...config.store, sqlite: resolve(baseDir, sqlite) } }
 }
 
+/**
+ * A config file's YAML: YAML 1.2's core schema (no dates, no merge keys), duplicate keys refused,
+ * one document (none, or only comments, is an empty config). Read with js-yaml, which parses a
+ * config several times faster than the `yaml` package that writes them (init, models add).
+ */
+function parseYaml (text: string): unknown {
+  const docs = loadAll(text)
+  if (docs.length > 1) throw new Error(`a config is one YAML document; this file holds ${docs.length} (separated by ---)`)
+  return docs[0] ?? null
+}
+
 /** A config file's text, parsed (YAML, or JSON by its extension). */
 export function readConfigFile (file: string): unknown {
   let text: string
@@ -269,7 +287,7 @@ export function readConfigFile (file: string): unknown {
     throw new ConfigError(file, [`(file): cannot read: ${(err as Error).message}`])
   }
   try {
-    return extname(file) === '.json' ? JSON.parse(text) : YAML.parse(text)
+    return extname(file) === '.json' ? JSON.parse(text) : parseYaml(text)
   } catch (err) {
     throw new ConfigError(file, [`(file): not valid ${extname(file) === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message}`])
   }
@@ -290,7 +308,7 @@ export async function loadConfig (file: string, env: Env = process.env): Promise
 export function variablesAt (file: string, path: Array<string | number>): string[] {
   try {
     const text = readFileSync(file, 'utf8')
-    let node: unknown = extname(file) === '.json' ? JSON.parse(text) : YAML.parse(text)
+    let node: unknown = extname(file) === '.json' ? JSON.parse(text) : parseYaml(text)
     for (const step of path) node = (node as Record<string | number, unknown> | null)?.[step]
     return typeof node === 'string' ? [...node.matchAll(VAR)].map((m) => m[1] as string) : []
   } catch {

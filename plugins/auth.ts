@@ -1,5 +1,4 @@
 import { Type } from '@sinclair/typebox'
-import { LRUCache } from 'lru-cache'
 import { hash } from 'node:crypto'
 import { definePlugin, isPromise, KeyExpired, Unauthorized, type ApiKey, type Principal } from './api/index.js'
 
@@ -40,8 +39,9 @@ export default definePlugin({
   plugin: async (fastify, opts) => {
     const { store, clock } = fastify.gateway
     const { keys } = store
+    // loaded when the chain is mounted, not with the plugin's definition (`config check` reads its options alone)
     const cache = opts.cache_size > 0 && opts.cache_ttl_s > 0
-      ? new LRUCache<string, Principal>({ max: opts.cache_size, ttl: opts.cache_ttl_s * 1000 })
+      ? new (await import('lru-cache')).LRUCache<string, Principal>({ max: opts.cache_size, ttl: opts.cache_ttl_s * 1000 })
       : null
     const hashByKeyId = new Map<string, string>()
     // a verdict read before a change is heard must not be cached after it

@@ -1,4 +1,4 @@
-import cors from '@fastify/cors'
+import type {} from '@fastify/cors'
 import { Type } from '@sinclair/typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { definePlugin } from './api/index.js'
@@ -45,6 +45,8 @@ export default definePlugin({
     // static options: @fastify/cors re-normalizes delegated options on every request
     // strictPreflight off: an OPTIONS without Origin or Access-Control-Request-Method is answered
     // like a preflight (204) instead of with @fastify/cors's own text/plain 400
+    // loaded when the chain is mounted, not with the plugin's definition (`config check` reads its options alone)
+    const { default: cors } = await import('@fastify/cors')
     await fastify.register(cors, { hook: 'onRequest', strictPreflight: false, ...base })
     // a preflight is answered by @fastify/cors in its onRequest hook; the X-Stainless-* headers it
     // asks for (they have many names) are added to its allow list on the way out

@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox'
 import { definePlugin } from './api/index.js'
-import { callMetrics } from './ops/metrics/calls.js'
 
 // Gateway hook: onCallEnd. The Prometheus figures of every call (counts, tokens, durations, time
 // to first byte, the gateway's overhead, cost) and of each of its attempts at a provider (outcome,
@@ -14,6 +13,8 @@ export default definePlugin({
   options: Type.Object({}, { additionalProperties: false }),
   plugin: async (fastify) => {
     const { gateway } = fastify
+    // loaded when the chain is mounted, not with the plugin's definition (`config check` reads its options alone)
+    const { callMetrics } = await import('./ops/metrics/calls.js')
     const m = callMetrics(gateway.metrics)
     m.watchHealth(gateway.upstreams.health)
     m.watchStore(gateway.store)

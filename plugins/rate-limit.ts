@@ -1,4 +1,4 @@
-import rateLimit from '@fastify/rate-limit'
+import type {} from '@fastify/rate-limit'
 import { Type } from '@sinclair/typebox'
 import type { onRequestHookHandler } from 'fastify'
 import { definePlugin, isPromise, RateLimited, retryAfterHeaders, type RateLimitHit, type RateLimitStore } from './api/index.js'
@@ -45,6 +45,8 @@ export default definePlugin({
   scope: 'app',
   plugin: async (fastify, opts) => {
     const { store, clock } = fastify.gateway
+    // loaded when the chain is mounted, not with the plugin's definition (`config check` reads its options alone)
+    const { default: rateLimit } = await import('@fastify/rate-limit')
     await fastify.register(rateLimit, {
       global: false,
       max: opts.max,

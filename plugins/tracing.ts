@@ -1,6 +1,5 @@
 import { definePlugin } from './api/index.js'
 import { TracingSchema } from '../config/schema.js'
-import { createTracer } from './ops/tracing/index.js'
 
 // Gateway hook: onCallEnd. One OpenTelemetry span per call, with a child span per attempt at a
 // provider, made from the call's outcome when it ends and sent over OTLP/HTTP in batches. On when
@@ -12,6 +11,8 @@ export default definePlugin({
   description: 'an OpenTelemetry span per call and per attempt, over OTLP/HTTP (enabled by tracing.otlp_endpoint)',
   options: TracingSchema,
   plugin: async (fastify, options) => {
+    // loaded when the chain is mounted, not with the plugin's definition (`config check` reads its options alone)
+    const { createTracer } = await import('./ops/tracing/index.js')
     const tracer = await createTracer(options, fastify.gateway.log)
     if (tracer === null) return
     fastify.gateway.addHook('onCallEnd', (outcome) => { tracer.call(outcome) })

@@ -81,6 +81,33 @@ t.test('models add: an entry with context length, modalities and every price, fo
   t.match(noProvider.stderr, /mistral is no provider of .*it has openai, anthropic, google/)
 })
 
+t.test('models add: a display name as the model\'s maker writes it, and the output limit given', async (t) => {
+  const file = configFile()
+  const named = async (provider: string, model: string): Promise<string> => entryOf((await cli(['models', 'add', provider, model, '--config', file])).stdout).name as string
+  t.equal(await named('openai', 'gpt-4.1-nano'), 'GPT-4.1 nano', 'not the database\'s "gpt 4.1 nano"')
+  t.equal(await named('openai', 'gpt-4o-mini'), 'GPT-4o mini')
+  t.equal(await named('anthropic', 'claude-sonnet-4-5'), 'Claude Sonnet 4.5', 'the database\'s own, where someone wrote it')
+  t.equal(await named('google', 'gemini-2.0-flash-lite'), 'Gemini 2.0 Flash Lite')
+  t.equal(await named('openai', 'o4-mini'), 'o4-mini', 'not the database\'s "o4 Mini High", another model\'s name')
+  t.equal(await named('openai', 'text-embedding-3-small'), 'text-embedding-3-small', 'an id of no family known: itself')
+  const { displayName } = await import('../plugins/gateway/price-reference.js')
+  t.equal(displayName('gpt 4o', 'gpt-4o-2024-08-06'), 'GPT-4o (2024-08-06)', 'a dated snapshot')
+  t.equal(displayName('Claude Sonnet 4.5', 'claude-sonnet-4-5-20250929'), 'Claude Sonnet 4.5 (2025-09-29)')
+  t.equal(displayName(undefined, 'claude-3-5-haiku'), 'Claude 3.5 Haiku', 'numbers in a row are one version')
+  t.equal(displayName(undefined, 'llama-3.1-70b-versatile'), 'Llama 3.1 70B Versatile')
+
+  const unknown = await cli(['models', 'add', 'openai', 'gpt-4.1-nano', '--config', file])
+  t.notOk('max_output_tokens' in entryOf(unknown.stdout), 'no output limit the database does not know')
+  t.match(unknown.stdout, /# max_output_tokens: the database names no output limit; give --max-output-tokens N/, 'and it says so')
+  const given = await cli(['models', 'add', 'openai', 'gpt-4.1-nano', '--max-output-tokens', '32768', '--write', '--config', file])
+  t.equal(given.code, 0, given.stderr)
+  t.match((await loadConfig(file, {})).models, [{ id: 'openai/gpt-4.1-nano', name: 'GPT-4.1 nano', context_length: 1000000, max_output_tokens: 32768 }], 'written with the limit given')
+  t.match(readFileSync(file, 'utf8'), /context_length: 1000000,? max_output_tokens: 32768\b/, 'beside the context length')
+  const bad = await cli(['models', 'add', 'openai', 'gpt-4o', '--max-output-tokens', 'lots', '--config', file])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--max-output-tokens: a whole number above 0: lots/)
+})
+
 t.test('models add --write: the entry appended to the config, which stays valid and keeps its comments', async (t) => {
   const file = configFile()
   const res = await cli(['models', 'add', 'anthropic', 'claude-haiku-4-5', '--id', 'claude/haiku', '--write', '--config', file])

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { execFile, spawn } from 'node:child_process'
 import { builtinModules } from 'node:module'
-import { mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { fromRoot } from '../paths.js'
@@ -20,7 +20,7 @@ const run = promisify(execFile)
 
 t.test('npm pack, then init and serve from an empty folder with the packed command', async (t) => {
   const work = tempDir('pack')
-  // --ignore-scripts: `npm test` built dist/ already, and a rebuild now would pull it from under the other tests
+  // --ignore-scripts: `npm test` built dist/ already (prepack would build it again, and have tsc write the API's declarations)
   const { stdout: packed } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: fromRoot(), env: childEnv() })
   const [info] = JSON.parse(packed) as Array<{ filename: string, files: Array<{ path: string }> }>
   const files = info!.files.map((f) => f.path)
@@ -68,6 +68,32 @@ t.test('npm pack, then init and serve from an empty folder with the packed comma
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
   child.kill('SIGTERM')
   t.equal(await exited, 0, 'stops cleanly')
+})
+
+t.test('a build never pulls dist/ from under a process of the same checkout: while one runs, the command loads and checks a config', async (t) => {
+  // a file no build made (left by an older one): gone after this build
+  const planted = fromRoot('dist', 'chunks', 'planted-by-a-test.js')
+  writeFileSync(planted, '')
+  const build = spawn(process.execPath, [fromRoot('build.mjs'), '--force'], { cwd: fromRoot(), env: childEnv(), stdio: ['ignore', 'ignore', 'pipe'] })
+  let building = true
+  let errors = ''
+  build.stderr.on('data', (d: Buffer) => { errors += String(d) })
+  const built = new Promise<number | null>((resolve) => build.once('exit', (code) => { building = false; resolve(code) }))
+  const failures: string[] = []
+  let during = 0
+  // eslint-disable-next-line no-unmodified-loop-condition -- set when the build exits
+  while (building) {
+    for (const args of [['--version'], ['config', 'check', fromRoot('config', 'gateway.yaml')]]) {
+      const failed = await run(process.execPath, [fromRoot('dist', 'cli', 'index.js'), ...args], { env: childEnv() }).then(() => null, (err: { stderr?: string }) => `${args.join(' ')}: ${err.stderr ?? String(err)}`)
+      if (failed !== null) failures.push(failed)
+      if (building) during++
+    }
+  }
+  t.equal(await built, 0, `the build succeeded ${errors}`)
+  t.ok(during > 0, `commands ran to their end while it built (${during})`)
+  t.same(failures, [], 'every one found every file it loads')
+  t.notOk(existsSync(planted), 'a file no build made is removed')
+  t.notOk(existsSync(fromRoot(`.dist-staging-${build.pid as number}`)), 'its staging folder is gone')
 })
 
 t.test('every module the built code imports is a dependency or a Node built-in', async (t) => {

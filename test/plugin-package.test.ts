@@ -85,3 +85,24 @@ t.test('the example plugin, packed, npm-installed beside an init\'d config of an
   child.kill('SIGTERM')
   t.equal(await exited, 0)
 })
+
+t.test('docs/plugins.md\'s test of the example plugin runs as written, with the dev dependencies it names', async (t) => {
+  const doc = readFileSync(fromRoot('docs', 'plugins.md'), 'utf8')
+  const section = doc.slice(doc.indexOf('## Testing a plugin alone'))
+  t.match(section, /npm install --save-dev \/path\/to\/modelgate-0\.1\.0\.tgz tap fastify@5/, 'it names modelgate, tap and fastify as dev dependencies')
+  const code = /saved as `test\/tagger\.test\.mjs`[\s\S]*?```js\n([\s\S]*?)```/.exec(section)?.[1]
+  if (code === undefined) { t.fail('no test in the section'); return }
+  // the plugin's folder with those three installed (from this checkout: modelgate is the checkout itself)
+  const dir = join(tempDir('plugin-test'), 'call-tagger')
+  mkdirSync(join(dir, 'test'), { recursive: true })
+  mkdirSync(join(dir, 'node_modules'))
+  for (const f of ['index.mjs', 'package.json']) writeFileSync(join(dir, f), readFileSync(fromRoot('examples', 'plugins', 'call-tagger', f)))
+  symlinkSync(fromRoot(), join(dir, 'node_modules', 'modelgate'))
+  for (const dep of ['tap', 'fastify']) symlinkSync(fromRoot('node_modules', dep), join(dir, 'node_modules', dep))
+  writeFileSync(join(dir, 'test', 'tagger.test.mjs'), code)
+  // run by Node alone (a tap test file is a program), outside this runner's own environment
+  const env = Object.fromEntries(Object.entries(childEnv()).filter(([k]) => !k.startsWith('TAP')))
+  const { stdout } = await run(process.execPath, [join('test', 'tagger.test.mjs')], { cwd: dir, env })
+  t.match(stdout, /^ok 1 - tags the answer/m, 'its test passes')
+  t.notMatch(stdout, /^not ok/m)
+})

@@ -160,7 +160,7 @@ export interface EntryResult {
  */
 export type CatalogEntry = EntryResult | { kind: 'unknown' } | { kind: 'no_context' } | { kind: 'unbillable', prices: string[] }
 
-export function catalogEntry (provider: Pick<ProviderConfig, 'id' | 'protocol' | 'base_url' | 'builtin'>, upstreamModel: string, opts: { id?: string, contextLength?: number, at: Date }): CatalogEntry {
+export function catalogEntry (provider: Pick<ProviderConfig, 'id' | 'protocol' | 'base_url' | 'builtin'>, upstreamModel: string, opts: { id?: string, contextLength?: number, maxOutputTokens?: number, at: Date }): CatalogEntry {
   const db = databaseProvider(provider)
   if (db === undefined) return { kind: 'unknown' }
   const found = lookup(db, upstreamModel, opts.at)
@@ -182,18 +182,71 @@ export function catalogEntry (provider: Pick<ProviderConfig, 'id' | 'protocol' |
   const tiersAbove = Object.values(found.model_price).some((v) => isTiered(v) && v.tiers.some((t) => t.start >= contextLength))
   if (tiersAbove) notes.push(`tiers above the context length (${contextLength}) left out: no prompt reaches them`)
   notes.push('architecture: derived from the prices and the model\'s name (the database names no modalities); check it')
+  const name = displayName(found.model.name, upstreamModel)
+  if (found.model.name === undefined || !name.startsWith(found.model.name)) notes.push(`name: made from the model's id${found.model.name === undefined ? ' (the database names none)' : ` (the database's is "${found.model.name}")`}`)
   const entry: Record<string, unknown> = {
     id: opts.id ?? `${provider.id}/${upstreamModel}`,
-    name: found.model.name ?? found.model.id,
+    name,
     provider: provider.id,
     upstream_model: upstreamModel,
-    context_length: contextLength,
+    context_length: contextLength
+  }
+  if (opts.maxOutputTokens !== undefined) entry.max_output_tokens = opts.maxOutputTokens
+  else if (architecture.output_modalities.includes('text')) notes.push('max_output_tokens: the database names no output limit; give --max-output-tokens N (the most the model writes in one answer: a larger max_tokens is then lowered to it)')
+  Object.assign(entry, {
     architecture,
     supported_parameters: architecture.output_modalities.includes('text') ? PARAMETERS[provider.protocol] : [],
     pricing: ref.pricing
-  }
+  })
   if (found.model.deprecated === true) entry.status = 'deprecated'
   return { kind: 'entry', entry, notes, source: sourceOf(db, found) }
+}
+
+// how the makers write their models' names: a family, then its version
+const FAMILIES: Record<string, { name: string, joiner: '-' | ' ' }> = {
+  gpt: { name: 'GPT', joiner: '-' },
+  chatgpt: { name: 'ChatGPT', joiner: '-' },
+  claude: { name: 'Claude', joiner: ' ' },
+  gemini: { name: 'Gemini', joiner: ' ' },
+  gemma: { name: 'Gemma', joiner: ' ' },
+  llama: { name: 'Llama', joiner: ' ' },
+  mistral: { name: 'Mistral', joiner: ' ' },
+  mixtral: { name: 'Mixtral', joiner: ' ' },
+  grok: { name: 'Grok', joiner: ' ' },
+  deepseek: { name: 'DeepSeek', joiner: ' ' },
+  qwen: { name: 'Qwen', joiner: ' ' }
+}
+
+/**
+ * A model's display name: the database's when someone wrote it (it has capitals) for this very
+ * model ("Claude Sonnet 4.5" for claude-sonnet-4-5, not "o4 Mini High" for o4-mini); else one
+ * made from the model's id as its maker writes it: "GPT-4.1 nano", "GPT-4o (2024-08-06)",
+ * "Claude 3.5 Haiku", "Gemini 2.0 Flash", "Llama 3.1 70B"; an id of no family known here is its
+ * own name ("o4-mini", "text-embedding-3-small", "gpt-oss-120b").
+ */
+export function displayName (databaseName: string | undefined, modelId: string): string {
+  const dated = /-(\d{4})-?(\d{2})-?(\d{2})$/.exec(modelId)
+  const base = dated === null ? modelId : modelId.slice(0, dated.index)
+  const date = dated === null ? '' : ` (${dated[1] as string}-${dated[2] as string}-${dated[3] as string})`
+  const plain = (s: string): string => s.toLowerCase().replace(/[^a-z0-9]/g, '')
+  if (databaseName !== undefined && /[A-Z]/.test(databaseName) && plain(databaseName) === plain(base)) return databaseName + date
+  const [first, ...rest] = base.split('-')
+  const family = FAMILIES[first ?? '']
+  if (family === undefined || rest.length === 0) return modelId
+  // numbers in a row are one version ("claude-3-5-haiku": 3.5)
+  const words: string[] = []
+  for (const w of rest) {
+    const last = words.at(-1)
+    if (/^\d+$/.test(w) && last !== undefined && /^\d+(\.\d+)*$/.test(last)) words[words.length - 1] = `${last}.${w}`
+    else words.push(w)
+  }
+  if (family.joiner === '-') {
+    // GPT's version joins its name and its other words stay small ("GPT-4o mini")
+    const [version, ...others] = words
+    return version === undefined || !/^\d/.test(version) ? modelId : [`${family.name}-${version}`, ...others].join(' ') + date
+  }
+  // the others' words are capitalised, sizes in capitals ("70B")
+  return [family.name, ...words.map((w) => /^\d+(\.\d+)?[bm]$/.test(w) ? w.toUpperCase() : w.charAt(0).toUpperCase() + w.slice(1))].join(' ') + date
 }
 
 function sourceOf (db: Provider, found: PriceCalculation): string {

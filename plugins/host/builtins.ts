@@ -1,26 +1,41 @@
 import type { AnyGatewayPlugin } from '../api/index.js'
-import auth from '../auth.js'
-import balance from '../balance.js'
-import cache from '../cache.js'
-import cors from '../cors.js'
-import diagnostics from '../diagnostics.js'
-import guardrails from '../guardrails.js'
-import idempotency from '../idempotency.js'
-import metrics from '../metrics.js'
-import quota from '../quota.js'
-import rateLimit from '../rate-limit.js'
-import tracing from '../tracing.js'
-import usage from '../usage.js'
 
-// The built-in plugins: the only module that imports them. Order here is irrelevant; the
-// config's `plugins:` list decides. `metrics` and `tracing` are switched on by config sections
-// of their own (`metrics.enabled`, `tracing.otlp_endpoint`) rather than listed.
+// The built-in plugins: the only module that imports them, each when it is asked for, so that a
+// config's chain loads its own plugins and no other (the listing of `modelgate plugins` loads
+// them all). Order here is irrelevant; the config's `plugins:` list decides. `metrics` and
+// `tracing` are switched on by config sections of their own (`metrics.enabled`,
+// `tracing.otlp_endpoint`) rather than listed.
 
-const BUILTINS: readonly AnyGatewayPlugin[] = [cors, rateLimit, auth, idempotency, quota, balance, usage, diagnostics, guardrails, cache, metrics, tracing]
-const byName = new Map(BUILTINS.map((p) => [p.name, p]))
+type Loader = () => Promise<{ default: AnyGatewayPlugin }>
 
-export function builtinPlugins (): readonly AnyGatewayPlugin[] { return BUILTINS }
-export function builtinPlugin (name: string): AnyGatewayPlugin | undefined { return byName.get(name) }
+const BUILTINS: Readonly<Record<string, Loader>> = {
+  cors: async () => await import('../cors.js'),
+  'rate-limit': async () => await import('../rate-limit.js'),
+  auth: async () => await import('../auth.js'),
+  idempotency: async () => await import('../idempotency.js'),
+  quota: async () => await import('../quota.js'),
+  balance: async () => await import('../balance.js'),
+  usage: async () => await import('../usage.js'),
+  diagnostics: async () => await import('../diagnostics.js'),
+  guardrails: async () => await import('../guardrails.js'),
+  cache: async () => await import('../cache.js'),
+  metrics: async () => await import('../metrics.js'),
+  tracing: async () => await import('../tracing.js')
+}
+
+/** The built-in plugins' names. */
+export const BUILTIN_NAMES: readonly string[] = Object.keys(BUILTINS)
+
+/** The built-in plugin of that name, loaded; undefined for a name that is none. */
+export async function builtinPlugin (name: string): Promise<AnyGatewayPlugin | undefined> {
+  const load = Object.hasOwn(BUILTINS, name) ? BUILTINS[name] : undefined
+  return load === undefined ? undefined : (await load()).default
+}
+
+/** Every built-in plugin, loaded. */
+export async function builtinPlugins (): Promise<readonly AnyGatewayPlugin[]> {
+  return await Promise.all(Object.values(BUILTINS).map(async (load) => (await load()).default))
+}
 
 /** Built-ins that a config section switches on, and that may not be listed in `plugins:`. */
 export const BY_SECTION: ReadonlySet<string> = new Set(['metrics', 'tracing'])

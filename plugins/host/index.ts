@@ -1,14 +1,13 @@
 import { dirname, resolve } from 'node:path'
 import type { FastifyInstance, FastifyPluginAsync, RouteOptions } from 'fastify'
-import fp from 'fastify-plugin'
 import { checkConfig, ConfigError, readConfigFile, resolvePaths } from '../../config/load.js'
 import type { Config, PluginEntry } from '../../config/schema.js'
 import type { AnyGatewayPlugin } from '../api/index.js'
 import { checkSchema } from '../kernel/schema-check.js'
-import { BY_SECTION, builtinPlugin, builtinPlugins } from './builtins.js'
+import { BUILTIN_NAMES, BY_SECTION, builtinPlugin } from './builtins.js'
 import { loadPlugin, resolveModule } from './modules.js'
 
-export { builtinPlugin, builtinPlugins } from './builtins.js'
+export { BUILTIN_NAMES, builtinPlugin, builtinPlugins } from './builtins.js'
 
 // The plugin host: the one owner of the plugin lifecycle, used the same way by a serving gateway
 // (buildApp), `modelgate config check`, `modelgate plugins` and `modelgate/testing`:
@@ -56,13 +55,16 @@ export function chainOf (config: Config): ChainEntry[] {
 /** Where a problem of an entry is said: `plugins[N]`, or the section that switched it on. */
 const placeOf = (c: ChainEntry): string => c.index === null ? c.entry.name : `plugins[${c.index}]`
 
+/** How a plugin's options are checked against its schema: defaults filled in, nothing coerced. */
+export const OPTIONS_CHECK = { defaults: true, coerce: false } as const
+
 /**
  * Checks a plugin's options (a copy, with its schema's defaults) and its own checks; returns the
  * options and the problems, each under `at` (`plugins[3].options.tag: is required`).
  */
 export function validateOptions (plugin: AnyGatewayPlugin, given: Record<string, unknown> | undefined, at: string): { options: Record<string, unknown>, problems: string[] } {
   const options = { ...(given ?? {}) }
-  const problems = plugin.options === undefined ? [] : checkSchema(plugin.options, options, `${at}.options`, { noun: 'option' })
+  const problems = plugin.options === undefined ? [] : checkSchema(plugin.options, options, `${at}.options`, { ...OPTIONS_CHECK, noun: 'option' })
   if (problems.length === 0 && plugin.validate !== undefined) {
     try {
       for (const p of plugin.validate(options as never)) problems.push(`${at}.options.${p}`)
@@ -88,7 +90,7 @@ export function missingDependencies (plugin: AnyGatewayPlugin, name: string, ena
 export async function checkChain (config: Config, baseDir: string = process.cwd()): Promise<{ links: Link[], problems: string[] }> {
   const problems: string[] = []
   const links: Link[] = []
-  const known = builtinPlugins().map((p) => p.name).filter((n) => !BY_SECTION.has(n)).join(', ')
+  const known = BUILTIN_NAMES.filter((n) => !BY_SECTION.has(n)).join(', ')
   const enabled = new Set<string>()
   for (const c of chainOf(config)) {
     const { entry } = c
@@ -100,13 +102,13 @@ export async function checkChain (config: Config, baseDir: string = process.cwd(
         problems.push(`${at}.name: ${entry.name} is switched on by the config's own \`${entry.name}:\` section, not listed here`)
         continue
       }
-      plugin = builtinPlugin(entry.name)
+      plugin = await builtinPlugin(entry.name)
       if (plugin === undefined) {
         problems.push(`${at}.name: unknown plugin ${JSON.stringify(entry.name)} (built-in: ${known}; a plugin from outside the project needs \`module\`)`)
         continue
       }
     } else {
-      if (builtinPlugin(entry.name) !== undefined) {
+      if (BUILTIN_NAMES.includes(entry.name)) {
         problems.push(`${at}.name: ${entry.name} is a built-in plugin; give the plugin from ${entry.module} another name`)
         continue
       }
@@ -144,6 +146,7 @@ export interface MountOptions {
 async function register (scope: FastifyInstance, link: Link): Promise<void> {
   // link.options were checked against the plugin's own schema (validateOptions): they are its Static<S>
   const plugin = link.plugin.plugin as FastifyPluginAsync<Record<string, unknown>>
+  const { default: fp } = await import('fastify-plugin')
   const wrapped = fp(plugin, { name: `modelgate-${link.name}`, fastify: '5.x', dependencies: (link.plugin.dependencies ?? []).map((d) => `modelgate-${d}`) })
   await scope.register(wrapped, link.options)
 }

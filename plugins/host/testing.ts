@@ -93,7 +93,7 @@ export async function testGateway (app: FastifyInstance, opts: TestGatewayOption
     auth: { authorization: `Bearer ${TEST_KEY}` },
     async use (which, options = {} as never) {
       if (mounted) throw new Error('testGateway: use() comes before routes()')
-      const plugin = typeof which === 'string' ? builtinPlugin(which) : which
+      const plugin = typeof which === 'string' ? await builtinPlugin(which) : which
       if (plugin === undefined) throw new Error(`no built-in plugin ${String(which)}`)
       host.add(plugin, options)
     },

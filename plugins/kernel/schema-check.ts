@@ -1,10 +1,21 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { Script } from 'node:vm'
+import type { Ajv, ErrorObject, Options, ValidateFunction } from 'ajv'
 
 // One validator (ajv) and one way of saying what is wrong, for everything checked against a JSON
 // Schema (a TypeBox schema is one): the config file, every plugin's options, and the routes'
 // params, query strings and bodies (Fastify's own ajv reports through `describeError`). A problem
 // reads `<path>: <what>`, the path in the config's or the body's own terms:
 // `models[3].pricing.input: must be >= 0`, `plugins[2].options.tag: is required`.
+//
+// Compiling a schema as large as the config's takes ajv about half a second, so the build compiles
+// the schemas it knows ahead (ajv's standalone code, `precompileSchemas`) and a process that finds
+// one of them among those (by its JSON's digest) compiles nothing: ajv itself is loaded only for
+// a schema the build did not see (a plugin from outside the project, a test's). V8's code for
+// that module is kept beside it too (`compiledAheadCache`), as Node keeps none on its own before
+// version 22: its 350 kB would otherwise be parsed and compiled again by every process.
 
 export interface CheckOptions {
   /** Fill in the schema's defaults (in place). */
@@ -15,17 +26,117 @@ export interface CheckOptions {
   noun?: string
 }
 
+/** The options of the ajv that checks with `defaults` and `coerce`: the same ahead of time and at run time. */
+export const ajvOptions = (defaults: boolean, coerce: boolean): Options =>
+  ({ useDefaults: defaults, coerceTypes: coerce, allErrors: true, strict: false, verbose: true })
+
+/** What a schema is known by among those compiled ahead: its checking options and its JSON's digest. */
+export function schemaKey (schema: object, defaults: boolean, coerce: boolean): string {
+  return `${defaults ? 'd' : '-'}${coerce ? 'c' : '-'}:${createHash('sha256').update(JSON.stringify(schema)).digest('base64url')}`
+}
+
+const require = createRequire(import.meta.url)
 const validators = new Map<string, Ajv>()
 const compiled = new Map<string, WeakMap<object, ValidateFunction>>()
+type Table = Record<string, ValidateFunction | undefined>
+let ahead: (() => Table) | null = null
+let aheadTable: Table | null = null
 
-function ajvFor (defaults: boolean, coerce: boolean): Ajv {
-  const k = `${String(defaults)}:${String(coerce)}`
+/** The digest of the module's source that its V8 code was made from, which the code's own check does not cover (V8 compares lengths). */
+const sourceDigest = (source: string): Buffer => createHash('sha256').update(source).digest()
+
+/**
+ * Runs the CommonJS module `file` (the validators compiled ahead) with V8's code from `cache`
+ * when that was made from this very source; returns its exports and the script.
+ */
+function runAhead (file: string, cache?: Buffer): { table: Table, script: Script } {
+  const source = readFileSync(file, 'utf8')
+  const digest = sourceDigest(source)
+  const cachedData = cache !== undefined && cache.subarray(0, digest.length).equals(digest) ? cache.subarray(digest.length) : undefined
+  const script = new Script(`(function (module, exports, require) {${source}\n})`, { filename: file, cachedData })
+  const module = { exports: {} as Table }
+  ;(script.runInThisContext() as (m: unknown, e: unknown, r: unknown) => void)(module, module.exports, createRequire(file))
+  return { table: module.exports, script }
+}
+
+/**
+ * Where the validators compiled ahead are (a CommonJS module ajv's standalone code made, loaded
+ * the first time a schema is checked, with V8's code for it from `${file}.v8` when that is
+ * there); one that cannot be loaded is no error: schemas are then compiled as they come.
+ */
+export function useCompiledAhead (file: string): void {
+  aheadTable = null
+  ahead = () => {
+    let cache: Buffer | undefined
+    try { cache = readFileSync(`${file}.v8`) } catch {}
+    return runAhead(file, cache).table
+  }
+}
+
+/**
+ * V8's code for the validators compiled ahead in `file` (what the build writes to `${file}.v8`):
+ * each validator is run once first, so that the code of every one is in it.
+ */
+export function compiledAheadCache (file: string): Buffer {
+  const { table, script } = runAhead(file)
+  for (const validate of Object.values(table)) validate?.({})
+  return Buffer.concat([sourceDigest(readFileSync(file, 'utf8')), script.createCachedData()])
+}
+
+function compiledAhead (schema: object, defaults: boolean, coerce: boolean): ValidateFunction | undefined {
+  if (ahead === null) return undefined
+  if (aheadTable === null) {
+    try { aheadTable = ahead() } catch { aheadTable = {} }
+  }
+  return aheadTable[schemaKey(schema, defaults, coerce)]
+}
+
+function ajvFor (defaults: boolean, coerce: boolean, source = false): Ajv {
+  const k = `${String(defaults)}:${String(coerce)}:${String(source)}`
   let ajv = validators.get(k)
   if (ajv === undefined) {
-    ajv = new Ajv({ useDefaults: defaults, coerceTypes: coerce, allErrors: true, strict: false, verbose: true })
+    const { Ajv } = require('ajv') as typeof import('ajv')
+    ajv = new Ajv({ ...ajvOptions(defaults, coerce), ...(source ? { code: { source: true } } : {}) })
     validators.set(k, ajv)
   }
   return ajv
+}
+
+/** The validator of `schema` checking with `defaults` and `coerce`: compiled ahead, or now (once per schema object). */
+function validatorOf (schema: object, defaults: boolean, coerce: boolean): ValidateFunction {
+  const k = `${String(defaults)}:${String(coerce)}`
+  let byKind = compiled.get(k)
+  if (byKind === undefined) { byKind = new WeakMap(); compiled.set(k, byKind) }
+  let validate = byKind.get(schema)
+  if (validate === undefined) {
+    validate = compiledAhead(schema, defaults, coerce) ?? ajvFor(defaults, coerce).compile(schema)
+    byKind.set(schema, validate)
+  }
+  return validate
+}
+
+/**
+ * The source of a CommonJS module exporting a validator for each of `schemas`, under its
+ * `schemaKey` (ajv's standalone code): what the build writes, for `useCompiledAhead`.
+ */
+export function precompileSchemas (schemas: ReadonlyArray<{ schema: object, defaults: boolean, coerce: boolean }>): string {
+  const standaloneCode = (require('ajv/dist/standalone') as typeof import('ajv/dist/standalone/index.js')).default
+  const parts: string[] = []
+  for (const defaults of [false, true]) {
+    for (const coerce of [false, true]) {
+      const ajv = ajvFor(defaults, coerce, true)
+      const names: Record<string, string> = {}
+      for (const s of schemas.filter((s) => s.defaults === defaults && s.coerce === coerce)) {
+        const key = schemaKey(s.schema, defaults, coerce)
+        if (ajv.getSchema(key) === undefined) ajv.addSchema(s.schema, key)
+        names[key] = key
+      }
+      if (Object.keys(names).length === 0) continue
+      // each set in a function of its own: one module's code, with its own names
+      parts.push(`Object.assign(module.exports, (function () { const module = { exports: {} }; const exports = module.exports;\n${standaloneCode(ajv, names)}\nreturn module.exports })())`)
+    }
+  }
+  return `'use strict'\n${parts.join('\n')}\n`
 }
 
 /** `/a/0/b` under `base` → `base.a[0].b` (or `a[0].b` with no base). */
@@ -123,33 +234,19 @@ export function problemsOf (errors: readonly ErrorObject[], base: string, noun =
  * cannot compile is a problem of its own.
  */
 export function checkSchema (schema: object, value: unknown, base: string, opts: CheckOptions = {}): string[] {
-  const defaults = opts.defaults ?? true
-  const coerce = opts.coerce ?? false
-  const k = `${String(defaults)}:${String(coerce)}`
-  let byKind = compiled.get(k)
-  if (byKind === undefined) { byKind = new WeakMap(); compiled.set(k, byKind) }
-  let validate = byKind.get(schema)
-  if (validate === undefined) {
-    try {
-      validate = ajvFor(defaults, coerce).compile(schema)
-    } catch (err) {
-      return [`${base === '' ? '(root)' : base}: the schema is not valid JSON Schema: ${(err as Error).message}`]
-    }
-    byKind.set(schema, validate)
+  let validate: ValidateFunction
+  try {
+    validate = validatorOf(schema, opts.defaults ?? true, opts.coerce ?? false)
+  } catch (err) {
+    return [`${base === '' ? '(root)' : base}: the schema is not valid JSON Schema: ${(err as Error).message}`]
   }
   if (validate(value)) return []
   return problemsOf(validate.errors ?? [], base, opts.noun)
 }
 
-const strictCompiled = new WeakMap<object, ValidateFunction>()
-
 /** The first problem of `value` against `schema` (nothing is changed or coerced); null when it is valid. */
 export function firstProblem (schema: object, value: unknown): Problem | null {
-  let validate = strictCompiled.get(schema)
-  if (validate === undefined) {
-    validate = ajvFor(false, false).compile(schema)
-    strictCompiled.set(schema, validate)
-  }
+  const validate = validatorOf(schema, false, false)
   if (validate(value)) return null
   return problemList(validate.errors ?? [], '')[0] ?? { path: '(root)', what: 'is not valid', missing: false }
 }

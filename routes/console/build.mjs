@@ -1,6 +1,7 @@
-// Bundles the console pages with esbuild:
-//   the developer console (routes/console/web) into dist/console;
-//   the operator's console (routes/console/web/admin) into dist/console/admin.
+// Bundles the console pages with esbuild (build.mjs runs it into its staging folder, then puts
+// the pages in dist/console):
+//   the developer console (routes/console/web) into console/;
+//   the operator's console (routes/console/web/admin) into console/admin.
 // Each page's main.ts and styles.css get content-hashed names under its assets/ folder (uPlot and
 // its stylesheet included: nothing is loaded from elsewhere), and its index.html is rewritten to
 // point at them.
@@ -10,7 +11,6 @@ import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const dist = join(here, '..', '..', 'dist', 'console')
 
 /** Bundles the page of `web` (index.html, main.ts, styles.css) into `out`, served under `base`. */
 async function page (web, out, base) {
@@ -34,9 +34,12 @@ async function page (web, out, base) {
   writeFileSync(join(out, 'index.html'), html)
 }
 
-rmSync(dist, { recursive: true, force: true })
-await page(join(here, 'web', 'admin'), join(dist, 'admin'), '/console/admin/')
-// the icon of both pages (and of /favicon.ico)
-copyFileSync(join(here, 'web', 'favicon.svg'), join(dist, 'favicon.svg'))
-// last: its index.html is what build.mjs compares the sources' times with
-await page(join(here, 'web'), dist, '/console/')
+/** Both pages, and their icon, into the folder `out` (made anew). */
+export async function buildConsole (out) {
+  rmSync(out, { recursive: true, force: true })
+  await page(join(here, 'web', 'admin'), join(out, 'admin'), '/console/admin/')
+  // the icon of both pages (and of /favicon.ico)
+  copyFileSync(join(here, 'web', 'favicon.svg'), join(out, 'favicon.svg'))
+  // last: its index.html is what build.mjs compares the sources' times with
+  await page(join(here, 'web'), out, '/console/')
+}

@@ -1,8 +1,12 @@
 import t from 'tap'
+import { Ajv, type ValidateFunction } from 'ajv'
 import { writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { join } from 'node:path'
-import { ConfigError, displayPath, loadConfig, parseConfig } from '../../config/load.js'
+import { ConfigError, displayPath, loadConfig, parseConfig, readConfigFile } from '../../config/load.js'
 import { resolveGatewayConfig } from '../../plugins/host/index.js'
+import { schemasAhead } from '../../plugins/host/schemas-ahead.js'
+import { ajvOptions, checkSchema, schemaKey } from '../../plugins/kernel/schema-check.js'
 import { fromRoot } from '../../paths.js'
 import { tempDir } from '../temp-dir.js'
 
@@ -93,6 +97,16 @@ t.test('loadConfig reads YAML and JSON files, and reports unreadable ones', asyn
   t.equal((await loadConfig(join(dir, 'b.json'), {})).server.port, 4321)
   await t.rejects(loadConfig(join(dir, 'c.yaml'), {}), /not valid YAML/)
   await t.rejects(loadConfig(join(dir, 'missing.yaml'), {}), /cannot read/)
+})
+
+t.test('a YAML config is read by YAML 1.2\'s core schema, as one document', async (t) => {
+  const dir = tempDir('config-yaml')
+  const file = (name: string, text: string): string => { writeFileSync(join(dir, name), text); return join(dir, name) }
+  t.equal((await loadConfig(file('empty.yaml', ''), {})).server.port, 8080, 'an empty file is an empty config: every default')
+  t.equal((await loadConfig(file('comments.yaml', '# nothing set yet\n'), {})).server.port, 8080, 'so is one of comments only')
+  t.same(readConfigFile(file('core.yaml', 'a: 2026-01-01\nb: yes\nc: 0o17\nd: 1_000\ne: ~\n<<: { f: 1 }\n')), { a: '2026-01-01', b: 'yes', c: 15, d: '1_000', e: null, '<<': { f: 1 } }, 'no dates, no YAML 1.1 booleans, no merge keys')
+  t.throws(() => readConfigFile(file('twice.yaml', 'server:\n  port: 1\nserver:\n  port: 2\n')), /not valid YAML: duplicated mapping key/, 'a key given twice is refused')
+  t.throws(() => readConfigFile(file('two.yaml', 'server: {}\n---\nserver: {}\n')), /not valid YAML: a config is one YAML document; this file holds 2/, 'so is a second document')
 })
 
 t.test('displayPath', async (t) => {
@@ -224,4 +238,44 @@ t.test('admin tokens and single sign-on: roles with their organizations, names a
   t.same(problemsOf({ sso: sso({ client_secret: '' }) }), ['sso.client_secret: is required unless token_endpoint_auth_method is none'])
   t.same(problemsOf({ sso: sso({ token_endpoint_auth_method: 'none' }) }), ['sso.client_secret: a public client (token_endpoint_auth_method: none) has no secret'])
   t.same(problemsOf({ sso: sso({ roles: [], colour: 1 }) }), ['sso.colour: is not a known key', 'sso.roles: must not be empty'])
+})
+
+// The validators the build compiles ahead (dist/validators.cjs, ajv's standalone code) are found
+// for every schema the build lists, and judge as the same schema compiled in the process does:
+// the same problems, the same defaults filled in, the same values coerced.
+
+const ahead = createRequire(import.meta.url)(fromRoot('dist', 'validators.cjs')) as Record<string, ValidateFunction | undefined>
+
+/** What a validator makes of a copy of `value`: its verdict, its errors (without the schema objects), and the copy after it. */
+function judged (validate: ValidateFunction, value: unknown): unknown {
+  const copy = structuredClone(value)
+  const ok = validate(copy)
+  return { ok, errors: (validate.errors ?? []).map((e) => ({ ...e, schema: undefined, parentSchema: undefined })), after: copy }
+}
+
+t.test('every schema the build lists is compiled ahead, and judges as one compiled now', async (t) => {
+  const listed = await schemasAhead()
+  t.ok(listed.length > 10, 'the config\'s schema and the built-in plugins\' options')
+  const shipped = readConfigFile(fromRoot('config', 'gateway.yaml')) as Record<string, unknown>
+  const samples: unknown[] = [
+    {},
+    { origins: ['x'], max: '12', window_s: -1, rules: [{ pattern: '(', action: 'nope' }], unknown_option: true },
+    JSON.parse(JSON.stringify(shipped).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1')),
+    { server: { port: '8081', host: '' }, store: { sqlite: 5 }, models: [{ id: 'm', pricing: { input: -1 } }], plugins: [{}], nope: 1 }
+  ]
+  for (const { schema, defaults, coerce } of listed) {
+    const mine = ahead[schemaKey(schema, defaults, coerce)]
+    if (mine === undefined) { t.fail(`not compiled ahead: ${JSON.stringify(schema).slice(0, 80)}`); continue }
+    const now = new Ajv(ajvOptions(defaults, coerce)).compile(schema)
+    for (const sample of samples) t.same(judged(mine, sample), judged(now, sample), `${(schema as { title?: string }).title ?? JSON.stringify(schema).slice(0, 40)}: the same verdict on ${JSON.stringify(sample).slice(0, 40)}`)
+  }
+})
+
+t.test('a schema the build did not see is compiled when it is first checked', async (t) => {
+  const schema = { type: 'object', properties: { every: { type: 'integer', minimum: 1, default: 5 } }, additionalProperties: false }
+  t.equal(ahead[schemaKey(schema, true, false)], undefined, 'not among those compiled ahead')
+  const value: Record<string, unknown> = {}
+  t.same(checkSchema(schema, value, 'opts'), [])
+  t.same(value, { every: 5 }, 'its defaults filled in')
+  t.same(checkSchema(schema, { every: 0, other: 1 }, 'opts', { noun: 'option' }), ['opts.other: is not a known option', 'opts.every: must be >= 1'])
 })

@@ -27,6 +27,20 @@ t.test('a file database is in WAL mode and migrations apply once', async (t) => 
   raw.close()
 })
 
+t.test('a database that has every migration is opened without its write lock: a command opens it while a gateway writes', async (t) => {
+  const dir = tempDir('store')
+  const file = join(dir, 'gw.db')
+  openDatabase(file).close()
+  // another connection in the middle of a write, for longer than the opener's busy timeout
+  const writer = new Database(file)
+  writer.exec('BEGIN IMMEDIATE')
+  t.teardown(() => { writer.exec('ROLLBACK'); writer.close() })
+  const db = openDatabase(file)
+  t.teardown(() => db.close())
+  t.ok(Number(db.pragma('user_version', { simple: true })) >= 14, 'opened, at the last migration')
+  t.same(db.prepare('SELECT count(*) AS n FROM organizations').get(), { n: 0 }, 'and readable')
+})
+
 t.test('the store\'s files are the gateway\'s own: the folder it makes 0700, the database and its -wal and -shm 0600, an older readable file made private', async (t) => {
   const dir = tempDir('store')
   const file = join(dir, 'made', 'gw.db')
