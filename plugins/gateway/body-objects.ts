@@ -8,24 +8,26 @@ import { walkReferences } from './provider-objects.js'
 
 // The objects of the operator's provider accounts that the body of a /v1 call names (a file, a
 // vector store, a container, a cached content, a stored item...), and the providers the call may
-// then go to. An object lives in one provider's account: a call naming one goes only to the
-// providers where the caller's organization made it through pass-through, or whose objects the
-// operator shares (`passthrough_shared`); with none, it is refused (404) and nothing is sent.
+// then go to. An object lives in one provider's account: a provider that would read one is sent
+// the call only when the caller's organization made it there through pass-through, or when the
+// operator shares that provider's objects (`passthrough_shared`). A call no provider may be sent
+// is refused (404) and nothing is sent; failover stays among the providers left.
 //
 // What a body names is noted while the body is checked (validation.ts walks the content parts
 // anyway; the top level and the tools are read by `topLevelObjects`), so a call naming nothing
 // pays no store lookup and no second walk:
 //   ids          in the terms of the client's protocol: a Chat or Responses body's are OpenAI's, a
-//                Messages body's Anthropic's, a Gemini body's Google's. They reach a provider
-//                only through a pair of the same protocol (the translators refuse them or drop
-//                them), so only such a provider can hold them.
+//                Messages body's Anthropic's, a Gemini body's Google's. A provider reads them
+//                only when it is spoken to in the client's protocol (a Responses client's: a
+//                provider serving Responses itself); the translators to the other protocols
+//                refuse them or drop them, and never carry one across.
 //   urls         media URLs (an image or video URL, a Gemini fileUri): a Gemini provider reads
 //                every one as fileData, whatever protocol the client spoke, and one on its own
-//                host (or Google's Files API host) names a file of its account. Such a URL can be
-//                held by those Gemini providers only; any other is media the provider fetches.
+//                host or on Google's Files API host names a file of its account. Elsewhere a URL
+//                is media the provider fetches.
 //   unreadable   a field that may name an object in a form the gateway cannot read (a source of
 //                an unknown type, an id that is no string, a URL on a Files API host that is no
-//                plain file URI): refused wherever it would reach an account that is not shared.
+//                plain file URI): refused where it would be read, since the gateway cannot tell.
 // A part, tool or item of a type the gateway does not know is searched whole for the fields
 // that name objects in its protocol (provider-objects.ts).
 
@@ -178,59 +180,48 @@ function geminiFile (raw: string, u: URL): string | undefined {
   return /^(?:\/[A-Za-z0-9._-]+)*\/(files\/[A-Za-z0-9_-]+)(?::download)?$/.exec(u.pathname)?.[1]
 }
 
-/** The refusal of a call whose body names objects (or may, unreadably) at a provider that cannot hold them. */
-function refusalFor (objects: BodyObjects, provider: string): GatewayError {
-  const unreadable = objects.unreadable[0]
-  if (unreadable !== undefined) return new UnreadableReference({ field: unreadable.slice(0, 200), provider })
-  return new ObjectNotFound({ id: (objects.ids[0] as string).slice(0, 200), provider })
-}
-
 interface FileUrl { url: string, field: string, host: string, u: URL }
 
-/** Why a provider may not be sent the call (null: it may); `native`: the provider speaks the client's protocol, its answer the most telling. */
+/** Why a provider may not be sent the call (null: it may); `native`: the provider speaks the client's protocol, its refusal the most telling. */
 interface Verdict { refusal: GatewayError | null, native: boolean }
 
 /**
  * The providers among `providers` that the call may go to, given what its body names (see the
- * file's head): those that hold every object named, each made by `org` (none without a key) or
- * shared. When none is left, the call is refused: 404 `object_not_found`, or 400
- * `unreadable_reference` for a field the gateway cannot read. A body that names nothing costs
- * nothing: the same list comes back at once.
+ * file's head): at each, every object it would read there must be one `org` made (none without
+ * a key), unless the provider's objects are shared. When none is left, the call is refused: 404
+ * `object_not_found`, or 400 `unreadable_reference` for a field the gateway cannot read. A body
+ * that names nothing costs nothing: the same list comes back at once.
  */
 export function reachableProviders (config: Readonly<Config>, store: Store, org: string | null, providers: readonly string[], objects: BodyObjects): MaybePromise<readonly string[]> {
   if (objects.empty) return providers
   const byId = accountsOf(config)
   const client = objects.client
-  // media URLs on the Files API host of a Gemini provider of the call: files of that account
-  const hosts = new Set<string>()
-  for (const id of providers) for (const h of byId.get(id)?.fileHosts ?? []) hosts.add(h)
-  const files: FileUrl[] = []
-  for (const { url, field } of objects.urls) {
-    let u: URL
-    try { u = new URL(url) } catch { continue }
-    const host = bareHost(u.hostname)
-    if (hosts.has(host)) files.push({ url, field, host, u })
-  }
-  const names = objects.ids.length > 0 || objects.unreadable.length > 0
-  if (!names && files.length === 0) return providers
-
+  let urls: FileUrl[] | null = null
   const verdicts: Array<MaybePromise<Verdict>> = providers.map((id) => {
     const p = byId.get(id)
-    if (p === undefined) return { refusal: null, native: false }
-    const native = client === 'responses' ? p.account === 'openai' && p.responses : p.account === client
+    const native = p !== undefined && (client === 'responses' ? p.account === 'openai' && p.responses : p.account === client)
+    if (p === undefined || p.shared) return { refusal: null, native }
     const refuse = (refusal: GatewayError): Verdict => ({ refusal, native })
-    // an id reaches a provider only through a pair of the client's own protocol
-    if (names && !native) return refuse(refusalFor(objects, id))
-    const foreignHost = files.find((f) => !p.fileHosts.has(f.host))
-    if (foreignHost !== undefined) return refuse(new ObjectNotFound({ id: foreignHost.url.slice(0, 200), provider: id }))
-    if (p.shared) return { refusal: null, native }
-    if (objects.unreadable.length > 0) return refuse(refusalFor(objects, id))
-    const ids = [...objects.ids]
-    for (const f of files) {
-      const file = geminiFile(f.url, f.u)
-      if (file === undefined) return refuse(new UnreadableReference({ field: f.field.slice(0, 200), provider: id }))
-      ids.push(file)
+    // ids reach a provider only through a pair of the client's own protocol
+    const ids = native ? [...objects.ids] : []
+    if (native && objects.unreadable.length > 0) return refuse(new UnreadableReference({ field: (objects.unreadable[0] as string).slice(0, 200), provider: id }))
+    if (p.account === 'gemini' && objects.urls.length > 0) {
+      urls ??= objects.urls.flatMap(({ url, field }) => {
+        try {
+          const u = new URL(url)
+          return [{ url, field, host: bareHost(u.hostname), u }]
+        } catch {
+          return []
+        }
+      })
+      for (const f of urls) {
+        if (!p.fileHosts.has(f.host)) continue
+        const file = geminiFile(f.url, f.u)
+        if (file === undefined) return refuse(new UnreadableReference({ field: f.field.slice(0, 200), provider: id }))
+        ids.push(file)
+      }
     }
+    if (ids.length === 0) return { refusal: null, native }
     if (org === null) return refuse(new ObjectNotFound({ id: (ids[0] as string).slice(0, 200), provider: id }))
     const owned = store.objects.owned(id, org, ids)
     const judge = (mine: Set<string>): Verdict => {

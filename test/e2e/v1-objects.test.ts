@@ -102,7 +102,8 @@ const CASES: Case[] = [
   owned('chat: a part of a type the gateway does not know', '/v1/chat/completions', chat([{ type: 'x_attachment', x_attachment: { file_id: 'file-acme' } }])),
   owned('chat: a tool of a type the gateway does not know', '/v1/chat/completions', chat([], { tools: [{ type: 'x_retrieval', vector_store_ids: ['vs_acme'] }] })),
   nobodys('chat: an earlier answer\'s audio (no one\'s: the gateway never saw it made)', '/v1/chat/completions', { model: 'openai/gpt-test', messages: [user(), { role: 'assistant', audio: { id: 'audio_abc' } }, user()] }),
-  { ...nobodys('chat: a file, to a model only a Messages provider serves (no OpenAI account there)', '/v1/chat/completions', { ...chat([{ type: 'file', file: { file_id: 'file-acme' } }]), model: 'anthropic/claude-test' }), shared: 404 },
+  // translated, an id goes nowhere: the pair refuses it
+  { ...nobodys('chat: a file, to a model a Messages provider serves', '/v1/chat/completions', { ...chat([{ type: 'file', file: { file_id: 'file-acme' } }]), model: 'anthropic/claude-test' }, 400), shared: 400 },
   // Messages
   owned('messages: a document by file', '/v1/messages', messages([{ type: 'document', source: { type: 'file', file_id: 'file_acme' } }])),
   owned('messages: a document by file, streamed', '/v1/messages', messages([{ type: 'document', source: { type: 'file', file_id: 'file_acme' } }], { stream: true })),
@@ -160,7 +161,9 @@ const CASES: Case[] = [
   owned('chat to Gemini: a video URL that is a Files API URI, streamed', '/v1/chat/completions', { ...chat([{ type: 'video_url', video_url: { url: GOOGLE_FILE } }]), model: 'google/gemini-test', stream: true }),
   owned('messages to Gemini: an image URL that is a Files API URI', '/v1/messages', { ...messages([{ type: 'image', source: { type: 'url', url: GOOGLE_FILE } }]), model: 'google/gemini-test' }),
   owned('responses to Gemini: an image URL that is a Files API URI', '/v1/responses', { ...responses([{ type: 'input_image', image_url: GOOGLE_FILE }]), model: 'google/gemini-test' }),
-  { ...nobodys('gemini to Messages: a cached content goes nowhere but its provider', '/v1beta/models/anthropic/claude-test:generateContent', gemini([], { cachedContent: 'cachedContents/acme' })), shared: 404 },
+  { ...nobodys('gemini to Messages: a cached content goes nowhere but its provider', '/v1beta/models/anthropic/claude-test:generateContent', gemini([], { cachedContent: 'cachedContents/acme' }), 400), shared: 400 },
+  { name: 'responses to Messages: a reasoning item by its id alone is dropped there', path: '/v1/responses', body: { model: 'anthropic/claude-test', input: [{ type: 'reasoning', id: 'rs_abc', summary: [] }, { role: 'user', content: 'go on' }] }, acme: 'ok', rival: 'ok' },
+  { name: 'gemini to chat: a Files API URI is a URL the OpenAI provider fetches', path: '/v1beta/models/openai/gpt-test:generateContent', body: gemini([fileData(GOOGLE_FILE)]), acme: 'ok', rival: 'ok' },
   // embeddings and images: a field the gateway does not know is searched
   owned('embeddings: a field that names a file', '/v1/embeddings', { model: 'openai/embed-test', input: 'read it', extra: { file_id: 'file-acme' } }),
   owned('images: a field that names a file', '/v1/images/generations', { model: 'openai/image-test', prompt: 'a lighthouse', reference: { file_id: 'file-acme' } })

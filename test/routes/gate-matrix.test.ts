@@ -145,7 +145,7 @@ const ROWS: Row[] = [
   { name: 'POST /v1beta/…:streamGenerateContent, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:streamGenerateContent?alt=sse', { ...gemini, contents: theirContents }) },
   { name: 'POST /v1beta/…:countTokens, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:countTokens', { contents: theirContents }) },
   { name: 'POST /v1beta/…:generateContent, another organization\'s cached content', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:generateContent', { ...gemini, cachedContent: 'cachedContents/other-org' }) },
-  { name: 'POST /v1/models/…:generateContent, another organization\'s cached content', kind: 'foreign', route: '/v1/models/*', covers: ['POST'], call: post('/v1/models/anthropic/claude-test:generateContent', { ...gemini, cachedContent: 'cachedContents/other-org' }) },
+  { name: 'POST /v1/models/…:generateContent, another organization\'s cached content', kind: 'foreign', route: '/v1/models/*', covers: ['POST'], call: post('/v1/models/google/gemini-test:generateContent', { ...gemini, cachedContent: 'cachedContents/other-org' }) },
   { name: 'POST /v1/embeddings, a field naming another organization\'s file', kind: 'foreign', route: '/v1/embeddings', covers: ['POST'], call: post('/v1/embeddings', { model: 'openai/embed-test', input: ['hello there'], extra: { file_id: 'file-other-org' } }) },
   { name: 'POST /v1/images/generations, a field naming another organization\'s file', kind: 'foreign', route: '/v1/images/generations', covers: ['POST'], call: post('/v1/images/generations', { model: 'openai/image-test', prompt: 'a lighthouse', reference: { file_id: 'file-other-org' } }) },
   { name: 'POST /v1beta/…:embedContent, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:embedContent', { content: { parts: [{ text: 'hello there' }, theirGeminiFile] } }) },
@@ -234,7 +234,8 @@ const MEDIA = [
 
 function gateConfig (mock: MockUpstream, mcp: MockMcpHttp, file: string): Config {
   const catalog = mockCatalogWithGemini(mock, MEDIA)
-  const providers = (catalog.providers as Array<Record<string, unknown>>).map((p) => ALL_PROVIDERS.includes(p.id as string) ? { ...p, passthrough: true } : p)
+  // the OpenAI provider serves Responses itself, which reads the files a Responses body names
+  const providers = (catalog.providers as Array<Record<string, unknown>>).map((p) => ALL_PROVIDERS.includes(p.id as string) ? { ...p, passthrough: true, responses: p.id === 'mock-openai' } : p)
   const key = (key: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ key, passthrough: ALL_PROVIDERS, mcp: ['*'], ...extra })
   return testConfig({
     ...catalog,
