@@ -125,12 +125,13 @@ export function topLevelObjects (body: Json, objects: BodyObjects): void {
       continue
     }
     if (!Array.isArray(v)) continue
-    for (const [i, tool] of v.entries()) {
-      if (tool === null || typeof tool !== 'object') continue
-      const t = tool as Json
+    for (let i = 0; i < v.length; i++) {
+      const t: unknown = v[i]
+      if (t === null || typeof t !== 'object') continue
       // a Messages custom tool has an input_schema (and no type, or `custom`); a Gemini tool is keyed by its kind
-      if (objects.client === 'gemini') geminiTool(t, `tools[${i}]`, objects)
-      else if (!FUNCTION_TOOLS.has(t.type as string) && !(objects.client === 'messages' && t.input_schema !== undefined)) objects.scan(t, `tools[${i}]`)
+      const tool = t as Json
+      if (objects.client === 'gemini') geminiTool(tool, `tools[${i}]`, objects)
+      else if (!FUNCTION_TOOLS.has(tool.type as string) && !(objects.client === 'messages' && tool.input_schema !== undefined)) objects.scan(tool, `tools[${i}]`)
     }
   }
 }
