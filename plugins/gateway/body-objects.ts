@@ -164,7 +164,7 @@ function accountsOf (config: Readonly<Config>): ReadonlyMap<string, ProviderAcco
   if (map === undefined) {
     map = new Map(config.providers.map((p) => {
       const hosts = new Set(p.protocol === 'gemini' ? [GOOGLE_FILES_HOST] : [])
-      if (p.protocol === 'gemini' && p.base_url !== undefined) hosts.add(bareHost(new URL(p.base_url).hostname))
+      if (p.protocol === 'gemini' && p.base_url !== undefined && URL.canParse(p.base_url)) hosts.add(bareHost(new URL(p.base_url).hostname))
       return [p.id, { account: p.protocol, responses: p.responses, shared: p.passthrough_shared, fileHosts: hosts }]
     }))
     accounts.set(config, map)

@@ -106,8 +106,8 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
     const objects = new BodyObjects('gemini')
     checkMedia(valid, model, 'gemini', objects)
     topLevelObjects(valid, objects)
-    const reachable = await objectProviders(p, model.providers, objects)
     p.call.resolved(model, false)
+    const reachable = await objectProviders(p, model.providers, objects)
     const body = await admit(p, model, valid)
     const providers = reachable.filter((pid) => upstreams.get(pid)?.protocol === 'gemini')
     if (providers.length === 0 || upstreams.candidates(providers).length === 0) {

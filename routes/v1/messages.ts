@@ -35,8 +35,8 @@ const messages: FastifyPluginAsync = async (fastify) => {
     const objects = new BodyObjects('messages')
     checkMedia(valid, model, 'messages', objects)
     topLevelObjects(valid, objects)
-    const reachable = await objectProviders(p, model.providers, objects)
     p.call.resolved(model, false)
+    const reachable = await objectProviders(p, model.providers, objects)
     const body = await admit(p, model, valid)
     const providers = reachable.filter((id) => upstreams.get(id)?.protocol === 'messages')
     if (providers.length === 0 || upstreams.candidates(providers).length === 0) {

@@ -40,8 +40,8 @@ interface Translated { pair: WholePair, body: Json, dropped: string[] }
  */
 function admitWhole (p: Pipe, w: WholeCall): MaybePromise<{ model: CatalogModel, body: Json, reachable: readonly string[] }> {
   const model = grantedModel(p.gateway, p.request.principal, w.name, w.model)
+  p.call.resolved(model, false)
   return then(objectProviders(p, model.providers, w.objects), (reachable) => {
-    p.call.resolved(model, false)
     const body = w.defaults ? withDefaults(w.body, model) : w.body
     return then(admit(p, model, body, w.answerable), (admitted) => ({ model, body: admitted, reachable }))
   })
