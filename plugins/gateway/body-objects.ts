@@ -4,7 +4,7 @@ import { InvalidImageUrl, ObjectNotFound, UnreadableReference, type GatewayError
 import { isPromise, type MaybePromise } from '../kernel/maybe-promise.js'
 import type { Json, Protocol } from '../translation/types.js'
 import { mediaUrlProblem } from './media-url.js'
-import { walkReferences } from './provider-objects.js'
+import { plainGeminiFile, walkReferences } from './provider-objects.js'
 
 // The objects of the operator's provider accounts that the body of a /v1 call names (a file, a
 // vector store, a container, a cached content, a stored item...), and the providers the call may
@@ -172,15 +172,6 @@ function accountsOf (config: Readonly<Config>): ReadonlyMap<string, ProviderAcco
   return map
 }
 
-/** A Files API file's name (`files/abc`) in a URI on a Gemini provider's host; undefined when the URI is not plainly one. */
-function geminiFile (raw: string, u: URL): string | undefined {
-  // written as the provider reads it: no escape and no dot segment (the path as parsed is the path as sent)
-  const rest = raw.slice(raw.indexOf('//') + 2)
-  const slash = rest.indexOf('/')
-  if (slash === -1 || rest.slice(slash) !== `${u.pathname}${u.search}${u.hash}`) return undefined
-  return /^(?:\/[A-Za-z0-9._-]+)*\/(files\/[A-Za-z0-9_-]+)(?::download)?$/.exec(u.pathname)?.[1]
-}
-
 interface FileUrl { url: string, field: string, host: string, u: URL }
 
 /** Why a provider may not be sent the call (null: it may); `native`: the provider speaks the client's protocol, its refusal the most telling. */
@@ -217,7 +208,7 @@ export function reachableProviders (config: Readonly<Config>, store: Store, org:
       })
       for (const f of urls) {
         if (!p.fileHosts.has(f.host)) continue
-        const file = geminiFile(f.url, f.u)
+        const file = plainGeminiFile(f.url, f.u)
         if (file === undefined) return refuse(new UnreadableReference({ field: f.field.slice(0, 200), provider: id }))
         ids.push(file)
       }

@@ -307,14 +307,30 @@ export function referencesIn (protocol: Protocol, body: Json, hosts: readonly st
   return out
 }
 
-/** A Gemini Files API name in a URI on one of `hosts`, or a bare `files/…` name. */
+/**
+ * A Files API file's name (`files/abc`) in a URI, when the URI is plainly one as written: no
+ * escape and no dot segment (the path as parsed is the path as sent, so the provider reads the
+ * same name); undefined otherwise.
+ */
+export function plainGeminiFile (raw: string, u: URL): string | undefined {
+  const rest = raw.slice(raw.indexOf('//') + 2)
+  const slash = rest.indexOf('/')
+  if (slash === -1 || rest.slice(slash) !== `${u.pathname}${u.search}${u.hash}`) return undefined
+  return /^(?:\/[A-Za-z0-9._-]+)*\/(files\/[A-Za-z0-9_-]+)(?::download)?$/.exec(u.pathname)?.[1]
+}
+
+/**
+ * The Gemini Files API file a URI on one of `hosts`, or a bare `files/…` name, names. One that is
+ * not plainly a file's name (an escape, a dot segment, another path) names an object the gateway
+ * cannot tell: it is returned as it is, an id no organization made.
+ */
 function fileOnHost (uri: string, hosts: readonly string[]): string | undefined {
-  if (uri.startsWith('files/')) return geminiFileName(uri)
-  let host: string
+  if (uri.startsWith('files/')) return geminiFileName(uri) ?? uri
+  let u: URL
   try {
-    host = new URL(uri).host.toLowerCase()
+    u = new URL(uri)
   } catch {
     return undefined
   }
-  return hosts.includes(host) ? geminiFileName(uri) : undefined
+  return hosts.includes(u.host.toLowerCase()) ? plainGeminiFile(uri, u) ?? uri : undefined
 }

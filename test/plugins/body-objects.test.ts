@@ -51,6 +51,13 @@ t.test('pass-through reads these fields as references too', async (t) => {
   t.same(referencesIn('openai', { model: 'gpt-image-1', prompt: 'a lighthouse' }, []), [], 'a prompt that is text names nothing')
   t.same(referencesIn('openai', { messages: [{ role: 'assistant', audio: { id: 'audio_1' } }], audio: { voice: 'alloy', format: 'wav' } }, []), [{ kind: 'audio', id: 'audio_1' }], 'an earlier answer\'s audio; the audio settings name nothing')
   t.same(referencesIn('messages', { container: { skills: [{ type: 'custom', skill_id: 'skill_01' }, { type: 'anthropic', skill_id: 'pptx' }] } }, []), [{ kind: 'skills', id: 'skill_01' }], 'a custom skill, not one of Anthropic\'s')
+  const hosts = ['generativelanguage.googleapis.com']
+  const part = (fileUri: string): Record<string, unknown> => ({ contents: [{ parts: [{ fileData: { fileUri } }] }] })
+  t.same(referencesIn('gemini', part('https://generativelanguage.googleapis.com/v1beta/files/abc:download?alt=media'), hosts), [{ kind: 'files', id: 'files/abc' }])
+  for (const odd of ['https://generativelanguage.googleapis.com/v1beta/%66iles/abc', 'https://generativelanguage.googleapis.com/v1beta/files/mine/../files/abc', 'files/abc/../def']) {
+    t.same(referencesIn('gemini', part(odd), hosts), [{ kind: 'files', id: odd }], `${odd}: not plainly a file's name, so no organization's`)
+  }
+  t.same(referencesIn('gemini', part('https://example.com/files/abc'), hosts), [], 'media on another host')
 })
 
 t.test('the top level: tools that are not the client\'s own functions, and fields the gateway does not know', async (t) => {
