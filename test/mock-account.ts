@@ -2,8 +2,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 
 // One operator's account at three providers, as their object APIs keep it: OpenAI's files,
-// batches and chat completions (base `{url}/openai/v1`), Anthropic's files and message batches
-// (base `{url}/anthropic`), Gemini's files (resumable uploads included), cached contents and
+// batches and chat completions (base `{url}/openai/v1`), Anthropic's files, message batches and
+// messages (base `{url}/anthropic`), Gemini's files (resumable uploads included), cached contents and
 // generateContent (base `{url}/gemini`). Every object is the account's, whoever made it, as at a
 // real provider: the gateway is what keeps tenants apart. Ids are made in order, lists come in
 // the order the objects were made, `requests` records every request that arrived.
@@ -116,6 +116,9 @@ export async function startMockAccount (): Promise<MockAccount> {
       if (o === undefined || o.kind !== 'msgbatch') { notFound(res); return }
       if (seg[2] !== undefined) { res.writeHead(200, { 'content-type': 'application/x-jsonl' }); res.end(o.content); return }
       json(res, 200, o.body)
+    } else if (m === 'POST' && path === '/v1/messages') {
+      const body = JSON.parse(text) as { model: string }
+      json(res, 200, { id: `msg_${++n}`, type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: 'hello' }], stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 10, output_tokens: 2 } })
     } else {
       notFound(res)
     }

@@ -1,4 +1,5 @@
 import type { AdmissionContext, Gateway, Principal } from '../api/index.js'
+import { reachableProviders, type BodyObjects } from './body-objects.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
 import { McpToolNotFound, ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayError } from '../kernel/errors.js'
 import { runSeriesUntil } from './hooks.js'
@@ -15,7 +16,8 @@ import type { Json } from '../translation/types.js'
 //   what         here: the catalog model the call names, among those the key's `models` globs
 //                grant, of the kind the route serves; the provider a pass-through call reaches,
 //                among those its `passthrough` list names; the MCP tool a tools/call names,
-//                among those its `mcp` globs grant
+//                among those its `mcp` globs grant; the providers that hold the objects a /v1
+//                call's body names, made by the key's organization (body-objects.ts)
 //   how much     here, through the admission hooks of the chain (`admit`): rpm, tpm, budget and
 //                quota (quota plugin), the balance's hold (balance plugin), idempotency,
 //                guardrails, the cache
@@ -78,6 +80,16 @@ export function grantedUpstreamModel (gateway: Gateway, principal: Principal, pr
   const model = gateway.catalog.forUpstream(provider, name, principal.models)
   if (model === undefined) throw new ModelNotFound({ model: name })
   return model
+}
+
+/**
+ * The providers among `providers` that a /v1 call may go to, given the provider-side objects its
+ * body names (`objects`, noted as the body was checked): those where the key's organization made
+ * every one, or whose objects the operator shares; else 404 `object_not_found`, and nothing is
+ * sent. A body that names nothing costs nothing.
+ */
+export function objectProviders (p: Pipe, providers: readonly string[], objects: BodyObjects): MaybePromise<readonly string[]> {
+  return reachableProviders(p.gateway.config, p.gateway.store, p.request.principal?.org ?? null, providers, objects)
 }
 
 /** The key's globs over MCP tools (`{server}/{tool}`): none when it names none; null (any tool) when no key is asked for. */

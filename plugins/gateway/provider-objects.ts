@@ -231,9 +231,10 @@ export const itemId = (collection: Collection, item: Json): string | undefined =
 const REFERENCES: Record<Protocol, ReadonlyMap<string, string>> = {
   openai: new Map([
     ['file_id', 'files'], ['file_ids', 'files'], ['input_file_id', 'files'], ['training_file', 'files'], ['validation_file', 'files'],
-    ['vector_store_id', 'vector_stores'], ['vector_store_ids', 'vector_stores'], ['previous_response_id', 'responses'], ['conversation', 'conversations'], ['container', 'containers']
+    ['vector_store_id', 'vector_stores'], ['vector_store_ids', 'vector_stores'], ['previous_response_id', 'responses'], ['conversation', 'conversations'],
+    ['container', 'containers'], ['container_id', 'containers'], ['prompt', 'prompts'], ['audio', 'audio']
   ]),
-  messages: new Map([['file_id', 'files'], ['container', 'containers']]),
+  messages: new Map([['file_id', 'files'], ['container', 'containers'], ['skill_id', 'skills']]),
   // Google's JSON takes a field by its proto name too
   gemini: new Map([
     ['cachedContent', 'cached_contents'], ['cached_content', 'cached_contents'], ['fileUri', 'files'], ['file_uri', 'files'], ['fileName', 'files'], ['file_name', 'files'],
@@ -242,26 +243,31 @@ const REFERENCES: Record<Protocol, ReadonlyMap<string, string>> = {
 }
 
 /**
- * The provider-side objects a request body names, at any depth but inside `metadata` (the
- * client's own labels, which the provider never reads as references). A Gemini `fileUri` names a
- * file when it is one of the Files API's URIs on one of `hosts` (the provider's); other URIs are
- * media the provider fetches.
+ * Fields whose object value names an object by its `id` (Anthropic's container, OpenAI's
+ * conversation, a stored prompt, an earlier answer's audio); `prompt` and `audio` as strings are
+ * no references (a completion's prompt text, audio data).
  */
-export function referencesIn (protocol: Protocol, body: Json, hosts: readonly string[]): ObjectRef[] {
+const HELD_BY_ID = new Set(['container', 'conversation', 'prompt', 'audio'])
+const ID_ONLY_IN_OBJECT = new Set(['prompt', 'audio'])
+
+/** Is `field` a field that names provider-side objects in `protocol`'s bodies? */
+export const namesObjects = (protocol: Protocol, field: string): boolean => REFERENCES[protocol].has(field)
+
+/**
+ * Calls `found` with each id that a field of `value` names an object by, at any depth but inside
+ * `metadata` (the client's own labels, which the provider never reads as references): the kind of
+ * object, the id (a non-empty string) and the field's name. Iterative, and without a copy of any
+ * object's entries: it walks every body pass-through reads.
+ */
+export function walkReferences (protocol: Protocol, value: unknown, found: (kind: string, id: string, field: string) => void): void {
   const fields = REFERENCES[protocol]
-  const out: ObjectRef[] = []
   const add = (kind: string, v: unknown, field: string): void => {
-    if (typeof v !== 'string' || v === '') return
-    if (field !== 'fileUri' && field !== 'file_uri') out.push({ kind, id: v })
-    else {
-      const file = fileOnHost(v, hosts)
-      if (file !== undefined) out.push({ kind, id: file })
-    }
+    if (typeof v === 'string' && v !== '') found(kind, v, field)
   }
-  // iterative, and without a copy of any object's entries: this walks every body pass-through reads
-  const stack: unknown[] = [body]
+  const stack: unknown[] = [value]
   while (stack.length > 0) {
     const node = stack.pop()
+    if (node === null || typeof node !== 'object') continue
     if (Array.isArray(node)) {
       for (let i = 0; i < node.length; i++) {
         const v: unknown = node[i]
@@ -274,26 +280,57 @@ export function referencesIn (protocol: Protocol, body: Json, hosts: readonly st
       if (field === 'metadata') continue
       const v = o[field]
       const kind = fields.get(field)
-      if (kind !== undefined) {
+      // Anthropic's own skills (pptx, xlsx...) are everyone's
+      if (kind !== undefined && !(field === 'skill_id' && o.type === 'anthropic')) {
         if (Array.isArray(v)) for (const item of v) add(kind, item, field)
-        // Anthropic's container, OpenAI's conversation: an id, or an object holding one
-        else if (isObj(v) && (field === 'container' || field === 'conversation')) add(kind, v.id, field)
-        else add(kind, v, field)
+        else if (isObj(v)) { if (HELD_BY_ID.has(field)) add(kind, v.id, field) } else if (!ID_ONLY_IN_OBJECT.has(field)) add(kind, v, field)
       }
       if (v !== null && typeof v === 'object') stack.push(v)
     }
   }
+}
+
+/**
+ * The provider-side objects a request body names (walkReferences). A Gemini `fileUri` names a
+ * file when it is one of the Files API's URIs on one of `hosts` (the provider's); other URIs are
+ * media the provider fetches.
+ */
+export function referencesIn (protocol: Protocol, body: Json, hosts: readonly string[]): ObjectRef[] {
+  const out: ObjectRef[] = []
+  walkReferences(protocol, body, (kind, id, field) => {
+    if (field !== 'fileUri' && field !== 'file_uri') out.push({ kind, id })
+    else {
+      const file = fileOnHost(id, hosts)
+      if (file !== undefined) out.push({ kind, id: file })
+    }
+  })
   return out
 }
 
-/** A Gemini Files API name in a URI on one of `hosts`, or a bare `files/…` name. */
+/**
+ * A Files API file's name (`files/abc`) in a URI, when the URI is plainly one as written: no
+ * escape and no dot segment (the path as parsed is the path as sent, so the provider reads the
+ * same name); undefined otherwise.
+ */
+export function plainGeminiFile (raw: string, u: URL): string | undefined {
+  const rest = raw.slice(raw.indexOf('//') + 2)
+  const slash = rest.indexOf('/')
+  if (slash === -1 || rest.slice(slash) !== `${u.pathname}${u.search}${u.hash}`) return undefined
+  return /^(?:\/[A-Za-z0-9._-]+)*\/(files\/[A-Za-z0-9_-]+)(?::download)?$/.exec(u.pathname)?.[1]
+}
+
+/**
+ * The Gemini Files API file a URI on one of `hosts`, or a bare `files/…` name, names. One that is
+ * not plainly a file's name (an escape, a dot segment, another path) names an object the gateway
+ * cannot tell: it is returned as it is, an id no organization made.
+ */
 function fileOnHost (uri: string, hosts: readonly string[]): string | undefined {
-  if (uri.startsWith('files/')) return geminiFileName(uri)
-  let host: string
+  if (uri.startsWith('files/')) return geminiFileName(uri) ?? uri
+  let u: URL
   try {
-    host = new URL(uri).host.toLowerCase()
+    u = new URL(uri)
   } catch {
     return undefined
   }
-  return hosts.includes(host) ? geminiFileName(uri) : undefined
+  return hosts.includes(u.host.toLowerCase()) ? plainGeminiFile(uri, u) ?? uri : undefined
 }

@@ -4,6 +4,7 @@ import { firstHostResolvingToBlockedAddress, mediaUrlProblem, type DataUris, typ
 import { firstProblem } from '../kernel/schema-check.js'
 import { fileType } from '../translation/gemini-request.js'
 import type { Json, Protocol } from '../translation/types.js'
+import { geminiPartObjects, type BodyObjects } from './body-objects.js'
 
 // Checks made before anything is forwarded (docs/api.md), as pure functions of the client's body
 // and the catalog model. A body's shape is its schema's (./request-schemas.ts); what is checked
@@ -181,20 +182,27 @@ function modalityOf (mimeType: string): string | null {
   return null
 }
 
+/** Content part types that name nothing at a provider and hold no media: text, reasoning, the client's tool calls. */
+const INERT_PARTS = new Set(['text', 'input_text', 'output_text', 'refusal', 'thinking', 'redacted_thinking', 'tool_use', 'server_tool_use', 'mcp_tool_use', 'search_result'])
+
 /**
  * Refuses media the model cannot take and every media URL that plugins/gateway/media-url.ts does not
  * allow: chat image_url (string or {url}) and video_url, Messages image and document url sources
- * (in content, tool_result content and system), Gemini inlineData and fileData (in contents, function
- * responses and the system instruction). Returns the URLs' host names, for the optional
- * DNS check (checkMediaHostsByDns).
+ * (in content, tool_result content, a document's content and system), Gemini inlineData and
+ * fileData (in contents, function responses and the system instruction). Returns the URLs' host
+ * names, for the optional DNS check (checkMediaHostsByDns). On the same walk, notes in `objects`
+ * what the parts name of the provider accounts (body-objects.ts: the caller notes the top
+ * level's): ids of files, Responses items, media URLs; a part of a type it does not know is
+ * searched for the fields that name objects.
  */
-export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol): NamedHost[] {
+export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol, objects?: BodyObjects): NamedHost[] {
   const named: NamedHost[] = []
   const need = (modality: string): void => {
     if (!model.inputModalities.has(modality)) throw new ModalityNotSupported({ model: model.id, modality })
   }
   const image = (url: unknown, dataUris: DataUris, field: string): void => {
     if (mediaUrlProblem(url, dataUris, (host) => named.push({ host, kind: 'image', field })) !== undefined) throw new InvalidImageUrl({ field })
+    objects?.url(url as string, field)
   }
   const visitParts = (content: unknown, path: string): void => {
     if (!Array.isArray(content)) return
@@ -202,12 +210,14 @@ export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol)
       if (part === null || typeof part !== 'object') continue
       const p = part as Json
       const at = `${path}[${i}]`
+      if (INERT_PARTS.has(p.type as string)) continue
       switch (p.type) {
         case 'image_url':
         case 'input_image': {
           // chat: image_url (a string or {url}); Responses: image_url (a string), or file_id
           const v = p.image_url
           if (v !== undefined || p.type === 'image_url') image(typeof v === 'string' ? v : (v as Json | null | undefined)?.url, 'image', `${at}.image_url`)
+          if (p.type === 'input_image') objects?.id(p.file_id, `${at}.file_id`)
           need('image')
           break
         }
@@ -215,12 +225,26 @@ export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol)
         case 'document': {
           const source = p.source as Json | null | undefined
           if (source?.type === 'url') image(source.url, 'none', `${at}.source.url`)
+          // a document made of content blocks (text, images)
+          else if (source?.type === 'content') visitParts(source.content, `${at}.source.content`)
+          else if (source?.type === 'file') objects?.id(source.file_id, `${at}.source.file_id`)
+          else if (isObj(source) && source.type !== 'base64' && source.type !== 'text') objects?.cannotRead(`${at}.source.type`)
           if (p.type === 'image') need('image')
           break
         }
+        case 'file':
+          // chat: a file by its id, or its data
+          if (isObj(p.file)) objects?.id(p.file.file_id, `${at}.file.file_id`)
+          else objects?.scan(p, at)
+          break
+        case 'input_file':
+        case 'container_upload':
+          objects?.id(p.file_id, `${at}.file_id`)
+          break
         case 'video_url': {
           const url = (p.video_url as Json | undefined)?.url
           if (mediaUrlProblem(url, 'none', (host) => named.push({ host, kind: 'video', field: `${at}.video_url.url` })) !== undefined) throw new InvalidVideoUrl()
+          objects?.url(url as string, `${at}.video_url.url`)
           need('video')
           break
         }
@@ -233,6 +257,8 @@ export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol)
         case 'tool_result':
           visitParts(p.content, `${at}.content`)
           break
+        default:
+          objects?.scan(p, at)
       }
     }
   }
@@ -252,10 +278,12 @@ export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol)
           if (mediaUrlProblem(uri, 'none', (host) => named.push({ host, kind, field })) !== undefined) {
             throw kind === 'video' ? new InvalidVideoUrl() : new InvalidImageUrl({ field })
           }
+          objects?.url(uri as string, field)
           if (modality !== null) need(modality)
         } else if (isObj(part.functionResponse)) {
           visitGemini(part.functionResponse.parts, `${at}.functionResponse.parts`)
         }
+        if (objects !== undefined) geminiPartObjects(part, at, objects)
       }
     }
     for (const [i, c] of (body.contents as unknown[]).entries()) if (isObj(c)) visitGemini(c.parts, `contents[${i}].parts`)
@@ -265,12 +293,36 @@ export function checkMedia (body: Json, model: CatalogModel, protocol: Protocol)
   if (protocol === 'responses') {
     for (const [i, item] of (Array.isArray(body.input) ? body.input as Json[] : []).entries()) {
       if (item === null || typeof item !== 'object') continue
-      if (item.type === 'function_call_output') visitParts(item.output, `input[${i}].output`)
-      else visitParts(item.content, `input[${i}].content`)
+      const at = `input[${i}]`
+      switch (item.type ?? (item.role !== undefined ? 'message' : undefined)) {
+        case 'function_call_output':
+        case 'custom_tool_call_output':
+          visitParts(item.output, `${at}.output`)
+          break
+        case 'message':
+        case 'function_call':
+        case 'custom_tool_call':
+          visitParts(item.content, `${at}.content`)
+          break
+        // the provider looks up a reasoning item by its id unless the item carries its content, and a referenced item always
+        case 'reasoning':
+          if (item.encrypted_content === undefined || item.encrypted_content === null) objects?.id(item.id, `${at}.id`)
+          break
+        case 'item_reference':
+          objects?.id(item.id, `${at}.id`)
+          break
+        default:
+          visitParts(item.content, `${at}.content`)
+          objects?.scan(item, at)
+      }
     }
     return named
   }
-  for (const [i, m] of (body.messages as Json[]).entries()) visitParts(m.content, `messages[${i}].content`)
+  for (const [i, m] of (body.messages as Json[]).entries()) {
+    visitParts(m.content, `messages[${i}].content`)
+    // a chat assistant message may name an earlier answer's audio, which the provider keeps
+    if (protocol === 'openai' && isObj(m.audio)) objects?.id(m.audio.id, `messages[${i}].audio.id`)
+  }
   if (protocol === 'messages') visitParts(body.system, 'system')
   return named
 }

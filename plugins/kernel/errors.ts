@@ -137,6 +137,7 @@ export const UnreadableModel = define('unreadable_model', { status: 403, code: '
 export const PassthroughPath = define('passthrough_path', { status: 400, openaiType: 'invalid_request_error', retry: false })
 // an object of a provider's account that the caller's organization did not make, or none at all: the two are not told apart
 export const ObjectNotFound = define('object_not_found', { status: 404, code: 'object_not_found', openaiType: 'invalid_request_error', retry: false })
+export const UnreadableReference = define('unreadable_reference', { status: 400, code: 'unreadable_reference', openaiType: 'invalid_request_error', retry: false })
 export const UnattributableEndpoint = define('unattributable_endpoint', { status: 403, code: 'unattributable_endpoint', openaiType: 'permission_error', retry: false })
 export const UnforwardableRequest = define('unforwardable_request', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const McpServerNotFound = define('mcp_server_not_found', { status: 404, code: 'mcp_server_not_found', retry: false })

@@ -1,4 +1,6 @@
-import { InvalidBody, InvalidField, MissingField } from '../kernel/errors.js'
+import { geminiPartObjects, topLevelObjects, type BodyObjects } from '../gateway/body-objects.js'
+import { mediaUrlProblem } from '../gateway/media-url.js'
+import { InvalidBody, InvalidField, InvalidImageUrl, MissingField } from '../kernel/errors.js'
 import { isObj, optCount, optText } from './fields.js'
 import type { Json, Usage } from './types.js'
 
@@ -63,15 +65,26 @@ export function checkEmbeddingsBody (body: unknown): Json {
 /** The method of Google's embedding API a call came by. */
 export type GeminiEmbedMethod = 'embedContent' | 'batchEmbedContents'
 
-/** One content to embed, as Google's requests carry it. */
-function checkContent (content: unknown, field: string): void {
+/**
+ * One content to embed, as Google's requests carry it. A file it names by URL is held to the
+ * media URL rules, and noted in `objects` with whatever else its parts name of the provider's
+ * account (plugins/gateway/body-objects.ts).
+ */
+function checkContent (content: unknown, field: string, objects?: BodyObjects): void {
   if (!given(content)) throw new MissingField({ field })
   if (!isObj(content)) throw new InvalidField({ field, reason: 'must be an object with parts' })
   const parts = content.parts
   if (!Array.isArray(parts) || parts.length === 0) throw new InvalidField({ field: `${field}.parts`, reason: 'must be a non-empty array' })
   for (const [i, p] of parts.entries()) {
-    if (!isObj(p)) throw new InvalidField({ field: `${field}.parts[${i}]`, reason: 'must be an object' })
-    if (given(p.text) && typeof p.text !== 'string') throw new InvalidField({ field: `${field}.parts[${i}].text`, reason: 'must be a string' })
+    const at = `${field}.parts[${i}]`
+    if (!isObj(p)) throw new InvalidField({ field: at, reason: 'must be an object' })
+    if (given(p.text) && typeof p.text !== 'string') throw new InvalidField({ field: `${at}.text`, reason: 'must be a string' })
+    if (isObj(p.fileData)) {
+      const uri = p.fileData.fileUri
+      if (mediaUrlProblem(uri, 'none') !== undefined) throw new InvalidImageUrl({ field: `${at}.fileData.fileUri` })
+      objects?.url(uri as string, `${at}.fileData.fileUri`)
+    }
+    if (objects !== undefined) geminiPartObjects(p, at, objects)
   }
 }
 
@@ -86,12 +99,14 @@ const bare = (name: string): string => name.startsWith('models/') ? name.slice('
 
 /**
  * A body of Google's embedContent or batchEmbedContents, checked; `model` is the catalog id the
- * path names, which every request of a batch that names one must name too (Google's rule).
+ * path names, which every request of a batch that names one must name too (Google's rule). What
+ * it names of the provider's account is noted in `objects`.
  */
-export function checkGeminiEmbedBody (body: unknown, method: GeminiEmbedMethod, model: string): Json {
+export function checkGeminiEmbedBody (body: unknown, method: GeminiEmbedMethod, model: string, objects?: BodyObjects): Json {
   if (!isObj(body)) throw new InvalidBody()
+  if (objects !== undefined) topLevelObjects(body, objects)
   if (method === 'embedContent') {
-    checkContent(body.content, 'content')
+    checkContent(body.content, 'content', objects)
     checkSettings(body, '')
     return body
   }
@@ -103,8 +118,9 @@ export function checkGeminiEmbedBody (body: unknown, method: GeminiEmbedMethod, 
     if (given(r.model) && (typeof r.model !== 'string' || bare(r.model) !== bare(model))) {
       throw new InvalidField({ field: `requests[${i}].model`, reason: `must be the model the path names, models/${bare(model)}` })
     }
-    checkContent(r.content, `requests[${i}].content`)
+    checkContent(r.content, `requests[${i}].content`, objects)
     checkSettings(r, `requests[${i}].`)
+    if (objects !== undefined) topLevelObjects(r, objects)
   }
   return body
 }

@@ -3,7 +3,8 @@ import type { Gateway } from '../../plugins/api/index.js'
 import type { CatalogModel } from '../../plugins/gateway/catalog.js'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { UnsupportedOnUpstream } from '../../plugins/kernel/errors.js'
-import { admit, grantedModel } from '../../plugins/gateway/gate.js'
+import { BodyObjects, topLevelObjects } from '../../plugins/gateway/body-objects.js'
+import { admit, grantedModel, objectProviders } from '../../plugins/gateway/gate.js'
 import { answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { GeminiBody } from '../../plugins/gateway/request-schemas.js'
 import { applyParameters, checkMedia, checkMediaHostsByDns, validBody } from '../../plugins/gateway/validation.js'
@@ -16,9 +17,10 @@ import type { UpstreamClient } from '../../plugins/upstream/types.js'
 
 // The handler of the model call routes: POST /v1/chat/completions ('openai' clients),
 // /v1/messages ('messages'), /v1/responses ('responses') and Gemini's generateContent
-// ('gemini'). Check the body and resolve the model, then the pipeline: admission hooks, dispatch
-// to the model's providers through the translator pair of each provider's protocol, the relay of
-// the answer, the end of the call.
+// ('gemini'). Check the body and resolve the model, keep to the providers that hold the objects
+// the body names (if it names any), then the pipeline: admission hooks, dispatch to those
+// providers through the translator pair of each provider's protocol, the relay of the answer,
+// the end of the call.
 
 interface Translated { pair: TranslatorPair, body: Json, dropped: string[] }
 
@@ -37,14 +39,16 @@ export function callHandler (fastify: FastifyInstance, protocol: Protocol) {
   return async function handle (request: FastifyRequest, reply: FastifyReply, target?: CallTarget): Promise<FastifyReply> {
     const p: Pipe = { gateway, hooks, request, reply, call: callOf(request), arrayStream: target?.arrayStream }
     const { model, valid } = resolve(p, protocol, target)
-    const body = await then(checked(p, model, valid), (b) => admit(p, model, b, true))
+    const objects = new BodyObjects(protocol)
+    const { body, providers } = await then(checked(p, model, valid, objects), (b) =>
+      then(objectProviders(p, model.providers, objects), (reachable) => then(admit(p, model, b, true), (admitted) => ({ body: admitted, providers: reachable }))))
     const ctx = translateCtx(p, model, body)
     const answered = p.call.pluginAnswer
     if (answered !== null) return await answerFromPlugin(p, answered, ctx)
     const translate = translator(body, ctx, protocol)
     refuseUnmappable(gateway, request, model, protocol)
     const answer = await send(p, {
-      providers: model.providers,
+      providers,
       policy: model,
       model,
       plan: (upstream) => {
@@ -69,11 +73,15 @@ function resolve (p: Pipe, protocol: Protocol, target: CallTarget | undefined): 
   return { model, valid }
 }
 
-/** Media checked against the model and the URL rules; fields the model does not take dropped, its defaults filled in. */
-function checked (p: Pipe, model: CatalogModel, valid: Json): MaybePromise<Json> {
+/**
+ * Media checked against the model and the URL rules; fields the model does not take dropped, its
+ * defaults filled in; what the body sent names of the provider accounts noted in `objects`.
+ */
+function checked (p: Pipe, model: CatalogModel, valid: Json, objects: BodyObjects): MaybePromise<Json> {
   const protocol = p.call.modelProtocol
-  const hosts = checkMedia(valid, model, protocol)
+  const hosts = checkMedia(valid, model, protocol, objects)
   const { body, dropped } = applyParameters(valid, model, protocol)
+  topLevelObjects(body, objects)
   p.call.dropParams(dropped)
   // the operator's choice: media hosts resolved and checked too (a DNS lookup per call)
   const resolved = p.gateway.config.server.media_urls.resolve_hosts && hosts.length > 0 ? checkMediaHostsByDns(hosts) : undefined

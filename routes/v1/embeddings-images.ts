@@ -1,7 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { NotImplemented } from '../../plugins/kernel/errors.js'
+import { BodyObjects, topLevelObjects } from '../../plugins/gateway/body-objects.js'
 import type { Pipe } from '../../plugins/gateway/pipeline.js'
+import type { Json } from '../../plugins/translation/types.js'
 import { checkEmbeddingsBody } from '../../plugins/translation/embeddings.js'
 import { checkImagesBody } from '../../plugins/translation/images.js'
 import { wholeCall } from './whole-call.js'
@@ -11,6 +13,13 @@ import { wholeCall } from './whole-call.js'
 // translated). Each answers the spec's 501 while the catalog holds no active model of its kind.
 // Embeddings may be answered from the response cache; images never are.
 
+/** What an OpenAI-shaped body names of the provider's account: its fields are settings and text, but one the gateway does not know may name objects. */
+function namedBy (body: Json): BodyObjects {
+  const objects = new BodyObjects('openai')
+  topLevelObjects(body, objects)
+  return objects
+}
+
 const embeddings: FastifyPluginAsync = async (fastify) => {
   const gateway = fastify.gateway
   const hooks = hooksOf(gateway)
@@ -19,13 +28,13 @@ const embeddings: FastifyPluginAsync = async (fastify) => {
   fastify.post('/embeddings', { config: { family: 'openai', metered: true, endpoint: 'embeddings', protocol: 'openai' } }, async (request, reply) => {
     if (!gateway.catalog.serves('embeddings')) throw new NotImplemented()
     const body = checkEmbeddingsBody(request.body)
-    return await wholeCall(pipe(request, reply), { kind: 'embeddings', model: 'embeddings', client: 'openai', name: body.model as string, body, answerable: true, defaults: true })
+    return await wholeCall(pipe(request, reply), { kind: 'embeddings', model: 'embeddings', client: 'openai', name: body.model as string, body, answerable: true, defaults: true, objects: namedBy(body) })
   })
 
   fastify.post('/images/generations', { config: { family: 'openai', metered: true, endpoint: 'images.generations', protocol: 'openai' } }, async (request, reply) => {
     if (!gateway.catalog.serves('image')) throw new NotImplemented()
     const body = checkImagesBody(request.body)
-    return await wholeCall(pipe(request, reply), { kind: 'images', model: 'image', client: 'openai', name: body.model as string, body, answerable: false, defaults: true })
+    return await wholeCall(pipe(request, reply), { kind: 'images', model: 'image', client: 'openai', name: body.model as string, body, answerable: false, defaults: true, objects: namedBy(body) })
   })
 }
 

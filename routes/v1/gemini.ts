@@ -5,7 +5,8 @@ import type { CatalogModel } from '../../plugins/gateway/catalog.js'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { InvalidQuery, MissingModelId, RouteNotFound } from '../../plugins/kernel/errors.js'
 import { checkGeminiEmbedBody, type GeminiEmbedMethod } from '../../plugins/translation/embeddings.js'
-import { admit, grantedModel, grantedModels, shownModel } from '../../plugins/gateway/gate.js'
+import { BodyObjects, topLevelObjects } from '../../plugins/gateway/body-objects.js'
+import { admit, grantedModel, grantedModels, objectProviders, shownModel } from '../../plugins/gateway/gate.js'
 import { relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { GeminiBody } from '../../plugins/gateway/request-schemas.js'
 import { checkMedia, validBody } from '../../plugins/gateway/validation.js'
@@ -101,10 +102,14 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
     p.call.kind('count_tokens')
     const valid = validBody(GeminiBody, countBody(request.body))
     const model = find(request, id)
-    checkMedia(valid, model, 'gemini')
+    // the body goes as it is: what it names of the provider's account, in its parts and at its top
+    const objects = new BodyObjects('gemini')
+    checkMedia(valid, model, 'gemini', objects)
+    topLevelObjects(valid, objects)
     p.call.resolved(model, false)
+    const reachable = await objectProviders(p, model.providers, objects)
     const body = await admit(p, model, valid)
-    const providers = model.providers.filter((pid) => upstreams.get(pid)?.protocol === 'gemini')
+    const providers = reachable.filter((pid) => upstreams.get(pid)?.protocol === 'gemini')
     if (providers.length === 0 || upstreams.candidates(providers).length === 0) {
       const counted = { totalTokens: await countGeminiTokens(body) }
       p.call.answering()
@@ -134,8 +139,9 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
       p.call.kind('embeddings')
       // the model the path names first: a chat model is told so, whatever its body
       grantedModel(gateway, request.principal, id, 'embeddings')
-      const body = checkGeminiEmbedBody(request.body, call.method, id)
-      return await wholeCall(p, { kind: 'embeddings', model: 'embeddings', client: 'gemini', name: id, body, answerable: true, defaults: false })
+      const objects = new BodyObjects('gemini')
+      const body = checkGeminiEmbedBody(request.body, call.method, id, objects)
+      return await wholeCall(p, { kind: 'embeddings', model: 'embeddings', client: 'gemini', name: id, body, answerable: true, defaults: false, objects })
     }
     const stream = call.method === 'streamGenerateContent'
     return await generate(request, reply, { model: id, stream, arrayStream: stream && request.query.alt !== 'sse' })

@@ -1,8 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { callOf, hooksOf } from '../../plugins/gateway/core.js'
-import { admit, grantedModel } from '../../plugins/gateway/gate.js'
+import { BodyObjects, topLevelObjects } from '../../plugins/gateway/body-objects.js'
+import { admit, grantedModel, objectProviders } from '../../plugins/gateway/gate.js'
 import { relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { CountTokensBody, MessagesBody } from '../../plugins/gateway/request-schemas.js'
+import { checkMedia } from '../../plugins/gateway/validation.js'
 import { callBodyCompiler } from '../schemas.js'
 import { countTokens } from '../../plugins/translation/tokenizer.js'
 import { upstreamPath } from '../../plugins/translation/index.js'
@@ -23,14 +25,20 @@ const messages: FastifyPluginAsync = async (fastify) => {
   fastify.post('/messages', { config: { ...config, metered: true, endpoint: 'messages', protocol: 'messages' }, schema: { body: MessagesBody }, validatorCompiler: callBodyCompiler }, callHandler(fastify, 'messages'))
 
   // Sent to the model's Messages providers (failover as for calls); for other models counted
-  // locally with a tokenizer (an estimate), never a fake 0.
+  // locally with a tokenizer (an estimate), never a fake 0. Its media and the objects it names
+  // are checked as a call's are: a count reads what it counts.
   fastify.post('/messages/count_tokens', { config: { ...config, metered: true, endpoint: 'count_tokens', protocol: 'messages' }, schema: { body: CountTokensBody }, validatorCompiler: callBodyCompiler }, async (request, reply) => {
     const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
     const valid = request.body as Json
     const model = grantedModel(gateway, request.principal, valid.model as string, 'chat')
+    // the body goes as it is: what it names of the provider's account, in its parts and at its top
+    const objects = new BodyObjects('messages')
+    checkMedia(valid, model, 'messages', objects)
+    topLevelObjects(valid, objects)
     p.call.resolved(model, false)
+    const reachable = await objectProviders(p, model.providers, objects)
     const body = await admit(p, model, valid)
-    const providers = model.providers.filter((id) => upstreams.get(id)?.protocol === 'messages')
+    const providers = reachable.filter((id) => upstreams.get(id)?.protocol === 'messages')
     if (providers.length === 0 || upstreams.candidates(providers).length === 0) {
       const counted = { input_tokens: await countTokens(body) }
       p.call.answering()

@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify'
 import type { CatalogModel, ModelKind } from '../../plugins/gateway/catalog.js'
-import { admit, grantedModel } from '../../plugins/gateway/gate.js'
+import type { BodyObjects } from '../../plugins/gateway/body-objects.js'
+import { admit, grantedModel, objectProviders } from '../../plugins/gateway/gate.js'
 import { answerFromPlugin, relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
 import { then, type MaybePromise } from '../../plugins/kernel/maybe-promise.js'
 import { upstreamPath, wholePairFor, type WholeKind } from '../../plugins/translation/index.js'
@@ -25,30 +26,35 @@ export interface WholeCall {
   answerable: boolean
   /** The model's default_parameters fill the fields the client left out (OpenAI's shapes, whose names they use). */
   defaults: boolean
+  /** What the body names of the provider accounts, noted as it was checked (body-objects.ts). */
+  objects: BodyObjects
 }
 
 interface Translated { pair: WholePair, body: Json, dropped: string[] }
 
 /**
  * Admission of a call to a catalog model of one kind, as every spending route admits: the model
- * the key may call and of the route's kind, then the admission hooks (idempotency, quota, balance,
- * guardrails, cache). The one place this route decides what it lets through.
+ * the key may call and of the route's kind, the providers that hold the objects the body names,
+ * then the admission hooks (idempotency, quota, balance, guardrails, cache). The one place this
+ * route decides what it lets through.
  */
-export function admitWhole (p: Pipe, w: WholeCall): MaybePromise<{ model: CatalogModel, body: Json }> {
+function admitWhole (p: Pipe, w: WholeCall): MaybePromise<{ model: CatalogModel, body: Json, reachable: readonly string[] }> {
   const model = grantedModel(p.gateway, p.request.principal, w.name, w.model)
   p.call.resolved(model, false)
-  const body = w.defaults ? withDefaults(w.body, model) : w.body
-  return then(admit(p, model, body, w.answerable), (admitted) => ({ model, body: admitted }))
+  return then(objectProviders(p, model.providers, w.objects), (reachable) => {
+    const body = w.defaults ? withDefaults(w.body, model) : w.body
+    return then(admit(p, model, body, w.answerable), (admitted) => ({ model, body: admitted, reachable }))
+  })
 }
 
 export async function wholeCall (p: Pipe, w: WholeCall): Promise<FastifyReply> {
-  const { model, body } = await admitWhole(p, w)
+  const { model, body, reachable } = await admitWhole(p, w)
   // the pairs read what the client asked for (its encoding, a batch or a single embedding) in clientRequest
   const ctx: TranslateCtx = { ...translateCtx(p, model, body), clientRequest: body }
   const answered = p.call.pluginAnswer
   if (answered !== null) return await answerFromPlugin(p, answered, ctx, wholePairFor(w.kind, w.client, w.client))
   const { upstreams } = p.gateway
-  const providers = model.providers.filter((id) => {
+  const providers = reachable.filter((id) => {
     const up = upstreams.get(id)
     return up !== undefined && wholePairFor(w.kind, w.client, up.protocol) !== undefined
   })

@@ -41,7 +41,7 @@ const STATES = ['valid', 'ungranted', 'empty grants', 'no passthrough', 'revoked
 type State = typeof STATES[number]
 
 type Cell = 'ok' | number
-type Kind = 'priced' | 'count' | 'listing' | 'tool-list' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model' | 'pt-target' | 'pt-unattributable' | 'pt-foreign'
+type Kind = 'priced' | 'count' | 'listing' | 'tool-list' | 'foreign' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model' | 'pt-target' | 'pt-unattributable' | 'pt-foreign'
 
 /** What each kind of route answers a key in each state. */
 function expected (kind: Kind, state: State): Cell {
@@ -59,6 +59,8 @@ function expected (kind: Kind, state: State): Cell {
   // an endpoint whose objects the gateway cannot attribute, or an object the key's organization did not make: refused whatever the key's limits
   if (kind === 'pt-unattributable') return 403
   if (kind === 'pt-foreign') return state === 'no passthrough' ? 403 : 404
+  // a /v1 call naming another organization's object: refused before the key's limits are looked at (a key granted no model: 404 too)
+  if (kind === 'foreign') return 404
   switch (state) {
     case 'no passthrough':
       return passthrough ? 403 : kind === 'listing' ? 200 : 'ok'
@@ -87,6 +89,11 @@ interface Row {
 
 const chat = { model: 'openai/gpt-test', max_tokens: 16, messages: [{ role: 'user', content: 'hello there' }] }
 const gemini = { contents: [{ role: 'user', parts: [{ text: 'hello there' }] }], generationConfig: { maxOutputTokens: 16 } }
+/** Content naming an object another organization made at the provider. */
+const theirFile = [{ role: 'user', content: [{ type: 'text', text: 'hello there' }, { type: 'file', file: { file_id: 'file-other-org' } }] }]
+const theirDocument = [{ role: 'user', content: [{ type: 'text', text: 'hello there' }, { type: 'document', source: { type: 'file', file_id: 'file_other_org' } }] }]
+const theirGeminiFile = { fileData: { fileUri: 'https://generativelanguage.googleapis.com/v1beta/files/other-org', mimeType: 'image/png' } }
+const theirContents = [{ role: 'user', parts: [{ text: 'hello there' }, theirGeminiFile] }]
 const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
 const json = (key: string): Record<string, string> => ({ ...bearer(key), 'content-type': 'application/json' })
 const post = (url: string, body: unknown) => async (app: FastifyInstance, key: string) => await app.inject({ method: 'POST', url, headers: json(key), payload: JSON.stringify(body) })
@@ -127,6 +134,22 @@ const ROWS: Row[] = [
   { name: 'POST /v1/images/generations', kind: 'priced', route: '/v1/images/generations', covers: ['POST'], call: post('/v1/images/generations', { model: 'openai/image-test', prompt: 'a lighthouse' }) },
   { name: 'POST /v1beta/…:embedContent', kind: 'priced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:embedContent', { content: { parts: [{ text: 'hello there' }] } }) },
   { name: 'POST /v1beta/…:batchEmbedContents', kind: 'priced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:batchEmbedContents', { requests: [{ model: 'models/google/embed-test', content: { parts: [{ text: 'hello there' }] } }] }) },
+  // another organization's object, named on every /v1 route
+  { name: 'POST /v1/chat/completions, another organization\'s file', kind: 'foreign', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...chat, messages: theirFile }) },
+  { name: 'POST /v1/chat/completions (stream), another organization\'s file', kind: 'foreign', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...chat, messages: theirFile, stream: true }) },
+  { name: 'POST /v1/messages, another organization\'s file', kind: 'foreign', route: '/v1/messages', covers: ['POST'], call: post('/v1/messages', { ...chat, model: 'anthropic/claude-test', messages: theirDocument }) },
+  { name: 'POST /v1/messages (stream), another organization\'s file', kind: 'foreign', route: '/v1/messages', covers: ['POST'], call: post('/v1/messages', { ...chat, model: 'anthropic/claude-test', messages: theirDocument, stream: true }) },
+  { name: 'POST /v1/messages/count_tokens, another organization\'s file', kind: 'foreign', route: '/v1/messages/count_tokens', covers: ['POST'], call: post('/v1/messages/count_tokens', { model: 'anthropic/claude-test', messages: theirDocument }) },
+  { name: 'POST /v1/responses, another organization\'s file', kind: 'foreign', route: '/v1/responses', covers: ['POST'], call: post('/v1/responses', { model: 'openai/gpt-test', max_output_tokens: 16, input: [{ role: 'user', content: [{ type: 'input_text', text: 'hello there' }, { type: 'input_file', file_id: 'file-other-org' }] }] }) },
+  { name: 'POST /v1beta/…:generateContent, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:generateContent', { ...gemini, contents: theirContents }) },
+  { name: 'POST /v1beta/…:streamGenerateContent, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:streamGenerateContent?alt=sse', { ...gemini, contents: theirContents }) },
+  { name: 'POST /v1beta/…:countTokens, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:countTokens', { contents: theirContents }) },
+  { name: 'POST /v1beta/…:generateContent, another organization\'s cached content', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:generateContent', { ...gemini, cachedContent: 'cachedContents/other-org' }) },
+  { name: 'POST /v1/models/…:generateContent, another organization\'s cached content', kind: 'foreign', route: '/v1/models/*', covers: ['POST'], call: post('/v1/models/google/gemini-test:generateContent', { ...gemini, cachedContent: 'cachedContents/other-org' }) },
+  { name: 'POST /v1/embeddings, a field naming another organization\'s file', kind: 'foreign', route: '/v1/embeddings', covers: ['POST'], call: post('/v1/embeddings', { model: 'openai/embed-test', input: ['hello there'], extra: { file_id: 'file-other-org' } }) },
+  { name: 'POST /v1/images/generations, a field naming another organization\'s file', kind: 'foreign', route: '/v1/images/generations', covers: ['POST'], call: post('/v1/images/generations', { model: 'openai/image-test', prompt: 'a lighthouse', reference: { file_id: 'file-other-org' } }) },
+  { name: 'POST /v1beta/…:embedContent, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:embedContent', { content: { parts: [{ text: 'hello there' }, theirGeminiFile] } }) },
+  { name: 'POST /v1beta/…:batchEmbedContents, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:batchEmbedContents', { requests: [{ model: 'models/google/embed-test', content: { parts: [theirGeminiFile] } }] }) },
   { name: 'GET /v1/models/{id}', kind: 'listing', route: '/v1/models/*', covers: ['GET', 'HEAD'], call: get('/v1/models/openai/gpt-test') },
   { name: 'GET /v1beta/models/{id}', kind: 'listing', route: '/v1beta/models/*', covers: ['GET', 'HEAD'], call: get('/v1beta/models/google/gemini-test') },
   { name: 'POST /mcp tools/call', kind: 'priced', route: '/mcp', covers: ['POST'], call: rpc('/mcp', 'tools/call', { name: 'docs__echo', arguments: { text: 'hello there' } }) },
@@ -211,7 +234,8 @@ const MEDIA = [
 
 function gateConfig (mock: MockUpstream, mcp: MockMcpHttp, file: string): Config {
   const catalog = mockCatalogWithGemini(mock, MEDIA)
-  const providers = (catalog.providers as Array<Record<string, unknown>>).map((p) => ALL_PROVIDERS.includes(p.id as string) ? { ...p, passthrough: true } : p)
+  // the OpenAI provider serves Responses itself, which reads the files a Responses body names
+  const providers = (catalog.providers as Array<Record<string, unknown>>).map((p) => ALL_PROVIDERS.includes(p.id as string) ? { ...p, passthrough: true, responses: p.id === 'mock-openai' } : p)
   const key = (key: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ key, passthrough: ALL_PROVIDERS, mcp: ['*'], ...extra })
   return testConfig({
     ...catalog,
@@ -309,8 +333,8 @@ t.test('every route against every key state', async (t) => {
   // objects another organization made through pass-through
   const rival = { org: 'gone', project: 'app' }
   await store.objects.claim('mock-openai', [{ kind: 'files', id: 'file-other-org' }], rival, now)
-  await store.objects.claim('mock-messages', [{ kind: 'message_batches', id: 'msgbatch_other' }], rival, now)
-  await store.objects.claim('mock-gemini', [{ kind: 'files', id: 'files/other-org' }], rival, now)
+  await store.objects.claim('mock-messages', [{ kind: 'message_batches', id: 'msgbatch_other' }, { kind: 'files', id: 'file_other_org' }], rival, now)
+  await store.objects.claim('mock-gemini', [{ kind: 'files', id: 'files/other-org' }, { kind: 'cached_contents', id: 'cachedContents/other-org' }], rival, now)
 
   const want: Record<string, Record<string, Cell>> = {}
   const got: Record<string, Record<string, Cell>> = {}

@@ -63,6 +63,7 @@ export const de: Catalog = {
   passthrough_path: 'Das Durchleitungsziel wird abgelehnt ({reason}): Es muss unter dem Basispfad des Anbieters bleiben und vom Anbieter so geleitet werden, wie das Gateway es liest, also ohne Fragment, Prozentkodierung, Parameter, leere oder Punktsegmente, abschließenden Schrägstrich oder Punkt, Backslash oder absolute URL.',
   object_not_found: 'Beim Anbieter {provider} gibt es kein Objekt {id} Ihrer Organisation.',
   unattributable_endpoint: '{method} {path} beim Anbieter {provider} erreicht Objekte des Anbieterkontos, die das Gateway keiner Organisation zuordnen kann: Der Endpunkt ist nur offen, wenn der Betreiber die Objekte des Anbieters teilt (passthrough_shared).',
+  unreadable_reference: '{field} kann ein Objekt des Kontos beim Anbieter {provider} bezeichnen, in einer Form, die das Gateway nicht lesen kann: Es wird abgelehnt, sofern der Betreiber die Objekte des Anbieters nicht teilt (passthrough_shared).',
   unforwardable_request: 'Die Anfrage kann nicht an den Anbieter weitergeleitet werden: {reason}.',
   config_owned: '{what} {id} ist in der Konfigurationsdatei festgelegt: Ändern Sie es dort und laden Sie neu; Admin-API und CLI können nicht ändern, was die Datei festlegt.',
   unmetered_endpoint: '{method} {path} beim Anbieter {provider} kann Kosten verursachen, die das Gateway nicht lesen kann: Der Aufruf wird abgelehnt, solange für diesen Schlüssel ein Guthaben, ein Budget oder ein Kontingent gilt.',

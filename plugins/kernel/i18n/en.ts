@@ -69,6 +69,7 @@ export const en = {
   passthrough_path: 'The pass-through request target is refused ({reason}): it must stay under the provider\'s base path and be routed by the provider as the gateway reads it, so no fragment, percent-encoding, parameters, empty or dot segments, trailing slash or dot, backslash or absolute URL.',
   object_not_found: 'There is no object {id} of your organization at provider {provider}.',
   unattributable_endpoint: '{method} {path} on provider {provider} reaches objects of the provider\'s account that the gateway cannot attribute to an organization: it is open only when the operator shares the provider\'s objects (passthrough_shared).',
+  unreadable_reference: '{field} may name an object of provider {provider}\'s account in a form the gateway cannot read: it is refused unless the operator shares the provider\'s objects (passthrough_shared).',
   unforwardable_request: 'The request cannot be forwarded to the provider: {reason}.',
   config_owned: '{what} {id} is declared in the config file: change it there and reload; the admin API and the CLI cannot change what the file sets.',
   unmetered_endpoint: '{method} {path} on provider {provider} may spend without reporting a cost the gateway can read: it is refused while a prepaid balance, a budget or a quota applies to this key.',

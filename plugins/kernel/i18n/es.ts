@@ -63,6 +63,7 @@ export const es: Catalog = {
   passthrough_path: 'Se rechaza el destino de paso directo ({reason}): debe quedar bajo la ruta base del proveedor y el proveedor debe enrutarlo tal como lo lee el gateway, así que sin fragmento, codificación por porcentaje, parámetros, segmentos vacíos o de punto, barra o punto final, barra invertida ni URL absoluta.',
   object_not_found: 'No hay ningún objeto {id} de su organización en el proveedor {provider}.',
   unattributable_endpoint: '{method} {path} del proveedor {provider} alcanza objetos de la cuenta del proveedor que el gateway no puede atribuir a una organización: solo está abierto si el operador comparte los objetos del proveedor (passthrough_shared).',
+  unreadable_reference: '{field} puede nombrar un objeto de la cuenta del proveedor {provider} en una forma que el gateway no puede leer: se rechaza salvo que el operador comparta los objetos del proveedor (passthrough_shared).',
   unforwardable_request: 'La solicitud no se puede reenviar al proveedor: {reason}.',
   config_owned: '{what} {id} está declarado en el archivo de configuración: cámbielo allí y recargue; la API de administración y la CLI no pueden cambiar lo que fija el archivo.',
   unmetered_endpoint: '{method} {path} del proveedor {provider} puede generar un gasto que el gateway no puede leer: se rechaza mientras esta clave tenga un saldo prepago, un presupuesto o una cuota.',

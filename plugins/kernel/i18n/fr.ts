@@ -68,6 +68,7 @@ export const fr: Catalog = {
   passthrough_path: 'La cible de transmission directe est refusée ({reason}) : elle doit rester sous le chemin de base du fournisseur et être routée par le fournisseur comme la passerelle la lit, donc sans fragment, encodage pourcent, paramètres, segments vides ou point, barre oblique ou point final, barre oblique inverse ni URL absolue.',
   object_not_found: "Il n'y a aucun objet {id} de votre organisation chez le fournisseur {provider}.",
   unattributable_endpoint: "{method} {path} chez le fournisseur {provider} atteint des objets du compte du fournisseur que la passerelle ne peut attribuer à aucune organisation : il n'est ouvert que si l'opérateur partage les objets du fournisseur (passthrough_shared).",
+  unreadable_reference: "{field} peut désigner un objet du compte du fournisseur {provider} sous une forme que la passerelle ne sait pas lire : il est refusé sauf si l'opérateur partage les objets du fournisseur (passthrough_shared).",
   unforwardable_request: 'La requête ne peut pas être transmise au fournisseur : {reason}.',
   config_owned: "{what} {id} est déclaré dans le fichier de configuration : modifiez-le là puis rechargez ; l'API d'administration et la CLI ne peuvent pas changer ce que fixe le fichier.",
   unmetered_endpoint: "{method} {path} chez le fournisseur {provider} peut engager une dépense que la passerelle ne sait pas lire : l'appel est refusé tant qu'un solde prépayé, un budget ou un quota s'applique à cette clé.",

@@ -63,6 +63,7 @@ export const ko: Catalog = {
   passthrough_path: '패스스루 요청 대상이 거부되었습니다({reason}). 공급자의 기본 경로 아래에 있어야 하며 게이트웨이가 읽는 그대로 공급자가 라우팅해야 하므로 프래그먼트, 퍼센트 인코딩, 매개변수, 빈 세그먼트나 점 세그먼트, 끝의 슬래시나 점, 백슬래시, 절대 URL은 허용되지 않습니다.',
   object_not_found: '공급자 {provider}에 조직의 객체 {id}이(가) 없습니다.',
   unattributable_endpoint: '공급자 {provider}의 {method} {path}은(는) 게이트웨이가 어느 조직에도 귀속시킬 수 없는 공급자 계정의 객체에 접근합니다. 운영자가 공급자의 객체를 공유할 때(passthrough_shared)만 열립니다.',
+  unreadable_reference: '{field}은(는) 게이트웨이가 읽을 수 없는 형식으로 공급자 {provider} 계정의 객체를 가리킬 수 있습니다. 운영자가 공급자의 객체를 공유하지 않는 한(passthrough_shared) 거부됩니다.',
   unforwardable_request: '요청을 공급자에게 전달할 수 없습니다: {reason}.',
   config_owned: '{what} {id}은(는) 설정 파일에 선언되어 있습니다. 파일에서 변경한 뒤 다시 불러오세요. 관리 API와 CLI로는 파일이 정한 값을 바꿀 수 없습니다.',
   unmetered_endpoint: '공급자 {provider}의 {method} {path}는 게이트웨이가 읽을 수 없는 비용을 발생시킬 수 있습니다. 이 키에 선불 잔액, 예산 또는 할당량이 적용되는 동안에는 거부됩니다.',

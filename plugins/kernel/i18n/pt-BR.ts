@@ -63,6 +63,7 @@ export const ptBR: Catalog = {
   passthrough_path: 'O destino de repasse foi recusado ({reason}): ele deve ficar sob o caminho base do provedor e ser roteado pelo provedor como o gateway o lê, portanto sem fragmento, codificação por porcentagem, parâmetros, segmentos vazios ou de ponto, barra ou ponto final, barra invertida ou URL absoluta.',
   object_not_found: 'Não há nenhum objeto {id} da sua organização no provedor {provider}.',
   unattributable_endpoint: '{method} {path} no provedor {provider} alcança objetos da conta do provedor que o gateway não consegue atribuir a uma organização: só fica aberto quando o operador compartilha os objetos do provedor (passthrough_shared).',
+  unreadable_reference: '{field} pode nomear um objeto da conta do provedor {provider} de uma forma que o gateway não consegue ler: é recusado, a menos que o operador compartilhe os objetos do provedor (passthrough_shared).',
   unforwardable_request: 'A requisição não pode ser encaminhada ao provedor: {reason}.',
   config_owned: '{what} {id} está declarado no arquivo de configuração: altere-o lá e recarregue; a API de administração e a CLI não podem mudar o que o arquivo define.',
   unmetered_endpoint: '{method} {path} do provedor {provider} pode gerar um gasto que o gateway não consegue ler: é recusado enquanto esta chave tiver saldo pré-pago, orçamento ou cota.',

@@ -63,6 +63,7 @@ export const zhCN: Catalog = {
   passthrough_path: '直通请求目标被拒绝（{reason}）：它必须位于提供商的基础路径之下，并且提供商的路由方式须与网关的解读一致，因此不允许片段、百分号编码、参数、空段或点段、末尾斜杠或点、反斜杠或绝对 URL。',
   object_not_found: '提供商 {provider} 处没有属于您组织的对象 {id}。',
   unattributable_endpoint: '提供商 {provider} 的 {method} {path} 会访问网关无法归属到任何组织的提供商账户对象：仅当运营者共享该提供商的对象（passthrough_shared）时才开放。',
+  unreadable_reference: '{field} 可能以网关无法读取的形式指向提供商 {provider} 账户中的对象：除非运营者共享该提供商的对象（passthrough_shared），否则将被拒绝。',
   unforwardable_request: '无法将请求转发给提供商：{reason}。',
   config_owned: '{what} {id} 由配置文件声明：请在文件中修改并重新加载；管理 API 和 CLI 不能更改文件设定的内容。',
   unmetered_endpoint: '提供商 {provider} 的 {method} {path} 可能产生网关无法读取的费用：只要此密钥受预付余额、预算或配额约束，就会被拒绝。',

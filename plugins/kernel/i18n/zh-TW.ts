@@ -63,6 +63,7 @@ export const zhTW: Catalog = {
   passthrough_path: '直通請求目標被拒絕（{reason}）：它必須位於供應商的基礎路徑之下，且供應商的路由方式須與閘道的解讀一致，因此不允許片段、百分比編碼、參數、空段或點段、結尾斜線或點、反斜線或絕對 URL。',
   object_not_found: '供應商 {provider} 處沒有屬於您組織的物件 {id}。',
   unattributable_endpoint: '供應商 {provider} 的 {method} {path} 會存取閘道無法歸屬到任何組織的供應商帳戶物件：僅當營運者共用該供應商的物件（passthrough_shared）時才開放。',
+  unreadable_reference: '{field} 可能以閘道無法讀取的形式指向供應商 {provider} 帳戶中的物件：除非營運者共用該供應商的物件（passthrough_shared），否則將被拒絕。',
   unforwardable_request: '無法將請求轉送給供應商：{reason}。',
   config_owned: '{what} {id} 由設定檔宣告：請在檔案中修改並重新載入；管理 API 與 CLI 不能變更檔案設定的內容。',
   unmetered_endpoint: '供應商 {provider} 的 {method} {path} 可能產生閘道無法讀取的費用：只要此金鑰受預付餘額、預算或配額約束，就會被拒絕。',
