@@ -70,6 +70,19 @@ const noDriver = {
     b.onResolve({ filter: /^better-sqlite3$/ }, (args) => ({ errors: [{ text: `${relative(root, args.importer)} imports better-sqlite3: load it through plugins/store/sqlite/driver.ts` }] }))
   }
 }
+// plugins/kernel/schema-check.ts loads ajv lazily through createRequire, which a bundle cannot
+// follow: here its `require` is the script's own, so that ajv is bundled and still loaded lazily
+const ajvBundled = {
+  name: 'ajv-bundled',
+  setup (b) {
+    b.onLoad({ filter: /plugins[\\/]kernel[\\/]schema-check\.ts$/ }, (args) => {
+      const source = readFileSync(args.path, 'utf8')
+      const line = 'const require = createRequire(import.meta.url)\n'
+      if (!source.includes(line)) return { errors: [{ text: `${relative(root, args.path)} no longer loads ajv with \`${line.trim()}\`: update release.mjs` }] }
+      return { contents: source.replace(line, ''), loader: 'ts' }
+    })
+  }
+}
 const gateway = await build({
   entryPoints: [join(root, 'cli', 'index.ts')],
   outfile: join(work, 'modelgate.cjs'),
@@ -80,7 +93,7 @@ const gateway = await build({
   target: 'node20',
   // pg's optional native driver, which pg requires only inside a try
   external: ['pg-native'],
-  plugins: [noDriver],
+  plugins: [noDriver, ajvBundled],
   define: { 'import.meta.url': '__mgImportMetaUrl' },
   banner: { js: "const __mgImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
   legalComments: 'eof',
