@@ -155,7 +155,8 @@ const assets = new Map([
   ['package.json', join(root, 'package.json')],
   ['config/gateway.yaml', join(root, 'config', 'gateway.yaml')],
   ...['sqlite', 'postgres'].flatMap((s) => filesUnder(join(root, 'plugins', 'store', s, 'migrations')).filter((f) => f.endsWith('.sql')).map((f) => [f, join(root, f)])),
-  ...filesUnder(join(root, 'dist', 'console')).map((f) => [f, join(root, f)]),
+  // the pages, without the build's own list of what it made (dist/console/.files): not a page
+  ...filesUnder(join(root, 'dist', 'console')).filter((f) => !f.split('/').some((p) => p.startsWith('.'))).map((f) => [f, join(root, f)]),
   ['sqlite/better-sqlite3.cjs', join(work, 'better-sqlite3.cjs')],
   ['sqlite/better_sqlite3.node', addon]
 ])

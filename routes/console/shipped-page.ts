@@ -6,7 +6,9 @@ import { shippedFile, shippedFiles } from '../../paths.js'
 // A console page served from memory, for the executable file, whose pages are assets of the file
 // rather than files on disk for @fastify/static to send. The same routes as @fastify/static's with
 // `wildcard: false`: one per file, and a folder's index.html at the folder's path too; GET and
-// HEAD; an ETag of the contents, answered 304 when a browser already has them.
+// HEAD; an ETag of the contents, answered 304 when a browser already has them. A dot-file (the
+// build's list of what it made, .files) is not a page and is not served, as @fastify/static
+// does not serve one.
 
 // the kinds of files a console page is built into, typed as @fastify/static types them
 const TYPES: Record<string, string> = {
@@ -32,7 +34,7 @@ export interface ShippedPageOptions {
 
 export const shippedPage: FastifyPluginAsync<ShippedPageOptions> = async (fastify, opts) => {
   for (const path of shippedFiles(...opts.folder)) {
-    if (opts.skip?.(path) === true) continue
+    if (opts.skip?.(path) === true || path.split('/').some((part) => part.startsWith('.'))) continue
     const body = shippedFile(...opts.folder, ...path.split('/'))
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`
     const type = TYPES[posix.extname(path)] ?? 'application/octet-stream'
