@@ -210,6 +210,7 @@ export class Call implements CallView, AttemptSink {
       : this._fixedCost !== null
         ? { usage: { ...ZERO_USAGE }, cost: billed ? this._fixedCost : 0, detail: { ...ZERO_COST, tool_call: billed ? this._fixedCost : 0 }, estimated: false }
         : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody }, price)
+    if ('clamped' in s && s.clamped === true) this.request.log.warn({ reported, billed: s.usage }, 'the upstream reported usage past the ceilings of one call: billed at the ceilings')
     const outcome: CallOutcome = Object.freeze({
       traceId: this.request.id,
       endpoint: this._endpoint,

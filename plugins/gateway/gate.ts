@@ -1,7 +1,8 @@
 import type { AdmissionContext, Gateway, Principal } from '../api/index.js'
 import { reachableProviders, type BodyObjects } from './body-objects.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
-import { McpToolNotFound, ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayError } from '../kernel/errors.js'
+import { McpToolNotFound, ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, ServerToolUnpriced, type GatewayError } from '../kernel/errors.js'
+import { serverTools, unpricedServerTools } from './holds.js'
 import { runSeriesUntil } from './hooks.js'
 import type { Pipe } from './pipeline.js'
 import { then, type MaybePromise } from '../kernel/maybe-promise.js'
@@ -108,6 +109,20 @@ export async function grantedTool<T> (principal: Principal | null, name: string,
 }
 
 /**
+ * A tool the provider runs itself and bills per use (a web search, code execution) is called only
+ * on a model whose price sheet names its per-use price (`pricing.server_tools`): else 400
+ * `server_tool_unpriced`, and nothing is sent, since the gateway could neither hold for it nor
+ * charge it.
+ */
+function refuseUnpricedTools (model: CatalogModel | null, body: Json): void {
+  if (body.tools === undefined && body.web_search_options === undefined) return
+  const tools = serverTools(body)
+  if (tools.size === 0) return
+  const unpriced = unpricedServerTools(tools, model?.price ?? null)
+  if (unpriced.length > 0) throw new ServerToolUnpriced({ tool: unpriced[0] as string, model: model?.id ?? String(body.model ?? '') })
+}
+
+/**
  * Runs the admission hooks (which may change the body, or refuse the call by throwing) and
  * resolves with the body as they left it. `model` is null only for a pass-through call that
  * names no model (a provider's file or batch listing). `answerable`: a plugin may answer the call
@@ -115,6 +130,7 @@ export async function grantedTool<T> (principal: Principal | null, name: string,
  */
 export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerable = false): MaybePromise<Json> {
   const { call } = p
+  if (call.billable) refuseUnpricedTools(model, body)
   call.admittedBody(body)
   if (p.hooks.onAdmission.length === 0) return body
   const ctx: AdmissionContext = {
