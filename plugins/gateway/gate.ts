@@ -112,14 +112,28 @@ export async function grantedTool<T> (principal: Principal | null, name: string,
  * A tool the provider runs itself and bills per use (a web search, code execution) is called only
  * on a model whose price sheet names its per-use price (`pricing.server_tools`): else 400
  * `server_tool_unpriced`, and nothing is sent, since the gateway could neither hold for it nor
- * charge it.
+ * charge it. Only where it can reach a provider that runs it: a pass-through call, or a provider
+ * of the client's own protocol (translation to another protocol drops a server tool, and says so
+ * in Dropped-Params).
  */
-function refuseUnpricedTools (model: CatalogModel | null, body: Json): void {
+function refuseUnpricedTools (p: Pipe, model: CatalogModel | null, body: Json): void {
   if (body.tools === undefined && body.web_search_options === undefined) return
   const tools = serverTools(body)
   if (tools.size === 0) return
   const unpriced = unpricedServerTools(tools, model?.price ?? null)
-  if (unpriced.length > 0) throw new ServerToolUnpriced({ tool: unpriced[0] as string, model: model?.id ?? String(body.model ?? '') })
+  if (unpriced.length === 0 || !reachesServerTools(p, model)) return
+  throw new ServerToolUnpriced({ tool: unpriced[0] as string, model: model?.id ?? String(body.model ?? '') })
+}
+
+/** Whether a call's body goes to a provider as the client wrote it (its server tools with it): pass-through, or a provider of the client's protocol. */
+function reachesServerTools (p: Pipe, model: CatalogModel | null): boolean {
+  const { call } = p
+  if (call.endpoint === 'passthrough' || model === null) return true
+  const client = call.protocol
+  return model.providers.some((id) => {
+    const provider = p.gateway.config.providers.find((c) => c.id === id)
+    return provider === undefined || provider.protocol === client || (client === 'responses' && provider.responses === true)
+  })
 }
 
 /**
@@ -130,7 +144,7 @@ function refuseUnpricedTools (model: CatalogModel | null, body: Json): void {
  */
 export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerable = false): MaybePromise<Json> {
   const { call } = p
-  if (call.billable) refuseUnpricedTools(model, body)
+  if (call.billable) refuseUnpricedTools(p, model, body)
   call.admittedBody(body)
   if (p.hooks.onAdmission.length === 0) return body
   const ctx: AdmissionContext = {
