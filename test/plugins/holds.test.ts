@@ -75,6 +75,24 @@ t.test('property: the hold covers the output limit and candidates of the body ev
   t.ok(checked > 1000, `${checked} pairs of bodies checked`)
 })
 
+t.test('property: a translator to another protocol sends no server tool on (so none is refused there)', async (t) => {
+  const tools: Record<Protocol, Json> = {
+    openai: { ...BASE.openai, web_search_options: {}, tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }] },
+    messages: { ...BASE.messages, tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 3 }, { type: 'web_fetch_20250910', name: 'web_fetch' }, { type: 'code_execution_20250825', name: 'code_execution' }] },
+    responses: { ...BASE.responses, tools: [{ type: 'web_search' }, { type: 'file_search', vector_store_ids: ['v'] }, { type: 'code_interpreter', container: { type: 'auto' } }, { type: 'image_generation' }] },
+    gemini: { ...BASE.gemini, tools: [{ googleSearch: {} }, { codeExecution: {} }, { urlContext: {} }, { googleSearchRetrieval: {} }] }
+  }
+  for (const client of ['openai', 'messages', 'responses', 'gemini'] as const) {
+    t.ok(serverTools(tools[client]).size > 0, `${client}: the body asks for server tools`)
+    for (const up of ['openai', 'messages', 'gemini'] as const) {
+      if (up === client) continue
+      let sent: Json
+      try { sent = pairFor(client, up).request(structuredClone(tools[client]), ctx()).body } catch { continue }
+      t.same([...serverTools(sent).keys()], [], `${client} → ${up}: none sent`)
+    }
+  }
+})
+
 t.test('the output limit is the largest of every field, times every candidate', async (t) => {
   // the translators send max_completion_tokens over max_tokens
   t.equal(outputLimit({ max_tokens: 1, max_completion_tokens: 64_000 }, 'openai'), 64_000)
@@ -126,6 +144,13 @@ t.test('the tools an upstream ran are read from its answer', async (t) => {
   stream.push({ data: JSON.stringify({ candidates: [{ index: 0, content: { parts: [{ text: 'x' }] } }] }) })
   stream.push({ data: JSON.stringify({ candidates: [{ index: 0, content: { parts: [] }, finishReason: 'STOP', groundingMetadata: { webSearchQueries: ['a'] } }], usageMetadata: { promptTokenCount: 1, candidatesTokenCount: 1 } }) })
   t.same(stream.usage()?.server_tools, { web_search: 1 })
+  const mstream = messagesPassthrough.stream(ctx({ stream: true }))
+  mstream.push({ event: 'message_start', data: JSON.stringify({ type: 'message_start', message: { id: 'm', usage: { input_tokens: 5, output_tokens: 1 } } }) })
+  mstream.push({ event: 'message_delta', data: JSON.stringify({ type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 9, server_tool_use: { web_search_requests: 4 } } }) })
+  t.same(mstream.usage()?.server_tools, { web_search: 4 }, 'a Messages stream\'s last usage')
+  const rstream = responsesPassthrough.stream(ctx({ stream: true }))
+  rstream.push({ data: JSON.stringify({ type: 'response.completed', response: { output: [{ type: 'web_search_call' }], usage: { input_tokens: 1, output_tokens: 1 } } }) })
+  t.same(rstream.usage()?.server_tools, { web_search: 1 }, 'a Responses stream\'s completed response')
   const responses = responsesPassthrough.response({ output: [{ type: 'web_search_call' }, { type: 'web_search_call' }, { type: 'message' }], usage: { input_tokens: 1, output_tokens: 1 } }, ctx())
   t.same(responses.usage?.server_tools, { web_search: 2 })
 })
