@@ -159,6 +159,7 @@ export function holdOf (model: CatalogModel, endpoint: string, protocol: string,
   // with no limit of its own, a translator fills in its default, on top of a thinking budget
   // and a field of another protocol a translator passes on may be honoured too
   const output = Math.max(explicit ?? Math.max(perAnswer, defaultMaxTokens + thinking), anyLimit(body))
-  const tools = serverTools(body)
-  return worstCaseCharge(price, prompt + candidates(body) * output) + (tools.size === 0 ? 0 : serverToolsCharge(tools, price))
+  const tokens = worstCaseCharge(price, prompt + candidates(body) * output)
+  if (body.tools === undefined && body.web_search_options === undefined) return tokens
+  return tokens + serverToolsCharge(serverTools(body), price)
 }
