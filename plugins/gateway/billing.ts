@@ -159,6 +159,8 @@ export interface SettleInput {
   relayedText: string
   /** The client body, for estimating input when usage never came. */
   requestBody: unknown
+  /** Uses of server tools each call makes, counted when the upstream reports none (Chat Completions' `web_search_options` at an OpenAI provider). */
+  perCallTools?: Readonly<Record<string, number>>
 }
 
 /**
@@ -179,10 +181,11 @@ export function settle (call: SettleInput, price: Price | null): Settlement {
     const out = estimateTokens(call.relayedText)
     if (out > usage.completion_tokens) { usage = { ...usage, completion_tokens: out }; estimated = true }
   }
-  // Chat Completions' web search (search models) is billed per call, and reported nowhere
-  const body = call.requestBody
-  if (body !== null && typeof body === 'object' && (body as Record<string, unknown>).web_search_options != null && usage.server_tools?.web_search === undefined) {
-    usage = { ...usage, server_tools: { ...usage.server_tools, web_search: 1 } }
+  // uses billed per call that the upstream reports nowhere (Chat Completions' web search)
+  if (call.perCallTools !== undefined) {
+    let tools: Record<string, number> | null = null
+    for (const kind in call.perCallTools) if (usage.server_tools?.[kind] === undefined) (tools ??= { ...usage.server_tools })[kind] = call.perCallTools[kind] as number
+    if (tools !== null) usage = { ...usage, server_tools: tools }
   }
   const bounded = boundUsage(usage)
   const detail = costOf(bounded.usage, price)

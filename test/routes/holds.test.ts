@@ -12,10 +12,11 @@ import { KEY_A, mockCatalogWithGemini, settled, testConfig } from '../helper.js'
 
 type Json = Record<string, unknown>
 
-const PARAMS = ['temperature', 'max_tokens', 'max_completion_tokens', 'n', 'tools', 'thinking']
+const PARAMS = ['temperature', 'max_tokens', 'max_completion_tokens', 'n', 'tools', 'thinking', 'web_search_options']
 const EXTRA = [
   { id: 'openai/gpt-wide', name: 'wide', provider: 'mock-openai', upstream_model: 'gpt-wide-up', context_length: 200000, architecture: { input_modalities: ['text'], output_modalities: ['text'] }, supported_parameters: PARAMS, pricing: { input: 3, output: 15 } },
   { id: 'google/gemini-wide', name: 'gwide', provider: 'mock-gemini', upstream_model: 'gemini-wide-up', context_length: 200000, architecture: { input_modalities: ['text'], output_modalities: ['text'] }, supported_parameters: PARAMS, pricing: { input: 3, output: 15 } },
+  { id: 'openai/gpt-search', name: 'gsearch', provider: 'mock-openai', upstream_model: 'gpt-search-up', context_length: 200000, architecture: { input_modalities: ['text'], output_modalities: ['text'] }, supported_parameters: PARAMS, pricing: { input: 3, output: 15, server_tools: { web_search: 0.025 } } },
   { id: 'anthropic/claude-search', name: 'search', provider: 'mock-messages', upstream_model: 'claude-search-up', context_length: 200000, architecture: { input_modalities: ['text'], output_modalities: ['text'] }, supported_parameters: PARAMS, pricing: { input: 3, output: 15, server_tools: { web_search: 0.01 } } }
 ]
 
@@ -114,6 +115,19 @@ t.test('server tools: refused unless priced; held at max_uses × price and bille
   t.equal(row?.cost_detail?.tool_call, 1_000_000_000, 'the 100 searches at $0.01')
   t.equal(row?.cost_nano, 100 * 3000 + 10 * 15000 + 1_000_000_000, 'in the record\'s cost')
   t.equal(o.uncollected_nano, 0)
+})
+
+t.test('Chat Completions\' web_search_options: one search a call, at an OpenAI provider', async (t) => {
+  const { app, post } = await start(t, 5)
+  const res = await post('/v1/chat/completions', { model: 'openai/gpt-search', max_tokens: 10, web_search_options: {}, messages: [{ role: 'user', content: 'news?' }] })
+  t.equal(res.statusCode, 200, res.body)
+  await settled()
+  await app.gateway.store.flush()
+  const [row] = await app.gateway.store.usage.page({}, 1)
+  t.equal(row?.cost_detail?.tool_call, 25_000_000, 'the search at $0.025')
+  const unpriced = await post('/v1/chat/completions', { model: 'openai/gpt-wide', max_tokens: 10, web_search_options: {}, messages: [{ role: 'user', content: 'news?' }] })
+  t.equal(unpriced.statusCode, 400)
+  t.equal(unpriced.json().error.code, 'server_tool_unpriced')
 })
 
 t.test('an upstream reporting 1e300 tokens is billed at the ceiling: every cost a finite decimal', async (t) => {
