@@ -237,6 +237,7 @@ export class Call implements CallView, AttemptSink {
       billed,
       usage: Object.freeze(s.usage),
       estimated: s.estimated,
+      clamped: 'clamped' in s && s.clamped === true,
       costNano: s.cost,
       costDetail: Object.freeze(s.detail),
       cacheHit: hit,

@@ -20,12 +20,12 @@ const EXTRA = [
   { id: 'anthropic/claude-search', name: 'search', provider: 'mock-messages', upstream_model: 'claude-search-up', context_length: 200000, architecture: { input_modalities: ['text'], output_modalities: ['text'] }, supported_parameters: PARAMS, pricing: { input: 3, output: 15, server_tools: { web_search: 0.01 } } }
 ]
 
-async function start (t: Test, balanceUsd: number) {
+async function start (t: Test, balanceUsd: number, extra: Record<string, unknown> = {}) {
   const mock: MockUpstream = await startMockUpstream()
   const catalog = mockCatalogWithGemini(mock, EXTRA)
   const providers = (catalog.providers as Json[]).map((p) => ({ ...p, passthrough: true }))
   const tenants = [{ org: 'acme', balance_usd: balanceUsd, projects: [{ id: 'web', keys: [{ key: KEY_A, passthrough: ['mock-openai', 'mock-messages', 'mock-gemini'] }] }] }]
-  const app: FastifyInstance = await buildApp(testConfig({ ...catalog, providers, tenants, plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }] }))
+  const app: FastifyInstance = await buildApp(testConfig({ ...catalog, providers, tenants, plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }], ...extra }))
   t.teardown(async () => { await app.close(); await mock.close() })
   const post = async (url: string, body: unknown) => await app.inject({ method: 'POST', url, headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' }, payload: JSON.stringify(body) })
   const org = async () => { await settled(); await app.gateway.store.flush(); return (await app.gateway.store.orgs.get('acme'))! }
@@ -131,7 +131,7 @@ t.test('Chat Completions\' web_search_options: one search a call, at an OpenAI p
 })
 
 t.test('an upstream reporting 1e300 tokens is billed at the ceiling: every cost a finite decimal', async (t) => {
-  const { app, mock, post, org } = await start(t, 1)
+  const { app, mock, post, org } = await start(t, 1, { metrics: { enabled: true, auth: 'open' } })
   mock.script(() => ({ body: { id: 'c', object: 'chat.completion', created: 1, model: 'x', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1e300, completion_tokens: 1e300, total_tokens: 2e300 } } }))
   const res = await post('/v1/chat/completions', { model: 'openai/gpt-wide', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
   t.equal(res.statusCode, 200)
@@ -144,4 +144,6 @@ t.test('an upstream reporting 1e300 tokens is billed at the ceiling: every cost 
   const [sum] = await app.gateway.store.usage.summary({}, ['org'])
   t.match(String(sum?.cost_nano), /^\d+$/, 'and the summary\'s')
   t.equal(sum?.cost_nano, BigInt(row?.cost_nano ?? 0))
+  const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+  t.match(metrics.body, /modelgate_usage_clamped_total\{provider="mock-openai"\} 1/, 'counted in the metrics')
 })
