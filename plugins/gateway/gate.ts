@@ -2,7 +2,7 @@ import type { AdmissionContext, Gateway, Principal } from '../api/index.js'
 import { reachableProviders, type BodyObjects } from './body-objects.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
 import { McpToolNotFound, ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, ServerToolUnpriced, type GatewayError } from '../kernel/errors.js'
-import { serverTools, unpricedServerTools } from './holds.js'
+import { DEFAULT_SERVER_TOOL_USES, serverTools, unpricedServerTools } from './holds.js'
 import { runSeriesUntil } from './hooks.js'
 import type { Pipe } from './pipeline.js'
 import { then, type MaybePromise } from '../kernel/maybe-promise.js'
@@ -121,8 +121,18 @@ function refuseUnpricedTools (p: Pipe, model: CatalogModel | null, body: Json): 
   const tools = serverTools(body)
   if (tools.size === 0) return
   const unpriced = unpricedServerTools(tools, model?.price ?? null)
-  if (unpriced.length === 0 || !reachesServerTools(p, model)) return
-  throw new ServerToolUnpriced({ tool: unpriced[0] as string, model: model?.id ?? String(body.model ?? '') })
+  if (unpriced.length > 0 && reachesServerTools(p, model)) throw new ServerToolUnpriced({ tool: unpriced[0] as string, model: model?.id ?? String(body.model ?? '') })
+  if (p.call.protocol === 'messages') capServerTools(body)
+}
+
+/** Anthropic's searches and fetches without a `max_uses` get the cap the hold counts them at, so that the provider keeps to it. */
+function capServerTools (body: Json): void {
+  if (!Array.isArray(body.tools)) return
+  for (const tool of body.tools as unknown[]) {
+    if (tool === null || typeof tool !== 'object') continue
+    const t = tool as Json
+    if (typeof t.type === 'string' && /^web_(search|fetch)_\d{8}$/.test(t.type) && t.max_uses === undefined) t.max_uses = DEFAULT_SERVER_TOOL_USES
+  }
 }
 
 /** Whether a call's body goes to a provider as the client wrote it (its server tools with it): pass-through, or a provider of the client's protocol. */

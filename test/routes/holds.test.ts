@@ -115,6 +115,9 @@ t.test('server tools: refused unless priced; held at max_uses × price and bille
   t.equal(row?.cost_detail?.tool_call, 1_000_000_000, 'the 100 searches at $0.01')
   t.equal(row?.cost_nano, 100 * 3000 + 10 * 15000 + 1_000_000_000, 'in the record\'s cost')
   t.equal(o.uncollected_nano, 0)
+  // a search without max_uses goes up capped at the uses the hold counts
+  await post('/v1/messages', { model: 'anthropic/claude-search', max_tokens: 10, tools: [{ type: 'web_search_20250305', name: 'web_search' }], messages: [{ role: 'user', content: 'news?' }] })
+  t.match((mock.requests.at(-1)?.body as Json).tools, [{ type: 'web_search_20250305', max_uses: 20 }], 'capped at 20 uses')
 })
 
 t.test('Chat Completions\' web_search_options: one search a call, at an OpenAI provider', async (t) => {
