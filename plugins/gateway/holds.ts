@@ -68,7 +68,7 @@ function thinkingBudget (body: Json): number {
 }
 
 // Tools the client runs itself, by their kind: no per-use fee.
-const CLIENT_TOOLS = new Set(['function', 'custom', 'bash', 'text_editor', 'computer', 'computer_use_preview', 'memory', 'local_shell', 'shell', 'apply_patch'])
+const CLIENT_TOOLS = new Set(['function', 'custom', 'namespace', 'bash', 'text_editor', 'computer', 'computer_use_preview', 'memory', 'local_shell', 'shell', 'apply_patch'])
 
 // Gemini's tool objects the provider runs, by their field, and the kind they are priced under.
 const GEMINI_TOOLS = new Map<string, string>([

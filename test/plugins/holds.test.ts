@@ -126,6 +126,8 @@ t.test('server tools: read from every protocol, held at their use cap times thei
   t.same([...serverTools({ tools: [{ googleSearch: {} }, { functionDeclarations: [] }, { codeExecution: {} }] })], [['web_search', DEFAULT_SERVER_TOOL_USES], ['code_execution', DEFAULT_SERVER_TOOL_USES]])
   t.same([...serverTools({ tools: [{ type: 'web_search_preview' }, { type: 'function', name: 'f' }], max_tool_calls: 3 })], [['web_search', 3]])
   t.same([...serverTools({ web_search_options: {} })], [['web_search', DEFAULT_SERVER_TOOL_USES]])
+  const clientTools = [{ type: 'function', name: 'f' }, { type: 'namespace', name: 'ns', tools: [] }, { type: 'custom', name: 'c' }, { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' }, { type: 'computer_20250124', name: 'computer' }, { type: 'local_shell' }, { functionDeclarations: [] }]
+  t.same([...serverTools({ tools: clientTools })], [], 'the tools a client runs are no server tools')
   const body = { max_tokens: 10, messages: [], tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 100 }] }
   const without = holdOf(model(), 'messages', 'messages', { ...body, tools: [] })
   t.ok(holdOf(model(), 'messages', 'messages', body) - without >= 100 * 10_000_000, '100 searches at $0.01 held')
