@@ -115,6 +115,8 @@ t.test('server tools: refused unless priced; held at max_uses × price and bille
   t.equal(row?.cost_detail?.tool_call, 1_000_000_000, 'the 100 searches at $0.01')
   t.equal(row?.cost_nano, 100 * 3000 + 10 * 15000 + 1_000_000_000, 'in the record\'s cost')
   t.equal(o.uncollected_nano, 0)
+  const market = (await app.inject({ method: 'GET', url: '/console/api/models' })).json().data as Array<{ id: string, pricing: Json | null }>
+  t.same(market.find((m) => m.id === 'anthropic/claude-search')?.pricing?.server_tools, { web_search: '0.01' }, 'the marketplace shows the price per search')
   // a search without max_uses goes up capped at the uses the hold counts
   await post('/v1/messages', { model: 'anthropic/claude-search', max_tokens: 10, tools: [{ type: 'web_search_20250305', name: 'web_search' }], messages: [{ role: 'user', content: 'news?' }] })
   t.match((mock.requests.at(-1)?.body as Json).tools, [{ type: 'web_search_20250305', max_uses: 20 }], 'capped at 20 uses')
