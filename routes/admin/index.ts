@@ -93,7 +93,7 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
     const page = rows.slice(0, limit)
     const last = page[page.length - 1]
     return {
-      object: 'list' as const,
+      object: 'list',
       data: page.map(show),
       next_cursor: rows.length > limit && last !== undefined ? encodeCursor({ created_at: at(last), id: last.id }) : null
     }
