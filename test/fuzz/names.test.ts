@@ -13,7 +13,7 @@ import { fromRoot } from '../../paths.js'
 // (docs/api.md, "Dropped parameters"), never split in two. FUZZ_SEED and FUZZ_RUNS replay or widen a run.
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261207)
-const RUNS = Number(process.env.FUZZ_RUNS ?? 1000)
+const RUNS = Number(process.env.FUZZ_RUNS ?? 700)
 const DEMO_KEY = 'mg-demo-local-only-0123456789abcdef'
 const DROPPED = 'x-svc-dropped-params'
 
