@@ -3,7 +3,7 @@ import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '.
 import { joinText, parseToolArguments } from './content.js'
 import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
-import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, type Piece, type ToolSpec } from './gemini-upstream.js'
+import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
@@ -60,9 +60,6 @@ const FIELDS: Record<keyof ChatCompletionCreateParamsBase | 'top_k' | 'thinking'
   verbosity: 'dropped',
   web_search_options: 'dropped'
 }
-
-// Reasoning efforts as thinking budgets, the ones Google's own OpenAI-compatible endpoint uses.
-export const BUDGET: ReadonlyMap<string, number> = new Map([['none', 0], ['minimal', 512], ['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768]])
 
 function optNumber (v: unknown, field: string): number | undefined {
   if (v === undefined || v === null) return undefined
@@ -180,7 +177,7 @@ function generationConfig (body: Json, dropped: Dropped): Json {
   }
   const effort = optText(body.reasoning_effort, 'reasoning_effort')
   if (effort !== undefined) {
-    const budget = BUDGET.get(effort)
+    const budget = THINKING_BUDGET.get(effort)
     if (budget === undefined) dropped.add('reasoning_effort')
     else config.thinkingConfig = { thinkingBudget: budget }
   }

@@ -1,7 +1,7 @@
-import type { Base64ImageSource, ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
+import type { ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { joinText, parseToolArguments, textParts } from './content.js'
+import { joinText, messagesImageSource, parseToolArguments, textParts } from './content.js'
 import { Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
@@ -85,15 +85,8 @@ const EFFORT = new Map<string, NonNullable<OutputConfig['effort']>>([
 // `default` is the standard tier on both sides; flex, scale and priority have no Messages equivalent.
 const SERVICE_TIER = new Map<string, NonNullable<MessageCreateParamsBase['service_tier']>>([['auto', 'auto'], ['default', 'standard_only']])
 
-const IMAGE_TYPES: ReadonlySet<string> = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp'])
-const isImageType = (s: string): s is Base64ImageSource['media_type'] => IMAGE_TYPES.has(s)
-
 function imageBlock (url: string, field: string): ContentBlockParam {
-  const m = /^data:([^;,]+);base64,(.*)$/s.exec(url)
-  if (m === null) return { type: 'image', source: { type: 'url', url } }
-  const [, mediaType = '', data = ''] = m
-  if (!isImageType(mediaType)) throw new InvalidField({ field, reason: 'must be a JPEG, PNG, GIF or WebP image' })
-  return { type: 'image', source: { type: 'base64', media_type: mediaType, data } }
+  return { type: 'image', source: messagesImageSource(url, field) }
 }
 
 /** A user's OpenAI content (string or parts) → Messages blocks; empty text is dropped (Anthropic refuses it). */

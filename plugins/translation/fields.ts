@@ -1,4 +1,5 @@
 import { InvalidField } from '../kernel/errors.js'
+import { isObj } from '../kernel/json.js'
 import type { Json } from './types.js'
 
 // What a cross-protocol pair does with each field of a client request, and readers for bodies
@@ -8,7 +9,7 @@ import type { Json } from './types.js'
 /** mapped: the pair translates it; passed: sent upstream as it is; dropped: no equivalent, reported. */
 export type Fate = 'mapped' | 'passed' | 'dropped'
 
-export const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
+export { isObj }
 
 const absent = (v: unknown): v is null | undefined => v === undefined || v === null
 

@@ -4,7 +4,7 @@ import { errorBody, InvalidField, messagesTypeFor } from '../kernel/errors.js'
 import { joinText } from './content.js'
 import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
 import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
-import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, type Piece, type ToolSpec } from './gemini-upstream.js'
+import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
@@ -53,9 +53,6 @@ const FIELDS: Record<keyof MessageCreateParamsBase | keyof BetaMessageCreatePara
 }
 
 const TOOL_FIELDS: Record<string, Fate> = { type: 'mapped', name: 'mapped', description: 'mapped', input_schema: 'mapped', strict: 'mapped', cache_control: 'mapped' }
-
-// Output efforts as thinking budgets (Google's own table for reasoning efforts, and its maximum).
-const BUDGET = new Map([['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768], ['max', 32768]])
 
 function optNumber (v: unknown, field: string): number | undefined {
   if (v === undefined || v === null) return undefined
@@ -225,7 +222,7 @@ function thinkingConfig (body: Json, effort: unknown, dropped: Dropped): Json | 
     default: dropped.add('thinking')
   }
   if (effort === undefined || effort === null) return config
-  const budget = typeof effort === 'string' ? BUDGET.get(effort) : undefined
+  const budget = typeof effort === 'string' ? THINKING_BUDGET.get(effort) : undefined
   if (config !== undefined || budget === undefined) dropped.add('output_config.effort')
   return config ?? (budget === undefined ? undefined : { thinkingBudget: budget })
 }

@@ -1,5 +1,7 @@
 import { NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../kernel/errors.js'
 import type { Json, TranslateCtx } from './types.js'
+import { isObj } from '../kernel/json.js'
+import { flatToolName } from '../kernel/tool-names.js'
 
 // A Responses request read into one neutral shape that both translated pairs (towards Chat
 // Completions and towards Messages) build their upstream body from, plus the route's checks.
@@ -7,7 +9,8 @@ import type { Json, TranslateCtx } from './types.js'
 
 export type Part =
   | { type: 'text', text: string }
-  | { type: 'image', url: string, detail?: string }
+  /** `field`: where the URL sits in the request, for a 400 naming it. */
+  | { type: 'image', url: string, detail?: string, field: string }
   | { type: 'audio', data: unknown, format: unknown }
 
 /** The conversation in order; `call`/`result` are a tool call and its result, matched by id. */
@@ -46,32 +49,12 @@ export interface Normalised {
   dropped: string[]
 }
 
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 const str = (v: unknown): string | undefined => typeof v === 'string' ? v : undefined
 const num = (v: unknown): number | undefined => typeof v === 'number' && Number.isFinite(v) ? v : undefined
 
 // ---------------------------------------------------------------------------------------------
-// Tool names: a namespaced tool is called upstream by one flat name, and named back on the way out
-
-const NAME_MAX = 64
-
-function hash (text: string): string {
-  let h = 0x811c9dc5
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193)
-  return (h >>> 0).toString(36)
-}
-
-/**
- * `<namespace>__<name>`, the separator Codex itself uses when it flattens a namespace, made to fit
- * the upstreams' tool-name rule (1–64 of [a-zA-Z0-9_-]): other characters become `_`, and a name
- * too long keeps its start and ends with a hash of the whole, so that it stays unique.
- */
-export function flatName (namespace: string, name: string): string {
-  const joined = `${namespace.replace(/_+$/, '')}__${name.replace(/^_+/, '')}`
-  const clean = joined.replace(/[^a-zA-Z0-9_-]/g, '_')
-  if (clean === joined && clean.length <= NAME_MAX) return clean
-  return `${clean.slice(0, NAME_MAX - 8)}_${hash(joined).padStart(7, '0')}`
-}
+// Tool names: a namespaced tool is called upstream by one flat name (kernel/tool-names.ts), and
+// named back on the way out
 
 /** Flat name → the namespace and name the client declared, for every namespaced function tool. */
 export function namespacedTools (tools: unknown): Map<string, { namespace: string, name: string }> {
@@ -80,7 +63,7 @@ export function namespacedTools (tools: unknown): Map<string, { namespace: strin
     if (!isObj(t) || t.type !== 'namespace' || typeof t.name !== 'string') continue
     for (const child of Array.isArray(t.tools) ? t.tools : []) {
       if (isObj(child) && child.type === 'function' && typeof child.name === 'string') {
-        map.set(flatName(t.name, child.name), { namespace: t.name, name: child.name })
+        map.set(flatToolName(t.name, child.name), { namespace: t.name, name: child.name })
       }
     }
   }
@@ -89,7 +72,7 @@ export function namespacedTools (tools: unknown): Map<string, { namespace: strin
 
 const callName = (item: Json): string => {
   const name = str(item.name) ?? ''
-  return typeof item.namespace === 'string' && item.namespace !== '' ? flatName(item.namespace, name) : name
+  return typeof item.namespace === 'string' && item.namespace !== '' ? flatToolName(item.namespace, name) : name
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -189,7 +172,7 @@ function readParts (content: unknown, at: string, ctx: TranslateCtx): Part[] {
       case 'input_image': {
         const url = typeof p.image_url === 'string' ? p.image_url : str((p.image_url as Json | undefined)?.url)
         if (url === undefined) throw new UnsupportedOnUpstream({ feature: `An image by file_id (${at}.content[${j}])`, model: ctx.model })
-        const part: Part = { type: 'image', url }
+        const part: Part = { type: 'image', url, field: `${at}.content[${j}].image_url` }
         if (typeof p.detail === 'string') part.detail = p.detail
         parts.push(part)
         break
@@ -263,7 +246,7 @@ function readTools (body: Json, out: Normalised, drop: (name: string) => void): 
     } else if (t.type === 'namespace' && typeof t.name === 'string') {
       for (const child of Array.isArray(t.tools) ? t.tools : []) {
         if (!isObj(child)) continue
-        if (child.type === 'function' && typeof child.name === 'string') out.tools.push(fn(child, flatName(t.name, child.name)))
+        if (child.type === 'function' && typeof child.name === 'string') out.tools.push(fn(child, flatToolName(t.name, child.name)))
         else drop(`tools.${String(child.type)}`)
       }
     } else {

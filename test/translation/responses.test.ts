@@ -6,7 +6,8 @@ import OpenAI from 'openai'
 import t from 'tap'
 import { isGatewayError } from '../../plugins/kernel/errors.js'
 import { pairFor } from '../../plugins/translation/index.js'
-import { flatName, namespacedTools } from '../../plugins/translation/responses-request.js'
+import { flatToolName as flatName } from '../../plugins/kernel/tool-names.js'
+import { namespacedTools } from '../../plugins/translation/responses-request.js'
 import { serialize, SseParser } from '../../plugins/translation/sse.js'
 import type { Json, Protocol, SseEvent, TranslateCtx } from '../../plugins/translation/types.js'
 import { fromRoot } from '../../paths.js'
@@ -233,4 +234,24 @@ t.test('flat names of namespaced tools: valid upstream names, unique, named back
   t.match(body.output[0], { type: 'function_call', name: 'find customer', namespace: 'crm.v2', call_id: 'call_1' })
   const up = pairFor('responses', 'messages').request({ model: 'm', input: 'x', tools: ctx.clientRequest.tools }, ctx).body as { tools: Json[] }
   t.same(up.tools.map((tool) => tool.name), [odd])
+})
+
+t.test('an inline image goes to a Messages upstream only as a type it takes, as from Chat Completions', async (t) => {
+  const input = (url: string): Json[] => [{ role: 'user', content: [{ type: 'input_text', text: 'what is this?' }, { type: 'input_image', image_url: url }] }]
+  const up = pairFor('responses', 'messages').request({ model: 'm', input: input('data:image/png;base64,iVBORw0KGgo=') }, BASE_CTX).body as { messages: Array<{ content: Json[] }> }
+  t.match(up.messages[0]?.content[1], { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } })
+  const byUrl = pairFor('responses', 'messages').request({ model: 'm', input: input('https://example.com/cat.png') }, BASE_CTX).body as { messages: Array<{ content: Json[] }> }
+  t.match(byUrl.messages[0]?.content[1], { type: 'image', source: { type: 'url', url: 'https://example.com/cat.png' } })
+  for (const [client, body] of [
+    ['responses', { model: 'm', input: input('data:text/html;base64,PGgxPg==') }],
+    ['openai', { model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:text/html;base64,PGgxPg==' } }] }] }]
+  ] as Array<[Protocol, Json]>) {
+    let thrown: unknown
+    try { pairFor(client, 'messages').request(body, BASE_CTX) } catch (err) { thrown = err }
+    t.ok(isGatewayError(thrown), `${client}: a data: URL of another type is refused`)
+    t.match(thrown, { statusCode: 400, message: /JPEG, PNG, GIF or WebP/ }, client)
+  }
+  let thrown: unknown
+  try { pairFor('responses', 'messages').request({ model: 'm', input: input('data:text/html;base64,PGgxPg==') }, BASE_CTX) } catch (err) { thrown = err }
+  t.match(thrown, { message: /input\[0\]\.content\[1\]\.image_url/ }, 'the 400 names where the URL sits')
 })
