@@ -2,17 +2,17 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyContextConfig } from 'fastify'
 import type { CatalogModel } from '../../plugins/gateway/catalog.js'
-import { callOf, hooksOf } from '../../plugins/gateway/core.js'
+import { callOf } from '../../plugins/gateway/core.js'
 import { InvalidQuery, MissingModelId, RouteNotFound } from '../../plugins/kernel/errors.js'
 import { checkGeminiEmbedBody, type GeminiEmbedMethod } from '../../plugins/translation/embeddings.js'
 import { BodyObjects } from '../../plugins/gateway/body-objects.js'
 import { grantedModel, grantedModels, shownModel } from '../../plugins/gateway/gate.js'
-import type { Pipe } from '../../plugins/gateway/pipeline.js'
 import { GeminiBody } from '../../plugins/gateway/request-schemas.js'
 import { validBody } from '../../plugins/gateway/validation.js'
 import type { Json } from '../../plugins/translation/types.js'
 import { callHandler } from './call.js'
 import { countTokensCall } from './count-tokens.js'
+import { callRunner } from './run-call.js'
 import { wholeCall } from './whole-call.js'
 
 // Google's Gemini API for any sellable model, translated to and from the model's upstream
@@ -83,9 +83,9 @@ function countBody (body: unknown): unknown {
 
 const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, opts) => {
   const gateway = fastify.gateway
-  const hooks = hooksOf(gateway)
   const { catalog } = gateway
   const generate = callHandler(fastify, 'gemini')
+  const run = callRunner(fastify)
   const keys = { apiKeyHeader: 'x-goog-api-key', apiKeyQuery: 'key' } as const
 
   /** The catalog id a path names: `models/{id}` is `{id}` when the catalog has no such id. */
@@ -98,15 +98,14 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
     const call = methodCall(path)
     if (call === null) throw new RouteNotFound({ method: 'POST', url: request.url.split('?')[0] ?? request.url })
     const id = modelId(call.model)
-    if (call.method === 'countTokens') return await countTokensCall({ gateway, hooks, request, reply, call: callOf(request) }, 'gemini', id, validBody(GeminiBody, countBody(request.body)))
+    if (call.method === 'countTokens') return await run(request, reply, countTokensCall('gemini', id, validBody(GeminiBody, countBody(request.body))))
     if (isEmbed(call.method)) {
-      const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
-      p.call.kind('embeddings')
+      callOf(request).kind('embeddings')
       // the model the path names first: a chat model is told so, whatever its body
       grantedModel(gateway, request.principal, id, 'embeddings')
       const objects = new BodyObjects('gemini')
       const body = checkGeminiEmbedBody(request.body, call.method, id, objects)
-      return await wholeCall(p, { kind: 'embeddings', model: 'embeddings', client: 'gemini', name: id, body, answerable: true, defaults: false, objects })
+      return await run(request, reply, wholeCall({ kind: 'embeddings', model: 'embeddings', client: 'gemini', name: id, body, answerable: true, defaults: false, objects }))
     }
     const stream = call.method === 'streamGenerateContent'
     return await generate(request, reply, { model: id, stream, arrayStream: stream && request.query.alt !== 'sse' })
