@@ -108,6 +108,13 @@ export function optBoolean (v: unknown, field: string): boolean | undefined {
   return v
 }
 
+/** A number the pair may read: absent → undefined, else a finite number. */
+export function optNumber (v: unknown, field: string): number | undefined {
+  if (absent(v)) return undefined
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidField({ field, reason: 'must be a number' })
+  return v
+}
+
 /** A token count: absent → undefined, else a positive integer. */
 export function optCount (v: unknown, field: string): number | undefined {
   if (absent(v)) return undefined
