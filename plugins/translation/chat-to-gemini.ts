@@ -1,13 +1,14 @@
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
+import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { joinText, parseToolArguments } from './content.js'
-import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toOpenAIUsage } from './usage.js'
+import { CHAT_FIELDS } from './tables/chat.js'
 
 // An OpenAI Chat Completions client in front of a Gemini upstream (generateContent). Thoughts
 // have no place in a chat answer and are left out; the thought signature of a function call
@@ -17,49 +18,8 @@ type FinishReason = ChatCompletion.Choice['finish_reason']
 
 const FINISH: Record<Finish, FinishReason> = { stop: 'stop', tool: 'tool_calls', length: 'length', filter: 'content_filter' }
 
-// Every field of a Chat Completions request, and what this pair does with it. `top_k` reaches
-// the pair only when the model lists it.
-const FIELDS: Record<keyof ChatCompletionCreateParamsBase | 'top_k' | 'thinking', Fate> = {
-  messages: 'mapped',
-  model: 'mapped',
-  stream: 'mapped',
-  stream_options: 'mapped',
-  max_completion_tokens: 'mapped',
-  max_tokens: 'mapped',
-  n: 'mapped',
-  stop: 'mapped',
-  temperature: 'mapped',
-  top_p: 'mapped',
-  top_k: 'mapped',
-  presence_penalty: 'mapped',
-  frequency_penalty: 'mapped',
-  seed: 'mapped',
-  response_format: 'mapped',
-  reasoning_effort: 'mapped',
-  tools: 'mapped',
-  tool_choice: 'mapped',
-  parallel_tool_calls: 'mapped',
-  audio: 'dropped',
-  function_call: 'dropped',
-  functions: 'dropped',
-  logit_bias: 'dropped',
-  logprobs: 'dropped',
-  metadata: 'dropped',
-  modalities: 'dropped',
-  moderation: 'dropped',
-  prediction: 'dropped',
-  prompt_cache_key: 'dropped',
-  prompt_cache_options: 'dropped',
-  prompt_cache_retention: 'dropped',
-  safety_identifier: 'dropped',
-  service_tier: 'dropped',
-  store: 'dropped',
-  thinking: 'dropped',
-  top_logprobs: 'dropped',
-  user: 'dropped',
-  verbosity: 'dropped',
-  web_search_options: 'dropped'
-}
+// The fate of each Chat Completions field toward a Gemini upstream.
+const FIELDS = column(CHAT_FIELDS, 'gemini')
 
 function optNumber (v: unknown, field: string): number | undefined {
   if (v === undefined || v === null) return undefined

@@ -1,12 +1,13 @@
 import type { ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
+import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { joinText, messagesImageSource, parseToolArguments, textParts } from './content.js'
-import { Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { column, Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toOpenAIUsage, usageFromMessages } from './usage.js'
+import { CHAT_FIELDS } from './tables/chat.js'
 
 // An OpenAI Chat Completions client in front of a Messages upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).
@@ -25,51 +26,8 @@ export const FINISH_REASON: ReadonlyMap<string, FinishReason> = new Map<string, 
 
 const finishOf = (stop: unknown): FinishReason => (typeof stop === 'string' ? FINISH_REASON.get(stop) : undefined) ?? 'stop'
 
-// Every field of a Chat Completions request, and what this pair does with it. `top_k` and
-// `thinking` are Messages fields some OpenAI-style clients send; they reach the pair only when
-// the model lists them, and go up as they are.
-const FIELDS: Record<keyof ChatCompletionCreateParamsBase | 'top_k' | 'thinking', Fate> = {
-  messages: 'mapped',
-  model: 'mapped',
-  max_completion_tokens: 'mapped',
-  max_tokens: 'mapped',
-  n: 'mapped',
-  stop: 'mapped',
-  user: 'mapped',
-  safety_identifier: 'mapped',
-  metadata: 'mapped',
-  tools: 'mapped',
-  tool_choice: 'mapped',
-  parallel_tool_calls: 'mapped',
-  response_format: 'mapped',
-  reasoning_effort: 'mapped',
-  service_tier: 'mapped',
-  stream_options: 'mapped', // include_usage is ctx.includeUsage; include_obfuscation pads nothing here
-  stream: 'passed',
-  temperature: 'passed',
-  top_p: 'passed',
-  top_k: 'passed',
-  thinking: 'passed',
-  audio: 'dropped',
-  frequency_penalty: 'dropped',
-  function_call: 'dropped',
-  functions: 'dropped',
-  logit_bias: 'dropped',
-  logprobs: 'dropped',
-  modalities: 'dropped',
-  moderation: 'dropped',
-  prediction: 'dropped',
-  presence_penalty: 'dropped',
-  prompt_cache_key: 'dropped',
-  prompt_cache_options: 'dropped',
-  prompt_cache_retention: 'dropped',
-  seed: 'dropped',
-  store: 'dropped',
-  top_logprobs: 'dropped',
-  verbosity: 'dropped',
-  // a server-side search the gateway would not meter
-  web_search_options: 'dropped'
-}
+// The fate of each Chat Completions field toward a Messages upstream.
+const FIELDS = column(CHAT_FIELDS, 'messages')
 
 // OpenAI reasoning efforts → Messages output_config.effort. `none` is left out on purpose: a
 // Messages model reasons only when `thinking` asks it to, so no effort already means none.

@@ -51,6 +51,13 @@ export class Dropped {
   }
 }
 
+/** One upstream protocol's column of a protocol's field table: the fates a pair toward it sorts a body by. */
+export function column<F extends string, U extends string> (table: Readonly<Record<F, Readonly<Record<U, Fate>>>>, upstream: U): Readonly<Record<F, Fate>> {
+  const out = {} as Record<F, Fate>
+  for (const field of Object.keys(table) as F[]) out[field] = table[field][upstream]
+  return out
+}
+
 /**
  * Sorts the fields of `body` by a pair's table: `passed` ones are copied into `out`, `dropped`
  * ones and those the table does not know are reported (as `prefix.name` under a prefix).

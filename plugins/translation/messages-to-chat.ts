@@ -1,14 +1,13 @@
-import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messages'
-import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
 import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import type { ReasoningEffort } from 'openai/resources/shared'
 import { errorBody, InvalidField } from '../kernel/errors.js'
 import { joinText, parseToolArguments, textOf } from './content.js'
-import { Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { column, Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toMessagesUsage, usageFromOpenAI } from './usage.js'
+import { MESSAGES_FIELDS, MESSAGES_TOOL_FIELDS } from './tables/messages.js'
 
 // A Messages client in front of an OpenAI Chat Completions upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).
@@ -23,45 +22,8 @@ export const STOP_REASON: ReadonlyMap<string, string> = new Map([
 
 const stopOf = (finish: unknown): string => (typeof finish === 'string' ? STOP_REASON.get(finish) : undefined) ?? 'end_turn'
 
-// Every field of a Messages request (the beta ones included, which Claude Code sends), and what
-// this pair does with it. The SDK no longer types temperature, top_p and top_k; the API takes them.
-const FIELDS: Record<keyof MessageCreateParamsBase | keyof BetaMessageCreateParamsBase | 'temperature' | 'top_p' | 'top_k', Fate> = {
-  messages: 'mapped',
-  model: 'mapped',
-  system: 'mapped',
-  stop_sequences: 'mapped',
-  metadata: 'mapped',
-  tools: 'mapped',
-  tool_choice: 'mapped',
-  thinking: 'mapped',
-  output_config: 'mapped',
-  output_format: 'mapped',
-  service_tier: 'mapped',
-  top_k: 'mapped', // passed only to a model that lists it
-  max_tokens: 'passed',
-  stream: 'passed',
-  temperature: 'passed',
-  top_p: 'passed',
-  betas: 'dropped',
-  billing_policy: 'dropped',
-  cache_control: 'dropped',
-  compaction: 'dropped',
-  container: 'dropped',
-  context_management: 'dropped',
-  diagnostics: 'dropped',
-  fallback_credit_token: 'dropped',
-  fallbacks: 'dropped',
-  inference_geo: 'dropped',
-  mcp_servers: 'dropped',
-  speed: 'dropped',
-  thread: 'dropped',
-  user_profile_id: 'dropped',
-  workspace_id: 'dropped'
-}
-
-// A custom tool's fields; the others (defer_loading, input_examples, allowed_callers…) serve
-// Anthropic's server-side tool machinery. cache_control is reported with the other breakpoints.
-const TOOL_FIELDS: Record<string, Fate> = { type: 'mapped', name: 'mapped', description: 'mapped', input_schema: 'mapped', strict: 'mapped', cache_control: 'mapped' }
+// The fate of each Messages field toward a Chat Completions upstream.
+const FIELDS = column(MESSAGES_FIELDS, 'openai')
 
 const EFFORT = new Map<string, ReasoningEffort>([['low', 'low'], ['medium', 'medium'], ['high', 'high'], ['xhigh', 'xhigh'], ['max', 'max']])
 
@@ -194,7 +156,7 @@ function tools (body: Json, dropped: Dropped): ChatCompletionFunctionTool[] {
     // a server tool (web_search_20250305, bash_20250124…) runs at Anthropic; nothing upstream runs it
     if (t.input_schema === undefined && t.type !== undefined && t.type !== null && t.type !== 'custom') { dropped.add(`tools.${kindOf(t.type)}`); continue }
     noteCache(t, dropped)
-    sortFields(t, TOOL_FIELDS, dropped, undefined, 'tools.')
+    sortFields(t, MESSAGES_TOOL_FIELDS, dropped, undefined, 'tools.')
     const fn: ChatCompletionFunctionTool['function'] = { name: text(t.name, `${at}.name`), parameters: optEntry(t.input_schema, `${at}.input_schema`) ?? { type: 'object', properties: {} } }
     const description = optText(t.description, `${at}.description`)
     if (description !== undefined) fn.description = description

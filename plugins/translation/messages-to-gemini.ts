@@ -1,14 +1,13 @@
-import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messages'
-import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
 import { errorBody, InvalidField, messagesTypeFor } from '../kernel/errors.js'
 import { joinText } from './content.js'
-import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toMessagesUsage } from './usage.js'
+import { MESSAGES_FIELDS, MESSAGES_TOOL_FIELDS } from './tables/messages.js'
 
 // A Messages client in front of a Gemini upstream. Thought summaries come back as thinking
 // blocks; a Gemini thought signature goes back to Gemini from the thinking block that carries it
@@ -17,42 +16,8 @@ import { toMessagesUsage } from './usage.js'
 
 const STOP: Record<Finish, string> = { stop: 'end_turn', tool: 'tool_use', length: 'max_tokens', filter: 'refusal' }
 
-// Every field of a Messages request (the beta ones included), and what this pair does with it.
-const FIELDS: Record<keyof MessageCreateParamsBase | keyof BetaMessageCreateParamsBase | 'temperature' | 'top_p' | 'top_k', Fate> = {
-  messages: 'mapped',
-  model: 'mapped',
-  stream: 'mapped',
-  system: 'mapped',
-  max_tokens: 'mapped',
-  stop_sequences: 'mapped',
-  temperature: 'mapped',
-  top_p: 'mapped',
-  top_k: 'mapped',
-  tools: 'mapped',
-  tool_choice: 'mapped',
-  thinking: 'mapped',
-  output_config: 'mapped',
-  output_format: 'mapped',
-  metadata: 'dropped',
-  service_tier: 'dropped',
-  betas: 'dropped',
-  billing_policy: 'dropped',
-  cache_control: 'dropped',
-  compaction: 'dropped',
-  container: 'dropped',
-  context_management: 'dropped',
-  diagnostics: 'dropped',
-  fallback_credit_token: 'dropped',
-  fallbacks: 'dropped',
-  inference_geo: 'dropped',
-  mcp_servers: 'dropped',
-  speed: 'dropped',
-  thread: 'dropped',
-  user_profile_id: 'dropped',
-  workspace_id: 'dropped'
-}
-
-const TOOL_FIELDS: Record<string, Fate> = { type: 'mapped', name: 'mapped', description: 'mapped', input_schema: 'mapped', strict: 'mapped', cache_control: 'mapped' }
+// The fate of each Messages field toward a Gemini upstream.
+const FIELDS = column(MESSAGES_FIELDS, 'gemini')
 
 function optNumber (v: unknown, field: string): number | undefined {
   if (v === undefined || v === null) return undefined
@@ -180,7 +145,7 @@ function tools (body: Json, dropped: Dropped): ToolSpec[] {
     // a server tool (web_search_20250305, bash_20250124…) runs at Anthropic; nothing upstream runs it
     if (t.input_schema === undefined && t.type !== undefined && t.type !== null && t.type !== 'custom') { dropped.add(`tools.${kindOf(t.type)}`); continue }
     noteCache(t, dropped)
-    sortFields(t, TOOL_FIELDS, dropped, undefined, 'tools.')
+    sortFields(t, MESSAGES_TOOL_FIELDS, dropped, undefined, 'tools.')
     const tool: ToolSpec = { name: text(t.name, `${at}.name`) }
     const description = optText(t.description, `${at}.description`)
     if (description !== undefined) tool.description = description
