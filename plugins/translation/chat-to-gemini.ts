@@ -1,6 +1,5 @@
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { joinText, parseToolArguments } from './content.js'
 import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
@@ -9,6 +8,7 @@ import { DONE, frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toOpenAIUsage } from './usage.js'
 import { CHAT_FIELDS } from './tables/chat.js'
+import { readChatTurns } from './chat-request.js'
 
 // An OpenAI Chat Completions client in front of a Gemini upstream (generateContent). Thoughts
 // have no place in a chat answer and are left out; the thought signature of a function call
@@ -148,52 +148,25 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const dropped = new Dropped()
   const system: string[] = []
   const contents = new ContentsBuilder()
-  // tool calls dropped with their custom tools: their results go too
-  const droppedCalls = new Set<string>()
-  for (const [i, raw] of list(body.messages, 'messages').entries()) {
-    const at = `messages[${i}]`
-    const m = entry(raw, at)
-    if (m.name !== undefined && m.name !== null && m.role !== 'function') dropped.add('messages.name')
-    switch (m.role) {
+  for (const turn of readChatTurns(body.messages, dropped)) {
+    switch (turn.role) {
       case 'system':
-      case 'developer': {
-        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
-        if (t !== '') system.push(t)
+        system.push(turn.text)
         break
-      }
       case 'user':
-        contents.push('user', userParts(m.content, `${at}.content`, ctx))
+        contents.push('user', userParts(turn.content, turn.at, ctx))
         break
       case 'assistant': {
         const parts: Json[] = []
-        const t = joinText(m.content ?? '', `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
+        const t = turn.texts.join('\n')
         if (t !== '') parts.push({ text: t })
-        for (const [j, rawCall] of list(m.tool_calls, `${at}.tool_calls`).entries()) {
-          const cat = `${at}.tool_calls[${j}]`
-          const call = entry(rawCall, cat)
-          if (call.type === 'custom') {
-            dropped.add('messages.tool_calls.custom')
-            if (typeof call.id === 'string') droppedCalls.add(call.id)
-            continue
-          }
-          const fn = entry(call.function, `${cat}.function`)
-          parts.push(contents.call(text(call.id, `${cat}.id`), text(fn.name, `${cat}.function.name`), parseToolArguments(fn.arguments)))
-        }
-        for (const key of ['refusal', 'audio', 'function_call']) if (m[key] !== undefined && m[key] !== null) dropped.add(`messages.${key}`)
+        for (const call of turn.calls) parts.push(contents.call(call.id, call.name, call.input))
         contents.push('model', parts)
         break
       }
-      case 'tool': {
-        const id = text(m.tool_call_id, `${at}.tool_call_id`)
-        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
-        if (!droppedCalls.has(id)) contents.push('user', [contents.result(id, `${at}.tool_call_id`, { output: t })])
+      case 'tool':
+        contents.push('user', [contents.result(turn.id, turn.at, { output: turn.text })])
         break
-      }
-      case 'function':
-        dropped.add('messages.function')
-        break
-      default:
-        throw new InvalidField({ field: `${at}.role`, reason: 'must be system, developer, user, assistant, tool or function' })
     }
   }
 
