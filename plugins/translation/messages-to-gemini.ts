@@ -1,13 +1,14 @@
 import { errorBody, InvalidField, messagesTypeFor } from '../kernel/errors.js'
 import { joinText } from './content.js'
-import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
+import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from './fields.js'
 import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toMessagesUsage } from './usage.js'
-import { MESSAGES_FIELDS, MESSAGES_TOOL_FIELDS } from './tables/messages.js'
+import { MESSAGES_FIELDS } from './tables/messages.js'
+import { noteCache, readMessagesTools, readMessagesTurns } from './messages-request.js'
 
 // A Messages client in front of a Gemini upstream. Thought summaries come back as thinking
 // blocks; a Gemini thought signature goes back to Gemini from the thinking block that carries it
@@ -18,17 +19,6 @@ const STOP: Record<Finish, string> = { stop: 'end_turn', tool: 'tool_use', lengt
 
 // The fate of each Messages field toward a Gemini upstream.
 const FIELDS = column(MESSAGES_FIELDS, 'gemini')
-
-function optNumber (v: unknown, field: string): number | undefined {
-  if (v === undefined || v === null) return undefined
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidField({ field, reason: 'must be a number' })
-  return v
-}
-
-/** Gemini caches long prompts on its own: a breakpoint asks for nothing it can do. */
-const noteCache = (block: Json, dropped: Dropped): void => {
-  if (block.cache_control !== undefined && block.cache_control !== null) dropped.add('cache_control')
-}
 
 /** An image or document source → a Gemini part (null: a kind of source this pair does not map). */
 function sourcePart (source: Json, at: string, fallbackType: string): Json | null {
@@ -138,23 +128,13 @@ function assistantTurn (blocks: Json[], at: string, contents: ContentsBuilder, d
 }
 
 function tools (body: Json, dropped: Dropped): ToolSpec[] {
-  const out: ToolSpec[] = []
-  for (const [i, raw] of list(body.tools, 'tools').entries()) {
-    const at = `tools[${i}]`
-    const t = entry(raw, at)
-    // a server tool (web_search_20250305, bash_20250124…) runs at Anthropic; nothing upstream runs it
-    if (t.input_schema === undefined && t.type !== undefined && t.type !== null && t.type !== 'custom') { dropped.add(`tools.${kindOf(t.type)}`); continue }
-    noteCache(t, dropped)
-    sortFields(t, MESSAGES_TOOL_FIELDS, dropped, undefined, 'tools.')
-    const tool: ToolSpec = { name: text(t.name, `${at}.name`) }
-    const description = optText(t.description, `${at}.description`)
-    if (description !== undefined) tool.description = description
-    const schema = optEntry(t.input_schema, `${at}.input_schema`)
-    if (schema !== undefined) tool.parameters = schema
-    if (optBoolean(t.strict, `${at}.strict`) === true) dropped.add('tools.strict')
-    out.push(tool)
-  }
-  return out
+  return readMessagesTools(body, dropped).map((t) => {
+    const tool: ToolSpec = { name: t.name }
+    if (t.description !== undefined) tool.description = t.description
+    if (t.schema !== undefined) tool.parameters = t.schema
+    if (t.strict === true) dropped.add('tools.strict')
+    return tool
+  })
 }
 
 function toolConfig (body: Json, dropped: Dropped): Json | undefined {
@@ -202,22 +182,12 @@ function responseSchema (format: unknown, field: string, dropped: Dropped): Json
 
 function request (body: Json): TranslatedRequest {
   const dropped = new Dropped()
-  const system: string[] = []
-  const systemText = (content: unknown, field: string): void => {
-    if (Array.isArray(content)) for (const b of content) if (isObj(b)) noteCache(b, dropped)
-    const t = joinText(content ?? '', field, (p) => dropped.add(`system.${kindOf(p.type)}`))
-    if (t !== '') system.push(t)
-  }
-  systemText(body.system, 'system')
+  const read = readMessagesTurns(body, dropped)
+  const system = [read.system, ...read.turns.flatMap((t) => t.role === 'system' ? [t.text] : [])].filter((t) => t !== '')
   const contents = new ContentsBuilder()
-  for (const [i, raw] of list(body.messages, 'messages').entries()) {
-    const at = `messages[${i}]`
-    const m = entry(raw, at)
-    if (m.role === 'system') { systemText(m.content, `${at}.content`); continue }
-    if (m.role !== 'user' && m.role !== 'assistant') throw new InvalidField({ field: `${at}.role`, reason: 'must be user, assistant or system' })
-    const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : list(m.content, `${at}.content`).map((b, j) => entry(b, `${at}.content[${j}]`))
-    if (m.role === 'user') userTurn(blocks, at, contents, dropped)
-    else assistantTurn(blocks, at, contents, dropped)
+  for (const t of read.turns) {
+    if (t.role === 'user') userTurn(t.blocks, t.at, contents, dropped)
+    else if (t.role === 'assistant') assistantTurn(t.blocks, t.at, contents, dropped)
   }
 
   const out: Json = { contents: contents.build() }
