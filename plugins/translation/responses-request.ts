@@ -170,28 +170,32 @@ const SETTINGS: Readonly<Record<string, (r: Normalised) => unknown>> = {
   'text.verbosity': (r) => r.verbosity
 }
 
-function droppedColumn (upstream: Upstream): Array<[string, (r: Normalised) => unknown]> {
-  const out: Array<[string, (r: Normalised) => unknown]> = []
-  for (const table of [RESPONSES_FIELDS, RESPONSES_CONFIG_FIELDS] as Array<Readonly<Record<string, Row>>>) {
-    for (const [name, row] of Object.entries(table)) {
-      if (row[upstream] !== 'dropped' || !read(row)) continue
-      const setting = SETTINGS[name]
-      if (setting === undefined) throw new Error(`responses field ${name}: dropped toward ${upstream} but read with no setting to report it by`)
-      out.push([name, setting])
-    }
+type Column = Array<[string, (r: Normalised) => unknown]>
+
+function droppedColumn (table: Readonly<Record<string, Row>>, upstream: Upstream): Column {
+  const out: Column = []
+  for (const [name, row] of Object.entries(table)) {
+    if (row[upstream] !== 'dropped' || !read(row)) continue
+    const setting = SETTINGS[name]
+    if (setting === undefined) throw new Error(`responses field ${name}: dropped toward ${upstream} but read with no setting to report it by`)
+    out.push([name, setting])
   }
   return out
 }
 
-const DROPPED: Readonly<Record<Upstream, Array<[string, (r: Normalised) => unknown]>>> = {
-  openai: droppedColumn('openai'),
-  messages: droppedColumn('messages'),
-  gemini: droppedColumn('gemini')
+const UPSTREAMS: Upstream[] = ['openai', 'messages', 'gemini']
+const DROPPED = {
+  fields: Object.fromEntries(UPSTREAMS.map((u) => [u, droppedColumn(RESPONSES_FIELDS, u)])) as Record<Upstream, Column>,
+  config: Object.fromEntries(UPSTREAMS.map((u) => [u, droppedColumn(RESPONSES_CONFIG_FIELDS, u)])) as Record<Upstream, Column>
 }
 
-/** The fields the request sets that `upstream`'s column of the table drops, in the table's order. */
-export function droppedToward (r: Normalised, upstream: Upstream): string[] {
-  return DROPPED[upstream].flatMap(([name, setting]) => setting(r) !== undefined ? [name] : [])
+/**
+ * The fields the request sets that `upstream`'s column drops, in the table's order: those of the
+ * top level (`fields`), or of text and reasoning (`config`), or both.
+ */
+export function droppedToward (r: Normalised, upstream: Upstream, which: 'fields' | 'config' | 'both' = 'both'): string[] {
+  const columns = which === 'both' ? [DROPPED.fields[upstream], DROPPED.config[upstream]] : [DROPPED[which][upstream]]
+  return columns.flatMap((column) => column.flatMap(([name, setting]) => setting(r) !== undefined ? [name] : []))
 }
 
 function readParts (content: unknown, at: string, ctx: TranslateCtx): Part[] {

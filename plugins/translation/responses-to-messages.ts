@@ -89,6 +89,8 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     else config.effort = effort
   }
   if (Object.keys(config).length > 0) out.output_config = config
+  // what Messages has no setting for (text.verbosity): its column of the table
+  for (const name of droppedToward(r, 'messages', 'config')) if (!dropped.includes(name)) dropped.push(name)
 
   // Messages metadata has one field, user_id: the first of user, safety_identifier, metadata.user_id
   const metaUser = typeof r.metadata?.user_id === 'string' ? r.metadata.user_id : undefined
@@ -96,8 +98,8 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   if (userId !== undefined) out.metadata = { user_id: userId }
   if (r.user !== undefined && r.safetyIdentifier !== undefined) dropped.push('safety_identifier')
   if (r.metadata !== undefined && (Object.keys(r.metadata).some((k) => k !== 'user_id') || metaUser !== userId)) dropped.push('metadata')
-  // what Messages has no field for (prompt_cache_key, text.verbosity): its column of the table
-  for (const name of droppedToward(r, 'messages')) if (!dropped.includes(name)) dropped.push(name)
+  // what Messages has no field for (prompt_cache_key): its column of the table
+  for (const name of droppedToward(r, 'messages', 'fields')) if (!dropped.includes(name)) dropped.push(name)
   return { body: { ...r.extra, ...out }, dropped }
 }
 
