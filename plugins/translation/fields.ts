@@ -19,6 +19,11 @@ export function read (fates: Readonly<Record<string, Fate>> | undefined): boolea
   return fates !== undefined && Object.values(fates).some((fate) => fate !== 'dropped')
 }
 
+/** The fields of a table some column reads (`prefix` + name), looked up by a reader once per field of a body. */
+export function readFields (table: Readonly<Record<string, Readonly<Record<string, Fate>>>>, prefix = ''): ReadonlySet<string> {
+  return new Set(Object.keys(table).filter((name) => read(table[name])).map((name) => prefix + name))
+}
+
 export { isObj }
 
 const absent = (v: unknown): v is null | undefined => v === undefined || v === null

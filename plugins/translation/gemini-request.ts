@@ -1,6 +1,6 @@
 import { InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { mediaUrlProblem } from '../gateway/media-url.js'
-import { Dropped, entry, isObj, list, optBoolean, optEntry, optText, read, strings, text, type Fate } from './fields.js'
+import { Dropped, entry, isObj, list, optBoolean, optEntry, optText, read, readFields, strings, text, type Fate } from './fields.js'
 import { schemaFromGemini, unpackThinking } from './gemini.js'
 import type { ToolSpec } from './gemini-upstream.js'
 import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from './tables/gemini.js'
@@ -302,7 +302,10 @@ const NEUTRAL = new Map([
 
 type Upstream = 'openai' | 'messages'
 type Row = Readonly<Record<Upstream, Fate>>
-const rowOf = (table: Readonly<Record<string, Row>>, key: string): Row | undefined => Object.hasOwn(table, key) ? table[key] : undefined
+// what some column keeps, read below; a field every column drops is reported
+const READ = readFields(GEMINI_FIELDS)
+const READ_GENERATION = readFields(GEMINI_GENERATION_FIELDS)
+const READ_THINKING = readFields(GEMINI_THINKING_FIELDS)
 
 function readGeneration (body: Json, out: GeminiRequest): void {
   const g = optEntry(body.generationConfig, 'generationConfig')
@@ -310,7 +313,7 @@ function readGeneration (body: Json, out: GeminiRequest): void {
   const at = (k: string): string => `generationConfig.${k}`
   for (const key of Object.keys(g)) {
     const v = g[key]
-    if (v === null || v === undefined || read(rowOf(GEMINI_GENERATION_FIELDS, key))) continue
+    if (v === null || v === undefined || READ_GENERATION.has(key)) continue
     if (NEUTRAL.get(key) !== JSON.stringify(v)) out.dropped.add(at(key))
   }
   const set = <K extends keyof GeminiRequest>(key: K, value: GeminiRequest[K] | undefined): void => { if (value !== undefined) out[key] = value }
@@ -346,7 +349,7 @@ function readGeneration (body: Json, out: GeminiRequest): void {
       if (level !== undefined && level !== 'thinking_level_unspecified') out.thinking.level = level
     }
     for (const key of Object.keys(thinking)) {
-      if (!read(rowOf(GEMINI_THINKING_FIELDS, key)) && thinking[key] !== null) out.dropped.add(at(`thinkingConfig.${key}`))
+      if (!READ_THINKING.has(key) && thinking[key] !== null) out.dropped.add(at(`thinkingConfig.${key}`))
     }
   }
 }
@@ -357,7 +360,7 @@ export function readGeminiRequest (body: Json, ctx: TranslateCtx): GeminiRequest
   for (const key of Object.keys(body)) {
     const v = body[key]
     // read below (cachedContent refused above); the rest no column keeps
-    if (read(rowOf(GEMINI_FIELDS, key)) || v === null || v === undefined) continue
+    if (READ.has(key) || v === null || v === undefined) continue
     // safety thresholds are Google's own; an empty list asks for nothing
     if (Array.isArray(v) && v.length === 0) continue
     out.dropped.add(key)
@@ -394,7 +397,9 @@ const DROPPED: Readonly<Record<Upstream, Array<[string, (r: GeminiRequest) => un
 export function dropToward (r: GeminiRequest, upstream: Upstream): void {
   for (const [name, setting] of DROPPED[upstream]) {
     const v = setting(r)
-    if (v !== undefined && NEUTRAL.get(name) !== JSON.stringify(v)) r.dropped.add(`generationConfig.${name}`)
+    if (v === undefined) continue
+    const neutral = NEUTRAL.get(name)
+    if (neutral === undefined || neutral !== JSON.stringify(v)) r.dropped.add(`generationConfig.${name}`)
   }
 }
 

@@ -1,5 +1,5 @@
 import { InvalidField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { entry, list, optBoolean, optCount, optEntry, optNumber, optText, read, strings, text, type Fate } from './fields.js'
+import { entry, list, optBoolean, optCount, optEntry, optNumber, optText, read, readFields, strings, text, type Fate } from './fields.js'
 import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from './tables/responses.js'
 import type { Json, TranslateCtx } from './types.js'
 import { isObj } from '../kernel/json.js'
@@ -8,7 +8,7 @@ import { flatToolName } from '../kernel/tool-names.js'
 // A Responses request read into one neutral shape that both translated pairs (towards Chat
 // Completions and towards Messages) build their upstream body from, plus the route's checks.
 // Every field's fate toward each upstream protocol is in tables/responses.ts: the reader reads
-// what a column keeps, and each pair reports what its column drops (`droppedToward`).
+// what a column keeps, and each pair reports what its column drops (`dropToward`).
 
 export type Part =
   | { type: 'text', text: string }
@@ -96,7 +96,12 @@ export function refuseStateful (body: Json): void {
 
 type Upstream = 'openai' | 'messages' | 'gemini'
 type Row = Readonly<Record<Upstream, Fate>>
-const rowOf = (table: Readonly<Record<string, Row>>, key: string): Row | undefined => Object.hasOwn(table, key) ? table[key] : undefined
+// what some column keeps, read below; a field every column drops is reported (or sent as the model lists it)
+const READ = readFields(RESPONSES_FIELDS)
+const READ_CONFIG = readFields(RESPONSES_CONFIG_FIELDS)
+const under = (prefix: string): ReadonlySet<string> => new Set([...READ_CONFIG].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length)))
+const READ_TEXT = under('text.')
+const READ_REASONING = under('reasoning.')
 
 export function normalise (body: Json, ctx: TranslateCtx): Normalised {
   refuseStateful(body)
@@ -111,7 +116,7 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
       continue
     }
     // what a column keeps is read below; the refused ones were refused above when they ask for anything
-    if (read(rowOf(RESPONSES_FIELDS, key))) continue
+    if (READ.has(key)) continue
     if (key === 'truncation' && body.truncation === 'disabled') continue // what the gateway does anyway
     if (ctx.supported?.has(key) === true) out.extra[key] = body[key]
     else drop(key)
@@ -135,7 +140,7 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
 
   const textConfig = optEntry(body.text, 'text')
   if (textConfig !== undefined) {
-    for (const key of Object.keys(textConfig)) if (textConfig[key] !== null && !read(rowOf(RESPONSES_CONFIG_FIELDS, `text.${key}`))) drop(`text.${key}`)
+    for (const key of Object.keys(textConfig)) if (!READ_TEXT.has(key) && textConfig[key] !== null) drop(`text.${key}`)
     const format = optEntry(textConfig.format, 'text.format')
     if (format !== undefined && (format.type === 'json_object' || format.type === 'json_schema')) out.format = format
     const verbosity = optText(textConfig.verbosity, 'text.verbosity')
@@ -147,7 +152,7 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
       if (value === null || value === undefined) continue
       if (key === 'effort') out.effort = text(value, 'reasoning.effort')
       // summaries are read by the pairs that can show them
-      else if (!read(rowOf(RESPONSES_CONFIG_FIELDS, `reasoning.${key}`))) drop(`reasoning.${key}`)
+      else if (!READ_REASONING.has(key)) drop(`reasoning.${key}`)
     }
   }
   const metadata = optEntry(body.metadata, 'metadata')
@@ -190,12 +195,12 @@ const DROPPED = {
 }
 
 /**
- * The fields the request sets that `upstream`'s column drops, in the table's order: those of the
- * top level (`fields`), or of text and reasoning (`config`), or both.
+ * Reports in `r.dropped` the fields the request sets that `upstream`'s column drops, in the
+ * table's order: those of the top level (`fields`), or of text and reasoning (`config`), or both.
  */
-export function droppedToward (r: Normalised, upstream: Upstream, which: 'fields' | 'config' | 'both' = 'both'): string[] {
-  const columns = which === 'both' ? [DROPPED.fields[upstream], DROPPED.config[upstream]] : [DROPPED[which][upstream]]
-  return columns.flatMap((column) => column.flatMap(([name, setting]) => setting(r) !== undefined ? [name] : []))
+export function dropToward (r: Normalised, upstream: Upstream, which: 'fields' | 'config' | 'both' = 'both'): void {
+  if (which !== 'config') for (const [name, setting] of DROPPED.fields[upstream]) if (setting(r) !== undefined && !r.dropped.includes(name)) r.dropped.push(name)
+  if (which !== 'fields') for (const [name, setting] of DROPPED.config[upstream]) if (setting(r) !== undefined && !r.dropped.includes(name)) r.dropped.push(name)
 }
 
 function readParts (content: unknown, at: string, ctx: TranslateCtx): Part[] {

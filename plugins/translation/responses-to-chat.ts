@@ -1,6 +1,6 @@
 import { textOf } from './content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromChat, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { allows, droppedToward, normalise, type Part } from './responses-request.js'
+import { allows, dropToward, normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { isObj } from '../kernel/json.js'
 
@@ -101,7 +101,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     else dropped.push('prompt_cache_key')
   }
   // none today: every field Chat Completions lacks is dropped by the reader or above, as the model allows
-  for (const name of droppedToward(r, 'openai')) if (!dropped.includes(name)) dropped.push(name)
+  dropToward(r, 'openai')
   return { body: { ...r.extra, ...out }, dropped }
 }
 

@@ -3,7 +3,7 @@ import { Dropped } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, geminiToolConfig, geminiTools, imagePart, streamError, THINKING_BUDGET, type Piece } from './gemini-upstream.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { droppedToward, normalise, type Part } from './responses-request.js'
+import { dropToward, normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 
 // A Responses client in front of a Gemini upstream. Thought summaries come back as reasoning
@@ -81,7 +81,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   if (Object.keys(thinking).length > 0) generation.thinkingConfig = thinking
   if (Object.keys(generation).length > 0) out.generationConfig = generation
   // Gemini has no field for these (its column of the table), and refuses a field it does not know
-  for (const name of droppedToward(r, 'gemini')) drop(name)
+  dropToward(r, 'gemini')
   for (const key of Object.keys(r.extra)) drop(key)
   // the names come from the client: made header-safe
   const safe = new Dropped()

@@ -7,7 +7,7 @@ import type { Fate } from '../fields.js'
 // (responses-request.ts) reads a field some column does not drop; one every column drops is
 // reported, or sent as it is when the model lists it among its supported parameters (and then
 // still dropped toward a Gemini upstream, which refuses a field it does not know). A pair reports
-// a field its column drops when the request sets it (`droppedToward`). `stop` is no Responses
+// a field its column drops when the request sets it (`dropToward`). `stop` is no Responses
 // field, but costs nothing to honour; `client_metadata` is the Codex CLI's bookkeeping.
 
 type Row = Readonly<{ openai: Fate, messages: Fate, gemini: Fate }>
