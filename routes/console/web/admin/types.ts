@@ -50,6 +50,8 @@ export interface UsageRecord {
   provider: string | null
   stream: boolean
   status: string
+  /** A refused call's error code; null otherwise. */
+  error?: string | null
   prompt_tokens: number
   cached_input_tokens: number
   completion_tokens: number
