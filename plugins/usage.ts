@@ -59,7 +59,9 @@ const MAX_MODEL_NAME = 256
  * are counted in the process's metrics instead. The counts are kept for the current second only.
  */
 async function refusalRecorder (registry: Registry): Promise<{ row: (outcome: CallOutcome, now: number, body: unknown) => UsageRow | null }> {
-  const { Counter } = await import('prom-client')
+  // loaded when serving only (a config check reads this module for its options); prom-client is CommonJS, its exports under default once bundled
+  const prom = await import('prom-client') as typeof import('prom-client') & { default?: typeof import('prom-client') }
+  const { Counter } = prom.default ?? prom
   const NAME = 'modelgate_refusals_unrecorded_total'
   // the registry outlives a reloaded configuration: the next generation's plugin finds the counter again
   const unrecorded = (registry.getSingleMetric(NAME) as Counter<'code'> | undefined) ??
