@@ -223,7 +223,7 @@ t.test('governed like a model call: rpm, budget, balance, quota, guardrails, rev
     await b.callTool({ name: 'docs__echo', arguments: { text: '2' } })
     const spent = await refusal(b.callTool({ name: 'docs__echo', arguments: { text: '3' } }))
     t.match(spent.data, { status: 429, code: 429, type: 'quota_exceeded' }, 'two calls at $0.001 spend a $0.002 budget')
-    t.equal((await records(budget)).length, 2)
+    t.same((await records(budget)).map((r) => [r.status, r.error]), [['refused', 'quota_exceeded'], ['ok', null], ['ok', null]], 'the two calls, and the refused one')
   })
 
   t.test('the balance holds the call\'s price; a project quota in USD', async (t) => {
