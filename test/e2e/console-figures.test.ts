@@ -88,6 +88,8 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
       await page.waitForSelector('#dashboard:not([hidden]) #stats .stat')
       const spend = page.locator('#stats .stat', { hasText: 'Spend' }).locator('.v')
       wholeOnOneLine(t, await tile(page, await spend.evaluate((e) => { e.id = 'spend-figure'; return '#spend-figure' })), `$${SPEND}`, 'the spend')
+      await page.waitForSelector('#calls tbody tr td')
+      t.match(await page.textContent('#calls tbody'), `refused (${code})`, 'the project\'s refused call listed with its code')
       const charts = await page.$$eval('#dashboard svg', (svgs) => svgs.map((svg) => {
         const rect = svg.getBoundingClientRect()
         const scale = rect.width / (svg as SVGSVGElement).viewBox.baseVal.width

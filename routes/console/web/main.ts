@@ -26,7 +26,7 @@ interface Quota { limit: string, used: string, unit: string, per: string, resets
 interface Me { org: string, project: string, key: { name: string, hint: string } | null, balance_usd: string, held_usd: string, spent_usd: string, balance_charged: boolean, org_quota: Quota | null, project_quota: Quota | null }
 interface Bucket { start: string, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, saved_usd: string }
 interface Usage { range: string, bucket_s: number, buckets: Bucket[], totals: Omit<Bucket, 'start'> }
-interface Call { created_at: string, model: string, endpoint: string, status: string, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number, cache_hit: boolean, saved_usd: string }
+interface Call { created_at: string, model: string, endpoint: string, status: string, error?: string | null, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number, cache_hit: boolean, saved_usd: string }
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T
 const KEY = 'modelgate.apiKey'
@@ -295,7 +295,7 @@ async function loadUsage (): Promise<void> {
         : el('p', { id: 'balance-off', class: 'muted' }, 'Calls are not charged to a prepaid balance on this gateway (its balance plugin is off): the spend above is what the calls cost at the catalog\'s prices.'),
       quotaView('Organization', me.org_quota), quotaView('Project', me.project_quota))
     const rows = calls.data.map((c) => el('tr', {},
-      el('td', {}, new Date(c.created_at).toLocaleString()), el('td', {}, c.model), el('td', {}, c.endpoint + (c.stream ? ' (stream)' : '')), el('td', {}, c.status),
+      el('td', {}, new Date(c.created_at).toLocaleString()), el('td', {}, c.model), el('td', {}, c.endpoint + (c.stream ? ' (stream)' : '')), el('td', {}, typeof c.error === 'string' ? `${c.status} (${c.error})` : c.status),
       el('td', { class: 'num' }, fmtInt.format(c.prompt_tokens)), el('td', { class: 'num' }, fmtInt.format(c.cached_input_tokens)), el('td', { class: 'num' }, fmtInt.format(c.completion_tokens)),
       el('td', { class: 'num' }, c.cache_hit ? `${c.cost_usd} (cache hit, saved ${c.saved_usd})` : c.cost_usd), el('td', { class: 'num' }, `${c.latency_ms} ms`)))
     const body = $('calls').querySelector('tbody') as HTMLElement
