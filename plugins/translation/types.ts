@@ -32,6 +32,8 @@ export interface Usage {
   images?: number
   /** The request's image `size` (`1024x1024`), which picks the per_image price; `default` when absent or not listed. */
   image_size?: string
+  /** Uses of tools the provider ran itself, by kind (`web_search`: Anthropic's usage.server_tool_use.web_search_requests, Gemini's grounding queries, Responses' web_search_call items), billed at the model's `server_tools` prices. */
+  server_tools?: Record<string, number>
 }
 
 export interface TranslateCtx {

@@ -40,8 +40,8 @@ const usdOrNull = (usd: number | undefined): string | null => usd === undefined 
 
 /**
  * A model's price sheet as the marketplace shows it: token rates in USD per million tokens (cache
- * writes, audio tokens and tiers only where the catalog sets them), per_request and per_image in USD,
- * and for an image model billed by tokens alone what one image costs at most.
+ * writes, audio tokens and tiers only where the catalog sets them), per_request, per_image and server
+ * tools' per-use prices in USD, and for an image model billed by tokens alone what one image costs at most.
  */
 function marketPrice (p: PricingConfig, m: CatalogModel): Record<string, unknown> {
   // an image model billed by its tokens alone: one image's output tokens at most, and what they cost as a call is charged
@@ -67,6 +67,7 @@ function marketPrice (p: PricingConfig, m: CatalogModel): Record<string, unknown
     })),
     per_request: usdOrNull(p.per_request),
     per_image: p.per_image === undefined ? null : typeof p.per_image === 'number' ? { default: usdText(p.per_image) } : Object.fromEntries(Object.entries(p.per_image).map(([size, v]) => [size, usdText(v)])),
+    server_tools: p.server_tools === undefined ? null : Object.fromEntries(Object.entries(p.server_tools).map(([kind, v]) => [kind, usdText(v)])),
     image_output_max: imageTokens === undefined ? null : { tokens: imageTokens, usd: nanoToUsd(chargeOf({ ...ZERO_USAGE, completion_tokens: imageTokens }, m.price)) },
     unit: 'USD per million tokens'
   }

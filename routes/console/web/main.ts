@@ -17,6 +17,7 @@ interface Pricing {
   tiers: Tier[],
   per_request: string | null,
   per_image: Record<string, string> | null
+  server_tools?: Record<string, string> | null
   /** An image model priced by tokens alone: the output tokens of one image at most, and what they cost. */
   image_output_max?: { tokens: number, usd: string } | null
 }
@@ -122,12 +123,13 @@ function prices (m: Model, p: Pricing): HTMLElement[] {
       el('div', { class: 'tier-name' }, el('dt', {}, 'Prompts over'), el('dd', {}, `${context(t.above_input_tokens)} tokens`)),
       ...sheet(t)))
   }
-  const units = [...rate('Per request', p.per_request), ...Object.entries(p.per_image ?? {}).flatMap(([size, v]) => rate(size === 'default' ? 'Per image' : `Per image ${size}`, v))]
+  const units = [...rate('Per request', p.per_request), ...Object.entries(p.per_image ?? {}).flatMap(([size, v]) => rate(size === 'default' ? 'Per image' : `Per image ${size}`, v)),
+    ...Object.entries(p.server_tools ?? {}).flatMap(([kind, v]) => rate(`Per ${kind.replace(/_/g, ' ')}`, v))]
   // an image model billed by its tokens alone: what one image costs at most, its output tokens at the output rate
   if (p.per_image === null && p.image_output_max !== null && p.image_output_max !== undefined) {
     units.push(el('div', {}, el('dt', {}, `Per image, at most (${fmtInt.format(p.image_output_max.tokens)} output tokens)`), el('dd', {}, usd(p.image_output_max.usd))))
   }
-  if (units.length > 0) out.push(el('dl', { class: 'prices units', 'aria-label': 'Prices per request and per image' }, ...units))
+  if (units.length > 0) out.push(el('dl', { class: 'prices units', 'aria-label': 'Prices per request, per image and per tool use' }, ...units))
   return out
 }
 
