@@ -1,6 +1,7 @@
 import type { Price, Rates } from './catalog.js'
 import type { CostDetail } from '../store/types.js'
 import type { Usage } from '../translation/types.js'
+import { estimateTokens } from '../kernel/estimate.js'
 
 // The charge, exact in integer nano-dollars, follows the provider's price sheet:
 //   input tokens neither read from nor written to a cache   × input
@@ -132,10 +133,7 @@ export function worstCaseCharge (price: Price, tokens: number, images = 0): numb
   return tokens * rate + images * image + (price.per_request ?? 0)
 }
 
-/** A rough token count of text: about four characters a token, at least one for non-empty text. */
-export function estimateTokens (text: string): number {
-  return text === '' ? 0 : Math.max(1, Math.ceil(text.length / 4))
-}
+export { estimateTokens }
 
 export interface Settlement {
   usage: Usage

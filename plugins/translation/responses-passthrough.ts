@@ -2,6 +2,7 @@ import { failureCode, responseObject, responsesError, usageFromResponses } from 
 import { frame } from './sse.js'
 import { withServerTools } from './usage.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
+import { isObj } from '../kernel/json.js'
 
 // A Responses client in front of a provider that serves the Responses API itself: the body goes
 // up with the upstream's model name and comes back byte for byte; the pair reads the usage (from
@@ -12,8 +13,6 @@ const DELTAS = new Set([
   'response.output_text.delta', 'response.function_call_arguments.delta', 'response.reasoning_summary_text.delta',
   'response.reasoning_text.delta', 'response.refusal.delta', 'response.custom_tool_call_input.delta'
 ])
-
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 
 function stream (ctx: TranslateCtx): StreamMapper {
   let usage: Usage | null = null

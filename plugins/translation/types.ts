@@ -11,7 +11,9 @@
  */
 export type Protocol = 'openai' | 'messages' | 'responses' | 'gemini'
 
-export type Json = Record<string, unknown>
+import type { Json } from '../kernel/json.js'
+
+export type { Json }
 
 /** Token usage of one call, normalised: prompt_tokens counts all input, cached included. */
 export interface Usage {
