@@ -20,6 +20,7 @@ function outcome (i: number): CallOutcome {
     provider: `p${i % 2}`,
     stream: i % 3 === 0,
     status: 'ok',
+    error: null,
     httpStatus: 200,
     principal: { keyId: 'k', org: `org${i % 5}`, project: 'p', models: ['*'], passthrough: [] },
     attempted: true,

@@ -73,7 +73,7 @@ export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'generate
 
 /**
  * How a call ended. `refused`: it never reached an upstream (a bad request, an unknown model, a
- * plugin's refusal); such calls have no usage record.
+ * limit, a plugin's refusal); recorded with its error's code when the caller's key is known.
  */
 export type CallStatus = 'ok' | 'client_aborted' | 'upstream_error' | 'timeout' | 'refused'
 
@@ -118,6 +118,8 @@ export interface CallOutcome {
   readonly provider: string | null
   readonly stream: boolean
   readonly status: CallStatus
+  /** A refused call's error code (`quota_exceeded`, `model_not_found`, a plugin's own code...); null otherwise. */
+  readonly error: string | null
   /** The HTTP status the client got (200 for a stream that failed after it started). */
   readonly httpStatus: number
   readonly principal: Principal | null
@@ -129,6 +131,8 @@ export interface CallOutcome {
   readonly usage: Readonly<Usage>
   /** True when some counts were estimated because the upstream never reported them. */
   readonly estimated: boolean
+  /** True when the upstream reported a count past the ceiling of one call (100M tokens, 10k images or tool uses), billed as the ceiling. */
+  readonly clamped?: boolean
   readonly costNano: number
   /** The cost by part (nano-dollars, summing to costNano) and the tier it billed at. */
   readonly costDetail: Readonly<CostDetail>

@@ -25,6 +25,8 @@ export interface CallEnd {
   complete?: boolean
   /** The status of the answer about to be sent, when it is not sent yet. */
   httpStatus?: number
+  /** The refusal's error code, when the call is refused. */
+  error?: string
 }
 
 /**
@@ -187,9 +189,20 @@ export class Call implements CallView, AttemptSink {
     return this.failure ?? (this.attempted ? 'upstream_error' : 'refused')
   }
 
-  /** Ends the call on the error answer about to be sent with `httpStatus`. */
-  endOnError (httpStatus: number): Promise<void> | undefined {
-    return this.end({ status: this.statusOnError(), httpStatus })
+  /**
+   * Server tools billed per call and reported nowhere: Chat Completions' web search, when the
+   * body that reached an OpenAI-protocol provider asked for it (a translator to another protocol drops it).
+   */
+  private perCallTools (): Record<string, number> | undefined {
+    const body = this.requestBody
+    if (body === null || typeof body !== 'object' || (body as Record<string, unknown>).web_search_options == null || this._provider === null) return undefined
+    const provider = this.gateway.config.providers.find((p) => p.id === this._provider)
+    return provider?.protocol === 'openai' ? { web_search: 1 } : undefined
+  }
+
+  /** Ends the call on the error answer about to be sent with `httpStatus` (and `error`, its code). */
+  endOnError (httpStatus: number, error?: string): Promise<void> | undefined {
+    return this.end({ status: this.statusOnError(), httpStatus, error })
   }
 
   /**
@@ -209,7 +222,8 @@ export class Call implements CallView, AttemptSink {
       ? { usage: { ...this._pluginAnswer.usage }, cost: 0, detail: ZERO_COST, estimated: false }
       : this._fixedCost !== null
         ? { usage: { ...ZERO_USAGE }, cost: billed ? this._fixedCost : 0, detail: { ...ZERO_COST, tool_call: billed ? this._fixedCost : 0 }, estimated: false }
-        : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody }, price)
+        : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody, perCallTools: this.perCallTools() }, price)
+    if ('clamped' in s && s.clamped === true) this.request.log.warn({ reported, billed: s.usage }, 'the upstream reported usage past the ceilings of one call: billed at the ceilings')
     const outcome: CallOutcome = Object.freeze({
       traceId: this.request.id,
       endpoint: this._endpoint,
@@ -219,12 +233,14 @@ export class Call implements CallView, AttemptSink {
       provider: this._provider,
       stream: this._stream,
       status: how.status,
+      error: how.status === 'refused' ? how.error ?? String(httpStatus) : null,
       httpStatus,
       principal: this.request.principal,
       attempted: this.attempted,
       billed,
       usage: Object.freeze(s.usage),
       estimated: s.estimated,
+      clamped: 'clamped' in s && s.clamped === true,
       costNano: s.cost,
       costDetail: Object.freeze(s.detail),
       cacheHit: hit,

@@ -366,12 +366,14 @@ export interface UsageRow {
   attempts: UsageAttempt[]
   /** The client parameters not sent on (the `{prefix}Dropped-Params` header's list). */
   dropped_params: string[]
+  /** A refused call's error code (`status` "refused"); null for a call that was not refused. */
+  error: string | null
 }
 
 export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }
 
 /** The statuses a usage record can have. */
-export const USAGE_STATUSES = ['ok', 'client_aborted', 'upstream_error', 'timeout'] as const
+export const USAGE_STATUSES = ['ok', 'client_aborted', 'upstream_error', 'timeout', 'refused'] as const
 export type UsageStatus = typeof USAGE_STATUSES[number]
 
 export interface UsageFilter {

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { estimatePromptTokens } from '../../plugins/gateway/billing.js'
 import type { MockUpstream } from '../mock-upstream.js'
 import { eventually, KEY_A } from '../helper.js'
 import { ADMIN, chat, INITIAL_USD, ledger, twoWorkers } from './two-workers.js'
@@ -22,8 +23,8 @@ function holdUpstream (mock: MockUpstream, ready: (arrived: number) => boolean):
   return { open, check }
 }
 
-// a hold is the worst case: (1 prompt character + 200 max_tokens) at the output rate, $15 per million
-const HOLD = 201 * 15_000
+// a hold is the worst case: (the prompt's estimate + 200 max_tokens) at the output rate, $15 per million
+const HOLD = (estimatePromptTokens({ messages: [{ role: 'user', content: 'x' }] }) + 200) * 15_000
 const KEY_POOR = 'mg-test-key-poor-0123456789abcdef'
 const KEY_QUOTA = 'mg-test-key-quota-0123456789abcdef'
 const KEY_COUNTED = 'mg-test-key-counted-0123456789abcdef'
@@ -57,6 +58,7 @@ t.test('two workers, an organization per case', async (t) => {
     t.equal(l.balance + l.spent, 5 * HOLD + 1000, 'balance + spent = initial')
     t.equal(l.spent, l.recorded, 'spent is the sum of the recorded costs')
     t.equal(l.records, ok, 'one record per answered call')
+    t.ok(l.refused >= 1 && l.refused <= refused, `the refusals recorded, up to ten a second per key and worker (${l.refused} of ${refused})`)
   })
 
   t.test('quota: once an ended call reached it, both workers refuse the next call', async (t) => {

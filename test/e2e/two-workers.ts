@@ -54,11 +54,12 @@ export async function chat (g: Gateway, key = KEY_A, extra: Record<string, unkno
   }
 }
 
-export function ledger (db: string, orgId = 'acme'): { balance: number, held: number, spent: number, recorded: number, records: number } {
+export function ledger (db: string, orgId = 'acme'): { balance: number, held: number, spent: number, recorded: number, records: number, refused: number } {
   const raw = new Database(db, { readonly: true, fileMustExist: true })
   try {
     const org = raw.prepare('SELECT balance_nano AS balance, held_nano AS held, spent_nano AS spent FROM organizations WHERE id = ?').get(orgId) as { balance: number, held: number, spent: number }
-    const usage = raw.prepare('SELECT count(*) AS records, coalesce(sum(cost_nano), 0) AS recorded FROM usage_records_all WHERE org_id = ?').get(orgId) as { records: number, recorded: number }
+    // the calls that were answered (or failed at a provider), and the calls refused before any
+    const usage = raw.prepare("SELECT coalesce(sum(status <> 'refused'), 0) AS records, coalesce(sum(status = 'refused'), 0) AS refused, coalesce(sum(cost_nano), 0) AS recorded FROM usage_records_all WHERE org_id = ?").get(orgId) as { records: number, refused: number, recorded: number }
     return { ...org, ...usage }
   } finally {
     raw.close()
