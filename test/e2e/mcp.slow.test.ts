@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { fromRoot } from '../../paths.js'
 import { childEnv, eventually, KEY_A, spawnGateway, testConfig } from '../helper.js'
+import { STDIO_TIMEOUT_S } from '../mcp-gateway.js'
 import { mockMcpHttp, streamed } from '../mock-mcp.js'
 import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 import { tempDir } from '../temp-dir.js'
@@ -153,7 +154,9 @@ t.test('real clients: the MCP Inspector CLI; server-everything over stdio behind
   const mock = await mockMcpHttp()
   const app: FastifyInstance = await buildApp(testConfig({
     plugins: [{ name: 'auth' }, { name: 'usage' }],
-    mcp: { servers: [{ id: 'docs', transport: 'http', url: mock.url }, { id: 'everything', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'] }] },
+    // (the config's request_timeout_s of 5 s would be the servers' too: server-everything loads
+    // hundreds of modules, which a loaded machine can take longer than that to start)
+    mcp: { servers: [{ id: 'docs', transport: 'http', url: mock.url }, { id: 'everything', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'], timeout_s: STDIO_TIMEOUT_S }] },
     tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, mcp: ['*'] }] }] }]
   }))
   await app.listen({ host: '127.0.0.1', port: 0 })
