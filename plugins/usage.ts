@@ -87,7 +87,8 @@ export default definePlugin({
         cache_hit: outcome.cacheHit ? 1 : 0,
         saved_nano: outcome.savedNano,
         attempts: attemptsOf(outcome),
-        dropped_params: outcome.dropped as string[]
+        dropped_params: outcome.dropped as string[],
+        tags: outcome.tags as string[]
       }
       const content: ContentRow | undefined = opts.store_content && outcome.content !== null
         ? { usage_id: row.id, created_at: row.created_at, request: outcome.content.request, response: outcome.content.response }

@@ -3,6 +3,7 @@ import type { CallEndContext, CallOutcome, CallProtocol, CallStatus, CallView, E
 import { chargeOf, settle, ZERO_COST, ZERO_USAGE } from './billing.js'
 import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
+import { NO_TAGS } from './tags.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
 import type { AttemptReport } from '../upstream/index.js'
 import { CallAbort, type AttemptSink } from '../upstream/types.js'
@@ -41,6 +42,7 @@ export class Call implements CallView, AttemptSink {
   private modelName: string | null = null
   private _provider: string | null = null
   private _dropped: string[] = []
+  private _tags: readonly string[] = NO_TAGS
   private _stream = false
   private _billable: boolean
   private _unmetered = false
@@ -92,6 +94,7 @@ export class Call implements CallView, AttemptSink {
   get model (): CatalogModel | null { return this._model }
   get provider (): string | null { return this._provider }
   get dropped (): readonly string[] { return this._dropped }
+  get tags (): readonly string[] { return this._tags }
   get stream (): boolean { return this._stream }
   get done (): boolean { return this.outcome !== null }
   get keepsContent (): boolean { return this.contentKept }
@@ -129,6 +132,9 @@ export class Call implements CallView, AttemptSink {
     // client field names, kept in the usage record: bounded in number and length
     for (const n of names) if (this._dropped.length < MAX_DROPPED) this._dropped.push(n.length > MAX_CLIENT_STRING ? n.slice(0, MAX_CLIENT_STRING) : n)
   }
+
+  /** The tags the call carries (checked: plugins/gateway/tags.ts). */
+  tagged (tags: readonly string[]): void { this._tags = tags }
 
   /** The client body as it is after admission (the hooks may have changed it). */
   admittedBody (body: Json): void { this.requestBody = body }
@@ -238,6 +244,7 @@ export class Call implements CallView, AttemptSink {
       upstreamMs: this.upstreamMs,
       attempts: this.attempts,
       dropped: this._dropped,
+      tags: this._tags,
       content: this.contentKept ? { request: JSON.stringify(this.requestBody), response: this.responseContent } : null
     })
     this.outcome = outcome

@@ -3,6 +3,7 @@ import { reachableProviders, type BodyObjects } from './body-objects.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
 import { McpToolNotFound, ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayError } from '../kernel/errors.js'
 import { runSeriesUntil } from './hooks.js'
+import { callTags } from './tags.js'
 import type { Pipe } from './pipeline.js'
 import { then, type MaybePromise } from '../kernel/maybe-promise.js'
 import type { Json } from '../translation/types.js'
@@ -107,6 +108,14 @@ export async function grantedTool<T> (principal: Principal | null, name: string,
   return tool
 }
 
+/** The tags header's name as Node.js keys it (lower case), made once per name. */
+const lower = new Map<string, string>()
+function tagHeader (name: string): string {
+  let l = lower.get(name)
+  if (l === undefined) { l = name.toLowerCase(); lower.set(name, l) }
+  return l
+}
+
 /**
  * Runs the admission hooks (which may change the body, or refuse the call by throwing) and
  * resolves with the body as they left it. `model` is null only for a pass-through call that
@@ -115,6 +124,8 @@ export async function grantedTool<T> (principal: Principal | null, name: string,
  */
 export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerable = false): MaybePromise<Json> {
   const { call } = p
+  const names = p.gateway.headers
+  call.tagged(callTags(p.request.headers, tagHeader(names.tags), names.tags, call.protocol, body))
   call.admittedBody(body)
   if (p.hooks.onAdmission.length === 0) return body
   const ctx: AdmissionContext = {

@@ -366,6 +366,8 @@ export interface UsageRow {
   attempts: UsageAttempt[]
   /** The client parameters not sent on (the `{prefix}Dropped-Params` header's list). */
   dropped_params: string[]
+  /** The tags the call carried (`{prefix}Tags`, `metadata.tags`); [] for none. */
+  tags: string[]
 }
 
 export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }
@@ -383,6 +385,8 @@ export interface UsageFilter {
   status?: UsageStatus[]
   endpoint?: string
   provider?: string
+  /** Records carrying this tag. */
+  tag?: string
   since?: number
   until?: number
 }
@@ -405,7 +409,8 @@ export interface UsageBucket {
   saved_nano: number
 }
 
-export type SummaryField = 'org' | 'project' | 'key_id' | 'model' | 'provider'
+/** `tag`: a record with several tags counts in each of their groups; one with none in the group of tag null. */
+export type SummaryField = 'org' | 'project' | 'key_id' | 'model' | 'provider' | 'tag'
 
 /**
  * One group of the usage summary: its fields (those grouped by), its bucket's start (ms) when
@@ -417,6 +422,7 @@ export interface SummaryRow {
   key_id?: string | null
   model?: string
   provider?: string | null
+  tag?: string | null
   bucket_start?: number
   calls: number
   errors: number

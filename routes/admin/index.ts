@@ -55,7 +55,7 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
   await fastify.register(prices)
   await fastify.register(sessions)
 
-  const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, status?: string, endpoint?: string, provider?: string, since?: string, until?: string }): UsageFilter => ({
+  const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, status?: string, endpoint?: string, provider?: string, tag?: string, since?: string, until?: string }): UsageFilter => ({
     org: q.org,
     project: q.project,
     key_id: q.key_id,
@@ -64,6 +64,7 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
     status: q.status === undefined ? undefined : [...new Set(q.status.split(','))] as UsageStatus[],
     endpoint: q.endpoint,
     provider: q.provider,
+    tag: q.tag,
     since: parseIsoTime(q.since, 'since'),
     until: parseIsoTime(q.until, 'until')
   })
