@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import {
-  budgetScope, definePlugin, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules, retryAfterHeaders, unmeteredRefusal,
-  type MaybePromise, type Principal, type QuotaLimit, type QuotaPer, type QuotaUsage, type RateLimitHit
+  budgetScope, definePlugin, headerStyle, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules, rateLimitHeaders, retryAfterHeaders, unmeteredRefusal,
+  type LimitReading, type MaybePromise, type Principal, type QuotaLimit, type QuotaPer, type QuotaUsage, type RateLimitHit
 } from './api/index.js'
 
 // Gateway hooks: onAdmission (refuse a call over a limit), onCallEnd (count the call).
@@ -27,6 +27,11 @@ import {
 // reached it, the next call is refused whichever worker or instance serves it. Calls admitted
 // while others are still running may take a window past its limit by at most what those use;
 // rpm is exact (no window admits more than rpm calls).
+//
+// A key with `limits` gets the rate-limit headers clients read on the OpenAI-shaped routes and
+// /v1/messages (../gateway/rate-limit-headers.ts), from the same counters: the call's place in
+// the rpm counter (remaining = rpm − place, 0 exactly when the next call is refused), and the
+// tpm window's tokens as committed in the store (read alongside admission). A 429 carries them too.
 
 const options = Type.Object({}, { additionalProperties: false })
 
@@ -104,25 +109,40 @@ export default definePlugin({
 
     const secondsTo = (end: number, now: number): number => Math.max(1, Math.ceil((end - now) / 1000))
 
-    const refuse = (r: Rule, used: QuotaUsage, now: number): never => {
+    const refuse = (r: Rule, used: QuotaUsage, now: number, shown: Record<string, string>): never => {
       const retryAfter = secondsTo(quotaWindow(r.per, now).end, now)
-      const headers = retryAfterHeaders(retryAfter)
+      const headers = { ...shown, ...retryAfterHeaders(retryAfter) }
       if (r.rate) throw new KeyRateLimited({ id: r.id, limit: r.limit.tokens ?? 0, unit: 'tokens', retry_after: retryAfter }, { headers })
       const status = limitStatus(r.limit, r.per, used, now)
       throw new QuotaExceeded({ scope: r.kind, id: r.id, used: status.used, limit: status.limit, unit: status.unit === 'usd' ? 'USD' : 'tokens', per: r.per, retry_after: retryAfter }, { headers })
     }
 
-    fastify.gateway.addHook('onAdmission', ({ request, call, principal }) => {
+    fastify.gateway.addHook('onAdmission', ({ request, reply, call, principal }) => {
       if (principal === null) return
       const now = clock.now()
       let pending: Array<Promise<void>> | null = null
-      const rpm = principal.limits?.rpm
+      const limits = principal.limits
+      const style = limits === null || limits === undefined ? null : headerStyle(call.protocol)
+      // the readings the headers show, as they come in; set on the answer before any refusal
+      let requests: LimitReading | null = null
+      let tokens: LimitReading | null = null
+      const shown = (): Record<string, string> => style === null ? {} : rateLimitHeaders(style, now, requests, tokens)
+      const tpm = limits?.tpm
+      if (tpm !== undefined && style !== null) {
+        const window = quotaWindow('minute', now)
+        const used = store.quota.used(`key-tpm:${principal.lineage ?? principal.keyId}`, window.start)
+        const read = (u: QuotaUsage): void => { tokens = { limit: tpm, remaining: tpm - u.tokens, resetAt: window.end } }
+        if (isPromise(used)) (pending ??= []).push(used.then(read))
+        else read(used)
+      }
+      const rpm = limits?.rpm
       if (rpm !== undefined) {
         const hit = store.rateLimits.hit(`key-rpm:${principal.lineage ?? principal.keyId}`, now, MINUTE_MS, rpm)
         const check = (h: RateLimitHit): void => {
+          requests = { limit: rpm, remaining: rpm - h.count, resetAt: h.resetAt }
           if (h.count <= rpm) return
           const retryAfter = secondsTo(h.resetAt, now)
-          throw new KeyRateLimited({ id: principal.keyId, limit: rpm, unit: 'requests', retry_after: retryAfter }, { headers: retryAfterHeaders(retryAfter) })
+          throw new KeyRateLimited({ id: principal.keyId, limit: rpm, unit: 'requests', retry_after: retryAfter }, { headers: { ...shown(), ...retryAfterHeaders(retryAfter) } })
         }
         if (isPromise(hit)) (pending ??= []).push(hit.then(check))
         else check(hit)
@@ -133,13 +153,19 @@ export default definePlugin({
         if (call.unmetered && mine.length > 0) throw unmeteredRefusal(request, call)
         for (const r of mine) {
           const used: MaybePromise<QuotaUsage | null> = store.quota.admit(r.scope, quotaWindow(r.per, now).start, r.limit)
-          const check = (u: QuotaUsage | null): void => { if (u !== null) refuse(r, u, now) }
+          const check = (u: QuotaUsage | null): void => { if (u !== null) refuse(r, u, now, shown()) }
           if (isPromise(used)) (pending ??= []).push(used.then(check))
           else check(used)
         }
         if (mine.length > 0) request.quotaLimits = mine
       }
-      if (pending !== null) return Promise.all(pending)
+      if (style === null) return pending === null ? undefined : Promise.all(pending)
+      if (pending === null) { reply.headers(shown()); return }
+      // the headers go on the answer whether the call is admitted or refused
+      return Promise.allSettled(pending).then((settled) => {
+        reply.headers(shown())
+        for (const r of settled) if (r.status === 'rejected') throw r.reason
+      })
     })
 
     fastify.gateway.addHook('onCallEnd', (outcome, { request }) => {

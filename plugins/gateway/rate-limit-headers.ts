@@ -1,0 +1,54 @@
+import type { CallProtocol } from '../api/index.js'
+
+// The rate-limit headers clients read, for a key with `limits`: OpenAI's
+// (`x-ratelimit-limit-requests`, `-remaining-`, `-reset-`, and the `-tokens` forms; the reset as a
+// duration such as `1s` or `6m0s`) on the OpenAI-shaped routes, Anthropic's
+// (`anthropic-ratelimit-requests-limit`, `-remaining`, `-reset` as an RFC 3339 time, and the
+// `-tokens-` forms) on /v1/messages. The numbers are those the limits are enforced with: the
+// request's place in the key's rpm counter, and the tokens its tpm window had counted.
+
+/** What one limit stands at for this call. */
+export interface LimitReading { limit: number, remaining: number, resetAt: number }
+
+/** Which names a call's answer gets: none for a protocol with no such convention (Gemini, MCP). */
+export type HeaderStyle = 'openai' | 'anthropic' | null
+
+export function headerStyle (protocol: CallProtocol): HeaderStyle {
+  if (protocol === 'openai' || protocol === 'responses') return 'openai'
+  if (protocol === 'messages') return 'anthropic'
+  return null
+}
+
+/** A time left as OpenAI writes it: `950ms`, `12s`, `1m5s`. */
+export function openAiDuration (ms: number): string {
+  const left = Math.max(0, Math.ceil(ms))
+  if (left < 1000) return `${left}ms`
+  const s = Math.ceil(left / 1000)
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${s % 60}s`
+}
+
+/** The headers of the readings given (requests, tokens), in `style`, into `out`. */
+export function rateLimitHeaders (style: 'openai' | 'anthropic', now: number, requests: LimitReading | null, tokens: LimitReading | null, out: Record<string, string> = {}): Record<string, string> {
+  const put = (kind: 'requests' | 'tokens', r: LimitReading | null): void => {
+    if (r === null) return
+    const remaining = String(Math.max(0, r.remaining))
+    if (style === 'openai') {
+      out[`x-ratelimit-limit-${kind}`] = String(r.limit)
+      out[`x-ratelimit-remaining-${kind}`] = remaining
+      out[`x-ratelimit-reset-${kind}`] = openAiDuration(r.resetAt - now)
+    } else {
+      out[`anthropic-ratelimit-${kind}-limit`] = String(r.limit)
+      out[`anthropic-ratelimit-${kind}-remaining`] = remaining
+      out[`anthropic-ratelimit-${kind}-reset`] = new Date(Math.max(r.resetAt, now)).toISOString().replace(/\.\d{3}Z$/, 'Z')
+    }
+  }
+  put('requests', requests)
+  put('tokens', tokens)
+  return out
+}
+
+/** Every name these headers may have (CORS exposes them). */
+export const RATE_LIMIT_HEADER_NAMES = ['requests', 'tokens'].flatMap((k) => [
+  `x-ratelimit-limit-${k}`, `x-ratelimit-remaining-${k}`, `x-ratelimit-reset-${k}`,
+  `anthropic-ratelimit-${k}-limit`, `anthropic-ratelimit-${k}-remaining`, `anthropic-ratelimit-${k}-reset`
+])
