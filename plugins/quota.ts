@@ -37,6 +37,20 @@ const options = Type.Object({}, { additionalProperties: false })
 
 const MINUTE_MS = 60_000
 
+/** What the plugin tells `gateway.events` after counting an ended call in a budget's or a quota's window. */
+const COUNTED = 'quota.counted'
+export interface QuotaCounted {
+  /** A quota's organization or project, or a key's budget. */
+  kind: 'organization' | 'project' | 'key'
+  id: string
+  scope: string
+  per: QuotaPer
+  limit: QuotaLimit
+  window: { start: number, end: number }
+  /** The window's totals after the count. */
+  total: QuotaUsage
+}
+
 /** One limit a call counts against, in the store's terms. */
 interface Rule {
   scope: string
@@ -78,7 +92,7 @@ export default definePlugin({
   options,
   dependencies: ['auth'],
   plugin: async (fastify) => {
-    const { store, clock } = fastify.gateway
+    const { store, clock, events } = fastify.gateway
     fastify.decorateRequest('quotaLimits', null)
 
     // the tenants' quotas, as the store holds them; read again when a tenant changes
@@ -174,7 +188,15 @@ export default definePlugin({
       const tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens
       if (tokens === 0 && outcome.costNano === 0) return
       const now = clock.now()
-      const counts = mine.map((r) => store.quota.count(r.scope, quotaWindow(r.per, now).start, tokens, outcome.costNano, r.limit))
+      // the alerts hear each window's totals after a count (budget and quota thresholds)
+      const heard = events.listenerCount(COUNTED) > 0
+      const counts = mine.map((r) => {
+        const window = quotaWindow(r.per, now)
+        const total = store.quota.count(r.scope, window.start, tokens, outcome.costNano, r.limit)
+        if (!heard || r.rate) return total
+        const tell = (t: QuotaUsage): void => { events.emit(COUNTED, { kind: r.kind, id: r.id, scope: r.scope, per: r.per, limit: r.limit, window, total: t } satisfies QuotaCounted) }
+        return isPromise(total) ? total.then(tell) : tell(total)
+      })
       const pending = counts.filter(isPromise)
       if (pending.length > 0) return Promise.all(pending)
     })

@@ -286,8 +286,8 @@ export interface QuotaLimit { tokens?: number, costNano?: number }
 export interface QuotaStore {
   /** null: the calls that ended in `scope`'s window have not reached `limit`; else what they used. From memory once the window is known. */
   admit: (scope: string, windowStart: number, limit: QuotaLimit) => MaybePromise<QuotaUsage | null>
-  /** Counts an ended call; resolves once committed and, when this count takes the window to its limit, once every process sharing the store has closed it. */
-  count: (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit) => MaybePromise<void>
+  /** Counts an ended call; resolves with the window's totals once committed and, when this count takes the window to its limit, once every process sharing the store has closed it. */
+  count: (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit) => MaybePromise<QuotaUsage>
   /** Usage of a window as stored (admin and console views). */
   used: (scope: string, windowStart: number) => MaybePromise<QuotaUsage>
 }
@@ -497,6 +497,61 @@ export interface ProviderObjectStore {
   forget: (provider: string, id: string) => MaybePromise<void>
 }
 
+/** An alert event for one webhook, as written to the outbox before it is sent. */
+export interface NewAlert {
+  /** The event's id (its `webhook-id`), the same for every attempt. */
+  id: string
+  /** What raised it: one crossing is written once per webhook, by whichever process gets there first. */
+  crossing: string
+  /** The webhook's URL. */
+  webhook: string
+  type: string
+  /** The body sent, as JSON text. */
+  payload: string
+  created_at: number
+}
+
+export type AlertStatus = 'pending' | 'delivered' | 'failed'
+
+/** An event in the outbox and how its delivery stands. */
+export interface AlertDelivery extends NewAlert {
+  status: AlertStatus
+  attempts: number
+  /** When it is due (pending), in ms. */
+  next_at: number
+  /** The HTTP status of the last attempt; null when it got none. */
+  last_status: number | null
+  last_error: string | null
+  delivered_at: number | null
+}
+
+/** How an attempt at a delivery went. */
+export interface AlertAttempt {
+  status: AlertStatus
+  next_at: number
+  last_status: number | null
+  last_error: string | null
+  delivered_at: number | null
+}
+
+/** The alerts' outbox, shared by every process of the store. */
+export interface AlertStore {
+  /** Writes these events, each unless its (crossing, webhook) is written already; returns how many were written. */
+  raise: (rows: readonly NewAlert[]) => MaybePromise<number>
+  /** Takes up to `limit` pending deliveries due at `now` that no sender holds, for this sender until `until`; each one's attempts counted. */
+  claim: (now: number, until: number, limit: number) => MaybePromise<AlertDelivery[]>
+  /** Records how an attempt went (and frees its claim). */
+  settle: (id: string, attempt: AlertAttempt) => MaybePromise<void>
+  /** Newest first; pass the last row's cursor (created_at, id) for the next page. */
+  page: (limit: number, cursor?: Cursor) => MaybePromise<AlertDelivery[]>
+  /**
+   * Records that `subject` is now in `state`; returns the change's number when this write changed
+   * it (each change is made by one process alone), null when it was so already, or it is first
+   * heard of in the state `quiet` (a provider first seen up is no news).
+   */
+  transition: (subject: string, state: string, quiet: string) => MaybePromise<number | null>
+}
+
 /** Messages between the processes sharing one store. */
 export interface PeerBus {
   /** Every other process handles `message` on `topic`; resolves once each has (or after a bounded wait, ~1 s, for one that does not answer). */
@@ -521,6 +576,8 @@ export interface Store {
   readonly cache: ResponseCacheStore
   /** Who made each object at a provider through pass-through. */
   readonly objects: ProviderObjectStore
+  /** The alerts' outbox (webhooks). */
+  readonly alerts: AlertStore
   /**
    * Tenants from the config: organizations (with their initial balance), projects and literal
    * keys are created when missing (a deleted one comes back), and the fields the config names

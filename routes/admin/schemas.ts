@@ -121,6 +121,11 @@ export const SessionParams = Type.Object({ id: Id })
 /** Whose sessions to end: the identity provider's subject (`sub`), as the session list shows it. */
 export const SessionsQuery = Type.Object({ sub: Type.String({ minLength: 1, maxLength: 1000 }) })
 
+export const DeliveriesQuery = Type.Object({
+  limit: Integer({ minimum: 1, maximum: 1000, default: 100 }),
+  cursor: Type.Optional(Type.String())
+})
+
 export const AuditQuery = Type.Object({
   org: Type.Optional(Type.String()),
   limit: Integer({ minimum: 1, maximum: 1000, default: 100 }),
