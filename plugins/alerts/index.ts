@@ -54,6 +54,7 @@ export class Alerts {
   private ticking: Promise<void> | null = null
   private again = false
   private stopped = false
+  private started = false
   private readonly offs: Array<() => void> = []
 
   constructor (
@@ -75,6 +76,7 @@ export class Alerts {
   /** Starts sending and scanning (a serving process); `stop` ends it. */
   start (health: HealthBook | undefined, opts: { tickMs?: number, scanMs?: number } = {}): void {
     if (!this.enabled) return
+    this.started = true
     const off = health?.onState((id, to, from) => { this.breaker(id, to, from, health) })
     if (off !== undefined) this.offs.push(off)
     const every = (ms: number, fn: () => unknown): void => {
@@ -189,9 +191,9 @@ export class Alerts {
 
   // ---- sending
 
-  /** Sends what is due soon (after a raise). */
+  /** Sends what is due soon (after a raise), in a process that sends. */
   private kick (): void {
-    if (this.stopped) return
+    if (this.stopped || !this.started) return
     setImmediate(() => { void this.tick() })
   }
 
