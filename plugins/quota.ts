@@ -190,14 +190,14 @@ export default definePlugin({
       const now = clock.now()
       // the alerts hear each window's totals after a count (budget and quota thresholds)
       const heard = events.listenerCount(COUNTED) > 0
-      const counts = mine.map((r) => {
+      const pending: Array<Promise<unknown>> = []
+      for (const r of mine) {
         const window = quotaWindow(r.per, now)
         const total = store.quota.count(r.scope, window.start, tokens, outcome.costNano, r.limit)
-        if (!heard || r.rate) return total
         const tell = (t: QuotaUsage): void => { events.emit(COUNTED, { kind: r.kind, id: r.id, scope: r.scope, per: r.per, limit: r.limit, window, total: t } satisfies QuotaCounted) }
-        return isPromise(total) ? total.then(tell) : tell(total)
-      })
-      const pending = counts.filter(isPromise)
+        if (isPromise(total)) pending.push(heard && !r.rate ? total.then(tell) : total)
+        else if (heard && !r.rate) tell(total)
+      }
       if (pending.length > 0) return Promise.all(pending)
     })
   }

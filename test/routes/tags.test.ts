@@ -56,7 +56,7 @@ t.test('tags from the header and metadata.tags go on the usage record; the summa
 
 t.test('bad tags answer 400 naming them, in the route\'s shape; nothing is recorded', async (t) => {
   const a = await app(t)
-  const post = (headers: Record<string, string>, body = chat(), url = '/v1/chat/completions') => a.inject({ method: 'POST', url, headers: { ...bearer(KEY_A), ...headers }, payload: body })
+  const post = (headers: Record<string, string>, body: Record<string, unknown> = chat(), url = '/v1/chat/completions') => a.inject({ method: 'POST', url, headers: { ...bearer(KEY_A), ...headers }, payload: body })
   let res = await post({ 'X-SVC-Tags': 'ok, has space' })
   t.equal(res.statusCode, 400)
   t.match(res.json().error, { code: 400, message: /X-SVC-Tags.*"has space"/ })

@@ -23,7 +23,7 @@ export class AlertRepository implements AlertStore {
   }
 
   async settle (id: string, a: AlertAttempt): Promise<void> {
-    await this.conn.q(`UPDATE alert_deliveries SET status = $2, next_at = $3, last_status = $4, last_error = $5, delivered_at = $6, claimed_until = 0 WHERE id = $1`,
+    await this.conn.q('UPDATE alert_deliveries SET status = $2, next_at = $3, last_status = $4, last_error = $5, delivered_at = $6, claimed_until = 0 WHERE id = $1',
       [id, a.status, a.next_at, a.last_status, a.last_error, a.delivered_at])
   }
 
