@@ -29,6 +29,7 @@ export interface SummaryRow {
   bucket_start?: string
   org?: string | null
   model?: string | null
+  tag?: string | null
   calls: number
   errors: number
   prompt_tokens: number
@@ -103,3 +104,18 @@ export interface Reloaded { reloaded: true, changes: string[], generation?: numb
 
 /** A live console session, as an admin sees it: named by its handle, never by its id. */
 export interface OperatorSession { id: string, sub: string, email: string | null, name: string | null, role: 'admin' | 'viewer' | 'org_admin', org: string | null, created_at: string, expires_at: string, current: boolean }
+
+/** An alert's webhook delivery (GET /admin/v1/alerts/deliveries). */
+export interface Delivery {
+  id: string
+  type: string
+  webhook: string
+  status: 'pending' | 'delivered' | 'failed'
+  attempts: number
+  created_at: string
+  next_attempt_at: string | null
+  delivered_at: string | null
+  last_status: number | null
+  last_error: string | null
+  event: { type: string, created_at: string, data: Record<string, unknown> }
+}
