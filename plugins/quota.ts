@@ -136,7 +136,7 @@ export default definePlugin({
       const now = clock.now()
       let pending: Array<Promise<void>> | null = null
       const limits = principal.limits
-      const style = limits === null || limits === undefined ? null : headerStyle(call.protocol)
+      const style = limits === null || limits === undefined ? null : headerStyle(call.endpoint, call.protocol)
       // the readings the headers show, as they come in; set on the answer before any refusal
       let requests: LimitReading | null = null
       let tokens: LimitReading | null = null

@@ -66,9 +66,12 @@ export class Alerts {
     private readonly opts: AlertsOptions = {}
   ) {
     this.hooks = config.webhooks.map((w) => ({ url: w.url, events: new Set(w.events), signer: new Webhook(w.secret) }))
-    const onCounted = (c: QuotaCounted): void => { this.counted(c) }
-    events.on('quota.counted', onCounted)
-    this.offs.push(() => { events.off('quota.counted', onCounted) })
+    // without webhooks nothing listens: the quota plugin then tells nothing after its counts
+    if (this.hooks.length > 0) {
+      const onCounted = (c: QuotaCounted): void => { this.counted(c) }
+      events.on('quota.counted', onCounted)
+      this.offs.push(() => { events.off('quota.counted', onCounted) })
+    }
   }
 
   get enabled (): boolean { return this.hooks.length > 0 }

@@ -125,7 +125,7 @@ function tagHeader (name: string): string {
 export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerable = false): MaybePromise<Json> {
   const { call } = p
   const names = p.gateway.headers
-  call.tagged(callTags(p.request.headers, tagHeader(names.tags), names.tags, call.protocol, body))
+  call.tagged(callTags(p.request.headers, tagHeader(names.tags), names.tags, call.endpoint, body))
   call.admittedBody(body)
   if (p.hooks.onAdmission.length === 0) return body
   const ctx: AdmissionContext = {

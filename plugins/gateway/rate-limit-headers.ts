@@ -1,4 +1,4 @@
-import type { CallProtocol } from '../api/index.js'
+import type { CallProtocol, Endpoint } from '../api/index.js'
 
 // The rate-limit headers clients read, for a key with `limits`: OpenAI's
 // (`x-ratelimit-limit-requests`, `-remaining-`, `-reset-`, and the `-tokens` forms; the reset as a
@@ -10,10 +10,14 @@ import type { CallProtocol } from '../api/index.js'
 /** What one limit stands at for this call. */
 export interface LimitReading { limit: number, remaining: number, resetAt: number }
 
-/** Which names a call's answer gets: none for a protocol with no such convention (Gemini, MCP). */
+/**
+ * Which names a call's answer gets: none for a protocol with no such convention (Gemini, MCP), nor
+ * on pass-through, whose answers (and their own rate-limit headers) are the provider's.
+ */
 export type HeaderStyle = 'openai' | 'anthropic' | null
 
-export function headerStyle (protocol: CallProtocol): HeaderStyle {
+export function headerStyle (endpoint: Endpoint, protocol: CallProtocol): HeaderStyle {
+  if (endpoint === 'passthrough') return null
   if (protocol === 'openai' || protocol === 'responses') return 'openai'
   if (protocol === 'messages') return 'anthropic'
   return null

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import type { CallProtocol } from '../api/index.js'
+import type { Endpoint } from '../api/index.js'
 import { InvalidField } from '../kernel/errors.js'
 import type { Json } from '../translation/types.js'
 
@@ -26,13 +26,14 @@ function addList (list: string, field: string, into: string[]): void {
 }
 
 /**
- * The call's tags from `header` (lower-case name, `headerName` as the error names it) and the body's
- * `metadata.tags` where the protocol has it; NO_TAGS when there are none. A bad tag answers 400.
+ * The call's tags from `header` (lower-case name, `headerName` as the error names it) and, on chat
+ * and the Responses API, the body's `metadata.tags`; NO_TAGS when there are none. A bad tag answers
+ * 400. (A pass-through body is the provider's: its metadata is left alone.)
  */
-export function callTags (headers: IncomingHttpHeaders, header: string, headerName: string, protocol: CallProtocol, body: Json): readonly string[] {
+export function callTags (headers: IncomingHttpHeaders, header: string, headerName: string, endpoint: Endpoint, body: Json): readonly string[] {
   const raw = headers[header]
   let meta: unknown
-  if ((protocol === 'openai' || protocol === 'responses') && body !== null && typeof body === 'object' && !Array.isArray(body)) {
+  if ((endpoint === 'chat.completions' || endpoint === 'responses') && body !== null && typeof body === 'object' && !Array.isArray(body)) {
     const m = body.metadata
     if (m !== null && typeof m === 'object' && !Array.isArray(m)) meta = (m as Record<string, unknown>).tags
   }
