@@ -31,7 +31,8 @@ import {
 // A key with `limits` gets the rate-limit headers clients read on the OpenAI-shaped routes and
 // /v1/messages (../gateway/rate-limit-headers.ts), from the same counters: the call's place in
 // the rpm counter (remaining = rpm − place, 0 exactly when the next call is refused), and the
-// tpm window's tokens as committed in the store (read alongside admission). A 429 carries them too.
+// tpm window's tokens as admission judges them (from memory once the window is read: the counts'
+// committed totals and what other processes announced). A 429 carries them too.
 
 const options = Type.Object({}, { additionalProperties: false })
 
@@ -144,7 +145,9 @@ export default definePlugin({
       const tpm = limits?.tpm
       if (tpm !== undefined && style !== null) {
         const window = quotaWindow('minute', now)
-        const used = store.quota.used(`key-tpm:${principal.lineage ?? principal.keyId}`, window.start)
+        const scope = `key-tpm:${principal.lineage ?? principal.keyId}`
+        // as admission judges the window (from memory once read), else as stored
+        const used = store.quota.known(scope, window.start) ?? store.quota.used(scope, window.start)
         const read = (u: QuotaUsage): void => { tokens = { limit: tpm, remaining: tpm - u.tokens, resetAt: window.end } }
         if (isPromise(used)) (pending ??= []).push(used.then(read))
         else read(used)

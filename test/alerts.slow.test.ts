@@ -53,6 +53,39 @@ t.test('a delivery survives kill -9 of the gateway between write and send', asyn
   await second.exited
 })
 
+t.test('two workers of one gateway raise a threshold and send it once', async (t) => {
+  const r = await webhookReceiver()
+  t.teardown(() => r.close())
+  const config = {
+    server: { port: 0, host: '127.0.0.1' },
+    admin: { token: ADMIN },
+    plugins: [{ name: 'auth' }, { name: 'quota' }, { name: 'usage' }],
+    providers: [{ id: 'demo', protocol: 'openai', builtin: 'demo' }],
+    models: [{ id: 'demo/gpt', name: 'demo', provider: 'demo', upstream_model: 'gpt-sim', context_length: 128000, pricing: { input: 1, output: 2 } }],
+    tenants: [{ org: 'acme', quota: { usd: 0.0005, per: 'day' }, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }],
+    alerts: { thresholds: [0.5, 1], webhooks: [{ url: r.url, secret: WEBHOOK_SECRET }] }
+  }
+  const gw = await spawnGateway(t, config, ['--workers', '2'])
+  let refused = false
+  for (let i = 0; i < 400 && !refused; i++) {
+    // a connection of its own each: the workers share the calls
+    const call = await fetch(`http://127.0.0.1:${gw.port}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...bearer(KEY_A), 'content-type': 'application/json', connection: 'close' },
+      body: JSON.stringify({ model: 'demo/gpt', messages: [{ role: 'user', content: 'Say something rather long, please' }] })
+    })
+    await call.arrayBuffer()
+    if (call.status === 429) refused = true
+    else t.equal(call.status, 200)
+  }
+  t.ok(refused, 'the quota was reached')
+  await eventually(10_000, () => r.received.length, (n) => n >= 2, 100)
+  // both workers send every second: a duplicate would show within a few ticks
+  await new Promise((resolve) => setTimeout(resolve, 3000))
+  t.same(r.received.map((e) => e.data.threshold).sort(), [0.5, 1], 'each threshold once')
+  t.equal(r.hits, 2, 'sent once each')
+})
+
 t.test('PostgreSQL and Redis, two instances', async (t) => {
   const missing = await servicesMissing()
   if (missing !== null) { t.comment(`skipped: ${missing}`); return }

@@ -33,6 +33,8 @@ export const SEND_TIMEOUT_MS = 10_000
 /** How long a sender holds what it claimed: past it, another may send it (the sender died). */
 export const CLAIM_MS = SEND_TIMEOUT_MS + 5_000
 const DAY_MS = 86_400_000
+/** How long this process remembers a crossing it raised, sparing the store a write per call past a threshold. */
+const FORGET_MS = 3_600_000
 /** The notices before a key expires, nearest first. */
 const EXPIRY_NOTICES: Array<[string, number]> = [['1d', DAY_MS], ['7d', 7 * DAY_MS]]
 
@@ -48,8 +50,8 @@ interface Sent { status: number | null, error: string | null }
 
 export class Alerts {
   private readonly hooks: Array<{ url: string, events: ReadonlySet<string>, signer: Webhook }>
-  /** Crossings this process raised (or found raised): not written again. */
-  private readonly raised = new Set<string>()
+  /** Crossings this process raised (or found raised), and when: not written again; forgotten after an hour (the store still writes each once). */
+  private readonly raised = new Map<string, number>()
   private readonly timers: NodeJS.Timeout[] = []
   private ticking: Promise<void> | null = null
   private again = false
@@ -112,7 +114,7 @@ export class Alerts {
     const payload = JSON.stringify({ type, created_at: new Date(now).toISOString(), data })
     const rows: NewAlert[] = this.hooks.filter((h) => h.events.has(type))
       .map((h) => ({ id: `msg_${randomUUID().replace(/-/g, '')}`, crossing, webhook: h.url, type, payload, created_at: now }))
-    this.raised.add(crossing)
+    this.raised.set(crossing, now)
     try {
       if (rows.length > 0 && await this.store.alerts.raise(rows) > 0) this.kick()
     } catch (err) {
@@ -153,6 +155,7 @@ export class Alerts {
     if (!this.enabled || this.stopped) return
     try {
       const now = this.clock.now()
+      for (const [crossing, at] of this.raised) if (at < now - FORGET_MS) this.raised.delete(crossing)
       const low = this.config.balance_low_usd
       if (low !== undefined) {
         const floor = usdToNano(low)

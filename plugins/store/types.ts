@@ -288,6 +288,8 @@ export interface QuotaStore {
   admit: (scope: string, windowStart: number, limit: QuotaLimit) => MaybePromise<QuotaUsage | null>
   /** Counts an ended call; resolves with the window's totals once committed and, when this count takes the window to its limit, once every process sharing the store has closed it. */
   count: (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit) => MaybePromise<QuotaUsage>
+  /** What this process knows a window used, from memory (as admission judges it); undefined when it has not read it. */
+  known: (scope: string, windowStart: number) => QuotaUsage | undefined
   /** Usage of a window as stored (admin and console views). */
   used: (scope: string, windowStart: number) => MaybePromise<QuotaUsage>
 }

@@ -28,6 +28,10 @@ export class QuotaRepository implements QuotaStore {
     return this.latch.admit(scope, windowStart, limit)
   }
 
+  known (scope: string, windowStart: number): QuotaUsage | undefined {
+    return this.latch.known(scope, windowStart)
+  }
+
   async used (scope: string, windowStart: number): Promise<QuotaUsage> {
     return (await this.conn.q<QuotaUsage>('SELECT tokens, cost_nano FROM quota_usage WHERE scope = $1 AND window_start = $2', [scope, windowStart])).rows[0] ?? { tokens: 0, cost_nano: 0 }
   }

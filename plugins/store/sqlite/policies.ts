@@ -98,6 +98,10 @@ export class QuotaRepository implements QuotaStore {
     return this.latch.admit(scope, windowStart, limit)
   }
 
+  known (scope: string, windowStart: number): QuotaUsage | undefined {
+    return this.latch.known(scope, windowStart)
+  }
+
   used (scope: string, windowStart: number): QuotaUsage {
     return this.getStmt.get(scope, windowStart) ?? { tokens: 0, cost_nano: 0 }
   }
