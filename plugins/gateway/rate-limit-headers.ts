@@ -31,28 +31,33 @@ export function openAiDuration (ms: number): string {
   return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${s % 60}s`
 }
 
+/** The header names, by style and kind: limit, remaining, reset. */
+const NAMES = {
+  openai: {
+    requests: ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests'],
+    tokens: ['x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens']
+  },
+  anthropic: {
+    requests: ['anthropic-ratelimit-requests-limit', 'anthropic-ratelimit-requests-remaining', 'anthropic-ratelimit-requests-reset'],
+    tokens: ['anthropic-ratelimit-tokens-limit', 'anthropic-ratelimit-tokens-remaining', 'anthropic-ratelimit-tokens-reset']
+  }
+} as const
+
+/** An RFC 3339 time to the second, as Anthropic writes it. */
+const rfc3339 = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
+
 /** The headers of the readings given (requests, tokens), in `style`, into `out`. */
 export function rateLimitHeaders (style: 'openai' | 'anthropic', now: number, requests: LimitReading | null, tokens: LimitReading | null, out: Record<string, string> = {}): Record<string, string> {
-  const put = (kind: 'requests' | 'tokens', r: LimitReading | null): void => {
-    if (r === null) return
-    const remaining = String(Math.max(0, r.remaining))
-    if (style === 'openai') {
-      out[`x-ratelimit-limit-${kind}`] = String(r.limit)
-      out[`x-ratelimit-remaining-${kind}`] = remaining
-      out[`x-ratelimit-reset-${kind}`] = openAiDuration(r.resetAt - now)
-    } else {
-      out[`anthropic-ratelimit-${kind}-limit`] = String(r.limit)
-      out[`anthropic-ratelimit-${kind}-remaining`] = remaining
-      out[`anthropic-ratelimit-${kind}-reset`] = new Date(Math.max(r.resetAt, now)).toISOString().replace(/\.\d{3}Z$/, 'Z')
-    }
+  const names = NAMES[style]
+  const put = (n: readonly [string, string, string], r: LimitReading): void => {
+    out[n[0]] = String(r.limit)
+    out[n[1]] = String(r.remaining > 0 ? r.remaining : 0)
+    out[n[2]] = style === 'openai' ? openAiDuration(r.resetAt - now) : rfc3339(Math.max(r.resetAt, now))
   }
-  put('requests', requests)
-  put('tokens', tokens)
+  if (requests !== null) put(names.requests, requests)
+  if (tokens !== null) put(names.tokens, tokens)
   return out
 }
 
 /** Every name these headers may have (CORS exposes them). */
-export const RATE_LIMIT_HEADER_NAMES = ['requests', 'tokens'].flatMap((k) => [
-  `x-ratelimit-limit-${k}`, `x-ratelimit-remaining-${k}`, `x-ratelimit-reset-${k}`,
-  `anthropic-ratelimit-${k}-limit`, `anthropic-ratelimit-${k}-remaining`, `anthropic-ratelimit-${k}-reset`
-])
+export const RATE_LIMIT_HEADER_NAMES: string[] = [...NAMES.openai.requests, ...NAMES.openai.tokens, ...NAMES.anthropic.requests, ...NAMES.anthropic.tokens]
