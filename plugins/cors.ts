@@ -23,6 +23,8 @@ const FIXED_HEADERS = [
   // what an MCP client in a browser sends to /mcp
   'mcp-protocol-version', 'mcp-session-id', 'last-event-id'
 ]
+// an X-Stainless-* name the browser asks for, echoed only when it is a header name (an RFC 9110 token)
+const STAINLESS = /^x-stainless-[!#$%&'*+.^_`|~0-9a-z-]+$/
 
 export default definePlugin({
   name: 'cors',
@@ -54,7 +56,7 @@ export default definePlugin({
     fastify.addHook('onSend', (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, p: unknown) => void) => {
       if (request.method === 'OPTIONS') {
         const asked = String(request.headers['access-control-request-headers'] ?? '').split(',').map((h) => h.trim().toLowerCase())
-        const stainless = asked.filter((h) => h.startsWith('x-stainless-') && !fixed.has(h))
+        const stainless = asked.filter((h) => STAINLESS.test(h) && !fixed.has(h))
         if (stainless.length > 0 && reply.hasHeader('access-control-allow-headers')) reply.header('access-control-allow-headers', [allowList, ...stainless].join(', '))
       }
       done(null, payload)

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AdminUnauthorized, CsrfFailed, Internal, KeyNotFound, OrgNotFound, PermissionDenied, RouteNotFound, SessionEnded, Unauthorized, UsageNotFound } from '../plugins/kernel/errors.js'
 import { adminOpen, adminTokens, bearerOf } from '../plugins/ops/admin-token.js'
 import type { Actor, Identity, Role } from '../plugins/store/types.js'
+import type { Whoami } from './admin/answers.js'
 
 // Who may do what on the admin API and the consoles: one table with a row for every route, and
 // one gate that applies it. A route registered under /admin/v1, /console/api or /console/auth
@@ -221,7 +222,7 @@ const same = (a: string, b: string): boolean => {
 }
 
 /** What GET /admin/v1/whoami answers: the caller's identity and role (and, for a session, its CSRF token and end). */
-export function whoami (op: Operator): Record<string, unknown> {
+export function whoami (op: Operator): Whoami {
   const base = { role: op.role, org: op.org }
   if (op.identity.kind === 'token') return { kind: 'token', name: op.identity.name, ...base, sub: null, email: null, expires_at: null, csrf_token: null }
   return {

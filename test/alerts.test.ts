@@ -5,7 +5,7 @@ import { buildApp } from '../app.js'
 import { HealthBook } from '../plugins/upstream/health.js'
 import { CLAIM_MS } from '../plugins/alerts/index.js'
 import { openStore } from '../plugins/store/index.js'
-import { bearer, FakeClock, KEY_A, testConfig, type Teardown } from './helper.js'
+import { bearer, FakeClock, KEY_A, testConfig, watchAnswers, type Teardown } from './helper.js'
 import { tempDir } from './temp-dir.js'
 import { WEBHOOK_SECRET, webhookReceiver, type Receiver } from './webhook-receiver.js'
 
@@ -34,6 +34,7 @@ async function app (t: Teardown, o: AppOpts): Promise<FastifyInstance> {
     ...(o.tenants === undefined ? {} : { tenants: o.tenants })
   })
   const a = await buildApp(config, { logger: false, clock: o.clock, alerts: { timers: false } })
+  watchAnswers(a) // the admin answers as their response schemas send them, nothing lost
   if (o.health !== undefined) a.alerts.start(o.health, { tickMs: 3_600_000, scanMs: 3_600_000 })
   t.teardown(() => a.close())
   return a

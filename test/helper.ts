@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
@@ -121,6 +122,28 @@ export async function bareGateway (t: Teardown, plugins: PluginEntry[], opts: Ba
 }
 
 export const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
+
+/**
+ * Holds the answers under `prefix` to their response schemas: an answer whose JSON, once
+ * serialized by its route's schema, differs from what its handler returned (a field left out of
+ * the schema is dropped, a value of another type coerced) is refused with a 500 and listed in the
+ * array returned, so that a test reading the answer fails where a field went missing.
+ */
+export function watchAnswers (app: FastifyInstance, prefix = '/admin/v1/'): string[] {
+  const returned = new WeakMap<object, string>()
+  const changed: string[] = []
+  app.addHook('preSerialization', async (request, _reply, payload: unknown) => {
+    if (request.url.startsWith(prefix)) returned.set(request, JSON.stringify(payload))
+    return payload
+  })
+  app.addHook('onSend', async (request, _reply, payload: unknown) => {
+    const before = returned.get(request)
+    if (before === undefined || typeof payload !== 'string' || isDeepStrictEqual(JSON.parse(payload), JSON.parse(before))) return payload
+    changed.push(`${request.method} ${request.url}: the handler returned ${before.slice(0, 400)}; the schema sent ${payload.slice(0, 400)}`)
+    throw new Error(`the answer of ${request.method} ${request.url} lost or changed a field in its response schema`)
+  })
+  return changed
+}
 
 /** A clock tests move by hand. */
 export class FakeClock implements Clock {

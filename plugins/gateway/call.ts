@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { CallEndContext, CallOutcome, CallProtocol, CallStatus, CallView, Endpoint, Gateway, PluginAnswer } from '../api/index.js'
 import { chargeOf, settle, ZERO_COST, ZERO_USAGE } from './billing.js'
+import { addDroppedNames } from './dropped-names.js'
 import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
 import { NO_TAGS } from './tags.js'
@@ -8,10 +9,8 @@ import type { Json, Protocol, Usage } from '../translation/types.js'
 import type { AttemptReport } from '../upstream/index.js'
 import { CallAbort, type AttemptSink } from '../upstream/types.js'
 
-/** The longest client string a usage record keeps (a model name, a dropped field's name). */
+/** The longest client string a usage record keeps (a model name). */
 export const MAX_CLIENT_STRING = 256
-/** The most dropped field names a usage record keeps. */
-const MAX_DROPPED = 64
 
 /** Where a stream in progress says how far it got, for a call that ends while it runs. */
 export interface RelayProgress {
@@ -126,11 +125,12 @@ export class Call implements CallView, AttemptSink {
     this._billable = endpoint !== 'count_tokens'
   }
 
-  /** Client fields not sent on: unsupported by the model, or with no upstream equivalent. */
+  /**
+   * Client fields not sent on: unsupported by the model, or with no upstream equivalent. The
+   * names may be any key a client chose: kept encoded as header tokens, bounded in number and length.
+   */
   dropParams (names: readonly string[]): void {
-    if (names.length === 0 || this._dropped.length >= MAX_DROPPED) return
-    // client field names, kept in the usage record: bounded in number and length
-    for (const n of names) if (this._dropped.length < MAX_DROPPED) this._dropped.push(n.length > MAX_CLIENT_STRING ? n.slice(0, MAX_CLIENT_STRING) : n)
+    if (names.length > 0) addDroppedNames(this._dropped, names)
   }
 
   /** The tags the call carries (checked: plugins/gateway/tags.ts). */

@@ -2,7 +2,6 @@ import cluster, { type Worker } from 'node:cluster'
 import { AggregatorRegistry, type Registry } from 'prom-client'
 import { bounded, BUS_WAIT_MS, Topics } from '../store/bus.js'
 import type { PeerBus } from '../store/types.js'
-import type { MaybePromise } from '../kernel/maybe-promise.js'
 import type { HealthReport } from '../upstream/health.js'
 
 // What the workers of `serve --workers N` ask of each other, through the primary (node:cluster
@@ -29,7 +28,7 @@ const HEALTH_REPORT = 'modelgate:health-report'
 /** How long the primary waits for one worker's health before answering without it. */
 const HEALTH_WAIT_MS = 2_000
 
-interface Message { type: string, id: number, text?: string, error?: string, ok?: boolean, workers?: number, topic?: string, message?: Record<string, unknown>, reports?: HealthReport[], report?: HealthReport }
+interface Message { type: string, id: number, text?: string, error?: string, ok?: boolean, workers?: number, topic?: string, message?: unknown, reports?: HealthReport[], report?: HealthReport }
 
 const isMessage = (m: unknown): m is Message => typeof (m as Message | null)?.type === 'string' && (m as Message).type.startsWith('modelgate:')
 
@@ -157,7 +156,7 @@ export function workerBus (): PeerBus {
   process.on('message', (msg: unknown) => {
     if (!isMessage(msg)) return
     if (msg.type === BUS_DELIVER) {
-      void topics.deliver(msg.topic ?? '', msg.message ?? {}, () => {}).then(() => { process.send?.({ type: BUS_HANDLED, id: msg.id }) })
+      void topics.deliver(msg.topic ?? '', msg.message, () => {}).then(() => { process.send?.({ type: BUS_HANDLED, id: msg.id }) })
     } else if (msg.type === BUS) {
       answered.get(msg.id)?.()
     }
@@ -172,6 +171,6 @@ export function workerBus (): PeerBus {
       }), BUS_WAIT_MS * 1.5)
       answered.delete(id)
     },
-    on: (topic: string, fn: (message: Record<string, unknown>) => MaybePromise<void>) => { topics.on(topic, fn) }
+    on: (topic, fn) => { topics.on(topic, fn) }
   }
 }

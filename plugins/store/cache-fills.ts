@@ -16,7 +16,7 @@ export class CacheFills {
   private readonly local = new Map<string, LocalFill>()
 
   constructor (private readonly bus: PeerBus, private readonly onError: (err: unknown, what: string) => void) {
-    bus.on(TOPIC, (m) => { if (typeof m.key === 'string') this.wake(m.key) })
+    bus.on(TOPIC, (m) => { this.wake(m.key) })
   }
 
   /** Whether a call of this process fills `key` now. */

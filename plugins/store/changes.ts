@@ -1,4 +1,3 @@
-import { asChange } from './tenants.js'
 import type { ChangeListener, PeerBus, TenancyChange } from './types.js'
 
 const TOPIC = 'tenancy'
@@ -14,10 +13,7 @@ export class ChangeFeed {
   private readonly listeners = new Set<ChangeListener>()
 
   constructor (private readonly bus: PeerBus | null, private readonly onError: (err: unknown, what: string) => void) {
-    bus?.on(TOPIC, async (m) => {
-      const change = asChange(m)
-      if (change !== undefined) await this.deliver(change)
-    })
+    bus?.on(TOPIC, async (change) => { await this.deliver(change) })
   }
 
   on (fn: ChangeListener): () => void {
@@ -36,7 +32,7 @@ export class ChangeFeed {
 
   /** This process's listeners, and every process on the bus. */
   async publish (change: TenancyChange): Promise<void> {
-    const others = this.bus?.broadcast(TOPIC, { ...change }).catch((err: unknown) => { this.onError(err, 'a tenancy change could not be told to the other processes') })
+    const others = this.bus?.broadcast(TOPIC, change).catch((err: unknown) => { this.onError(err, 'a tenancy change could not be told to the other processes') })
     await Promise.all([this.deliver(change), others])
   }
 }

@@ -79,7 +79,7 @@ export class Leases implements BalanceStore {
   /** `reachable` throws when the store cannot commit a call's end: no hold is taken from memory then. `idleMs`: IDLE_MS (tests shorten it). */
   constructor (private readonly ledger: LeaseLedger, private readonly holder: string, private readonly bus: PeerBus | null = null, private readonly reachable: () => void = () => {}, opts: { idleMs?: number } = {}) {
     this.idleMs = opts.idleMs ?? IDLE_MS
-    bus?.on(RECLAIM_TOPIC, (m) => typeof m.org === 'string' ? this.giveBackSpare(m.org) : undefined)
+    bus?.on(RECLAIM_TOPIC, (m) => this.giveBackSpare(m.org))
   }
 
   hold (org: string, amount: number, now: number): MaybePromise<boolean> {

@@ -50,10 +50,7 @@ export class QuotaLatch {
     private readonly onError: (err: unknown, what: string) => void,
     private readonly live: () => boolean = () => true
   ) {
-    bus?.on(TOPIC, (m) => {
-      if (typeof m.scope !== 'string' || typeof m.window !== 'number' || typeof m.tokens !== 'number' || typeof m.cost_nano !== 'number') return
-      this.learn(m.scope, m.window, { tokens: m.tokens, cost_nano: m.cost_nano })
-    })
+    bus?.on(TOPIC, (m) => { this.learn(m.scope, m.window, { tokens: m.tokens, cost_nano: m.cost_nano }) })
   }
 
   admit (scope: string, windowStart: number, limit: QuotaLimit): MaybePromise<QuotaUsage | null> {

@@ -554,12 +554,29 @@ export interface AlertStore {
   transition: (subject: string, state: string, quiet: string) => MaybePromise<number | null>
 }
 
+/**
+ * The topics of the store's bus and what each carries. A message from another process is checked
+ * against its topic's shape where it arrives (./bus.ts), so a handler gets what its topic says.
+ */
+export interface BusTopics {
+  /** Organizations, projects or keys changed: each process drops what it holds of them (./changes.ts). */
+  tenancy: TenancyChange
+  /** A quota window reached its limit at `tokens` and `cost_nano` (./quota-latch.ts). */
+  quota: { scope: string, window: number, tokens: number, cost_nano: number }
+  /** An organization's balance is short: each process gives back the spare of its lease (./leases.ts). */
+  lease: { org: string }
+  /** The response cache's fill of `key` ended: its waiters may read it (./cache-fills.ts). */
+  'cache.fill-ended': { key: string }
+}
+
+export type BusTopic = keyof BusTopics
+
 /** Messages between the processes sharing one store. */
 export interface PeerBus {
   /** Every other process handles `message` on `topic`; resolves once each has (or after a bounded wait, ~1 s, for one that does not answer). */
-  broadcast: (topic: string, message: Record<string, unknown>) => Promise<void>
+  broadcast: <T extends BusTopic>(topic: T, message: BusTopics[T]) => Promise<void>
   /** `fn` may return a promise: the sender waits for it too. */
-  on: (topic: string, fn: (message: Record<string, unknown>) => MaybePromise<void>) => void
+  on: <T extends BusTopic>(topic: T, fn: (message: BusTopics[T]) => MaybePromise<void>) => void
 }
 
 export interface Store {

@@ -24,20 +24,16 @@ const NEUTRAL = new Map<string, string>([
   ['tools.eager_input_streaming', 'false']
 ])
 
-// a UTF-16 surrogate without its pair (JSON text may carry one; cutting a name may make one)
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
-
-/** Every character outside [A-Za-z0-9_.-] percent-encoded: safe in a header and in a comma-separated list. */
-const percentEncode = (s: string): string => encodeURIComponent(s.replace(LONE_SURROGATE, '\ufffd')).replace(/[!'()*~]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
-
-/** The client fields a pair could not map, in the form the Dropped-Params header lists them. */
+/**
+ * The client fields a pair could not map, each once, sorted. A name may hold client-chosen text
+ * (an unknown field, a tool type): the call encodes it for the Dropped-Params header
+ * (plugins/gateway/dropped-names.ts), as it does every dropped name.
+ */
 export class Dropped {
   private readonly names = new Set<string>()
 
-  /** `name` may hold client-chosen text (an unknown field, a tool type): it is made header-safe. */
   add (name: string): void {
-    if (/^[\w.-]{1,64}$/.test(name)) this.names.add(name)
-    else this.names.add(name === '' ? '%22%22' : percentEncode(name.slice(0, 64)))
+    this.names.add(name)
   }
 
   /** A field whose value is the default of the protocol it came from is not worth a report. */

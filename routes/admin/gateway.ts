@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Link } from '../../plugins/host/index.js'
 import { RECENT_FAILURES, type BreakerState, type FailureNote, type HealthReport } from '../../plugins/upstream/health.js'
+import { Answers } from './answers.js'
 import { maskSecrets, maskUrl } from './mask.js'
 
 // What the gateway is made of and how its providers fare: the configured providers with their
@@ -48,12 +49,12 @@ const gateway: FastifyPluginAsyncTypebox<{ generation?: number, providerHealth?:
   const own = (): HealthReport[] => [{ pid: process.pid, providers: upstreams.health.snapshot() }]
   const providerHealth = opts.providerHealth
 
-  fastify.get('/providers', async () => {
+  fastify.get('/providers', { schema: { response: { 200: Answers.providers } } }, async () => {
     // every worker's view; this process's own when it is alone (or the primary could not be asked)
     let reports = providerHealth === undefined ? own() : await providerHealth().catch(own)
     if (reports.length === 0) reports = own()
     return {
-      object: 'list',
+      object: 'list' as const,
       pid: process.pid,
       workers: reports.length,
       data: config.providers.map((p) => {
@@ -77,13 +78,13 @@ const gateway: FastifyPluginAsyncTypebox<{ generation?: number, providerHealth?:
   // The MCP servers behind /mcp. Each worker has its own connections (and its own stdio
   // processes): with several, the worst status of any worker, every tool any lists, and the
   // error of one that is not ready; `workers` has each worker's own status.
-  fastify.get('/mcp/servers', async () => {
+  fastify.get('/mcp/servers', { schema: { response: { 200: Answers.mcpServers } } }, async () => {
     const mine = fastify.mcpServers?.views() ?? []
     const own = (): HealthReport[] => [{ pid: process.pid, providers: {}, mcp: mine }]
     let reports = providerHealth === undefined ? own() : await providerHealth().catch(own)
     if (!reports.some((r) => r.mcp !== undefined)) reports = own()
     return {
-      object: 'list',
+      object: 'list' as const,
       pid: process.pid,
       workers: reports.length,
       data: config.mcp.servers.map((s) => {
@@ -106,8 +107,8 @@ const gateway: FastifyPluginAsyncTypebox<{ generation?: number, providerHealth?:
 
   // The chain as it applies: the `plugins:` entries that are enabled, in config order, then the
   // metrics and tracing plugins when their sections switch them on (shown with their section).
-  fastify.get('/plugins', async () => ({
-    object: 'list',
+  fastify.get('/plugins', { schema: { response: { 200: Answers.plugins } } }, async () => ({
+    object: 'list' as const,
     generation: opts.generation ?? null,
     data: (opts.plugins ?? []).map((l) => ({
       name: l.name,

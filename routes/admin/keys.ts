@@ -3,6 +3,7 @@ import { actorOf } from '../access.js'
 import { ConfigOwned, KeyExpiredNotRotated, KeyNotFound, KeyRevoked, OrgNotFound, ProjectNotFound } from '../../plugins/kernel/errors.js'
 import type { KeyPatch } from '../../plugins/store/types.js'
 import { parseIsoTime } from '../schemas.js'
+import { Answers } from './answers.js'
 import { KeyParams, KeyPatchBody, KeysQuery, NewKeyBody, RotateBody } from './schemas.js'
 import { budgetOf, mergedLimits, views } from './views.js'
 
@@ -22,7 +23,7 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
     return k
   }
 
-  fastify.post('/keys', { schema: { body: NewKeyBody } }, async (request, reply) => {
+  fastify.post('/keys', { schema: { body: NewKeyBody, response: { 201: Answers.newKey } } }, async (request, reply) => {
     const b = request.body
     if (await store.orgs.get(b.org) === undefined) throw new OrgNotFound({ org: b.org })
     if (!(await store.orgs.projects(b.org)).some((p) => p.id === b.project)) throw new ProjectNotFound({ org: b.org, project: b.project })
@@ -42,14 +43,14 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
     return reply.status(201).send({ ...await view.key(k), key: k.key })
   })
 
-  fastify.get('/keys', { schema: { querystring: KeysQuery } }, async (request) => ({
-    object: 'list',
+  fastify.get('/keys', { schema: { querystring: KeysQuery, response: { 200: Answers.keys } } }, async (request) => ({
+    object: 'list' as const,
     data: await Promise.all((await store.keys.list(request.query.org, request.query.project)).map(async (k) => await view.key(k)))
   }))
 
-  fastify.get('/keys/:id', { schema: { params: KeyParams } }, async (request) => await view.key(await existing(request.params.id)))
+  fastify.get('/keys/:id', { schema: { params: KeyParams, response: { 200: Answers.key } } }, async (request) => await view.key(await existing(request.params.id)))
 
-  fastify.patch('/keys/:id', { schema: { params: KeyParams, body: KeyPatchBody } }, async (request) => {
+  fastify.patch('/keys/:id', { schema: { params: KeyParams, body: KeyPatchBody, response: { 200: Answers.key } } }, async (request) => {
     const { id } = request.params
     const current = await existing(id)
     if (current.revoked) throw new KeyRevoked({ id })
@@ -69,7 +70,7 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.post('/keys/:id/rotate', {
-    schema: { params: KeyParams, body: RotateBody },
+    schema: { params: KeyParams, body: RotateBody, response: { 201: Answers.rotation } },
     // no body: the defaults (no grace)
     preValidation: async (request) => { request.body ??= { grace_s: 0 } }
   }, async (request, reply) => {
@@ -85,11 +86,11 @@ const keys: FastifyPluginAsyncTypebox = async (fastify) => {
     return reply.status(201).send({ id: rotation.key.id, key: rotation.key.key, replaces: id, old_valid_until: new Date(rotation.old.expires_at ?? now).toISOString() })
   })
 
-  fastify.delete('/keys/:id', { schema: { params: KeyParams } }, async (request) => {
+  fastify.delete('/keys/:id', { schema: { params: KeyParams, response: { 200: Answers.revoked } } }, async (request) => {
     const { id } = request.params
     await existing(id)
     await store.keys.revoke(id, clock.now(), actorOf(request))
-    return { id, revoked: true }
+    return { id, revoked: true as const }
   })
 }
 

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Answers } from './answers.js'
 
 // GET /admin/v1/prices/check: every catalog price that differs from the maintained price
 // database the gateway ships (plugins/gateway/price-reference.ts), at the prices in force today.
@@ -7,10 +8,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 const prices: FastifyPluginAsyncTypebox = async (fastify) => {
   const { config, clock } = fastify.gateway
 
-  fastify.get('/prices/check', async () => {
+  fastify.get('/prices/check', { schema: { response: { 200: Answers.prices } } }, async () => {
     const { checkPrices } = await import('../../plugins/gateway/price-reference.js')
     const result = checkPrices(config, new Date(clock.now()))
-    return { object: 'list', data: result.differences, unknown: result.unknown, checked: result.checked }
+    return { object: 'list' as const, data: result.differences, unknown: result.unknown, checked: result.checked }
   })
 }
 

@@ -3,6 +3,7 @@ import { actorOf, type Operator } from '../access.js'
 import { SessionNotFound } from '../../plugins/kernel/errors.js'
 import { hashKey } from '../../plugins/store/tenants.js'
 import type { SessionInfo } from '../../plugins/store/types.js'
+import { Answers, type OperatorSession } from './answers.js'
 import { SessionParams, SessionsQuery } from './schemas.js'
 
 // Operators' console sessions (single sign-on), for an admin to see who is signed in and cut
@@ -14,7 +15,7 @@ import { SessionParams, SessionsQuery } from './schemas.js'
 const sessions: FastifyPluginAsyncTypebox = async (fastify) => {
   const { store, clock } = fastify.gateway
 
-  const show = (s: SessionInfo, own: string | null): Record<string, unknown> => ({
+  const show = (s: SessionInfo, own: string | null): OperatorSession => ({
     id: s.handle,
     sub: s.sub,
     email: s.email,
@@ -29,21 +30,21 @@ const sessions: FastifyPluginAsyncTypebox = async (fastify) => {
 
   const ownHandle = (op: Operator | null): string | null => op?.session == null ? null : hashKey(op.session.id)
 
-  fastify.get('/sessions', async (request) => {
+  fastify.get('/sessions', { schema: { response: { 200: Answers.sessions } } }, async (request) => {
     const own = ownHandle(request.operator)
-    return { object: 'list', data: (await store.sessions.list(clock.now())).map((s) => show(s, own)) }
+    return { object: 'list' as const, data: (await store.sessions.list(clock.now())).map((s) => show(s, own)) }
   })
 
-  fastify.delete('/sessions/:id', { schema: { params: SessionParams } }, async (request) => {
+  fastify.delete('/sessions/:id', { schema: { params: SessionParams, response: { 200: Answers.sessionEnded } } }, async (request) => {
     const { id } = request.params
     const now = clock.now()
     const ended = await store.sessions.endHandle(id, now)
     if (ended === undefined) throw new SessionNotFound({ id })
     await store.audit.record({ action: 'session.revoke', target: ended.sub, org: ended.org, detail: { session: id, role: ended.role, org: ended.org } }, now, actorOf(request))
-    return { id, ended: true }
+    return { id, ended: true as const }
   })
 
-  fastify.delete('/sessions', { schema: { querystring: SessionsQuery } }, async (request) => {
+  fastify.delete('/sessions', { schema: { querystring: SessionsQuery, response: { 200: Answers.subjectEnded } } }, async (request) => {
     const { sub } = request.query
     const now = clock.now()
     // the organization of the user's sessions, for the audit line (an org_admin's; none when they differ)

@@ -1,19 +1,18 @@
 import { nanoToUsd } from '../../plugins/kernel/money.js'
 import type { CostDetail, UsageRow } from '../../plugins/store/types.js'
+import type { CostDetail as CostDetailAnswer, UsageDetail, UsageRecord } from './answers.js'
 
 const COST_PARTS = ['input', 'cached_input', 'cache_write', 'output', 'images', 'per_request', 'tool_call'] as const satisfies ReadonlyArray<keyof CostDetail>
 
 /** A charge by part as the API shows it: decimal strings summing exactly to cost_usd, and the tier. */
-export function costDetail (d: CostDetail | null): Record<string, string | number | null> | null {
+export function costDetail (d: CostDetail | null): CostDetailAnswer | null {
   if (d === null) return null
-  const out: Record<string, string | number | null> = {}
-  for (const part of COST_PARTS) out[part] = nanoToUsd(d[part] ?? 0)
-  out.tier = d.tier ?? null
-  return out
+  const parts = Object.fromEntries(COST_PARTS.map((part) => [part, nanoToUsd(d[part] ?? 0)])) as Record<typeof COST_PARTS[number], string>
+  return { ...parts, tier: d.tier ?? null }
 }
 
 /** A usage_records row as the API shows it (the UsageRecord of the admin API). */
-export function usageRecord (r: UsageRow): Record<string, unknown> {
+export function usageRecord (r: UsageRow): UsageRecord {
   return {
     id: r.id,
     created_at: new Date(r.created_at).toISOString(),
@@ -43,6 +42,6 @@ export function usageRecord (r: UsageRow): Record<string, unknown> {
 }
 
 /** A record as the admin API shows it: the UsageRecord with the call's attempts and the parameters it dropped. */
-export function usageDetail (r: UsageRow): Record<string, unknown> {
+export function usageDetail (r: UsageRow): UsageDetail {
   return { ...usageRecord(r), attempts: r.attempts, dropped_params: r.dropped_params }
 }

@@ -4,12 +4,14 @@ import { InvalidField, OrgNotFound } from '../../plugins/kernel/errors.js'
 import { NANO_PER_USD, nanoToUsd, parseUsd } from '../../plugins/kernel/money.js'
 import { budgetScope, budgetStatus, orgRule, projectRule, quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/gateway/quota-windows.js'
 import type { ApiKey, KeyBudget, KeyLimits, Store } from '../../plugins/store/types.js'
+import type { Key, Org, Project, QuotaView } from './answers.js'
 import type { Budget, Limits, Quota } from './schemas.js'
 
 // What the admin API shows of organizations, projects and keys, and what it takes in: USD
 // amounts read exactly, quotas and budgets in the store's terms.
 
-const iso = (t: number | null): string | null => t === null ? null : new Date(t).toISOString()
+const iso = (t: number): string => new Date(t).toISOString()
+const isoOrNull = (t: number | null): string | null => t === null ? null : iso(t)
 
 /** A USD amount of a request, in nano-dollars; `field` is named when it is not one. */
 export function usdField (value: string | number, field: string, opts: { zero?: boolean } = {}): number {
@@ -42,16 +44,16 @@ export function mergedLimits (current: KeyLimits | null, change: Static<typeof L
 
 /** The views the admin routes answer with, read from `store` at `now()`. */
 export function views (store: Store, now: () => number) {
-  const quotaView = async (rule: QuotaRule | null): Promise<Record<string, unknown> | null> => {
+  const quotaView = async (rule: QuotaRule | null): Promise<QuotaView | null> => {
     if (rule === null) return null
     const t = now()
     return { ...quotaStatus(rule, await store.quota.used(rule.scope, quotaWindow(rule.quota.per, t).start), t) }
   }
 
-  const project = async (org: string, id: string, quota: QuotaConfig | null): Promise<Record<string, unknown>> =>
+  const project = async (org: string, id: string, quota: QuotaConfig | null): Promise<Project> =>
     ({ id, quota: await quotaView(quota === null ? null : projectRule(org, id, quota)) })
 
-  const org = async (id: string): Promise<Record<string, unknown>> => {
+  const org = async (id: string): Promise<Org> => {
     const o = await store.orgs.get(id)
     if (o === undefined) throw new OrgNotFound({ org: id })
     const projects = await store.orgs.projects(id)
@@ -66,8 +68,8 @@ export function views (store: Store, now: () => number) {
     }
   }
 
-  const key = async (k: ApiKey): Promise<Record<string, unknown>> => {
-    let budget: Record<string, unknown> | null = null
+  const key = async (k: ApiKey): Promise<Key> => {
+    let budget: QuotaView | null = null
     if (k.budget !== null) {
       const t = now()
       budget = { ...budgetStatus(k.budget, await store.quota.used(budgetScope(k.lineage), quotaWindow(k.budget.per, t).start), t) }
@@ -81,10 +83,10 @@ export function views (store: Store, now: () => number) {
       passthrough: k.passthrough,
       mcp: k.mcp,
       created_at: iso(k.created_at),
-      expires_at: iso(k.expires_at),
+      expires_at: isoOrNull(k.expires_at),
       limits: k.limits === null ? null : { rpm: k.limits.rpm ?? null, tpm: k.limits.tpm ?? null },
       budget,
-      last_used_at: iso(k.last_used_at),
+      last_used_at: isoOrNull(k.last_used_at),
       revoked: k.revoked,
       replaces: k.replaces
     }

@@ -26,6 +26,8 @@ t.test('a browser preflight is answered before auth, with the allowed headers', 
   const other = await gw.app.inject(preflight('https://app.example', 'x-stainless-os'))
   t.match(other.headers['access-control-allow-headers'], /x-stainless-os/, 'any X-Stainless-* header the browser asks for')
   t.notMatch(other.headers['access-control-allow-headers'], /x-stainless-arch/, 'and only those it asks for')
+  const odd = await gw.app.inject(preflight('https://app.example', 'x-stainless-a b,x-stainless-é,x-stainless-"q",x-stainless-ok'))
+  t.same(String(odd.headers['access-control-allow-headers']).split(', ').filter((h) => h.startsWith('x-stainless-')), ['x-stainless-ok'], 'a name that is no header name is not echoed')
   const bare = await gw.app.inject({ method: 'OPTIONS', url: '/v1/chat/completions' })
   t.equal(bare.statusCode, 204, 'an OPTIONS without Origin is answered like a preflight, not with a 400')
 })

@@ -4,7 +4,7 @@ import { buildApp } from '../../app.js'
 import { standaloneRuntime } from '../../plugins/ops/operations.js'
 import { ACCESS } from '../../routes/access.js'
 import type { Role } from '../../plugins/store/types.js'
-import { bearer, KEY_A, settled, testConfig } from '../helper.js'
+import { bearer, KEY_A, settled, testConfig, watchAnswers } from '../helper.js'
 import { CLIENT_ID, CLIENT_SECRET, startIdp, type Idp } from '../oidc-idp.js'
 
 // Every admin API route and console action against every kind of caller: an admin, a viewer, an
@@ -94,6 +94,8 @@ async function gateway (t: Test, idp: Idp): Promise<{ app: FastifyInstance, targ
   const runtime = { ...standaloneRuntime(), reload: async () => ({ ok: true as const, changes: [], generation: 2 }) }
   const app = await buildApp(config, { logger: false, runtime })
   t.teardown(() => app.close())
+  // every answer held to its response schema: one that lost a field is a 500, which no cell expects
+  watchAnswers(app)
   // an API key of acme made through the admin API (config keys are the file's), and a call of acme
   const key = (await app.inject({ method: 'POST', url: '/admin/v1/keys', headers: bearer(ADMIN_TOKEN), payload: { org: 'acme', project: 'web' } })).json().id as string
   const call = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: { model: 'demo/gpt', messages: [{ role: 'user', content: 'hi' }] } })

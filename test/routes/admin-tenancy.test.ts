@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { bearer, build, FakeClock, KEY_A, settled } from '../helper.js'
+import { bearer, build as baseBuild, FakeClock, KEY_A, settled, watchAnswers } from '../helper.js'
 
 // The tenancy at runtime through the admin API, in-process on SQLite with a fake clock:
 // organizations and projects made, changed and deleted; keys with an expiry, limits and a
@@ -10,6 +10,13 @@ import { bearer, build, FakeClock, KEY_A, settled } from '../helper.js'
 const ADMIN = 'tenancy-admin-token-0123456789'
 const admin = { authorization: `Bearer ${ADMIN}` }
 const plugins = [{ name: 'auth', options: { cache_ttl_s: 600 } }, { name: 'quota' }, { name: 'usage' }]
+
+/** The app, each admin answer held to its response schema (an answer that lost a field is a 500). */
+const build: typeof baseBuild = async (t, overrides, extras) => {
+  const app = await baseBuild(t, overrides, extras)
+  watchAnswers(app)
+  return app
+}
 
 type App = FastifyInstance
 

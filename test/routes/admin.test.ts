@@ -1,13 +1,20 @@
 import t from 'tap'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { bearer, build, FakeClock, KEY_A, mockCatalog, settled, sqliteOf, testConfig } from '../helper.js'
+import { bearer, build as baseBuild, FakeClock, KEY_A, mockCatalog, settled, sqliteOf, testConfig, watchAnswers } from '../helper.js'
 import { startMockUpstream } from '../mock-upstream.js'
 import { tempDir } from '../temp-dir.js'
 
 const ADMIN = 'admin-secret-token'
 const admin = { authorization: `Bearer ${ADMIN}` }
 const withUsage = { admin: { token: ADMIN }, plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }] }
+
+/** The app, each admin answer held to its response schema (an answer that lost a field is a 500). */
+const build: typeof baseBuild = async (t, overrides, extras) => {
+  const app = await baseBuild(t, overrides, extras)
+  watchAnswers(app)
+  return app
+}
 
 async function chat (app: Awaited<ReturnType<typeof build>>, model = 'demo/gpt'): Promise<void> {
   const res = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: { model, messages: [{ role: 'user', content: 'Say hello to the admin test' }] } })
@@ -264,6 +271,7 @@ t.test('plugins: the chain as it applies, in order, with the metrics and tracing
   }, { baseDir: dir })
   const app = await buildApp(config, { logger: false })
   t.teardown(() => app.close())
+  watchAnswers(app)
   const res = await app.inject({ method: 'GET', url: '/admin/v1/plugins', headers: admin })
   t.equal(res.statusCode, 200)
   const body = res.json()
@@ -330,4 +338,29 @@ t.test('the audit log for an org_admin: its own organization\'s lines only, sele
   t.equal(other.json().error.code, 'org_not_found')
   const zeta = (await app.inject({ method: 'GET', url: '/admin/v1/audit?org=zeta&limit=1000', headers: admin })).json().data as Line[]
   t.same(zeta.map((l) => l.id), everything.filter((l) => l.org === 'zeta').map((l) => l.id), 'an admin may select one organization too')
+})
+
+t.test('every admin answer has its response schema: a route without one stops the build, and a field a schema leaves out is caught', async (t) => {
+  const { default: Fastify } = await import('fastify')
+  const { Type } = await import('@sinclair/typebox')
+  const { answerSchemaRequired } = await import('../../routes/admin/index.js')
+  const bare = Fastify()
+  t.teardown(() => bare.close())
+  await t.rejects(async () => {
+    await bare.register(async (scope) => {
+      scope.addHook('onRoute', answerSchemaRequired)
+      scope.get('/something-new', { schema: { response: { 404: Type.Object({}) } } }, async () => ({}))
+    })
+    await bare.ready()
+  }, /GET \/something-new has no response schema/)
+
+  // the watcher the admin tests run under: a schema that drops a field answers 500 and says which
+  const lossy = Fastify()
+  t.teardown(() => lossy.close())
+  const changed = watchAnswers(lossy, '/')
+  lossy.get('/thin', { schema: { response: { 200: Type.Object({ id: Type.String() }) } } }, async () => ({ id: 'a', kept: false }))
+  lossy.get('/whole', { schema: { response: { 200: Type.Object({ id: Type.String(), kept: Type.Boolean() }) } } }, async () => ({ id: 'a', kept: true }))
+  t.equal((await lossy.inject('/whole')).statusCode, 200)
+  t.equal((await lossy.inject('/thin')).statusCode, 500)
+  t.match(changed, [/GET \/thin: the handler returned \{"id":"a","kept":false\}; the schema sent \{"id":"a"\}/])
 })

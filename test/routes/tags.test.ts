@@ -1,5 +1,5 @@
 import t from 'tap'
-import { bearer, build, KEY_A } from '../helper.js'
+import { bearer, build, KEY_A, watchAnswers } from '../helper.js'
 
 // Tags on calls: the {prefix}Tags header and OpenAI's metadata.tags, checked (400 naming the bad
 // tag), kept on the usage record, and reported by /admin/v1/usage?tag= and
@@ -10,7 +10,9 @@ const ADMIN = 'test-admin-token-0123456789'
 const admin = bearer(ADMIN)
 
 async function app (t: Parameters<typeof build>[0]): ReturnType<typeof build> {
-  return await build(t, { admin: { token: ADMIN }, plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }], metrics: { enabled: true, auth: 'open' } })
+  const a = await build(t, { admin: { token: ADMIN }, plugins: [{ name: 'auth' }, { name: 'usage' }, { name: 'diagnostics' }], metrics: { enabled: true, auth: 'open' } })
+  watchAnswers(a) // the admin answers as their response schemas send them (tags and tag kept)
+  return a
 }
 
 const chat = (extra: Record<string, unknown> = {}) => ({ model: 'demo/gpt', messages: [{ role: 'user', content: 'hello there' }], ...extra })

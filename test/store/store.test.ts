@@ -254,6 +254,43 @@ t.test('a change made by a process on no bus with the serving ones (a CLI comman
   t.equal(worker.changes.sweep(Date.now()), 3, 'swept once old (the sync, the update, the deletion)')
 })
 
+t.test('the bus: each topic carries its own message; one from another process that does not fit its topic reaches no handler', async (t) => {
+  const { LocalBus, Topics } = await import('../../plugins/store/bus.js')
+  const a = new LocalBus(':memory:bus-topics')
+  const b = new LocalBus(':memory:bus-topics')
+  t.teardown(() => { a.leave(); b.leave() })
+  const heard: string[] = []
+  b.on('quota', (m) => { heard.push(`quota ${m.scope} ${m.window} ${m.tokens + m.cost_nano}`) })
+  b.on('tenancy', (c) => { heard.push(c.kind === 'project' ? `project ${c.org}/${c.id}` : c.kind) })
+  b.on('lease', (m) => { heard.push(`lease ${m.org}`) })
+  await a.broadcast('quota', { scope: 'org:acme', window: 60, tokens: 5, cost_nano: 2 })
+  await a.broadcast('tenancy', { kind: 'project', org: 'acme', id: 'web' })
+  await a.broadcast('lease', { org: 'acme' })
+  // what the compiler refuses: a topic no one handles, a message of another topic's shape
+  // @ts-expect-error an unknown topic
+  await a.broadcast('quotas', { org: 'acme' })
+  // @ts-expect-error a quota message without its window
+  await a.broadcast('quota', { scope: 'org:acme', tokens: 5, cost_nano: 2 })
+  // @ts-expect-error a handler of a lease reads no scope
+  b.on('lease', (m) => { heard.push(m.scope) })
+  t.same(heard, ['quota org:acme 60 7', 'project acme/web', 'lease acme'], 'each handler got its topic\'s message')
+
+  // what another process may send: read by the topic's shape before any handler runs
+  const topics = new Topics()
+  const got: unknown[] = []
+  topics.on('quota', (m) => { got.push(m) })
+  topics.on('cache.fill-ended', (m) => { got.push(m.key.length) })
+  const failed: unknown[] = []
+  for (const [topic, message] of [['quota', { scope: 'x', window: '60', tokens: 1, cost_nano: 1 }], ['quota', null], ['quota', []], ['cache.fill-ended', { key: 7 }], ['__proto__', {}], ['nope', { key: 'k' }]] as const) {
+    await topics.deliver(topic, message, (err) => failed.push(err))
+  }
+  t.same(got, [], 'a message that does not fit, or of an unknown topic, runs no handler')
+  await topics.deliver('quota', { scope: 'x', window: 60, tokens: 1, cost_nano: 1, extra: 'dropped' }, (err) => failed.push(err))
+  await topics.deliver('cache.fill-ended', { key: 'abc' }, (err) => failed.push(err))
+  t.same(got, [{ scope: 'x', window: 60, tokens: 1, cost_nano: 1 }, 3], 'one that fits arrives as its topic says, nothing more')
+  t.same(failed, [])
+})
+
 t.test('the switch to WAL mode is tried again while another connection\'s lock answers SQLITE_BUSY at once; any other error is not', async (t) => {
   const busy = Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })
   let calls = 0

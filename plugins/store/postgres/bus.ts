@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import { BUS_WAIT_MS, Topics } from '../bus.js'
-import type { PeerBus } from '../types.js'
+import type { BusTopic, BusTopics, PeerBus } from '../types.js'
 import type { MaybePromise } from '../../kernel/maybe-promise.js'
 import type { Connection } from './db.js'
 
-interface Envelope { from: string, id: string, topic: string, message: Record<string, unknown> }
+interface Envelope { from: string, id: string, topic: string, message: unknown }
 
 const isEnvelope = (v: unknown): v is Envelope => {
   const e = v as Envelope | null
-  return typeof e?.from === 'string' && typeof e.id === 'string' && typeof e.topic === 'string' && typeof e.message === 'object' && e.message !== null
+  return typeof e?.from === 'string' && typeof e.id === 'string' && typeof e.topic === 'string'
 }
 
 /**
@@ -31,9 +31,9 @@ export class RedisBus implements PeerBus {
     })
   }
 
-  on (topic: string, fn: (message: Record<string, unknown>) => MaybePromise<void>): void { this.topics.on(topic, fn) }
+  on<T extends BusTopic> (topic: T, fn: (message: BusTopics[T]) => MaybePromise<void>): void { this.topics.on(topic, fn) }
 
-  async broadcast (topic: string, message: Record<string, unknown>): Promise<void> {
+  async broadcast<T extends BusTopic> (topic: T, message: BusTopics[T]): Promise<void> {
     const id = randomBytes(8).toString('hex')
     let timer: NodeJS.Timeout | undefined
     const answered = new Promise<void>((resolve) => {

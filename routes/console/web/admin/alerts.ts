@@ -5,7 +5,7 @@
 
 import { get, query } from './api.js'
 import { $, el, fill, int, problem, say, when } from './dom.js'
-import type { Delivery, List } from './types.js'
+import type { AnswerOf, Delivery } from './types.js'
 
 const TONE = { delivered: 'good', pending: 'warn', failed: 'bad' } as const
 
@@ -38,7 +38,7 @@ function row (d: Delivery): HTMLElement {
 
 export async function loadAlerts (): Promise<void> {
   try {
-    const list = await get<List<Delivery>>(`/alerts/deliveries${query({ limit: '200' })}`)
+    const list = await get<AnswerOf<'deliveries'>>(`/alerts/deliveries${query({ limit: '200' })}`)
     say('al-error', '')
     fill('deliveries', list.data.map(row), 'No alert has been raised.')
   } catch (err) {

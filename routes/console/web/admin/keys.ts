@@ -7,7 +7,7 @@ import { mayManage } from './role.js'
 import { api, get, query } from './api.js'
 import { $, closers, el, fill, input, isoOf, localOf, onSubmit, problem, say, select, usd, when, words } from './dom.js'
 import { projectPicker, refreshOrgs } from './tenants.js'
-import type { Key, List, NewKey, Rotation } from './types.js'
+import type { AnswerOf, Key, NewKey, Rotation } from './types.js'
 
 let keys: Key[] = []
 
@@ -50,7 +50,7 @@ function row (k: Key): HTMLElement {
 export async function loadKeys (): Promise<void> {
   try {
     await refreshOrgs()
-    const list = await get<List<Key>>(`/keys${query({ org: select('kf-org').value, project: select('kf-project').value })}`)
+    const list = await get<AnswerOf<'keys'>>(`/keys${query({ org: select('kf-org').value, project: select('kf-project').value })}`)
     keys = list.data.sort((a, b) => Number(a.revoked) - Number(b.revoked) || b.created_at.localeCompare(a.created_at))
     say('keys-error', '')
     fill('keys', keys.map(row), 'No keys.')

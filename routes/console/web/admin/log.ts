@@ -5,7 +5,7 @@
 
 import { get, query } from './api.js'
 import { $, closers, el, fill, input, int, isoOf, label, onSubmit, problem, say, select, usd, when } from './dom.js'
-import type { CallDetail, List, UsageRecord } from './types.js'
+import type { AnswerOf, CallDetail, UsageRecord } from './types.js'
 
 const PAGE = 50
 let filters: Record<string, string | undefined> = {}
@@ -30,7 +30,7 @@ function row (r: UsageRecord): HTMLElement {
 
 async function page (append: boolean): Promise<void> {
   try {
-    const list = await get<List<UsageRecord>>(`/usage${query({ ...filters, limit: PAGE, cursor: append ? cursor ?? undefined : undefined })}`)
+    const list = await get<AnswerOf<'usage'>>(`/usage${query({ ...filters, limit: PAGE, cursor: append ? cursor ?? undefined : undefined })}`)
     say('log-error', '')
     cursor = list.next_cursor ?? null
     const rows = list.data.map(row)

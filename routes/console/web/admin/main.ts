@@ -10,7 +10,8 @@ import { initOverview, loadOverview, resetOverview } from './overview.js'
 import { initPlugins, loadPlugins, resetPlugins } from './plugins.js'
 import { initProviders, loadProviders, resetProviders } from './providers.js'
 import { initSessions, loadSessions, resetSessions } from './sessions.js'
-import { applyRole, describe, type Whoami } from './role.js'
+import { applyRole, describe } from './role.js'
+import type { Whoami } from './types.js'
 import { initTenants, loadTenants, resetTenants } from './tenants.js'
 
 const SECTIONS = {

@@ -6,7 +6,7 @@
 import { get, query } from './api.js'
 import { chart, clearCharts, color } from './charts.js'
 import { $, el, fill, int, problem, say, select, usd } from './dom.js'
-import type { List, SummaryRow } from './types.js'
+import type { AnswerOf, SummaryRow } from './types.js'
 
 const HOUR = 3_600_000
 const DAY = 86_400_000
@@ -50,11 +50,11 @@ export async function loadOverview (): Promise<void> {
   const since = new Date(starts[0] as number).toISOString()
   try {
     const [series, totals, models, orgs, tags] = await Promise.all([
-      get<List<SummaryRow>>(`/usage/summary${query({ bucket, since })}`),
-      get<List<SummaryRow>>(`/usage/summary${query({ since })}`),
-      get<List<SummaryRow>>(`/usage/summary${query({ group_by: 'model', since })}`),
-      get<List<SummaryRow>>(`/usage/summary${query({ group_by: 'org', since })}`),
-      get<List<SummaryRow>>(`/usage/summary${query({ group_by: 'tag', since })}`)
+      get<AnswerOf<'summary'>>(`/usage/summary${query({ bucket, since })}`),
+      get<AnswerOf<'summary'>>(`/usage/summary${query({ since })}`),
+      get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'model', since })}`),
+      get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'org', since })}`),
+      get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'tag', since })}`)
     ])
     say('ov-error', '')
     const t = totals.data[0] ?? ZERO

@@ -6,7 +6,7 @@
 
 import { get } from './api.js'
 import { $, el, fill, int, problem, say, usd, when } from './dom.js'
-import type { McpServer, PriceCheck, PriceDifference, Provider } from './types.js'
+import type { AnswerOf, McpServer, PriceCheck, PriceDifference, Provider } from './types.js'
 
 const BREAKER = { closed: ['closed', 'good'], open: ['open', 'bad'], half_open: ['half open', 'warn'] } as const
 
@@ -72,8 +72,8 @@ export async function loadProviders (): Promise<void> {
   void loadPrices()
   try {
     const [list, mcp] = await Promise.all([
-      get<{ data: Provider[], pid?: number, workers?: number }>('/providers'),
-      get<{ data: McpServer[], workers?: number }>('/mcp/servers')
+      get<AnswerOf<'providers'>>('/providers'),
+      get<AnswerOf<'mcpServers'>>('/mcp/servers')
     ])
     say('pv-error', '')
     $('pv-worker').textContent = list.workers === undefined || list.workers < 2 ? '' : `Merged from ${list.workers} workers.`

@@ -2,9 +2,7 @@
 // admin API refuses it anyway, with 403 permission_denied). Elements name the roles that may use
 // them in `data-roles`; rows drawn later ask `may`.
 
-export type Role = 'admin' | 'viewer' | 'org_admin'
-
-export interface Whoami { kind: 'sso' | 'token', name: string | null, role: Role, org: string | null, sub: string | null, email: string | null, expires_at: string | null, csrf_token: string | null }
+import type { Role, Whoami } from './types.js'
 
 let current: Role | null = null
 

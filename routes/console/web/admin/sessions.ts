@@ -5,7 +5,7 @@
 
 import { api, get } from './api.js'
 import { $, el, fill, problem, say, when } from './dom.js'
-import type { List, OperatorSession } from './types.js'
+import type { AnswerOf, OperatorSession } from './types.js'
 
 let sessions: OperatorSession[] = []
 
@@ -13,7 +13,7 @@ const who = (s: OperatorSession): string => s.email ?? s.name ?? s.sub
 
 export async function loadSessions (): Promise<void> {
   try {
-    sessions = (await get<List<OperatorSession>>('/sessions')).data
+    sessions = (await get<AnswerOf<'sessions'>>('/sessions')).data
     say('ss-error', '')
     const many = new Map<string, number>()
     for (const s of sessions) many.set(s.sub, (many.get(s.sub) ?? 0) + 1)
@@ -35,7 +35,7 @@ export async function loadSessions (): Promise<void> {
 async function end (s: OperatorSession, all: boolean): Promise<void> {
   try {
     if (all) {
-      const r = await api<{ ended: number }>('DELETE', `/sessions?sub=${encodeURIComponent(s.sub)}`)
+      const r = await api<AnswerOf<'subjectEnded'>>('DELETE', `/sessions?sub=${encodeURIComponent(s.sub)}`)
       say('ss-status', `Ended ${r.ended} session(s) of ${who(s)}.`)
     } else {
       await api('DELETE', `/sessions/${encodeURIComponent(s.id)}`)

@@ -5,7 +5,7 @@
 import { role } from './role.js'
 import { api, get, query } from './api.js'
 import { $, el, fill, input, int, problem, say, select, usd } from './dom.js'
-import type { List, Org, Plugins, QuotaView, SummaryRow } from './types.js'
+import type { AnswerOf, Org, Plugins, QuotaView } from './types.js'
 
 let orgs: Org[] = []
 
@@ -51,7 +51,7 @@ export function projectPicker (org: HTMLSelectElement, target: HTMLSelectElement
 
 /** Reads the organizations again and fills the pickers (the table too, with `usage`). */
 export async function refreshOrgs (): Promise<void> {
-  orgs = (await get<List<Org>>('/orgs')).data
+  orgs = (await get<AnswerOf<'orgs'>>('/orgs')).data
   fillOrgPickers()
 }
 
@@ -59,7 +59,7 @@ export async function loadTenants (): Promise<void> {
   try {
     const since = new Date(Date.now() - 30 * 86_400_000).toISOString()
     // an org_admin may not read the plugin chain: its balance is shown as the store keeps it
-    const [, usage, plugins] = await Promise.all([refreshOrgs(), get<List<SummaryRow>>(`/usage/summary${query({ group_by: 'org', since })}`), role() === 'org_admin' ? null : get<Plugins>('/plugins')])
+    const [, usage, plugins] = await Promise.all([refreshOrgs(), get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'org', since })}`), role() === 'org_admin' ? null : get<Plugins>('/plugins')])
     const byOrg = new Map(usage.data.map((r) => [r.org, r]))
     // without the balance plugin nothing is charged to a balance: Spent stays at 0 whatever the calls cost
     const charged = plugins === null || plugins.data.some((p) => p.name === 'balance' && (p.module ?? null) === null && p.enabled)
