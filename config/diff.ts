@@ -1,4 +1,5 @@
 import type { Config } from './schema.js'
+import { isObj } from '../plugins/kernel/json.js'
 
 // What a reload changes, in lines an operator reads in the log and the admin answer:
 // "models: added openai/gpt-x", "plugins: disabled quota", "server.request_timeout_s: 120 → 60".
@@ -29,7 +30,6 @@ function listChanges<T> (section: string, before: T[], after: T[], id: (t: T) =>
 /** Leaf values of a section that differ, as `path: old → new` (secrets masked). */
 function leafChanges (path: string, before: unknown, after: unknown, out: string[]): void {
   if (same(before, after)) return
-  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
   // a section added or removed (sso) is told leaf by leaf too, so that its secrets stay masked
   if (before === undefined && isObj(after)) before = {}
   if (after === undefined && isObj(before)) after = {}

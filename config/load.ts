@@ -80,7 +80,7 @@ const fits = (value: number, decimals: number): boolean => {
 }
 
 // What a price sheet's schema cannot say: the units' decimals, a text model's output rate, the
-// default image price, and tiers in order that name every rate the base names.
+// default image price, server tools' prices, and tiers in order that name every rate the base names.
 function pricingProblems (m: Config['models'][number], path: string, problems: string[]): void {
   const p = m.pricing
   if (p === undefined) return
@@ -99,6 +99,7 @@ function pricingProblems (m: Config['models'][number], path: string, problems: s
     for (const [size, v] of Object.entries(p.per_image)) if (!fits(v, 9)) problems.push(`${path}.per_image.${size}: at most nine decimals (USD)`)
     if (p.per_image.default === undefined) problems.push(`${path}.per_image.default: is required (the price of an image of a size not listed)`)
   }
+  for (const [kind, v] of Object.entries(p.server_tools ?? {})) if (!fits(v, 9)) problems.push(`${path}.server_tools.${kind}: at most nine decimals (USD per use)`)
   let above = -1
   p.tiers?.forEach((tier, j) => {
     const at = `${path}.tiers[${j}]`

@@ -51,7 +51,10 @@ export const PricingSchema = Type.Object({
   tiers: Type.Optional(Type.Array(PriceTierSchema, { minItems: 1 })),
   per_request: Type.Optional(UnitPrice),
   // per image generated: one price, or a price by the request's `size` with a `default`
-  per_image: Type.Optional(Type.Union([UnitPrice, Type.Record(Type.String({ minLength: 1 }), UnitPrice)], { description: 'a price in USD, or prices in USD by size with a default' }))
+  per_image: Type.Optional(Type.Union([UnitPrice, Type.Record(Type.String({ minLength: 1 }), UnitPrice)], { description: 'a price in USD, or prices in USD by size with a default' })),
+  // per use of a tool the provider runs itself (web_search, web_fetch, code_execution, url_context,
+  // file_search...), in USD: a call asking for a server tool the sheet does not name is refused
+  server_tools: Type.Optional(Type.Record(Type.String({ pattern: '^[a-z][a-z0-9_]{0,63}$' }), UnitPrice, { additionalProperties: false, description: 'USD per use of each server tool the model may run, by its kind (web_search, code_execution...)' }))
 }, Closed)
 
 export const ServerSchema = Type.Object({

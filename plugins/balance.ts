@@ -1,12 +1,14 @@
 import { Type } from '@sinclair/typebox'
-import { definePlugin, estimatePromptTokens, InsufficientBalance, NoOrgContext, then, unmeteredRefusal, worstCaseCharge, type CallView, type CatalogModel, type Json } from './api/index.js'
+import { definePlugin, holdOf, InsufficientBalance, NoOrgContext, then, unmeteredRefusal, type CatalogModel } from './api/index.js'
 
 // Gateway hooks: onAdmission (hold), onCallEnd (settle or release).
 // Prepaid credits: at admission a hold of the call's worst-case cost is taken from the org's
-// balance (an upper bound of the prompt plus max_tokens, or the model's output cap, all at the
-// highest token rate of the model's price sheet, tiers included, plus its per-request price and,
-// for an image generation, its dearest per-image price for each image asked for; a call priced
-// per call, an MCP tool call, holds its price); 402 when balance − held cannot cover it, 403
+// balance (holdOf: an upper bound of the prompt plus the largest output limit the body names in
+// any protocol's field, or the model's output cap, times every candidate answer, all at the
+// highest token rate of the model's price sheet, tiers included, plus its per-request price, the
+// per-use price of each server tool times its use cap and, for an image generation, its dearest
+// per-image price for each image asked for; a call priced per call, an MCP tool call, holds its
+// price); 402 when balance − held cannot cover it, 403
 // when the caller has no organization, 403 for a call that may spend without reporting what (a
 // pass-through batch job: `call.unmetered`). When the call ends the hold is settled to the real
 // charge, or released when nothing was billed. The store takes holds under the guard
@@ -36,21 +38,8 @@ export default definePlugin({
     const { store, clock } = fastify.gateway
     if (opts.stale_hold_s !== undefined) fastify.log.warn('balance: the stale_hold_s option has moved to the config\'s store.stale_hold_s, and is not read here')
     fastify.decorateRequest('balanceHold', null)
-
-    /** The most a call priced by its tokens (and images) can cost: its prompt and longest answer at the dearest rates. */
-    const worstCase = (call: CallView, model: CatalogModel, body: Json): number => {
-      const price = model.price as NonNullable<CatalogModel['price']>
-      const gemini = body.generationConfig as { maxOutputTokens?: unknown } | null | undefined
-      const perAnswer = model.config.max_output_tokens ?? model.config.context_length
-      // an embedding has no output tokens; an image model's output cap bounds each image's
-      const images = call.endpoint === 'images.generations' ? (typeof body.n === 'number' && body.n > 0 ? body.n : 1) : 0
-      const maxOut = call.endpoint === 'embeddings'
-        ? 0
-        : images > 0
-          ? images * perAnswer
-          : [body.max_tokens, body.max_completion_tokens, body.max_output_tokens, gemini?.maxOutputTokens].find((v): v is number => typeof v === 'number' && v > 0) ?? perAnswer
-      return worstCaseCharge(price, estimatePromptTokens(body) + maxOut, images)
-    }
+    // what a translator sends as the output limit of a call that names none
+    const defaultMaxTokens = fastify.gateway.config.translation.default_max_tokens
 
     fastify.gateway.addHook('onAdmission', ({ request, call, principal, model, body }) => {
       if (!call.billable) return
@@ -60,7 +49,7 @@ export default definePlugin({
       const fixed = call.fixedCostNano
       // a free model, a pass-through call with no catalog price, a free MCP tool
       if (fixed === 0 || (fixed === null && (model === null || model.price === null))) return
-      const amount = fixed ?? worstCase(call, model as CatalogModel, body)
+      const amount = fixed ?? holdOf(model as CatalogModel, call.endpoint, call.protocol, body, defaultMaxTokens)
       const hold: Hold = { org: principal.org, amount }
       return then(store.balance.hold(hold.org, hold.amount, clock.now()), (ok) => {
         if (!ok) throw new InsufficientBalance({ org: hold.org })

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ContentBlocked, definePlugin, errorEvent, hasTokenInput, mapRequestText, mapResponseText, streamText, type ClientEvent, type StreamContext } from './api/index.js'
 // the guardrails' own helper, not part of the plugin API
-import { regexShape } from './api/regex-span.js'
+import { regexShape } from './guardrails/regex-span.js'
 
 // Gateway hooks: onAdmission (the request's text), onResponseBody and onStreamEvent (the
 // answer's text). Content rules: a regular expression, an action and where it applies.

@@ -20,6 +20,7 @@ import { responsesPassthrough } from '../plugins/translation/responses-passthrou
 import { maskCredentials, maskHeaders } from '../plugins/upstream/credentials.js'
 import { parseJson, type Answer } from '../plugins/upstream/dispatch.js'
 import type { Json, TranslateCtx, TranslatorPair } from '../plugins/translation/types.js'
+import { isObj } from '../plugins/kernel/json.js'
 
 // /passthrough/{provider}/*: a provider's own API (batches, files, audio, moderation, its model
 // list...) behind the gateway's keys, any method, request and answer streamed as they are. It is
@@ -135,7 +136,6 @@ function uploadOf (stream: Readable, limit: number, limitMb: number): Readable {
   return stream.pipe(out)
 }
 
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 const isStream = (v: unknown): v is Readable => typeof (v as Readable | undefined)?.pipe === 'function'
 
 /** The provider's answer headers the client gets: all but hop-by-hop ones and cookies (and the length, when the body may be re-sent). */

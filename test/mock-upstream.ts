@@ -7,9 +7,10 @@ import {
   type Completion, type OutputBlock, type RequestView, type ToolDef
 } from '../plugins/upstream/demo.js'
 import { buildResponse, ResponseWriter, type OutputPart, type ResponsesCtx } from '../plugins/translation/responses-output.js'
-import { flatName } from '../plugins/translation/responses-request.js'
+import { flatToolName } from '../plugins/kernel/tool-names.js'
 import { serialize } from '../plugins/translation/sse.js'
 import type { Json, Protocol, Usage } from '../plugins/translation/types.js'
+import { isObj } from '../plugins/kernel/json.js'
 
 // A real HTTP server on 127.0.0.1 that answers like the OpenAI Chat Completions, OpenAI Responses
 // (POST /v1/responses, for a provider that serves it natively), OpenAI embeddings and image
@@ -134,7 +135,6 @@ export interface MockOptions {
   keys?: { openai?: string | null, messages?: string | null, gemini?: string | null }
 }
 
-const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
 const objects = (v: unknown): Json[] => Array.isArray(v) ? v.filter(isObj) : []
 const chars = (v: unknown): number => JSON.stringify(v ?? null).length
 
@@ -364,7 +364,7 @@ export class MockUpstream {
     const usage: Usage = { prompt_tokens: c.usage.input + c.usage.cacheRead, cached_input_tokens: c.usage.cacheRead, completion_tokens: c.usage.output, cache_creation_input_tokens: 0, reasoning_tokens: 0 }
     const incomplete = c.stopReason === 'max_tokens' ? 'max_output_tokens' : null
     // the writer names a call back from the flat name the gateway would give a namespaced tool
-    const called = (name: string): string => { const ns = view.namespaces.get(name); return ns === undefined ? name : flatName(ns, name) }
+    const called = (name: string): string => { const ns = view.namespaces.get(name); return ns === undefined ? name : flatToolName(ns, name) }
     if (!view.stream) {
       const parts = c.blocks.flatMap((b): OutputPart[] => b.type === 'text' ? [{ kind: 'text', text: b.pieces.join('') }] : b.type === 'tool_use' ? [{ kind: 'call', id: b.id, name: called(b.name), arguments: b.pieces.join('') }] : [])
       return { status: 200, body: buildResponse(ctx, parts, incomplete, usage), headers }

@@ -1,6 +1,7 @@
 import type { ClientEvent, Endpoint } from './types.js'
 import type { Json } from '../translation/types.js'
 import type { CallProtocol } from './types.js'
+import { isObj } from '../kernel/json.js'
 
 // Where the text sits in each client protocol: what a user wrote in a request, what the model
 // wrote in a whole answer, and the text deltas of a streamed answer. For plugins that read or
@@ -8,8 +9,6 @@ import type { CallProtocol } from './types.js'
 // Only conversational text is visited: not tool schemas, not tool-call arguments, not images.
 
 type Rewrite = (text: string) => string
-
-const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
 
 /** Rewrites a content field: a string, or the `text` of its text parts (any of `types`). */
 function mapContent (holder: Json, field: string, fn: Rewrite, types: ReadonlySet<string>): void {

@@ -34,6 +34,8 @@ export {
 export { nanoToUsd, usdToNano } from '../kernel/money.js'
 /** A call's charge, and the upper bound of its input the balance plugin holds for. */
 export { chargeOf, costOf, estimatePromptTokens, worstCaseCharge } from '../gateway/billing.js'
+/** The most a call to a priced model can cost, read from its body as the translators read it (the balance's hold). */
+export { holdOf, serverTools } from '../gateway/holds.js'
 /** UTC quota windows and the tenants' quota rules. */
 export { amountOf, budgetScope, budgetStatus, limitOf, limitStatus, quotaLimit, quotaStatus, quotaWindow, QuotaRules, type QuotaRule, type QuotaStatus } from '../gateway/quota-windows.js'
 /** The rate-limit headers of a key with limits (OpenAI's and Anthropic's names). */

@@ -131,6 +131,8 @@ export interface CallOutcome {
   readonly usage: Readonly<Usage>
   /** True when some counts were estimated because the upstream never reported them. */
   readonly estimated: boolean
+  /** True when the upstream reported a count past the ceiling of one call (100M tokens, 10k images or tool uses), billed as the ceiling. */
+  readonly clamped?: boolean
   readonly costNano: number
   /** The cost by part (nano-dollars, summing to costNano) and the tier it billed at. */
   readonly costDetail: Readonly<CostDetail>

@@ -1,6 +1,7 @@
 import type { Price, Rates } from './catalog.js'
 import type { CostDetail } from '../store/types.js'
 import type { Usage } from '../translation/types.js'
+import { estimateTokens } from '../kernel/estimate.js'
 
 // The charge, exact in integer nano-dollars, follows the provider's price sheet:
 //   input tokens neither read from nor written to a cache   × input
@@ -65,9 +66,56 @@ export function costOf (usage: Usage | null, price: Price | null): CostDetail {
     output: (usage.completion_tokens - audioOut) * r.output + audioOut * (r.output_audio ?? r.output),
     images: images > 0 ? images * imagePrice(price, usage.image_size) : 0,
     per_request: price.per_request ?? 0,
-    tool_call: 0,
+    tool_call: usage.server_tools === undefined ? 0 : serverToolFees(usage.server_tools, price),
     tier: r.above ?? null
   }
+}
+
+/** The per-use fees of the tools the provider ran (web searches...), at the sheet's `server_tools` prices. */
+function serverToolFees (uses: Readonly<Record<string, number>>, price: Price): number {
+  let nano = 0
+  for (const kind in uses) nano += (uses[kind] ?? 0) * (price.server_tools?.get(kind) ?? 0)
+  return nano
+}
+
+// The most one call is billed for, whatever its upstream reports: a count past these is taken as
+// the ceiling (and logged), so that a charge stays an exact integer of nano-dollars.
+export const MAX_TOKENS_PER_CALL = 100_000_000
+export const MAX_IMAGES_PER_CALL = 10_000
+export const MAX_TOOL_USES_PER_CALL = 10_000
+
+const TOKEN_COUNTS = ['prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'cache_creation_input_tokens', 'cache_write_1h_tokens', 'reasoning_tokens', 'audio_input_tokens', 'audio_output_tokens'] as const
+
+/** A count held between 0 and `max`, a whole number: NaN and negatives are 0. */
+const within = (v: number, max: number): number => Number.isFinite(v) ? Math.min(max, Math.max(0, Math.floor(v))) : (v === Infinity ? max : 0)
+
+/**
+ * Usage an upstream reported, each count held to the ceilings above (a whole number between 0
+ * and the ceiling); `clamped` says whether any count was changed.
+ */
+export function boundUsage (usage: Usage): { usage: Usage, clamped: boolean } {
+  let out: Usage | null = null
+  const set = <K extends keyof Usage>(k: K, v: Usage[K]): void => { (out ??= { ...usage })[k] = v }
+  for (const k of TOKEN_COUNTS) {
+    const v = usage[k]
+    if (v === undefined) continue
+    const b = within(v, MAX_TOKENS_PER_CALL)
+    if (b !== v) set(k, b)
+  }
+  if (usage.images !== undefined) {
+    const b = within(usage.images, MAX_IMAGES_PER_CALL)
+    if (b !== usage.images) set('images', b)
+  }
+  if (usage.server_tools !== undefined) {
+    let tools: Record<string, number> | null = null
+    for (const kind in usage.server_tools) {
+      const v = usage.server_tools[kind] as number
+      const b = within(v, MAX_TOOL_USES_PER_CALL)
+      if (b !== v) (tools ??= { ...usage.server_tools })[kind] = b
+    }
+    if (tools !== null) set('server_tools', tools)
+  }
+  return out === null ? { usage, clamped: false } : { usage: out, clamped: true }
 }
 
 export function chargeOf (usage: Usage | null, price: Price | null): number {
@@ -85,10 +133,7 @@ export function worstCaseCharge (price: Price, tokens: number, images = 0): numb
   return tokens * rate + images * image + (price.per_request ?? 0)
 }
 
-/** A rough token count of text: about four characters a token, at least one for non-empty text. */
-export function estimateTokens (text: string): number {
-  return text === '' ? 0 : Math.max(1, Math.ceil(text.length / 4))
-}
+export { estimateTokens }
 
 export interface Settlement {
   usage: Usage
@@ -97,6 +142,8 @@ export interface Settlement {
   detail: CostDetail
   /** True when some counts were estimated because the upstream never reported them. */
   estimated: boolean
+  /** True when a count the upstream reported was past its ceiling (boundUsage) and billed as the ceiling. */
+  clamped?: boolean
 }
 
 export interface SettleInput {
@@ -110,6 +157,8 @@ export interface SettleInput {
   relayedText: string
   /** The client body, for estimating input when usage never came. */
   requestBody: unknown
+  /** Uses of server tools each call makes, counted when the upstream reports none (Chat Completions' `web_search_options` at an OpenAI provider). */
+  perCallTools?: Readonly<Record<string, number>>
 }
 
 /**
@@ -130,8 +179,15 @@ export function settle (call: SettleInput, price: Price | null): Settlement {
     const out = estimateTokens(call.relayedText)
     if (out > usage.completion_tokens) { usage = { ...usage, completion_tokens: out }; estimated = true }
   }
-  const detail = costOf(usage, price)
-  return { usage, cost: totalOf(detail), detail, estimated }
+  // uses billed per call that the upstream reports nowhere (Chat Completions' web search)
+  if (call.perCallTools !== undefined) {
+    let tools: Record<string, number> | null = null
+    for (const kind in call.perCallTools) if (usage.server_tools?.[kind] === undefined) (tools ??= { ...usage.server_tools })[kind] = call.perCallTools[kind] as number
+    if (tools !== null) usage = { ...usage, server_tools: tools }
+  }
+  const bounded = boundUsage(usage)
+  const detail = costOf(bounded.usage, price)
+  return { usage: bounded.usage, cost: totalOf(detail), detail, estimated, clamped: bounded.clamped }
 }
 
 // The text of a request's prompt (system, messages or input, instructions; Gemini's contents and
@@ -151,14 +207,16 @@ const NOT_TEXT = new Set(['data', 'thoughtSignature'])
  * Calls `fn` with every string inside the prompt fields of a request, skipping base64 payloads.
  * Iterative, so a hostile nesting depth cannot overflow the stack.
  */
-function visitText (body: unknown, fn: (text: string, key: string) => void, onObject?: (o: Record<string, unknown>) => void): void {
+function visitText (body: unknown, fn: (text: string, key: string) => void, onObject?: (o: Record<string, unknown>) => void, withTools = true): void {
   if (body === null || typeof body !== 'object') return
   // two stacks side by side rather than a pair per node: this runs at every admission
   const nodes: unknown[] = []
   const keys: string[] = []
   for (const field of PROMPT_FIELDS) { nodes.push((body as Record<string, unknown>)[field]); keys.push(field) }
-  nodes.push((body as Record<string, unknown>).tools)
-  keys.push('tools')
+  if (withTools) {
+    nodes.push((body as Record<string, unknown>).tools)
+    keys.push('tools')
+  }
   while (nodes.length > 0) {
     const node = nodes.pop()
     const key = keys.pop() as string
@@ -186,19 +244,73 @@ function tokenIds (body: unknown): number {
   return n
 }
 
-// An image costs at most about 1,600 input tokens on the providers we know of.
+// An image costs at most about 1,600 input tokens on the providers we know of: each resizes a
+// larger one before it counts it.
 const IMAGE_TOKENS = 1_600
 const IMAGE_TYPES = new Set(['image', 'image_url', 'input_image'])
-// a Gemini part's inlineData or fileData
-const isMedia = (v: unknown): boolean => v !== null && typeof v === 'object'
+// blocks whose size in tokens the gateway cannot read: audio, files, video, a document that is
+// no plain text (a PDF is pages of text and pictures, its bytes say neither)
+const UNSIZED_TYPES = new Set(['input_audio', 'audio', 'file', 'input_file', 'video_url', 'input_video', 'video'])
+// per message or block: the role and separator tokens a provider wraps each in
+const PER_OBJECT = 4
+// what a provider adds to the prompt of a call that declares tools (Anthropic's tool-use preamble is ~350)
+const TOOLS_PREAMBLE = 1_000
+// the fields of a request besides its prompt that a provider renders into the prompt, as JSON
+const JSON_FIELDS = ['tools', 'response_format', 'output_format', 'text'] as const
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v)
+
+/** The bytes of text as UTF-8: no tokenizer makes more tokens than bytes (a token is at least one). */
+const utf8 = (text: string): number => Buffer.byteLength(text, 'utf8')
+
+/** The tokens of a media or document block: a fixed allowance for an image, the text of a plain-text document, else unsized (Infinity). */
+function mediaTokens (o: Record<string, unknown>): number {
+  const type = o.type
+  if (typeof type === 'string') {
+    if (IMAGE_TYPES.has(type)) return IMAGE_TOKENS
+    if (UNSIZED_TYPES.has(type)) return Infinity
+    if (type === 'document') {
+      const source = isObject(o.source) ? o.source : undefined
+      // a plain-text document's text is counted where it stands (its `data`), its content blocks as blocks
+      if (source?.type === 'text' || source?.type === 'content') return 0
+      return Infinity
+    }
+    // a plain-text document's source: its text, which the visit skips as `data`
+    if (type === 'text' && typeof o.data === 'string') return utf8(o.data)
+  }
+  const inline = isObject(o.inlineData) ? o.inlineData : isObject(o.inline_data) ? o.inline_data : undefined
+  const file = isObject(o.fileData) ? o.fileData : isObject(o.file_data) ? o.file_data : undefined
+  const media = inline ?? file
+  if (media !== undefined) {
+    const mime = String(media.mimeType ?? media.mime_type ?? '').toLowerCase()
+    if (mime.startsWith('image/')) return IMAGE_TOKENS
+    // inline plain text: its decoded bytes
+    if (inline !== undefined && mime.startsWith('text/') && typeof inline.data === 'string') return Math.ceil(inline.data.length * 3 / 4)
+    return Infinity
+  }
+  return 0
+}
 
 /**
- * An upper bound of a request's input tokens, for holds: one token per character of text (a
- * token is rarely shorter), plus a fixed allowance per image. Base64 payloads are not counted as
- * text, since a provider counts an image by its size in pixels, not its bytes.
+ * An upper bound of a request's input tokens, for holds: one token per UTF-8 byte of text (no
+ * tokenizer makes more: dense scripts and emoji are several bytes a character), a few tokens per
+ * message or block, the tools and output schemas as the JSON they are, a fixed allowance per
+ * image (providers resize a large one before counting it), the text of plain-text documents.
+ * Infinity when the body holds a block whose size in tokens cannot be read from it (a PDF,
+ * audio, video, a file by reference): the caller bounds it otherwise (a model's context window).
  */
 export function estimatePromptTokens (body: unknown): number {
   let tokens = tokenIds(body)
-  visitText(body, (text) => { tokens += text.length }, (o) => { if (IMAGE_TYPES.has(o.type as string) || isMedia(o.inlineData) || isMedia(o.fileData)) tokens += IMAGE_TOKENS })
+  visitText(body, (text) => { tokens += utf8(text) }, (o) => { tokens += PER_OBJECT + mediaTokens(o) }, false)
+  if (isObject(body)) {
+    for (const field of JSON_FIELDS) {
+      const v = body[field]
+      if (v === undefined || v === null) continue
+      tokens += utf8(JSON.stringify(v))
+      if (field === 'tools' && Array.isArray(v) && v.length > 0) tokens += TOOLS_PREAMBLE
+    }
+    const g = body.generationConfig
+    if (isObject(g)) for (const k of ['responseSchema', 'responseJsonSchema', 'response_schema', 'response_json_schema']) if (g[k] !== undefined) tokens += utf8(JSON.stringify(g[k]))
+  }
   return tokens
 }

@@ -193,6 +193,17 @@ export class Call implements CallView, AttemptSink {
     return this.failure ?? (this.attempted ? 'upstream_error' : 'refused')
   }
 
+  /**
+   * Server tools billed per call and reported nowhere: Chat Completions' web search, when the
+   * body that reached an OpenAI-protocol provider asked for it (a translator to another protocol drops it).
+   */
+  private perCallTools (): Record<string, number> | undefined {
+    const body = this.requestBody
+    if (body === null || typeof body !== 'object' || (body as Record<string, unknown>).web_search_options == null || this._provider === null) return undefined
+    const provider = this.gateway.config.providers.find((p) => p.id === this._provider)
+    return provider?.protocol === 'openai' ? { web_search: 1 } : undefined
+  }
+
   /** Ends the call on the error answer about to be sent with `httpStatus`. */
   endOnError (httpStatus: number): Promise<void> | undefined {
     return this.end({ status: this.statusOnError(), httpStatus })
@@ -215,7 +226,8 @@ export class Call implements CallView, AttemptSink {
       ? { usage: { ...this._pluginAnswer.usage }, cost: 0, detail: ZERO_COST, estimated: false }
       : this._fixedCost !== null
         ? { usage: { ...ZERO_USAGE }, cost: billed ? this._fixedCost : 0, detail: { ...ZERO_COST, tool_call: billed ? this._fixedCost : 0 }, estimated: false }
-        : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody }, price)
+        : settle({ billed, usage: reported, complete: how.complete === true, relayedText: progress?.relayedText() ?? '', requestBody: this.requestBody, perCallTools: this.perCallTools() }, price)
+    if ('clamped' in s && s.clamped === true) this.request.log.warn({ reported, billed: s.usage }, 'the upstream reported usage past the ceilings of one call: billed at the ceilings')
     const outcome: CallOutcome = Object.freeze({
       traceId: this.request.id,
       endpoint: this._endpoint,
@@ -231,6 +243,7 @@ export class Call implements CallView, AttemptSink {
       billed,
       usage: Object.freeze(s.usage),
       estimated: s.estimated,
+      clamped: 'clamped' in s && s.clamped === true,
       costNano: s.cost,
       costDetail: Object.freeze(s.detail),
       cacheHit: hit,

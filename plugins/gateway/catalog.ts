@@ -28,6 +28,8 @@ export interface Price extends Rates {
   per_request?: number
   /** Per image generated: the price for a request's `size` (`default` for any other size). */
   per_image?: ReadonlyMap<string, number>
+  /** Per use of a tool the provider runs (web_search, code_execution...), by its kind. */
+  server_tools?: ReadonlyMap<string, number>
 }
 
 /** A rate sheet's rates in nano-dollars per token, each default applied (the billing rule, docs/api.md). */
@@ -58,6 +60,7 @@ export function priceOf (pricing: PricingConfig | undefined): Price | null {
       ? [['default', usdToNano(pricing.per_image)]]
       : Object.entries(pricing.per_image).map(([size, usd]) => [size, usdToNano(usd)]))
   }
+  if (pricing.server_tools !== undefined) price.server_tools = new Map(Object.entries(pricing.server_tools).map(([kind, usd]) => [kind, usdToNano(usd)]))
   return price
 }
 

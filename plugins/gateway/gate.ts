@@ -1,7 +1,8 @@
 import type { AdmissionContext, Gateway, Principal } from '../api/index.js'
 import { reachableProviders, type BodyObjects } from './body-objects.js'
 import type { CatalogModel, ModelKind } from './catalog.js'
-import { McpToolNotFound, ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, type GatewayError } from '../kernel/errors.js'
+import { McpToolNotFound, ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, ServerToolUnpriced, type GatewayError } from '../kernel/errors.js'
+import { DEFAULT_SERVER_TOOL_USES, serverTools, unpricedServerTools } from './holds.js'
 import { runSeriesUntil } from './hooks.js'
 import { callTags } from './tags.js'
 import type { Pipe } from './pipeline.js'
@@ -117,6 +118,44 @@ function tagHeader (name: string): string {
 }
 
 /**
+ * A tool the provider runs itself and bills per use (a web search, code execution) is called only
+ * on a model whose price sheet names its per-use price (`pricing.server_tools`): else 400
+ * `server_tool_unpriced`, and nothing is sent, since the gateway could neither hold for it nor
+ * charge it. Only where it can reach a provider that runs it: a pass-through call, or a provider
+ * of the client's own protocol (translation to another protocol drops a server tool, and says so
+ * in Dropped-Params).
+ */
+function refuseUnpricedTools (p: Pipe, model: CatalogModel | null, body: Json): void {
+  if (body.tools === undefined && body.web_search_options === undefined) return
+  const tools = serverTools(body)
+  if (tools.size === 0) return
+  const unpriced = unpricedServerTools(tools, model?.price ?? null)
+  if (unpriced.length > 0 && reachesServerTools(p, model)) throw new ServerToolUnpriced({ tool: unpriced[0] as string, model: model?.id ?? String(body.model ?? '') })
+  if (p.call.protocol === 'messages') capServerTools(body)
+}
+
+/** Anthropic's searches and fetches without a `max_uses` get the cap the hold counts them at, so that the provider keeps to it. */
+function capServerTools (body: Json): void {
+  if (!Array.isArray(body.tools)) return
+  for (const tool of body.tools as unknown[]) {
+    if (tool === null || typeof tool !== 'object') continue
+    const t = tool as Json
+    if (typeof t.type === 'string' && /^web_(search|fetch)_\d{8}$/.test(t.type) && t.max_uses === undefined) t.max_uses = DEFAULT_SERVER_TOOL_USES
+  }
+}
+
+/** Whether a call's body goes to a provider as the client wrote it (its server tools with it): pass-through, or a provider of the client's protocol. */
+function reachesServerTools (p: Pipe, model: CatalogModel | null): boolean {
+  const { call } = p
+  if (call.endpoint === 'passthrough' || model === null) return true
+  const client = call.protocol
+  return model.providers.some((id) => {
+    const provider = p.gateway.config.providers.find((c) => c.id === id)
+    return provider === undefined || provider.protocol === client || (client === 'responses' && provider.responses === true)
+  })
+}
+
+/**
  * Runs the admission hooks (which may change the body, or refuse the call by throwing) and
  * resolves with the body as they left it. `model` is null only for a pass-through call that
  * names no model (a provider's file or batch listing). `answerable`: a plugin may answer the call
@@ -126,6 +165,7 @@ export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerab
   const { call } = p
   const names = p.gateway.headers
   call.tagged(callTags(p.request.headers, tagHeader(names.tags), names.tags, call.endpoint, body))
+  if (call.billable) refuseUnpricedTools(p, model, body)
   call.admittedBody(body)
   if (p.hooks.onAdmission.length === 0) return body
   const ctx: AdmissionContext = {

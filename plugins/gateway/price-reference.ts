@@ -42,6 +42,9 @@ const TOKEN_KEYS = { input_mtok: 'input', cache_read_mtok: 'cached_input', cache
 type TokenField = typeof TOKEN_KEYS[keyof typeof TOKEN_KEYS]
 const TOKEN_FIELDS = Object.values(TOKEN_KEYS)
 
+// The database's per-thousand prices of tools a provider runs, as the kinds of `pricing.server_tools`.
+const SERVER_TOOL_KEYS = new Map([['web_searches_kcount', 'web_search'], ['storage_searches_kcount', 'file_search']])
+
 const isTiered = (v: unknown): v is TieredPrices => typeof v === 'object' && v !== null && 'tiers' in v
 const baseOf = (v: number | TieredPrices): number => isTiered(v) ? v.base : v
 /** A tiered value's price for a prompt that exceeds `above` (the base below its first tier). */
@@ -85,6 +88,11 @@ export function referencePricing (mp: ModelPrice, contextLength: number): Refere
     } else if (key === 'requests_kcount' && typeof value === 'number') {
       pricing.per_request = value / 1000
       exact.set('per_request', value / 1000)
+    } else if (SERVER_TOOL_KEYS.has(key) && typeof value === 'number') {
+      // a tool the provider runs, priced per use: what lets a call ask for it
+      const kind = SERVER_TOOL_KEYS.get(key) as string
+      pricing.server_tools = { ...pricing.server_tools, [kind]: value / 1000 }
+      exact.set(`server_tools.${kind}`, value / 1000)
     } else {
       ignored.push(`${key} ${isTiered(value) ? JSON.stringify(value) : String(value)}`)
     }
@@ -103,10 +111,11 @@ export function referencePricing (mp: ModelPrice, contextLength: number): Refere
     }
     return tier
   })
-  const { per_request: perRequest, ...rates } = pricing
+  const { per_request: perRequest, server_tools: serverTools, ...rates } = pricing
   const out: PricingConfig = { input: 0, ...rates }
   if (tiers.length > 0) out.tiers = tiers
   if (perRequest !== undefined) out.per_request = perRequest
+  if (serverTools !== undefined) out.server_tools = serverTools
   return { pricing: out, exact, ignored }
 }
 
@@ -361,5 +370,9 @@ function compare (m: ModelConfig, pricing: PricingConfig, mp: ModelPrice, source
   }
   const requests = typeof mp.requests_kcount === 'number' ? mp.requests_kcount / 1000 : 0
   if ((price.per_request ?? 0) !== usdToNano(requests)) out.push({ model: m.id, field: 'per_request', catalog: nanoToUsd(price.per_request ?? 0), reference: usdText(requests), source })
+  // a web search price the catalog names (none: the model's calls cannot ask for one)
+  const search = price.server_tools?.get('web_search')
+  const searches = typeof mp.web_searches_kcount === 'number' ? mp.web_searches_kcount / 1000 : undefined
+  if (search !== undefined && search !== usdToNano(searches ?? 0)) out.push({ model: m.id, field: 'server_tools.web_search', catalog: nanoToUsd(search), reference: searches === undefined ? 'none' : usdText(searches), source })
   return out
 }

@@ -1,6 +1,7 @@
 import type { ProviderConfig } from '../../config/schema.js'
 import type { Json } from '../translation/types.js'
 import type { Classified } from './passthrough-target.js'
+import { isObj } from '../kernel/json.js'
 
 // What a pass-through call reaches of the objects a provider keeps for the operator's account
 // (files, uploads, batches, vector stores, fine-tuning jobs, cached contents...): the gateway
@@ -169,7 +170,6 @@ export function objectAccess (protocol: Protocol, method: string, c: Classified)
 /** The longest id the gateway records: a provider's are far shorter. */
 const MAX_ID = 256
 
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 const isId = (v: unknown): v is string => typeof v === 'string' && v !== '' && v.length <= MAX_ID
 
 /** The strings at `path` in `value` (`*`: each element of an array). */

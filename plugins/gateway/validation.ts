@@ -5,6 +5,7 @@ import { firstProblem } from '../kernel/schema-check.js'
 import { fileType } from '../translation/gemini-request.js'
 import type { Json, Protocol } from '../translation/types.js'
 import { geminiPartObjects, type BodyObjects } from './body-objects.js'
+import { isObj } from '../kernel/json.js'
 
 // Checks made before anything is forwarded (docs/api.md), as pure functions of the client's body
 // and the catalog model. A body's shape is its schema's (./request-schemas.ts); what is checked
@@ -59,7 +60,6 @@ const supports = (model: CatalogModel, protocol: Protocol, key: string): boolean
     ? (RESPONSES_ALIASES[key] as readonly string[]).some((name) => model.supportedParameters.has(name))
     : model.supportedParameters.has(key)
 
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 const given = (v: unknown): boolean => v !== undefined && v !== null
 
 /**

@@ -78,6 +78,7 @@ export const NotEmbeddingModel = define('not_embedding_model', { status: 400, co
 export const NotImageModel = define('not_image_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
 export const NotChatModel = define('not_chat_model', { status: 400, code: 'wrong_model_kind', openaiType: 'invalid_request_error', retry: false })
 export const NoImageGenerated = define('no_image_generated', { status: 400, code: 'no_image_generated', openaiType: 'invalid_request_error', retry: false })
+export const ServerToolUnpriced = define('server_tool_unpriced', { status: 400, code: 'server_tool_unpriced', openaiType: 'invalid_request_error', messagesType: 'invalid_request_error', retry: false })
 export const UnsupportedOnUpstream = define('unsupported_on_upstream', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const NoStoredHistory = define('no_stored_history', { status: 400, openaiType: 'invalid_request_error', retry: false })
 export const NoBackground = define('no_background', { status: 400, openaiType: 'invalid_request_error', retry: false })

@@ -6,7 +6,7 @@ import { systemClock, type Clock } from '../kernel/clock.js'
 import { usdToNano } from '../kernel/money.js'
 import { maskJson } from '../upstream/credentials.js'
 import { McpLink, ServerUnavailable, type ToolCallOptions } from './link.js'
-import { exposedName } from './names.js'
+import { flatToolName } from '../kernel/tool-names.js'
 import { capBytes } from './result-cap.js'
 import { serverSecrets } from './secrets.js'
 import { TenantSessions } from './sessions.js'
@@ -144,7 +144,7 @@ export class McpServers {
   }
 
   private targetOf (link: McpLink, name: string): ToolTarget {
-    return { link, name, exposed: exposedName(link.id, name), ref: `${link.id}/${name}`, priceNano: this.prices.get(link.id) ?? 0, timeoutMs: link.timeoutMs }
+    return { link, name, exposed: flatToolName(link.id, name), ref: `${link.id}/${name}`, priceNano: this.prices.get(link.id) ?? 0, timeoutMs: link.timeoutMs }
   }
 
   /**

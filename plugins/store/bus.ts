@@ -1,13 +1,12 @@
 import { asChange } from './tenants.js'
 import type { BusTopic, BusTopics, PeerBus } from './types.js'
 import type { MaybePromise } from '../kernel/maybe-promise.js'
+import { isObj } from '../kernel/json.js'
 
 /** How long a broadcast waits for a peer that does not answer. */
 export const BUS_WAIT_MS = 1000
 
 type Handler<T extends BusTopic> = (message: BusTopics[T]) => MaybePromise<void>
-
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
 
 /**
  * Each topic's message as it must arrive: a message comes from another process (through the

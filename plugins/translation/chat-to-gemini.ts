@@ -1,13 +1,14 @@
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
+import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { joinText, parseToolArguments } from './content.js'
-import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
-import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, type Piece, type ToolSpec } from './gemini-upstream.js'
+import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toOpenAIUsage } from './usage.js'
+import { CHAT_FIELDS } from './tables/chat.js'
+import { readChatTurns } from './chat-request.js'
 
 // An OpenAI Chat Completions client in front of a Gemini upstream (generateContent). Thoughts
 // have no place in a chat answer and are left out; the thought signature of a function call
@@ -17,52 +18,8 @@ type FinishReason = ChatCompletion.Choice['finish_reason']
 
 const FINISH: Record<Finish, FinishReason> = { stop: 'stop', tool: 'tool_calls', length: 'length', filter: 'content_filter' }
 
-// Every field of a Chat Completions request, and what this pair does with it. `top_k` reaches
-// the pair only when the model lists it.
-const FIELDS: Record<keyof ChatCompletionCreateParamsBase | 'top_k' | 'thinking', Fate> = {
-  messages: 'mapped',
-  model: 'mapped',
-  stream: 'mapped',
-  stream_options: 'mapped',
-  max_completion_tokens: 'mapped',
-  max_tokens: 'mapped',
-  n: 'mapped',
-  stop: 'mapped',
-  temperature: 'mapped',
-  top_p: 'mapped',
-  top_k: 'mapped',
-  presence_penalty: 'mapped',
-  frequency_penalty: 'mapped',
-  seed: 'mapped',
-  response_format: 'mapped',
-  reasoning_effort: 'mapped',
-  tools: 'mapped',
-  tool_choice: 'mapped',
-  parallel_tool_calls: 'mapped',
-  audio: 'dropped',
-  function_call: 'dropped',
-  functions: 'dropped',
-  logit_bias: 'dropped',
-  logprobs: 'dropped',
-  metadata: 'dropped',
-  modalities: 'dropped',
-  moderation: 'dropped',
-  prediction: 'dropped',
-  prompt_cache_key: 'dropped',
-  prompt_cache_options: 'dropped',
-  prompt_cache_retention: 'dropped',
-  safety_identifier: 'dropped',
-  service_tier: 'dropped',
-  store: 'dropped',
-  thinking: 'dropped',
-  top_logprobs: 'dropped',
-  user: 'dropped',
-  verbosity: 'dropped',
-  web_search_options: 'dropped'
-}
-
-// Reasoning efforts as thinking budgets, the ones Google's own OpenAI-compatible endpoint uses.
-export const BUDGET: ReadonlyMap<string, number> = new Map([['none', 0], ['minimal', 512], ['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768]])
+// The fate of each Chat Completions field toward a Gemini upstream.
+const FIELDS = column(CHAT_FIELDS, 'gemini')
 
 function optNumber (v: unknown, field: string): number | undefined {
   if (v === undefined || v === null) return undefined
@@ -180,7 +137,7 @@ function generationConfig (body: Json, dropped: Dropped): Json {
   }
   const effort = optText(body.reasoning_effort, 'reasoning_effort')
   if (effort !== undefined) {
-    const budget = BUDGET.get(effort)
+    const budget = THINKING_BUDGET.get(effort)
     if (budget === undefined) dropped.add('reasoning_effort')
     else config.thinkingConfig = { thinkingBudget: budget }
   }
@@ -191,52 +148,25 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const dropped = new Dropped()
   const system: string[] = []
   const contents = new ContentsBuilder()
-  // tool calls dropped with their custom tools: their results go too
-  const droppedCalls = new Set<string>()
-  for (const [i, raw] of list(body.messages, 'messages').entries()) {
-    const at = `messages[${i}]`
-    const m = entry(raw, at)
-    if (m.name !== undefined && m.name !== null && m.role !== 'function') dropped.add('messages.name')
-    switch (m.role) {
+  for (const turn of readChatTurns(body.messages, dropped)) {
+    switch (turn.role) {
       case 'system':
-      case 'developer': {
-        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
-        if (t !== '') system.push(t)
+        system.push(turn.text)
         break
-      }
       case 'user':
-        contents.push('user', userParts(m.content, `${at}.content`, ctx))
+        contents.push('user', userParts(turn.content, turn.at, ctx))
         break
       case 'assistant': {
         const parts: Json[] = []
-        const t = joinText(m.content ?? '', `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
+        const t = turn.texts.join('\n')
         if (t !== '') parts.push({ text: t })
-        for (const [j, rawCall] of list(m.tool_calls, `${at}.tool_calls`).entries()) {
-          const cat = `${at}.tool_calls[${j}]`
-          const call = entry(rawCall, cat)
-          if (call.type === 'custom') {
-            dropped.add('messages.tool_calls.custom')
-            if (typeof call.id === 'string') droppedCalls.add(call.id)
-            continue
-          }
-          const fn = entry(call.function, `${cat}.function`)
-          parts.push(contents.call(text(call.id, `${cat}.id`), text(fn.name, `${cat}.function.name`), parseToolArguments(fn.arguments)))
-        }
-        for (const key of ['refusal', 'audio', 'function_call']) if (m[key] !== undefined && m[key] !== null) dropped.add(`messages.${key}`)
+        for (const call of turn.calls) parts.push(contents.call(call.id, call.name, call.input))
         contents.push('model', parts)
         break
       }
-      case 'tool': {
-        const id = text(m.tool_call_id, `${at}.tool_call_id`)
-        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
-        if (!droppedCalls.has(id)) contents.push('user', [contents.result(id, `${at}.tool_call_id`, { output: t })])
+      case 'tool':
+        contents.push('user', [contents.result(turn.id, turn.at, { output: turn.text })])
         break
-      }
-      case 'function':
-        dropped.add('messages.function')
-        break
-      default:
-        throw new InvalidField({ field: `${at}.role`, reason: 'must be system, developer, user, assistant, tool or function' })
     }
   }
 

@@ -1,12 +1,14 @@
-import type { Base64ImageSource, ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
+import type { ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
+import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { joinText, parseToolArguments, textParts } from './content.js'
-import { Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { messagesImageSource } from './content.js'
+import { column, Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { upstreamMessage } from './passthrough.js'
 import { DONE, frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toOpenAIUsage, usageFromMessages } from './usage.js'
+import { CHAT_FIELDS } from './tables/chat.js'
+import { readChatTurns } from './chat-request.js'
 
 // An OpenAI Chat Completions client in front of a Messages upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).
@@ -25,51 +27,8 @@ export const FINISH_REASON: ReadonlyMap<string, FinishReason> = new Map<string, 
 
 const finishOf = (stop: unknown): FinishReason => (typeof stop === 'string' ? FINISH_REASON.get(stop) : undefined) ?? 'stop'
 
-// Every field of a Chat Completions request, and what this pair does with it. `top_k` and
-// `thinking` are Messages fields some OpenAI-style clients send; they reach the pair only when
-// the model lists them, and go up as they are.
-const FIELDS: Record<keyof ChatCompletionCreateParamsBase | 'top_k' | 'thinking', Fate> = {
-  messages: 'mapped',
-  model: 'mapped',
-  max_completion_tokens: 'mapped',
-  max_tokens: 'mapped',
-  n: 'mapped',
-  stop: 'mapped',
-  user: 'mapped',
-  safety_identifier: 'mapped',
-  metadata: 'mapped',
-  tools: 'mapped',
-  tool_choice: 'mapped',
-  parallel_tool_calls: 'mapped',
-  response_format: 'mapped',
-  reasoning_effort: 'mapped',
-  service_tier: 'mapped',
-  stream_options: 'mapped', // include_usage is ctx.includeUsage; include_obfuscation pads nothing here
-  stream: 'passed',
-  temperature: 'passed',
-  top_p: 'passed',
-  top_k: 'passed',
-  thinking: 'passed',
-  audio: 'dropped',
-  frequency_penalty: 'dropped',
-  function_call: 'dropped',
-  functions: 'dropped',
-  logit_bias: 'dropped',
-  logprobs: 'dropped',
-  modalities: 'dropped',
-  moderation: 'dropped',
-  prediction: 'dropped',
-  presence_penalty: 'dropped',
-  prompt_cache_key: 'dropped',
-  prompt_cache_options: 'dropped',
-  prompt_cache_retention: 'dropped',
-  seed: 'dropped',
-  store: 'dropped',
-  top_logprobs: 'dropped',
-  verbosity: 'dropped',
-  // a server-side search the gateway would not meter
-  web_search_options: 'dropped'
-}
+// The fate of each Chat Completions field toward a Messages upstream.
+const FIELDS = column(CHAT_FIELDS, 'messages')
 
 // OpenAI reasoning efforts → Messages output_config.effort. `none` is left out on purpose: a
 // Messages model reasons only when `thinking` asks it to, so no effort already means none.
@@ -85,15 +44,8 @@ const EFFORT = new Map<string, NonNullable<OutputConfig['effort']>>([
 // `default` is the standard tier on both sides; flex, scale and priority have no Messages equivalent.
 const SERVICE_TIER = new Map<string, NonNullable<MessageCreateParamsBase['service_tier']>>([['auto', 'auto'], ['default', 'standard_only']])
 
-const IMAGE_TYPES: ReadonlySet<string> = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp'])
-const isImageType = (s: string): s is Base64ImageSource['media_type'] => IMAGE_TYPES.has(s)
-
 function imageBlock (url: string, field: string): ContentBlockParam {
-  const m = /^data:([^;,]+);base64,(.*)$/s.exec(url)
-  if (m === null) return { type: 'image', source: { type: 'url', url } }
-  const [, mediaType = '', data = ''] = m
-  if (!isImageType(mediaType)) throw new InvalidField({ field, reason: 'must be a JPEG, PNG, GIF or WebP image' })
-  return { type: 'image', source: { type: 'base64', media_type: mediaType, data } }
+  return { type: 'image', source: messagesImageSource(url, field) }
 }
 
 /** A user's OpenAI content (string or parts) → Messages blocks; empty text is dropped (Anthropic refuses it). */
@@ -211,57 +163,29 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const dropped = new Dropped()
   const system: string[] = []
   const turns: Array<{ role: 'user' | 'assistant', content: ContentBlockParam[] }> = []
-  // tool calls dropped with their custom tools: their results go too
-  const droppedCalls = new Set<string>()
   const push = (role: 'user' | 'assistant', content: ContentBlockParam[]): void => {
     if (content.length === 0) return
     const last = turns[turns.length - 1]
     if (last !== undefined && last.role === role) last.content.push(...content)
     else turns.push({ role, content: [...content] })
   }
-  for (const [i, raw] of list(body.messages, 'messages').entries()) {
-    const at = `messages[${i}]`
-    const m = entry(raw, at)
-    if (m.name !== undefined && m.name !== null && m.role !== 'function') dropped.add('messages.name')
-    switch (m.role) {
+  for (const turn of readChatTurns(body.messages, dropped)) {
+    switch (turn.role) {
       case 'system':
-      case 'developer': {
-        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
-        if (t !== '') system.push(t)
+        system.push(turn.text)
         break
-      }
       case 'user':
-        push('user', userBlocks(m.content, `${at}.content`, ctx))
+        push('user', userBlocks(turn.content, turn.at, ctx))
         break
       case 'assistant': {
-        const texts = textParts(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
-        const content: ContentBlockParam[] = texts.filter((t) => t !== '').map((t) => ({ type: 'text', text: t }))
-        for (const [j, rawCall] of list(m.tool_calls, `${at}.tool_calls`).entries()) {
-          const cat = `${at}.tool_calls[${j}]`
-          const call = entry(rawCall, cat)
-          if (call.type === 'custom') {
-            dropped.add('messages.tool_calls.custom')
-            if (typeof call.id === 'string') droppedCalls.add(call.id)
-            continue
-          }
-          const fn = entry(call.function, `${cat}.function`)
-          content.push({ type: 'tool_use', id: text(call.id, `${cat}.id`), name: text(fn.name, `${cat}.function.name`), input: parseToolArguments(fn.arguments) })
-        }
-        for (const key of ['refusal', 'audio', 'function_call']) if (m[key] !== undefined && m[key] !== null) dropped.add(`messages.${key}`)
+        const content: ContentBlockParam[] = turn.texts.filter((t) => t !== '').map((t) => ({ type: 'text', text: t }))
+        for (const call of turn.calls) content.push({ type: 'tool_use', id: call.id, name: call.name, input: call.input })
         push('assistant', content)
         break
       }
-      case 'tool': {
-        const id = text(m.tool_call_id, `${at}.tool_call_id`)
-        const t = joinText(m.content, `${at}.content`, (p) => dropped.add(`messages.${kindOf(p.type)}`))
-        if (!droppedCalls.has(id)) push('user', [{ type: 'tool_result', tool_use_id: id, content: t }])
+      case 'tool':
+        push('user', [{ type: 'tool_result', tool_use_id: turn.id, content: turn.text }])
         break
-      }
-      case 'function':
-        dropped.add('messages.function')
-        break
-      default:
-        throw new InvalidField({ field: `${at}.role`, reason: 'must be system, developer, user, assistant, tool or function' })
     }
   }
   // tool results lead their user turn (Anthropic wants them before any text)

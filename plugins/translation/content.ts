@@ -1,3 +1,4 @@
+import { InvalidField } from '../kernel/errors.js'
 import { entry, list, text } from './fields.js'
 import type { Json } from './types.js'
 
@@ -39,3 +40,25 @@ export function textParts (content: unknown, field: string, other: (part: Json) 
 
 /** textParts joined by newlines, as textOf joins them. */
 export const joinText = (content: unknown, field: string, other: (part: Json) => void): string => textParts(content, field, other).join('\n')
+
+/** A `data:` URL carrying base64 (`data:image/png;base64,…`): its media type and data; null for any other URL. */
+export function dataUrl (url: string): { mediaType: string, data: string } | null {
+  const m = /^data:([^;,]+);base64,(.*)$/s.exec(url)
+  return m === null ? null : { mediaType: m[1] ?? '', data: m[2] ?? '' }
+}
+
+/** The image types a Messages upstream takes inline. */
+export type MessagesImageType = 'image/jpeg' | 'image/png' | 'image/gif' | 'image/webp'
+const MESSAGES_IMAGE_TYPES: ReadonlySet<string> = new Set<MessagesImageType>(['image/jpeg', 'image/png', 'image/gif', 'image/webp'])
+export const isMessagesImageType = (s: string): s is MessagesImageType => MESSAGES_IMAGE_TYPES.has(s)
+
+/**
+ * An image URL as a Messages image source: a data: URL inline (a JPEG, PNG, GIF or WebP image,
+ * anything else a 400 naming `field`), any other URL by reference.
+ */
+export function messagesImageSource (url: string, field: string): { type: 'url', url: string } | { type: 'base64', media_type: MessagesImageType, data: string } {
+  const inline = dataUrl(url)
+  if (inline === null) return { type: 'url', url }
+  if (!isMessagesImageType(inline.mediaType)) throw new InvalidField({ field, reason: 'must be a JPEG, PNG, GIF or WebP image' })
+  return { type: 'base64', media_type: inline.mediaType, data: inline.data }
+}

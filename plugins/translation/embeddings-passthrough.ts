@@ -1,4 +1,5 @@
-import { embeddingUsage, geminiEmbedTokens, geminiRequests, contentText, estimateTextTokens, geminiModelRef } from './embeddings.js'
+import { estimateTokens } from '../kernel/estimate.js'
+import { embeddingUsage, geminiEmbedTokens, geminiRequests, contentText, geminiModelRef } from './embeddings.js'
 import { geminiPassthrough } from './gemini-passthrough.js'
 import { geminiPath } from './gemini.js'
 import { openaiPassthrough } from './passthrough.js'
@@ -39,7 +40,7 @@ export const geminiEmbedPassthrough: WholePair = {
   },
   response (body: Json, ctx) {
     const reported = geminiEmbedTokens(body)
-    const estimate = (): number => geminiRequests(ctx.clientRequest ?? {}).reduce((n, r) => n + estimateTextTokens(contentText(r.content)), 0)
+    const estimate = (): number => geminiRequests(ctx.clientRequest ?? {}).reduce((n, r) => n + estimateTokens(contentText(r.content)), 0)
     return { body: null, usage: embeddingUsage(reported ?? estimate()) }
   },
   error: geminiPassthrough.error

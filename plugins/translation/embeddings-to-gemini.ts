@@ -1,5 +1,6 @@
+import { estimateTokens } from '../kernel/estimate.js'
 import { errorBody, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { embeddingInputs, embeddingUsage, estimateTextTokens, geminiEmbedTokens, geminiModelRef, numbers, openaiList } from './embeddings.js'
+import { embeddingInputs, embeddingUsage, geminiEmbedTokens, geminiModelRef, numbers, openaiList } from './embeddings.js'
 import { Dropped, isObj, sortFields, type Fate } from './fields.js'
 import { geminiPath, googleError } from './gemini.js'
 import { upstreamMessage } from './passthrough.js'
@@ -34,7 +35,7 @@ export const embeddingsToGemini: WholePair = {
     const embeddings = Array.isArray(body.embeddings) ? body.embeddings : []
     const vectors = embeddings.map((e) => numbers(isObj(e) ? e.values : undefined))
     const request = ctx.clientRequest ?? {}
-    const tokens = geminiEmbedTokens(body) ?? embeddingInputs(request.input).reduce((n, i) => n + (typeof i === 'string' ? estimateTextTokens(i) : i.length), 0)
+    const tokens = geminiEmbedTokens(body) ?? embeddingInputs(request.input).reduce((n, i) => n + (typeof i === 'string' ? estimateTokens(i) : i.length), 0)
     return { body: openaiList(vectors, request.encoding_format, ctx.model, tokens), usage: embeddingUsage(tokens) }
   },
   error: (status, body) => errorBody('openai', { status, message: upstreamMessage(status, googleError(body)) })

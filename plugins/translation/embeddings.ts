@@ -179,7 +179,6 @@ export function openaiList (vectors: number[][], format: unknown, model: string,
 export const embeddingUsage = (promptTokens: number): Usage => ({ prompt_tokens: promptTokens, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 })
 
 /** An estimate of a text's tokens where the upstream reports none: about four characters a token. */
-export const estimateTextTokens = (text: string): number => text === '' ? 0 : Math.max(1, Math.ceil(text.length / 4))
 
 /** A Gemini embedding answer's token count, when it reports one (usageMetadata.promptTokenCount). */
 export function geminiEmbedTokens (body: Json): number | null {

@@ -1,4 +1,5 @@
 import { InvalidField } from '../kernel/errors.js'
+import { isObj } from '../kernel/json.js'
 import type { Json } from './types.js'
 
 // What a cross-protocol pair does with each field of a client request, and readers for bodies
@@ -8,7 +9,7 @@ import type { Json } from './types.js'
 /** mapped: the pair translates it; passed: sent upstream as it is; dropped: no equivalent, reported. */
 export type Fate = 'mapped' | 'passed' | 'dropped'
 
-export const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
+export { isObj }
 
 const absent = (v: unknown): v is null | undefined => v === undefined || v === null
 
@@ -44,6 +45,13 @@ export class Dropped {
   list (): string[] {
     return [...this.names].sort()
   }
+}
+
+/** One upstream protocol's column of a protocol's field table: the fates a pair toward it sorts a body by. */
+export function column<F extends string, U extends string> (table: Readonly<Record<F, Readonly<Record<U, Fate>>>>, upstream: U): Readonly<Record<F, Fate>> {
+  const out = {} as Record<F, Fate>
+  for (const field of Object.keys(table) as F[]) out[field] = table[field][upstream]
+  return out
 }
 
 /**
@@ -100,6 +108,13 @@ export function optText (v: unknown, field: string): string | undefined {
 export function optBoolean (v: unknown, field: string): boolean | undefined {
   if (absent(v)) return undefined
   if (typeof v !== 'boolean') throw new InvalidField({ field, reason: 'must be a boolean' })
+  return v
+}
+
+/** A number the pair may read: absent → undefined, else a finite number. */
+export function optNumber (v: unknown, field: string): number | undefined {
+  if (absent(v)) return undefined
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidField({ field, reason: 'must be a number' })
   return v
 }
 

@@ -1,6 +1,7 @@
 import { errorBody, geminiStatusFor } from '../kernel/errors.js'
 import { isObj } from './fields.js'
-import { geminiPath, geminiUpstreamPath, googleError, usageFromGemini } from './gemini.js'
+import { geminiAnswerToolUses, geminiPath, geminiToolUses, geminiUpstreamPath, googleError, usageFromGemini } from './gemini.js'
+import { withServerTools } from './usage.js'
 import { upstreamMessage } from './passthrough.js'
 import type { Json, SseEvent, StreamMapper, TranslatorPair, Usage } from './types.js'
 
@@ -19,6 +20,9 @@ function parse (data: string): Json | null {
 
 function stream (): StreamMapper {
   let usage: Usage | null = null
+  // per candidate, the tools Google ran for it (each chunk's metadata is the candidate's so far)
+  const tools = new Map<number, Record<string, number>>()
+  const code = new Map<number, number>()
   // per candidate, whether it has finished
   const ended = new Map<unknown, boolean>()
   const text: string[] = []
@@ -30,6 +34,9 @@ function stream (): StreamMapper {
       for (const [i, c] of (Array.isArray(chunk.candidates) ? chunk.candidates : []).entries()) {
         if (!isObj(c)) continue
         const index = typeof c.index === 'number' ? c.index : i
+        const ran = geminiToolUses({ groundingMetadata: c.groundingMetadata, urlContextMetadata: c.urlContextMetadata })
+        if (ran !== null) tools.set(index, { ...tools.get(index), ...ran })
+        for (const p of isObj(c.content) && Array.isArray(c.content.parts) ? c.content.parts : []) if (isObj(p) && isObj(p.executableCode)) code.set(index, (code.get(index) ?? 0) + 1)
         if (!ended.get(index)) ended.set(index, typeof c.finishReason === 'string' && c.finishReason !== '' && c.finishReason !== 'FINISH_REASON_UNSPECIFIED')
         for (const p of isObj(c.content) && Array.isArray(c.content.parts) ? c.content.parts : []) {
           if (!isObj(p)) continue
@@ -42,7 +49,13 @@ function stream (): StreamMapper {
       return [ev]
     },
     end: () => [],
-    usage: () => usage,
+    usage: () => {
+      if (tools.size === 0 && code.size === 0) return usage
+      const sum: Record<string, number> = {}
+      for (const t of tools.values()) for (const k in t) sum[k] = (sum[k] ?? 0) + (t[k] as number)
+      for (const c of code.values()) sum.code_execution = (sum.code_execution ?? 0) + c
+      return withServerTools(usage, sum)
+    },
     relayedText: () => text.join(''),
     finished: () => ended.size > 0 && [...ended.values()].every(Boolean)
   }
@@ -60,10 +73,14 @@ export const geminiPassthrough: TranslatorPair = {
   },
   response (body: Json) {
     // a stream read whole (no alt=sse) is an array of chunks: the last count is the call's
-    const chunks: unknown[] = Array.isArray(body) ? body : [body]
-    let usage: Usage | null = null
-    for (const c of chunks) if (isObj(c) && c.usageMetadata !== undefined) usage = usageFromGemini(c.usageMetadata) ?? usage
-    return { body: null, usage }
+    if (Array.isArray(body)) {
+      // read as the stream it was, the tools Google ran included
+      const mapper = stream()
+      for (const c of body as unknown[]) mapper.push({ data: JSON.stringify(c) })
+      return { body: null, usage: mapper.usage() }
+    }
+    const usage = body.usageMetadata !== undefined ? usageFromGemini(body.usageMetadata) : null
+    return { body: null, usage: withServerTools(usage, geminiAnswerToolUses(body.candidates)) }
   },
   error (status: number, raw: unknown): Json {
     const body = googleError(raw)

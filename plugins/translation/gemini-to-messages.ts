@@ -1,8 +1,10 @@
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
+import { isMessagesImageType } from './content.js'
 import { isObj, type Dropped } from './fields.js'
 import { geminiError, packThinking } from './gemini.js'
 import { candidate, chunk, errorChunk, responseBody } from './gemini-output.js'
 import { allowedTools, includeThoughts, readGeminiRequest, type GeminiRequest, type InPart } from './gemini-request.js'
+import { THINKING_BUDGET } from './gemini-upstream.js'
 import { allows } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { usageFromMessages } from './usage.js'
@@ -23,10 +25,9 @@ const FINISH = new Map([
 ])
 const finishOf = (stop: unknown): string => (typeof stop === 'string' ? FINISH.get(stop) : undefined) ?? 'STOP'
 
-const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp'])
-
 // An Anthropic thinking budget is at least 1024 tokens and less than max_tokens.
 const MIN_BUDGET = 1024
+const MEDIUM_BUDGET = THINKING_BUDGET.get('medium') ?? 8192
 
 /** Tool-use ids are [A-Za-z0-9_-] at Anthropic; other characters a client's id may hold become `_`. */
 const toolId = (id: string): string => id.replace(/[^A-Za-z0-9_-]/g, '_')
@@ -40,7 +41,7 @@ function block (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: T
     if (type === 'application/pdf') return { type: 'document', source: { type: 'url', url: p.uri } }
     throw new UnsupportedOnUpstream({ feature: `A ${p.mimeType} file by URL`, model: ctx.model })
   }
-  if (IMAGE_TYPES.has(type)) return { type: 'image', source: { type: 'base64', media_type: type, data: p.data } }
+  if (isMessagesImageType(type)) return { type: 'image', source: { type: 'base64', media_type: type, data: p.data } }
   if (type === 'application/pdf') return { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: p.data } }
   if (type === 'text/plain') return { type: 'document', source: { type: 'text', media_type: 'text/plain', data: Buffer.from(p.data, 'base64').toString('utf8') } }
   throw new UnsupportedOnUpstream({ feature: `${p.mimeType} input`, model: ctx.model })
@@ -92,7 +93,7 @@ function thinking (r: GeminiRequest, messages: Json[], maxTokens: number | undef
   const previous = messages[messages.length - 2]
   const looping = last?.role === 'user' && Array.isArray(last.content) && (last.content as Json[]).some((b) => b.type === 'tool_result')
   if (looping && previous?.role === 'assistant' && !(Array.isArray(previous.content) && ['thinking', 'redacted_thinking'].includes(String((previous.content[0] as Json | undefined)?.type)))) return drop()
-  const budget = t.budget === undefined || t.budget === -1 ? (t.level === 'low' ? MIN_BUDGET : t.level === 'high' ? 24576 : 8192) : t.budget
+  const budget = t.budget === undefined || t.budget === -1 ? THINKING_BUDGET.get(t.level ?? 'medium') ?? MEDIUM_BUDGET : t.budget
   if (budget < MIN_BUDGET) return drop()
   // without the client's own max_tokens, the default is what the answer gets on top of its thinking
   if (maxTokens === undefined) return { thinking: { type: 'enabled', budget_tokens: budget }, maxTokens: budget + ctx.defaultMaxTokens }

@@ -1,4 +1,5 @@
 import { InvalidField } from '../kernel/errors.js'
+import { dataUrl } from './content.js'
 import { isObj } from './fields.js'
 import { FOREIGN_SIGNATURE, splitSignature, withSignature } from './gemini.js'
 import type { Json, TranslateCtx } from './types.js'
@@ -6,6 +7,13 @@ import type { Json, TranslateCtx } from './types.js'
 // The Gemini side of the pairs in front of a Gemini upstream: building `contents`, tools and
 // toolConfig from another protocol's conversation, and reading the candidates of an answer or
 // of a stream chunk back.
+
+/**
+ * Reasoning efforts as Gemini thinking budgets: the table Google's own OpenAI-compatible endpoint
+ * uses (`none` to `high`), then the efforts above it (`xhigh`, and the Messages API's `max`) at
+ * the largest budget a Gemini model takes. Gemini's own thinkingLevel names read the same way.
+ */
+export const THINKING_BUDGET: ReadonlyMap<string, number> = new Map([['none', 0], ['minimal', 512], ['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768], ['max', 32768]])
 
 type Role = 'user' | 'model'
 export interface Content { role: Role, parts: Json[] }
@@ -100,8 +108,8 @@ export function geminiToolConfig (mode: ToolMode, allowed?: string[]): Json {
 
 /** A data: URI (of an image, a PDF…) as inlineData; null for any other URL. */
 export function inlineData (url: string): Json | null {
-  const m = /^data:([^;,]+);base64,(.*)$/s.exec(url)
-  return m === null ? null : { inlineData: { mimeType: m[1], data: m[2] } }
+  const inline = dataUrl(url)
+  return inline === null ? null : { inlineData: { mimeType: inline.mediaType, data: inline.data } }
 }
 
 const EXTENSIONS = new Map([

@@ -51,6 +51,37 @@ export function usageFromGemini (u: unknown): Usage | null {
   return usage
 }
 
+/**
+ * The tools Google ran for one candidate, by kind: its grounding's search queries (at least one
+ * when it was grounded), its executed code parts. Null when it ran none.
+ */
+export function geminiToolUses (candidate: unknown): Record<string, number> | null {
+  if (!isObj(candidate)) return null
+  const uses: Record<string, number> = {}
+  const g = candidate.groundingMetadata
+  if (isObj(g)) uses.web_search = Math.max(1, Array.isArray(g.webSearchQueries) ? g.webSearchQueries.length : 0)
+  const parts = isObj(candidate.content) && Array.isArray(candidate.content.parts) ? candidate.content.parts : []
+  let code = 0
+  for (const p of parts) if (isObj(p) && isObj(p.executableCode)) code++
+  if (code > 0) uses.code_execution = code
+  const urls = candidate.urlContextMetadata
+  if (isObj(urls) && Array.isArray(urls.urlMetadata) && urls.urlMetadata.length > 0) uses.url_context = urls.urlMetadata.length
+  return Object.keys(uses).length === 0 ? null : uses
+}
+
+/** The tools Google ran for an answer's candidates, summed; null when none. */
+export function geminiAnswerToolUses (candidates: unknown): Record<string, number> | null {
+  if (!Array.isArray(candidates)) return null
+  let sum: Record<string, number> | null = null
+  for (const c of candidates) {
+    const u = geminiToolUses(c)
+    if (u === null) continue
+    sum ??= {}
+    for (const k in u) sum[k] = (sum[k] ?? 0) + (u[k] as number)
+  }
+  return sum
+}
+
 /** The AUDIO tokens of a usageMetadata breakdown (`[{modality, tokenCount}]`). */
 function audioTokens (details: unknown): number {
   if (!Array.isArray(details)) return 0

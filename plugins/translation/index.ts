@@ -44,6 +44,11 @@ export function wholePairFor (kind: WholeKind, client: Protocol, upstream: Proto
   return WHOLE_PAIRS[kind][client]?.[upstream]
 }
 
+/** The pair for a client protocol in front of an upstream protocol; undefined where there is none (a Chat client in front of a native Responses upstream). */
+export function pairOf (client: Protocol, upstream: Protocol): TranslatorPair | undefined {
+  return PAIRS[client][upstream]
+}
+
 /** The pair for a client protocol in front of an upstream protocol. */
 export function pairFor (client: Protocol, upstream: Protocol): TranslatorPair {
   const pair = PAIRS[client][upstream]

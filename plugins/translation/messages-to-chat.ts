@@ -1,14 +1,14 @@
-import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messages'
-import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
 import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import type { ReasoningEffort } from 'openai/resources/shared'
 import { errorBody, InvalidField } from '../kernel/errors.js'
 import { joinText, parseToolArguments, textOf } from './content.js'
-import { Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { column, Dropped, entry, isObj, kindOf, mapValue, optBoolean, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toMessagesUsage, usageFromOpenAI } from './usage.js'
+import { MESSAGES_FIELDS } from './tables/messages.js'
+import { noteCache, readMessagesTools, readMessagesTurns } from './messages-request.js'
 
 // A Messages client in front of an OpenAI Chat Completions upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).
@@ -23,45 +23,8 @@ export const STOP_REASON: ReadonlyMap<string, string> = new Map([
 
 const stopOf = (finish: unknown): string => (typeof finish === 'string' ? STOP_REASON.get(finish) : undefined) ?? 'end_turn'
 
-// Every field of a Messages request (the beta ones included, which Claude Code sends), and what
-// this pair does with it. The SDK no longer types temperature, top_p and top_k; the API takes them.
-const FIELDS: Record<keyof MessageCreateParamsBase | keyof BetaMessageCreateParamsBase | 'temperature' | 'top_p' | 'top_k', Fate> = {
-  messages: 'mapped',
-  model: 'mapped',
-  system: 'mapped',
-  stop_sequences: 'mapped',
-  metadata: 'mapped',
-  tools: 'mapped',
-  tool_choice: 'mapped',
-  thinking: 'mapped',
-  output_config: 'mapped',
-  output_format: 'mapped',
-  service_tier: 'mapped',
-  top_k: 'mapped', // passed only to a model that lists it
-  max_tokens: 'passed',
-  stream: 'passed',
-  temperature: 'passed',
-  top_p: 'passed',
-  betas: 'dropped',
-  billing_policy: 'dropped',
-  cache_control: 'dropped',
-  compaction: 'dropped',
-  container: 'dropped',
-  context_management: 'dropped',
-  diagnostics: 'dropped',
-  fallback_credit_token: 'dropped',
-  fallbacks: 'dropped',
-  inference_geo: 'dropped',
-  mcp_servers: 'dropped',
-  speed: 'dropped',
-  thread: 'dropped',
-  user_profile_id: 'dropped',
-  workspace_id: 'dropped'
-}
-
-// A custom tool's fields; the others (defer_loading, input_examples, allowed_callers…) serve
-// Anthropic's server-side tool machinery. cache_control is reported with the other breakpoints.
-const TOOL_FIELDS: Record<string, Fate> = { type: 'mapped', name: 'mapped', description: 'mapped', input_schema: 'mapped', strict: 'mapped', cache_control: 'mapped' }
+// The fate of each Messages field toward a Chat Completions upstream.
+const FIELDS = column(MESSAGES_FIELDS, 'openai')
 
 const EFFORT = new Map<string, ReasoningEffort>([['low', 'low'], ['medium', 'medium'], ['high', 'high'], ['xhigh', 'xhigh'], ['max', 'max']])
 
@@ -115,11 +78,6 @@ function responseFormat (format: unknown, field: string, dropped: Dropped): Chat
   return undefined
 }
 
-/** Notes a cache_control breakpoint: OpenAI caches prefixes on its own, with no say from the client. */
-const noteCache = (block: Json, dropped: Dropped): void => {
-  if (block.cache_control !== undefined && block.cache_control !== null) dropped.add('cache_control')
-}
-
 /** A Messages user block → an OpenAI content part (null: none, or nothing to send). */
 function userPart (block: Json, at: string, ctx: TranslateCtx, dropped: Dropped): ChatCompletionContentPart | null {
   noteCache(block, dropped)
@@ -151,9 +109,8 @@ function toolResult (block: Json, at: string, dropped: Dropped): ChatCompletionM
   return { role: 'tool', tool_call_id: text(block.tool_use_id, `${at}.tool_use_id`), content: block.is_error === true && t === '' ? 'error' : t }
 }
 
-function turn (m: Json, at: string, ctx: TranslateCtx, dropped: Dropped): ChatCompletionMessageParam[] {
-  const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : list(m.content, `${at}.content`).map((b, j) => entry(b, `${at}.content[${j}]`))
-  if (m.role === 'assistant') {
+function turn (role: 'user' | 'assistant', blocks: Json[], at: string, ctx: TranslateCtx, dropped: Dropped): ChatCompletionMessageParam[] {
+  if (role === 'assistant') {
     const texts: string[] = []
     const calls: ChatCompletionMessageFunctionToolCall[] = []
     for (const [j, b] of blocks.entries()) {
@@ -187,22 +144,12 @@ function turn (m: Json, at: string, ctx: TranslateCtx, dropped: Dropped): ChatCo
 }
 
 function tools (body: Json, dropped: Dropped): ChatCompletionFunctionTool[] {
-  const out: ChatCompletionFunctionTool[] = []
-  for (const [i, raw] of list(body.tools, 'tools').entries()) {
-    const at = `tools[${i}]`
-    const t = entry(raw, at)
-    // a server tool (web_search_20250305, bash_20250124…) runs at Anthropic; nothing upstream runs it
-    if (t.input_schema === undefined && t.type !== undefined && t.type !== null && t.type !== 'custom') { dropped.add(`tools.${kindOf(t.type)}`); continue }
-    noteCache(t, dropped)
-    sortFields(t, TOOL_FIELDS, dropped, undefined, 'tools.')
-    const fn: ChatCompletionFunctionTool['function'] = { name: text(t.name, `${at}.name`), parameters: optEntry(t.input_schema, `${at}.input_schema`) ?? { type: 'object', properties: {} } }
-    const description = optText(t.description, `${at}.description`)
-    if (description !== undefined) fn.description = description
-    const strict = optBoolean(t.strict, `${at}.strict`)
-    if (strict !== undefined) fn.strict = strict
-    out.push({ type: 'function', function: fn })
-  }
-  return out
+  return readMessagesTools(body, dropped).map((t) => {
+    const fn: ChatCompletionFunctionTool['function'] = { name: t.name, parameters: t.schema ?? { type: 'object', properties: {} } }
+    if (t.description !== undefined) fn.description = t.description
+    if (t.strict !== undefined) fn.strict = t.strict
+    return { type: 'function', function: fn }
+  })
 }
 
 function toolChoice (body: Json, out: ChatCompletionCreateParamsBase, dropped: Dropped): void {
@@ -228,19 +175,12 @@ function toolChoice (body: Json, out: ChatCompletionCreateParamsBase, dropped: D
 function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const dropped = new Dropped()
   const messages: ChatCompletionMessageParam[] = []
-  const systemText = (content: unknown, field: string): string => {
-    if (Array.isArray(content)) for (const b of content) if (isObj(b)) noteCache(b, dropped)
-    return joinText(content ?? '', field, (p) => dropped.add(`system.${kindOf(p.type)}`))
-  }
-  const system = systemText(body.system, 'system')
+  const { system, turns } = readMessagesTurns(body, dropped)
   if (system !== '') messages.push({ role: 'system', content: system })
-  for (const [i, raw] of list(body.messages, 'messages').entries()) {
-    const at = `messages[${i}]`
-    const m = entry(raw, at)
+  for (const t of turns) {
     // the mid-conversation system entry stays a system message in its place
-    if (m.role === 'system') messages.push({ role: 'system', content: systemText(m.content, `${at}.content`) })
-    else if (m.role === 'user' || m.role === 'assistant') messages.push(...turn(m, at, ctx, dropped))
-    else throw new InvalidField({ field: `${at}.role`, reason: 'must be user, assistant or system' })
+    if (t.role === 'system') messages.push({ role: 'system', content: t.text })
+    else messages.push(...turn(t.role, t.blocks, t.at, ctx, dropped))
   }
 
   const out: ChatCompletionCreateParamsBase = { model: ctx.upstreamModel, messages }

@@ -1,14 +1,14 @@
-import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messages'
-import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
 import { errorBody, InvalidField, messagesTypeFor } from '../kernel/errors.js'
 import { joinText } from './content.js'
-import { Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text, type Fate } from './fields.js'
+import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from './fields.js'
 import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
-import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, type Piece, type ToolSpec } from './gemini-upstream.js'
+import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toMessagesUsage } from './usage.js'
+import { MESSAGES_FIELDS } from './tables/messages.js'
+import { noteCache, readMessagesTools, readMessagesTurns } from './messages-request.js'
 
 // A Messages client in front of a Gemini upstream. Thought summaries come back as thinking
 // blocks; a Gemini thought signature goes back to Gemini from the thinking block that carries it
@@ -17,56 +17,8 @@ import { toMessagesUsage } from './usage.js'
 
 const STOP: Record<Finish, string> = { stop: 'end_turn', tool: 'tool_use', length: 'max_tokens', filter: 'refusal' }
 
-// Every field of a Messages request (the beta ones included), and what this pair does with it.
-const FIELDS: Record<keyof MessageCreateParamsBase | keyof BetaMessageCreateParamsBase | 'temperature' | 'top_p' | 'top_k', Fate> = {
-  messages: 'mapped',
-  model: 'mapped',
-  stream: 'mapped',
-  system: 'mapped',
-  max_tokens: 'mapped',
-  stop_sequences: 'mapped',
-  temperature: 'mapped',
-  top_p: 'mapped',
-  top_k: 'mapped',
-  tools: 'mapped',
-  tool_choice: 'mapped',
-  thinking: 'mapped',
-  output_config: 'mapped',
-  output_format: 'mapped',
-  metadata: 'dropped',
-  service_tier: 'dropped',
-  betas: 'dropped',
-  billing_policy: 'dropped',
-  cache_control: 'dropped',
-  compaction: 'dropped',
-  container: 'dropped',
-  context_management: 'dropped',
-  diagnostics: 'dropped',
-  fallback_credit_token: 'dropped',
-  fallbacks: 'dropped',
-  inference_geo: 'dropped',
-  mcp_servers: 'dropped',
-  speed: 'dropped',
-  thread: 'dropped',
-  user_profile_id: 'dropped',
-  workspace_id: 'dropped'
-}
-
-const TOOL_FIELDS: Record<string, Fate> = { type: 'mapped', name: 'mapped', description: 'mapped', input_schema: 'mapped', strict: 'mapped', cache_control: 'mapped' }
-
-// Output efforts as thinking budgets (Google's own table for reasoning efforts, and its maximum).
-const BUDGET = new Map([['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768], ['max', 32768]])
-
-function optNumber (v: unknown, field: string): number | undefined {
-  if (v === undefined || v === null) return undefined
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidField({ field, reason: 'must be a number' })
-  return v
-}
-
-/** Gemini caches long prompts on its own: a breakpoint asks for nothing it can do. */
-const noteCache = (block: Json, dropped: Dropped): void => {
-  if (block.cache_control !== undefined && block.cache_control !== null) dropped.add('cache_control')
-}
+// The fate of each Messages field toward a Gemini upstream.
+const FIELDS = column(MESSAGES_FIELDS, 'gemini')
 
 /** An image or document source → a Gemini part (null: a kind of source this pair does not map). */
 function sourcePart (source: Json, at: string, fallbackType: string): Json | null {
@@ -176,23 +128,13 @@ function assistantTurn (blocks: Json[], at: string, contents: ContentsBuilder, d
 }
 
 function tools (body: Json, dropped: Dropped): ToolSpec[] {
-  const out: ToolSpec[] = []
-  for (const [i, raw] of list(body.tools, 'tools').entries()) {
-    const at = `tools[${i}]`
-    const t = entry(raw, at)
-    // a server tool (web_search_20250305, bash_20250124…) runs at Anthropic; nothing upstream runs it
-    if (t.input_schema === undefined && t.type !== undefined && t.type !== null && t.type !== 'custom') { dropped.add(`tools.${kindOf(t.type)}`); continue }
-    noteCache(t, dropped)
-    sortFields(t, TOOL_FIELDS, dropped, undefined, 'tools.')
-    const tool: ToolSpec = { name: text(t.name, `${at}.name`) }
-    const description = optText(t.description, `${at}.description`)
-    if (description !== undefined) tool.description = description
-    const schema = optEntry(t.input_schema, `${at}.input_schema`)
-    if (schema !== undefined) tool.parameters = schema
-    if (optBoolean(t.strict, `${at}.strict`) === true) dropped.add('tools.strict')
-    out.push(tool)
-  }
-  return out
+  return readMessagesTools(body, dropped).map((t) => {
+    const tool: ToolSpec = { name: t.name }
+    if (t.description !== undefined) tool.description = t.description
+    if (t.schema !== undefined) tool.parameters = t.schema
+    if (t.strict === true) dropped.add('tools.strict')
+    return tool
+  })
 }
 
 function toolConfig (body: Json, dropped: Dropped): Json | undefined {
@@ -225,7 +167,7 @@ function thinkingConfig (body: Json, effort: unknown, dropped: Dropped): Json | 
     default: dropped.add('thinking')
   }
   if (effort === undefined || effort === null) return config
-  const budget = typeof effort === 'string' ? BUDGET.get(effort) : undefined
+  const budget = typeof effort === 'string' ? THINKING_BUDGET.get(effort) : undefined
   if (config !== undefined || budget === undefined) dropped.add('output_config.effort')
   return config ?? (budget === undefined ? undefined : { thinkingBudget: budget })
 }
@@ -240,22 +182,12 @@ function responseSchema (format: unknown, field: string, dropped: Dropped): Json
 
 function request (body: Json): TranslatedRequest {
   const dropped = new Dropped()
-  const system: string[] = []
-  const systemText = (content: unknown, field: string): void => {
-    if (Array.isArray(content)) for (const b of content) if (isObj(b)) noteCache(b, dropped)
-    const t = joinText(content ?? '', field, (p) => dropped.add(`system.${kindOf(p.type)}`))
-    if (t !== '') system.push(t)
-  }
-  systemText(body.system, 'system')
+  const read = readMessagesTurns(body, dropped)
+  const system = [read.system, ...read.turns.flatMap((t) => t.role === 'system' ? [t.text] : [])].filter((t) => t !== '')
   const contents = new ContentsBuilder()
-  for (const [i, raw] of list(body.messages, 'messages').entries()) {
-    const at = `messages[${i}]`
-    const m = entry(raw, at)
-    if (m.role === 'system') { systemText(m.content, `${at}.content`); continue }
-    if (m.role !== 'user' && m.role !== 'assistant') throw new InvalidField({ field: `${at}.role`, reason: 'must be user, assistant or system' })
-    const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : list(m.content, `${at}.content`).map((b, j) => entry(b, `${at}.content[${j}]`))
-    if (m.role === 'user') userTurn(blocks, at, contents, dropped)
-    else assistantTurn(blocks, at, contents, dropped)
+  for (const t of read.turns) {
+    if (t.role === 'user') userTurn(t.blocks, t.at, contents, dropped)
+    else if (t.role === 'assistant') assistantTurn(t.blocks, t.at, contents, dropped)
   }
 
   const out: Json = { contents: contents.build() }

@@ -1,5 +1,6 @@
 import { frame } from './sse.js'
 import type { Json, Protocol, SseEvent, TranslateCtx } from './types.js'
+import { isObj } from '../kernel/json.js'
 
 // A whole answer replayed as its protocol's stream: the events a provider would have sent for
 // it, text and tool arguments in several deltas, tool calls, thinking and usage included, so that
@@ -8,7 +9,6 @@ import type { Json, Protocol, SseEvent, TranslateCtx } from './types.js'
 
 const PIECE = 48
 
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 const objects = (v: unknown): Json[] => Array.isArray(v) ? v.filter(isObj) : []
 const str = (v: unknown): string => typeof v === 'string' ? v : ''
 

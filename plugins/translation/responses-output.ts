@@ -4,6 +4,7 @@ import { namespacedTools } from './responses-request.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, TranslateCtx, Usage } from './types.js'
 import { usageFromMessages, usageFromOpenAI } from './usage.js'
+import { isObj } from '../kernel/json.js'
 
 // The Responses answer both translated pairs write: the response object, its output items, and
 // its event stream. What the two clients that matter read of that stream:
@@ -46,7 +47,6 @@ type Status = 'in_progress' | 'completed' | 'incomplete' | 'failed'
 export type IncompleteReason = 'max_output_tokens' | 'content_filter'
 export interface Failure { code: string, message: string }
 
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 const n = (v: unknown): number | undefined => typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : undefined
 
 // ---------------------------------------------------------------------------------------------

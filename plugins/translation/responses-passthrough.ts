@@ -1,6 +1,8 @@
 import { failureCode, responseObject, responsesError, usageFromResponses } from './responses-output.js'
 import { frame } from './sse.js'
+import { withServerTools } from './usage.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
+import { isObj } from '../kernel/json.js'
 
 // A Responses client in front of a provider that serves the Responses API itself: the body goes
 // up with the upstream's model name and comes back byte for byte; the pair reads the usage (from
@@ -11,8 +13,6 @@ const DELTAS = new Set([
   'response.output_text.delta', 'response.function_call_arguments.delta', 'response.reasoning_summary_text.delta',
   'response.reasoning_text.delta', 'response.refusal.delta', 'response.custom_tool_call_input.delta'
 ])
-
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 
 function stream (ctx: TranslateCtx): StreamMapper {
   let usage: Usage | null = null
@@ -31,7 +31,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
       if (type === 'response.created' && isObj(data.response)) created = data.response
       else if (DELTAS.has(String(type)) && typeof data.delta === 'string') text.push(data.delta)
       else if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') {
-        const u = isObj(data.response) ? usageFromResponses(data.response.usage) : null
+        const u = isObj(data.response) ? withServerTools(usageFromResponses(data.response.usage), responsesToolUses(data.response.output)) : null
         if (u !== null) usage = u
         ended = true
         finished = type !== 'response.failed'
@@ -58,6 +58,20 @@ function stream (ctx: TranslateCtx): StreamMapper {
   }
 }
 
+// the output items of the tools OpenAI runs itself, by the kind their price is named by
+const TOOL_ITEMS = new Map([['web_search_call', 'web_search'], ['file_search_call', 'file_search'], ['code_interpreter_call', 'code_interpreter'], ['image_generation_call', 'image_generation'], ['mcp_call', 'mcp']])
+
+/** The tools OpenAI ran for a response, counted from its output items; null when none. */
+function responsesToolUses (output: unknown): Record<string, number> | null {
+  if (!Array.isArray(output)) return null
+  let uses: Record<string, number> | null = null
+  for (const item of output) {
+    const kind = isObj(item) ? TOOL_ITEMS.get(String(item.type)) : undefined
+    if (kind !== undefined) (uses ??= {})[kind] = (uses[kind] ?? 0) + 1
+  }
+  return uses
+}
+
 export const responsesPassthrough: TranslatorPair = {
   client: 'responses',
   upstream: 'responses',
@@ -66,7 +80,7 @@ export const responsesPassthrough: TranslatorPair = {
     return { body: { ...body, model: ctx.upstreamModel }, dropped: [] }
   },
   response (body: Json) {
-    return { body: null, usage: usageFromResponses(body.usage) }
+    return { body: null, usage: withServerTools(usageFromResponses(body.usage), responsesToolUses(body.output)) }
   },
   error (status: number, body: unknown): Json {
     if (isObj((body as Json | null)?.error)) return body as Json

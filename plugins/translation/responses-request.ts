@@ -1,5 +1,8 @@
-import { NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../kernel/errors.js'
+import { InvalidField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../kernel/errors.js'
+import { entry, list, optBoolean, optCount, optEntry, optNumber, optText, strings, text } from './fields.js'
 import type { Json, TranslateCtx } from './types.js'
+import { isObj } from '../kernel/json.js'
+import { flatToolName } from '../kernel/tool-names.js'
 
 // A Responses request read into one neutral shape that both translated pairs (towards Chat
 // Completions and towards Messages) build their upstream body from, plus the route's checks.
@@ -7,7 +10,8 @@ import type { Json, TranslateCtx } from './types.js'
 
 export type Part =
   | { type: 'text', text: string }
-  | { type: 'image', url: string, detail?: string }
+  /** `field`: where the URL sits in the request, for a 400 naming it. */
+  | { type: 'image', url: string, detail?: string, field: string }
   | { type: 'audio', data: unknown, format: unknown }
 
 /** The conversation in order; `call`/`result` are a tool call and its result, matched by id. */
@@ -46,32 +50,11 @@ export interface Normalised {
   dropped: string[]
 }
 
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 const str = (v: unknown): string | undefined => typeof v === 'string' ? v : undefined
-const num = (v: unknown): number | undefined => typeof v === 'number' && Number.isFinite(v) ? v : undefined
 
 // ---------------------------------------------------------------------------------------------
-// Tool names: a namespaced tool is called upstream by one flat name, and named back on the way out
-
-const NAME_MAX = 64
-
-function hash (text: string): string {
-  let h = 0x811c9dc5
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193)
-  return (h >>> 0).toString(36)
-}
-
-/**
- * `<namespace>__<name>`, the separator Codex itself uses when it flattens a namespace, made to fit
- * the upstreams' tool-name rule (1–64 of [a-zA-Z0-9_-]): other characters become `_`, and a name
- * too long keeps its start and ends with a hash of the whole, so that it stays unique.
- */
-export function flatName (namespace: string, name: string): string {
-  const joined = `${namespace.replace(/_+$/, '')}__${name.replace(/^_+/, '')}`
-  const clean = joined.replace(/[^a-zA-Z0-9_-]/g, '_')
-  if (clean === joined && clean.length <= NAME_MAX) return clean
-  return `${clean.slice(0, NAME_MAX - 8)}_${hash(joined).padStart(7, '0')}`
-}
+// Tool names: a namespaced tool is called upstream by one flat name (kernel/tool-names.ts), and
+// named back on the way out
 
 /** Flat name → the namespace and name the client declared, for every namespaced function tool. */
 export function namespacedTools (tools: unknown): Map<string, { namespace: string, name: string }> {
@@ -80,16 +63,18 @@ export function namespacedTools (tools: unknown): Map<string, { namespace: strin
     if (!isObj(t) || t.type !== 'namespace' || typeof t.name !== 'string') continue
     for (const child of Array.isArray(t.tools) ? t.tools : []) {
       if (isObj(child) && child.type === 'function' && typeof child.name === 'string') {
-        map.set(flatName(t.name, child.name), { namespace: t.name, name: child.name })
+        map.set(flatToolName(t.name, child.name), { namespace: t.name, name: child.name })
       }
     }
   }
   return map
 }
 
-const callName = (item: Json): string => {
-  const name = str(item.name) ?? ''
-  return typeof item.namespace === 'string' && item.namespace !== '' ? flatName(item.namespace, name) : name
+/** The flat name a call (or a tool choice) names its tool by; `at`: where it sits, for a 400 naming a wrong type. */
+const callName = (item: Json, at?: string): string => {
+  const name = (at === undefined ? str(item.name) : optText(item.name, `${at}.name`)) ?? ''
+  const namespace = at === undefined ? str(item.namespace) : optText(item.namespace, `${at}.namespace`)
+  return namespace !== undefined && namespace !== '' ? flatToolName(namespace, name) : name
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -128,46 +113,52 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
     if (key === 'truncation' && body.truncation === 'disabled') continue // what the gateway does anyway
     if (key === 'include') {
       // encrypted reasoning can only be asked for: no reasoning item the gateway writes has any
-      for (const what of Array.isArray(body.include) ? body.include : []) if (what !== 'reasoning.encrypted_content') drop(`include.${String(what)}`)
+      for (const [i, what] of list(body.include, 'include').entries()) if (text(what, `include[${i}]`) !== 'reasoning.encrypted_content') drop(`include.${what}`)
       continue
     }
     if (ctx.supported?.has(key) === true) out.extra[key] = body[key]
     else drop(key)
   }
 
-  if (typeof body.instructions === 'string' && body.instructions !== '') out.instructions = body.instructions
+  const instructions = optText(body.instructions, 'instructions')
+  if (instructions !== undefined && instructions !== '') out.instructions = instructions
   out.turns = readInput(body.input, ctx, drop)
   readTools(body, out, drop)
 
-  if (typeof body.stream === 'boolean') out.stream = body.stream
-  const max = num(body.max_output_tokens)
+  const stream = optBoolean(body.stream, 'stream')
+  if (stream !== undefined) out.stream = stream
+  const max = optCount(body.max_output_tokens, 'max_output_tokens')
   if (max !== undefined) out.maxOutputTokens = max
-  const temperature = num(body.temperature)
+  const temperature = optNumber(body.temperature, 'temperature')
   if (temperature !== undefined) out.temperature = temperature
-  const topP = num(body.top_p)
+  const topP = optNumber(body.top_p, 'top_p')
   if (topP !== undefined) out.topP = topP
-  if (typeof body.stop === 'string' && body.stop !== '') out.stop = [body.stop]
-  else if (Array.isArray(body.stop) && body.stop.length > 0) out.stop = body.stop.filter((s): s is string => typeof s === 'string')
+  const stop = strings(body.stop, 'stop').filter((s) => s !== '')
+  if (stop.length > 0) out.stop = stop
 
-  if (isObj(body.text)) {
-    const format = body.text.format
-    if (isObj(format) && (format.type === 'json_object' || format.type === 'json_schema')) out.format = format
-    if (typeof body.text.verbosity === 'string') out.verbosity = body.text.verbosity
+  const textConfig = optEntry(body.text, 'text')
+  if (textConfig !== undefined) {
+    const format = optEntry(textConfig.format, 'text.format')
+    if (format !== undefined && (format.type === 'json_object' || format.type === 'json_schema')) out.format = format
+    const verbosity = optText(textConfig.verbosity, 'text.verbosity')
+    if (verbosity !== undefined) out.verbosity = verbosity
   }
-  if (isObj(body.reasoning)) {
-    for (const [key, value] of Object.entries(body.reasoning)) {
+  const reasoning = optEntry(body.reasoning, 'reasoning')
+  if (reasoning !== undefined) {
+    for (const [key, value] of Object.entries(reasoning)) {
       if (value === null || value === undefined) continue
-      if (key === 'effort' && typeof value === 'string') out.effort = value
+      if (key === 'effort') out.effort = text(value, 'reasoning.effort')
       // summaries are a way of showing reasoning, not an input of the model
       else if (key !== 'summary' && key !== 'generate_summary') drop(`reasoning.${key}`)
     }
   }
-  if (isObj(body.metadata) && Object.keys(body.metadata).length > 0) out.metadata = body.metadata
-  const user = str(body.user)
+  const metadata = optEntry(body.metadata, 'metadata')
+  if (metadata !== undefined && Object.keys(metadata).length > 0) out.metadata = metadata
+  const user = optText(body.user, 'user')
   if (user !== undefined && user !== '') out.user = user
-  const safety = str(body.safety_identifier)
+  const safety = optText(body.safety_identifier, 'safety_identifier')
   if (safety !== undefined && safety !== '') out.safetyIdentifier = safety
-  const cacheKey = str(body.prompt_cache_key)
+  const cacheKey = optText(body.prompt_cache_key, 'prompt_cache_key')
   if (cacheKey !== undefined && cacheKey !== '') out.promptCacheKey = cacheKey
   return out
 }
@@ -175,22 +166,28 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
 function readParts (content: unknown, at: string, ctx: TranslateCtx): Part[] {
   if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }]
   const parts: Part[] = []
-  for (const [j, p] of (Array.isArray(content) ? content : []).entries()) {
-    if (!isObj(p)) continue
+  for (const [j, raw] of list(content, at).entries()) {
+    const here = `${at}[${j}]`
+    const p = entry(raw, here)
     switch (p.type) {
       case 'input_text':
       case 'output_text':
-      case 'text':
-        if (typeof p.text === 'string' && p.text !== '') parts.push({ type: 'text', text: p.text })
+      case 'text': {
+        const t = text(p.text, `${here}.text`)
+        if (t !== '') parts.push({ type: 'text', text: t })
         break
-      case 'refusal':
-        if (typeof p.refusal === 'string' && p.refusal !== '') parts.push({ type: 'text', text: p.refusal })
+      }
+      case 'refusal': {
+        const t = text(p.refusal, `${here}.refusal`)
+        if (t !== '') parts.push({ type: 'text', text: t })
         break
+      }
       case 'input_image': {
-        const url = typeof p.image_url === 'string' ? p.image_url : str((p.image_url as Json | undefined)?.url)
-        if (url === undefined) throw new UnsupportedOnUpstream({ feature: `An image by file_id (${at}.content[${j}])`, model: ctx.model })
-        const part: Part = { type: 'image', url }
-        if (typeof p.detail === 'string') part.detail = p.detail
+        const url = typeof p.image_url === 'string' ? p.image_url : optText(optEntry(p.image_url, `${here}.image_url`)?.url, `${here}.image_url.url`)
+        if (url === undefined) throw new UnsupportedOnUpstream({ feature: `An image by file_id (${here})`, model: ctx.model })
+        const part: Part = { type: 'image', url, field: `${here}.image_url` }
+        const detail = optText(p.detail, `${here}.detail`)
+        if (detail !== undefined) part.detail = detail
         parts.push(part)
         break
       }
@@ -211,13 +208,13 @@ const textOfParts = (parts: Part[]): string => parts.flatMap((p) => p.type === '
 function readInput (input: unknown, ctx: TranslateCtx, drop: (name: string) => void): Turn[] {
   if (typeof input === 'string') return input === '' ? [] : [{ role: 'user', parts: [{ type: 'text', text: input }] }]
   const turns: Turn[] = []
-  for (const [i, item] of (Array.isArray(input) ? input : []).entries()) {
-    if (!isObj(item)) continue
+  for (const [i, raw] of list(input, 'input').entries()) {
     const at = `input[${i}]`
+    const item = entry(raw, at)
     const type = item.type ?? (item.role !== undefined ? 'message' : undefined)
     switch (type) {
       case 'message': {
-        const parts = readParts(item.content, at, ctx)
+        const parts = readParts(item.content, `${at}.content`, ctx)
         if (item.role === 'system' || item.role === 'developer') {
           const text = textOfParts(parts)
           if (text !== '') turns.push({ role: 'system', text })
@@ -230,11 +227,11 @@ function readInput (input: unknown, ctx: TranslateCtx, drop: (name: string) => v
         break
       }
       case 'function_call':
-        turns.push({ role: 'call', id: str(item.call_id) ?? '', name: callName(item), arguments: str(item.arguments) ?? '' })
+        turns.push({ role: 'call', id: optText(item.call_id, `${at}.call_id`) ?? '', name: callName(item, at), arguments: optText(item.arguments, `${at}.arguments`) ?? '' })
         break
       case 'function_call_output': {
-        const output = typeof item.output === 'string' ? item.output : readParts(item.output, at, ctx)
-        turns.push({ role: 'result', id: str(item.call_id) ?? '', output })
+        const output = typeof item.output === 'string' ? item.output : readParts(item.output, `${at}.output`, ctx)
+        turns.push({ role: 'result', id: optText(item.call_id, `${at}.call_id`) ?? '', output })
         break
       }
       case 'reasoning':
@@ -249,21 +246,27 @@ function readInput (input: unknown, ctx: TranslateCtx, drop: (name: string) => v
 }
 
 function readTools (body: Json, out: Normalised, drop: (name: string) => void): void {
-  const fn = (t: Json, name: string): Tool => {
+  const fn = (t: Json, name: string, at: string): Tool => {
     const tool: Tool = { name }
-    if (typeof t.description === 'string') tool.description = t.description
-    if (t.parameters !== undefined && t.parameters !== null) tool.parameters = t.parameters
-    if (typeof t.strict === 'boolean') tool.strict = t.strict
+    const description = optText(t.description, `${at}.description`)
+    if (description !== undefined) tool.description = description
+    const parameters = optEntry(t.parameters, `${at}.parameters`)
+    if (parameters !== undefined) tool.parameters = parameters
+    const strict = optBoolean(t.strict, `${at}.strict`)
+    if (strict !== undefined) tool.strict = strict
     return tool
   }
-  for (const t of Array.isArray(body.tools) ? body.tools : []) {
-    if (!isObj(t)) continue
-    if (t.type === 'function' && typeof t.name === 'string') {
-      out.tools.push(fn(t, t.name))
-    } else if (t.type === 'namespace' && typeof t.name === 'string') {
-      for (const child of Array.isArray(t.tools) ? t.tools : []) {
-        if (!isObj(child)) continue
-        if (child.type === 'function' && typeof child.name === 'string') out.tools.push(fn(child, flatName(t.name, child.name)))
+  for (const [i, raw] of list(body.tools, 'tools').entries()) {
+    const at = `tools[${i}]`
+    const t = entry(raw, at)
+    if (t.type === 'function') {
+      out.tools.push(fn(t, text(t.name, `${at}.name`), at))
+    } else if (t.type === 'namespace') {
+      const namespace = text(t.name, `${at}.name`)
+      for (const [j, rawChild] of list(t.tools, `${at}.tools`).entries()) {
+        const childAt = `${at}.tools[${j}]`
+        const child = entry(rawChild, childAt)
+        if (child.type === 'function') out.tools.push(fn(child, flatToolName(namespace, text(child.name, `${childAt}.name`)), childAt))
         else drop(`tools.${String(child.type)}`)
       }
     } else {
@@ -275,16 +278,23 @@ function readTools (body: Json, out: Normalised, drop: (name: string) => void): 
   const choice = body.tool_choice
   if (choice === 'auto' || choice === 'none' || choice === 'required') {
     out.toolChoice = { mode: choice }
-  } else if (isObj(choice) && choice.type === 'function' && typeof choice.name === 'string') {
-    out.toolChoice = { mode: 'tool', name: callName(choice) }
-  } else if (isObj(choice) && choice.type === 'allowed_tools') {
-    const allowed = new Set((Array.isArray(choice.tools) ? choice.tools : []).filter(isObj).map(callName))
-    out.tools = out.tools.filter((t) => allowed.has(t.name))
-    out.toolChoice = { mode: choice.mode === 'required' ? 'required' : 'auto' }
+  } else if (typeof choice === 'string') {
+    throw new InvalidField({ field: 'tool_choice', reason: 'must be auto, none, required or an object' })
   } else if (choice !== undefined && choice !== null) {
-    drop('tool_choice') // a built-in tool's choice: that tool is not sent
+    const c = entry(choice, 'tool_choice')
+    if (c.type === 'function') {
+      text(c.name, 'tool_choice.name')
+      out.toolChoice = { mode: 'tool', name: callName(c, 'tool_choice') }
+    } else if (c.type === 'allowed_tools') {
+      const allowed = new Set(list(c.tools, 'tool_choice.tools').map((t, i) => callName(entry(t, `tool_choice.tools[${i}]`), `tool_choice.tools[${i}]`)))
+      out.tools = out.tools.filter((t) => allowed.has(t.name))
+      out.toolChoice = { mode: c.mode === 'required' ? 'required' : 'auto' }
+    } else {
+      drop('tool_choice') // a built-in tool's choice: that tool is not sent
+    }
   }
-  if (typeof body.parallel_tool_calls === 'boolean') out.parallelToolCalls = body.parallel_tool_calls
+  const parallel = optBoolean(body.parallel_tool_calls, 'parallel_tool_calls')
+  if (parallel !== undefined) out.parallelToolCalls = parallel
 }
 
 /**

@@ -2,12 +2,11 @@ import { textOf } from './content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromChat, type IncompleteReason, type OutputPart } from './responses-output.js'
 import { allows, normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
+import { isObj } from '../kernel/json.js'
 
 // A Responses client in front of an OpenAI Chat Completions upstream.
 
 const INCOMPLETE: Record<string, IncompleteReason> = { length: 'max_output_tokens', content_filter: 'content_filter' }
-
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
 
 function chatPart (p: Part): Json {
   if (p.type === 'text') return { type: 'text', text: p.text }

@@ -1,8 +1,7 @@
-import { BUDGET } from './chat-to-gemini.js'
 import { parseToolArguments } from './content.js'
 import { Dropped } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
-import { candidatesOf, clientCallId, ContentsBuilder, geminiToolConfig, geminiTools, imagePart, streamError, type Piece } from './gemini-upstream.js'
+import { candidatesOf, clientCallId, ContentsBuilder, geminiToolConfig, geminiTools, imagePart, streamError, THINKING_BUDGET, type Piece } from './gemini-upstream.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, type IncompleteReason, type OutputPart } from './responses-output.js'
 import { normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
@@ -71,7 +70,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   }
   const thinking: Json = {}
   if (r.effort !== undefined) {
-    const budget = BUDGET.get(r.effort)
+    const budget = THINKING_BUDGET.get(r.effort)
     if (budget === undefined) drop('reasoning.effort')
     else thinking.thinkingBudget = budget
   }

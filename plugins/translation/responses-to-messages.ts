@@ -1,8 +1,9 @@
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
-import { parseToolArguments } from './content.js'
+import { messagesImageSource, parseToolArguments } from './content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromAnthropic, type IncompleteReason, type OutputPart } from './responses-output.js'
 import { allows, messagesEffort, normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair } from './types.js'
+import { isObj } from '../kernel/json.js'
 
 // A Responses client in front of a Messages upstream. Thinking blocks come back as reasoning
 // items whose one summary is the thinking text, so that a client shows them; reasoning items
@@ -14,14 +15,11 @@ const INCOMPLETE: Record<string, IncompleteReason> = {
   refusal: 'content_filter'
 }
 
-const isObj = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v)
-
 function block (p: Part, ctx: TranslateCtx): Json {
   if (p.type === 'text') return { type: 'text', text: p.text }
   if (p.type === 'audio') throw new UnsupportedOnUpstream({ feature: 'Audio input', model: ctx.model })
   // `detail` only tunes OpenAI's image resolution; Messages has no such setting
-  const m = /^data:([^;,]+);base64,(.*)$/s.exec(p.url)
-  return { type: 'image', source: m === null ? { type: 'url', url: p.url } : { type: 'base64', media_type: m[1], data: m[2] } }
+  return { type: 'image', source: messagesImageSource(p.url, p.field) }
 }
 
 function request (body: Json, ctx: TranslateCtx): TranslatedRequest {

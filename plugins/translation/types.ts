@@ -11,7 +11,9 @@
  */
 export type Protocol = 'openai' | 'messages' | 'responses' | 'gemini'
 
-export type Json = Record<string, unknown>
+import type { Json } from '../kernel/json.js'
+
+export type { Json }
 
 /** Token usage of one call, normalised: prompt_tokens counts all input, cached included. */
 export interface Usage {
@@ -32,6 +34,8 @@ export interface Usage {
   images?: number
   /** The request's image `size` (`1024x1024`), which picks the per_image price; `default` when absent or not listed. */
   image_size?: string
+  /** Uses of tools the provider ran itself, by kind (`web_search`: Anthropic's usage.server_tool_use.web_search_requests, Gemini's grounding queries, Responses' web_search_call items), billed at the model's `server_tools` prices. */
+  server_tools?: Record<string, number>
 }
 
 export interface TranslateCtx {

@@ -46,7 +46,26 @@ export function usageFromMessages (u: unknown): Usage | null {
     cache_creation_input_tokens: creation
   }
   if (hour > 0) usage.cache_write_1h_tokens = Math.min(hour, creation)
+  // the tools Anthropic ran (server_tool_use: {web_search_requests, web_fetch_requests…}), billed per use
+  const tools = o.server_tool_use
+  if (tools !== null && typeof tools === 'object') {
+    const uses: Record<string, number> = {}
+    let any = false
+    for (const [k, v] of Object.entries(tools as Record<string, unknown>)) {
+      if (!k.endsWith('_requests') || n(v) === 0) continue
+      uses[k.slice(0, -'_requests'.length)] = n(v)
+      any = true
+    }
+    if (any) usage.server_tools = uses
+  }
   return usage
+}
+
+/** Usage with the uses of server tools counted in it (a zero usage when there was none). */
+export function withServerTools (usage: Usage | null, uses: Readonly<Record<string, number>> | null): Usage | null {
+  if (uses === null) return usage
+  const base: Usage = usage ?? { prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 }
+  return { ...base, server_tools: { ...base.server_tools, ...uses } }
 }
 
 export function toOpenAIUsage (u: Usage): CompletionUsage {

@@ -1,10 +1,12 @@
 import { Readable } from 'node:stream'
 import { geminiStatusFor } from '../kernel/errors.js'
+import { estimateTokens } from '../kernel/estimate.js'
 import { contentText, embeddingInputs, openaiList, type EmbeddingInput } from '../translation/embeddings.js'
 import { schemaFromGemini } from '../translation/gemini.js'
 import type { Json, Protocol } from '../translation/types.js'
 import { DEMO_DIMENSIONS, demoPng, demoVector, ratioOf, sizeOf } from './demo-media.js'
 import type { CallAbort, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
+import { isObj } from '../kernel/json.js'
 
 // The built-in demo upstream: answers in-process, in any upstream protocol, with the bytes a real
 // provider would send (JSON or SSE, usage included), so a fresh install serves real requests
@@ -41,7 +43,6 @@ export interface RequestView {
   thinking: boolean
 }
 
-const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
 const objects = (v: unknown): Json[] => Array.isArray(v) ? v.filter(isObj) : []
 
 /** The text of a content field: a string, or the `text` of its text parts / blocks. */
@@ -505,7 +506,6 @@ const SENTENCES = [
 ]
 
 /** About four characters a token, and never 0 for non-empty text. */
-export const estimateTokens = (text: string): number => text === '' ? 0 : Math.max(1, Math.ceil(text.length / 4))
 
 const inputText = (body: Json): string => JSON.stringify([body.system ?? null, body.messages ?? [], body.tools ?? null])
 

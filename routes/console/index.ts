@@ -38,7 +38,7 @@ const usdOrNull = (usd: number | undefined): string | null => usd === undefined 
 
 /**
  * A model's price sheet as the marketplace shows it: token rates in USD per million tokens (cache
- * writes, audio tokens and tiers only where the catalog sets them), per_request and per_image in USD.
+ * writes, audio tokens and tiers only where the catalog sets them), per_request, per_image and server tools' per-use prices in USD.
  */
 function marketPrice (p: PricingConfig): Record<string, unknown> {
   return {
@@ -62,6 +62,7 @@ function marketPrice (p: PricingConfig): Record<string, unknown> {
     })),
     per_request: usdOrNull(p.per_request),
     per_image: p.per_image === undefined ? null : typeof p.per_image === 'number' ? { default: usdText(p.per_image) } : Object.fromEntries(Object.entries(p.per_image).map(([size, v]) => [size, usdText(v)])),
+    server_tools: p.server_tools === undefined ? null : Object.fromEntries(Object.entries(p.server_tools).map(([kind, v]) => [kind, usdText(v)])),
     unit: 'USD per million tokens'
   }
 }

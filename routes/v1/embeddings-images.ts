@@ -1,11 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { callOf, hooksOf } from '../../plugins/gateway/core.js'
 import { NotImplemented } from '../../plugins/kernel/errors.js'
 import { BodyObjects, topLevelObjects } from '../../plugins/gateway/body-objects.js'
-import type { Pipe } from '../../plugins/gateway/pipeline.js'
 import type { Json } from '../../plugins/translation/types.js'
 import { checkEmbeddingsBody } from '../../plugins/translation/embeddings.js'
 import { checkImagesBody } from '../../plugins/translation/images.js'
+import { callRunner } from './run-call.js'
 import { wholeCall } from './whole-call.js'
 
 // POST /v1/embeddings and POST /v1/images/generations, in OpenAI's shapes, for the catalog's
@@ -22,19 +21,18 @@ function namedBy (body: Json): BodyObjects {
 
 const embeddings: FastifyPluginAsync = async (fastify) => {
   const gateway = fastify.gateway
-  const hooks = hooksOf(gateway)
-  const pipe = (request: Pipe['request'], reply: Pipe['reply']): Pipe => ({ gateway, hooks, request, reply, call: callOf(request) })
+  const run = callRunner(fastify)
 
   fastify.post('/embeddings', { config: { family: 'openai', metered: true, endpoint: 'embeddings', protocol: 'openai' } }, async (request, reply) => {
     if (!gateway.catalog.serves('embeddings')) throw new NotImplemented()
     const body = checkEmbeddingsBody(request.body)
-    return await wholeCall(pipe(request, reply), { kind: 'embeddings', model: 'embeddings', client: 'openai', name: body.model as string, body, answerable: true, defaults: true, objects: namedBy(body) })
+    return await run(request, reply, wholeCall({ kind: 'embeddings', model: 'embeddings', client: 'openai', name: body.model as string, body, answerable: true, defaults: true, objects: namedBy(body) }))
   })
 
   fastify.post('/images/generations', { config: { family: 'openai', metered: true, endpoint: 'images.generations', protocol: 'openai' } }, async (request, reply) => {
     if (!gateway.catalog.serves('image')) throw new NotImplemented()
     const body = checkImagesBody(request.body)
-    return await wholeCall(pipe(request, reply), { kind: 'images', model: 'image', client: 'openai', name: body.model as string, body, answerable: false, defaults: true, objects: namedBy(body) })
+    return await run(request, reply, wholeCall({ kind: 'images', model: 'image', client: 'openai', name: body.model as string, body, answerable: false, defaults: true, objects: namedBy(body) }))
   })
 }
 

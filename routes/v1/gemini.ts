@@ -1,20 +1,18 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyContextConfig } from 'fastify'
 import type { CatalogModel } from '../../plugins/gateway/catalog.js'
-import { callOf, hooksOf } from '../../plugins/gateway/core.js'
+import { callOf } from '../../plugins/gateway/core.js'
 import { InvalidQuery, MissingModelId, RouteNotFound } from '../../plugins/kernel/errors.js'
 import { checkGeminiEmbedBody, type GeminiEmbedMethod } from '../../plugins/translation/embeddings.js'
-import { BodyObjects, topLevelObjects } from '../../plugins/gateway/body-objects.js'
-import { admit, grantedModel, grantedModels, objectProviders, shownModel } from '../../plugins/gateway/gate.js'
-import { relayJson, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
+import { BodyObjects } from '../../plugins/gateway/body-objects.js'
+import { grantedModel, grantedModels, shownModel } from '../../plugins/gateway/gate.js'
 import { GeminiBody } from '../../plugins/gateway/request-schemas.js'
-import { checkMedia, validBody } from '../../plugins/gateway/validation.js'
-import { geminiCountTokensPair } from '../../plugins/translation/gemini-passthrough.js'
-import { upstreamPath } from '../../plugins/translation/index.js'
-import { countGeminiTokens } from '../../plugins/translation/tokenizer.js'
+import { validBody } from '../../plugins/gateway/validation.js'
 import type { Json } from '../../plugins/translation/types.js'
 import { callHandler } from './call.js'
+import { countTokensCall } from './count-tokens.js'
+import { callRunner } from './run-call.js'
 import { wholeCall } from './whole-call.js'
 
 // Google's Gemini API for any sellable model, translated to and from the model's upstream
@@ -85,46 +83,13 @@ function countBody (body: unknown): unknown {
 
 const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, opts) => {
   const gateway = fastify.gateway
-  const hooks = hooksOf(gateway)
-  const { catalog, upstreams } = gateway
+  const { catalog } = gateway
   const generate = callHandler(fastify, 'gemini')
+  const run = callRunner(fastify)
   const keys = { apiKeyHeader: 'x-goog-api-key', apiKeyQuery: 'key' } as const
 
   /** The catalog id a path names: `models/{id}` is `{id}` when the catalog has no such id. */
   const modelId = (name: string): string => name.startsWith('models/') && catalog.get(name) === undefined ? name.slice('models/'.length) : name
-
-  const find = (request: FastifyRequest, id: string): CatalogModel => grantedModel(gateway, request.principal, id, 'chat')
-
-  // Counted by the model's Gemini providers (failover as for calls); for other models locally
-  // with a tokenizer (an estimate), never a fake 0.
-  async function countTokens (request: FastifyRequest, reply: FastifyReply, id: string): Promise<unknown> {
-    const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
-    p.call.kind('count_tokens')
-    const valid = validBody(GeminiBody, countBody(request.body))
-    const model = find(request, id)
-    // the body goes as it is: what it names of the provider's account, in its parts and at its top
-    const objects = new BodyObjects('gemini')
-    checkMedia(valid, model, 'gemini', objects)
-    topLevelObjects(valid, objects)
-    p.call.resolved(model, false)
-    const reachable = await objectProviders(p, model.providers, objects)
-    const body = await admit(p, model, valid)
-    const providers = reachable.filter((pid) => upstreams.get(pid)?.protocol === 'gemini')
-    if (providers.length === 0 || upstreams.candidates(providers).length === 0) {
-      const counted = { totalTokens: await countGeminiTokens(body) }
-      p.call.answering()
-      await p.call.end({ status: 'ok', usage: null, complete: true })
-      return counted
-    }
-    const ctx = translateCtx(p, model, body)
-    const pair = geminiCountTokensPair
-    const answer = await send(p, {
-      providers,
-      model,
-      plan: () => ({ path: upstreamPath(pair, ctx), body: pair.request(body, ctx).body, protocol: 'gemini', error: pair.error })
-    })
-    return await relayJson(p, answer, { pair, ctx })
-  }
 
   const config: FastifyContextConfig = { ...keys, metered: true, endpoint: 'generate_content', protocol: 'gemini' }
   if (!opts.underOpenAI) config.family = 'gemini'
@@ -133,15 +98,14 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
     const call = methodCall(path)
     if (call === null) throw new RouteNotFound({ method: 'POST', url: request.url.split('?')[0] ?? request.url })
     const id = modelId(call.model)
-    if (call.method === 'countTokens') return await countTokens(request, reply, id)
+    if (call.method === 'countTokens') return await run(request, reply, countTokensCall('gemini', id, validBody(GeminiBody, countBody(request.body))))
     if (isEmbed(call.method)) {
-      const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
-      p.call.kind('embeddings')
+      callOf(request).kind('embeddings')
       // the model the path names first: a chat model is told so, whatever its body
       grantedModel(gateway, request.principal, id, 'embeddings')
       const objects = new BodyObjects('gemini')
       const body = checkGeminiEmbedBody(request.body, call.method, id, objects)
-      return await wholeCall(p, { kind: 'embeddings', model: 'embeddings', client: 'gemini', name: id, body, answerable: true, defaults: false, objects })
+      return await run(request, reply, wholeCall({ kind: 'embeddings', model: 'embeddings', client: 'gemini', name: id, body, answerable: true, defaults: false, objects }))
     }
     const stream = call.method === 'streamGenerateContent'
     return await generate(request, reply, { model: id, stream, arrayStream: stream && request.query.alt !== 'sse' })

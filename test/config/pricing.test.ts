@@ -27,6 +27,9 @@ t.test('a whole price sheet is valid, and what the charge reads of it', async (t
   t.same(problems({ input: 5, output: 40, per_image: { '1024x1024': 0.042, '1024x1536': 0.063, default: 0.042 } }, { architecture: { input_modalities: ['text'], output_modalities: ['image'] } }), [])
   t.same(problems({ input: 5, per_image: 0.04 }, { architecture: { input_modalities: ['text'], output_modalities: ['image'] } }), [], 'one price for every size')
 
+  t.same(problems({ ...SONNET, server_tools: { web_search: 0.01, code_execution: 0.05 } }), [], 'server tools priced per use')
+  t.same(priceOf({ input: 1, output: 1, server_tools: { web_search: 0.01 } })?.server_tools, new Map([['web_search', 10_000_000]]), 'in nano-dollars')
+
   const price = priceOf(SONNET)
   t.same(price, {
     input: 3000,
@@ -65,7 +68,10 @@ t.test('every new field is checked, with its path', async (t) => {
     ['a tier no prompt reaches', { input: 1, output: 2, tiers: [{ above_input_tokens: 2_000_000, input: 2, output: 4 }] }, /^models\[3\]\.pricing\.tiers\[0\]\.above_input_tokens: must be below context_length \(1000000\)/],
     ['an audio rate with four decimals', { ...SONNET, input_audio: 40.0001 }, /^models\[3\]\.pricing\.input_audio: at most three decimals \(USD per million tokens\)$/],
     ['a tier that leaves out the audio rate the base names', { input: 1, output: 2, output_audio: 8, tiers: [{ above_input_tokens: 1000, input: 2, output: 4 }] }, /^models\[3\]\.pricing\.tiers\[0\]\.output_audio: is required, as pricing\.output_audio is set/],
-    ['an unknown key in a tier', { input: 1, output: 2, tiers: [{ above_input_tokens: 1000, input: 2, output: 4, per_request: 1 }] }, /^models\[3\]\.pricing\.tiers\[0\]\.per_request: is not a known key$/]
+    ['an unknown key in a tier', { input: 1, output: 2, tiers: [{ above_input_tokens: 1000, input: 2, output: 4, per_request: 1 }] }, /^models\[3\]\.pricing\.tiers\[0\]\.per_request: is not a known key$/],
+    ['a negative server tool price', { ...SONNET, server_tools: { web_search: -0.01 } }, /^models\[3\]\.pricing\.server_tools\.web_search: must be >= 0$/],
+    ['a server tool price of ten decimals', { ...SONNET, server_tools: { web_search: 0.0100000001 } }, /^models\[3\]\.pricing\.server_tools\.web_search: at most nine decimals \(USD per use\)$/],
+    ['a server tool kind that is no name', { ...SONNET, server_tools: { 'Web Search': 0.01 } }, /^models\[3\]\.pricing\.server_tools/]
   ]
   for (const [what, pricing, want, extra] of cases) {
     const found = problems(pricing, extra)

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import Database from 'better-sqlite3'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
+import { estimatePromptTokens } from '../../plugins/gateway/billing.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { eventually, KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
@@ -89,8 +90,8 @@ const workerPids = (primary: number): number[] => {
   }
 }
 
-// a hold is the worst case: (1 prompt character + 200 max_tokens) at the output rate, $15 per million
-const HOLD = 201 * 15_000
+// a hold is the worst case: (the prompt's estimate + 200 max_tokens) at the output rate, $15 per million
+const HOLD = (estimatePromptTokens({ messages: [{ role: 'user', content: 'x' }] }) + 200) * 15_000
 const KEY_POOR = 'mg-test-key-poor-0123456789abcdef'
 const KEY_QUOTA = 'mg-test-key-quota-0123456789abcdef'
 const KEY_COUNTED = 'mg-test-key-counted-0123456789abcdef'

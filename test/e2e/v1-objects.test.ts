@@ -41,7 +41,9 @@ async function gateway (t: Test, shared = false): Promise<Gw> {
     // the architecture takes files; Messages models take a container as a parameter
     const architecture = { input_modalities: ['text', 'image', 'video', 'file'], output_modalities: ['text'] }
     if (m.id === 'anthropic/claude-test') return { ...m, architecture, supported_parameters: [...m.supported_parameters as string[], 'container'] }
-    return (m.architecture as { output_modalities: string[] }).output_modalities.includes('text') ? { ...m, architecture } : m
+    // the tools the provider runs (and a type the gateway does not know, taken for one) priced per use, as a call may ask for them only then
+    const pricing = { ...m.pricing as Record<string, unknown>, server_tools: { file_search: 0.0025, code_interpreter: 0.03, x_retrieval: 0.001 } }
+    return (m.architecture as { output_modalities: string[] }).output_modalities.includes('text') ? { ...m, architecture, pricing } : m
   })
   const two = { ...models[0], id: 'openai/two', name: 'openai/two', provider: ['mock-openai', 'mock-openai-b'], default_parameters: {} }
   const app = await buildApp(testConfig({

@@ -72,7 +72,8 @@ t.test('settle: reported usage; estimates when it never came; nothing when the c
 
 t.test('estimatePromptTokens is an upper bound for holds', async (t) => {
   const text = 'a'.repeat(1000)
-  t.equal(estimatePromptTokens({ messages: [{ role: 'user', content: text }] }), 1000 + 'user'.length)
+  // a few tokens per message (or block) for its role and separators
+  t.equal(estimatePromptTokens({ messages: [{ role: 'user', content: text }] }), 1000 + 'user'.length + 4)
   const withImage = estimatePromptTokens({ messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'A'.repeat(100_000) } }] }] })
   t.ok(withImage >= 1600 && withImage < 2000, 'base64 bytes are not counted as text')
 })
@@ -80,9 +81,10 @@ t.test('estimatePromptTokens is an upper bound for holds', async (t) => {
 t.test('estimatePromptTokens reads a Gemini request: contents, systemInstruction, media; not signatures or base64', async (t) => {
   const text = 'a'.repeat(1000)
   const body = (parts: unknown[], extra: Record<string, unknown> = {}): Record<string, unknown> => ({ contents: [{ role: 'user', parts }], ...extra })
-  t.equal(estimatePromptTokens(body([{ text }])), 1000 + 'user'.length, 'the contents\' text')
-  t.equal(estimatePromptTokens(body([{ text }], { systemInstruction: { parts: [{ text: 'b'.repeat(500) }] } })), 1500 + 'user'.length, 'and the system instruction\'s')
-  t.equal(estimatePromptTokens(body([{ text, thoughtSignature: 'S'.repeat(5000) }])), 1000 + 'user'.length, 'a thought signature is no text')
+  // and a few tokens per turn and per part
+  t.equal(estimatePromptTokens(body([{ text }])), 1000 + 'user'.length + 8, 'the contents\' text')
+  t.equal(estimatePromptTokens(body([{ text }], { systemInstruction: { parts: [{ text: 'b'.repeat(500) }] } })), 1500 + 'user'.length + 16, 'and the system instruction\'s')
+  t.equal(estimatePromptTokens(body([{ text, thoughtSignature: 'S'.repeat(5000) }])), 1000 + 'user'.length + 8, 'a thought signature is no text')
   const image = estimatePromptTokens(body([{ inlineData: { mimeType: 'image/png', data: 'A'.repeat(100_000) } }]))
   t.ok(image >= 1600 && image < 2000, `an inline image: its allowance, not its bytes (${image})`)
   const file = estimatePromptTokens(body([{ fileData: { mimeType: 'image/png', fileUri: 'https://example.com/a.png' } }]))

@@ -33,18 +33,27 @@ const K = {
   orgGone: 'mg-gate-org-gone-0123456789abcd',
   projectGone: 'mg-gate-project-gone-0123456789',
   revokedReload: 'mg-gate-revoked-reload-012345678',
-  revokedRestart: 'mg-gate-revoked-restart-01234567'
+  revokedRestart: 'mg-gate-revoked-restart-01234567',
+  small: 'mg-gate-small-balance-0123456789'
 }
 const ALL_PROVIDERS = ['mock-openai', 'mock-messages', 'mock-gemini']
 
-const STATES = ['valid', 'ungranted', 'empty grants', 'no passthrough', 'revoked', 'revoked, reloaded', 'revoked, restarted', 'expired', 'rotated past grace', 'over rpm', 'over budget', 'balance 0', 'org deleted', 'project deleted'] as const
+const STATES = ['valid', 'ungranted', 'empty grants', 'no passthrough', 'revoked', 'revoked, reloaded', 'revoked, restarted', 'expired', 'rotated past grace', 'over rpm', 'over budget', 'balance 0', 'balance $1', 'org deleted', 'project deleted'] as const
 type State = typeof STATES[number]
 
 type Cell = 'ok' | number
-type Kind = 'priced' | 'count' | 'listing' | 'tool-list' | 'foreign' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model' | 'pt-target' | 'pt-unattributable' | 'pt-foreign'
+type Kind = 'priced' | 'hold' | 'pt-hold' | 'tool-unpriced' | 'pt-tool-unpriced' | 'count' | 'listing' | 'tool-list' | 'foreign' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model' | 'pt-target' | 'pt-unattributable' | 'pt-foreign'
 
 /** What each kind of route answers a key in each state. */
 function expected (kind: Kind, state: State): Cell {
+  // a call whose worst case is more than $1 (and less than the $100 of the valid key's organization): as any priced call, but refused on $1
+  if (kind === 'hold' || kind === 'pt-hold') return state === 'balance $1' ? 402 : expected(kind === 'hold' ? 'priced' : 'pt-priced', state)
+  // a server tool the model has no price for: refused once the key may call the model, before its limits are looked at
+  if (kind === 'tool-unpriced' || kind === 'pt-tool-unpriced') {
+    const first = expected(kind === 'tool-unpriced' ? 'priced' : 'pt-priced', state)
+    return first === 401 || first === 404 || first === 403 ? first : 400
+  }
+  if (state === 'balance $1') return expected(kind, 'valid')
   const passthrough = kind.startsWith('pt-')
   const spends = kind === 'priced' || kind === 'pt-priced'
   const unmetered = kind === 'pt-unmetered' || kind === 'pt-unmetered-model'
@@ -89,6 +98,11 @@ interface Row {
 
 const chat = { model: 'openai/gpt-test', max_tokens: 16, messages: [{ role: 'user', content: 'hello there' }] }
 const gemini = { contents: [{ role: 'user', parts: [{ text: 'hello there' }] }], generationConfig: { maxOutputTokens: 16 } }
+/** A model that takes max_completion_tokens, n and web_search_options. */
+const wide = { ...chat, model: 'openai/gpt-wide' }
+const textDocument = { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'word '.repeat(21_600) } }
+const pdfDocument = { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0xLjQK' } }
+const webSearch = { type: 'web_search_20250305', name: 'web_search', max_uses: 100 }
 /** Content naming an object another organization made at the provider. */
 const theirFile = [{ role: 'user', content: [{ type: 'text', text: 'hello there' }, { type: 'file', file: { file_id: 'file-other-org' } }] }]
 const theirDocument = [{ role: 'user', content: [{ type: 'text', text: 'hello there' }, { type: 'document', source: { type: 'file', file_id: 'file_other_org' } }] }]
@@ -150,6 +164,29 @@ const ROWS: Row[] = [
   { name: 'POST /v1/images/generations, a field naming another organization\'s file', kind: 'foreign', route: '/v1/images/generations', covers: ['POST'], call: post('/v1/images/generations', { model: 'openai/image-test', prompt: 'a lighthouse', reference: { file_id: 'file-other-org' } }) },
   { name: 'POST /v1beta/…:embedContent, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:embedContent', { content: { parts: [{ text: 'hello there' }, theirGeminiFile] } }) },
   { name: 'POST /v1beta/…:batchEmbedContents, another organization\'s file', kind: 'foreign', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/embed-test:batchEmbedContents', { requests: [{ model: 'models/google/embed-test', content: { parts: [theirGeminiFile] } }] }) },
+  // holds: the most the upstream may bill for the body it is sent (each over $1, under $100)
+  { name: 'POST /v1/chat/completions, max_completion_tokens over max_tokens', kind: 'hold', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...wide, max_tokens: 1, max_completion_tokens: 100_000 }) },
+  { name: 'POST /v1/chat/completions (stream), max_completion_tokens over max_tokens', kind: 'hold', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...wide, max_tokens: 1, max_completion_tokens: 100_000, stream: true }) },
+  { name: 'POST /v1/chat/completions, n: 128', kind: 'hold', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...wide, max_tokens: 1000, n: 128 }) },
+  { name: 'POST /v1/chat/completions, CJK text', kind: 'hold', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...wide, messages: [{ role: 'user', content: '鬱'.repeat(60_000) }] }) },
+  { name: 'POST /v1/messages, a plain-text document', kind: 'hold', route: '/v1/messages', covers: ['POST'], call: post('/v1/messages', { ...chat, model: 'anthropic/claude-test', messages: [{ role: 'user', content: [textDocument] }] }) },
+  { name: 'POST /v1/messages (stream), a PDF', kind: 'hold', route: '/v1/messages', covers: ['POST'], call: post('/v1/messages', { ...chat, model: 'anthropic/claude-test', stream: true, messages: [{ role: 'user', content: [pdfDocument] }] }) },
+  { name: 'POST /v1/messages, priced web searches', kind: 'hold', route: '/v1/messages', covers: ['POST'], call: post('/v1/messages', { ...chat, model: 'anthropic/claude-search', tools: [{ ...webSearch, max_uses: 200 }] }) },
+  { name: 'POST /v1/responses, a file by its data', kind: 'hold', route: '/v1/responses', covers: ['POST'], call: post('/v1/responses', { model: 'openai/gpt-test', max_output_tokens: 16, input: [{ role: 'user', content: [{ type: 'input_text', text: 'hello there' }, { type: 'input_file', filename: 'a.pdf', file_data: 'data:application/pdf;base64,JVBERi0xLjQK' }] }] }) },
+  { name: 'POST /v1beta/…:generateContent, candidateCount 8', kind: 'hold', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-wide:generateContent', { ...gemini, generationConfig: { maxOutputTokens: 10_000, candidateCount: 8 } }) },
+  { name: 'POST /v1beta/…:streamGenerateContent, inline PDF', kind: 'hold', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:streamGenerateContent?alt=sse', { ...gemini, contents: [{ role: 'user', parts: [{ text: 'hello there' }, { inlineData: { mimeType: 'application/pdf', data: 'JVBERi0xLjQK' } }] }] }) },
+  { name: 'POST /v1/models/…:generateContent, inline PDF to Messages', kind: 'hold', route: '/v1/models/*', covers: ['POST'], call: post('/v1/models/anthropic/claude-test:generateContent', { ...gemini, contents: [{ role: 'user', parts: [{ text: 'hello there' }, { inlineData: { mimeType: 'application/pdf', data: 'JVBERi0xLjQK' } }] }] }) },
+  { name: 'POST /passthrough/openai chat, n: 128', kind: 'pt-hold', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/chat/completions', { ...chat, model: 'gpt-upstream-name', max_tokens: 1000, n: 128 }) },
+  { name: 'POST /passthrough/openai chat, max_completion_tokens over max_tokens', kind: 'pt-hold', route: '/passthrough/mock-openai/*', covers: ['POST'], call: post('/passthrough/mock-openai/chat/completions', { ...chat, model: 'gpt-upstream-name', max_tokens: 1, max_completion_tokens: 100_000 }) },
+  { name: 'POST /passthrough/anthropic messages, a plain-text document', kind: 'pt-hold', route: '/passthrough/mock-messages/*', covers: ['POST'], call: post('/passthrough/mock-messages/v1/messages', { ...chat, model: 'claude-upstream-name', messages: [{ role: 'user', content: [textDocument] }] }) },
+  { name: 'POST /passthrough/gemini generateContent, candidateCount 8', kind: 'pt-hold', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: post('/passthrough/mock-gemini/v1beta/models/gemini-upstream-name:generateContent', { ...gemini, generationConfig: { maxOutputTokens: 10_000, candidateCount: 8 } }) },
+  // server tools the model has no per-use price for
+  { name: 'POST /v1/messages, web_search unpriced', kind: 'tool-unpriced', route: '/v1/messages', covers: ['POST'], call: post('/v1/messages', { ...chat, model: 'anthropic/claude-test', tools: [webSearch] }) },
+  { name: 'POST /v1/chat/completions, web_search_options unpriced', kind: 'tool-unpriced', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...wide, web_search_options: {} }) },
+  { name: 'POST /v1/responses, web_search unpriced', kind: 'tool-unpriced', route: '/v1/responses', covers: ['POST'], call: post('/v1/responses', { model: 'openai/gpt-test', input: 'hello there', max_output_tokens: 16, tools: [{ type: 'web_search' }] }) },
+  { name: 'POST /v1beta/…:generateContent, googleSearch unpriced', kind: 'tool-unpriced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:generateContent', { ...gemini, tools: [{ googleSearch: {} }] }) },
+  { name: 'POST /passthrough/anthropic messages, web_search unpriced', kind: 'pt-tool-unpriced', route: '/passthrough/mock-messages/*', covers: ['POST'], call: post('/passthrough/mock-messages/v1/messages', { ...chat, model: 'claude-upstream-name', tools: [webSearch] }) },
+  { name: 'POST /passthrough/gemini generateContent, googleSearch unpriced', kind: 'pt-tool-unpriced', route: '/passthrough/mock-gemini/*', covers: ['POST'], call: post('/passthrough/mock-gemini/v1beta/models/gemini-upstream-name:generateContent', { ...gemini, tools: [{ googleSearch: {} }] }) },
   { name: 'GET /v1/models/{id}', kind: 'listing', route: '/v1/models/*', covers: ['GET', 'HEAD'], call: get('/v1/models/openai/gpt-test') },
   { name: 'GET /v1beta/models/{id}', kind: 'listing', route: '/v1beta/models/*', covers: ['GET', 'HEAD'], call: get('/v1beta/models/google/gemini-test') },
   { name: 'POST /mcp tools/call', kind: 'priced', route: '/mcp', covers: ['POST'], call: rpc('/mcp', 'tools/call', { name: 'docs__echo', arguments: { text: 'hello there' } }) },
@@ -226,7 +263,14 @@ const media = (id: string, provider: string, upstream: string, kind: 'embeddings
   pricing: kind === 'embeddings' ? { input: 0.1, output: 0 } : { input: 5, output: 40 },
   ...(kind === 'image' ? { max_output_tokens: 100 } : {})
 })
+const WIDE_PARAMS = ['temperature', 'max_tokens', 'max_completion_tokens', 'n', 'tools', 'web_search_options', 'thinking']
+const chatModel = (id: string, provider: string, upstream: string, pricing: Record<string, unknown> = { input: 3, output: 15 }): Record<string, unknown> => ({
+  id, name: id, provider, upstream_model: upstream, context_length: 200000, architecture: { input_modalities: ['text'], output_modalities: ['text'] }, supported_parameters: WIDE_PARAMS, pricing
+})
 const MEDIA = [
+  chatModel('openai/gpt-wide', 'mock-openai', 'gpt-wide-up'),
+  chatModel('google/gemini-wide', 'mock-gemini', 'gemini-wide-up'),
+  chatModel('anthropic/claude-search', 'mock-messages', 'claude-search-up', { input: 3, output: 15, server_tools: { web_search: 0.01 } }),
   media('openai/embed-test', 'mock-openai', 'text-embedding-up', 'embeddings'),
   media('google/embed-test', 'mock-gemini', 'gemini-embedding-up', 'embeddings'),
   media('openai/image-test', 'mock-openai', 'gpt-image-up', 'image')
@@ -260,6 +304,7 @@ function gateConfig (mock: MockUpstream, mcp: MockMcpHttp, file: string): Config
         ]
       },
       { org: 'broke', balance_usd: 0, projects: [{ id: 'app', keys: [key(K.broke)] }] },
+      { org: 'small', balance_usd: 1, projects: [{ id: 'app', keys: [key(K.small)] }] },
       { org: 'gone', balance_usd: 10, projects: [{ id: 'app', keys: [key(K.orgGone)] }] }
     ]
   })
@@ -300,7 +345,7 @@ t.test('every route against every key state', async (t) => {
   const first = await buildApp(config, { store, clock, logger: false })
   const keys = new Map<State, string>([
     ['valid', K.valid], ['ungranted', K.ungranted], ['no passthrough', K.nopass], ['expired', K.expired], ['over rpm', K.rpm], ['over budget', K.budget],
-    ['balance 0', K.broke], ['org deleted', K.orgGone], ['project deleted', K.projectGone], ['revoked, reloaded', K.revokedReload], ['revoked, restarted', K.revokedRestart]
+    ['balance 0', K.broke], ['balance $1', K.small], ['org deleted', K.orgGone], ['project deleted', K.projectGone], ['revoked, reloaded', K.revokedReload], ['revoked, restarted', K.revokedRestart]
   ])
   // a key whose list of models is empty (an old row: the config and the admin API refuse one now)
   keys.set('empty grants', (await store.keys.create({ org: 'acme', project: 'web', models: [], passthrough: ALL_PROVIDERS, source: 'admin' }, clock.now())).key)

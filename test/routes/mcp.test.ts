@@ -1,7 +1,7 @@
 import t from 'tap'
 import { Agent } from 'undici'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
-import { exposedName } from '../../plugins/mcp/names.js'
+import { flatToolName as exposedName } from '../../plugins/kernel/tool-names.js'
 import type { UsageRow } from '../../plugins/store/types.js'
 import { eventually, FakeClock, KEY_A, KEY_B } from '../helper.js'
 import { ADMIN, call, connect, gateway, records, refusal, rpc, tenants, textOf } from '../mcp-gateway.js'

@@ -342,3 +342,28 @@ t.test('a whole Gemini answer replayed as its stream (a cache hit for a streamin
   t.same(mapper.usage(), usageFromGemini(body.usageMetadata))
   t.equal(mapper.finished(), true)
 })
+
+t.test('one table of reasoning efforts as thinking budgets, whichever protocol names the effort', async (t) => {
+  const budget = (client: 'openai' | 'messages' | 'responses', effort: string): unknown => {
+    const body: Json = client === 'openai'
+      ? { model: 'm', messages: [{ role: 'user', content: 'hi' }], reasoning_effort: effort }
+      : client === 'messages'
+        ? { model: 'm', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }], output_config: { effort } }
+        : { model: 'm', input: 'hi', reasoning: { effort } }
+    const up = pairFor(client, 'gemini').request(body, CTX).body as { generationConfig?: { thinkingConfig?: { thinkingBudget?: number } } }
+    return up.generationConfig?.thinkingConfig?.thinkingBudget
+  }
+  const table: Array<[string, number]> = [['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768], ['max', 32768]]
+  for (const client of ['openai', 'messages', 'responses'] as const) {
+    for (const [effort, expected] of table) t.equal(budget(client, effort), expected, `${client}: ${effort}`)
+  }
+  // the efforts below low, which the Messages API does not name
+  t.equal(budget('openai', 'minimal'), 512)
+  t.equal(budget('openai', 'none'), 0)
+  t.equal(budget('responses', 'minimal'), 512)
+  // Gemini's own thinkingLevel towards a Messages upstream reads the same table
+  const toMessages = (level: string): unknown => (pairFor('gemini', 'messages').request({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }], generationConfig: { thinkingConfig: { thinkingLevel: level } } }, CTX).body as { thinking?: { budget_tokens?: number } }).thinking
+  t.same(toMessages('low'), { type: 'enabled', budget_tokens: 1024 })
+  t.same(toMessages('medium'), { type: 'enabled', budget_tokens: 8192 })
+  t.same(toMessages('high'), { type: 'enabled', budget_tokens: 24576 })
+})

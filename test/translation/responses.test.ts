@@ -6,7 +6,8 @@ import OpenAI from 'openai'
 import t from 'tap'
 import { isGatewayError } from '../../plugins/kernel/errors.js'
 import { pairFor } from '../../plugins/translation/index.js'
-import { flatName, namespacedTools } from '../../plugins/translation/responses-request.js'
+import { flatToolName as flatName } from '../../plugins/kernel/tool-names.js'
+import { namespacedTools } from '../../plugins/translation/responses-request.js'
 import { serialize, SseParser } from '../../plugins/translation/sse.js'
 import type { Json, Protocol, SseEvent, TranslateCtx } from '../../plugins/translation/types.js'
 import { fromRoot } from '../../paths.js'
@@ -233,4 +234,82 @@ t.test('flat names of namespaced tools: valid upstream names, unique, named back
   t.match(body.output[0], { type: 'function_call', name: 'find customer', namespace: 'crm.v2', call_id: 'call_1' })
   const up = pairFor('responses', 'messages').request({ model: 'm', input: 'x', tools: ctx.clientRequest.tools }, ctx).body as { tools: Json[] }
   t.same(up.tools.map((tool) => tool.name), [odd])
+})
+
+t.test('an inline image goes to a Messages upstream only as a type it takes, as from Chat Completions', async (t) => {
+  const input = (url: string): Json[] => [{ role: 'user', content: [{ type: 'input_text', text: 'what is this?' }, { type: 'input_image', image_url: url }] }]
+  const up = pairFor('responses', 'messages').request({ model: 'm', input: input('data:image/png;base64,iVBORw0KGgo=') }, BASE_CTX).body as { messages: Array<{ content: Json[] }> }
+  t.match(up.messages[0]?.content[1], { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } })
+  const byUrl = pairFor('responses', 'messages').request({ model: 'm', input: input('https://example.com/cat.png') }, BASE_CTX).body as { messages: Array<{ content: Json[] }> }
+  t.match(byUrl.messages[0]?.content[1], { type: 'image', source: { type: 'url', url: 'https://example.com/cat.png' } })
+  for (const [client, body] of [
+    ['responses', { model: 'm', input: input('data:text/html;base64,PGgxPg==') }],
+    ['openai', { model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:text/html;base64,PGgxPg==' } }] }] }]
+  ] as Array<[Protocol, Json]>) {
+    let thrown: unknown
+    try { pairFor(client, 'messages').request(body, BASE_CTX) } catch (err) { thrown = err }
+    t.ok(isGatewayError(thrown), `${client}: a data: URL of another type is refused`)
+    t.match(thrown, { statusCode: 400, message: /JPEG, PNG, GIF or WebP/ }, client)
+  }
+  let thrown: unknown
+  try { pairFor('responses', 'messages').request({ model: 'm', input: input('data:text/html;base64,PGgxPg==') }, BASE_CTX) } catch (err) { thrown = err }
+  t.match(thrown, { message: /input\[0\]\.content\[1\]\.image_url/ }, 'the 400 names where the URL sits')
+})
+
+t.test('the Responses reader is strict: a wrong type anywhere is a 400 naming its field, toward every upstream', async (t) => {
+  const fn = { type: 'function', name: 'f', parameters: { type: 'object' } }
+  const cases: Array<[Json, RegExp]> = [
+    [{ instructions: 3 }, /for instructions:/],
+    [{ temperature: 'hot' }, /for temperature:/],
+    [{ top_p: [] }, /for top_p:/],
+    [{ stop: [1] }, /for stop\[0\]:/],
+    [{ text: 'json' }, /for text:/],
+    [{ text: { format: 'json' } }, /for text\.format:/],
+    [{ text: { verbosity: 2 } }, /for text\.verbosity:/],
+    [{ reasoning: 'high' }, /for reasoning:/],
+    [{ reasoning: { effort: 5 } }, /for reasoning\.effort:/],
+    [{ metadata: 'x' }, /for metadata:/],
+    [{ user: 1 }, /for user:/],
+    [{ safety_identifier: {} }, /for safety_identifier:/],
+    [{ prompt_cache_key: 7 }, /for prompt_cache_key:/],
+    [{ include: 'x' }, /for include:/],
+    [{ include: [1] }, /for include\[0\]:/],
+    [{ parallel_tool_calls: 'yes' }, /for parallel_tool_calls:/],
+    [{ tools: [3] }, /for tools\[0\]:/],
+    [{ tools: [{ type: 'function', name: 3 }] }, /for tools\[0\]\.name:/],
+    [{ tools: [{ ...fn, description: 1 }] }, /for tools\[0\]\.description:/],
+    [{ tools: [{ ...fn, parameters: 'x' }] }, /for tools\[0\]\.parameters:/],
+    [{ tools: [{ ...fn, strict: 'no' }] }, /for tools\[0\]\.strict:/],
+    [{ tools: [{ type: 'namespace', name: 'ns', tools: 'x' }] }, /for tools\[0\]\.tools:/],
+    [{ tools: [{ type: 'namespace', name: 'ns', tools: [{ type: 'function', name: null }] }] }, /for tools\[0\]\.tools\[0\]\.name:/],
+    [{ tool_choice: 'sometimes' }, /for tool_choice:/],
+    [{ tool_choice: 3 }, /for tool_choice:/],
+    [{ tools: [fn], tool_choice: { type: 'function', name: 1 } }, /for tool_choice\.name:/],
+    [{ tools: [fn], tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [2] } }, /for tool_choice\.tools\[0\]:/],
+    [{ input: [{ role: 'user', content: 5 }] }, /for input\[0\]\.content:/],
+    [{ input: [{ role: 'user', content: ['hi'] }] }, /for input\[0\]\.content\[0\]:/],
+    [{ input: [{ role: 'user', content: [{ type: 'input_text', text: 1 }] }] }, /for input\[0\]\.content\[0\]\.text:/],
+    [{ input: [{ role: 'assistant', content: [{ type: 'refusal', refusal: null }] }] }, /for input\[0\]\.content\[0\]\.refusal:/],
+    [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 5 }] }] }, /for input\[0\]\.content\[0\]\.image_url:/],
+    [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: { url: 5 } }] }] }, /for input\[0\]\.content\[0\]\.image_url\.url:/],
+    [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png', detail: 1 }] }] }, /for input\[0\]\.content\[0\]\.detail:/],
+    [{ input: [{ type: 'function_call', call_id: 1, name: 'f', arguments: '{}' }] }, /for input\[0\]\.call_id:/],
+    [{ input: [{ type: 'function_call', call_id: 'c', name: ['f'], arguments: '{}' }] }, /for input\[0\]\.name:/],
+    [{ input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: {} }] }, /for input\[0\]\.arguments:/],
+    [{ input: [{ type: 'function_call', call_id: 'c', name: 'f', namespace: 2, arguments: '{}' }] }, /for input\[0\]\.namespace:/],
+    [{ input: [{ type: 'function_call_output', call_id: 'c', output: 4 }] }, /for input\[0\]\.output:/],
+    [{ input: [{ type: 'function_call_output', call_id: 'c', output: [{ type: 'input_text', text: false }] }] }, /for input\[0\]\.output\[0\]\.text:/]
+  ]
+  for (const upstream of ['openai', 'messages', 'gemini'] as Protocol[]) {
+    for (const [fields, field] of cases) {
+      const body = { model: 'm', input: 'hi', ...fields }
+      let thrown: unknown
+      try { pairFor('responses', upstream).request(body, BASE_CTX) } catch (err) { thrown = err }
+      t.ok(isGatewayError(thrown), `${upstream}: ${JSON.stringify(fields)} is refused`)
+      t.match(thrown, { statusCode: 400, message: field }, `${upstream}: ${JSON.stringify(fields)}`)
+    }
+  }
+  // what is right still goes, namespaced tools and a built-in tool's choice (dropped) included
+  const ok = pairFor('responses', 'openai').request({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }], tools: [fn], tool_choice: { type: 'web_search' }, temperature: 0.5, stop: 'END', text: { verbosity: 'low' } }, BASE_CTX)
+  t.same(ok.dropped, ['tool_choice'])
 })

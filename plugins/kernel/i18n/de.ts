@@ -15,6 +15,7 @@ export const de: Catalog = {
   url_too_long: 'Ein Pfadsegment der Anfrage-URL ist länger als {max} Zeichen.',
   headers_too_large: 'Die Anfrage-Header sind größer als {max_kb} KB.',
   modality_not_supported: 'Das Modell {model} akzeptiert keine Eingaben vom Typ {modality}.',
+  server_tool_unpriced: 'Das Werkzeug {tool} läuft beim Anbieter und wird pro Nutzung berechnet; für das Modell {model} ist kein Preis dafür hinterlegt.',
   unsupported_on_upstream: '{feature} wird für das Modell {model} nicht unterstützt.',
   no_stored_history: '{field} wird nicht unterstützt: Dieser Dienst speichert keinen Gesprächsverlauf. Senden Sie das ganze Gespräch in input.',
   no_background: 'background: true wird nicht unterstützt: Dieser Dienst speichert keine Antworten, die später ausgeführt oder abgerufen werden könnten. Senden Sie die Anfrage ohne background.',

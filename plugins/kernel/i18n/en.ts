@@ -16,6 +16,7 @@ export const en = {
   url_too_long: 'A path segment of the request URL is longer than {max} characters.',
   headers_too_large: 'The request headers are larger than {max_kb} KB.',
   modality_not_supported: 'The model {model} does not accept {modality} input.',
+  server_tool_unpriced: 'The tool {tool} runs at the provider and is billed per use; the model {model} has no price for it.',
   unsupported_on_upstream: '{feature} is not supported for the model {model}.',
   no_stored_history: '{field} is not supported: this service keeps no conversation history. Send the whole conversation in input.',
   no_background: 'background: true is not supported: this service keeps no responses to run or fetch later. Send the request without background.',

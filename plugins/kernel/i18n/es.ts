@@ -15,6 +15,7 @@ export const es: Catalog = {
   url_too_long: 'Un segmento de la ruta de la URL de la solicitud supera los {max} caracteres.',
   headers_too_large: 'Los encabezados de la solicitud superan {max_kb} KB.',
   modality_not_supported: 'El modelo {model} no acepta entradas de tipo {modality}.',
+  server_tool_unpriced: 'La herramienta {tool} se ejecuta en el proveedor y se cobra por uso; el modelo {model} no tiene precio para ella.',
   unsupported_on_upstream: '{feature} no es compatible con el modelo {model}.',
   no_stored_history: '{field} no es compatible: este servicio no guarda el historial de la conversación. Envíe la conversación completa en input.',
   no_background: 'background: true no es compatible: este servicio no guarda respuestas para ejecutarlas o recuperarlas más tarde. Envíe la solicitud sin background.',

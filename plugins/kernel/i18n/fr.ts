@@ -15,6 +15,7 @@ export const fr: Catalog = {
   url_too_long: "Un segment du chemin de l'URL de la requête dépasse {max} caractères.",
   headers_too_large: 'Les en-têtes de la requête dépassent {max_kb} Ko.',
   modality_not_supported: "Le modèle {model} n'accepte pas d'entrée {modality}.",
+  server_tool_unpriced: "L'outil {tool} s'exécute chez le fournisseur et est facturé à l'usage ; le modèle {model} n'a pas de prix pour lui.",
   unsupported_on_upstream: "{feature} n'est pas pris en charge pour le modèle {model}.",
   no_stored_history: "{field} n'est pas pris en charge : ce service ne conserve aucun historique de conversation. Envoyez toute la conversation dans input.",
   no_background: "background: true n'est pas pris en charge : ce service ne conserve aucune réponse à exécuter ou récupérer plus tard. Envoyez la requête sans background.",

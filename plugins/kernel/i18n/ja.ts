@@ -15,6 +15,7 @@ export const ja: Catalog = {
   url_too_long: 'リクエスト URL のパスセグメントが {max} 文字を超えています。',
   headers_too_large: 'リクエストヘッダーが {max_kb} KB を超えています。',
   modality_not_supported: 'モデル {model} は {modality} の入力を受け付けません。',
+  server_tool_unpriced: 'ツール {tool} はプロバイダー側で実行され、使用ごとに課金されますが、モデル {model} にはその価格が設定されていません。',
   unsupported_on_upstream: 'モデル {model} では {feature} はサポートされていません。',
   no_stored_history: '{field} はサポートされていません: このサービスは会話履歴を保持しません。会話全体を input で送信してください。',
   no_background: 'background: true はサポートされていません: このサービスは後で実行・取得するための応答を保持しません。background なしでリクエストを送信してください。',

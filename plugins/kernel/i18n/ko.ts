@@ -15,6 +15,7 @@ export const ko: Catalog = {
   url_too_long: '요청 URL의 경로 세그먼트가 {max}자를 초과합니다.',
   headers_too_large: '요청 헤더가 {max_kb}KB보다 큽니다.',
   modality_not_supported: '모델 {model}은(는) {modality} 입력을 받지 않습니다.',
+  server_tool_unpriced: '도구 {tool}은(는) 제공자 측에서 실행되며 사용할 때마다 과금되지만, 모델 {model}에는 그 가격이 없습니다.',
   unsupported_on_upstream: '모델 {model}에서는 {feature}을(를) 지원하지 않습니다.',
   no_stored_history: '{field}은(는) 지원되지 않습니다: 이 서비스는 대화 기록을 보관하지 않습니다. 전체 대화를 input에 담아 보내세요.',
   no_background: 'background: true는 지원되지 않습니다: 이 서비스는 나중에 실행하거나 가져올 응답을 보관하지 않습니다. background 없이 요청을 보내세요.',

@@ -15,6 +15,7 @@ export const ptBR: Catalog = {
   url_too_long: 'Um segmento do caminho da URL da solicitação excede {max} caracteres.',
   headers_too_large: 'Os cabeçalhos da solicitação excedem {max_kb} KB.',
   modality_not_supported: 'O modelo {model} não aceita entrada do tipo {modality}.',
+  server_tool_unpriced: 'A ferramenta {tool} é executada no provedor e cobrada por uso; o modelo {model} não tem preço para ela.',
   unsupported_on_upstream: '{feature} não é suportado pelo modelo {model}.',
   no_stored_history: '{field} não é suportado: este serviço não guarda histórico de conversa. Envie a conversa inteira em input.',
   no_background: 'background: true não é suportado: este serviço não guarda respostas para executar ou buscar depois. Envie a requisição sem background.',

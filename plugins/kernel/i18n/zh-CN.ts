@@ -15,6 +15,7 @@ export const zhCN: Catalog = {
   url_too_long: '请求 URL 中某个路径段超过 {max} 个字符。',
   headers_too_large: '请求头大于 {max_kb} KB。',
   modality_not_supported: '模型 {model} 不接受 {modality} 输入。',
+  server_tool_unpriced: '工具 {tool} 在提供方运行并按次计费；模型 {model} 没有为它设定价格。',
   unsupported_on_upstream: '模型 {model} 不支持 {feature}。',
   no_stored_history: '不支持 {field}：本服务不保存对话历史。请在 input 中发送完整对话。',
   no_background: '不支持 background: true：本服务不保存可稍后运行或获取的响应。请在不带 background 的情况下发送请求。',

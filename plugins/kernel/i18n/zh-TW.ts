@@ -15,6 +15,7 @@ export const zhTW: Catalog = {
   url_too_long: '請求 URL 中有路徑區段超過 {max} 個字元。',
   headers_too_large: '請求標頭大於 {max_kb} KB。',
   modality_not_supported: '模型 {model} 不接受 {modality} 輸入。',
+  server_tool_unpriced: '工具 {tool} 在提供者端執行並按次計費；模型 {model} 沒有為它設定價格。',
   unsupported_on_upstream: '模型 {model} 不支援 {feature}。',
   no_stored_history: '不支援 {field}：本服務不保存對話歷史。請在 input 中傳送完整對話。',
   no_background: '不支援 background: true：本服務不保存可稍後執行或取得的回應。請在不帶 background 的情況下傳送請求。',

@@ -36,6 +36,7 @@ export class CallMetrics {
   readonly writeSeconds
   readonly writeSizes
   readonly toolCalls
+  readonly clamped
   private readonly healthBooks = new Set<HealthBook>()
   private readonly stores = new Set<Store>()
 
@@ -54,6 +55,7 @@ export class CallMetrics {
     this.writeSeconds = new HistogramVec('modelgate_store_write_batch_seconds', 'Time to commit one batch of store writes', [], BATCH_SECONDS).register(registry)
     this.writeSizes = new HistogramVec('modelgate_store_write_batch_writes', 'Writes per committed batch', [], BATCH_WRITES).register(registry)
     this.toolCalls = new CounterVec('modelgate_mcp_tool_calls_total', 'MCP tool calls by server, tool and outcome', ['server', 'tool', 'status']).register(registry)
+    this.clamped = new CounterVec('modelgate_usage_clamped_total', 'Calls whose provider reported a count past the ceiling of one call, billed as the ceiling', ['provider']).register(registry)
     const books = this.healthBooks
     // eslint-disable-next-line no-new
     new Gauge({
@@ -105,6 +107,7 @@ export class CallMetrics {
     for (let i = 0; i < o.attempts.length; i++) this.attempt(o.attempts[i] as AttemptReport)
     // a tool call's labels are the server's id and the name of one of its listed tools, never a client's string
     if (o.endpoint === 'mcp.tools_call' && o.model !== null && o.provider !== null) this.toolCalls.inc([o.provider, o.model.slice(o.provider.length + 1), o.status])
+    if (o.clamped === true) this.clamped.inc([provider])
     if (!o.attempted) return
     const op = operationOf(o.endpoint)
     this.duration.observe([op, provider, model, o.endpoint, o.status], (o.endedAt - o.startedAt) / 1000)

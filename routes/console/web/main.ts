@@ -17,6 +17,7 @@ interface Pricing {
   tiers: Tier[],
   per_request: string | null,
   per_image: Record<string, string> | null
+  server_tools?: Record<string, string> | null
 }
 type Kind = 'chat' | 'embeddings' | 'image'
 interface Model { id: string, name: string, vendor: string, kind: Kind, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
@@ -117,8 +118,9 @@ function prices (m: Model, p: Pricing): HTMLElement[] {
       el('div', { class: 'tier-name' }, el('dt', {}, 'Prompts over'), el('dd', {}, `${context(t.above_input_tokens)} tokens`)),
       ...sheet(t)))
   }
-  const units = [...rate('Per request', p.per_request), ...Object.entries(p.per_image ?? {}).flatMap(([size, v]) => rate(size === 'default' ? 'Per image' : `Per image ${size}`, v))]
-  if (units.length > 0) out.push(el('dl', { class: 'prices units', 'aria-label': 'Prices per request and per image' }, ...units))
+  const units = [...rate('Per request', p.per_request), ...Object.entries(p.per_image ?? {}).flatMap(([size, v]) => rate(size === 'default' ? 'Per image' : `Per image ${size}`, v)),
+    ...Object.entries(p.server_tools ?? {}).flatMap(([kind, v]) => rate(`Per ${kind.replace(/_/g, ' ')}`, v))]
+  if (units.length > 0) out.push(el('dl', { class: 'prices units', 'aria-label': 'Prices per request, per image and per tool use' }, ...units))
   return out
 }
 

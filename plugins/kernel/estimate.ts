@@ -1,0 +1,5 @@
+// The gateway's one rough token count, for where no tokenizer or upstream count is at hand (the
+// demo provider, an embedding whose provider reports no usage, a call whose usage never came).
+
+/** About four characters a token, at least one for non-empty text. */
+export const estimateTokens = (text: string): number => text === '' ? 0 : Math.max(1, Math.ceil(text.length / 4))

@@ -1,0 +1,66 @@
+import { InvalidField } from '../kernel/errors.js'
+import { joinText } from './content.js'
+import { entry, isObj, kindOf, list, optBoolean, optEntry, optText, sortFields, text, type Dropped } from './fields.js'
+import { MESSAGES_TOOL_FIELDS } from './tables/messages.js'
+import type { Json } from './types.js'
+
+// A Messages request read once, for every pair in front of another upstream protocol: the
+// conversation as checked turns of blocks, the system texts (at the top, and the mid-conversation
+// system entries in their place), and the custom tools. A wrong type is a 400 naming its field;
+// what no other protocol can carry (cache breakpoints, server tools) is reported.
+
+export type MessagesTurn =
+  | { role: 'system', text: string }
+  | { role: 'user' | 'assistant', blocks: Json[], at: string }
+
+/** A cache_control breakpoint: the other protocols cache prefixes on their own, with no say from the client. */
+export const noteCache = (block: Json, dropped: Dropped): void => {
+  if (block.cache_control !== undefined && block.cache_control !== null) dropped.add('cache_control')
+}
+
+/** The text of a system prompt (a string or text blocks); its breakpoints and other blocks reported. */
+function systemText (content: unknown, field: string, dropped: Dropped): string {
+  if (Array.isArray(content)) for (const b of content) if (isObj(b)) noteCache(b, dropped)
+  return joinText(content ?? '', field, (p) => dropped.add(`system.${kindOf(p.type)}`))
+}
+
+/** The top-level system prompt, then the conversation in order; a turn's string content is one text block. */
+export function readMessagesTurns (body: Json, dropped: Dropped): { system: string, turns: MessagesTurn[] } {
+  const system = systemText(body.system, 'system', dropped)
+  const turns: MessagesTurn[] = []
+  for (const [i, raw] of list(body.messages, 'messages').entries()) {
+    const at = `messages[${i}]`
+    const m = entry(raw, at)
+    if (m.role === 'system') {
+      turns.push({ role: 'system', text: systemText(m.content, `${at}.content`, dropped) })
+      continue
+    }
+    if (m.role !== 'user' && m.role !== 'assistant') throw new InvalidField({ field: `${at}.role`, reason: 'must be user, assistant or system' })
+    const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : list(m.content, `${at}.content`).map((b, j) => entry(b, `${at}.content[${j}]`))
+    turns.push({ role: m.role, blocks, at })
+  }
+  return { system, turns }
+}
+
+export interface MessagesTool { name: string, description?: string, schema?: Json, strict?: boolean }
+
+/** The custom tools; a server tool (web_search_20250305, bash_20250124…) runs at Anthropic, so nothing upstream runs it: reported. */
+export function readMessagesTools (body: Json, dropped: Dropped): MessagesTool[] {
+  const out: MessagesTool[] = []
+  for (const [i, raw] of list(body.tools, 'tools').entries()) {
+    const at = `tools[${i}]`
+    const t = entry(raw, at)
+    if (t.input_schema === undefined && t.type !== undefined && t.type !== null && t.type !== 'custom') { dropped.add(`tools.${kindOf(t.type)}`); continue }
+    noteCache(t, dropped)
+    sortFields(t, MESSAGES_TOOL_FIELDS, dropped, undefined, 'tools.')
+    const tool: MessagesTool = { name: text(t.name, `${at}.name`) }
+    const description = optText(t.description, `${at}.description`)
+    if (description !== undefined) tool.description = description
+    const schema = optEntry(t.input_schema, `${at}.input_schema`)
+    if (schema !== undefined) tool.schema = schema
+    const strict = optBoolean(t.strict, `${at}.strict`)
+    if (strict !== undefined) tool.strict = strict
+    out.push(tool)
+  }
+  return out
+}

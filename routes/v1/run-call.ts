@@ -1,0 +1,127 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Endpoint } from '../../plugins/api/index.js'
+import type { CatalogModel, ModelKind } from '../../plugins/gateway/catalog.js'
+import { BodyObjects, topLevelObjects } from '../../plugins/gateway/body-objects.js'
+import { callOf, hooksOf } from '../../plugins/gateway/core.js'
+import { admit, grantedModel, objectProviders } from '../../plugins/gateway/gate.js'
+import { answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../plugins/gateway/pipeline.js'
+import { then, type MaybePromise } from '../../plugins/kernel/maybe-promise.js'
+import { upstreamPath } from '../../plugins/translation/index.js'
+import type { Json, Protocol, TranslateCtx, TranslatorPair, WholePair } from '../../plugins/translation/types.js'
+import { messagesHeaders } from '../../plugins/upstream/dispatch.js'
+import type { UpstreamClient } from '../../plugins/upstream/types.js'
+
+// The one way a metered /v1 route runs a call to a catalog model: resolve the model the key may
+// call, check the body against it, keep to the providers that hold the objects the body names,
+// admit (the plugins' admission hooks, which may answer it), build the translation context, send
+// to the providers through the pair of each provider's protocol, relay the answer (whole or
+// streamed), end the call. A route declares only what differs: its client protocol, the kind of
+// model and of call, its pairs, and what it checks or fills in beyond the shared steps.
+
+/** A pair the runner sends through: every call has a request, answer and error; a streamed one a stream too. */
+export type CallPair = WholePair | TranslatorPair
+
+/** What a route declares of one call. */
+export interface CallSpec {
+  /** The client's protocol. */
+  protocol: Protocol
+  /** The call's kind, where the route's own endpoint does not say it (Gemini's path names the method). */
+  kind?: Endpoint
+  /** The kind of catalog model the route serves. */
+  modelKind: ModelKind
+  /** The catalog id the body or the path names. */
+  name: string
+  /** The body, its shape checked by the route's schema. */
+  body: Json
+  stream?: boolean
+  /** A stream goes out as one JSON array of chunks rather than as SSE (Gemini without alt=sse). */
+  arrayStream?: boolean
+  /** What the body names of the provider accounts, when the route noted it as it checked the body; else its top level is read here (after `prepare`, which may note parts). */
+  objects?: BodyObjects
+  /** The pair from the client's protocol to an upstream protocol; undefined where that upstream has no such call (its providers are skipped). */
+  pairFor: (upstream: Protocol) => CallPair | undefined
+  /** The body made ready for admission with the model in hand: media checked, parameters the model lacks dropped, defaults filled in. */
+  prepare?: (p: Pipe, model: CatalogModel, body: Json, objects: BodyObjects) => MaybePromise<Json>
+  /** A plugin may answer the call at admission (the response cache). */
+  answerable: boolean
+  /** The model's routing policy orders its providers (a count is sent to them in the config's order). */
+  routed?: boolean
+  /** The whole answer made here when no provider of the call's protocols is available (a local token count). */
+  local?: (body: Json) => Promise<Json>
+  /** A refusal that depends on the model's providers, before anything is sent. */
+  refuse?: (p: Pipe, model: CatalogModel) => void
+  /** The pairs read the client's request in ctx.clientRequest (whole calls: its encoding, a batch or one). */
+  clientRequest?: boolean
+}
+
+interface Translated { pair: CallPair, body: Json, dropped: string[] }
+
+/** The runner of a route's calls: each request's call run as the route declares it. */
+export function callRunner (fastify: FastifyInstance): (request: FastifyRequest, reply: FastifyReply, spec: CallSpec) => Promise<FastifyReply | Json> {
+  const gateway = fastify.gateway
+  const hooks = hooksOf(gateway)
+  return async (request, reply, spec) => await runCall({ gateway, hooks, request, reply, call: callOf(request), arrayStream: spec.arrayStream }, spec)
+}
+
+/** Runs one call as `spec` declares it; resolves with the reply sent (or being streamed), or a whole answer made here. */
+async function runCall (p: Pipe, spec: CallSpec): Promise<FastifyReply | Json> {
+  if (spec.kind !== undefined) p.call.kind(spec.kind)
+  const model = grantedModel(p.gateway, p.request.principal, spec.name, spec.modelKind)
+  p.call.resolved(model, spec.stream ?? false)
+  // a route that checked the body noted what it names as it went; otherwise its top level is read here
+  const objects = spec.objects ?? new BodyObjects(spec.protocol)
+  const { body, reachable } = await then(spec.prepare === undefined ? spec.body : spec.prepare(p, model, spec.body, objects), (prepared) => {
+    if (spec.objects === undefined) topLevelObjects(prepared, objects)
+    return then(objectProviders(p, model.providers, objects), (reachable) =>
+      then(admit(p, model, prepared, spec.answerable), (admitted) => ({ body: admitted, reachable })))
+  })
+  const base = translateCtx(p, model, body)
+  const ctx: TranslateCtx = spec.clientRequest === true ? { ...base, clientRequest: body } : base
+  const answered = p.call.pluginAnswer
+  if (answered !== null) return await answerFromPlugin(p, answered, ctx, p.call.stream ? undefined : spec.pairFor(spec.protocol))
+  const { upstreams } = p.gateway
+  const upstreamProtocol = (u: UpstreamClient): Protocol => spec.protocol === 'responses' && u.responses ? 'responses' : u.protocol
+  const providers = reachable.filter((id) => {
+    const u = upstreams.get(id)
+    return u !== undefined && spec.pairFor(upstreamProtocol(u)) !== undefined
+  })
+  if (spec.local !== undefined && (providers.length === 0 || upstreams.candidates(providers).length === 0)) {
+    const counted = await spec.local(body)
+    p.call.answering()
+    await p.call.end({ status: 'ok', usage: null, complete: true })
+    return counted
+  }
+  spec.refuse?.(p, model)
+  const translate = translator(spec, body, ctx)
+  const answer = await send(p, {
+    providers,
+    policy: spec.routed === false ? undefined : model,
+    model,
+    plan: (upstream) => {
+      const up = upstreamProtocol(upstream)
+      const t = translate(up)
+      return { path: upstreamPath(t.pair, ctx), body: t.body, protocol: up, headers: up === 'messages' ? messagesHeaders(p.request) : undefined, error: t.pair.error }
+    }
+  })
+  const { pair, dropped } = translate(answer.attempt.protocol)
+  p.call.dropParams(dropped)
+  if (!p.call.stream) return await relayJson(p, answer, { pair, ctx })
+  if (!('stream' in pair)) throw new Error(`the ${spec.protocol} → ${answer.attempt.protocol} pair of this call has no stream`)
+  return relayStream(p, answer, { pair, ctx })
+}
+
+/** The upstream body for each upstream protocol, made once per protocol however many providers are tried. */
+function translator (spec: CallSpec, body: Json, ctx: TranslateCtx): (up: Protocol) => Translated {
+  const byProtocol = new Map<Protocol, Translated>()
+  return (up) => {
+    let t = byProtocol.get(up)
+    if (t === undefined) {
+      const pair = spec.pairFor(up)
+      if (pair === undefined) throw new Error(`no pair from ${spec.protocol} clients to ${up} upstreams for this call`)
+      const r = pair.request(body, ctx)
+      t = { pair, body: r.body, dropped: r.dropped }
+      byProtocol.set(up, t)
+    }
+    return t
+  }
+}
