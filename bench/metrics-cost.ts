@@ -21,6 +21,7 @@ function outcome (i: number): CallOutcome {
     tags: [],
     stream: i % 3 === 0,
     status: 'ok',
+    error: null,
     httpStatus: 200,
     principal: { keyId: 'k', org: `org${i % 5}`, project: 'p', models: ['*'], passthrough: [] },
     attempted: true,

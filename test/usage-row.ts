@@ -32,6 +32,7 @@ export function usageRow (over: Partial<UsageRow> & Pick<UsageRow, 'id'>): Usage
     attempts: [],
     dropped_params: [],
     tags: [],
+    error: null,
     ...over
   }
 }

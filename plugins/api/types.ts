@@ -73,7 +73,7 @@ export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'generate
 
 /**
  * How a call ended. `refused`: it never reached an upstream (a bad request, an unknown model, a
- * plugin's refusal); such calls have no usage record.
+ * limit, a plugin's refusal); recorded with its error's code when the caller's key is known.
  */
 export type CallStatus = 'ok' | 'client_aborted' | 'upstream_error' | 'timeout' | 'refused'
 
@@ -120,6 +120,8 @@ export interface CallOutcome {
   readonly provider: string | null
   readonly stream: boolean
   readonly status: CallStatus
+  /** A refused call's error code (`quota_exceeded`, `model_not_found`, a plugin's own code...); null otherwise. */
+  readonly error: string | null
   /** The HTTP status the client got (200 for a stream that failed after it started). */
   readonly httpStatus: number
   readonly principal: Principal | null

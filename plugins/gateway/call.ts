@@ -26,6 +26,8 @@ export interface CallEnd {
   complete?: boolean
   /** The status of the answer about to be sent, when it is not sent yet. */
   httpStatus?: number
+  /** The refusal's error code, when the call is refused. */
+  error?: string
 }
 
 /**
@@ -204,9 +206,9 @@ export class Call implements CallView, AttemptSink {
     return provider?.protocol === 'openai' ? { web_search: 1 } : undefined
   }
 
-  /** Ends the call on the error answer about to be sent with `httpStatus`. */
-  endOnError (httpStatus: number): Promise<void> | undefined {
-    return this.end({ status: this.statusOnError(), httpStatus })
+  /** Ends the call on the error answer about to be sent with `httpStatus` (and `error`, its code). */
+  endOnError (httpStatus: number, error?: string): Promise<void> | undefined {
+    return this.end({ status: this.statusOnError(), httpStatus, error })
   }
 
   /**
@@ -237,6 +239,7 @@ export class Call implements CallView, AttemptSink {
       provider: this._provider,
       stream: this._stream,
       status: how.status,
+      error: how.status === 'refused' ? how.error ?? String(httpStatus) : null,
       httpStatus,
       principal: this.request.principal,
       attempted: this.attempted,

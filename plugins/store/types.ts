@@ -370,12 +370,14 @@ export interface UsageRow {
   dropped_params: string[]
   /** The tags the call carried (`{prefix}Tags`, `metadata.tags`); [] for none. */
   tags: string[]
+  /** A refused call's error code (`status` "refused"); null for a call that was not refused. */
+  error: string | null
 }
 
 export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }
 
 /** The statuses a usage record can have. */
-export const USAGE_STATUSES = ['ok', 'client_aborted', 'upstream_error', 'timeout'] as const
+export const USAGE_STATUSES = ['ok', 'client_aborted', 'upstream_error', 'timeout', 'refused'] as const
 export type UsageStatus = typeof USAGE_STATUSES[number]
 
 export interface UsageFilter {

@@ -127,6 +127,8 @@ const UsageRecordSchema = Type.Object({
   provider: Nullable(Type.String()),
   stream: Type.Boolean(),
   status: Type.String(),
+  /** A refused call's error code (status "refused"); null for every other record. */
+  error: Nullable(Type.String()),
   prompt_tokens: Count,
   cached_input_tokens: Count,
   completion_tokens: Count,

@@ -82,15 +82,15 @@ export const RotateBody = Type.Object({ grace_s: Integer({ minimum: 0, maximum: 
 
 export const KeysQuery = Type.Object({ org: Type.Optional(Type.String()), project: Type.Optional(Type.String()) })
 
-const STATUS = '(ok|client_aborted|upstream_error|timeout)'
-const ENDPOINTS = ['chat.completions', 'messages', 'responses', 'generate_content', 'embeddings', 'images.generations', 'passthrough', 'mcp.tools_call'] as const
+const STATUS = '(ok|client_aborted|upstream_error|timeout|refused)'
+const ENDPOINTS = ['chat.completions', 'messages', 'responses', 'generate_content', 'embeddings', 'images.generations', 'passthrough', 'mcp.tools_call', 'count_tokens'] as const
 
 const Filters = {
   org: Type.Optional(Type.String()),
   project: Type.Optional(Type.String()),
   key_id: Type.Optional(Type.String()),
   model: Type.Optional(Type.String()),
-  status: Type.Optional(Type.String({ pattern: `^${STATUS}(,${STATUS})*$`, description: 'ok, client_aborted, upstream_error, timeout: one or more, comma-separated' })),
+  status: Type.Optional(Type.String({ pattern: `^${STATUS}(,${STATUS})*$`, description: 'ok, client_aborted, upstream_error, timeout, refused: one or more, comma-separated' })),
   endpoint: Type.Optional(Type.Unsafe<typeof ENDPOINTS[number]>({ type: 'string', enum: ENDPOINTS, description: ENDPOINTS.join(', ') })),
   provider: Type.Optional(Type.String()),
   tag: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9._:-]{1,64}$', description: 'records carrying this tag' })),

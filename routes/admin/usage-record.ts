@@ -25,6 +25,7 @@ export function usageRecord (r: UsageRow): UsageRecord {
     provider: r.provider,
     stream: r.stream === 1,
     status: r.status,
+    error: r.error ?? null,
     prompt_tokens: r.prompt_tokens,
     cached_input_tokens: r.cached_input_tokens,
     completion_tokens: r.completion_tokens,

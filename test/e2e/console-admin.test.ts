@@ -400,11 +400,18 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     t.not(newId, keyId)
     if (!o.phone) await shot(page, 'console-admin-keys.png')
     await look(page, 'keys')
-    // a secret is shown once: gone when its section is left, not there when it is opened again
+    // a new secret is kept, other sections visited meanwhile, until the operator is done with it
     await tab(page, 'overview')
+    t.equal(await page.getAttribute('#tab-keys', 'data-secret'), 'waiting', 'the keys tab says a secret waits')
     await tab(page, 'keys')
-    t.equal(await page.inputValue('#secret-value'), '', 'the new secret is gone once the keys section was left')
-    t.ok(await page.isHidden('#secret'), 'and its panel is closed')
+    t.equal(await page.inputValue('#secret-value'), rotated, 'the new secret is still there when the keys section is opened again')
+    await page.click('#secret-done')
+    t.match(await text(page, '#secret-copied'), /not copied, and it cannot be shown again/, 'not copied: "Done" warns first')
+    t.equal(await page.inputValue('#secret-value'), rotated, 'and keeps it')
+    await page.click('#secret-done')
+    t.ok(await page.isHidden('#secret'), 'a second "Done" discards it')
+    t.equal(await page.inputValue('#secret-value'), '', 'gone from the page')
+    t.equal(await page.getAttribute('#tab-keys', 'data-secret'), null)
 
     // ---- revoke, after a confirmation
     await page.click(`#keys tr[data-key-id="${newId}"] button[data-action=revoke]`)

@@ -98,9 +98,10 @@ t.test('serve --workers 2: any worker answers any request of a client; mcp list 
   }
   t.equal(parents.size, 2, 'the calls of one client reached both workers, each through its own server process')
   t.match((await c.callTool({ name: 'files__pid' }).catch((e: unknown) => e)), { code: -32000, data: { status: 429 } }, 'the key\'s rpm holds across the workers')
-  const usage = await (await fetch(`${base}/admin/v1/usage?endpoint=mcp.tools_call`, { headers: admin })).json() as { data: Array<{ cost_usd: string, status: string }> }
-  t.equal(usage.data.length, 12, 'every call recorded')
-  t.ok(usage.data.every((r) => r.cost_usd === '0.01' && r.status === 'ok'))
+  const usage = await (await fetch(`${base}/admin/v1/usage?endpoint=mcp.tools_call`, { headers: admin })).json() as { data: Array<{ cost_usd: string, status: string, error: string | null }> }
+  t.equal(usage.data.length, 13, 'every call recorded, the refused one too')
+  t.equal(usage.data.filter((r) => r.cost_usd === '0.01' && r.status === 'ok').length, 12)
+  t.match(usage.data.filter((r) => r.status === 'refused'), [{ cost_usd: '0', error: 'key_rate_limited' }], 'the call over the key\'s rpm, refused')
 
   // the same config file: the pid file beside its store leads to the running gateway
   const listed = await modelgate(['mcp', 'list', '--config', join(dir, 'gw.json')])
@@ -257,9 +258,11 @@ t.test('two instances on PostgreSQL + Redis: one client\'s requests on both, its
   for (let i = 0; i < 6; i++) t.equal(textOf(await c.callTool({ name: 'docs__echo', arguments: { text: `#${i}` } })), `#${i}`)
   t.match(await c.callTool({ name: 'docs__echo', arguments: { text: 'seventh' } }).catch((e: unknown) => e), { data: { status: 429 } }, 'rpm 6 across the two instances')
   const admin = { authorization: `Bearer ${ADMIN}` }
-  const usage = await (await fetch(`${bases[1] as string}/admin/v1/usage?endpoint=mcp.tools_call`, { headers: admin })).json() as { data: Array<{ cost_usd: string }> }
+  const usage = await (await fetch(`${bases[1] as string}/admin/v1/usage?endpoint=mcp.tools_call&status=ok`, { headers: admin })).json() as { data: Array<{ cost_usd: string }> }
   t.equal(usage.data.length, 6, 'either instance lists every record')
   t.ok(usage.data.every((r) => r.cost_usd === '0.002'))
+  const overRpm = await (await fetch(`${bases[0] as string}/admin/v1/usage?endpoint=mcp.tools_call&status=refused`, { headers: admin })).json() as { data: Array<{ error: string }> }
+  t.match(overRpm.data, [{ error: 'key_rate_limited' }], 'and the refused one')
 
   const keys = await (await fetch(`${bases[0] as string}/admin/v1/keys`, { headers: admin })).json() as { data: Array<{ id: string }> }
   t.equal((await fetch(`${bases[0] as string}/admin/v1/keys/${keys.data[0]?.id as string}`, { method: 'DELETE', headers: admin })).status, 200)

@@ -107,7 +107,9 @@ t.test('a pass-through call naming a model that is no catalog model of the provi
   const noModel = await post(`${g.base}/passthrough/mock-openai/chat/completions`, { messages: [{ role: 'user', content: 'hi' }] })
   t.equal(noModel.status, 400, 'a metered endpoint must name its model')
   t.equal(g.mock.requests.length, 0, 'nothing reached the provider')
-  t.same(await g.rows(), [], 'and nothing was recorded')
+  const rows = await g.rows()
+  t.same(rows.filter((r) => r.status !== 'refused'), [], 'and nothing was recorded but the refusals')
+  t.ok(rows.every((r) => r.cost_nano === 0 && r.attempts.length === 0 && r.error !== null), 'each with its code, nothing spent')
 })
 
 t.test('a key without the grant is refused, in the provider family\'s shape', async (t) => {

@@ -56,11 +56,12 @@ async function chat (g: Gateway, key = KEY_A, extra: Record<string, unknown> = {
   }
 }
 
-function ledger (db: string, orgId = 'acme'): { balance: number, held: number, spent: number, recorded: number, records: number } {
+function ledger (db: string, orgId = 'acme'): { balance: number, held: number, spent: number, recorded: number, records: number, refused: number } {
   const raw = new Database(db, { readonly: true, fileMustExist: true })
   try {
     const org = raw.prepare('SELECT balance_nano AS balance, held_nano AS held, spent_nano AS spent FROM organizations WHERE id = ?').get(orgId) as { balance: number, held: number, spent: number }
-    const usage = raw.prepare('SELECT count(*) AS records, coalesce(sum(cost_nano), 0) AS recorded FROM usage_records_all WHERE org_id = ?').get(orgId) as { records: number, recorded: number }
+    // the calls that were answered (or failed at a provider), and the calls refused before any
+    const usage = raw.prepare("SELECT coalesce(sum(status <> 'refused'), 0) AS records, coalesce(sum(status = 'refused'), 0) AS refused, coalesce(sum(cost_nano), 0) AS recorded FROM usage_records_all WHERE org_id = ?").get(orgId) as { records: number, refused: number, recorded: number }
     return { ...org, ...usage }
   } finally {
     raw.close()
@@ -125,6 +126,7 @@ t.test('two workers, an organization per case', async (t) => {
     t.equal(l.balance + l.spent, 5 * HOLD + 1000, 'balance + spent = initial')
     t.equal(l.spent, l.recorded, 'spent is the sum of the recorded costs')
     t.equal(l.records, ok, 'one record per answered call')
+    t.ok(l.refused >= 1 && l.refused <= refused, `the refusals recorded, up to ten a second per key and worker (${l.refused} of ${refused})`)
   })
 
   t.test('quota: once an ended call reached it, both workers refuse the next call', async (t) => {

@@ -56,7 +56,7 @@ t.test('tags from the header and metadata.tags go on the usage record; the summa
   t.notOk(/team-a|feature-x/.test(metrics.body), 'never a metric label')
 })
 
-t.test('bad tags answer 400 naming them, in the route\'s shape; nothing is recorded', async (t) => {
+t.test('bad tags answer 400 naming them, in the route\'s shape; the refusals are recorded without tags', async (t) => {
   const a = await app(t)
   const post = (headers: Record<string, string>, body: Record<string, unknown> = chat(), url = '/v1/chat/completions') => a.inject({ method: 'POST', url, headers: { ...bearer(KEY_A), ...headers }, payload: body })
   let res = await post({ 'X-SVC-Tags': 'ok, has space' })
@@ -74,7 +74,9 @@ t.test('bad tags answer 400 naming them, in the route\'s shape; nothing is recor
   t.equal(res.statusCode, 400)
   t.equal(res.json().type, 'error', 'the Messages shape')
   t.equal(res.json().error.type, 'invalid_request_error')
-  const records = (await a.inject({ method: 'GET', url: '/admin/v1/usage', headers: admin })).json().data
-  t.same(records, [])
+  // each a refused record (nothing spent), with no tags
+  const records = (await a.inject({ method: 'GET', url: '/admin/v1/usage', headers: admin })).json().data as Array<{ status: string, error: string, tags: string[], cost_usd: string }>
+  t.equal(records.length, 6, 'one for each refused call')
+  t.ok(records.every((r) => r.status === 'refused' && r.error === 'invalid_field' && r.tags.length === 0 && r.cost_usd === '0'))
   t.equal((await a.inject({ method: 'GET', url: '/admin/v1/usage?tag=bad%20tag', headers: admin })).statusCode, 400, 'the filter is checked too')
 })

@@ -212,6 +212,34 @@ t.test('PostgreSQL + Redis store', async (t) => {
     t.same(await s.alerts.claim(50, 150, 10), [], 'held by its claim')
   })
 
+  t.test('migration 014: records written before it read error null; the end-of-call batch writes a refused call\'s code', async (t) => {
+    const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    const { fromRoot } = await import('../../paths.js')
+    const { migrate, pgPool } = await import('../../plugins/store/postgres/db.js')
+    const url = await database(t)
+    const upTo = join(tempDir('pg-migrations'), 'migrations')
+    mkdirSync(upTo)
+    const all = fromRoot('plugins', 'store', 'postgres', 'migrations')
+    for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= 13)) copyFileSync(join(all, f), join(upTo, f))
+    const pool = pgPool(url, 1)
+    await migrate(pool, upTo)
+    const { error: _e, ...old } = row(1)
+    await pool.query('SELECT * FROM modelgate_end_batch($1)', [JSON.stringify({ leases: [], charges: [], quotas: [], touches: [], usage: [old], contents: [] })])
+    await pool.end()
+
+    const s = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: prefix(t) })
+    t.teardown(async () => { await s.close() })
+    const refused = { ...row(2), provider: null, status: 'refused', error: 'insufficient_balance', prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, total_tokens: 0, cost_nano: 0, cost_detail: null }
+    await s.usage.record(refused)
+    const rows = await s.usage.page({}, 10)
+    t.same(rows.find((r) => r.id === old.id), { ...old, error: null }, 'the older record reads error null')
+    t.same(rows.find((r) => r.id === refused.id), refused, 'the batch wrote the refusal\'s code')
+    t.same((await s.usage.page({ status: ['refused'] }, 10)).map((r) => r.id), [refused.id], 'found by its status')
+    const versions = (await s.conn.q<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version)
+    t.ok(versions.includes(14), 'migration 014 applied')
+  })
+
   t.test('migration 012: audit lines written before it name their organization, from their target; an org_admin\'s page reads its index', async (t) => {
     const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
     const { join } = await import('node:path')

@@ -4,7 +4,7 @@
 import { initAlerts, loadAlerts, resetAlerts } from './alerts.js'
 import { ApiError, call, get, session, token, whenUnauthorized } from './api.js'
 import { $, input, problem, say } from './dom.js'
-import { hideSecret, initKeys, loadKeys, resetKeys } from './keys.js'
+import { initKeys, loadKeys, resetKeys } from './keys.js'
 import { initLog, loadLog, resetLog } from './log.js'
 import { initOverview, loadOverview, resetOverview } from './overview.js'
 import { initPlugins, loadPlugins, resetPlugins } from './plugins.js'
@@ -31,8 +31,6 @@ const tabs = NAMES.map((n) => $(`tab-${n}`))
 let active: Section = 'overview'
 
 function show (name: Section, focus = false): void {
-  // a new key's secret is shown once: gone when its section is left
-  if (active === 'keys' && name !== 'keys') hideSecret()
   active = name
   for (const [i, t] of tabs.entries()) {
     const on = NAMES[i] === name

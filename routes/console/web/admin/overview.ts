@@ -19,8 +19,11 @@ const tokens = (r: SummaryRow): number => r.prompt_tokens + r.completion_tokens
 const compact = (n: number): string => n >= 1e6 ? `${+(n / 1e6).toFixed(2)}M` : n >= 1e3 ? `${+(n / 1e3).toFixed(1)}k` : String(+n.toFixed(2))
 const money = (n: number): string => n === 0 ? '$0' : n < 0.01 ? `$${+n.toPrecision(2)}` : `$${n.toFixed(2)}`
 
+/** A figure and its label; the figure is never cut or broken: its size shrinks to fit its tile (its length in --chars). */
 function stat (label: string, value: string, id: string): HTMLElement {
-  return el('div', { class: 'stat', 'data-stat': id }, el('div', { class: 'v' }, value), el('div', { class: 'l' }, label))
+  const v = el('div', { class: 'v' }, value)
+  v.style.setProperty('--chars', String(value.length))
+  return el('div', { class: 'stat', 'data-stat': id }, v, el('div', { class: 'l' }, label))
 }
 
 /** The first bucket of the range, and each bucket's start (ms). */
