@@ -18,6 +18,7 @@ function outcome (i: number): CallOutcome {
     model: MODELS[i % 3] as string,
     upstreamModel: 'up',
     provider: `p${i % 2}`,
+    tags: [],
     stream: i % 3 === 0,
     status: 'ok',
     error: null,

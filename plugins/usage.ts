@@ -103,6 +103,7 @@ async function refusalRecorder (registry: Registry): Promise<{ row: (outcome: Ca
         saved_nano: 0,
         attempts: [],
         dropped_params: outcome.dropped as string[],
+        tags: outcome.tags as string[],
         error: code
       }
     }
@@ -167,6 +168,7 @@ export default definePlugin({
         saved_nano: outcome.savedNano,
         attempts: attemptsOf(outcome),
         dropped_params: outcome.dropped as string[],
+        tags: outcome.tags as string[],
         error: null
       }
       const content: ContentRow | undefined = opts.store_content && outcome.content !== null

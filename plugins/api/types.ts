@@ -42,7 +42,7 @@ export type { AttemptOutcome, AttemptReport } from '../upstream/index.js'
 
 export type { Clock } from '../kernel/clock.js'
 
-export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, overhead: string }
+export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, overhead: string, tags: string }
 
 /** Who is calling: set by the auth plugin on `request.principal`. */
 export interface Principal {
@@ -97,6 +97,8 @@ export interface CallView {
   readonly provider: string | null
   /** Client fields dropped before forwarding (unsupported by the model, or with no upstream equivalent). */
   readonly dropped: readonly string[]
+  /** The tags the call carries (`{prefix}Tags`, `metadata.tags`), once admitted; never a metric label. */
+  readonly tags: readonly string[]
   readonly startedAt: number
   /**
    * What the call costs when it is priced per call rather than by tokens (an MCP tool call: its
@@ -154,6 +156,8 @@ export interface CallOutcome {
   /** Every attempt at a provider, in order, with its timings (performance.now()) and how it went. */
   readonly attempts: readonly AttemptReport[]
   readonly dropped: readonly string[]
+  /** The call's tags (none: empty). */
+  readonly tags: readonly string[]
   /** The client's request and what it received (JSON body, or the stream's bytes), when a plugin asked for them. */
   readonly content: { readonly request: string, readonly response: string | null } | null
 }

@@ -37,7 +37,8 @@ export function usageRecord (r: UsageRow): UsageRecord {
     latency_ms: r.latency_ms,
     ttft_ms: r.ttft_ms,
     cache_hit: r.cache_hit === 1,
-    saved_usd: nanoToUsd(r.saved_nano)
+    saved_usd: nanoToUsd(r.saved_nano),
+    tags: r.tags ?? []
   }
 }
 

@@ -182,7 +182,10 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       })
     }
     const { cost_nano: cost, saved_nano: saved, ...counts } = totals
-    return { range, bucket_s: bucket / 1000, buckets, totals: { ...counts, cost_usd: nanoToUsd(cost), saved_usd: nanoToUsd(saved) } }
+    // spend by tag over the same range (a call counts under each of its tags; untagged calls: tag null)
+    const byTag = (await store.usage.summary({ org: view.org, project: view.project, since }, ['tag']))
+      .map((r) => ({ tag: r.tag ?? null, calls: r.calls, cost_usd: nanoToUsd(r.cost_nano) }))
+    return { range, bucket_s: bucket / 1000, buckets, totals: { ...counts, cost_usd: nanoToUsd(cost), saved_usd: nanoToUsd(saved) }, by_tag: byTag }
   })
 
   fastify.get('/api/calls', { schema: { querystring: CallsQuery } }, async (request) => {

@@ -47,7 +47,7 @@ if (!existsSync(CHROMIUM)) {
   // (the last one is answered from the cache with what the first one stored)
   async function seedUsage (): Promise<void> {
     for (const [model, stream] of [['demo/gpt', false], ['demo/claude', true], ['demo/gpt', true]] as const) {
-      const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', 'x-svc-cache': 'on' }, body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello console' }] }) })
+      const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', 'x-svc-cache': 'on', 'x-svc-tags': model === 'demo/claude' ? 'team-b' : 'team-a' }, body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello console' }] }) })
       await res.text()
     }
     await settled()
@@ -117,6 +117,8 @@ if (!existsSync(CHROMIUM)) {
     t.equal(Number(saved), (first?.cost_nano ?? 0) / 1e9, 'what the hit would have cost: the call it was stored from')
     t.match(await page.textContent('#calls tbody'), /cache hit, saved/)
     t.equal(await page.$$eval('#calls tbody tr', (rows) => rows.length), 3)
+    const byTag = await page.$$eval('#tags tbody tr', (rows) => rows.map((r) => [r.querySelector('th')?.textContent, r.querySelector('td')?.textContent]))
+    t.same(byTag.map(([tag, calls]) => `${String(tag)} ${String(calls)}`).sort(), ['team-a 2', 'team-b 1'], 'spend by tag')
     t.equal(await page.$$eval('#dashboard svg', (s) => s.length), 3, 'three charts')
     t.match(await page.textContent('#quota'), /not charged to a prepaid balance/, 'the balance plugin is off here: nothing is charged, and the page says so')
     t.equal(await page.evaluate(() => sessionStorage.getItem('modelgate.apiKey')), KEY_A, 'the key is kept for the tab only')

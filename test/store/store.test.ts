@@ -160,6 +160,23 @@ t.test('migration 012: records made before it read no cache writes, no images an
   t.same(rows[0], fresh, 'the new one reads back as written')
 })
 
+t.test('migration 018: records written before it carry no tags; new ones keep theirs, the journal\'s too; the outbox is there', async (t) => {
+  const { file, old } = databaseAt(17)
+  const insert = (table: string, id: string): void => { old.prepare(`INSERT INTO ${table} (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, stream, status, prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms) VALUES (?, 5, ?, 'acme', 'web', 'k', 'chat.completions', 'm', 0, 'ok', 1, 0, 1, 2, 7, 1)`).run(id, id) }
+  insert('usage_records', 'u_old')
+  insert('usage_journal', 'u_journal')
+  old.close()
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 18)
+  await store.usage.record(usageRow({ id: 'u_new', created_at: 6, tags: ['team-a', 'x'] }))
+  t.same(store.usage.page({}, 10).map((r) => [r.id, r.tags]), [['u_new', ['team-a', 'x']], ['u_old', []], ['u_journal', []]])
+  t.same(store.usage.summary({}, ['tag']).map((r) => [r.tag, r.calls, r.cost_nano]), [[null, 2, 14n], ['team-a', 1, 100n], ['x', 1, 100n]])
+  t.same(store.usage.page({ tag: 'x' }, 10).map((r) => r.id), ['u_new'])
+  t.equal(store.alerts.raise([{ id: 'msg_1', crossing: 'c', webhook: 'http://127.0.0.1/', type: 'balance.low', payload: '{}', created_at: 1 }]), 1)
+  t.equal(store.alerts.raise([{ id: 'msg_2', crossing: 'c', webhook: 'http://127.0.0.1/', type: 'balance.low', payload: '{}', created_at: 2 }]), 0, 'a crossing once per webhook')
+})
+
 t.test('migration 019: records made before it read error null, in the table and in the journal; a refused one keeps its code', async (t) => {
   const { file, old } = databaseAt(17)
   old.prepare(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,

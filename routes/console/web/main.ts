@@ -26,7 +26,7 @@ interface Model { id: string, name: string, vendor: string, kind: Kind, context_
 interface Quota { limit: string, used: string, unit: string, per: string, resets_at: string }
 interface Me { org: string, project: string, key: { name: string, hint: string } | null, balance_usd: string, held_usd: string, spent_usd: string, balance_charged: boolean, org_quota: Quota | null, project_quota: Quota | null }
 interface Bucket { start: string, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, saved_usd: string }
-interface Usage { range: string, bucket_s: number, buckets: Bucket[], totals: Omit<Bucket, 'start'> }
+interface Usage { range: string, bucket_s: number, buckets: Bucket[], totals: Omit<Bucket, 'start'>, by_tag?: Array<{ tag: string | null, calls: number, cost_usd: string }> }
 interface Call { created_at: string, model: string, endpoint: string, status: string, error?: string | null, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number, cache_hit: boolean, saved_usd: string }
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T
@@ -300,6 +300,11 @@ async function loadUsage (): Promise<void> {
       el('td', {}, new Date(c.created_at).toLocaleString()), el('td', {}, c.model), el('td', {}, c.endpoint + (c.stream ? ' (stream)' : '')), el('td', {}, typeof c.error === 'string' ? `${c.status} (${c.error})` : c.status),
       el('td', { class: 'num' }, fmtInt.format(c.prompt_tokens)), el('td', { class: 'num' }, fmtInt.format(c.cached_input_tokens)), el('td', { class: 'num' }, fmtInt.format(c.completion_tokens)),
       el('td', { class: 'num' }, c.cache_hit ? `${c.cost_usd} (cache hit, saved ${c.saved_usd})` : c.cost_usd), el('td', { class: 'num' }, `${c.latency_ms} ms`)))
+    // spend by tag over the range: a call counts under each of its tags; untagged calls together
+    const tagRows = [...(usage.by_tag ?? [])].sort((a, b) => Number(b.cost_usd) - Number(a.cost_usd) || b.calls - a.calls)
+      .map((r) => el('tr', {}, el('th', { scope: 'row' }, r.tag ?? 'untagged'), el('td', { class: 'num' }, fmtInt.format(r.calls)), el('td', { class: 'num' }, usd(r.cost_usd))))
+    const tagBody = $('tags').querySelector('tbody') as HTMLElement
+    tagBody.replaceChildren(...(tagRows.length > 0 ? tagRows : [el('tr', {}, el('td', { colspan: '3', class: 'muted' }, 'No calls in this range.'))]))
     const body = $('calls').querySelector('tbody') as HTMLElement
     body.replaceChildren(...(rows.length > 0 ? rows : [el('tr', {}, el('td', { colspan: '9', class: 'muted' }, 'No calls yet.'))]))
   } catch (err) {

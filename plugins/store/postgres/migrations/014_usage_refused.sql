@@ -2,7 +2,7 @@
 -- refusal's error code here; NULL for every other record.
 ALTER TABLE usage_records ADD COLUMN error TEXT;
 
--- The end-of-call batch of migration 008, which now writes the error too; the rest is unchanged.
+-- The end-of-call batch of migration 013 (the tags), which now writes the error too; the rest is unchanged.
 --   leases   [[lease id, organization, amount released], ...]
 --   charges  [[organization, charge], ...]
 --   quotas   [[scope, window start, tokens, cost], ...]
@@ -48,10 +48,10 @@ BEGIN
   -- without cache writes or images 0, one without a cost by part or an error NULL
   INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
       prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms, cache_hit, saved_nano,
-      attempts, dropped_params, cache_write_tokens, images, cost_detail, error)
+      attempts, dropped_params, cache_write_tokens, images, cost_detail, error, tags)
     SELECT id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
       prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms, cache_hit, saved_nano,
-      coalesce(attempts, '[]'::jsonb), coalesce(dropped_params, '[]'::jsonb), coalesce(cache_write_tokens, 0), coalesce(images, 0), cost_detail, error
+      coalesce(attempts, '[]'::jsonb), coalesce(dropped_params, '[]'::jsonb), coalesce(cache_write_tokens, 0), coalesce(images, 0), cost_detail, error, coalesce(tags, '[]'::jsonb)
     FROM jsonb_populate_recordset(NULL::usage_records, p->'usage');
 
   INSERT INTO usage_content (usage_id, created_at, request, response)

@@ -1,6 +1,7 @@
 // The operator's console: sign-in with an admin token or through single sign-on, then seven sections over the admin API
-// (overview, tenants, keys, request log, providers, plugins, sessions) as ARIA tabs, one loaded at a time.
+// (overview, tenants, keys, request log, providers, alerts, plugins, sessions) as ARIA tabs, one loaded at a time.
 
+import { initAlerts, loadAlerts, resetAlerts } from './alerts.js'
 import { ApiError, call, get, session, token, whenUnauthorized } from './api.js'
 import { $, input, problem, say } from './dom.js'
 import { initKeys, loadKeys, resetKeys } from './keys.js'
@@ -19,6 +20,7 @@ const SECTIONS = {
   keys: loadKeys,
   log: loadLog,
   providers: loadProviders,
+  alerts: loadAlerts,
   plugins: loadPlugins,
   sessions: loadSessions
 } as const
@@ -86,7 +88,7 @@ function signOut (message = ''): void {
   if (token.get() === null && session.get() !== null) void endSession().catch(() => {})
   token.clear()
   session.set(null)
-  for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetPlugins, resetSessions]) reset()
+  for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetAlerts, resetPlugins, resetSessions]) reset()
   signedIn(null)
   history.replaceState(null, '', location.pathname)
   say('signin-error', message)
@@ -132,7 +134,7 @@ $('signin').addEventListener('submit', (e) => {
 })
 $('signout').addEventListener('click', () => { signOut() })
 
-for (const init of [initOverview, initTenants, initKeys, initLog, initProviders, initPlugins, initSessions]) init()
+for (const init of [initOverview, initTenants, initKeys, initLog, initProviders, initAlerts, initPlugins, initSessions]) init()
 
 /** Whether the gateway offers single sign-on: then its link is shown, and a session may already be open. */
 async function ssoOffered (): Promise<boolean> {

@@ -1,6 +1,7 @@
 // Overview: calls, errors, tokens, spend and what the response cache saved over 24 hours (by
 // hour) or 7 or 30 days (by day), from the store's own sums (GET /admin/v1/usage/summary), with
-// the totals of the range and its top models and organizations.
+// the totals of the range, its top models and organizations, and its spend by tag (a call counts
+// under each of its tags; untagged calls together).
 
 import { get, query } from './api.js'
 import { chart, clearCharts, color } from './charts.js'
@@ -32,12 +33,12 @@ function buckets (range: Range, now: number): number[] {
   return Array.from({ length: n }, (_, i) => last - (n - 1 - i) * step)
 }
 
-function topRows (rows: SummaryRow[], field: 'model' | 'org'): HTMLElement[] {
+function topRows (rows: SummaryRow[], field: 'model' | 'org' | 'tag'): HTMLElement[] {
   return [...rows]
     .sort((a, b) => b.calls - a.calls || Number(b.cost_usd) - Number(a.cost_usd))
     .slice(0, 10)
     .map((r) => el('tr', {},
-      el('th', { scope: 'row' }, r[field] ?? '—'),
+      el('th', { scope: 'row' }, r[field] ?? (field === 'tag' ? 'untagged' : '—')),
       el('td', { class: 'num' }, int(r.calls)),
       el('td', { class: 'num' }, int(r.errors)),
       el('td', { class: 'num' }, int(tokens(r))),
@@ -51,11 +52,12 @@ export async function loadOverview (): Promise<void> {
   const starts = buckets(range, Date.now())
   const since = new Date(starts[0] as number).toISOString()
   try {
-    const [series, totals, models, orgs] = await Promise.all([
+    const [series, totals, models, orgs, tags] = await Promise.all([
       get<AnswerOf<'summary'>>(`/usage/summary${query({ bucket, since })}`),
       get<AnswerOf<'summary'>>(`/usage/summary${query({ since })}`),
       get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'model', since })}`),
-      get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'org', since })}`)
+      get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'org', since })}`),
+      get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'tag', since })}`)
     ])
     say('ov-error', '')
     const t = totals.data[0] ?? ZERO
@@ -89,6 +91,7 @@ export async function loadOverview (): Promise<void> {
 
     fill('ov-models', topRows(models.data, 'model'), 'No calls in this range.')
     fill('ov-orgs', topRows(orgs.data, 'org'), 'No calls in this range.')
+    fill('ov-tags', topRows(tags.data, 'tag'), 'No calls in this range.')
   } catch (err) {
     say('ov-error', `Could not load the overview: ${problem(err)}`)
   }
@@ -104,4 +107,5 @@ export function resetOverview (): void {
   $('ov-totals').replaceChildren()
   fill('ov-models', [], '')
   fill('ov-orgs', [], '')
+  fill('ov-tags', [], '')
 }
