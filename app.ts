@@ -4,6 +4,8 @@ import type { Clock } from './plugins/api/index.js'
 import { Internal, InvalidUrl, UrlTooLong } from './plugins/kernel/errors.js'
 import { createGateway, familyOfUrl, installGateway, sendError, traceId } from './plugins/gateway/core.js'
 import { lazyChildLogger } from './plugins/ops/lazy-logger.js'
+import { Alerts, type AlertsOptions } from './plugins/alerts/index.js'
+import { systemClock } from './plugins/kernel/clock.js'
 import { redactingLogger } from './plugins/ops/log-redaction.js'
 import { serveMetrics, standaloneRuntime, type Runtime } from './plugins/ops/operations.js'
 import { PluginHost } from './plugins/host/index.js'
@@ -27,6 +29,8 @@ export interface BuildOptions {
   serverFactory?: FastifyServerOptions['serverFactory']
   /** The configuration's generation in a serving process (server.ts), shown by the admin API. */
   generation?: number
+  /** The alerts' sender and scans: timers off (tests drive them), a host resolver. */
+  alerts?: AlertsOptions & { timers?: boolean }
 }
 
 export { headerNames } from './plugins/gateway/core.js'
@@ -45,6 +49,8 @@ declare module 'fastify' {
     apiRoutes: readonly ApiRoute[]
     /** The admin API's routes and the consoles' actions as registered, each with a row of the access table (routes/access.ts). */
     operatorRoutes: import('./routes/access.js').OperatorRoute[]
+    /** The alerts (webhooks) of this configuration. */
+    alerts: import('./plugins/alerts/index.js').Alerts
     /** The MCP servers behind /mcp; null when the config names none. */
     mcpServers: import('./plugins/mcp/servers.js').McpServers | null
   }
@@ -100,6 +106,11 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const runtime = opts.runtime ?? standaloneRuntime()
   const core = createGateway({ config, store, clock, log: app.log, health: runtime.health, metrics: runtime.metrics.registry })
   installGateway(app, core)
+  // webhooks (alerts:): raised from the counts and scans, sent from the store's outbox
+  const alerts = new Alerts(config.alerts, store, clock ?? systemClock, app.log, core.gateway.events, opts.alerts)
+  app.decorate('alerts', alerts)
+  if (opts.alerts?.timers !== false) alerts.start(runtime.health)
+  app.addHook('onClose', async () => { await alerts.stop() })
   if (opts.runtime === undefined) app.addHook('onClose', async () => { runtime.metrics.close() })
   serveMetrics(app, config, runtime)
   app.addHook('onClose', async () => { await core.gateway.upstreams.close() })

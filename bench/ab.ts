@@ -7,6 +7,8 @@
 // of N calls at 32 connections; p50 and p99 are printed too, each with what it adds over the bare
 // proxy (the median over rounds of the difference in the same round). STORE=postgres: the two gateways with
 // plugins on PostgreSQL + Redis (a database and a key prefix each, removed at the end).
+// SIGNALS=1: the key has limits out of reach (rpm and tpm: the rate-limit headers on every
+// answer) and every call carries two tags in X-SVC-Tags (kept on its usage record).
 import { existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -27,8 +29,9 @@ const base = `http://127.0.0.1:${up.port}`
 // the command's place in the build: dist/cli/index.js, or dist/cli.js in a checkout from before cli/
 const cliOf = (root: string): string => existsSync(`${root}/dist/cli/index.js`) ? `${root}/dist/cli/index.js` : `${root}/dist/cli.js`
 const drops: Array<() => Promise<void>> = []
+const SIGNALS = process.env.SIGNALS === '1'
 const gw = async (root: string, name: string, list: string) => {
-  let config = writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list)
+  let config = writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list, SIGNALS ? { limits: { rpm: 1e9, tpm: 1e12 } } : {})
   if (process.env.STORE === 'postgres' && list !== '') {
     const scratch = await scratchPostgres()
     if (typeof scratch === 'string') throw new Error(scratch)
@@ -45,7 +48,7 @@ const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
   ['this, plugins', () => gw(fromRoot(), 'new', PLUGINS)]
 ]
 const body = JSON.stringify({ model: 'b/o', max_tokens: 10, stream: process.env.STREAM === '1', messages: [{ role: 'user', content: 'hi' }] })
-const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
+const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}`, ...(SIGNALS ? { 'x-svc-tags': 'team-a, feature-x' } : {}) }
 const ROUNDS = Number(process.env.ROUNDS ?? 4)
 const targets = []
 for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], main: [] as number[], rps: [] as number[], p50: [] as number[], p99: [] as number[], non2xx: 0 })
@@ -55,9 +58,9 @@ const SECONDS = Number(process.env.SECONDS ?? 5)
 for (let round = 0; round <= ROUNDS; round++) {
   for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
     const url = `http://127.0.0.1:${t.port}/v1/chat/completions`
-    if (ONE && round === 0) { await warm(url, t.pid, body); continue }
+    if (ONE && round === 0) { await warm(url, t.pid, body, headers); continue }
     if (ONE) {
-      const r = await sequential(url, SECONDS, t.pid, body)
+      const r = await sequential(url, SECONDS, t.pid, body, headers)
       t.us.push(r.cpuUs); t.main.push(r.mainUs); t.rps.push(r.rps); t.p50.push(r.p50); t.p99.push(r.p99); t.non2xx += r.errors
       continue
     }

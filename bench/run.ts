@@ -208,7 +208,7 @@ async function streamLoad (url: string, body: string, concurrency: number, extra
 function ledgerWrites (): number {
   const dir = mkdtempSync(join(tmpdir(), 'mg-bench-ledger-'))
   const store = new SqliteStore(join(dir, 'ledger.db'))
-  const row = (i: number): UsageRow => ({ id: `u${i}`, created_at: Date.now(), trace_id: `t${i}`, org_id: 'o', project_id: 'p', key_id: 'k', endpoint: 'chat.completions', model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 123, latency_ms: 3, ttft_ms: 1, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: [], cache_write_tokens: 0, images: 0, cost_detail: { input: 80, cached_input: 3, cache_write: 0, output: 40, images: 0, per_request: 0, tool_call: 0, tier: null } })
+  const row = (i: number): UsageRow => ({ id: `u${i}`, created_at: Date.now(), trace_id: `t${i}`, org_id: 'o', project_id: 'p', key_id: 'k', endpoint: 'chat.completions', model: 'm', provider: 'p', stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 2, completion_tokens: 5, total_tokens: 15, cost_nano: 123, latency_ms: 3, ttft_ms: 1, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: [], tags: [], cache_write_tokens: 0, images: 0, cost_detail: { input: 80, cached_input: 3, cache_write: 0, output: 40, images: 0, per_request: 0, tool_call: 0, tier: null }, error: null })
   let i = 0
   const t0 = performance.now()
   while (performance.now() - t0 < 2000) {

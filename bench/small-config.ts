@@ -9,9 +9,10 @@ export const BENCH_KEY = 'mg-bench-key-0123456789abcdef'
 
 /**
  * Writes the config to `file` (the store in `db`) and returns `file`. `connections` sizes the
- * upstream pool (the provider default otherwise); `timeoutS` is the server's request timeout.
+ * upstream pool (the provider default otherwise); `timeoutS` is the server's request timeout;
+ * `limits` the key's rpm and tpm (a key with limits gets the rate-limit headers).
  */
-export function writeSmallConfig (file: string, db: string, upstream: string, plugins: string, opts: { connections?: number, timeoutS?: number } = {}): string {
+export function writeSmallConfig (file: string, db: string, upstream: string, plugins: string, opts: { connections?: number, timeoutS?: number, limits?: { rpm?: number, tpm?: number } } = {}): string {
   const list = plugins.split(',').filter(Boolean).map((name) => ({ name, ...(name === 'rate-limit' ? { options: { max: 1e9 } } : {}) }))
   writeFileSync(file, JSON.stringify({
     server: { port: 0, ...(opts.timeoutS === undefined ? {} : { request_timeout_s: opts.timeoutS }) },
@@ -19,7 +20,7 @@ export function writeSmallConfig (file: string, db: string, upstream: string, pl
     plugins: list,
     providers: [{ id: 'u', protocol: 'openai', base_url: `${upstream}/v1`, api_key: 'x', passthrough: true, ...(opts.connections === undefined ? {} : { connections: opts.connections }) }],
     models: [{ id: 'b/o', name: 'b', provider: 'u', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }],
-    tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY, passthrough: ['u'] }] }] }]
+    tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY, passthrough: ['u'], ...(opts.limits === undefined ? {} : { limits: opts.limits }) }] }] }]
   }))
   return file
 }

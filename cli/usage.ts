@@ -32,7 +32,8 @@ export async function run ({ args }: CommandInput): Promise<void> {
       const images = r.images === 0 ? '' : `  images ${String(r.images)}`
       const tier = (r.cost_detail as { tier: number | null } | null)?.tier ?? null
       const tiered = tier === null ? '' : ` (tier above ${tier} input tokens)`
-      process.stdout.write(`${String(r.created_at)}  ${String(r.org)}/${String(r.project)}  ${String(r.model)}  ${String(r.status)}  in ${String(r.prompt_tokens)} (cached ${String(r.cached_input_tokens)}${writes})  out ${String(r.completion_tokens)}${images}  $${String(r.cost_usd)}${tiered}${tried}${without}\n`)
+      const refused = r.error === null ? '' : `  ${String(r.error)}`
+      process.stdout.write(`${String(r.created_at)}  ${String(r.org)}/${String(r.project)}  ${String(r.model)}  ${String(r.status)}${refused}  in ${String(r.prompt_tokens)} (cached ${String(r.cached_input_tokens)}${writes})  out ${String(r.completion_tokens)}${images}  $${String(r.cost_usd)}${tiered}${tried}${without}\n`)
     }
     process.stdout.write(`total: ${totals.calls} calls, ${totals.prompt_tokens} input tokens (${totals.cached_input_tokens} cached), ${totals.completion_tokens} output tokens, $${totals.cost_usd}\n`)
   })

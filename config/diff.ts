@@ -68,6 +68,12 @@ export function configChanges (before: Config, after: Config): string[] {
   const { servers: _before, ...mcpBefore } = before.mcp
   const { servers: _after, ...mcpAfter } = after.mcp
   leafChanges('mcp', mcpBefore, mcpAfter, out)
+  // a webhook by its address without the query string (which may carry the receiver's token); its secret never shown
+  const hook = (w: Config['alerts']['webhooks'][number]): string => { const u = new URL(w.url); return `${u.origin}${u.pathname}` }
+  out.push(...listChanges('alerts.webhooks', before.alerts.webhooks, after.alerts.webhooks, hook))
+  const { webhooks: _hb, ...alertsBefore } = before.alerts
+  const { webhooks: _ha, ...alertsAfter } = after.alerts
+  leafChanges('alerts', alertsBefore, alertsAfter, out)
   for (const section of ['server', 'store', 'admin', 'sso', 'translation', 'upstream', 'metrics', 'tracing'] as const) {
     leafChanges(section, before[section], after[section], out)
   }

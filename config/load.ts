@@ -5,6 +5,7 @@ import { fromRoot } from '../paths.js'
 import { ConfigSchema, isoTimeMs, type Config } from './schema.js'
 import { checkSchema, useCompiledAhead } from '../plugins/kernel/schema-check.js'
 import { kindOf } from '../plugins/gateway/catalog.js'
+import { webhookUrlProblem } from '../plugins/alerts/webhook-url.js'
 
 // Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
 // applies defaults, validates it against its schema and across its sections, and reports every
@@ -119,6 +120,11 @@ function semanticChecks (config: Config, problems: string[]): void {
   if ((config.store.postgres === undefined) !== (config.store.redis === undefined)) {
     problems.push('store: postgres and redis go together (PostgreSQL keeps the tenants, the ledger and the usage records; Redis the counters, idempotency keys and revocations)')
   }
+  config.alerts.webhooks.forEach((w, i) => {
+    const problem = webhookUrlProblem(w.url)
+    if (problem !== undefined) problems.push(`alerts.webhooks[${i}].url: ${problem}`)
+    if (Buffer.from(w.secret.slice('whsec_'.length), 'base64').length < 16) problems.push(`alerts.webhooks[${i}].secret: must hold at least 16 bytes (24 base64 characters) after whsec_`)
+  })
   const providerIds = new Set(config.providers.map((p) => p.id))
   for (const id of duplicates(config.providers.map((p) => p.id))) problems.push(`providers: the id ${id} is used twice`)
   config.providers.forEach((p, i) => {

@@ -300,6 +300,23 @@ export const TracingSchema = Type.Object({
   timeout_s: Type.Number({ default: 5, exclusiveMinimum: 0 })
 }, { ...Closed, default: {} })
 
+export const ALERT_EVENTS = ['budget.threshold', 'quota.threshold', 'balance.low', 'key.expiring', 'provider.down', 'provider.up'] as const
+
+export const WebhookSchema = Type.Object({
+  url: Type.String({ pattern: '^https?://' }),
+  // "whsec_" and the key in base64, as the Standard Webhooks specification has it
+  secret: Type.String({ pattern: '^whsec_[A-Za-z0-9+/]+={0,2}$' }),
+  events: Type.Array(Type.Union(ALERT_EVENTS.map((e) => Type.Literal(e))), { default: [...ALERT_EVENTS], minItems: 1 })
+}, Closed)
+
+export const AlertsSchema = Type.Object({
+  // fractions of a budget or a quota whose crossing raises an event, once per window
+  thresholds: Type.Array(Type.Number({ exclusiveMinimum: 0, maximum: 1 }), { default: [0.5, 0.8, 1.0] }),
+  // an organization's balance under this raises balance.low (omit: never)
+  balance_low_usd: Type.Optional(Type.Number({ minimum: 0 })),
+  webhooks: Type.Array(WebhookSchema, { default: [] })
+}, { ...Closed, default: {} })
+
 export const ConfigSchema = Type.Object({
   server: ServerSchema,
   store: StoreSchema,
@@ -316,7 +333,8 @@ export const ConfigSchema = Type.Object({
   upstream: UpstreamSchema,
   mcp: McpSchema,
   metrics: MetricsSchema,
-  tracing: TracingSchema
+  tracing: TracingSchema,
+  alerts: AlertsSchema
 }, Closed)
 
 export type Config = Static<typeof ConfigSchema>
@@ -330,4 +348,6 @@ export type PluginEntry = Static<typeof PluginEntrySchema>
 export type Routing = Static<typeof RoutingSchema>
 export type McpServerConfig = Static<typeof McpServerSchema>
 export type SsoConfig = Static<typeof SsoSchema>
+export type AlertsConfig = Static<typeof AlertsSchema>
+export type AlertEvent = typeof ALERT_EVENTS[number]
 export type RoleConfig = Static<typeof RoleName>

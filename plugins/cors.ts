@@ -1,7 +1,7 @@
 import type {} from '@fastify/cors'
 import { Type } from '@sinclair/typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { definePlugin } from './api/index.js'
+import { definePlugin, RATE_LIMIT_HEADER_NAMES } from './api/index.js'
 
 // Phase: onRequest, first in the chain, so that browser preflights (OPTIONS) are answered before
 // the rate limit and auth see them. Built on @fastify/cors. Allowed request headers: Authorization,
@@ -33,7 +33,7 @@ export default definePlugin({
   plugin: async (fastify, opts) => {
     const names = fastify.gateway.headers
     const cache = `${fastify.gateway.config.server.header_prefix}Cache`
-    const fixed = new Set([...FIXED_HEADERS, names.trace.toLowerCase(), cache.toLowerCase(), 'cache-control'])
+    const fixed = new Set([...FIXED_HEADERS, names.trace.toLowerCase(), names.tags.toLowerCase(), cache.toLowerCase(), 'cache-control'])
     const allowAny = opts.origins.includes('*')
     const allowed = new Set(opts.origins)
     const base = {
@@ -41,7 +41,7 @@ export default definePlugin({
       credentials: opts.credentials,
       maxAge: opts.max_age_s,
       methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry', 'Mcp-Session-Id', 'WWW-Authenticate'],
+      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry', 'Mcp-Session-Id', 'WWW-Authenticate', ...RATE_LIMIT_HEADER_NAMES],
       allowedHeaders: [...fixed]
     }
     // static options: @fastify/cors re-normalizes delegated options on every request

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import {
-  budgetScope, definePlugin, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules, retryAfterHeaders, unmeteredRefusal,
-  type MaybePromise, type Principal, type QuotaLimit, type QuotaPer, type QuotaUsage, type RateLimitHit
+  budgetScope, definePlugin, headerStyle, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules, rateLimitHeaders, retryAfterHeaders, unmeteredRefusal,
+  type LimitReading, type MaybePromise, type Principal, type QuotaLimit, type QuotaPer, type QuotaUsage, type RateLimitHit
 } from './api/index.js'
 
 // Gateway hooks: onAdmission (refuse a call over a limit), onCallEnd (count the call).
@@ -27,10 +27,30 @@ import {
 // reached it, the next call is refused whichever worker or instance serves it. Calls admitted
 // while others are still running may take a window past its limit by at most what those use;
 // rpm is exact (no window admits more than rpm calls).
+//
+// A key with `limits` gets the rate-limit headers clients read on the OpenAI-shaped routes and
+// /v1/messages (../gateway/rate-limit-headers.ts), from the same counters: the call's place in
+// the rpm counter (remaining = rpm − place, 0 exactly when the next call is refused), and the
+// tpm window's tokens as admission judges them (from memory once the window is read: the counts'
+// committed totals and what other processes announced). A 429 carries them too.
 
 const options = Type.Object({}, { additionalProperties: false })
 
 const MINUTE_MS = 60_000
+
+/** What the plugin tells `gateway.events` after counting an ended call in a budget's or a quota's window. */
+const COUNTED = 'quota.counted'
+export interface QuotaCounted {
+  /** A quota's organization or project, or a key's budget. */
+  kind: 'organization' | 'project' | 'key'
+  id: string
+  scope: string
+  per: QuotaPer
+  limit: QuotaLimit
+  window: { start: number, end: number }
+  /** The window's totals after the count. */
+  total: QuotaUsage
+}
 
 /** One limit a call counts against, in the store's terms. */
 interface Rule {
@@ -73,7 +93,7 @@ export default definePlugin({
   options,
   dependencies: ['auth'],
   plugin: async (fastify) => {
-    const { store, clock } = fastify.gateway
+    const { store, clock, events } = fastify.gateway
     fastify.decorateRequest('quotaLimits', null)
 
     // the tenants' quotas, as the store holds them; read again when a tenant changes
@@ -104,25 +124,42 @@ export default definePlugin({
 
     const secondsTo = (end: number, now: number): number => Math.max(1, Math.ceil((end - now) / 1000))
 
-    const refuse = (r: Rule, used: QuotaUsage, now: number): never => {
+    const refuse = (r: Rule, used: QuotaUsage, now: number, shown: Record<string, string>): never => {
       const retryAfter = secondsTo(quotaWindow(r.per, now).end, now)
-      const headers = retryAfterHeaders(retryAfter)
+      const headers = { ...shown, ...retryAfterHeaders(retryAfter) }
       if (r.rate) throw new KeyRateLimited({ id: r.id, limit: r.limit.tokens ?? 0, unit: 'tokens', retry_after: retryAfter }, { headers })
       const status = limitStatus(r.limit, r.per, used, now)
       throw new QuotaExceeded({ scope: r.kind, id: r.id, used: status.used, limit: status.limit, unit: status.unit === 'usd' ? 'USD' : 'tokens', per: r.per, retry_after: retryAfter }, { headers })
     }
 
-    fastify.gateway.addHook('onAdmission', ({ request, call, principal }) => {
+    fastify.gateway.addHook('onAdmission', ({ request, reply, call, principal }) => {
       if (principal === null) return
       const now = clock.now()
       let pending: Array<Promise<void>> | null = null
-      const rpm = principal.limits?.rpm
+      const limits = principal.limits
+      const style = limits === null || limits === undefined ? null : headerStyle(call.endpoint, call.protocol)
+      // the readings the headers show, as they come in; set on the answer before any refusal
+      let requests: LimitReading | null = null
+      let tokens: LimitReading | null = null
+      const shown = (): Record<string, string> => style === null ? {} : rateLimitHeaders(style, now, requests, tokens)
+      const tpm = limits?.tpm
+      if (tpm !== undefined && style !== null) {
+        const window = quotaWindow('minute', now)
+        const scope = `key-tpm:${principal.lineage ?? principal.keyId}`
+        // as admission judges the window (from memory once read), else as stored
+        const used = store.quota.known(scope, window.start) ?? store.quota.used(scope, window.start)
+        const read = (u: QuotaUsage): void => { tokens = { limit: tpm, remaining: tpm - u.tokens, resetAt: window.end } }
+        if (isPromise(used)) (pending ??= []).push(used.then(read))
+        else read(used)
+      }
+      const rpm = limits?.rpm
       if (rpm !== undefined) {
         const hit = store.rateLimits.hit(`key-rpm:${principal.lineage ?? principal.keyId}`, now, MINUTE_MS, rpm)
         const check = (h: RateLimitHit): void => {
+          requests = { limit: rpm, remaining: rpm - h.count, resetAt: h.resetAt }
           if (h.count <= rpm) return
           const retryAfter = secondsTo(h.resetAt, now)
-          throw new KeyRateLimited({ id: principal.keyId, limit: rpm, unit: 'requests', retry_after: retryAfter }, { headers: retryAfterHeaders(retryAfter) })
+          throw new KeyRateLimited({ id: principal.keyId, limit: rpm, unit: 'requests', retry_after: retryAfter }, { headers: { ...shown(), ...retryAfterHeaders(retryAfter) } })
         }
         if (isPromise(hit)) (pending ??= []).push(hit.then(check))
         else check(hit)
@@ -133,13 +170,19 @@ export default definePlugin({
         if (call.unmetered && mine.length > 0) throw unmeteredRefusal(request, call)
         for (const r of mine) {
           const used: MaybePromise<QuotaUsage | null> = store.quota.admit(r.scope, quotaWindow(r.per, now).start, r.limit)
-          const check = (u: QuotaUsage | null): void => { if (u !== null) refuse(r, u, now) }
+          const check = (u: QuotaUsage | null): void => { if (u !== null) refuse(r, u, now, shown()) }
           if (isPromise(used)) (pending ??= []).push(used.then(check))
           else check(used)
         }
         if (mine.length > 0) request.quotaLimits = mine
       }
-      if (pending !== null) return Promise.all(pending)
+      if (style === null) return pending === null ? undefined : Promise.all(pending)
+      if (pending === null) { reply.headers(shown()); return }
+      // the headers go on the answer whether the call is admitted or refused
+      return Promise.allSettled(pending).then((settled) => {
+        reply.headers(shown())
+        for (const r of settled) if (r.status === 'rejected') throw r.reason
+      })
     })
 
     fastify.gateway.addHook('onCallEnd', (outcome, { request }) => {
@@ -148,8 +191,16 @@ export default definePlugin({
       const tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens
       if (tokens === 0 && outcome.costNano === 0) return
       const now = clock.now()
-      const counts = mine.map((r) => store.quota.count(r.scope, quotaWindow(r.per, now).start, tokens, outcome.costNano, r.limit))
-      const pending = counts.filter(isPromise)
+      // the alerts hear each window's totals after a count (budget and quota thresholds)
+      const heard = events.listenerCount(COUNTED) > 0
+      const pending: Array<Promise<unknown>> = []
+      for (const r of mine) {
+        const window = quotaWindow(r.per, now)
+        const total = store.quota.count(r.scope, window.start, tokens, outcome.costNano, r.limit)
+        const tell = (t: QuotaUsage): void => { events.emit(COUNTED, { kind: r.kind, id: r.id, scope: r.scope, per: r.per, limit: r.limit, window, total: t } satisfies QuotaCounted) }
+        if (isPromise(total)) pending.push(heard && !r.rate ? total.then(tell) : total)
+        else if (heard && !r.rate) tell(total)
+      }
       if (pending.length > 0) return Promise.all(pending)
     })
   }

@@ -77,6 +77,7 @@ export const ACCESS: Readonly<Record<string, AccessRule>> = {
   'GET /admin/v1/mcp/servers': { who: READERS, does: 'read the MCP servers' },
   'GET /admin/v1/plugins': { who: READERS, does: 'read the plugin chain' },
   'GET /admin/v1/prices/check': { who: READERS, does: 'check the catalog\'s prices' },
+  'GET /admin/v1/alerts/deliveries': { who: READERS, does: 'read the alerts\' webhook deliveries' },
   'GET /admin/v1/sessions': { who: ADMIN, does: 'list the operators\' console sessions' },
   'DELETE /admin/v1/sessions/:id': { who: ADMIN, does: 'end an operator\'s console session' },
   'DELETE /admin/v1/sessions': { who: ADMIN, does: 'end a user\'s console sessions' },

@@ -7,7 +7,7 @@ import { McpError, type CallToolRequest, type CallToolResult, type Progress } fr
 import { buildInfo } from '../paths.js'
 import type { Gateway, Json } from '../plugins/api/index.js'
 import { errorInput, hooksOf, startCall } from '../plugins/gateway/core.js'
-import { Internal, isGatewayError, jsonRpcError, McpBatch, McpMethodNotAllowed, McpServerNotFound, type GatewayError } from '../plugins/kernel/errors.js'
+import { Internal, isGatewayError, jsonRpcError, McpBatch, McpMethodNotAllowed, McpServerNotFound, refusalCode, type GatewayError } from '../plugins/kernel/errors.js'
 import type { HookRegistry } from '../plugins/gateway/hooks.js'
 import { admit, grantedTool, toolGrants } from '../plugins/gateway/gate.js'
 import { responseHooks, type Pipe } from '../plugins/gateway/pipeline.js'
@@ -63,17 +63,19 @@ function inBand (request: FastifyRequest, err: GatewayError): JsonRpcError {
  * arguments as the hooks left them.
  */
 async function admitToolCall (r: McpRequest, params: CallToolRequest['params']): Promise<{ p: Pipe, target: ToolTarget, args: Json }> {
+  // the call starts before the grant check, so that a tool the key may not call is a refused call of its own
+  const call = startCall(r.gateway, r.request, r.reply, 'mcp.tools_call', 'mcp', r.hooks)
+  const p: Pipe = { gateway: r.gateway, hooks: r.hooks, request: r.request, reply: r.reply, call }
+  call.resolved(null, false, r.server === null ? params.name : `${r.server}/${params.name}`)
   let target: ToolTarget
   try {
     target = await grantedTool(r.request.principal, params.name, async (grants) => await r.servers.find(params.name, r.server, grants))
   } catch (err) {
-    throw isGatewayError(err) ? inBand(r.request, err) : err
+    throw await refused(p, err)
   }
-  const call = startCall(r.gateway, r.request, r.reply, 'mcp.tools_call', 'mcp', r.hooks)
   call.resolved(null, false, target.ref)
   call.routedTo(target.link.id)
   call.pricedPerCall(target.priceNano)
-  const p: Pipe = { gateway: r.gateway, hooks: r.hooks, request: r.request, reply: r.reply, call }
   try {
     const body = await admit(p, null, { name: target.name, arguments: params.arguments ?? {} })
     return { p, target, args: (body.arguments ?? {}) as Json }
@@ -88,7 +90,7 @@ async function refused (p: Pipe, err: unknown): Promise<JsonRpcError> {
   if (!isGatewayError(err)) p.request.log.error({ err }, 'unhandled error')
   p.call.answering()
   try {
-    await p.call.endOnError(known.statusCode)
+    await p.call.endOnError(known.statusCode, refusalCode(known))
   } catch (endErr) {
     p.request.log.error({ err: endErr }, 'end-of-call work failed')
   }

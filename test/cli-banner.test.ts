@@ -1,7 +1,7 @@
 import t from 'tap'
 import { spawnGateway } from './helper.js'
 
-// The start banner of `modelgate serve` (a file of its own: cli.test.ts already spawns many gateways).
+// The start banner of `modelgate serve` (a file of its own: cli.slow.test.ts already spawns many gateways).
 
 t.test('serve: the banner prints the shipped demo key, and no other key', async (t) => {
   const DEMO = 'mg-demo-local-only-0123456789abcdef'

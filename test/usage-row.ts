@@ -31,6 +31,8 @@ export function usageRow (over: Partial<UsageRow> & Pick<UsageRow, 'id'>): Usage
     saved_nano: 0,
     attempts: [],
     dropped_params: [],
+    tags: [],
+    error: null,
     ...over
   }
 }

@@ -42,7 +42,7 @@ export type { AttemptOutcome, AttemptReport } from '../upstream/index.js'
 
 export type { Clock } from '../kernel/clock.js'
 
-export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, overhead: string }
+export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, overhead: string, tags: string }
 
 /** Who is calling: set by the auth plugin on `request.principal`. */
 export interface Principal {
@@ -73,7 +73,7 @@ export type Endpoint = 'chat.completions' | 'messages' | 'responses' | 'generate
 
 /**
  * How a call ended. `refused`: it never reached an upstream (a bad request, an unknown model, a
- * plugin's refusal); such calls have no usage record.
+ * limit, a plugin's refusal); recorded with its error's code when the caller's key is known.
  */
 export type CallStatus = 'ok' | 'client_aborted' | 'upstream_error' | 'timeout' | 'refused'
 
@@ -97,6 +97,8 @@ export interface CallView {
   readonly provider: string | null
   /** Client fields dropped before forwarding (unsupported by the model, or with no upstream equivalent). */
   readonly dropped: readonly string[]
+  /** The tags the call carries (`{prefix}Tags`, `metadata.tags`), once admitted; never a metric label. */
+  readonly tags: readonly string[]
   readonly startedAt: number
   /**
    * What the call costs when it is priced per call rather than by tokens (an MCP tool call: its
@@ -118,6 +120,8 @@ export interface CallOutcome {
   readonly provider: string | null
   readonly stream: boolean
   readonly status: CallStatus
+  /** A refused call's error code (`quota_exceeded`, `model_not_found`, a plugin's own code...); null otherwise. */
+  readonly error: string | null
   /** The HTTP status the client got (200 for a stream that failed after it started). */
   readonly httpStatus: number
   readonly principal: Principal | null
@@ -152,6 +156,8 @@ export interface CallOutcome {
   /** Every attempt at a provider, in order, with its timings (performance.now()) and how it went. */
   readonly attempts: readonly AttemptReport[]
   readonly dropped: readonly string[]
+  /** The call's tags (none: empty). */
+  readonly tags: readonly string[]
   /** The client's request and what it received (JSON body, or the stream's bytes), when a plugin asked for them. */
   readonly content: { readonly request: string, readonly response: string | null } | null
 }

@@ -4,6 +4,7 @@ import { chargeOf, settle, ZERO_COST, ZERO_USAGE } from './billing.js'
 import { addDroppedNames } from './dropped-names.js'
 import type { CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
+import { NO_TAGS } from './tags.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
 import type { AttemptReport } from '../upstream/index.js'
 import { CallAbort, type AttemptSink } from '../upstream/types.js'
@@ -25,6 +26,8 @@ export interface CallEnd {
   complete?: boolean
   /** The status of the answer about to be sent, when it is not sent yet. */
   httpStatus?: number
+  /** The refusal's error code, when the call is refused. */
+  error?: string
 }
 
 /**
@@ -40,6 +43,7 @@ export class Call implements CallView, AttemptSink {
   private modelName: string | null = null
   private _provider: string | null = null
   private _dropped: string[] = []
+  private _tags: readonly string[] = NO_TAGS
   private _stream = false
   private _billable: boolean
   private _unmetered = false
@@ -91,6 +95,7 @@ export class Call implements CallView, AttemptSink {
   get model (): CatalogModel | null { return this._model }
   get provider (): string | null { return this._provider }
   get dropped (): readonly string[] { return this._dropped }
+  get tags (): readonly string[] { return this._tags }
   get stream (): boolean { return this._stream }
   get done (): boolean { return this.outcome !== null }
   get keepsContent (): boolean { return this.contentKept }
@@ -129,6 +134,9 @@ export class Call implements CallView, AttemptSink {
   dropParams (names: readonly string[]): void {
     if (names.length > 0) addDroppedNames(this._dropped, names)
   }
+
+  /** The tags the call carries (checked: plugins/gateway/tags.ts). */
+  tagged (tags: readonly string[]): void { this._tags = tags }
 
   /** The client body as it is after admission (the hooks may have changed it). */
   admittedBody (body: Json): void { this.requestBody = body }
@@ -198,9 +206,9 @@ export class Call implements CallView, AttemptSink {
     return provider?.protocol === 'openai' ? { web_search: 1 } : undefined
   }
 
-  /** Ends the call on the error answer about to be sent with `httpStatus`. */
-  endOnError (httpStatus: number): Promise<void> | undefined {
-    return this.end({ status: this.statusOnError(), httpStatus })
+  /** Ends the call on the error answer about to be sent with `httpStatus` (and `error`, its code). */
+  endOnError (httpStatus: number, error?: string): Promise<void> | undefined {
+    return this.end({ status: this.statusOnError(), httpStatus, error })
   }
 
   /**
@@ -231,6 +239,7 @@ export class Call implements CallView, AttemptSink {
       provider: this._provider,
       stream: this._stream,
       status: how.status,
+      error: how.status === 'refused' ? how.error ?? String(httpStatus) : null,
       httpStatus,
       principal: this.request.principal,
       attempted: this.attempted,
@@ -251,6 +260,7 @@ export class Call implements CallView, AttemptSink {
       upstreamMs: this.upstreamMs,
       attempts: this.attempts,
       dropped: this._dropped,
+      tags: this._tags,
       content: this.contentKept ? { request: JSON.stringify(this.requestBody), response: this.responseContent } : null
     })
     this.outcome = outcome

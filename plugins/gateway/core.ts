@@ -9,7 +9,7 @@ import { systemClock, type Clock } from '../kernel/clock.js'
 import { Catalog } from './catalog.js'
 import { Call } from './call.js'
 import {
-  BodyTooDeep, errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MalformedRequest, MissingField, Refusal, RequestTooLarge, RouteNotFound,
+  BodyTooDeep, errorBody, Internal, InvalidBody, InvalidField, InvalidJson, InvalidQuery, isGatewayError, MalformedRequest, MissingField, Refusal, refusalCode, RequestTooLarge, RouteNotFound,
   UnsupportedMediaType, UpstreamClientError, type ErrorBodyInput, type ErrorFamily, type GatewayError
 } from '../kernel/errors.js'
 import { HookRegistry } from './hooks.js'
@@ -29,7 +29,7 @@ import { Upstreams } from '../upstream/index.js'
 export { systemClock } from '../kernel/clock.js'
 
 export function headerNames (prefix: string): HeaderNames {
-  return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params`, overhead: `${prefix}Overhead-Ms` }
+  return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params`, overhead: `${prefix}Overhead-Ms`, tags: `${prefix}Tags` }
 }
 
 // traceId()'s time part, made once per millisecond
@@ -205,7 +205,7 @@ export function installGateway (app: FastifyInstance, core: GatewayCore): void {
       call.answering()
       if (!call.done) {
         try {
-          await call.endOnError(shown.statusCode)
+          await call.endOnError(shown.statusCode, shown instanceof UpstreamClientError ? undefined : refusalCode(shown))
         } catch (endErr) {
           request.log.error({ err: endErr }, 'end-of-call work failed')
         }

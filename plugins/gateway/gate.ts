@@ -4,6 +4,7 @@ import type { CatalogModel, ModelKind } from './catalog.js'
 import { McpToolNotFound, ModelNotFound, NoOrgContext, NotChatModel, NotEmbeddingModel, NotImageModel, PassthroughForbidden, ServerToolUnpriced, type GatewayError } from '../kernel/errors.js'
 import { DEFAULT_SERVER_TOOL_USES, serverTools, unpricedServerTools } from './holds.js'
 import { runSeriesUntil } from './hooks.js'
+import { callTags } from './tags.js'
 import type { Pipe } from './pipeline.js'
 import { then, type MaybePromise } from '../kernel/maybe-promise.js'
 import type { Json } from '../translation/types.js'
@@ -108,6 +109,14 @@ export async function grantedTool<T> (principal: Principal | null, name: string,
   return tool
 }
 
+/** The tags header's name as Node.js keys it (lower case), made once per name. */
+const lower = new Map<string, string>()
+function tagHeader (name: string): string {
+  let l = lower.get(name)
+  if (l === undefined) { l = name.toLowerCase(); lower.set(name, l) }
+  return l
+}
+
 /**
  * A tool the provider runs itself and bills per use (a web search, code execution) is called only
  * on a model whose price sheet names its per-use price (`pricing.server_tools`): else 400
@@ -154,6 +163,8 @@ function reachesServerTools (p: Pipe, model: CatalogModel | null): boolean {
  */
 export function admit (p: Pipe, model: CatalogModel | null, body: Json, answerable = false): MaybePromise<Json> {
   const { call } = p
+  const names = p.gateway.headers
+  call.tagged(callTags(p.request.headers, tagHeader(names.tags), names.tags, call.endpoint, body))
   if (call.billable) refuseUnpricedTools(p, model, body)
   call.admittedBody(body)
   if (p.hooks.onAdmission.length === 0) return body

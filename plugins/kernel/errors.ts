@@ -198,6 +198,17 @@ export class UpstreamClientError extends Error {
   }
 }
 
+/**
+ * A refusal's code as a usage record keeps it: the error body's code when it is a name, else the
+ * gateway's own name for the error (`quota_exceeded`, `key_rate_limited`, `insufficient_balance`,
+ * where the body's code is the HTTP status); a plugin's refusal keeps the code it gave.
+ */
+export function refusalCode (err: GatewayError): string {
+  const code = err.spec.code
+  if (typeof code === 'string') return code
+  return err instanceof Refusal ? String(code ?? err.statusCode) : err.key
+}
+
 export function isGatewayError (err: unknown): err is GatewayError {
   return err instanceof Error && typeof (err as Partial<GatewayError>).key === 'string' && (err as Partial<GatewayError>).spec !== undefined
 }

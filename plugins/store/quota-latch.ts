@@ -91,6 +91,12 @@ export class QuotaLatch {
     return closing.done
   }
 
+  /** What this process knows `scope`'s window used (its reads, its counts' totals, what others announced); undefined when it has not read it. */
+  known (scope: string, windowStart: number): QuotaUsage | undefined {
+    const w = this.windows.get(`${windowStart}\n${scope}`)
+    return w === undefined || w.limit === null || w.loading !== null ? undefined : w.usage
+  }
+
   /** Forgets every window: the next admission of each reads the store (after the bus was away). */
   forget (): void {
     for (const w of this.windows.values()) w.limit = null

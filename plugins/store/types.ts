@@ -286,8 +286,10 @@ export interface QuotaLimit { tokens?: number, costNano?: number }
 export interface QuotaStore {
   /** null: the calls that ended in `scope`'s window have not reached `limit`; else what they used. From memory once the window is known. */
   admit: (scope: string, windowStart: number, limit: QuotaLimit) => MaybePromise<QuotaUsage | null>
-  /** Counts an ended call; resolves once committed and, when this count takes the window to its limit, once every process sharing the store has closed it. */
-  count: (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit) => MaybePromise<void>
+  /** Counts an ended call; resolves with the window's totals once committed and, when this count takes the window to its limit, once every process sharing the store has closed it. */
+  count: (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit) => MaybePromise<QuotaUsage>
+  /** What this process knows a window used, from memory (as admission judges it); undefined when it has not read it. */
+  known: (scope: string, windowStart: number) => QuotaUsage | undefined
   /** Usage of a window as stored (admin and console views). */
   used: (scope: string, windowStart: number) => MaybePromise<QuotaUsage>
 }
@@ -366,12 +368,16 @@ export interface UsageRow {
   attempts: UsageAttempt[]
   /** The client parameters not sent on (the `{prefix}Dropped-Params` header's list). */
   dropped_params: string[]
+  /** The tags the call carried (`{prefix}Tags`, `metadata.tags`); [] for none. */
+  tags: string[]
+  /** A refused call's error code (`status` "refused"); null for a call that was not refused. */
+  error: string | null
 }
 
 export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }
 
 /** The statuses a usage record can have. */
-export const USAGE_STATUSES = ['ok', 'client_aborted', 'upstream_error', 'timeout'] as const
+export const USAGE_STATUSES = ['ok', 'client_aborted', 'upstream_error', 'timeout', 'refused'] as const
 export type UsageStatus = typeof USAGE_STATUSES[number]
 
 export interface UsageFilter {
@@ -383,6 +389,8 @@ export interface UsageFilter {
   status?: UsageStatus[]
   endpoint?: string
   provider?: string
+  /** Records carrying this tag. */
+  tag?: string
   since?: number
   until?: number
 }
@@ -405,7 +413,8 @@ export interface UsageBucket {
   saved_nano: number
 }
 
-export type SummaryField = 'org' | 'project' | 'key_id' | 'model' | 'provider'
+/** `tag`: a record with several tags counts in each of their groups; one with none in the group of tag null. */
+export type SummaryField = 'org' | 'project' | 'key_id' | 'model' | 'provider' | 'tag'
 
 /**
  * One group of the usage summary: its fields (those grouped by), its bucket's start (ms) when
@@ -417,6 +426,7 @@ export interface SummaryRow {
   key_id?: string | null
   model?: string
   provider?: string | null
+  tag?: string | null
   bucket_start?: number
   calls: number
   errors: number
@@ -491,6 +501,61 @@ export interface ProviderObjectStore {
   forget: (provider: string, id: string) => MaybePromise<void>
 }
 
+/** An alert event for one webhook, as written to the outbox before it is sent. */
+export interface NewAlert {
+  /** The event's id (its `webhook-id`), the same for every attempt. */
+  id: string
+  /** What raised it: one crossing is written once per webhook, by whichever process gets there first. */
+  crossing: string
+  /** The webhook's URL. */
+  webhook: string
+  type: string
+  /** The body sent, as JSON text. */
+  payload: string
+  created_at: number
+}
+
+export type AlertStatus = 'pending' | 'delivered' | 'failed'
+
+/** An event in the outbox and how its delivery stands. */
+export interface AlertDelivery extends NewAlert {
+  status: AlertStatus
+  attempts: number
+  /** When it is due (pending), in ms. */
+  next_at: number
+  /** The HTTP status of the last attempt; null when it got none. */
+  last_status: number | null
+  last_error: string | null
+  delivered_at: number | null
+}
+
+/** How an attempt at a delivery went. */
+export interface AlertAttempt {
+  status: AlertStatus
+  next_at: number
+  last_status: number | null
+  last_error: string | null
+  delivered_at: number | null
+}
+
+/** The alerts' outbox, shared by every process of the store. */
+export interface AlertStore {
+  /** Writes these events, each unless its (crossing, webhook) is written already; returns how many were written. */
+  raise: (rows: readonly NewAlert[]) => MaybePromise<number>
+  /** Takes up to `limit` pending deliveries due at `now` that no sender holds, for this sender until `until`; each one's attempts counted. */
+  claim: (now: number, until: number, limit: number) => MaybePromise<AlertDelivery[]>
+  /** Records how an attempt went (and frees its claim). */
+  settle: (id: string, attempt: AlertAttempt) => MaybePromise<void>
+  /** Newest first; pass the last row's cursor (created_at, id) for the next page. */
+  page: (limit: number, cursor?: Cursor) => MaybePromise<AlertDelivery[]>
+  /**
+   * Records that `subject` is now in `state`; returns the change's number when this write changed
+   * it (each change is made by one process alone), null when it was so already, or it is first
+   * heard of in the state `quiet` (a provider first seen up is no news).
+   */
+  transition: (subject: string, state: string, quiet: string) => MaybePromise<number | null>
+}
+
 /**
  * The topics of the store's bus and what each carries. A message from another process is checked
  * against its topic's shape where it arrives (./bus.ts), so a handler gets what its topic says.
@@ -532,6 +597,8 @@ export interface Store {
   readonly cache: ResponseCacheStore
   /** Who made each object at a provider through pass-through. */
   readonly objects: ProviderObjectStore
+  /** The alerts' outbox (webhooks). */
+  readonly alerts: AlertStore
   /**
    * Tenants from the config: organizations (with their initial balance), projects and literal
    * keys are created when missing (a deleted one comes back), and the fields the config names

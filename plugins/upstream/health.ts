@@ -78,8 +78,11 @@ export class HealthBook {
 
   constructor (private readonly clock: Clock, public options: HealthOptions = DEFAULT_HEALTH) {}
 
-  /** Hears every change of a breaker's state. */
-  onState (fn: StateListener): void { this.listeners.push(fn) }
+  /** Hears every change of a breaker's state; returns what stops it. */
+  onState (fn: StateListener): () => void {
+    this.listeners.push(fn)
+    return () => { const i = this.listeners.indexOf(fn); if (i >= 0) this.listeners.splice(i, 1) }
+  }
 
   of (id: string): ProviderHealth {
     let h = this.byId.get(id)

@@ -127,6 +127,8 @@ const UsageRecordSchema = Type.Object({
   provider: Nullable(Type.String()),
   stream: Type.Boolean(),
   status: Type.String(),
+  /** A refused call's error code (status "refused"); null for every other record. */
+  error: Nullable(Type.String()),
   prompt_tokens: Count,
   cached_input_tokens: Count,
   completion_tokens: Count,
@@ -139,7 +141,9 @@ const UsageRecordSchema = Type.Object({
   latency_ms: Type.Number(),
   ttft_ms: Nullable(Type.Number()),
   cache_hit: Type.Boolean(),
-  saved_usd: Usd
+  saved_usd: Usd,
+  /** The tags the call carried ([] for none). */
+  tags: Type.Array(Type.String())
 })
 export type UsageRecord = Static<typeof UsageRecordSchema>
 
@@ -169,6 +173,8 @@ const SummaryRowSchema = Type.Object({
   key_id: Type.Optional(Nullable(Type.String())),
   model: Type.Optional(Nullable(Type.String())),
   provider: Type.Optional(Nullable(Type.String())),
+  /** By tag: a call counts under each of its tags; null: the untagged calls. */
+  tag: Type.Optional(Nullable(Type.String())),
   bucket_start: Type.Optional(Time),
   calls: Count,
   errors: Count,
@@ -256,6 +262,22 @@ const OperatorSessionSchema = Type.Object({
 })
 export type OperatorSession = Static<typeof OperatorSessionSchema>
 
+/** An alert's webhook delivery: the event, where it goes (without its query string), how it stands. */
+const DeliverySchema = Type.Object({
+  id: Type.String(),
+  type: Type.String(),
+  webhook: Type.String(),
+  status: OneOf(['pending', 'delivered', 'failed']),
+  attempts: Count,
+  created_at: Time,
+  next_attempt_at: Nullable(Time),
+  delivered_at: Nullable(Time),
+  last_status: Nullable(Type.Integer()),
+  last_error: Nullable(Type.String()),
+  event: Type.Object({ type: Type.String(), created_at: Time, data: Type.Record(Type.String(), Type.Unknown()) })
+})
+export type Delivery = Static<typeof DeliverySchema>
+
 /** Every answer of the admin API by route; the routes register these as their response schemas. */
 export const Answers = {
   whoami: WhoamiSchema,
@@ -272,6 +294,7 @@ export const Answers = {
   call: CallSchema,
   summary: ListOf(SummaryRowSchema),
   audit: PageOf(AuditLineSchema),
+  deliveries: PageOf(DeliverySchema),
   reloaded: ReloadedSchema,
   reloadRefused: ReloadRefusedSchema,
   providers: Fleet(ProviderSchema),

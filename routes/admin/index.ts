@@ -7,8 +7,8 @@ import { decodeCursor, encodeCursor } from '../../plugins/store/cursor.js'
 import type { Cursor, SummaryField, UsageFilter, UsageStatus } from '../../plugins/store/types.js'
 import { parseIsoTime } from '../schemas.js'
 import keys from './keys.js'
-import { Answers } from './answers.js'
-import { AuditQuery, SummaryQuery, TraceParams, UsageQuery } from './schemas.js'
+import { Answers, type AnswerOf } from './answers.js'
+import { AuditQuery, DeliveriesQuery, SummaryQuery, TraceParams, UsageQuery } from './schemas.js'
 import tenants from './tenants.js'
 import sessions from './sessions.js'
 import gateway from './gateway.js'
@@ -68,7 +68,7 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
   await fastify.register(prices)
   await fastify.register(sessions)
 
-  const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, status?: string, endpoint?: string, provider?: string, since?: string, until?: string }): UsageFilter => ({
+  const filterOf = (q: { org?: string, project?: string, key_id?: string, model?: string, status?: string, endpoint?: string, provider?: string, tag?: string, since?: string, until?: string }): UsageFilter => ({
     org: q.org,
     project: q.project,
     key_id: q.key_id,
@@ -77,6 +77,7 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
     status: q.status === undefined ? undefined : [...new Set(q.status.split(','))] as UsageStatus[],
     endpoint: q.endpoint,
     provider: q.provider,
+    tag: q.tag,
     since: parseIsoTime(q.since, 'since'),
     until: parseIsoTime(q.until, 'until')
   })
@@ -142,6 +143,31 @@ const admin: FastifyPluginAsyncTypebox<AdminOptions> = async (fastify, opts) => 
     const q = request.query
     const rows = await store.audit.page(q.limit + 1, cursorOf(q.cursor), q.org)
     return pageOf(rows, q.limit, (r) => r.at, (r) => ({ id: r.id, at: new Date(r.at).toISOString(), action: r.action, target: r.target, org: r.org, actor: r.actor, identity: r.identity, detail: r.detail }))
+  })
+
+  // The alerts' webhook deliveries, newest first: each event and webhook, how its delivery stands
+  // (pending, delivered, failed), its attempts and its last answer. A webhook's query string (which
+  // may carry a token of the receiver's) is left out.
+  fastify.get('/alerts/deliveries', { schema: { querystring: DeliveriesQuery, response: { 200: Answers.deliveries } } }, async (request) => {
+    const q = request.query
+    const rows = await store.alerts.page(q.limit + 1, cursorOf(q.cursor))
+    const iso = (ms: number): string => new Date(ms).toISOString()
+    return pageOf(rows, q.limit, (r) => r.created_at, (r) => {
+      const url = new URL(r.webhook)
+      return {
+        id: r.id,
+        type: r.type,
+        webhook: `${url.origin}${url.pathname}`,
+        status: r.status,
+        attempts: r.attempts,
+        created_at: iso(r.created_at),
+        next_attempt_at: r.status === 'pending' ? iso(r.next_at) : null,
+        delivered_at: r.delivered_at === null ? null : iso(r.delivered_at),
+        last_status: r.last_status,
+        last_error: r.last_error,
+        event: JSON.parse(r.payload) as AnswerOf<'deliveries'>['data'][number]['event']
+      }
+    })
   })
 
   // Re-reads the config file: 200 with what changed, or 400 with every problem (the running

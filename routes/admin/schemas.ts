@@ -82,17 +82,18 @@ export const RotateBody = Type.Object({ grace_s: Integer({ minimum: 0, maximum: 
 
 export const KeysQuery = Type.Object({ org: Type.Optional(Type.String()), project: Type.Optional(Type.String()) })
 
-const STATUS = '(ok|client_aborted|upstream_error|timeout)'
-const ENDPOINTS = ['chat.completions', 'messages', 'responses', 'generate_content', 'embeddings', 'images.generations', 'passthrough', 'mcp.tools_call'] as const
+const STATUS = '(ok|client_aborted|upstream_error|timeout|refused)'
+const ENDPOINTS = ['chat.completions', 'messages', 'responses', 'generate_content', 'embeddings', 'images.generations', 'passthrough', 'mcp.tools_call', 'count_tokens'] as const
 
 const Filters = {
   org: Type.Optional(Type.String()),
   project: Type.Optional(Type.String()),
   key_id: Type.Optional(Type.String()),
   model: Type.Optional(Type.String()),
-  status: Type.Optional(Type.String({ pattern: `^${STATUS}(,${STATUS})*$`, description: 'ok, client_aborted, upstream_error, timeout: one or more, comma-separated' })),
+  status: Type.Optional(Type.String({ pattern: `^${STATUS}(,${STATUS})*$`, description: 'ok, client_aborted, upstream_error, timeout, refused: one or more, comma-separated' })),
   endpoint: Type.Optional(Type.Unsafe<typeof ENDPOINTS[number]>({ type: 'string', enum: ENDPOINTS, description: ENDPOINTS.join(', ') })),
   provider: Type.Optional(Type.String()),
+  tag: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9._:-]{1,64}$', description: 'records carrying this tag' })),
   since: Type.Optional(IsoTime),
   until: Type.Optional(IsoTime)
 }
@@ -103,11 +104,11 @@ export const UsageQuery = Type.Object({
   cursor: Type.Optional(Type.String())
 })
 
-const FIELD = '(org|project|key_id|model|provider)'
+const FIELD = '(org|project|key_id|model|provider|tag)'
 
 export const SummaryQuery = Type.Object({
   ...Filters,
-  group_by: Type.Optional(Type.String({ pattern: `^${FIELD}(,${FIELD})*$`, description: 'org, project, key_id, model, provider: one or more, comma-separated' })),
+  group_by: Type.Optional(Type.String({ pattern: `^${FIELD}(,${FIELD})*$`, description: 'org, project, key_id, model, provider, tag: one or more, comma-separated (a call counts once under each of its tags)' })),
   bucket: Type.Optional(Type.Union([Type.Literal('hour'), Type.Literal('day')]))
 })
 
@@ -119,6 +120,11 @@ export const SessionParams = Type.Object({ id: Id })
 
 /** Whose sessions to end: the identity provider's subject (`sub`), as the session list shows it. */
 export const SessionsQuery = Type.Object({ sub: Type.String({ minLength: 1, maxLength: 1000 }) })
+
+export const DeliveriesQuery = Type.Object({
+  limit: Integer({ minimum: 1, maximum: 1000, default: 100 }),
+  cursor: Type.Optional(Type.String())
+})
 
 export const AuditQuery = Type.Object({
   org: Type.Optional(Type.String()),

@@ -25,6 +25,7 @@ export function usageRecord (r: UsageRow): UsageRecord {
     provider: r.provider,
     stream: r.stream === 1,
     status: r.status,
+    error: r.error ?? null,
     prompt_tokens: r.prompt_tokens,
     cached_input_tokens: r.cached_input_tokens,
     completion_tokens: r.completion_tokens,
@@ -36,7 +37,8 @@ export function usageRecord (r: UsageRow): UsageRecord {
     latency_ms: r.latency_ms,
     ttft_ms: r.ttft_ms,
     cache_hit: r.cache_hit === 1,
-    saved_usd: nanoToUsd(r.saved_nano)
+    saved_usd: nanoToUsd(r.saved_nano),
+    tags: r.tags ?? []
   }
 }
 

@@ -3,6 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
 import type { PricingConfig } from '../../config/schema.js'
+import { chargeOf, ZERO_USAGE } from '../../plugins/gateway/billing.js'
+import type { CatalogModel } from '../../plugins/gateway/catalog.js'
 import { KeyExpired, OperatorScopeRequired, OrgNotFound, ProjectNotFound, Unauthorized } from '../../plugins/kernel/errors.js'
 import { adminOpen, bearerOf } from '../../plugins/ops/admin-token.js'
 import { nanoToUsd, usdToNano } from '../../plugins/kernel/money.js'
@@ -38,9 +40,12 @@ const usdOrNull = (usd: number | undefined): string | null => usd === undefined 
 
 /**
  * A model's price sheet as the marketplace shows it: token rates in USD per million tokens (cache
- * writes, audio tokens and tiers only where the catalog sets them), per_request, per_image and server tools' per-use prices in USD.
+ * writes, audio tokens and tiers only where the catalog sets them), per_request, per_image and server
+ * tools' per-use prices in USD, and for an image model billed by tokens alone what one image costs at most.
  */
-function marketPrice (p: PricingConfig): Record<string, unknown> {
+function marketPrice (p: PricingConfig, m: CatalogModel): Record<string, unknown> {
+  // an image model billed by its tokens alone: one image's output tokens at most, and what they cost as a call is charged
+  const imageTokens = m.kind === 'image' && p.per_image === undefined && p.output !== undefined ? m.config.max_output_tokens : undefined
   return {
     input: usdText(p.input),
     cached_input: usdText(p.cached_input ?? p.input),
@@ -63,6 +68,7 @@ function marketPrice (p: PricingConfig): Record<string, unknown> {
     per_request: usdOrNull(p.per_request),
     per_image: p.per_image === undefined ? null : typeof p.per_image === 'number' ? { default: usdText(p.per_image) } : Object.fromEntries(Object.entries(p.per_image).map(([size, v]) => [size, usdText(v)])),
     server_tools: p.server_tools === undefined ? null : Object.fromEntries(Object.entries(p.server_tools).map(([kind, v]) => [kind, usdText(v)])),
+    image_output_max: imageTokens === undefined ? null : { tokens: imageTokens, usd: nanoToUsd(chargeOf({ ...ZERO_USAGE, completion_tokens: imageTokens }, m.price)) },
     unit: 'USD per million tokens'
   }
 }
@@ -123,7 +129,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         input_modalities: m.config.architecture.input_modalities,
         output_modalities: m.config.architecture.output_modalities,
         supported_parameters: m.config.supported_parameters,
-        pricing: p === undefined ? null : marketPrice(p)
+        pricing: p === undefined ? null : marketPrice(p, m)
       }
     })
   }))
@@ -176,7 +182,10 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       })
     }
     const { cost_nano: cost, saved_nano: saved, ...counts } = totals
-    return { range, bucket_s: bucket / 1000, buckets, totals: { ...counts, cost_usd: nanoToUsd(cost), saved_usd: nanoToUsd(saved) } }
+    // spend by tag over the same range (a call counts under each of its tags; untagged calls: tag null)
+    const byTag = (await store.usage.summary({ org: view.org, project: view.project, since }, ['tag']))
+      .map((r) => ({ tag: r.tag ?? null, calls: r.calls, cost_usd: nanoToUsd(r.cost_nano) }))
+    return { range, bucket_s: bucket / 1000, buckets, totals: { ...counts, cost_usd: nanoToUsd(cost), saved_usd: nanoToUsd(saved) }, by_tag: byTag }
   })
 
   fastify.get('/api/calls', { schema: { querystring: CallsQuery } }, async (request) => {

@@ -98,7 +98,11 @@ const gemini: FastifyPluginAsyncTypebox<GeminiRoutesOptions> = async (fastify, o
     const call = methodCall(path)
     if (call === null) throw new RouteNotFound({ method: 'POST', url: request.url.split('?')[0] ?? request.url })
     const id = modelId(call.model)
-    if (call.method === 'countTokens') return await run(request, reply, countTokensCall('gemini', id, validBody(GeminiBody, countBody(request.body))))
+    if (call.method === 'countTokens') {
+      // a count from the start: a body refused is a refused count, not a refused generation
+      callOf(request).kind('count_tokens')
+      return await run(request, reply, countTokensCall('gemini', id, validBody(GeminiBody, countBody(request.body))))
+    }
     if (isEmbed(call.method)) {
       callOf(request).kind('embeddings')
       // the model the path names first: a chat model is told so, whatever its body

@@ -90,10 +90,12 @@ t.test('@google/genai through the gateway, for a model of each upstream protocol
 
   t.test('every call metered as generate_content', async (t) => {
     await settled()
-    const records = await rows()
-    // 5 metered calls per model (countTokens is free); the model list and errors are not calls
+    const all = await rows()
+    const records = all.filter((r) => r.status !== 'refused')
+    // 5 metered calls per model (countTokens is free); the model list is no call, and the errors the gateway answered are refused records
     t.equal(records.length, 15)
     t.ok(records.every((r) => r.endpoint === 'generate_content' && r.status === 'ok'))
+    t.ok(all.every((r) => r.status !== 'refused' || (r.cost_nano === 0 && r.error !== null)), `the refused ones with their code: ${all.filter((r) => r.status === 'refused').map((r) => r.error).join(', ')}`)
     t.equal(mock.requests.filter((r) => r.path.endsWith(':countTokens')).length, 1, 'countTokens went to the Gemini upstream only')
   })
 })

@@ -171,7 +171,11 @@ t.test('labels and stored fields come from the catalog, never from a client: ran
   t.ok(after.length - before.length < 2_000, `/metrics grew ${after.length - before.length} bytes over 400 calls with unknown names: refusals are counted under model="other"`)
   t.match(after, /modelgate_requests_total\{route="passthrough",model="other"/)
   t.match(after, /modelgate_requests_total\{route="passthrough",model="openai\/gpt-test"/, 'an admitted pass-through call under its catalog model')
-  t.equal((await app.gateway.store.usage.page({}, 100)).length, 2, 'and no record of a refused one')
+  t.equal((await app.gateway.store.usage.page({ status: ['ok'] }, 100)).length, 2, 'the two admitted calls recorded')
+  const refused = await app.gateway.store.usage.page({ status: ['refused'] }, 1000)
+  const unrecorded = Number(/modelgate_refusals_unrecorded_total\{code="model_not_found"\} (\d+)/.exec(after)?.[1] ?? 0)
+  t.equal(refused.length + unrecorded, 400, `the refusals recorded up to ten a second for the key (${refused.length}), the rest counted (${unrecorded})`)
+  t.ok(refused.every((r) => r.model.length <= 256 && r.error === 'model_not_found'), 'each under the name called, cut short')
 
   // fields a model does not take are dropped and named in the record: bounded in length and number
   const extra: Record<string, unknown> = { ['f'.repeat(200_000)]: 1 }

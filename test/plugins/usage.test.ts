@@ -8,7 +8,8 @@ import { startMockUpstream } from '../mock-upstream.js'
 import { usageRow } from '../usage-row.js'
 
 // The usage plugin, with auth, on a bare Fastify with the test gateway: one record per metered
-// call that reached an upstream, committed before the answer ends; stored content swept after
+// call that reached an upstream or was refused once its key was known, committed before the
+// answer ends; stored content swept after
 // retention_days. (What store_content keeps, byte for byte: test/e2e/billing.test.ts.)
 
 const chat = (extra: Record<string, unknown> = {}) => ({ model: 'test/echo', messages: [{ role: 'user', content: 'Count to three' }], ...extra })
@@ -45,22 +46,55 @@ t.test('one record per call, written by the time its answer arrived: who, what, 
   t.match((await gw.gateway.store.usage.page({}, 10))[0], { endpoint: 'messages', model: 'test/claude', provider: 'test-messages', stream: 1, status: 'ok' }, 'a streamed Messages call')
 })
 
-t.test('refused calls leave no record; a call the upstream failed is recorded with its status and no cost', async (t) => {
+t.test('a refusal of a known key is a refused record with its code; one before a key is known leaves none; an upstream failure is recorded with no cost', async (t) => {
   const mock = await startMockUpstream()
   t.teardown(() => mock.close())
-  const gw = await bareGateway(t, [auth, usage], { config: { ...mockCatalog(mock), upstream: { retry: { attempts: 0 } } } })
+  const clock = new FakeClock()
+  const gw = await bareGateway(t, [auth, usage], { clock, config: { ...mockCatalog(mock), upstream: { retry: { attempts: 0 } } } })
   const post = (headers: Record<string, string>, body: Record<string, unknown>) => gw.app.inject({ method: 'POST', url: '/v1/chat/completions', headers, payload: body })
   t.equal((await post({}, chat({ model: 'openai/gpt-test' }))).statusCode, 401)
-  t.equal((await post(gw.auth, { model: 'openai/gpt-test' })).statusCode, 400)
-  t.equal((await post(gw.auth, chat({ model: 'openai/none' }))).statusCode, 404)
-  t.equal((await gw.gateway.store.usage.page({}, 10)).length, 0, 'nothing reached an upstream: nothing recorded')
+  t.equal((await post({ authorization: 'Bearer mg-not-a-key-0123456789' }, chat({ model: 'openai/gpt-test' }))).statusCode, 401)
+  t.equal((await gw.gateway.store.usage.page({}, 10)).length, 0, 'no key, or one that is not a key: nothing recorded')
+  const invalid = await post(gw.auth, { model: 'openai/gpt-test' })
+  t.equal(invalid.statusCode, 400)
+  clock.advance(5)
+  const unknown = await post(gw.auth, chat({ model: 'openai/none' }))
+  t.equal(unknown.statusCode, 404)
+  const refused = await gw.gateway.store.usage.page({}, 10)
+  t.equal(refused.length, 2, 'each refusal of the known key is recorded')
+  const nothing = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost_nano: 0, attempts: [] }
+  t.match(refused[0], { trace_id: unknown.headers['x-svc-trace-id'], org_id: 'acme', project_id: 'web', endpoint: 'chat.completions', model: 'openai/none', provider: null, status: 'refused', error: 'model_not_found', ...nothing }, 'the model the body named, the error\'s code, nothing spent')
+  t.match(refused[1], { trace_id: invalid.headers['x-svc-trace-id'], model: 'openai/gpt-test', status: 'refused', error: 'missing_field', cost_nano: 0 })
+  t.ok(refused[0]?.key_id?.startsWith('key_'), 'the key\'s id')
+  t.same((await gw.gateway.store.usage.summary({}, []))[0], { calls: 2, errors: 2, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cost_nano: 0n, saved_nano: 0n }, 'the summary counts them as errors')
+  t.same((await gw.gateway.store.usage.page({ status: ['refused'] }, 10)).length, 2, 'and they are found by their status')
+
   mock.faults = { status: { status: 500, times: 1 } }
   const failed = await post(gw.auth, chat({ model: 'openai/gpt-test' }))
   t.equal(failed.statusCode, 502)
-  const rows = await gw.gateway.store.usage.page({}, 10)
+  const rows = await gw.gateway.store.usage.page({ status: ['upstream_error', 'timeout'] }, 10)
   t.equal(rows.length, 1, 'the failed call is recorded')
-  t.match(rows[0], { model: 'openai/gpt-test', provider: 'mock-openai', cost_nano: 0 })
-  t.not(rows[0]?.status, 'ok')
+  t.match(rows[0], { model: 'openai/gpt-test', provider: 'mock-openai', cost_nano: 0, error: null })
+})
+
+t.test('a key\'s refusals are recorded up to ten a second; the rest are counted in the metrics', async (t) => {
+  const clock = new FakeClock()
+  const gw = await bareGateway(t, [auth, usage], { clock })
+  const refuse = async (n: number): Promise<void> => {
+    for (let i = 0; i < n; i++) t.equal((await gw.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: gw.auth, payload: chat({ model: 'test/none' }) })).statusCode, 404)
+  }
+  const unrecorded = async (): Promise<number> => {
+    const m = (await gw.gateway.metrics.getSingleMetricAsString('modelgate_refusals_unrecorded_total')).split('\n').find((l) => l.startsWith('modelgate_refusals_unrecorded_total{'))
+    return m === undefined ? 0 : Number(m.split(' ').pop())
+  }
+  await refuse(14)
+  t.equal((await gw.gateway.store.usage.page({ status: ['refused'] }, 100)).length, 10, 'ten in the second')
+  t.equal(await unrecorded(), 4, 'the four others counted, by code')
+  t.match(await gw.gateway.metrics.getSingleMetricAsString('modelgate_refusals_unrecorded_total'), /code="model_not_found"/)
+  clock.advance(1000)
+  await refuse(3)
+  t.equal((await gw.gateway.store.usage.page({ status: ['refused'] }, 100)).length, 13, 'the next second records again')
+  t.equal(await unrecorded(), 4)
 })
 
 t.test('a record keeps the call\'s attempts and the parameters it dropped (the Dropped-Params header\'s list)', async (t) => {

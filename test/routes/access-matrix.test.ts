@@ -65,6 +65,7 @@ const ROWS: Row[] = [
   { route: 'GET /admin/v1/mcp/servers', url: () => '/admin/v1/mcp/servers', expect: [200, 200, 403] },
   { route: 'GET /admin/v1/plugins', url: () => '/admin/v1/plugins', expect: [200, 200, 403] },
   { route: 'GET /admin/v1/prices/check', url: () => '/admin/v1/prices/check', expect: [200, 200, 403] },
+  { route: 'GET /admin/v1/alerts/deliveries', url: () => '/admin/v1/alerts/deliveries', expect: [200, 200, 403] },
   { route: 'GET /console/api/models', url: () => '/console/api/models', expect: [200, 200, 200], none: 200 },
   { route: 'GET /console/api/endpoints', url: () => '/console/api/endpoints', expect: [200, 200, 200], none: 200 },
   { route: 'GET /console/api/projects', url: () => '/console/api/projects', expect: [200, 200, 200], zetaOnly: true },

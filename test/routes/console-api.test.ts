@@ -1,7 +1,7 @@
 import t from 'tap'
 import { bearer, build, KEY_A, settled, sqliteOf } from '../helper.js'
 
-// The console's JSON API without a browser (test/e2e/console.test.ts drives the page).
+// The console's JSON API without a browser (test/e2e/console.slow.test.ts drives the page).
 
 t.test('/console/api/me: once a call has ended, held_usd is back to 0 and spent_usd is its charge', async (t) => {
   const app = await build(t, { plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }] })

@@ -21,6 +21,9 @@ import { tempDir } from '../temp-dir.js'
 // The table is complete by construction: every route the API scope registers is either a row
 // here (metered routes, each method) or listed in SPENDS_NOTHING with what it answers, which is
 // checked too; a route added later without a row fails this test by itself.
+//
+// Every refused cell is checked in the usage records too: a key known, the refusal is a record of
+// that key (`refused`, its error's code, nothing spent); a 401 leaves none.
 
 const K = {
   valid: 'mg-gate-valid-0123456789abcdef',
@@ -384,7 +387,18 @@ t.test('every route against every key state', async (t) => {
   const want: Record<string, Record<string, Cell>> = {}
   const got: Record<string, Record<string, Cell>> = {}
   const bodies: string[] = []
-  for (const row of ROWS) {
+  // what each refused call left in the usage records: a record of its key, or none before a key is known
+  const wantRecords: string[] = []
+  const gotRecords: string[] = []
+  const traceHeader = `${config.server.header_prefix}Trace-ID`.toLowerCase()
+  const keyIds = new Map<State, string>()
+  for (const [state, secret] of keys) {
+    const k = await store.keys.verify(secret)
+    if (k !== undefined) keyIds.set(state, k.id)
+  }
+  for (const [i, row] of ROWS.entries()) {
+    // a second passes every few rows: the records of a key's refusals are kept up to ten a second
+    if (i % 5 === 4) clock.advance(1000)
     want[row.name] = {}
     got[row.name] = {}
     for (const state of STATES) {
@@ -397,9 +411,21 @@ t.test('every route against every key state', async (t) => {
       (got[row.name] as Record<string, Cell>)[state] = cell
       if (cell !== expected(row.kind, state)) bodies.push(`${row.name} / ${state}: ${status} reached=${String(reached)} ${res.body.slice(0, 300)}`)
       if (typeof cell === 'number' && cell >= 400) t.notOk(reached, `${row.name} / ${state}: refused, and nothing reached the provider`)
+      if (typeof cell === 'number' && cell >= 400 && row.kind !== 'listing' && row.kind !== 'tool-list') {
+        const cellName = `${row.name} / ${state}`
+        wantRecords.push(cell === 401 ? `${cellName}: none` : `${cellName}: refused by ${keyIds.get(state) ?? '?'}, nothing spent`)
+        const found = (await store.usage.byTrace(String(res.headers[traceHeader])))?.row
+        const spent = found === undefined ? 0 : found.prompt_tokens + found.completion_tokens + found.cost_nano + found.images
+        gotRecords.push(found === undefined
+          ? `${cellName}: none`
+          : found.status === 'refused' && typeof found.error === 'string' && found.error !== '' && spent === 0
+            ? `${cellName}: refused by ${found.key_id ?? 'no key'}, nothing spent`
+            : `${cellName}: ${found.status} ${String(found.error)} spent ${spent}`)
+      }
     }
   }
   t.same(got, want, bodies.length === 0 ? 'every cell as expected' : `cells that differ:\n${bodies.join('\n')}`)
+  t.same(gotRecords, wantRecords, 'every refusal of a known key is a refused usage record with its code; a refusal before a key is known has none')
 
   // the table covers every route of the API that may spend
   for (const r of app.apiRoutes) {

@@ -222,7 +222,7 @@ t.test('countTokens: forwarded to a Gemini upstream, counted locally for the oth
   t.equal(bad.statusCode, 400)
   t.equal(bad.json().error.status, 'INVALID_ARGUMENT')
   await settled()
-  t.equal((await rows()).length, 0, 'no usage record')
+  t.same((await rows()).map((r) => [r.endpoint, r.status, r.error]), [['count_tokens', 'refused', 'missing_field']], 'no usage record of a count; the refused one recorded as refused')
 })
 
 t.test('parameters: generationConfig and toolConfig checked against the model by their Chat Completions names; defaults and caps', async (t) => {

@@ -117,8 +117,11 @@ t.test('tools/call: the result as the server gave it, its headers, progress, err
   t.equal(denied.code, -32602, 'a tool the key may not use is unknown to it')
   t.equal(gw.mock.tools.calls.length, before, 'neither reached a server')
 
-  const rows = await records(gw)
-  t.equal(rows.length, 6, 'one record per tools/call that reached its server; none for unknown tools')
+  const all = await records(gw)
+  const rows = all.filter((r) => r.status !== 'refused')
+  t.equal(rows.length, 6, 'one record per tools/call that reached its server')
+  t.same(all.filter((r) => r.status === 'refused').map((r) => [r.model, r.error, r.cost_nano, r.provider]).sort(), [['docs__echo', 'tool_not_found', 0, null], ['docs__nope', 'tool_not_found', 0, null]],
+    'an unknown tool, and one the key may not use, are refused calls of their key, under the name called')
   const add = rows.find((r) => r.model === 'docs/add') as UsageRow
   t.match(add, { endpoint: 'mcp.tools_call', provider: 'docs', model: 'docs/add', status: 'ok', cost_nano: 1_000_000, org_id: 'acme', project_id: 'web', prompt_tokens: 0 })
   t.ok(add.latency_ms >= 0)
@@ -126,7 +129,7 @@ t.test('tools/call: the result as the server gave it, its headers, progress, err
   t.match(rows.find((r) => r.model === 'docs/fail'), { status: 'ok', cost_nano: 1_000_000 }, 'a tool that answered isError ran: charged')
   t.match(rows.find((r) => r.model === 'docs/reject'), { status: 'upstream_error', cost_nano: 0 }, 'an error answer is not charged')
 
-  const api = await fetch(`${gw.base}/admin/v1/usage?endpoint=mcp.tools_call`, { headers: { authorization: `Bearer ${ADMIN}` } })
+  const api = await fetch(`${gw.base}/admin/v1/usage?endpoint=mcp.tools_call&status=ok,upstream_error`, { headers: { authorization: `Bearer ${ADMIN}` } })
   const listed = (await api.json() as { data: Array<Record<string, unknown>> }).data
   t.equal(listed.length, 6)
   t.match(listed.find((r) => r.model === 'docs/add'), { endpoint: 'mcp.tools_call', provider: 'docs', cost_usd: '0.001' })
@@ -220,7 +223,7 @@ t.test('governed like a model call: rpm, budget, balance, quota, guardrails, rev
     await b.callTool({ name: 'docs__echo', arguments: { text: '2' } })
     const spent = await refusal(b.callTool({ name: 'docs__echo', arguments: { text: '3' } }))
     t.match(spent.data, { status: 429, code: 429, type: 'quota_exceeded' }, 'two calls at $0.001 spend a $0.002 budget')
-    t.equal((await records(budget)).length, 2)
+    t.same((await records(budget)).map((r) => [r.status, r.error]), [['refused', 'quota_exceeded'], ['ok', null], ['ok', null]], 'the two calls, and the refused one')
   })
 
   t.test('the balance holds the call\'s price; a project quota in USD', async (t) => {

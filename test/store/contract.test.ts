@@ -256,6 +256,16 @@ function contract (t: Test, open: Open): void {
     t.match(read.get('usage_none'), { cache_write_tokens: 0, images: 0, cost_detail: null })
   })
 
+  t.test('usage: a refused call keeps its error code, is found by its status and counts as an error in the summary', async (t) => {
+    const [store] = await open(t) as [Store]
+    const refused: UsageRow = { ...row(3), id: 'usage_refused', status: 'refused', error: 'quota_exceeded', provider: null, prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, total_tokens: 0, cost_nano: 0, cost_detail: null }
+    await store.usage.record(refused)
+    await store.usage.record(row(4))
+    t.same((await store.usage.page({ status: ['refused'] }, 10)), [refused], 'read back as written, error included')
+    t.equal((await store.usage.page({ status: ['ok'] }, 10))[0]?.error, null, 'a call that was not refused has none')
+    t.match(await store.usage.summary({}, ['key_id']), [{ key_id: 'k', calls: 2, errors: 1 }])
+  })
+
   t.test('usage: attempts and dropped parameters kept; filtered by status, endpoint and provider; a record found by its trace id, with its content', async (t) => {
     const [store] = await open(t) as [Store]
     const trace = (i: number): string => `0190a1b2-c3d4-7e5f-8a9b-${String(i).padStart(12, '0')}`

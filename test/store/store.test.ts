@@ -37,7 +37,7 @@ t.test('a database that has every migration is opened without its write lock: a 
   t.teardown(() => { writer.exec('ROLLBACK'); writer.close() })
   const db = openDatabase(file)
   t.teardown(() => db.close())
-  t.ok(Number(db.pragma('user_version', { simple: true })) >= 14, 'opened, at the last migration')
+  t.ok(Number(db.pragma('user_version', { simple: true })) >= 19, 'opened, at the last migration')
   t.same(db.prepare('SELECT count(*) AS n FROM organizations').get(), { n: 0 }, 'and readable')
 })
 
@@ -158,6 +158,40 @@ t.test('migration 012: records made before it read no cache writes, no images an
   const rows = store.usage.page({}, 10)
   t.match(rows[1], { id: 'usage_old', cache_write_tokens: 0, images: 0, cost_detail: null }, 'the older record has no parts')
   t.same(rows[0], fresh, 'the new one reads back as written')
+})
+
+t.test('migration 018: records written before it carry no tags; new ones keep theirs, the journal\'s too; the outbox is there', async (t) => {
+  const { file, old } = databaseAt(17)
+  const insert = (table: string, id: string): void => { old.prepare(`INSERT INTO ${table} (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, stream, status, prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms) VALUES (?, 5, ?, 'acme', 'web', 'k', 'chat.completions', 'm', 0, 'ok', 1, 0, 1, 2, 7, 1)`).run(id, id) }
+  insert('usage_records', 'u_old')
+  insert('usage_journal', 'u_journal')
+  old.close()
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 18)
+  await store.usage.record(usageRow({ id: 'u_new', created_at: 6, tags: ['team-a', 'x'] }))
+  t.same(store.usage.page({}, 10).map((r) => [r.id, r.tags]), [['u_new', ['team-a', 'x']], ['u_old', []], ['u_journal', []]])
+  t.same(store.usage.summary({}, ['tag']).map((r) => [r.tag, r.calls, r.cost_nano]), [[null, 2, 14n], ['team-a', 1, 100n], ['x', 1, 100n]])
+  t.same(store.usage.page({ tag: 'x' }, 10).map((r) => r.id), ['u_new'])
+  t.equal(store.alerts.raise([{ id: 'msg_1', crossing: 'c', webhook: 'http://127.0.0.1/', type: 'balance.low', payload: '{}', created_at: 1 }]), 1)
+  t.equal(store.alerts.raise([{ id: 'msg_2', crossing: 'c', webhook: 'http://127.0.0.1/', type: 'balance.low', payload: '{}', created_at: 2 }]), 0, 'a crossing once per webhook')
+})
+
+t.test('migration 019: records made before it read error null, in the table and in the journal; a refused one keeps its code', async (t) => {
+  const { file, old } = databaseAt(17)
+  old.prepare(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
+    prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms) VALUES ('usage_old', 1000, 'old', 'acme', 'web', 'k', 'messages', 'm', 'p', 0, 'ok', 1, 0, 1, 2, 3, 4, null)`).run()
+  old.prepare(`INSERT INTO usage_journal (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
+    prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms) VALUES ('usage_journaled', 1500, 'journaled', 'acme', 'web', 'k', 'messages', 'm', 'p', 0, 'ok', 1, 0, 1, 2, 3, 4, null)`).run()
+  old.close()
+  const store = new Store(file)
+  t.teardown(() => store.close())
+  t.ok(Number(store.db.pragma('user_version', { simple: true })) >= 19)
+  const refused = usageRow({ id: 'usage_refused', created_at: 2000, provider: null, status: 'refused', error: 'key_rate_limited', prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost_nano: 0 })
+  await store.usage.record(refused)
+  const rows = store.usage.page({}, 10)
+  t.same(rows.map((r) => [r.id, r.error]), [['usage_refused', 'key_rate_limited'], ['usage_journaled', null], ['usage_old', null]])
+  t.same(rows[0], refused, 'the refused record reads back as written')
 })
 
 t.test('migration 017: audit lines written before it name their organization, from their target; an org_admin\'s page selects them', async (t) => {

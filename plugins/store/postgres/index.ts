@@ -11,6 +11,7 @@ import { Connection } from './db.js'
 import { KeyRepository } from './keys.js'
 import { LedgerRepository } from './ledger.js'
 import { ProviderObjectRepository } from './objects.js'
+import { AlertRepository } from './alerts.js'
 import { OrgRepository } from './orgs.js'
 import { defineScripts, IdempotencyRepository, RateLimitRepository } from './policies.js'
 import { QuotaRepository } from './quota.js'
@@ -70,6 +71,7 @@ export class PostgresStore implements Store {
   readonly feed: ChangeFeed
   readonly cache: ResponseCacheRepository
   readonly objects: ProviderObjectRepository
+  readonly alerts: AlertRepository
   /** Migrations applied, Redis connected and subscribed, this instance's heartbeat written. */
   readonly ready: Promise<void>
   private readonly now: () => number
@@ -98,6 +100,7 @@ export class PostgresStore implements Store {
     this.rateLimits = new RateLimitRepository(this.conn)
     this.quota = new QuotaRepository(this.conn, this.batch, this.bus, this.now, this.onError)
     this.cache = new ResponseCacheRepository(this.conn, this.bus, this.onError)
+    this.alerts = new AlertRepository(this.conn)
     this.objects = new ProviderObjectRepository(this.conn)
     this.ready = this.conn.ready.then(async () => { await this.ledger.heartbeat(this.now()) })
     this.ready.catch(() => {})

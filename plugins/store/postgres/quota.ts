@@ -28,13 +28,18 @@ export class QuotaRepository implements QuotaStore {
     return this.latch.admit(scope, windowStart, limit)
   }
 
+  known (scope: string, windowStart: number): QuotaUsage | undefined {
+    return this.latch.known(scope, windowStart)
+  }
+
   async used (scope: string, windowStart: number): Promise<QuotaUsage> {
     return (await this.conn.q<QuotaUsage>('SELECT tokens, cost_nano FROM quota_usage WHERE scope = $1 AND window_start = $2', [scope, windowStart])).rows[0] ?? { tokens: 0, cost_nano: 0 }
   }
 
-  async count (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit): Promise<void> {
+  async count (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit): Promise<QuotaUsage> {
     const total = await this.batch.count(scope, windowStart, tokens, costNano)
     await this.latch.counted(scope, windowStart, total, limit)
+    return total
   }
 
   async sweep (before: number): Promise<void> {

@@ -14,6 +14,7 @@ import { GroupCommit } from './group-commit.js'
 import { KeyRepository } from './keys.js'
 import { LedgerRepository, sqliteLeaseLedger } from './ledger.js'
 import { ProviderObjectRepository } from './objects.js'
+import { AlertRepository } from './alerts.js'
 import { OrgRepository } from './orgs.js'
 import { IdempotencyRepository, QuotaRepository, RateLimitRepository } from './policies.js'
 import { ResponseCacheRepository } from './response-cache.js'
@@ -66,6 +67,7 @@ export class SqliteStore implements Store {
   readonly changes: ChangeLog
   readonly cache: ResponseCacheRepository
   readonly objects: ProviderObjectRepository
+  readonly alerts: AlertRepository
   /** This process's id in `holders` and in its leases. */
   readonly holder = `${process.pid}:${randomBytes(4).toString('hex')}`
   readonly bus: PeerBus
@@ -101,6 +103,7 @@ export class SqliteStore implements Store {
     this.rateLimits = new RateLimitRepository(this.db, this.commit)
     this.quota = new QuotaRepository(this.db, this.commit, this.bus, this.now, this.onError)
     this.cache = new ResponseCacheRepository(this.db, this.commit, this.bus, this.onError)
+    this.alerts = new AlertRepository(this.db)
     this.objects = new ProviderObjectRepository(this.db, this.commit)
     this.ledger.heartbeat(this.holder, this.now())
   }

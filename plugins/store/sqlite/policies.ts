@@ -98,14 +98,21 @@ export class QuotaRepository implements QuotaStore {
     return this.latch.admit(scope, windowStart, limit)
   }
 
+  known (scope: string, windowStart: number): QuotaUsage | undefined {
+    return this.latch.known(scope, windowStart)
+  }
+
   used (scope: string, windowStart: number): QuotaUsage {
     return this.getStmt.get(scope, windowStart) ?? { tokens: 0, cost_nano: 0 }
   }
 
-  /** Summed with the other counts of this scope and window in this turn's group; resolves once committed (and announced when it reached the limit). */
-  count (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit): Promise<void> {
+  /** Summed with the other counts of this scope and window in this turn's group; resolves with the window's totals once committed (and announced when it reached the limit). */
+  count (scope: string, windowStart: number, tokens: number, costNano: number, limit: QuotaLimit): Promise<QuotaUsage> {
     return this.commit.sum(`quota:${scope}:${windowStart}`, [tokens, costNano], ([t, c]) => this.addStmt.get({ scope, window: windowStart, tokens: t, cost: c }) as QuotaUsage, { retry: true })
-      .then((total) => this.latch.counted(scope, windowStart, total, limit))
+      .then((total) => {
+        const announced = this.latch.counted(scope, windowStart, total, limit)
+        return announced === undefined ? total : announced.then(() => total)
+      })
   }
 
   sweep (before: number): number {

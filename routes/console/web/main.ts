@@ -18,14 +18,16 @@ interface Pricing {
   per_request: string | null,
   per_image: Record<string, string> | null
   server_tools?: Record<string, string> | null
+  /** An image model priced by tokens alone: the output tokens of one image at most, and what they cost. */
+  image_output_max?: { tokens: number, usd: string } | null
 }
 type Kind = 'chat' | 'embeddings' | 'image'
 interface Model { id: string, name: string, vendor: string, kind: Kind, context_length: number, input_modalities: string[], output_modalities: string[], supported_parameters: string[], pricing: Pricing | null }
 interface Quota { limit: string, used: string, unit: string, per: string, resets_at: string }
 interface Me { org: string, project: string, key: { name: string, hint: string } | null, balance_usd: string, held_usd: string, spent_usd: string, balance_charged: boolean, org_quota: Quota | null, project_quota: Quota | null }
 interface Bucket { start: string, calls: number, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, saved_usd: string }
-interface Usage { range: string, bucket_s: number, buckets: Bucket[], totals: Omit<Bucket, 'start'> }
-interface Call { created_at: string, model: string, endpoint: string, status: string, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number, cache_hit: boolean, saved_usd: string }
+interface Usage { range: string, bucket_s: number, buckets: Bucket[], totals: Omit<Bucket, 'start'>, by_tag?: Array<{ tag: string | null, calls: number, cost_usd: string }> }
+interface Call { created_at: string, model: string, endpoint: string, status: string, error?: string | null, stream: boolean, prompt_tokens: number, cached_input_tokens: number, completion_tokens: number, cost_usd: string, latency_ms: number, cache_hit: boolean, saved_usd: string }
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T
 const KEY = 'modelgate.apiKey'
@@ -94,7 +96,10 @@ function card (m: Model): HTMLElement {
     ...m.output_modalities.map((x) => el('span', { class: 'badge' }, `out: ${x}`)),
     el('span', { class: 'badge' }, `${context(m.context_length)} context`))
   const price = m.pricing === null ? [el('p', { class: 'noprice' }, 'No public price')] : prices(m, m.pricing)
-  const params = el('details', {}, el('summary', {}, `${m.supported_parameters.length} supported parameters`), el('p', {}, m.supported_parameters.join(', ') || 'none'))
+  const n = m.supported_parameters.length
+  const params = n === 0
+    ? el('p', { class: 'params none' }, 'Supported parameters: none listed')
+    : el('details', { class: 'params' }, el('summary', {}, `${n} supported parameter${n === 1 ? '' : 's'}`), el('p', {}, m.supported_parameters.join(', ')))
   return el('li', { class: 'card model', 'data-id': m.id }, el('h3', {}, m.name), el('div', { class: 'id' }, m.id), badges, ...price, params)
 }
 
@@ -106,7 +111,7 @@ const rate = (label: string, value: string | null): HTMLElement[] => value === n
  * tokens its provider reports and its images.
  */
 function prices (m: Model, p: Pricing): HTMLElement[] {
-  const unit = m.kind === 'chat' ? '/ 1M' : '/ 1M tokens'
+  const unit = '/ 1M tokens'
   const sheet = (r: Rates): HTMLElement[] => m.kind === 'embeddings'
     ? rate(`Input ${unit}`, r.input)
     : [...rate(`Input ${unit}`, r.input), ...(m.kind === 'chat' ? rate(`Cached input ${unit}`, r.cached_input) : []), ...rate(`Output ${unit}`, r.output),
@@ -120,6 +125,10 @@ function prices (m: Model, p: Pricing): HTMLElement[] {
   }
   const units = [...rate('Per request', p.per_request), ...Object.entries(p.per_image ?? {}).flatMap(([size, v]) => rate(size === 'default' ? 'Per image' : `Per image ${size}`, v)),
     ...Object.entries(p.server_tools ?? {}).flatMap(([kind, v]) => rate(`Per ${kind.replace(/_/g, ' ')}`, v))]
+  // an image model billed by its tokens alone: what one image costs at most, its output tokens at the output rate
+  if (p.per_image === null && p.image_output_max !== null && p.image_output_max !== undefined) {
+    units.push(el('div', {}, el('dt', {}, `Per image, at most (${fmtInt.format(p.image_output_max.tokens)} output tokens)`), el('dd', {}, usd(p.image_output_max.usd))))
+  }
   if (units.length > 0) out.push(el('dl', { class: 'prices units', 'aria-label': 'Prices per request, per image and per tool use' }, ...units))
   return out
 }
@@ -202,14 +211,18 @@ async function openSession (): Promise<boolean> {
   }
 }
 
+const CHART_HEIGHT = 220
+
 /** A bar chart (stacked when several series) as SVG, with a title and a text alternative. */
-function chart (title: string, labels: string[], series: Array<{ name: string, values: number[], color: string }>, format: (n: number) => string): SVGSVGElement {
-  const W = 560; const H = 180; const L = 48; const B = 22; const T = 8
+function chart (target: HTMLElement, title: string, labels: string[], series: Array<{ name: string, values: number[], color: string }>, format: (n: number) => string): SVGSVGElement {
+  // drawn at the size it is shown (its figure's width, CHART_HEIGHT), so that its labels keep their font size
+  const W = Math.max(200, target.getBoundingClientRect().width); const H = CHART_HEIGHT; const L = 64; const B = 26; const T = 10
   const totals = labels.map((_, i) => series.reduce((s, x) => s + (x.values[i] ?? 0), 0))
   const max = Math.max(1e-12, ...totals)
   const ns = 'http://www.w3.org/2000/svg'
   const svg = document.createElementNS(ns, 'svg')
   svg.setAttribute('viewBox', `0 0 ${W} ${H}`)
+  svg.setAttribute('height', String(H))
   svg.setAttribute('role', 'img')
   const t = document.createElementNS(ns, 'title')
   t.textContent = `${title}: total ${format(totals.reduce((a, b) => a + b, 0))} over ${labels.length} periods`
@@ -223,7 +236,7 @@ function chart (title: string, labels: string[], series: Array<{ name: string, v
   for (const f of [0, 0.5, 1]) {
     const y = T + (H - B - T) * (1 - f)
     add('line', { x1: L, x2: W, y1: y, y2: y, stroke: 'currentColor', 'stroke-opacity': 0.15 })
-    add('text', { x: L - 6, y: y + 3, 'text-anchor': 'end' }, format(max * f))
+    add('text', { x: L - 6, y: y + 4, 'text-anchor': 'end' }, format(max * f))
   }
   const bw = (W - L) / Math.max(1, labels.length)
   labels.forEach((label, i) => {
@@ -238,8 +251,11 @@ function chart (title: string, labels: string[], series: Array<{ name: string, v
   return svg
 }
 
+/** A figure and its label; the figure is never cut or broken: its size shrinks to fit its tile (its length in --chars). */
 function stat (label: string, value: string): HTMLElement {
-  return el('div', { class: 'stat' }, el('div', { class: 'v' }, value), el('div', { class: 'l' }, label))
+  const v = el('div', { class: 'v' }, value)
+  v.style.setProperty('--chars', String(value.length))
+  return el('div', { class: 'stat' }, v, el('div', { class: 'l' }, label))
 }
 
 function quotaView (name: string, q: Quota | null): HTMLElement {
@@ -267,22 +283,28 @@ async function loadUsage (): Promise<void> {
     const labels = usage.buckets.map((b) => usage.bucket_s < 86_400 ? new Date(b.start).getHours().toString().padStart(2, '0') + 'h' : new Date(b.start).toLocaleDateString(undefined, { month: 'short', day: 'numeric' }))
     const css = getComputedStyle(document.documentElement)
     const color = (v: string): string => css.getPropertyValue(v).trim()
-    $('chart-calls').replaceChildren(chart('Calls', labels, [{ name: 'calls', values: usage.buckets.map((b) => b.calls), color: color('--in') }], (n) => fmtInt.format(Math.round(n))))
-    $('chart-tokens').replaceChildren(chart('Tokens', labels, [
+    const draw = (id: string, make: (target: HTMLElement) => SVGSVGElement): void => { $(id).replaceChildren(make($(id))) }
+    draw('chart-calls', (t) => chart(t, 'Calls', labels, [{ name: 'calls', values: usage.buckets.map((b) => b.calls), color: color('--in') }], (n) => fmtInt.format(Math.round(n))))
+    draw('chart-tokens', (t) => chart(t, 'Tokens', labels, [
       { name: 'input', values: usage.buckets.map((b) => b.prompt_tokens - b.cached_input_tokens), color: color('--in') },
       { name: 'cached input', values: usage.buckets.map((b) => b.cached_input_tokens), color: color('--cached') },
       { name: 'output', values: usage.buckets.map((b) => b.completion_tokens), color: color('--out') }
     ], (n) => n >= 1000 ? `${+(n / 1000).toFixed(1)}k` : String(Math.round(n))))
-    $('chart-spend').replaceChildren(chart('Spend', labels, [{ name: 'spend', values: usage.buckets.map((b) => Number(b.cost_usd)), color: color('--out') }], (n) => `$${n < 0.01 ? n.toPrecision(2) : n.toFixed(2)}`))
+    draw('chart-spend', (t) => chart(t, 'Spend', labels, [{ name: 'spend', values: usage.buckets.map((b) => Number(b.cost_usd)), color: color('--out') }], (n) => `$${n < 0.01 ? n.toPrecision(2) : n.toFixed(2)}`))
     $('quota').replaceChildren(
       me.balance_charged
         ? el('p', {}, `Balance ${usd(me.balance_usd)} · held ${usd(me.held_usd)} · spent ${usd(me.spent_usd)}`)
         : el('p', { id: 'balance-off', class: 'muted' }, 'Calls are not charged to a prepaid balance on this gateway (its balance plugin is off): the spend above is what the calls cost at the catalog\'s prices.'),
       quotaView('Organization', me.org_quota), quotaView('Project', me.project_quota))
     const rows = calls.data.map((c) => el('tr', {},
-      el('td', {}, new Date(c.created_at).toLocaleString()), el('td', {}, c.model), el('td', {}, c.endpoint + (c.stream ? ' (stream)' : '')), el('td', {}, c.status),
+      el('td', {}, new Date(c.created_at).toLocaleString()), el('td', {}, c.model), el('td', {}, c.endpoint + (c.stream ? ' (stream)' : '')), el('td', {}, typeof c.error === 'string' ? `${c.status} (${c.error})` : c.status),
       el('td', { class: 'num' }, fmtInt.format(c.prompt_tokens)), el('td', { class: 'num' }, fmtInt.format(c.cached_input_tokens)), el('td', { class: 'num' }, fmtInt.format(c.completion_tokens)),
       el('td', { class: 'num' }, c.cache_hit ? `${c.cost_usd} (cache hit, saved ${c.saved_usd})` : c.cost_usd), el('td', { class: 'num' }, `${c.latency_ms} ms`)))
+    // spend by tag over the range: a call counts under each of its tags; untagged calls together
+    const tagRows = [...(usage.by_tag ?? [])].sort((a, b) => Number(b.cost_usd) - Number(a.cost_usd) || b.calls - a.calls)
+      .map((r) => el('tr', {}, el('th', { scope: 'row' }, r.tag ?? 'untagged'), el('td', { class: 'num' }, fmtInt.format(r.calls)), el('td', { class: 'num' }, usd(r.cost_usd))))
+    const tagBody = $('tags').querySelector('tbody') as HTMLElement
+    tagBody.replaceChildren(...(tagRows.length > 0 ? tagRows : [el('tr', {}, el('td', { colspan: '3', class: 'muted' }, 'No calls in this range.'))]))
     const body = $('calls').querySelector('tbody') as HTMLElement
     body.replaceChildren(...(rows.length > 0 ? rows : [el('tr', {}, el('td', { colspan: '9', class: 'muted' }, 'No calls yet.'))]))
   } catch (err) {

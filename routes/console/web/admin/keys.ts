@@ -1,6 +1,6 @@
 // Keys: listed by organization and project; created with their grants (models, pass-through
 // providers, MCP tools), expiry, limits and budget
-// (the secret shown once, with a copy button); edited; rotated with a grace period (the new
+// (the secret shown once, with a copy button, kept until the operator is done with it); edited; rotated with a grace period (the new
 // secret shown once); revoked after a confirmation.
 
 import { mayManage } from './role.js'
@@ -11,9 +11,13 @@ import type { AnswerOf, Key, NewKey, Rotation } from './types.js'
 
 let keys: Key[] = []
 
+/** The key's budget is spent for its window: its calls are refused until the window resets. */
+const overBudget = (k: Key): boolean => k.budget !== null && Number(k.budget.used) >= Number(k.budget.limit)
+
 function status (k: Key): HTMLElement {
   if (k.revoked) return el('span', { class: 'badge bad' }, 'revoked')
   if (k.expires_at !== null && Date.parse(k.expires_at) <= Date.now()) return el('span', { class: 'badge bad' }, 'expired')
+  if (overBudget(k)) return el('span', { class: 'badge bad', title: `Calls are refused until the budget resets (${when(k.budget?.resets_at ?? null)})` }, 'over budget')
   if (k.expires_at !== null) return el('span', { class: 'badge warn' }, 'expires')
   return el('span', { class: 'badge good' }, 'active')
 }
@@ -59,28 +63,52 @@ export async function loadKeys (): Promise<void> {
   }
 }
 
+// A secret shown is kept (other sections visited meanwhile) until the operator is done with it:
+// at once once it was copied; when it was not, only on a second "Done", after a warning.
+let copied = false
+let warned = false
+
 /** Shows a secret once; `note` says whose it is. Focus goes to it, so it can be copied at once. */
 function showSecret (secret: string, note: string): void {
   $('secret').hidden = false
   input('secret-value').value = secret
   $('secret-note').textContent = note
   say('secret-copied', '')
+  copied = false
+  warned = false
+  $('secret-done').textContent = 'Done'
+  $('tab-keys').dataset.secret = 'waiting'
   input('secret-value').focus()
   input('secret-value').select()
 }
 
-/** Forgets a secret shown: when it is dismissed, and when its section is left (a secret is shown once). */
+/** Forgets a secret shown (dismissed, or signing out). */
 export function hideSecret (): void {
   input('secret-value').value = ''
   $('secret-note').textContent = ''
   say('secret-copied', '')
   $('secret').hidden = true
+  delete $('tab-keys').dataset.secret
+}
+
+/** "Done": the secret goes if it was copied; if not, the operator is told it cannot be shown again, and a second "Done" discards it. */
+function doneWithSecret (): void {
+  if (copied || warned) { hideSecret(); return }
+  warned = true
+  $('secret-done').textContent = 'Discard it'
+  say('secret-copied', 'This secret was not copied, and it cannot be shown again: copy it, or choose "Discard it" to let it go.')
+}
+
+function secretCopied (): void {
+  copied = true
+  $('secret-done').textContent = 'Done'
 }
 
 async function copySecret (): Promise<void> {
   const field = input('secret-value')
   try {
     await navigator.clipboard.writeText(field.value)
+    secretCopied()
     say('secret-copied', 'Copied to the clipboard.')
   } catch {
     field.focus()
@@ -216,7 +244,9 @@ export function initKeys (): void {
   select('kf-project').addEventListener('change', () => { void loadKeys() })
   onSubmit('key-form', create)
   $('secret-copy').addEventListener('click', () => { void copySecret() })
-  $('secret-done').addEventListener('click', hideSecret)
+  $('secret-done').addEventListener('click', doneWithSecret)
+  // copied with the keyboard or the context menu
+  input('secret-value').addEventListener('copy', secretCopied)
   $('keys').addEventListener('click', (e) => {
     const button = (e.target as HTMLElement).closest<HTMLButtonElement>('button[data-action]')
     const id = button?.closest('tr')?.dataset.keyId

@@ -1,4 +1,5 @@
-// The request log: usage records newest first (model calls and MCP tool calls), filtered by
+// The request log: usage records newest first (model calls, MCP tool calls, and calls refused
+// once their key was known, with the refusal's code), filtered by
 // organization, project, key, model or tool, kind of call, status and time, fifty at a time ("Older" reads the next page by its cursor). A row opens the
 // call: its tokens, cost, timings, provider attempts, dropped parameters and, when the usage
 // plugin stores them, its request and response.
@@ -14,6 +15,9 @@ let shown = 0
 
 const isTool = (r: UsageRecord): boolean => r.endpoint === 'mcp.tools_call'
 
+/** A refused call's error code, beside its status. */
+const refusal = (r: UsageRecord): HTMLElement | null => typeof r.error === 'string' ? el('span', { class: 'mono refusal' }, ` ${r.error}`) : null
+
 function row (r: UsageRecord): HTMLElement {
   const ok = r.status === 'ok'
   return el('tr', { 'data-trace': r.trace_id, class: 'clickable' },
@@ -22,7 +26,7 @@ function row (r: UsageRecord): HTMLElement {
     el('td', { class: 'mono' }, r.key_id ?? '—'),
     el('td', {}, isTool(r) ? el('span', { class: 'badge' }, 'tool') : null, isTool(r) ? ' ' : null, r.model),
     el('td', {}, r.provider ?? '—'),
-    el('td', {}, el('span', { class: `badge ${ok ? 'good' : 'bad'}` }, r.status), r.cache_hit ? el('span', { class: 'badge' }, 'cache hit') : null),
+    el('td', {}, el('span', { class: `badge ${ok ? 'good' : r.status === 'refused' ? 'warn' : 'bad'}` }, r.status), refusal(r), r.cache_hit ? el('span', { class: 'badge' }, 'cache hit') : null),
     el('td', { class: 'num' }, isTool(r) ? '—' : `${int(r.prompt_tokens)} / ${int(r.completion_tokens)}`),
     el('td', { class: 'num' }, usd(r.cost_usd)),
     el('td', { class: 'num' }, `${int(r.latency_ms)} ms`))
@@ -92,7 +96,8 @@ function detail (c: CallDetail): HTMLElement[] {
       ['Time', when(c.created_at)], ['Trace id', el('span', { class: 'mono' }, c.trace_id)],
       ['Project', `${c.org}/${c.project}`], ['Key', el('span', { class: 'mono' }, c.key_id ?? '—')],
       ['Endpoint', `${c.endpoint}${c.stream ? ' (stream)' : ''}`], [isTool(c) ? 'Tool' : 'Model', c.model],
-      [isTool(c) ? 'MCP server' : 'Provider', c.provider ?? '—'], ['Status', c.status]
+      [isTool(c) ? 'MCP server' : 'Provider', c.provider ?? '—'], ['Status', c.status],
+      ...(typeof c.error === 'string' ? [['Refused with', el('span', { class: 'mono' }, c.error)] as [string, Node]] : [])
     ]),
     el('h3', {}, 'Tokens, cost and timing'),
     dl([
@@ -105,7 +110,7 @@ function detail (c: CallDetail): HTMLElement[] {
     ]),
     el('h3', {}, 'Provider attempts'),
     attempts.length === 0
-      ? el('p', { class: 'muted' }, c.cache_hit ? 'None: answered from the cache.' : 'None recorded.')
+      ? el('p', { class: 'muted' }, c.cache_hit ? 'None: answered from the cache.' : c.status === 'refused' ? 'None: the gateway refused the call before any provider.' : 'None recorded.')
       : el('div', { class: 'table-wrap' }, el('table', { id: 'call-attempts', class: 'cards' },
         el('thead', {}, el('tr', {}, ...['#', 'Provider', 'Upstream model', 'Outcome', 'HTTP status', 'Error', 'Latency'].map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', {}, ...attempts.map((a, i) => el('tr', {},

@@ -1,9 +1,10 @@
 // The operator's console: sign-in with an admin token or through single sign-on, then seven sections over the admin API
-// (overview, tenants, keys, request log, providers, plugins, sessions) as ARIA tabs, one loaded at a time.
+// (overview, tenants, keys, request log, providers, alerts, plugins, sessions) as ARIA tabs, one loaded at a time.
 
+import { initAlerts, loadAlerts, resetAlerts } from './alerts.js'
 import { ApiError, call, get, session, token, whenUnauthorized } from './api.js'
 import { $, input, problem, say } from './dom.js'
-import { hideSecret, initKeys, loadKeys, resetKeys } from './keys.js'
+import { initKeys, loadKeys, resetKeys } from './keys.js'
 import { initLog, loadLog, resetLog } from './log.js'
 import { initOverview, loadOverview, resetOverview } from './overview.js'
 import { initPlugins, loadPlugins, resetPlugins } from './plugins.js'
@@ -19,6 +20,7 @@ const SECTIONS = {
   keys: loadKeys,
   log: loadLog,
   providers: loadProviders,
+  alerts: loadAlerts,
   plugins: loadPlugins,
   sessions: loadSessions
 } as const
@@ -29,8 +31,6 @@ const tabs = NAMES.map((n) => $(`tab-${n}`))
 let active: Section = 'overview'
 
 function show (name: Section, focus = false): void {
-  // a new key's secret is shown once: gone when its section is left
-  if (active === 'keys' && name !== 'keys') hideSecret()
   active = name
   for (const [i, t] of tabs.entries()) {
     const on = NAMES[i] === name
@@ -88,7 +88,7 @@ function signOut (message = ''): void {
   if (token.get() === null && session.get() !== null) void endSession().catch(() => {})
   token.clear()
   session.set(null)
-  for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetPlugins, resetSessions]) reset()
+  for (const reset of [resetOverview, resetTenants, resetKeys, resetLog, resetProviders, resetAlerts, resetPlugins, resetSessions]) reset()
   signedIn(null)
   history.replaceState(null, '', location.pathname)
   say('signin-error', message)
@@ -134,7 +134,7 @@ $('signin').addEventListener('submit', (e) => {
 })
 $('signout').addEventListener('click', () => { signOut() })
 
-for (const init of [initOverview, initTenants, initKeys, initLog, initProviders, initPlugins, initSessions]) init()
+for (const init of [initOverview, initTenants, initKeys, initLog, initProviders, initAlerts, initPlugins, initSessions]) init()
 
 /** Whether the gateway offers single sign-on: then its link is shown, and a session may already be open. */
 async function ssoOffered (): Promise<boolean> {

@@ -1,6 +1,7 @@
 // Overview: calls, errors, tokens, spend and what the response cache saved over 24 hours (by
 // hour) or 7 or 30 days (by day), from the store's own sums (GET /admin/v1/usage/summary), with
-// the totals of the range and its top models and organizations.
+// the totals of the range, its top models and organizations, and its spend by tag (a call counts
+// under each of its tags; untagged calls together).
 
 import { get, query } from './api.js'
 import { chart, clearCharts, color } from './charts.js'
@@ -18,8 +19,11 @@ const tokens = (r: SummaryRow): number => r.prompt_tokens + r.completion_tokens
 const compact = (n: number): string => n >= 1e6 ? `${+(n / 1e6).toFixed(2)}M` : n >= 1e3 ? `${+(n / 1e3).toFixed(1)}k` : String(+n.toFixed(2))
 const money = (n: number): string => n === 0 ? '$0' : n < 0.01 ? `$${+n.toPrecision(2)}` : `$${n.toFixed(2)}`
 
+/** A figure and its label; the figure is never cut or broken: its size shrinks to fit its tile (its length in --chars). */
 function stat (label: string, value: string, id: string): HTMLElement {
-  return el('div', { class: 'stat', 'data-stat': id }, el('div', { class: 'v' }, value), el('div', { class: 'l' }, label))
+  const v = el('div', { class: 'v' }, value)
+  v.style.setProperty('--chars', String(value.length))
+  return el('div', { class: 'stat', 'data-stat': id }, v, el('div', { class: 'l' }, label))
 }
 
 /** The first bucket of the range, and each bucket's start (ms). */
@@ -29,12 +33,12 @@ function buckets (range: Range, now: number): number[] {
   return Array.from({ length: n }, (_, i) => last - (n - 1 - i) * step)
 }
 
-function topRows (rows: SummaryRow[], field: 'model' | 'org'): HTMLElement[] {
+function topRows (rows: SummaryRow[], field: 'model' | 'org' | 'tag'): HTMLElement[] {
   return [...rows]
     .sort((a, b) => b.calls - a.calls || Number(b.cost_usd) - Number(a.cost_usd))
     .slice(0, 10)
     .map((r) => el('tr', {},
-      el('th', { scope: 'row' }, r[field] ?? '—'),
+      el('th', { scope: 'row' }, r[field] ?? (field === 'tag' ? 'untagged' : '—')),
       el('td', { class: 'num' }, int(r.calls)),
       el('td', { class: 'num' }, int(r.errors)),
       el('td', { class: 'num' }, int(tokens(r))),
@@ -48,11 +52,12 @@ export async function loadOverview (): Promise<void> {
   const starts = buckets(range, Date.now())
   const since = new Date(starts[0] as number).toISOString()
   try {
-    const [series, totals, models, orgs] = await Promise.all([
+    const [series, totals, models, orgs, tags] = await Promise.all([
       get<AnswerOf<'summary'>>(`/usage/summary${query({ bucket, since })}`),
       get<AnswerOf<'summary'>>(`/usage/summary${query({ since })}`),
       get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'model', since })}`),
-      get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'org', since })}`)
+      get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'org', since })}`),
+      get<AnswerOf<'summary'>>(`/usage/summary${query({ group_by: 'tag', since })}`)
     ])
     say('ov-error', '')
     const t = totals.data[0] ?? ZERO
@@ -86,6 +91,7 @@ export async function loadOverview (): Promise<void> {
 
     fill('ov-models', topRows(models.data, 'model'), 'No calls in this range.')
     fill('ov-orgs', topRows(orgs.data, 'org'), 'No calls in this range.')
+    fill('ov-tags', topRows(tags.data, 'tag'), 'No calls in this range.')
   } catch (err) {
     say('ov-error', `Could not load the overview: ${problem(err)}`)
   }
@@ -101,4 +107,5 @@ export function resetOverview (): void {
   $('ov-totals').replaceChildren()
   fill('ov-models', [], '')
   fill('ov-orgs', [], '')
+  fill('ov-tags', [], '')
 }

@@ -4,7 +4,7 @@
 import type { AnswerOf, Call } from '../../../admin/answers.js'
 
 export type {
-  AnswerOf, Attempt, Key, McpServer, NewKey, OperatorSession, Org, PriceDifference, Provider, QuotaView, Reloaded, Role, Rotation, SummaryRow, UsageRecord, Whoami
+  AnswerOf, Attempt, Delivery, Key, McpServer, NewKey, OperatorSession, Org, PriceDifference, Provider, QuotaView, Reloaded, Role, Rotation, SummaryRow, UsageRecord, Whoami
 } from '../../../admin/answers.js'
 
 /** A call with its attempts, dropped parameters and kept content (GET /usage/{trace_id}). */

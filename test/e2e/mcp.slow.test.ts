@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { fromRoot } from '../../paths.js'
 import { childEnv, eventually, KEY_A, spawnGateway, testConfig } from '../helper.js'
+import { STDIO_TIMEOUT_S } from '../mcp-gateway.js'
 import { mockMcpHttp, streamed } from '../mock-mcp.js'
 import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 import { tempDir } from '../temp-dir.js'
@@ -98,9 +99,10 @@ t.test('serve --workers 2: any worker answers any request of a client; mcp list 
   }
   t.equal(parents.size, 2, 'the calls of one client reached both workers, each through its own server process')
   t.match((await c.callTool({ name: 'files__pid' }).catch((e: unknown) => e)), { code: -32000, data: { status: 429 } }, 'the key\'s rpm holds across the workers')
-  const usage = await (await fetch(`${base}/admin/v1/usage?endpoint=mcp.tools_call`, { headers: admin })).json() as { data: Array<{ cost_usd: string, status: string }> }
-  t.equal(usage.data.length, 12, 'every call recorded')
-  t.ok(usage.data.every((r) => r.cost_usd === '0.01' && r.status === 'ok'))
+  const usage = await (await fetch(`${base}/admin/v1/usage?endpoint=mcp.tools_call`, { headers: admin })).json() as { data: Array<{ cost_usd: string, status: string, error: string | null }> }
+  t.equal(usage.data.length, 13, 'every call recorded, the refused one too')
+  t.equal(usage.data.filter((r) => r.cost_usd === '0.01' && r.status === 'ok').length, 12)
+  t.match(usage.data.filter((r) => r.status === 'refused'), [{ cost_usd: '0', error: 'key_rate_limited' }], 'the call over the key\'s rpm, refused')
 
   // the same config file: the pid file beside its store leads to the running gateway
   const listed = await modelgate(['mcp', 'list', '--config', join(dir, 'gw.json')])
@@ -152,7 +154,9 @@ t.test('real clients: the MCP Inspector CLI; server-everything over stdio behind
   const mock = await mockMcpHttp()
   const app: FastifyInstance = await buildApp(testConfig({
     plugins: [{ name: 'auth' }, { name: 'usage' }],
-    mcp: { servers: [{ id: 'docs', transport: 'http', url: mock.url }, { id: 'everything', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'] }] },
+    // (the config's request_timeout_s of 5 s would be the servers' too: server-everything loads
+    // hundreds of modules, which a loaded machine can take longer than that to start)
+    mcp: { servers: [{ id: 'docs', transport: 'http', url: mock.url }, { id: 'everything', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'], timeout_s: STDIO_TIMEOUT_S }] },
     tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, mcp: ['*'] }] }] }]
   }))
   await app.listen({ host: '127.0.0.1', port: 0 })
@@ -257,9 +261,11 @@ t.test('two instances on PostgreSQL + Redis: one client\'s requests on both, its
   for (let i = 0; i < 6; i++) t.equal(textOf(await c.callTool({ name: 'docs__echo', arguments: { text: `#${i}` } })), `#${i}`)
   t.match(await c.callTool({ name: 'docs__echo', arguments: { text: 'seventh' } }).catch((e: unknown) => e), { data: { status: 429 } }, 'rpm 6 across the two instances')
   const admin = { authorization: `Bearer ${ADMIN}` }
-  const usage = await (await fetch(`${bases[1] as string}/admin/v1/usage?endpoint=mcp.tools_call`, { headers: admin })).json() as { data: Array<{ cost_usd: string }> }
+  const usage = await (await fetch(`${bases[1] as string}/admin/v1/usage?endpoint=mcp.tools_call&status=ok`, { headers: admin })).json() as { data: Array<{ cost_usd: string }> }
   t.equal(usage.data.length, 6, 'either instance lists every record')
   t.ok(usage.data.every((r) => r.cost_usd === '0.002'))
+  const overRpm = await (await fetch(`${bases[0] as string}/admin/v1/usage?endpoint=mcp.tools_call&status=refused`, { headers: admin })).json() as { data: Array<{ error: string }> }
+  t.match(overRpm.data, [{ error: 'key_rate_limited' }], 'and the refused one')
 
   const keys = await (await fetch(`${bases[0] as string}/admin/v1/keys`, { headers: admin })).json() as { data: Array<{ id: string }> }
   t.equal((await fetch(`${bases[0] as string}/admin/v1/keys/${keys.data[0]?.id as string}`, { method: 'DELETE', headers: admin })).status, 200)

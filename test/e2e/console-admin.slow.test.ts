@@ -10,6 +10,7 @@ import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { mockMcpHttp, type MockMcpHttp } from '../mock-mcp.js'
 import { build, childEnv, KEY_A, mockCatalog } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
+import { WEBHOOK_SECRET } from '../webhook-receiver.js'
 
 // The operator's console (/console/admin) in headless Chromium (Debian's /usr/bin/chromium via
 // playwright-core), at desktop and phone widths, against a gateway in this process in front of the
@@ -80,7 +81,9 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
       }]),
       // an MCP server, and one that is down (nothing listens on port 9 of loopback)
       mcp: { servers: [{ id: 'docs', transport: 'http', url: mcp.url, pricing: { per_call: 0.001 } }, { id: 'gone', transport: 'http', url: 'http://127.0.0.1:9/mcp', timeout_s: 2 }] },
-      tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, name: 'a' }] }] }]
+      tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, name: 'a' }] }] }],
+      // a webhook nobody answers (nothing listens on port 9 of loopback): its deliveries stay pending
+      alerts: { webhooks: [{ url: 'http://127.0.0.1:9/hooks', secret: WEBHOOK_SECRET }] }
     }
     writeConfig()
     server = await GatewayServer.start({ file, config: await loadConfig(file), host: '127.0.0.1', clock })
@@ -352,6 +355,20 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     t.match(await text(page, '#ov-orgs'), new RegExp(o.org), 'the organization among the top ones')
     t.match(await text(page, '#ov-models'), /openai\/failover/)
     t.equal(await page.locator('.charts .uplot').count(), 3, 'three charts')
+    t.match(await text(page, '#ov-tags'), /untagged/, 'spend by tag: the seeded calls carry none')
+
+    // ---- the alerts' deliveries
+    await server.app.alerts.raise('balance.low', 'e2e:balance', { org: 'acme', balance_usd: '3' })
+    await tab(page, 'alerts')
+    // (the other rows: the keys rotated with a grace are about to expire, key.expiring)
+    const row = page.locator('#deliveries tr[data-delivery]', { hasText: 'balance.low' })
+    await row.first().waitFor()
+    const delivery = await row.first().innerText()
+    t.match(delivery, /balance\.low/, 'the event')
+    t.match(delivery, /acme: \$3 left/, 'what it says')
+    t.match(delivery, /127\.0\.0\.1:9\/hooks/, 'its webhook')
+    t.match(delivery, /pending/, 'not delivered: nobody answers')
+    await tab(page, 'overview')
     t.match(await page.getAttribute('#chart-calls', 'aria-label'), /calls/, 'the chart says what it shows')
     await page.selectOption('#ov-range', '7d')
     await page.waitForFunction(() => /per day/.test(document.getElementById('chart-calls')?.getAttribute('aria-label') ?? ''))
@@ -383,11 +400,18 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     t.not(newId, keyId)
     if (!o.phone) await shot(page, 'console-admin-keys.png')
     await look(page, 'keys')
-    // a secret is shown once: gone when its section is left, not there when it is opened again
+    // a new secret is kept, other sections visited meanwhile, until the operator is done with it
     await tab(page, 'overview')
+    t.equal(await page.getAttribute('#tab-keys', 'data-secret'), 'waiting', 'the keys tab says a secret waits')
     await tab(page, 'keys')
-    t.equal(await page.inputValue('#secret-value'), '', 'the new secret is gone once the keys section was left')
-    t.ok(await page.isHidden('#secret'), 'and its panel is closed')
+    t.equal(await page.inputValue('#secret-value'), rotated, 'the new secret is still there when the keys section is opened again')
+    await page.click('#secret-done')
+    t.match(await text(page, '#secret-copied'), /not copied, and it cannot be shown again/, 'not copied: "Done" warns first')
+    t.equal(await page.inputValue('#secret-value'), rotated, 'and keeps it')
+    await page.click('#secret-done')
+    t.ok(await page.isHidden('#secret'), 'a second "Done" discards it')
+    t.equal(await page.inputValue('#secret-value'), '', 'gone from the page')
+    t.equal(await page.getAttribute('#tab-keys', 'data-secret'), null)
 
     // ---- revoke, after a confirmation
     await page.click(`#keys tr[data-key-id="${newId}"] button[data-action=revoke]`)

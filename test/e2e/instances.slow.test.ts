@@ -63,9 +63,10 @@ function holdUpstream (mock: MockUpstream, ready: (arrived: number) => boolean):
   return { check }
 }
 
-const ledger = async (db: pg.Pool, org = 'acme'): Promise<{ balance: number, held: number, spent: number, holds: number, records: number, recorded: number }> => {
+const ledger = async (db: pg.Pool, org = 'acme'): Promise<{ balance: number, held: number, spent: number, holds: number, records: number, refused: number, recorded: number }> => {
   const o = (await db.query('SELECT balance_nano::float8 AS balance, held_nano::float8 AS held, spent_nano::float8 AS spent, (SELECT count(*)::int FROM holds) AS holds FROM organizations WHERE id = $1', [org])).rows[0]
-  const u = (await db.query('SELECT count(*)::int AS records, coalesce(sum(cost_nano), 0)::float8 AS recorded FROM usage_records WHERE org_id = $1', [org])).rows[0]
+  // the calls that were answered (or failed at a provider), and the calls refused before any
+  const u = (await db.query("SELECT count(*) FILTER (WHERE status <> 'refused')::int AS records, count(*) FILTER (WHERE status = 'refused')::int AS refused, coalesce(sum(cost_nano), 0)::float8 AS recorded FROM usage_records WHERE org_id = $1", [org])).rows[0]
   return { ...o, ...u }
 }
 
@@ -110,6 +111,7 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
     t.equal(burst.filter((r) => r.status === 402).length, 50 - ok, 'the others 402')
     const l = await eventually(5000, async () => await ledger(db), (v) => v.held === 0)
     t.match(l, { held: 0, holds: 0, records: ok }, 'every hold settled, one record per answer')
+    t.ok(l.refused >= 1 && l.refused <= 50 - ok, `the refusals recorded, up to ten a second per key and instance (${l.refused})`)
     t.ok(l.balance >= 0, 'never overdrawn')
     t.equal(l.balance + l.spent, initial, 'balance + spent = initial')
     t.equal(l.spent, l.recorded, 'spent = the sum of the recorded costs')

@@ -183,6 +183,63 @@ t.test('PostgreSQL + Redis store', async (t) => {
     }
   })
 
+  t.test('migration 013: records written before it carry no tags; the end-of-call batch writes them; the outbox is there', async (t) => {
+    const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    const { fromRoot } = await import('../../paths.js')
+    const { migrate, pgPool } = await import('../../plugins/store/postgres/db.js')
+    const url = await database(t)
+    const upTo = join(tempDir('pg-migrations'), 'migrations')
+    mkdirSync(upTo)
+    const all = fromRoot('plugins', 'store', 'postgres', 'migrations')
+    for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= 12)) copyFileSync(join(all, f), join(upTo, f))
+    const pool = pgPool(url, 1)
+    await migrate(pool, upTo)
+    await pool.query(`INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, stream, status, prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms)
+      VALUES ('u_old', 5, 'u_old', 'acme', 'web', 'k', 'chat.completions', 'm', 0, 'ok', 1, 0, 1, 2, 7, 1)`)
+    await pool.end()
+    const s = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: prefix(t) })
+    t.teardown(async () => { await s.close() })
+    await s.ready
+    await s.usage.record(usageRow({ id: 'u_new', created_at: 6, tags: ['team-a', 'x'] }))
+    t.same((await s.usage.page({}, 10)).map((r) => [r.id, r.tags]), [['u_new', ['team-a', 'x']], ['u_old', []]])
+    t.same((await s.usage.summary({}, ['tag'])).map((r) => [r.tag, r.calls, r.cost_nano]), [['team-a', 1, 100n], ['x', 1, 100n], [null, 1, 7n]], 'untagged: tag null (last, as PostgreSQL orders nulls)')
+    t.same((await s.usage.page({ tag: 'team-a' }, 10)).map((r) => r.id), ['u_new'])
+    const row = { id: 'msg_1', crossing: 'c', webhook: 'http://127.0.0.1/', type: 'balance.low', payload: '{}', created_at: 1 }
+    t.equal(await s.alerts.raise([row]), 1)
+    t.equal(await s.alerts.raise([{ ...row, id: 'msg_2' }]), 0, 'a crossing once per webhook')
+    t.match(await s.alerts.claim(1, 100, 10), [{ id: 'msg_1', attempts: 1 }])
+    t.same(await s.alerts.claim(50, 150, 10), [], 'held by its claim')
+  })
+
+  t.test('migration 014: records written before it read error null; the end-of-call batch writes a refused call\'s code', async (t) => {
+    const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    const { fromRoot } = await import('../../paths.js')
+    const { migrate, pgPool } = await import('../../plugins/store/postgres/db.js')
+    const url = await database(t)
+    const upTo = join(tempDir('pg-migrations'), 'migrations')
+    mkdirSync(upTo)
+    const all = fromRoot('plugins', 'store', 'postgres', 'migrations')
+    for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= 13)) copyFileSync(join(all, f), join(upTo, f))
+    const pool = pgPool(url, 1)
+    await migrate(pool, upTo)
+    const { error: _e, ...old } = row(1)
+    await pool.query('SELECT * FROM modelgate_end_batch($1)', [JSON.stringify({ leases: [], charges: [], quotas: [], touches: [], usage: [old], contents: [] })])
+    await pool.end()
+
+    const s = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: prefix(t) })
+    t.teardown(async () => { await s.close() })
+    const refused = { ...row(2), provider: null, status: 'refused', error: 'insufficient_balance', prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, total_tokens: 0, cost_nano: 0, cost_detail: null }
+    await s.usage.record(refused)
+    const rows = await s.usage.page({}, 10)
+    t.same(rows.find((r) => r.id === old.id), { ...old, error: null }, 'the older record reads error null')
+    t.same(rows.find((r) => r.id === refused.id), refused, 'the batch wrote the refusal\'s code')
+    t.same((await s.usage.page({ status: ['refused'] }, 10)).map((r) => r.id), [refused.id], 'found by its status')
+    const versions = (await s.conn.q<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version)
+    t.ok(versions.includes(14), 'migration 014 applied')
+  })
+
   t.test('migration 012: audit lines written before it name their organization, from their target; an org_admin\'s page reads its index', async (t) => {
     const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
     const { join } = await import('node:path')

@@ -47,7 +47,7 @@ if (!existsSync(CHROMIUM)) {
   // (the last one is answered from the cache with what the first one stored)
   async function seedUsage (): Promise<void> {
     for (const [model, stream] of [['demo/gpt', false], ['demo/claude', true], ['demo/gpt', true]] as const) {
-      const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', 'x-svc-cache': 'on' }, body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello console' }] }) })
+      const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', 'x-svc-cache': 'on', 'x-svc-tags': model === 'demo/claude' ? 'team-b' : 'team-a' }, body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello console' }] }) })
       await res.text()
     }
     await settled()
@@ -61,16 +61,16 @@ if (!existsSync(CHROMIUM)) {
     t.same([...ids].sort(), ['anthropic/claude-x', 'demo/claude', 'demo/gpt', 'openai/no-price'])
     t.notOk(ids.includes('anthropic/claude-old') || ids.includes('anthropic/claude-gone'), 'deprecated and offline models hidden')
     const gpt = await page.textContent('[data-id="demo/gpt"]')
-    t.match(gpt, /Input \/ 1M\$1/)
-    t.match(gpt, /Cached input \/ 1M\$0\.5/)
-    t.match(gpt, /Output \/ 1M\$2/)
+    t.match(gpt, /Input \/ 1M tokens\$1/)
+    t.match(gpt, /Cached input \/ 1M tokens\$0\.5/)
+    t.match(gpt, /Output \/ 1M tokens\$2/)
     t.match(await page.textContent('[data-id="openai/no-price"]'), /No public price/)
     t.notMatch(gpt, /Cache write|Audio|Prompts over/, 'no cache write, audio rate or tier where none is set')
     const claude = await page.textContent('[data-id="anthropic/claude-x"]')
-    t.match(claude, /Cache write \/ 1M\$3\.75/)
-    t.match(claude, /1h cache write \/ 1M\$6/)
-    t.match(claude, /Audio input \/ 1M\$9.*Audio output \/ 1M\$18/s, 'audio tokens at their own rates')
-    t.match(claude, /Prompts over100K tokens.*Input \/ 1M\$6.*Output \/ 1M\$22\.5.*Cache write \/ 1M\$7\.5.*1h cache write \/ 1M\$12.*Audio input \/ 1M\$12.*Audio output \/ 1M\$24/s, 'the long-context tier')
+    t.match(claude, /Cache write \/ 1M tokens\$3\.75/)
+    t.match(claude, /1h cache write \/ 1M tokens\$6/)
+    t.match(claude, /Audio input \/ 1M tokens\$9.*Audio output \/ 1M tokens\$18/s, 'audio tokens at their own rates')
+    t.match(claude, /Prompts over100K tokens.*Input \/ 1M tokens\$6.*Output \/ 1M tokens\$22\.5.*Cache write \/ 1M tokens\$7\.5.*1h cache write \/ 1M tokens\$12.*Audio input \/ 1M tokens\$12.*Audio output \/ 1M tokens\$24/s, 'the long-context tier')
     t.match(claude, /Per request\$0\.001/)
     await page.click('#quickstart summary')
     await page.waitForSelector('#qs-mcp:not([hidden])')
@@ -117,6 +117,8 @@ if (!existsSync(CHROMIUM)) {
     t.equal(Number(saved), (first?.cost_nano ?? 0) / 1e9, 'what the hit would have cost: the call it was stored from')
     t.match(await page.textContent('#calls tbody'), /cache hit, saved/)
     t.equal(await page.$$eval('#calls tbody tr', (rows) => rows.length), 3)
+    const byTag = await page.$$eval('#tags tbody tr', (rows) => rows.map((r) => [r.querySelector('th')?.textContent, r.querySelector('td')?.textContent]))
+    t.same(byTag.map(([tag, calls]) => `${String(tag)} ${String(calls)}`).sort(), ['team-a 2', 'team-b 1'], 'spend by tag')
     t.equal(await page.$$eval('#dashboard svg', (s) => s.length), 3, 'three charts')
     t.match(await page.textContent('#quota'), /not charged to a prepaid balance/, 'the balance plugin is off here: nothing is charged, and the page says so')
     t.equal(await page.evaluate(() => sessionStorage.getItem('modelgate.apiKey')), KEY_A, 'the key is kept for the tab only')
@@ -137,7 +139,8 @@ if (!existsSync(CHROMIUM)) {
       models: [
         { id: 'demo/chat', name: 'Chat', provider: 'demo', context_length: 8192, pricing: { input: 1, cached_input: 0.5, output: 2 } },
         { id: 'demo/embed', name: 'Embed', provider: 'demo', context_length: 8192, architecture: { input_modalities: ['text'], output_modalities: ['embeddings'] }, pricing: { input: 0.02, output: 0 } },
-        { id: 'demo/image', name: 'Image', provider: 'demo', context_length: 4096, architecture: { input_modalities: ['text'], output_modalities: ['image'] }, pricing: { input: 5, output: 40 } }
+        { id: 'demo/image', name: 'Image', provider: 'demo', context_length: 4096, max_output_tokens: 256, architecture: { input_modalities: ['text'], output_modalities: ['image'] }, pricing: { input: 5, output: 40 } },
+        { id: 'demo/image-sized', name: 'Image sized', provider: 'demo', context_length: 4096, architecture: { input_modalities: ['text'], output_modalities: ['image'] }, pricing: { input: 5, output: 40, per_image: { default: 0.042, '1024x1536': 0.063 } } }
       ]
     }))
     await kinds.listen({ host: '127.0.0.1', port: 0 })
@@ -147,7 +150,7 @@ if (!existsSync(CHROMIUM)) {
     await page.waitForSelector('#models li')
     const chat = await page.textContent('[data-id="demo/chat"]') ?? ''
     t.match(chat, /Chat/)
-    t.match(chat, /Cached input \/ 1M\$0\.5/)
+    t.match(chat, /Cached input \/ 1M tokens\$0\.5/)
     const embed = await page.textContent('[data-id="demo/embed"]') ?? ''
     t.match(embed, /Embeddings/)
     t.match(embed, /Input \/ 1M tokens\$0\.02/)
@@ -156,6 +159,17 @@ if (!existsSync(CHROMIUM)) {
     t.match(image, /Image generation/)
     t.match(image, /Input \/ 1M tokens\$5/)
     t.match(image, /Output \/ 1M tokens\$40/)
+    t.match(image, /Per image, at most \(256 output tokens\)\$0\.01024/, 'an image model billed by its tokens: what one image costs at most')
+    const sized = await page.textContent('[data-id="demo/image-sized"]') ?? ''
+    t.match(sized, /Per image\$0\.042/)
+    t.match(sized, /Per image 1024x1536\$0\.063/)
+    t.notMatch(sized, /at most/, 'a price per image is the price per image')
+    // one wording of the token unit, whatever the kind
+    const labels = await page.$$eval('#models dl.prices dt', (dts) => dts.map((d) => d.textContent ?? '').filter((l) => l.includes('1M')))
+    t.ok(labels.length > 0 && labels.every((l) => l.endsWith('/ 1M tokens')), `every token price per "1M tokens": ${[...new Set(labels)].join(', ')}`)
+    // a model that lists no parameters says so, and opens onto nothing
+    t.match(embed, /Supported parameters: none listed/)
+    t.equal(await page.$$eval('#models details', (ds) => ds.filter((d) => /^0 supported/.test(d.querySelector('summary')?.textContent ?? '')).length), 0, 'no "0 supported parameters" to open')
     await page.selectOption('#kind', 'embeddings')
     t.same(await page.$$eval('#models li', (els) => els.map((e) => e.getAttribute('data-id'))), ['demo/embed'], 'kind filter')
     await page.close()
