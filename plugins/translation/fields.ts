@@ -6,8 +6,23 @@ import type { Json } from './types.js'
 // it cannot trust: a wrong type is a 400 naming the field's path (`messages[2].content[0]`),
 // never a TypeError from deep inside a pair.
 
-/** mapped: the pair translates it; passed: sent upstream as it is; dropped: no equivalent, reported. */
-export type Fate = 'mapped' | 'passed' | 'dropped'
+/**
+ * mapped: the pair translates it; passed: sent upstream as it is; dropped: no equivalent,
+ * reported; accepted: taken without effect, as it asks for nothing the gateway does not do
+ * anyway (Responses' `store`: nothing is stored); refused: a 400, as answering without it would
+ * be a different answer (a Responses `previous_response_id`, a Gemini `cachedContent`).
+ */
+export type Fate = 'mapped' | 'passed' | 'dropped' | 'accepted' | 'refused'
+
+/** Whether any column of a field's row reads it: a field dropped toward every upstream the reader leaves to its unknown-field handling. */
+export function read (fates: Readonly<Record<string, Fate>> | undefined): boolean {
+  return fates !== undefined && Object.values(fates).some((fate) => fate !== 'dropped')
+}
+
+/** The fields of a table some column reads (`prefix` + name), looked up by a reader once per field of a body. */
+export function readFields (table: Readonly<Record<string, Readonly<Record<string, Fate>>>>, prefix = ''): ReadonlySet<string> {
+  return new Set(Object.keys(table).filter((name) => read(table[name])).map((name) => prefix + name))
+}
 
 export { isObj }
 

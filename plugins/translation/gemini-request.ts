@@ -1,13 +1,16 @@
 import { InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { mediaUrlProblem } from '../gateway/media-url.js'
-import { Dropped, entry, isObj, list, optBoolean, optEntry, optText, strings, text } from './fields.js'
+import { Dropped, entry, isObj, list, optBoolean, optEntry, optText, read, readFields, strings, text, type Fate } from './fields.js'
 import { schemaFromGemini, unpackThinking } from './gemini.js'
 import type { ToolSpec } from './gemini-upstream.js'
+import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from './tables/gemini.js'
 import type { Json, TranslateCtx } from './types.js'
 
 // A Gemini client's request read into one neutral shape that both translated pairs (towards
-// Chat Completions and towards Messages) build their upstream body from. Every field is
-// mapped, or dropped and reported; a wrong type is a 400 naming the field's path.
+// Chat Completions and towards Messages) build their upstream body from. Every field's fate
+// toward each upstream protocol is in tables/gemini.ts: the reader reads what a column keeps and
+// reports what every column drops, each pair what its own column drops (`dropToward`); a wrong
+// type is a 400 naming the field's path.
 //
 // Function calls and their results: Google's older calls carry no id, so a result is paired
 // with a call of the model turn just before it, by id when both have one (the Gemini CLI gives
@@ -297,10 +300,12 @@ const NEUTRAL = new Map([
   ['enableEnhancedCivicAnswers', 'false']
 ])
 
-const GENERATION = new Set([
-  'temperature', 'topP', 'topK', 'maxOutputTokens', 'stopSequences', 'candidateCount', 'presencePenalty', 'frequencyPenalty',
-  'seed', 'responseMimeType', 'responseSchema', 'responseJsonSchema', 'thinkingConfig'
-])
+type Upstream = 'openai' | 'messages'
+type Row = Readonly<Record<Upstream, Fate>>
+// what some column keeps, read below; a field every column drops is reported
+const READ = readFields(GEMINI_FIELDS)
+const READ_GENERATION = readFields(GEMINI_GENERATION_FIELDS)
+const READ_THINKING = readFields(GEMINI_THINKING_FIELDS)
 
 function readGeneration (body: Json, out: GeminiRequest): void {
   const g = optEntry(body.generationConfig, 'generationConfig')
@@ -308,7 +313,7 @@ function readGeneration (body: Json, out: GeminiRequest): void {
   const at = (k: string): string => `generationConfig.${k}`
   for (const key of Object.keys(g)) {
     const v = g[key]
-    if (v === null || v === undefined || GENERATION.has(key)) continue
+    if (v === null || v === undefined || READ_GENERATION.has(key)) continue
     if (NEUTRAL.get(key) !== JSON.stringify(v)) out.dropped.add(at(key))
   }
   const set = <K extends keyof GeminiRequest>(key: K, value: GeminiRequest[K] | undefined): void => { if (value !== undefined) out[key] = value }
@@ -344,20 +349,18 @@ function readGeneration (body: Json, out: GeminiRequest): void {
       if (level !== undefined && level !== 'thinking_level_unspecified') out.thinking.level = level
     }
     for (const key of Object.keys(thinking)) {
-      if (!['includeThoughts', 'thinkingBudget', 'thinkingLevel'].includes(key) && thinking[key] !== null) out.dropped.add(at(`thinkingConfig.${key}`))
+      if (!READ_THINKING.has(key) && thinking[key] !== null) out.dropped.add(at(`thinkingConfig.${key}`))
     }
   }
 }
-
-// Top-level fields read above; `model` is named by the path, not the body.
-const TOP = new Set(['contents', 'systemInstruction', 'tools', 'toolConfig', 'generationConfig', 'model'])
 
 export function readGeminiRequest (body: Json, ctx: TranslateCtx): GeminiRequest {
   if (body.cachedContent !== undefined && body.cachedContent !== null) throw new UnsupportedOnUpstream({ feature: 'Cached content (cachedContent)', model: ctx.model })
   const out: GeminiRequest = { system: null, turns: [], tools: [], includeThoughts: false, dropped: new Dropped() }
   for (const key of Object.keys(body)) {
     const v = body[key]
-    if (TOP.has(key) || v === null || v === undefined) continue
+    // read below (cachedContent refused above); the rest no column keeps
+    if (READ.has(key) || v === null || v === undefined) continue
     // safety thresholds are Google's own; an empty list asks for nothing
     if (Array.isArray(v) && v.length === 0) continue
     out.dropped.add(key)
@@ -367,6 +370,37 @@ export function readGeminiRequest (body: Json, ctx: TranslateCtx): GeminiRequest
   readTools(body, out)
   readGeneration(body, out)
   return out
+}
+
+// A generationConfig field some column drops and the reader reads, as the request sets it
+// (undefined: not set)
+const SETTINGS: Readonly<Record<string, (r: GeminiRequest) => unknown>> = {
+  presencePenalty: (r) => r.presencePenalty,
+  frequencyPenalty: (r) => r.frequencyPenalty,
+  seed: (r) => r.seed
+}
+
+function droppedColumn (upstream: Upstream): Array<[string, (r: GeminiRequest) => unknown]> {
+  const out: Array<[string, (r: GeminiRequest) => unknown]> = []
+  for (const [name, row] of Object.entries(GEMINI_GENERATION_FIELDS) as Array<[string, Row]>) {
+    if (row[upstream] !== 'dropped' || !read(row)) continue
+    const setting = SETTINGS[name]
+    if (setting === undefined) throw new Error(`generationConfig.${name}: dropped toward ${upstream} but read with no setting to report it by`)
+    out.push([name, setting])
+  }
+  return out
+}
+
+const DROPPED: Readonly<Record<Upstream, Array<[string, (r: GeminiRequest) => unknown]>>> = { openai: droppedColumn('openai'), messages: droppedColumn('messages') }
+
+/** Reports the generationConfig fields the request sets that `upstream`'s column of the table drops (a value asking for nothing beyond the default aside). */
+export function dropToward (r: GeminiRequest, upstream: Upstream): void {
+  for (const [name, setting] of DROPPED[upstream]) {
+    const v = setting(r)
+    if (v === undefined) continue
+    const neutral = NEUTRAL.get(name)
+    if (neutral === undefined || neutral !== JSON.stringify(v)) r.dropped.add(`generationConfig.${name}`)
+  }
 }
 
 /** The tools a request may call: its allowedFunctionNames, when it names some. */

@@ -3,7 +3,7 @@ import { parseToolArguments, textOf } from './content.js'
 import { isObj, type Dropped } from './fields.js'
 import { geminiError } from './gemini.js'
 import { candidate, chunk, errorChunk, responseBody } from './gemini-output.js'
-import { allowedTools, effortOf, readGeminiRequest, type InPart } from './gemini-request.js'
+import { allowedTools, dropToward, effortOf, readGeminiRequest, type InPart } from './gemini-request.js'
 import { usageFromChat } from './responses-output.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 
@@ -126,6 +126,8 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     if (ctx.supported?.has('reasoning_effort') === true) out.reasoning_effort = effort
     else if (effort !== 'none') dropped.add('generationConfig.thinkingConfig')
   }
+  // none today: every generationConfig field a Chat Completions upstream lacks the reader drops
+  dropToward(r, 'openai')
   return { body: out, dropped: dropped.list() }
 }
 

@@ -3,7 +3,7 @@ import { isMessagesImageType } from './content.js'
 import { isObj, type Dropped } from './fields.js'
 import { geminiError, packThinking } from './gemini.js'
 import { candidate, chunk, errorChunk, responseBody } from './gemini-output.js'
-import { allowedTools, includeThoughts, readGeminiRequest, type GeminiRequest, type InPart } from './gemini-request.js'
+import { allowedTools, dropToward, includeThoughts, readGeminiRequest, type GeminiRequest, type InPart } from './gemini-request.js'
 import { THINKING_BUDGET } from './gemini-upstream.js'
 import { allows } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
@@ -137,10 +137,8 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     else out.top_k = r.topK
   }
   if (r.stop !== undefined) out.stop_sequences = r.stop
-  for (const [name, value] of [['presencePenalty', r.presencePenalty], ['frequencyPenalty', r.frequencyPenalty]] as const) {
-    if (value !== undefined && value !== 0) dropped.add(`generationConfig.${name}`)
-  }
-  if (r.seed !== undefined) dropped.add('generationConfig.seed')
+  // what Messages has no field for (the penalties, seed): its column of the table
+  dropToward(r, 'messages')
 
   const tools = allowedTools(r)
   if (tools.length > 0) {

@@ -1,12 +1,14 @@
 import { InvalidField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { entry, list, optBoolean, optCount, optEntry, optNumber, optText, strings, text } from './fields.js'
+import { entry, list, optBoolean, optCount, optEntry, optNumber, optText, read, readFields, strings, text, type Fate } from './fields.js'
+import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from './tables/responses.js'
 import type { Json, TranslateCtx } from './types.js'
 import { isObj } from '../kernel/json.js'
 import { flatToolName } from '../kernel/tool-names.js'
 
 // A Responses request read into one neutral shape that both translated pairs (towards Chat
 // Completions and towards Messages) build their upstream body from, plus the route's checks.
-// Every top-level field is mapped, accepted without effect, refused, or dropped and reported.
+// Every field's fate toward each upstream protocol is in tables/responses.ts: the reader reads
+// what a column keeps, and each pair reports what its column drops (`dropToward`).
 
 export type Part =
   | { type: 'text', text: string }
@@ -92,15 +94,14 @@ export function refuseStateful (body: Json): void {
 // ---------------------------------------------------------------------------------------------
 // Reading the request
 
-/** Read and acted on by the pairs (`stop` is no Responses field, but costs nothing to honour). */
-const MAPPED = new Set([
-  'model', 'input', 'stream', 'instructions', 'tools', 'tool_choice', 'parallel_tool_calls', 'max_output_tokens', 'temperature',
-  'top_p', 'stop', 'text', 'reasoning', 'metadata', 'user', 'safety_identifier', 'prompt_cache_key'
-])
-// Accepted without effect: nothing is stored (store), client-side bookkeeping no model sees
-// (client_metadata), stream obfuscation that is never added (stream_options), and the refused
-// stateful fields when they are null or false.
-const ACCEPTED = new Set(['store', 'client_metadata', 'stream_options', 'previous_response_id', 'conversation', 'background'])
+type Upstream = 'openai' | 'messages' | 'gemini'
+type Row = Readonly<Record<Upstream, Fate>>
+// what some column keeps, read below; a field every column drops is reported (or sent as the model lists it)
+const READ = readFields(RESPONSES_FIELDS)
+const READ_CONFIG = readFields(RESPONSES_CONFIG_FIELDS)
+const under = (prefix: string): ReadonlySet<string> => new Set([...READ_CONFIG].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length)))
+const READ_TEXT = under('text.')
+const READ_REASONING = under('reasoning.')
 
 export function normalise (body: Json, ctx: TranslateCtx): Normalised {
   refuseStateful(body)
@@ -108,14 +109,15 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
   const drop = (name: string): void => { if (!out.dropped.includes(name)) out.dropped.push(name) }
 
   for (const key of Object.keys(body)) {
-    if (MAPPED.has(key) || ACCEPTED.has(key) || body[key] === undefined || body[key] === null) continue
+    if (body[key] === undefined || body[key] === null) continue
     if (key === 'prompt') throw new UnsupportedOnUpstream({ feature: 'A stored prompt (prompt)', model: ctx.model })
-    if (key === 'truncation' && body.truncation === 'disabled') continue // what the gateway does anyway
     if (key === 'include') {
-      // encrypted reasoning can only be asked for: no reasoning item the gateway writes has any
       for (const [i, what] of list(body.include, 'include').entries()) if (text(what, `include[${i}]`) !== 'reasoning.encrypted_content') drop(`include.${what}`)
       continue
     }
+    // what a column keeps is read below; the refused ones were refused above when they ask for anything
+    if (READ.has(key)) continue
+    if (key === 'truncation' && body.truncation === 'disabled') continue // what the gateway does anyway
     if (ctx.supported?.has(key) === true) out.extra[key] = body[key]
     else drop(key)
   }
@@ -138,6 +140,7 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
 
   const textConfig = optEntry(body.text, 'text')
   if (textConfig !== undefined) {
+    for (const key of Object.keys(textConfig)) if (!READ_TEXT.has(key) && textConfig[key] !== null) drop(`text.${key}`)
     const format = optEntry(textConfig.format, 'text.format')
     if (format !== undefined && (format.type === 'json_object' || format.type === 'json_schema')) out.format = format
     const verbosity = optText(textConfig.verbosity, 'text.verbosity')
@@ -148,8 +151,8 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
     for (const [key, value] of Object.entries(reasoning)) {
       if (value === null || value === undefined) continue
       if (key === 'effort') out.effort = text(value, 'reasoning.effort')
-      // summaries are a way of showing reasoning, not an input of the model
-      else if (key !== 'summary' && key !== 'generate_summary') drop(`reasoning.${key}`)
+      // summaries are read by the pairs that can show them
+      else if (!READ_REASONING.has(key)) drop(`reasoning.${key}`)
     }
   }
   const metadata = optEntry(body.metadata, 'metadata')
@@ -161,6 +164,43 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
   const cacheKey = optText(body.prompt_cache_key, 'prompt_cache_key')
   if (cacheKey !== undefined && cacheKey !== '') out.promptCacheKey = cacheKey
   return out
+}
+
+// A field some column drops and the reader reads, as the request sets it (undefined: not set)
+const SETTINGS: Readonly<Record<string, (r: Normalised) => unknown>> = {
+  metadata: (r) => r.metadata,
+  prompt_cache_key: (r) => r.promptCacheKey,
+  user: (r) => r.user,
+  safety_identifier: (r) => r.safetyIdentifier,
+  'text.verbosity': (r) => r.verbosity
+}
+
+type Column = Array<[string, (r: Normalised) => unknown]>
+
+function droppedColumn (table: Readonly<Record<string, Row>>, upstream: Upstream): Column {
+  const out: Column = []
+  for (const [name, row] of Object.entries(table)) {
+    if (row[upstream] !== 'dropped' || !read(row)) continue
+    const setting = SETTINGS[name]
+    if (setting === undefined) throw new Error(`responses field ${name}: dropped toward ${upstream} but read with no setting to report it by`)
+    out.push([name, setting])
+  }
+  return out
+}
+
+const UPSTREAMS: Upstream[] = ['openai', 'messages', 'gemini']
+const DROPPED = {
+  fields: Object.fromEntries(UPSTREAMS.map((u) => [u, droppedColumn(RESPONSES_FIELDS, u)])) as Record<Upstream, Column>,
+  config: Object.fromEntries(UPSTREAMS.map((u) => [u, droppedColumn(RESPONSES_CONFIG_FIELDS, u)])) as Record<Upstream, Column>
+}
+
+/**
+ * Reports in `r.dropped` the fields the request sets that `upstream`'s column drops, in the
+ * table's order: those of the top level (`fields`), or of text and reasoning (`config`), or both.
+ */
+export function dropToward (r: Normalised, upstream: Upstream, which: 'fields' | 'config' | 'both' = 'both'): void {
+  if (which !== 'config') for (const [name, setting] of DROPPED.fields[upstream]) if (setting(r) !== undefined && !r.dropped.includes(name)) r.dropped.push(name)
+  if (which !== 'fields') for (const [name, setting] of DROPPED.config[upstream]) if (setting(r) !== undefined && !r.dropped.includes(name)) r.dropped.push(name)
 }
 
 function readParts (content: unknown, at: string, ctx: TranslateCtx): Part[] {

@@ -1,6 +1,6 @@
 import { textOf } from './content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromChat, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { allows, normalise, type Part } from './responses-request.js'
+import { allows, dropToward, normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { isObj } from '../kernel/json.js'
 
@@ -100,6 +100,8 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     if (ctx.supported?.has('prompt_cache_key') === true) out.prompt_cache_key = r.promptCacheKey
     else dropped.push('prompt_cache_key')
   }
+  // none today: every field Chat Completions lacks is dropped by the reader or above, as the model allows
+  dropToward(r, 'openai')
   return { body: { ...r.extra, ...out }, dropped }
 }
 

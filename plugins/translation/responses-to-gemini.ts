@@ -3,7 +3,7 @@ import { Dropped } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, geminiToolConfig, geminiTools, imagePart, streamError, THINKING_BUDGET, type Piece } from './gemini-upstream.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { normalise, type Part } from './responses-request.js'
+import { dropToward, normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 
 // A Responses client in front of a Gemini upstream. Thought summaries come back as reasoning
@@ -74,16 +74,14 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     if (budget === undefined) drop('reasoning.effort')
     else thinking.thinkingBudget = budget
   }
-  // a summary asked for is Gemini's thought summaries
-  const summary = (body.reasoning as Json | undefined)?.summary
+  // a summary asked for (or generate_summary, its older name) is Gemini's thought summaries
+  const reasoning = body.reasoning as Json | undefined
+  const summary = reasoning?.summary ?? reasoning?.generate_summary
   if (typeof summary === 'string' && summary !== 'none' && thinking.thinkingBudget !== 0) thinking.includeThoughts = true
   if (Object.keys(thinking).length > 0) generation.thinkingConfig = thinking
   if (Object.keys(generation).length > 0) out.generationConfig = generation
-  if (r.verbosity !== undefined) drop('text.verbosity')
-  // Gemini has no field for these, and refuses a field it does not know
-  for (const [name, value] of [['user', r.user], ['safety_identifier', r.safetyIdentifier], ['metadata', r.metadata], ['prompt_cache_key', r.promptCacheKey]] as const) {
-    if (value !== undefined) drop(name)
-  }
+  // Gemini has no field for these (its column of the table), and refuses a field it does not know
+  dropToward(r, 'gemini')
   for (const key of Object.keys(r.extra)) drop(key)
   // the names come from the client: made header-safe
   const safe = new Dropped()

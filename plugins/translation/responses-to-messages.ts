@@ -1,7 +1,7 @@
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { messagesImageSource, parseToolArguments } from './content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromAnthropic, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { allows, messagesEffort, normalise, type Part } from './responses-request.js'
+import { allows, dropToward, messagesEffort, normalise, type Part } from './responses-request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair } from './types.js'
 import { isObj } from '../kernel/json.js'
 
@@ -89,7 +89,8 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     else config.effort = effort
   }
   if (Object.keys(config).length > 0) out.output_config = config
-  if (r.verbosity !== undefined) dropped.push('text.verbosity')
+  // what Messages has no setting for (text.verbosity): its column of the table
+  dropToward(r, 'messages', 'config')
 
   // Messages metadata has one field, user_id: the first of user, safety_identifier, metadata.user_id
   const metaUser = typeof r.metadata?.user_id === 'string' ? r.metadata.user_id : undefined
@@ -97,7 +98,8 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   if (userId !== undefined) out.metadata = { user_id: userId }
   if (r.user !== undefined && r.safetyIdentifier !== undefined) dropped.push('safety_identifier')
   if (r.metadata !== undefined && (Object.keys(r.metadata).some((k) => k !== 'user_id') || metaUser !== userId)) dropped.push('metadata')
-  if (r.promptCacheKey !== undefined) dropped.push('prompt_cache_key')
+  // what Messages has no field for (prompt_cache_key): its column of the table
+  dropToward(r, 'messages', 'fields')
   return { body: { ...r.extra, ...out }, dropped }
 }
 
