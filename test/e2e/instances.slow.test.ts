@@ -4,6 +4,10 @@ import { Redis } from 'ioredis'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { eventually, KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
 import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
+import { estimatePromptTokens } from '../../plugins/gateway/billing.js'
+
+// a call's hold: (the prompt's estimate + its 200 max_tokens) at the output rate, $15 per million
+const HOLD = (estimatePromptTokens({ messages: [{ role: 'user', content: 'x' }] }) + 200) * 15_000
 
 // Three gateway processes on their own ports, sharing one PostgreSQL database and one Redis
 // database: an Idempotency-Key, a balance that pays for five holds and a revocation driven at
@@ -75,12 +79,11 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
   if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
 
   t.test('idempotency, balance, revocation, rate limit and quota across the instances', async (t) => {
-    const hold = 201 * 15_000
-    const initial = 5 * hold + 1000
+    const initial = 5 * HOLD + 1000
     const { bases, mock, db, redisUrl, redisPrefix } = await cluster(t,
       [{ org: 'acme', balance_usd: initial / 1e9, projects: [{ id: 'web', keys: [{ key: KEY_A }] }] }, { org: 'big', balance_usd: 100, projects: [{ id: 'b', keys: [{ key: 'mg-test-key-big-0123456789abcdef' }] }] },
         { org: 'quota', balance_usd: 100, projects: [{ id: 'q', quota: { tokens: 45, per: 'hour' }, keys: [{ key: 'mg-test-key-quota-0123456789abcdef' }] }] },
-        { org: 'paid', balance_usd: (3_075_000 + 10 * 54_000) / 1e9, projects: [{ id: 'p', keys: [{ key: 'mg-test-key-paid-0123456789abcdef' }] }] }],
+        { org: 'paid', balance_usd: (HOLD + 10 * 54_000) / 1e9, projects: [{ id: 'p', keys: [{ key: 'mg-test-key-paid-0123456789abcdef' }] }] }],
       // a live instance must never be taken for dead here: stale_hold_s far above a loaded machine's stalls
       [{ name: 'rate-limit', options: { max: 200, window_s: 600 } }, { name: 'auth', options: { cache_ttl_s: 60 } }, { name: 'idempotency' }, { name: 'quota' }, { name: 'balance' }, { name: 'usage' }],
       { server: { port: 0, trust_proxy: true } }, 10)
@@ -140,14 +143,14 @@ t.test('three instances on one PostgreSQL and Redis', async (t) => {
     for (let i = 0; i < 9; i++) quoted.push((await chat(bases[i % 3] as string, {}, quota)).status)
     t.same(quoted, [...Array(5).fill(200), ...Array(4).fill(429)], 'the quota: refused from the call after the one that reached it, on every instance')
 
-    // a balance for 11 calls: each holds 3,075,000 (205 tokens at $15 per million: the prompt's 5 characters, 200 max_tokens)
-    // and is charged 54,000 (8 prompt tokens at $3, 2 completion tokens at $15 per million)
+    // a balance for 11 calls: each holds HOLD (the prompt's estimate and 200 max_tokens at $15 per
+    // million) and is charged 54,000 (8 prompt tokens at $3, 2 completion tokens at $15 per million)
     const paid = 'mg-test-key-paid-0123456789abcdef'
     const billed: number[] = []
     for (let i = 0; i < 15; i++) billed.push((await chat(bases[i % 3] as string, {}, paid)).status)
     t.same(billed, [...Array(11).fill(200), ...Array(4).fill(402)], 'the balance: admitted while it pays for the hold, 402 from the first call it cannot')
     const p = await eventually(5000, async () => await ledger(db, 'paid'), (v) => v.held === 0)
-    t.match(p, { held: 0, spent: 11 * 54_000, balance: 3_075_000 + 10 * 54_000 - 11 * 54_000 }, 'charged, every lease given back')
+    t.match(p, { held: 0, spent: 11 * 54_000, balance: HOLD + 10 * 54_000 - 11 * 54_000 }, 'charged, every lease given back')
   })
 
   t.test('kill -9 of an instance under load: completed responses recorded, ledger balanced, no hold left', async (t) => {
