@@ -1,17 +1,17 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
-import { Internal, InvalidUrl, UrlTooLong } from './plugins/kernel/errors.js'
-import { createGateway, familyOfUrl, installGateway, sendError, traceId } from './plugins/gateway/core.js'
-import { lazyChildLogger } from './plugins/ops/lazy-logger.js'
-import { Alerts, type AlertsOptions } from './plugins/alerts/index.js'
-import { systemClock } from './plugins/kernel/clock.js'
-import { redactingLogger } from './plugins/ops/log-redaction.js'
-import { serveMetrics, standaloneRuntime, type Runtime } from './plugins/ops/operations.js'
-import { PluginHost } from './plugins/host/index.js'
-import { clientErrorHandler, serverTimeouts } from './plugins/ops/server-limits.js'
-import { openStore } from './plugins/store/index.js'
-import type { Store } from './plugins/store/types.js'
+import { Internal, InvalidUrl, UrlTooLong } from './engine/kernel/errors.js'
+import { createGateway, familyOfUrl, installGateway, sendError, traceId } from './engine/gateway/core.js'
+import { lazyChildLogger } from './engine/ops/lazy-logger.js'
+import { Alerts, type AlertsOptions } from './engine/alerts/index.js'
+import { systemClock } from './engine/kernel/clock.js'
+import { redactingLogger } from './engine/ops/log-redaction.js'
+import { serveMetrics, standaloneRuntime, type Runtime } from './engine/ops/operations.js'
+import { PluginHost } from './engine/host/index.js'
+import { clientErrorHandler, serverTimeouts } from './engine/ops/server-limits.js'
+import { openStore } from './engine/store/index.js'
+import type { Store } from './engine/store/types.js'
 import { API_PREFIXES, apiRoutes } from './routes/api.js'
 import adminRoutes from './routes/admin/index.js'
 import consoleRoutes from './routes/console/index.js'
@@ -33,7 +33,7 @@ export interface BuildOptions {
   alerts?: AlertsOptions & { timers?: boolean }
 }
 
-export { headerNames } from './plugins/gateway/core.js'
+export { headerNames } from './engine/gateway/core.js'
 
 /** A route of the API scope (/v1, /v1beta, /mcp, /passthrough and the plugins' own): what the gate must cover. */
 export interface ApiRoute {
@@ -50,9 +50,9 @@ declare module 'fastify' {
     /** The admin API's routes and the consoles' actions as registered, each with a row of the access table (routes/access.ts). */
     operatorRoutes: import('./routes/access.js').OperatorRoute[]
     /** The alerts (webhooks) of this configuration. */
-    alerts: import('./plugins/alerts/index.js').Alerts
+    alerts: import('./engine/alerts/index.js').Alerts
     /** The MCP servers behind /mcp; null when the config names none. */
-    mcpServers: import('./plugins/mcp/servers.js').McpServers | null
+    mcpServers: import('./engine/mcp/servers.js').McpServers | null
   }
 }
 
@@ -83,7 +83,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // route schemas refuse numbers that are not finite (`?limit=Infinity` is coerced to one)
-    // verbose: a problem is worded from the schema that found it (plugins/kernel/schema-check.ts)
+    // verbose: a problem is worded from the schema that found it (engine/kernel/schema-check.ts)
     ajv: { customOptions: { verbose: true }, plugins: [finiteNumbers] },
     // with a serverFactory the listening server is the caller's, which sets these limits itself (server.ts)
     ...(opts.serverFactory === undefined ? { ...serverTimeouts(config.server), clientErrorHandler: clientErrorHandler(config.server) } : { serverFactory: opts.serverFactory }),
@@ -115,7 +115,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   serveMetrics(app, config, runtime)
   app.addHook('onClose', async () => { await core.gateway.upstreams.close() })
   // the MCP servers behind /mcp, connected from now on (the MCP SDK is loaded only for a config that names some)
-  const mcp = config.mcp.servers.length === 0 ? null : new (await import('./plugins/mcp/servers.js')).McpServers(config, app.log, clock)
+  const mcp = config.mcp.servers.length === 0 ? null : new (await import('./engine/mcp/servers.js')).McpServers(config, app.log, clock)
   app.decorate('mcpServers', mcp)
   if (mcp !== null) {
     mcp.start()

@@ -67,7 +67,7 @@ function alive (pid) {
  */
 function publish (from, to, keep = () => false) {
   const made = files(from, () => true).map((f) => relative(from, f))
-  const rank = (f) => /(^|\/)(chunks|assets)\//.test(f) ? 0 : /(^|\/)index\.(js|html)$/.test(f) || f === 'plugins/host/testing.js' ? 2 : 1
+  const rank = (f) => /(^|\/)(chunks|assets)\//.test(f) ? 0 : /(^|\/)index\.(js|html)$/.test(f) || f === 'engine/host/testing.js' ? 2 : 1
   for (const f of [...made].sort((a, b) => rank(a) - rank(b))) {
     mkdirSync(dirname(join(to, f)), { recursive: true })
     renameSync(join(from, f), join(to, f))
@@ -94,7 +94,7 @@ const builtAt = (stamp) => existsSync(stamp) ? statSync(stamp).mtimeMs : -1
 const isSource = (p) => p.endsWith('.ts') && !p.endsWith('.d.ts') && !p.startsWith(CONSOLE_WEB)
 const serverSources = [
   ...readdirSync(root).filter((f) => f.endsWith('.ts')).map((f) => join(root, f)),
-  ...['cli', 'config', 'plugins', 'routes'].flatMap((d) => files(join(root, d), isSource))
+  ...['cli', 'config', 'engine', 'plugins', 'routes'].flatMap((d) => files(join(root, d), isSource))
 ]
 const serverStamp = join(dist, '.server-built')
 const serverInputs = [...serverSources, ...['tsconfig.json', 'build.mjs', 'package.json', 'package-lock.json', join('config', 'gateway.yaml')].map((f) => join(root, f)).filter(existsSync)]
@@ -104,7 +104,7 @@ if (force || newest(serverInputs) > builtAt(serverStamp)) {
   const result = await build({
     // the command, and what package.json exports to plugins written outside the project (they
     // share the command's chunks, so a plugin and the gateway that loads it share one API)
-    entryPoints: [join(root, 'cli', 'index.ts'), join(root, 'plugins', 'api', 'index.ts'), join(root, 'plugins', 'host', 'testing.ts')],
+    entryPoints: [join(root, 'cli', 'index.ts'), join(root, 'plugins', 'api', 'index.ts'), join(root, 'engine', 'host', 'testing.ts')],
     outdir: out,
     outbase: root,
     absWorkingDir: root,
@@ -135,11 +135,11 @@ if (force || newest(serverInputs) > builtAt(serverStamp)) {
   }
   // what the build makes ahead rather than each process, by modules bundled beside dist/, run,
   // and removed: the schemas every command that reads a config checks, compiled by ajv (its
-  // standalone code), with V8's code for them (plugins/kernel/schema-check.ts); and the starter
+  // standalone code), with V8's code for them (engine/kernel/schema-check.ts); and the starter
   // config `modelgate init` writes (cli/init.ts)
   const aheadDir = join(staging, '.ahead')
   await build({
-    entryPoints: { schemas: join(root, 'plugins', 'host', 'schemas-ahead.ts'), init: join(root, 'cli', 'init.ts') },
+    entryPoints: { schemas: join(root, 'engine', 'host', 'schemas-ahead.ts'), init: join(root, 'cli', 'init.ts') },
     outdir: aheadDir,
     outExtension: { '.js': '.mjs' },
     absWorkingDir: root,

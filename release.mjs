@@ -44,7 +44,7 @@ const git = (...args) => execFileSync('git', args, { cwd: root, encoding: 'utf8'
 if (process.platform !== 'linux' || process.arch !== 'x64') fail(`builds ${NAME} on Linux x64 only (this is ${process.platform} ${process.arch})`)
 
 // the commit, marked when a file the build reads differs from it (such a build is no release of it)
-const SOURCES = ['package.json', 'package-lock.json', 'build.mjs', 'release.mjs', 'app.ts', 'server.ts', 'paths.ts', 'cli', 'config', 'plugins', 'routes']
+const SOURCES = ['package.json', 'package-lock.json', 'build.mjs', 'release.mjs', 'app.ts', 'server.ts', 'paths.ts', 'cli', 'config', 'engine', 'plugins', 'routes']
 let commit
 try {
   commit = git('rev-parse', 'HEAD')
@@ -66,16 +66,16 @@ const { build } = await import('esbuild')
 const noDriver = {
   name: 'sqlite-driver-by-path',
   setup (b) {
-    // the driver comes from its unpacked copy (plugins/store/sqlite/driver.ts), never from the bundle
-    b.onResolve({ filter: /^better-sqlite3$/ }, (args) => ({ errors: [{ text: `${relative(root, args.importer)} imports better-sqlite3: load it through plugins/store/sqlite/driver.ts` }] }))
+    // the driver comes from its unpacked copy (engine/store/sqlite/driver.ts), never from the bundle
+    b.onResolve({ filter: /^better-sqlite3$/ }, (args) => ({ errors: [{ text: `${relative(root, args.importer)} imports better-sqlite3: load it through engine/store/sqlite/driver.ts` }] }))
   }
 }
-// plugins/kernel/schema-check.ts loads ajv lazily through createRequire, which a bundle cannot
+// engine/kernel/schema-check.ts loads ajv lazily through createRequire, which a bundle cannot
 // follow: here its `require` is the script's own, so that ajv is bundled and still loaded lazily
 const ajvBundled = {
   name: 'ajv-bundled',
   setup (b) {
-    b.onLoad({ filter: /plugins[\\/]kernel[\\/]schema-check\.ts$/ }, (args) => {
+    b.onLoad({ filter: /engine[\\/]kernel[\\/]schema-check\.ts$/ }, (args) => {
       const source = readFileSync(args.path, 'utf8')
       const line = 'const require = createRequire(import.meta.url)\n'
       if (!source.includes(line)) return { errors: [{ text: `${relative(root, args.path)} no longer loads ajv with \`${line.trim()}\`: update release.mjs` }] }
@@ -154,7 +154,7 @@ const filesUnder = (dir, base = root) => readdirSync(dir, { recursive: true, wit
 const assets = new Map([
   ['package.json', join(root, 'package.json')],
   ['config/gateway.yaml', join(root, 'config', 'gateway.yaml')],
-  ...['sqlite', 'postgres'].flatMap((s) => filesUnder(join(root, 'plugins', 'store', s, 'migrations')).filter((f) => f.endsWith('.sql')).map((f) => [f, join(root, f)])),
+  ...['sqlite', 'postgres'].flatMap((s) => filesUnder(join(root, 'engine', 'store', s, 'migrations')).filter((f) => f.endsWith('.sql')).map((f) => [f, join(root, f)])),
   // the pages, without the build's own list of what it made (dist/console/.files): not a page
   ...filesUnder(join(root, 'dist', 'console')).filter((f) => !f.split('/').some((p) => p.startsWith('.'))).map((f) => [f, join(root, f)]),
   ['sqlite/better-sqlite3.cjs', join(work, 'better-sqlite3.cjs')],

@@ -5,14 +5,14 @@ import { buildApp } from './app.js'
 import { configChanges } from './config/diff.js'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
-import { linkWorker, workerBus, type WorkerLink } from './plugins/ops/cluster.js'
-import { systemClock } from './plugins/gateway/core.js'
-import { Metrics } from './plugins/ops/metrics/index.js'
-import type { ReloadResult, Runtime } from './plugins/ops/operations.js'
-import { clientErrorHandler, serverTimeouts } from './plugins/ops/server-limits.js'
-import { openStore } from './plugins/store/index.js'
-import type { Store } from './plugins/store/types.js'
-import { HealthBook } from './plugins/upstream/health.js'
+import { linkWorker, workerBus, type WorkerLink } from './engine/ops/cluster.js'
+import { systemClock } from './engine/gateway/core.js'
+import { Metrics } from './engine/ops/metrics/index.js'
+import type { ReloadResult, Runtime } from './engine/ops/operations.js'
+import { clientErrorHandler, serverTimeouts } from './engine/ops/server-limits.js'
+import { openStore } from './engine/store/index.js'
+import type { Store } from './engine/store/types.js'
+import { HealthBook } from './engine/upstream/health.js'
 
 // The serving process: one listening HTTP server, and behind it a "generation" per configuration:
 // a Fastify app built by buildApp() from one reading of the config file, ready but not listening
@@ -91,7 +91,7 @@ export class GatewayServer {
       reload: async () => await this.reloadEverywhere(),
       ...(this.link === null ? {} : { providerHealth: this.link.health })
     }
-    // the config's limits on slow and broken clients (plugins/ops/server-limits.ts), which a restart changes
+    // the config's limits on slow and broken clients (engine/ops/server-limits.ts), which a restart changes
     const limits = serverTimeouts(opts.config.server)
     this.server = createServer({ ...limits.http, requestTimeout: limits.requestTimeout, keepAliveTimeout: limits.keepAliveTimeout }, (req, res) => { this.dispatch(req, res) })
     this.server.setTimeout(limits.connectionTimeout)
@@ -195,7 +195,7 @@ export class GatewayServer {
     let g: Generation
     let file: Config
     // the config loader is needed only now: a worker starts with the configuration its primary read
-    const [{ ConfigError }, { loadGatewayConfig }] = await Promise.all([import('./config/load.js'), import('./plugins/host/index.js')])
+    const [{ ConfigError }, { loadGatewayConfig }] = await Promise.all([import('./config/load.js'), import('./engine/host/index.js')])
     try {
       if (this.closing) throw new Error('the gateway is shutting down')
       file = await loadGatewayConfig(this.opts.file)

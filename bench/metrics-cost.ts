@@ -6,7 +6,7 @@
 //   node --import tsx bench/metrics-cost.ts
 import { Registry } from 'prom-client'
 import type { AttemptReport, CallOutcome } from '../plugins/api/index.js'
-import { callMetrics } from '../plugins/ops/metrics/calls.js'
+import { callMetrics } from '../engine/ops/metrics/calls.js'
 
 const MODELS = ['bench/one', 'bench/two', 'bench/three']
 

@@ -25,7 +25,7 @@ export async function configFile (args: Args): Promise<string> {
 export async function readConfig (args: Args, opts: { gateway?: boolean } = {}): Promise<{ file: string, config: Config }> {
   const file = await configFile(args)
   if (opts.gateway === true) {
-    const { loadGatewayConfig } = await import('../plugins/host/index.js')
+    const { loadGatewayConfig } = await import('../engine/host/index.js')
     return { file, config: await loadGatewayConfig(file) }
   }
   const { loadConfig } = await import('../config/load.js')

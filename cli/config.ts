@@ -13,7 +13,7 @@ export const flags = { check: ['config'] } as const
 export async function run ({ args, positionals: [, given] }: CommandInput): Promise<void> {
   if (given !== undefined && !existsSync(given)) throw new CommandError(`no config file at ${resolve(given)}`)
   const file = given ?? await configFile(args)
-  const { loadGatewayConfig } = await import('../plugins/host/index.js')
+  const { loadGatewayConfig } = await import('../engine/host/index.js')
   await loadGatewayConfig(file)
   process.stdout.write(`${file}: ok\n`)
 }

@@ -1,4 +1,4 @@
-import type { ApiKey, KeyBudget, KeyLimits, KeyPatch, QuotaPer } from '../plugins/store/types.js'
+import type { ApiKey, KeyBudget, KeyLimits, KeyPatch, QuotaPer } from '../engine/store/types.js'
 import { CommandError, UsageError, type Args, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
 import { withStore } from './with-store.js'
@@ -42,7 +42,7 @@ function whole (value: string, flag: string, max = 1_000_000_000): number {
 /** What the options say of a key's settings; undefined where they say nothing (`current`: the key's settings before). */
 async function settings (args: Args, current: ApiKey | null, providers: Array<{ id: string, passthrough: boolean }>): Promise<KeyPatch> {
   const { isoTimeMs } = await import('../config/schema.js')
-  const { parseUsd } = await import('../plugins/kernel/money.js')
+  const { parseUsd } = await import('../engine/kernel/money.js')
   const patch: KeyPatch = {}
   if (args.models !== undefined) {
     patch.models = list(args.models)
@@ -133,7 +133,7 @@ export async function run ({ args, positionals: [sub, id] }: CommandInput): Prom
       const k = await store.keys.update(current.id, patch, Date.now(), 'cli')
       if (k === undefined) throw new CommandError(`the key ${current.id} is revoked: it can no longer be changed`)
       const limits = k.limits === null ? 'none' : `rpm ${k.limits.rpm ?? '-'}, tpm ${k.limits.tpm ?? '-'}`
-      const { nanoToUsd } = await import('../plugins/kernel/money.js')
+      const { nanoToUsd } = await import('../engine/kernel/money.js')
       const budget = k.budget === null ? 'none' : `${nanoToUsd(k.budget.nano)} USD per ${k.budget.per}`
       process.stdout.write(`${k.id} updated: models ${k.models.join(',')}; mcp ${k.mcp.length === 0 ? 'none' : k.mcp.join(',')}; expires ${k.expires_at === null ? 'never' : new Date(k.expires_at).toISOString()}; limits ${limits}; budget ${budget}\n`)
     } else if (sub === 'rotate') {

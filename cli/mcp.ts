@@ -33,8 +33,8 @@ async function fromGateway (config: Config): Promise<{ from: string, servers: Se
 /** The servers as this command finds them, connecting to each. */
 async function direct (config: Config): Promise<{ from: string, servers: ServerLine[] }> {
   const { default: pino } = await import('pino')
-  const { McpServers } = await import('../plugins/mcp/servers.js')
-  const { announceVersion } = await import('../plugins/mcp/link.js')
+  const { McpServers } = await import('../engine/mcp/servers.js')
+  const { announceVersion } = await import('../engine/mcp/link.js')
   const { buildInfo } = await import('../paths.js')
   announceVersion(buildInfo().version)
   const servers = new McpServers(config, pino({ level: 'silent' }))

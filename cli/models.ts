@@ -34,7 +34,7 @@ async function add (args: CommandInput['args'], [providerId, upstream]: string[]
   const contextLength = whole('context-length')
   const maxOutputTokens = whole('max-output-tokens')
   const { readConfig } = await import('./config-file.js')
-  const { catalogEntry } = await import('../plugins/gateway/price-reference.js')
+  const { catalogEntry } = await import('../engine/gateway/price-reference.js')
   const { file, config } = await readConfig(args)
   const provider = config.providers.find((p) => p.id === providerId)
   if (provider === undefined) throw new UsageError(`${providerId} is no provider of ${file} (it has ${config.providers.map((p) => p.id).join(', ')})`, 'models')
@@ -99,7 +99,7 @@ async function write (file: string, entry: Record<string, unknown>, notes: strin
 
 async function check (args: CommandInput['args']): Promise<void> {
   const { readConfig } = await import('./config-file.js')
-  const { checkPrices, DATABASE, databaseVersion } = await import('../plugins/gateway/price-reference.js')
+  const { checkPrices, DATABASE, databaseVersion } = await import('../engine/gateway/price-reference.js')
   const { file, config } = await readConfig(args)
   const result = checkPrices(config, new Date())
   if (args.json === true) {

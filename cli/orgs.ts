@@ -1,4 +1,4 @@
-import { nanoToUsd, parseUsd } from '../plugins/kernel/money.js'
+import { nanoToUsd, parseUsd } from '../engine/kernel/money.js'
 import { CommandError, UsageError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'
 import { withStore } from './with-store.js'

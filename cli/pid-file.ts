@@ -4,7 +4,7 @@ import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFi
 import { BlockList, isIP } from 'node:net'
 import { dirname, join, resolve } from 'node:path'
 import type { Config } from '../config/schema.js'
-import { sqliteDriver } from '../plugins/store/sqlite/driver.js'
+import { sqliteDriver } from '../engine/store/sqlite/driver.js'
 import { CommandError } from './command.js'
 
 // The running gateways' pids and addresses, beside their store, so that `modelgate reload` finds

@@ -11,7 +11,7 @@ export const flags = { '': ['config', 'json'] } as const
 
 export async function run ({ args }: CommandInput): Promise<void> {
   const [{ configPath }, { builtinPlugin, builtinPlugins, describeOptions, loadGatewayConfig }, { loadPlugin }] = await Promise.all([
-    import('../config/load.js'), import('../plugins/host/index.js'), import('../plugins/host/modules.js')
+    import('../config/load.js'), import('../engine/host/index.js'), import('../engine/host/modules.js')
   ])
   // an entry's plugin: a built-in, or the module the config's check loaded (a file: URL by then)
   const definitionOf = async (e: { name: string, module?: string }): Promise<AnyGatewayPlugin | undefined> => e.module === undefined ? await builtinPlugin(e.name) : await loadPlugin(e.module)

@@ -124,7 +124,7 @@ function banner (config: Config, notes: string[], workers: number, port: number)
 
 /** The providers that have no credentials, what to set for each, and the models they leave unserved. */
 async function uncredentialed (config: Config, file: string): Promise<string[]> {
-  const [{ variablesAt }, { Catalog }, { withoutCredentials }] = await Promise.all([import('../config/load.js'), import('../plugins/gateway/catalog.js'), import('../plugins/upstream/index.js')])
+  const [{ variablesAt }, { Catalog }, { withoutCredentials }] = await Promise.all([import('../config/load.js'), import('../engine/gateway/catalog.js'), import('../engine/upstream/index.js')])
   const missing = withoutCredentials(config)
   if (missing.length === 0) return []
   const what = missing.map((p) => {

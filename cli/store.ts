@@ -11,7 +11,7 @@ export const flags = { migrate: ['from', 'to'] } as const
 export async function run ({ args }: CommandInput): Promise<void> {
   if (args.from === undefined || args.to === undefined) throw new UsageError('store migrate needs --from and --to', 'store')
   if (!/^postgres(ql)?:\/\//.test(args.to)) throw new UsageError('--to: a postgres:// URL', 'store')
-  const { migrateSqliteToPostgres } = await import('../plugins/store/postgres/from-sqlite.js')
+  const { migrateSqliteToPostgres } = await import('../engine/store/postgres/from-sqlite.js')
   const r = await migrateSqliteToPostgres(args.from, args.to)
   process.stdout.write(`${'total'.padEnd(18)}${'sqlite'.padStart(22)}${'postgres'.padStart(22)}\n`)
   for (const [k, v] of Object.entries(r.source)) {

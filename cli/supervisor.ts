@@ -28,14 +28,14 @@ export function supervise (opts: SuperviseOptions): void {
   let config = opts.config
   // the metrics aggregator and the reload relay, loaded while the workers start; a worker gets its
   // config only after they are in place, so that nothing it asks of the primary goes unheard
-  const relay = import('../plugins/ops/cluster.js').then((m) => { m.servePrimary() })
+  const relay = import('../engine/ops/cluster.js').then((m) => { m.servePrimary() })
   const first = new Set<number>()
   for (let i = 0; i < opts.workers; i++) first.add(cluster.fork().id)
 
   const configFor = async (worker: Worker): Promise<Config> => {
     if (first.has(worker.id)) return config
     try {
-      const { loadGatewayConfig } = await import('../plugins/host/index.js')
+      const { loadGatewayConfig } = await import('../engine/host/index.js')
       config = await loadGatewayConfig(opts.file)
     } catch (err) {
       process.stderr.write(`modelgate: ${(err as Error).message}\nmodelgate: worker ${worker.process.pid} starts with the last valid configuration\n`)

@@ -1,4 +1,4 @@
-import { nanoToUsd } from '../plugins/kernel/money.js'
+import { nanoToUsd } from '../engine/kernel/money.js'
 import { usageDetail } from '../routes/admin/usage-record.js'
 import { UsageError, type CommandInput } from './command.js'
 import { readConfig } from './config-file.js'

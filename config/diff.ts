@@ -1,5 +1,5 @@
 import type { Config } from './schema.js'
-import { isObj } from '../plugins/kernel/json.js'
+import { isObj } from '../engine/kernel/json.js'
 
 // What a reload changes, in lines an operator reads in the log and the admin answer:
 // "models: added openai/gpt-x", "plugins: disabled quota", "server.request_timeout_s: 120 → 60".

@@ -3,16 +3,16 @@ import { dirname, extname, isAbsolute, resolve } from 'node:path'
 import { loadAll } from 'js-yaml'
 import { fromRoot } from '../paths.js'
 import { ConfigSchema, isoTimeMs, type Config } from './schema.js'
-import { checkSchema, useCompiledAhead } from '../plugins/kernel/schema-check.js'
-import { kindOf } from '../plugins/gateway/catalog.js'
-import { webhookUrlProblem } from '../plugins/alerts/webhook-url.js'
+import { checkSchema, useCompiledAhead } from '../engine/kernel/schema-check.js'
+import { kindOf } from '../engine/gateway/catalog.js'
+import { webhookUrlProblem } from '../engine/alerts/webhook-url.js'
 
 // Reads a config file (YAML or JSON), substitutes ${VAR} / ${VAR:-default} in its string values,
 // applies defaults, validates it against its schema and across its sections, and reports every
 // problem at once, each with its path: `models[3].pricing.input: must be >= 0`. The relative
 // paths in a file (the SQLite file, plugin modules) are relative to the file's folder. What the
 // plugins of its chain are, and whether their options are right, is the plugin host's business
-// (plugins/host/): this module knows no plugin.
+// (engine/host/): this module knows no plugin.
 
 // the validators the build compiled (the config's schema, the built-in plugins' options)
 useCompiledAhead(fromRoot('dist', 'validators.cjs'))

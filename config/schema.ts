@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 
 // The config file's schema (docs/configuration.md). Every object is closed: an unknown key is a mistake
 // the operator wants to hear about. Plugin options are validated separately, against each
-// plugin's own schema by the plugin host (plugins/host/), so that a plugin owns its options.
+// plugin's own schema by the plugin host (engine/host/), so that a plugin owns its options.
 
 const Closed = { additionalProperties: false } as const
 
@@ -65,13 +65,13 @@ export const ServerSchema = Type.Object({
   header_prefix: Type.String({ default: 'X-SVC-', pattern: '^[A-Za-z0-9-]*$' }),
   trust_proxy: Type.Boolean({ default: false }),
   shutdown_timeout_s: Type.Number({ default: 30, minimum: 0 }),
-  // Slow clients (plugins/ops/server-limits.ts): headers, then the whole request, must arrive in time;
+  // Slow clients (engine/ops/server-limits.ts): headers, then the whole request, must arrive in time;
   // idle keep-alive and silent connections are closed. None of them limits a response's length.
   headers_timeout_s: Type.Number({ default: 30, exclusiveMinimum: 0 }),
   client_timeout_s: Type.Number({ default: 120, exclusiveMinimum: 0 }),
   keep_alive_timeout_s: Type.Number({ default: 72, exclusiveMinimum: 0 }),
   idle_timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
-  // Media URLs in requests are checked by their text (plugins/gateway/media-url.ts); resolve_hosts also
+  // Media URLs in requests are checked by their text (engine/gateway/media-url.ts); resolve_hosts also
   // looks their host names up and refuses names that resolve to a non-public address.
   media_urls: Type.Object({
     resolve_hosts: Type.Boolean({ default: false })

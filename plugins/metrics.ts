@@ -14,7 +14,7 @@ export default definePlugin({
   plugin: async (fastify) => {
     const { gateway } = fastify
     // loaded when the chain is mounted, not with the plugin's definition (`config check` reads its options alone)
-    const { callMetrics } = await import('./ops/metrics/calls.js')
+    const { callMetrics } = await import('../engine/ops/metrics/calls.js')
     const m = callMetrics(gateway.metrics)
     m.watchHealth(gateway.upstreams.health)
     m.watchStore(gateway.store)

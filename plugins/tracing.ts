@@ -12,7 +12,7 @@ export default definePlugin({
   options: TracingSchema,
   plugin: async (fastify, options) => {
     // loaded when the chain is mounted, not with the plugin's definition (`config check` reads its options alone)
-    const { createTracer } = await import('./ops/tracing/index.js')
+    const { createTracer } = await import('../engine/ops/tracing/index.js')
     const tracer = await createTracer(options, fastify.gateway.log)
     if (tracer === null) return
     fastify.gateway.addHook('onCallEnd', (outcome) => { tracer.call(outcome) })

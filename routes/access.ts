@@ -1,8 +1,8 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { AdminUnauthorized, CsrfFailed, Internal, KeyNotFound, OrgNotFound, PermissionDenied, RouteNotFound, SessionEnded, Unauthorized, UsageNotFound } from '../plugins/kernel/errors.js'
-import { adminOpen, adminTokens, bearerOf } from '../plugins/ops/admin-token.js'
-import type { Actor, Identity, Role } from '../plugins/store/types.js'
+import { AdminUnauthorized, CsrfFailed, Internal, KeyNotFound, OrgNotFound, PermissionDenied, RouteNotFound, SessionEnded, Unauthorized, UsageNotFound } from '../engine/kernel/errors.js'
+import { adminOpen, adminTokens, bearerOf } from '../engine/ops/admin-token.js'
+import type { Actor, Identity, Role } from '../engine/store/types.js'
 import type { Whoami } from './admin/answers.js'
 
 // Who may do what on the admin API and the consoles: one table with a row for every route, and

@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config/schema.js'
-import { notFound } from '../plugins/gateway/core.js'
-import type { McpServers } from '../plugins/mcp/servers.js'
+import { notFound } from '../engine/gateway/core.js'
+import type { McpServers } from '../engine/mcp/servers.js'
 import passthroughRoutes from './passthrough.js'
 import geminiRoutes from './v1/gemini.js'
 import v1Routes from './v1/index.js'
 
-// The API's own route groups, mounted in the chain's API scope (plugins/host): /v1, Google's
+// The API's own route groups, mounted in the chain's API scope (engine/host): /v1, Google's
 // Gemini API under /v1beta (its method calls under /v1 too), the MCP servers' tools at /mcp when
 // the config names some, and each pass-through provider's /passthrough/{id}. Unknown paths in a
 // group pass through the chain (rate limit, auth) before their 404.

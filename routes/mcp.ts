@@ -6,19 +6,19 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { McpError, type CallToolRequest, type CallToolResult, type Progress } from '@modelcontextprotocol/sdk/types.js'
 import { buildInfo } from '../paths.js'
 import type { Gateway, Json } from '../plugins/api/index.js'
-import { errorInput, hooksOf, startCall } from '../plugins/gateway/core.js'
-import { Internal, isGatewayError, jsonRpcError, McpBatch, McpMethodNotAllowed, McpServerNotFound, refusalCode, type GatewayError } from '../plugins/kernel/errors.js'
-import type { HookRegistry } from '../plugins/gateway/hooks.js'
-import { admit, grantedTool, toolGrants } from '../plugins/gateway/gate.js'
-import { responseHooks, type Pipe } from '../plugins/gateway/pipeline.js'
-import { answer, JsonRpcError } from '../plugins/mcp/endpoint.js'
-import { announceVersion, ResultTooLarge, ServerUnavailable } from '../plugins/mcp/link.js'
-import type { McpServers, ToolTarget } from '../plugins/mcp/servers.js'
-import type { AttemptOutcome, AttemptReport } from '../plugins/upstream/index.js'
+import { errorInput, hooksOf, startCall } from '../engine/gateway/core.js'
+import { Internal, isGatewayError, jsonRpcError, McpBatch, McpMethodNotAllowed, McpServerNotFound, refusalCode, type GatewayError } from '../engine/kernel/errors.js'
+import type { HookRegistry } from '../engine/gateway/hooks.js'
+import { admit, grantedTool, toolGrants } from '../engine/gateway/gate.js'
+import { responseHooks, type Pipe } from '../engine/gateway/pipeline.js'
+import { answer, JsonRpcError } from '../engine/mcp/endpoint.js'
+import { announceVersion, ResultTooLarge, ServerUnavailable } from '../engine/mcp/link.js'
+import type { McpServers, ToolTarget } from '../engine/mcp/servers.js'
+import type { AttemptOutcome, AttemptReport } from '../engine/upstream/index.js'
 
 // The MCP endpoint: POST /mcp (every server's tools, as `{server}__{tool}`) and POST /mcp/{server}
 // (one server's, under their own names), MCP's Streamable HTTP transport, answered by the
-// gateway's own MCP server (plugins/mcp/endpoint.ts). These routes are in the API scope, so the
+// gateway's own MCP server (engine/mcp/endpoint.ts). These routes are in the API scope, so the
 // chain's hooks (the IP rate limit, auth: Bearer, 401 with WWW-Authenticate) cover every request.
 // A tools/call is a call like a model call: the key's grants (its `mcp` globs), then the
 // admission hooks (expiry and revocation are auth's; rpm, budget and quota, balance, guardrails

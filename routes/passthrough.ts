@@ -2,32 +2,32 @@ import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyReques
 import { Transform, type Readable, type TransformCallback } from 'node:stream'
 import type { ProviderConfig } from '../config/schema.js'
 import type { Principal } from '../plugins/api/index.js'
-import { callOf, hooksOf } from '../plugins/gateway/core.js'
-import type { CatalogModel } from '../plugins/gateway/catalog.js'
+import { callOf, hooksOf } from '../engine/gateway/core.js'
+import type { CatalogModel } from '../engine/gateway/catalog.js'
 import {
   BodyTooDeep, InvalidField, InvalidJson, MissingField, ObjectNotFound, PassthroughPath, RequestTooLarge, UnattributableEndpoint, UnforwardableRequest,
   UnreadableModel, UpstreamUnavailable
-} from '../plugins/kernel/errors.js'
-import { admit, grantedProvider, grantedUpstreamModel } from '../plugins/gateway/gate.js'
-import { classify, targetProblem, type Classified, type Cost, type Reader } from '../plugins/gateway/passthrough-target.js'
-import { relayBytes, relayJson, relayMapped, relayStream, readWhole, send, sendRead, type Pipe } from '../plugins/gateway/pipeline.js'
-import { createdBy, itemId, listItems, objectAccess, referencesIn, yieldedBy, type ObjectAccess, type ObjectRef } from '../plugins/gateway/provider-objects.js'
-import { MAX_JSON_DEPTH, nestedDeeperThan } from '../plugins/gateway/validation.js'
-import { geminiPassthrough } from '../plugins/translation/gemini-passthrough.js'
-import { embeddingsPassthrough } from '../plugins/translation/embeddings-passthrough.js'
-import { messagesPassthrough, openaiPassthrough } from '../plugins/translation/passthrough.js'
-import { responsesPassthrough } from '../plugins/translation/responses-passthrough.js'
-import { maskCredentials, maskHeaders } from '../plugins/upstream/credentials.js'
-import { parseJson, type Answer } from '../plugins/upstream/dispatch.js'
-import type { Json, TranslateCtx, TranslatorPair } from '../plugins/translation/types.js'
-import { isObj } from '../plugins/kernel/json.js'
+} from '../engine/kernel/errors.js'
+import { admit, grantedProvider, grantedUpstreamModel } from '../engine/gateway/gate.js'
+import { classify, targetProblem, type Classified, type Cost, type Reader } from '../engine/gateway/passthrough-target.js'
+import { relayBytes, relayJson, relayMapped, relayStream, readWhole, send, sendRead, type Pipe } from '../engine/gateway/pipeline.js'
+import { createdBy, itemId, listItems, objectAccess, referencesIn, yieldedBy, type ObjectAccess, type ObjectRef } from '../engine/gateway/provider-objects.js'
+import { MAX_JSON_DEPTH, nestedDeeperThan } from '../engine/gateway/validation.js'
+import { geminiPassthrough } from '../engine/translation/gemini-passthrough.js'
+import { embeddingsPassthrough } from '../engine/translation/embeddings-passthrough.js'
+import { messagesPassthrough, openaiPassthrough } from '../engine/translation/passthrough.js'
+import { responsesPassthrough } from '../engine/translation/responses-passthrough.js'
+import { maskCredentials, maskHeaders } from '../engine/upstream/credentials.js'
+import { parseJson, type Answer } from '../engine/upstream/dispatch.js'
+import type { Json, TranslateCtx, TranslatorPair } from '../engine/translation/types.js'
+import { isObj } from '../engine/kernel/json.js'
 
 // /passthrough/{provider}/*: a provider's own API (batches, files, audio, moderation, its model
 // list...) behind the gateway's keys, any method, request and answer streamed as they are. It is
 // a metered call like any other and is admitted by the same gate as every other call: the chain's
 // IP rate limit and auth, then here the request target (read as the provider will route it:
-// plugins/gateway/passthrough-target.ts), the key's grant of the provider, the provider-side
-// objects the call reaches (plugins/gateway/provider-objects.ts), the models it names among those
+// engine/gateway/passthrough-target.ts), the key's grant of the provider, the provider-side
+// objects the call reaches (engine/gateway/provider-objects.ts), the models it names among those
 // the key may use, and the admission hooks (idempotency, limits, budget, quota, balance,
 // guardrails). Then dispatch through the provider's own connection pool, the relay, the end of
 // the call.
@@ -60,7 +60,7 @@ import { isObj } from '../plugins/kernel/json.js'
 // project headers, forwarding and hop-by-hop headers (`Expect` among them) and the gateway's own
 // headers never reach the provider, whose configured headers and key win over a client's header
 // of any case. The provider's answers come back unchanged but for its cookies, which never reach
-// the client, and its credentials, masked in an error's body and headers (see plugins/upstream/).
+// the client, and its credentials, masked in an error's body and headers (see engine/upstream/).
 
 const METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']
 

@@ -1,7 +1,7 @@
 import { Type, type IntegerOptions, type NumberOptions, type TInteger, type TNumber } from '@sinclair/typebox'
 import { Ajv, type SchemaValidateFunction } from 'ajv'
 import { ISO_TIME_PATTERN, isoTimeMs } from '../config/schema.js'
-import { InvalidField, InvalidQuery } from '../plugins/kernel/errors.js'
+import { InvalidField, InvalidQuery } from '../engine/kernel/errors.js'
 
 // Schemas the route families share.
 

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { pino } from 'pino'
 import { Writable } from 'node:stream'
-import { lazyChildLogger } from '../plugins/ops/lazy-logger.js'
-import { traceId } from '../plugins/gateway/core.js'
+import { lazyChildLogger } from '../engine/ops/lazy-logger.js'
+import { traceId } from '../engine/gateway/core.js'
 import { bearer, build, KEY_A } from './helper.js'
 
 // The app as a whole, whatever its plugins: the trace id on every answer and in every log line,

@@ -90,7 +90,7 @@ t.test('models add: a display name as the model\'s maker writes it, and the outp
   t.equal(await named('google', 'gemini-2.0-flash-lite'), 'Gemini 2.0 Flash Lite')
   t.equal(await named('openai', 'o4-mini'), 'o4-mini', 'not the database\'s "o4 Mini High", another model\'s name')
   t.equal(await named('openai', 'text-embedding-3-small'), 'text-embedding-3-small', 'an id of no family known: itself')
-  const { displayName } = await import('../plugins/gateway/price-reference.js')
+  const { displayName } = await import('../engine/gateway/price-reference.js')
   t.equal(displayName('gpt 4o', 'gpt-4o-2024-08-06'), 'GPT-4o (2024-08-06)', 'a dated snapshot')
   t.equal(displayName('Claude Sonnet 4.5', 'claude-sonnet-4-5-20250929'), 'Claude Sonnet 4.5 (2025-09-29)')
   t.equal(displayName(undefined, 'claude-3-5-haiku'), 'Claude 3.5 Haiku', 'numbers in a row are one version')

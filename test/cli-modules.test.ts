@@ -54,7 +54,7 @@ const of = (files: string[], names: string[]): string[] => [...new Set(files.map
 
 t.test('--version and --help load no store, no Fastify, no plugin: only the command line\'s own modules', async (t) => {
   // (the SQLite driver's module names where the driver is, and loads it only when asked)
-  const own = ['cli/', 'paths.ts', 'plugins/kernel/money.ts', 'routes/admin/usage-record.ts', 'plugins/store/sqlite/driver.ts']
+  const own = ['cli/', 'paths.ts', 'engine/kernel/money.ts', 'routes/admin/usage-record.ts', 'engine/store/sqlite/driver.ts']
   for (const args of [['--version'], ['--help'], ['keys', '--help']]) {
     const r = await loaded(args)
     t.match(r.stdout, args[0] === '--version' ? /^\d+\.\d+\.\d+/ : /modelgate keys create/, args.join(' '))
@@ -100,7 +100,7 @@ t.test('each command loads only what it does: no Fastify nor plugin outside serv
     t.equal(r.code, c.code ?? 0, `${name}: ${r.stderr}`)
     t.same(of(r.packages, [...SERVING, ...OTHER_STORE, ...WRITER]), [], `${name}: nothing of serving, PostgreSQL or the YAML writer`)
     t.same(compiler(r.packages), [], `${name}: no schema compiled`)
-    t.notOk(r.project.includes('plugins/store/postgres/index.ts'), `${name}: not the PostgreSQL store`)
+    t.notOk(r.project.includes('engine/store/postgres/index.ts'), `${name}: not the PostgreSQL store`)
     t.same(r.project.filter((p) => p.startsWith('routes/v1/') || p === 'app.ts' || p === 'server.ts'), [], `${name}: no route, no app`)
     // config check reads the definitions of the plugins the chain lists (cors, rate-limit, auth... and metrics): no other
     const plugins = r.project.filter((p) => /^plugins\/[a-z-]+\.ts$/.test(p))

@@ -3,8 +3,8 @@ import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { parseConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import type { AnyGatewayPlugin, Clock } from '../plugins/api/index.js'
-import type { TestGateway } from '../plugins/host/testing.js'
-import type { SqliteStore } from '../plugins/store/sqlite/index.js'
+import type { TestGateway } from '../engine/host/testing.js'
+import type { SqliteStore } from '../engine/store/sqlite/index.js'
 import { childEnv } from './child-env.js'
 import { tempDir } from './temp-dir.js'
 
@@ -78,7 +78,7 @@ export async function build (t: Teardown, overrides: Overrides = {}, extras: Bui
 }
 
 export interface BareOptions {
-  /** Config sections for the test gateway (plugins/host/testing.ts has the defaults). */
+  /** Config sections for the test gateway (engine/host/testing.ts has the defaults). */
   config?: Record<string, unknown>
   clock?: Clock
   /** Options of the bare Fastify instance (trustProxy, logger). */
@@ -88,7 +88,7 @@ export interface BareOptions {
 /** The plugin API's test gateway on a bare Fastify, nothing added yet (`use`, then `routes`); closed when the test ends. */
 export async function testGatewayAlone (t: Teardown, opts: BareOptions = {}): Promise<TestGateway> {
   const { default: Fastify } = await import('fastify')
-  const { testGateway } = await import('../plugins/host/testing.js')
+  const { testGateway } = await import('../engine/host/testing.js')
   const app = Fastify({ logger: false, ...opts.fastify })
   t.teardown(() => app.close())
   return await testGateway(app, { config: opts.config, clock: opts.clock })
@@ -104,7 +104,7 @@ export type PluginEntry = AnyGatewayPlugin | string | [AnyGatewayPlugin | string
  */
 export async function emptyGateway (t: Teardown, opts: BareOptions = {}): Promise<TestGateway> {
   const { default: Fastify } = await import('fastify')
-  const { testGateway } = await import('../plugins/host/testing.js')
+  const { testGateway } = await import('../engine/host/testing.js')
   const app = Fastify({ logger: false, ...opts.fastify })
   t.teardown(() => app.close())
   return await testGateway(app, { config: opts.config, clock: opts.clock })
@@ -230,7 +230,7 @@ export interface ListeningGateway {
   /** http://127.0.0.1:<port> */
   base: string
   /** The usage records, newest first. */
-  rows: () => Promise<import('../plugins/store/types.js').UsageRow[]>
+  rows: () => Promise<import('../engine/store/types.js').UsageRow[]>
 }
 
 /**

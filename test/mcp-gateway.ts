@@ -5,7 +5,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { FastifyInstance } from 'fastify'
 import { fromRoot } from '../paths.js'
-import type { UsageRow } from '../plugins/store/types.js'
+import type { UsageRow } from '../engine/store/types.js'
 import { build, KEY_A, KEY_B, KEY_OTHER_ORG, type BuildExtras } from './helper.js'
 import { mockMcpHttp, type MockMcpHttp } from './mock-mcp.js'
 

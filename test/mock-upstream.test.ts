@@ -2,7 +2,7 @@ import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import t from 'tap'
 import { request } from 'undici'
-import type { Json } from '../plugins/translation/types.js'
+import type { Json } from '../engine/translation/types.js'
 import { eventually } from './helper.js'
 import { promptTokens, startMockUpstream, type MockUpstream } from './mock-upstream.js'
 

@@ -5,12 +5,12 @@ import {
   asksForImages, completionFrames, completionJson, errorJson, fragments, geminiEmbeddings, geminiImages, geminiRoute, openaiEmbeddings, openaiImages,
   readRequest, sampleArguments, shapeText, toolsToCall, words,
   type Completion, type OutputBlock, type RequestView, type ToolDef
-} from '../plugins/upstream/demo.js'
-import { buildResponse, ResponseWriter, type OutputPart, type ResponsesCtx } from '../plugins/translation/responses-output.js'
-import { flatToolName } from '../plugins/kernel/tool-names.js'
-import { serialize } from '../plugins/translation/sse.js'
-import type { Json, Protocol, Usage } from '../plugins/translation/types.js'
-import { isObj } from '../plugins/kernel/json.js'
+} from '../engine/upstream/demo.js'
+import { buildResponse, ResponseWriter, type OutputPart, type ResponsesCtx } from '../engine/translation/responses-output.js'
+import { flatToolName } from '../engine/kernel/tool-names.js'
+import { serialize } from '../engine/translation/sse.js'
+import type { Json, Protocol, Usage } from '../engine/translation/types.js'
+import { isObj } from '../engine/kernel/json.js'
 
 // A real HTTP server on 127.0.0.1 that answers like the OpenAI Chat Completions, OpenAI Responses
 // (POST /v1/responses, for a provider that serves it natively), OpenAI embeddings and image
@@ -18,7 +18,7 @@ import { isObj } from '../plugins/kernel/json.js'
 // Gemini (POST /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse,
 // :countTokens, :embedContent, :batchEmbedContents) APIs, for the gateway's tests. Answers are deterministic so tests can assert exact
 // numbers; fault switches and scripted answers simulate everything a real provider does wrong.
-// The wire rendering is shared with the demo provider (plugins/upstream/demo.ts); what the mock
+// The wire rendering is shared with the demo provider (engine/upstream/demo.ts); what the mock
 // says, and how it counts, is its own:
 //
 //   P = promptTokens(body) = ceil(len(JSON.stringify(body.messages)) / 4)
@@ -37,7 +37,7 @@ import { isObj } from '../plugins/kernel/json.js'
 //             per tool call
 //
 //   embeddings: prompt_tokens = Σ per input: ceil(len(text) / 4) (at least 1), or its number of
-//             token ids; the vectors are the demo provider's (plugins/upstream/demo-media.ts),
+//             token ids; the vectors are the demo provider's (engine/upstream/demo-media.ts),
 //             256 dimensions (`dimensions` / outputDimensionality may ask for fewer); Gemini's
 //             embedContent and batchEmbedContents report no tokens, as Google's do
 //   images:   OpenAI: input_tokens = ceil(len(prompt) / 4), output_tokens = 100 per image; Gemini

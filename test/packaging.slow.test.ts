@@ -24,7 +24,7 @@ t.test('npm pack, then init and serve from an empty folder with the packed comma
   const { stdout: packed } = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: fromRoot(), env: childEnv() })
   const [info] = JSON.parse(packed) as Array<{ filename: string, files: Array<{ path: string }> }>
   const files = info!.files.map((f) => f.path)
-  for (const needed of ['dist/cli/index.js', 'dist/plugins/api/index.js', 'dist/plugins/host/testing.js', 'dist/console/index.html', 'config/gateway.yaml', 'plugins/store/sqlite/migrations/001_tenants.sql', 'README.md', 'LICENSE', 'docs/plugins.md', 'examples/plugins/call-tagger/index.mjs', 'examples/plugins/call-tagger/package.json']) {
+  for (const needed of ['dist/cli/index.js', 'dist/plugins/api/index.js', 'dist/engine/host/testing.js', 'dist/console/index.html', 'config/gateway.yaml', 'engine/store/sqlite/migrations/001_tenants.sql', 'README.md', 'LICENSE', 'docs/plugins.md', 'examples/plugins/call-tagger/index.mjs', 'examples/plugins/call-tagger/package.json']) {
     t.ok(files.includes(needed), `the tarball has ${needed}`)
   }
   t.same(files.filter((f) => /^(test|bench|\.ci)\//.test(f) || (f.endsWith('.ts') && !f.endsWith('.d.ts'))), [], 'no tests, benchmarks, CI script or TypeScript sources (the declarations npm pack adds are no source)')

@@ -1,4 +1,4 @@
-import type { UsageRow } from '../plugins/store/types.js'
+import type { UsageRow } from '../engine/store/types.js'
 
 /**
  * A usage record as the stores write and read it, for the store tests: a finished chat call of

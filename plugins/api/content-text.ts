@@ -1,7 +1,7 @@
 import type { ClientEvent, Endpoint } from './types.js'
-import type { Json } from '../translation/types.js'
+import type { Json } from '../../engine/translation/types.js'
 import type { CallProtocol } from './types.js'
-import { isObj } from '../kernel/json.js'
+import { isObj } from '../../engine/kernel/json.js'
 
 // Where the text sits in each client protocol: what a user wrote in a request, what the model
 // wrote in a whole answer, and the text deltas of a streamed answer. For plugins that read or

@@ -3,12 +3,12 @@ import type { FastifyBaseLogger, FastifyPluginAsync, FastifyReply, FastifyReques
 import type { Static, TObject } from '@sinclair/typebox'
 import type { Registry } from 'prom-client'
 import type { Config } from '../../config/schema.js'
-import type { Clock } from '../kernel/clock.js'
-import type { Catalog, CatalogModel } from '../gateway/catalog.js'
-import type { ErrorFamily, GatewayError } from '../kernel/errors.js'
-import type { CostDetail, KeyBudget, KeyLimits, Store } from '../store/types.js'
-import type { Json, Protocol, Usage } from '../translation/types.js'
-import type { AttemptReport, Upstreams } from '../upstream/index.js'
+import type { Clock } from '../../engine/kernel/clock.js'
+import type { Catalog, CatalogModel } from '../../engine/gateway/catalog.js'
+import type { ErrorFamily, GatewayError } from '../../engine/kernel/errors.js'
+import type { CostDetail, KeyBudget, KeyLimits, Store } from '../../engine/store/types.js'
+import type { Json, Protocol, Usage } from '../../engine/translation/types.js'
+import type { AttemptReport, Upstreams } from '../../engine/upstream/index.js'
 
 // The plugin API's types: what a plugin sees of the gateway, of a call and of its outcome.
 //
@@ -32,15 +32,15 @@ import type { AttemptReport, Upstreams } from '../upstream/index.js'
 // that what they write (the usage record, the charge, the quota count) is stored by the time the
 // client has its answer.
 
-export type { Json, Protocol, Usage } from '../translation/types.js'
+export type { Json, Protocol, Usage } from '../../engine/translation/types.js'
 
 /** What a call's client speaks: a model API's protocol, or 'mcp' for an MCP tool call (`/mcp`). */
 export type CallProtocol = Protocol | 'mcp'
-export type { CatalogModel, Price } from '../gateway/catalog.js'
-export type * from '../store/types.js'
-export type { AttemptOutcome, AttemptReport } from '../upstream/index.js'
+export type { CatalogModel, Price } from '../../engine/gateway/catalog.js'
+export type * from '../../engine/store/types.js'
+export type { AttemptOutcome, AttemptReport } from '../../engine/upstream/index.js'
 
-export type { Clock } from '../kernel/clock.js'
+export type { Clock } from '../../engine/kernel/clock.js'
 
 export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, overhead: string, tags: string }
 

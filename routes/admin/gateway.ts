@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { Link } from '../../plugins/host/index.js'
-import { RECENT_FAILURES, type BreakerState, type FailureNote, type HealthReport } from '../../plugins/upstream/health.js'
+import type { Link } from '../../engine/host/index.js'
+import { RECENT_FAILURES, type BreakerState, type FailureNote, type HealthReport } from '../../engine/upstream/health.js'
 import { Answers } from './answers.js'
 import { maskSecrets, maskUrl } from './mask.js'
 
@@ -9,7 +9,7 @@ import { maskSecrets, maskUrl } from './mask.js'
 // tools, and the plugin chain in the order it applies, its options with their secrets masked
 // (./mask.ts).
 //
-// A provider's health lives in each worker's memory (plugins/upstream/health.ts): with several
+// A provider's health lives in each worker's memory (engine/upstream/health.ts): with several
 // workers, /providers asks every worker for its view (through the primary) and merges them: the
 // worst breaker, the mean of the latency averages, the latest failures of all, each with the pid
 // of the worker that saw it; `workers` has each worker's own breaker and latency.

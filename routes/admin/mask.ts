@@ -1,4 +1,4 @@
-import { SECRET_PARAM } from '../../plugins/ops/log-redaction.js'
+import { SECRET_PARAM } from '../../engine/ops/log-redaction.js'
 
 // What the admin API shows of configured values that may hold a secret (plugin options, a
 // provider's base URL): the value of any key that names a secret, every header value, and any

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { actorOf, type Operator } from '../access.js'
-import { SessionNotFound } from '../../plugins/kernel/errors.js'
-import { hashKey } from '../../plugins/store/tenants.js'
-import type { SessionInfo } from '../../plugins/store/types.js'
+import { SessionNotFound } from '../../engine/kernel/errors.js'
+import { hashKey } from '../../engine/store/tenants.js'
+import type { SessionInfo } from '../../engine/store/types.js'
 import { Answers, type OperatorSession } from './answers.js'
 import { SessionParams, SessionsQuery } from './schemas.js'
 

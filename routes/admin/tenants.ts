@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { actorOf } from '../access.js'
-import { ConfigOwned, OrgExists, OrgNotFound, ProjectExists, ProjectNotFound } from '../../plugins/kernel/errors.js'
+import { ConfigOwned, OrgExists, OrgNotFound, ProjectExists, ProjectNotFound } from '../../engine/kernel/errors.js'
 import { Answers } from './answers.js'
 import { CreditsBody, NewOrgBody, NewProjectBody, OrgParams, ProjectParams, QuotaBody } from './schemas.js'
 import { quotaOf, usdField, views } from './views.js'

@@ -1,5 +1,5 @@
-import { nanoToUsd } from '../../plugins/kernel/money.js'
-import type { CostDetail, UsageRow } from '../../plugins/store/types.js'
+import { nanoToUsd } from '../../engine/kernel/money.js'
+import type { CostDetail, UsageRow } from '../../engine/store/types.js'
 import type { CostDetail as CostDetailAnswer, UsageDetail, UsageRecord } from './answers.js'
 
 const COST_PARTS = ['input', 'cached_input', 'cache_write', 'output', 'images', 'per_request', 'tool_call'] as const satisfies ReadonlyArray<keyof CostDetail>

@@ -1,9 +1,9 @@
 import type { Static } from '@sinclair/typebox'
 import type { QuotaConfig } from '../../config/schema.js'
-import { InvalidField, OrgNotFound } from '../../plugins/kernel/errors.js'
-import { NANO_PER_USD, nanoToUsd, parseUsd } from '../../plugins/kernel/money.js'
-import { budgetScope, budgetStatus, orgRule, projectRule, quotaStatus, quotaWindow, type QuotaRule } from '../../plugins/gateway/quota-windows.js'
-import type { ApiKey, KeyBudget, KeyLimits, Store } from '../../plugins/store/types.js'
+import { InvalidField, OrgNotFound } from '../../engine/kernel/errors.js'
+import { NANO_PER_USD, nanoToUsd, parseUsd } from '../../engine/kernel/money.js'
+import { budgetScope, budgetStatus, orgRule, projectRule, quotaStatus, quotaWindow, type QuotaRule } from '../../engine/gateway/quota-windows.js'
+import type { ApiKey, KeyBudget, KeyLimits, Store } from '../../engine/store/types.js'
 import type { Key, Org, Project, QuotaView } from './answers.js'
 import type { Budget, Limits, Quota } from './schemas.js'
 

@@ -3,12 +3,12 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { isLoopbackUrl } from '../../config/load.js'
 import type { SsoConfig } from '../../config/schema.js'
-import { SsoLoginExpired, SsoNoRole, type GatewayError } from '../../plugins/kernel/errors.js'
-import { errorInput } from '../../plugins/gateway/core.js'
-import { LOGIN_TTL_MS, newSecret, SsoClient } from '../../plugins/ops/sso.js'
+import { SsoLoginExpired, SsoNoRole, type GatewayError } from '../../engine/kernel/errors.js'
+import { errorInput } from '../../engine/gateway/core.js'
+import { LOGIN_TTL_MS, newSecret, SsoClient } from '../../engine/ops/sso.js'
 import { cookieOf, SESSION_COOKIE } from '../access.js'
 
-// Single sign-on for both consoles (plugins/ops/sso.ts does the OpenID Connect part):
+// Single sign-on for both consoles (engine/ops/sso.ts does the OpenID Connect part):
 //   GET /console/auth/status     whether the gateway offers it (the pages ask before they show a sign-in);
 //   GET /console/auth/login      starts a sign-in: its state, nonce and PKCE verifier are kept in
 //                                the store under a random id, which a short-lived cookie scoped to

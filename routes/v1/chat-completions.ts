@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { ChatBody } from '../../plugins/gateway/request-schemas.js'
+import { ChatBody } from '../../engine/gateway/request-schemas.js'
 import { callBodyCompiler } from '../schemas.js'
 import { callHandler } from './call.js'
 

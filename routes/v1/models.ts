@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { MissingModelId } from '../../plugins/kernel/errors.js'
-import { grantedModels, shownModel } from '../../plugins/gateway/gate.js'
+import { MissingModelId } from '../../engine/kernel/errors.js'
+import { grantedModels, shownModel } from '../../engine/gateway/gate.js'
 import { Integer } from '../schemas.js'
 
 // GET /v1/models and GET /v1/models/{id}: the catalog's model objects, never a price, only the

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { NoStoredResponse } from '../../plugins/kernel/errors.js'
-import { ResponsesBody } from '../../plugins/gateway/request-schemas.js'
+import { NoStoredResponse } from '../../engine/kernel/errors.js'
+import { ResponsesBody } from '../../engine/gateway/request-schemas.js'
 import { callBodyCompiler } from '../schemas.js'
 import { callHandler } from './call.js'
 

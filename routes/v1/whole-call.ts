@@ -1,8 +1,8 @@
-import type { CatalogModel, ModelKind } from '../../plugins/gateway/catalog.js'
-import type { BodyObjects } from '../../plugins/gateway/body-objects.js'
-import type { Pipe } from '../../plugins/gateway/pipeline.js'
-import { wholePairFor, type WholeKind } from '../../plugins/translation/index.js'
-import type { Json, Protocol } from '../../plugins/translation/types.js'
+import type { CatalogModel, ModelKind } from '../../engine/gateway/catalog.js'
+import type { BodyObjects } from '../../engine/gateway/body-objects.js'
+import type { Pipe } from '../../engine/gateway/pipeline.js'
+import { wholePairFor, type WholeKind } from '../../engine/translation/index.js'
+import type { Json, Protocol } from '../../engine/translation/types.js'
 import type { CallSpec } from './run-call.js'
 
 // The calls answered whole, never streamed: embeddings (OpenAI's POST /v1/embeddings, Google's

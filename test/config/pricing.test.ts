@@ -1,6 +1,6 @@
 import t from 'tap'
 import { ConfigError, parseConfig } from '../../config/load.js'
-import { priceOf } from '../../plugins/gateway/catalog.js'
+import { priceOf } from '../../engine/gateway/catalog.js'
 
 // Validation of every field of a price sheet, each problem with its path.
 

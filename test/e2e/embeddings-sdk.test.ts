@@ -5,7 +5,7 @@ import { cosineSimilarity, embedMany } from 'ai'
 import OpenAI from 'openai'
 import { loadConfig } from '../../config/load.js'
 import type { Json } from '../../plugins/api/index.js'
-import { cosine, demoVector } from '../../plugins/upstream/demo-media.js'
+import { cosine, demoVector } from '../../engine/upstream/demo-media.js'
 import { fromRoot } from '../../paths.js'
 import { KEY_A, listeningGateway, mockCatalogWithGemini, settled } from '../helper.js'
 

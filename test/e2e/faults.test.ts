@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { KEY_A, listeningGateway, type ListeningGateway } from '../helper.js'
 import type { Faults } from '../mock-upstream.js'
-import type { UsageRow } from '../../plugins/store/types.js'
+import type { UsageRow } from '../../engine/store/types.js'
 
 // The fault suite: an upstream that resets, stalls, answers 5xx or 4xx, or sends a truncated or
 // malformed body, on every metered route, streamed and not. What the client must get: the right

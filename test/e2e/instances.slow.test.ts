@@ -4,7 +4,7 @@ import { Redis } from 'ioredis'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { eventually, KEY_A, mockCatalog, spawnGateway, type SpawnedGateway } from '../helper.js'
 import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
-import { estimatePromptTokens } from '../../plugins/gateway/billing.js'
+import { estimatePromptTokens } from '../../engine/gateway/billing.js'
 
 // a call's hold: (the prompt's estimate + its 200 max_tokens) at the output rate, $15 per million
 const HOLD = (estimatePromptTokens({ messages: [{ role: 'user', content: 'x' }] }) + 200) * 15_000

@@ -4,7 +4,7 @@ import { AIMessage, AIMessageChunk, HumanMessage, SystemMessage, ToolMessage, ty
 import { tool } from '@langchain/core/tools'
 import { ChatOpenAI, OpenAIEmbeddings } from '@langchain/openai'
 import { z } from 'zod'
-import { demoVector } from '../../plugins/upstream/demo-media.js'
+import { demoVector } from '../../engine/upstream/demo-media.js'
 import { KEY_A, KEY_B, listeningGateway, mockCatalogWithGemini, settled } from '../helper.js'
 
 // LangChain's chat models against the gateway, as an app built on LangChain calls it: ChatOpenAI

@@ -1,11 +1,11 @@
 import t, { type Test } from 'tap'
 import { request as httpRequest } from 'node:http'
 import { buildApp } from '../../app.js'
-import { targetProblem } from '../../plugins/gateway/passthrough-target.js'
+import { targetProblem } from '../../engine/gateway/passthrough-target.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { KEY_A, KEY_B, mockCatalog, mockCatalogWithGemini, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_GEMINI_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
 import type { FastifyInstance } from 'fastify'
-import type { UsageRow } from '../../plugins/store/types.js'
+import type { UsageRow } from '../../engine/store/types.js'
 
 // /passthrough/{provider}/*: the providers' own APIs behind gateway keys, through
 // the same call pipeline as /v1, with the chain's limits and the usage ledger.

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
 import { startMockUpstream, type MockUpstream, type RecordedRequest } from '../mock-upstream.js'
 import { KEY_A, mockCatalogWithGemini, settled, testConfig } from '../helper.js'
-import type { Json } from '../../plugins/translation/types.js'
+import type { Json } from '../../engine/translation/types.js'
 
 // The charge as providers bill it, table-driven: each provider's usage block as its documentation
 // shows it (Anthropic's cache_creation split, OpenAI's cached_tokens, Gemini's

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { estimatePromptTokens } from '../../plugins/gateway/billing.js'
+import { estimatePromptTokens } from '../../engine/gateway/billing.js'
 import type { MockUpstream } from '../mock-upstream.js'
 import { eventually, KEY_A } from '../helper.js'
 import { ADMIN, chat, INITIAL_USD, ledger, twoWorkers } from './two-workers.js'

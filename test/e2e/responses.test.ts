@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import OpenAI from 'openai'
-import { nanoToUsd } from '../../plugins/kernel/money.js'
+import { nanoToUsd } from '../../engine/kernel/money.js'
 import { promptTokens } from '../mock-upstream.js'
 import { KEY_A, listeningGateway, mockCatalog } from '../helper.js'
 

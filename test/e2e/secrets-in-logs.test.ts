@@ -100,7 +100,7 @@ t.test('a Gemini client\'s ?key= is never logged, whatever the key looks like an
 })
 
 t.test('redactUrl keeps what is not a secret', async (t) => {
-  const { redactUrl } = await import('../../plugins/ops/log-redaction.js')
+  const { redactUrl } = await import('../../engine/ops/log-redaction.js')
   const cases: Array<[string, string]> = [
     ['/v1/messages?beta=true', '/v1/messages?beta=true'],
     ['/admin/v1/usage?org=acme&limit=5', '/admin/v1/usage?org=acme&limit=5'],

@@ -195,7 +195,7 @@ t.test('the keys the gateway once answered 500 for, on each route that met them'
 })
 
 t.test('the encoding, alone: one token a name, bounded, the same for the same name', async (t) => {
-  const { addDroppedNames, droppedName, MAX_LIST_CHARS, MAX_NAME_CHARS, MAX_NAMES } = await import('../../plugins/gateway/dropped-names.js')
+  const { addDroppedNames, droppedName, MAX_LIST_CHARS, MAX_NAME_CHARS, MAX_NAMES } = await import('../../engine/gateway/dropped-names.js')
   t.equal(droppedName('generationConfig.topK'), 'generationConfig.topK', 'a field path as it is')
   t.equal(droppedName('a,b'), 'a%2Cb')
   t.equal(droppedName('bad\nkey'), 'bad%0Akey')

@@ -1,7 +1,7 @@
 import t from 'tap'
 import auth from '../../plugins/auth.js'
-import { TEST_KEY } from '../../plugins/host/testing.js'
-import type { SqliteStore } from '../../plugins/store/sqlite/index.js'
+import { TEST_KEY } from '../../engine/host/testing.js'
+import type { SqliteStore } from '../../engine/store/sqlite/index.js'
 import { bareGateway, bearer } from '../helper.js'
 
 // The auth plugin on a bare Fastify with the test gateway: API keys in Authorization: Bearer

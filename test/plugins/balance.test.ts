@@ -2,7 +2,7 @@ import t from 'tap'
 import { definePlugin } from '../../plugins/api/index.js'
 import auth from '../../plugins/auth.js'
 import balance from '../../plugins/balance.js'
-import { estimatePromptTokens } from '../../plugins/gateway/billing.js'
+import { estimatePromptTokens } from '../../engine/gateway/billing.js'
 import { bareGateway, bearer, build, mockCatalog } from '../helper.js'
 import { startMockUpstream } from '../mock-upstream.js'
 

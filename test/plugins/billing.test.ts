@@ -1,9 +1,9 @@
 import t from 'tap'
-import { chargeOf, costOf, estimatePromptTokens, settle, worstCaseCharge } from '../../plugins/gateway/billing.js'
-import { priceOf } from '../../plugins/gateway/catalog.js'
-import { nanoToUsd, parseUsd, pricePerToken, usdToNano } from '../../plugins/kernel/money.js'
-import type { Usage } from '../../plugins/translation/types.js'
-import { toOpenAIUsage, usageFromOpenAI } from '../../plugins/translation/usage.js'
+import { chargeOf, costOf, estimatePromptTokens, settle, worstCaseCharge } from '../../engine/gateway/billing.js'
+import { priceOf } from '../../engine/gateway/catalog.js'
+import { nanoToUsd, parseUsd, pricePerToken, usdToNano } from '../../engine/kernel/money.js'
+import type { Usage } from '../../engine/translation/types.js'
+import { toOpenAIUsage, usageFromOpenAI } from '../../engine/translation/usage.js'
 
 const usage = (prompt: number, cached: number, completion: number): Usage => ({ prompt_tokens: prompt, cached_input_tokens: cached, completion_tokens: completion, cache_creation_input_tokens: 0 })
 

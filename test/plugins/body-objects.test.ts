@@ -1,11 +1,11 @@
 import t from 'tap'
 import type { Config } from '../../config/schema.js'
-import { BodyObjects, reachableProviders, topLevelObjects } from '../../plugins/gateway/body-objects.js'
-import { referencesIn } from '../../plugins/gateway/provider-objects.js'
-import type { Store } from '../../plugins/store/types.js'
+import { BodyObjects, reachableProviders, topLevelObjects } from '../../engine/gateway/body-objects.js'
+import { referencesIn } from '../../engine/gateway/provider-objects.js'
+import type { Store } from '../../engine/store/types.js'
 import { testConfig } from '../helper.js'
 
-// The objects a body names (plugins/gateway/body-objects.ts, and the fields pass-through reads in
+// The objects a body names (engine/gateway/body-objects.ts, and the fields pass-through reads in
 // provider-objects.ts), and which providers a call naming them may go to, on a store that answers
 // at once (SQLite) and on one that answers later (PostgreSQL).
 

@@ -1,10 +1,10 @@
 import t from 'tap'
 import { inflateSync } from 'node:zlib'
-import { vectorFromBase64 } from '../../plugins/translation/embeddings.js'
-import type { Json } from '../../plugins/translation/types.js'
-import { createDemoClient } from '../../plugins/upstream/demo.js'
-import { cosine, DEMO_DIMENSIONS, demoPng, demoVector } from '../../plugins/upstream/demo-media.js'
-import { CallAbort, type UpstreamResponse } from '../../plugins/upstream/types.js'
+import { vectorFromBase64 } from '../../engine/translation/embeddings.js'
+import type { Json } from '../../engine/translation/types.js'
+import { createDemoClient } from '../../engine/upstream/demo.js'
+import { cosine, DEMO_DIMENSIONS, demoPng, demoVector } from '../../engine/upstream/demo-media.js'
+import { CallAbort, type UpstreamResponse } from '../../engine/upstream/types.js'
 
 // The demo models' embeddings and images: vectors that behave like a real model's (equal texts
 // equal, related texts closer than unrelated ones, unit length, shortened on request), valid PNGs

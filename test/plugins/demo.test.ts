@@ -4,9 +4,9 @@ import type { AddressInfo } from 'node:net'
 import type { Readable } from 'node:stream'
 import OpenAI from 'openai'
 import t from 'tap'
-import type { Json } from '../../plugins/translation/types.js'
-import { createDemoClient, readRequest, toolsToCall } from '../../plugins/upstream/demo.js'
-import { CallAbort, type UpstreamClient, type UpstreamResponse } from '../../plugins/upstream/types.js'
+import type { Json } from '../../engine/translation/types.js'
+import { createDemoClient, readRequest, toolsToCall } from '../../engine/upstream/demo.js'
+import { CallAbort, type UpstreamClient, type UpstreamResponse } from '../../engine/upstream/types.js'
 
 // The demo provider must produce what a real upstream would: checked on the raw bytes, and by
 // the official SDKs reading them over a tiny HTTP bridge with their strict stream helpers.

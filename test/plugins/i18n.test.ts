@@ -1,6 +1,6 @@
 import t from 'tap'
-import { en } from '../../plugins/kernel/i18n/en.js'
-import { CATALOGS, LOCALES, localize, negotiateLocale } from '../../plugins/kernel/i18n/index.js'
+import { en } from '../../engine/kernel/i18n/en.js'
+import { CATALOGS, LOCALES, localize, negotiateLocale } from '../../engine/kernel/i18n/index.js'
 import { bearer, build, KEY_A } from '../helper.js'
 
 const placeholders = (s: string): string[] => [...s.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string).sort()

@@ -1,8 +1,8 @@
 import t from 'tap'
 import auth from '../../plugins/auth.js'
 import idempotency from '../../plugins/idempotency.js'
-import { SqliteStore } from '../../plugins/store/sqlite/index.js'
-import type { TestGateway } from '../../plugins/host/testing.js'
+import { SqliteStore } from '../../engine/store/sqlite/index.js'
+import type { TestGateway } from '../../engine/host/testing.js'
 import { bareGateway, FakeClock, mockCatalog, settled } from '../helper.js'
 import { startMockUpstream } from '../mock-upstream.js'
 

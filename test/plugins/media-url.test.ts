@@ -1,5 +1,5 @@
 import t from 'tap'
-import { firstHostResolvingToBlockedAddress, isPublicAddress, mediaUrlProblem, type DataUris } from '../../plugins/gateway/media-url.js'
+import { firstHostResolvingToBlockedAddress, isPublicAddress, mediaUrlProblem, type DataUris } from '../../engine/gateway/media-url.js'
 
 // [url, allowed as a chat image_url, allowed where data: URIs are not (video_url, Messages url source)]
 const TABLE: Array<[string, boolean, boolean]> = [

@@ -4,7 +4,7 @@ import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import { GoogleGenAI } from '@google/genai'
 import { definePlugin, type CallOutcome, type Json, type PluginAnswer } from '../../plugins/api/index.js'
-import { testGateway, TEST_KEY } from '../../plugins/host/testing.js'
+import { testGateway, TEST_KEY } from '../../engine/host/testing.js'
 
 // A plugin may answer a call itself at admission (what a cache does): nothing goes upstream, the
 // answer reaches the client in its protocol, whole or replayed as the protocol's own stream, and

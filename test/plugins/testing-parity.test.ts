@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
-import { testGateway, TEST_KEY } from '../../plugins/host/testing.js'
+import { testGateway, TEST_KEY } from '../../engine/host/testing.js'
 import { testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 

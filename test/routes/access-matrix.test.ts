@@ -1,9 +1,9 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../../app.js'
-import { standaloneRuntime } from '../../plugins/ops/operations.js'
+import { standaloneRuntime } from '../../engine/ops/operations.js'
 import { ACCESS } from '../../routes/access.js'
-import type { Role } from '../../plugins/store/types.js'
+import type { Role } from '../../engine/store/types.js'
 import { bearer, KEY_A, settled, testConfig, watchAnswers } from '../helper.js'
 import { CLIENT_ID, CLIENT_SECRET, startIdp, type Idp } from '../oidc-idp.js'
 

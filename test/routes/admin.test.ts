@@ -255,7 +255,7 @@ t.test('plugins: the chain as it applies, in order, with the metrics and tracing
   const dir = tempDir('admin-plugins')
   const file = join(dir, 'vault.mjs')
   writeFileSync(file, "export default { name: 'vault', options: { type: 'object' }, async plugin () {} }\n")
-  const { resolveGatewayConfig: resolveConfig } = await import('../../plugins/host/index.js')
+  const { resolveGatewayConfig: resolveConfig } = await import('../../engine/host/index.js')
   const { buildApp } = await import('../../app.js')
   const base = JSON.parse(JSON.stringify(testConfig())) as Record<string, unknown>
   const config = await resolveConfig({

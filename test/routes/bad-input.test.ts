@@ -1,5 +1,5 @@
 import t from 'tap'
-import { MAX_JSON_DEPTH } from '../../plugins/gateway/validation.js'
+import { MAX_JSON_DEPTH } from '../../engine/gateway/validation.js'
 import { bearer, build, KEY_A } from '../helper.js'
 
 // Bad input gets a 400 in the route family's shape, never a 500: bodies nested too deep, and

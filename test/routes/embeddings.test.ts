@@ -2,8 +2,8 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ConfigError, parseConfig } from '../../config/load.js'
 import type { Json } from '../../plugins/api/index.js'
-import { vectorFromBase64 } from '../../plugins/translation/embeddings.js'
-import { DEMO_DIMENSIONS, demoVector } from '../../plugins/upstream/demo-media.js'
+import { vectorFromBase64 } from '../../engine/translation/embeddings.js'
+import { DEMO_DIMENSIONS, demoVector } from '../../engine/upstream/demo-media.js'
 import { bearer, build, KEY_A, KEY_B, listeningGateway, mockCatalogWithGemini, settled, type ListeningGateway } from '../helper.js'
 
 // POST /v1/embeddings and /v1/images/generations (OpenAI's shapes) and Google's embedContent and

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
-import { nanoToUsd } from '../../plugins/kernel/money.js'
+import { nanoToUsd } from '../../engine/kernel/money.js'
 import { startMockUpstream, type MockUpstream, type RecordedRequest } from '../mock-upstream.js'
 import { KEY_A, mockCatalogWithGemini, settled, testConfig } from '../helper.js'
 

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { startMockUpstream } from '../mock-upstream.js'
 import { bearer, build, KEY_A, mockCatalog } from '../helper.js'
 
-// A media URL the rules of plugins/gateway/media-url.ts refuse is answered 400 in the route family's
+// A media URL the rules of engine/gateway/media-url.ts refuse is answered 400 in the route family's
 // shape and never reaches the upstream, whatever protocol the client and the upstream speak.
 
 const BAD = ['file:///etc/passwd', 'gopher://example.com/_x', 'javascript:alert(1)', 'http://169.254.169.254/latest/meta-data/', 'http://[::1]/a.png', 'http://[::ffff:7f00:1]/', 'http://2130706433/', 'http://user:pw@example.com/a.png', 'http://metadata.google.internal/']

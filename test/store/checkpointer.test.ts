@@ -3,12 +3,12 @@ import { readFileSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { buildApp } from '../../app.js'
-import { startCheckpointer } from '../../plugins/store/sqlite/checkpointer.js'
-import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
+import { startCheckpointer } from '../../engine/store/sqlite/checkpointer.js'
+import { SqliteStore as Store } from '../../engine/store/sqlite/index.js'
 import { eventually, sqliteOf, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 
-// WAL checkpoints run on a thread (plugins/store/sqlite/checkpointer.ts): the serving connection's own
+// WAL checkpoints run on a thread (engine/store/sqlite/checkpointer.ts): the serving connection's own
 // automatic checkpoint is pushed far out, and the pages it writes still reach the database file.
 // Under a steady stream of commits the WAL starts over from its beginning all the same: the thread
 // holds the process's group commit for its last copy, and the writes go on after it.

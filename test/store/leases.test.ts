@@ -1,8 +1,8 @@
 import t from 'tap'
 import { join } from 'node:path'
-import { Leases, type LeaseLedger } from '../../plugins/store/leases.js'
-import { SqliteStore } from '../../plugins/store/sqlite/index.js'
-import { sqliteLeaseLedger } from '../../plugins/store/sqlite/ledger.js'
+import { Leases, type LeaseLedger } from '../../engine/store/leases.js'
+import { SqliteStore } from '../../engine/store/sqlite/index.js'
+import { sqliteLeaseLedger } from '../../engine/store/sqlite/ledger.js'
 import { FakeClock, testConfig, type Teardown } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
-import type { UsageFilter } from '../../plugins/store/types.js'
+import { SqliteStore as Store } from '../../engine/store/sqlite/index.js'
+import type { UsageFilter } from '../../engine/store/types.js'
 import { testConfig } from '../helper.js'
 import { usageRow } from '../usage-row.js'
 

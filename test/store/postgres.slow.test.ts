@@ -2,8 +2,8 @@ import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
-import { PostgresStore } from '../../plugins/store/postgres/index.js'
-import type { UsageRow } from '../../plugins/store/types.js'
+import { PostgresStore } from '../../engine/store/postgres/index.js'
+import type { UsageRow } from '../../engine/store/types.js'
 import { childEnv, eventually, KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 import { REDIS_URL, scratchDatabase as database, scratchRedisPrefix as prefix, servicesMissing as services } from '../scratch-services.js'
@@ -149,12 +149,12 @@ t.test('PostgreSQL + Redis store', async (t) => {
     const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
     const { join } = await import('node:path')
     const { fromRoot } = await import('../../paths.js')
-    const { migrate, pgPool } = await import('../../plugins/store/postgres/db.js')
+    const { migrate, pgPool } = await import('../../engine/store/postgres/db.js')
     const url = await database(t)
     // the database as a release that stopped at migration 005 left it, with a record its batch wrote
     const upTo = join(tempDir('pg-migrations'), 'migrations')
     mkdirSync(upTo)
-    const all = fromRoot('plugins', 'store', 'postgres', 'migrations')
+    const all = fromRoot('engine', 'store', 'postgres', 'migrations')
     for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= 5)) copyFileSync(join(all, f), join(upTo, f))
     const pool = pgPool(url, 1)
     await migrate(pool, upTo)
@@ -187,11 +187,11 @@ t.test('PostgreSQL + Redis store', async (t) => {
     const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
     const { join } = await import('node:path')
     const { fromRoot } = await import('../../paths.js')
-    const { migrate, pgPool } = await import('../../plugins/store/postgres/db.js')
+    const { migrate, pgPool } = await import('../../engine/store/postgres/db.js')
     const url = await database(t)
     const upTo = join(tempDir('pg-migrations'), 'migrations')
     mkdirSync(upTo)
-    const all = fromRoot('plugins', 'store', 'postgres', 'migrations')
+    const all = fromRoot('engine', 'store', 'postgres', 'migrations')
     for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= 12)) copyFileSync(join(all, f), join(upTo, f))
     const pool = pgPool(url, 1)
     await migrate(pool, upTo)
@@ -216,11 +216,11 @@ t.test('PostgreSQL + Redis store', async (t) => {
     const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
     const { join } = await import('node:path')
     const { fromRoot } = await import('../../paths.js')
-    const { migrate, pgPool } = await import('../../plugins/store/postgres/db.js')
+    const { migrate, pgPool } = await import('../../engine/store/postgres/db.js')
     const url = await database(t)
     const upTo = join(tempDir('pg-migrations'), 'migrations')
     mkdirSync(upTo)
-    const all = fromRoot('plugins', 'store', 'postgres', 'migrations')
+    const all = fromRoot('engine', 'store', 'postgres', 'migrations')
     for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= 13)) copyFileSync(join(all, f), join(upTo, f))
     const pool = pgPool(url, 1)
     await migrate(pool, upTo)
@@ -244,11 +244,11 @@ t.test('PostgreSQL + Redis store', async (t) => {
     const { copyFileSync, mkdirSync, readdirSync } = await import('node:fs')
     const { join } = await import('node:path')
     const { fromRoot } = await import('../../paths.js')
-    const { migrate, pgPool } = await import('../../plugins/store/postgres/db.js')
+    const { migrate, pgPool } = await import('../../engine/store/postgres/db.js')
     const url = await database(t)
     const upTo = join(tempDir('pg-migrations'), 'migrations')
     mkdirSync(upTo)
-    const all = fromRoot('plugins', 'store', 'postgres', 'migrations')
+    const all = fromRoot('engine', 'store', 'postgres', 'migrations')
     for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= 11)) copyFileSync(join(all, f), join(upTo, f))
     const pool = pgPool(url, 1)
     await migrate(pool, upTo)
@@ -475,7 +475,7 @@ t.test('modelgate store migrate copies a SQLite store into PostgreSQL and checks
   if (missing !== null) { t.plan(0, `PostgreSQL or Redis not reachable (${missing})`); return }
   const { join } = await import('node:path')
   const { execFile } = await import('node:child_process')
-  const { SqliteStore } = await import('../../plugins/store/sqlite/index.js')
+  const { SqliteStore } = await import('../../engine/store/sqlite/index.js')
   const { fromRoot } = await import('../../paths.js')
   const file = join(tempDir('migrate'), 'gw.db')
   // a SQLite store with tenants, a created key, a revoked one, credits, charges, records and a hold left open

@@ -5,9 +5,9 @@ import { spawn } from 'node:child_process'
 import { pathToFileURL } from 'node:url'
 import Database from 'better-sqlite3'
 import { fromRoot } from '../../paths.js'
-import { migrate, openDatabase, walMode } from '../../plugins/store/sqlite/db.js'
-import { SqliteStore as Store } from '../../plugins/store/sqlite/index.js'
-import { hashKey } from '../../plugins/store/tenants.js'
+import { migrate, openDatabase, walMode } from '../../engine/store/sqlite/db.js'
+import { SqliteStore as Store } from '../../engine/store/sqlite/index.js'
+import { hashKey } from '../../engine/store/tenants.js'
 import { testConfig, KEY_A } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 import { usageRow } from '../usage-row.js'
@@ -67,7 +67,7 @@ t.test('the store\'s files are the gateway\'s own: the folder it makes 0700, the
 function databaseAt (version: number): { file: string, old: Database.Database } {
   const dir = tempDir('store')
   const upTo = join(dir, 'migrations')
-  const all = fromRoot('plugins', 'store', 'sqlite', 'migrations')
+  const all = fromRoot('engine', 'store', 'sqlite', 'migrations')
   mkdirSync(upTo)
   for (const f of readdirSync(all).filter((f) => Number(f.slice(0, 3)) <= version)) copyFileSync(join(all, f), join(upTo, f))
   const file = join(dir, 'gw.db')
@@ -272,7 +272,7 @@ t.test('a change made by a process on no bus with the serving ones (a CLI comman
 })
 
 t.test('the bus: each topic carries its own message; one from another process that does not fit its topic reaches no handler', async (t) => {
-  const { LocalBus, Topics } = await import('../../plugins/store/bus.js')
+  const { LocalBus, Topics } = await import('../../engine/store/bus.js')
   const a = new LocalBus(':memory:bus-topics')
   const b = new LocalBus(':memory:bus-topics')
   t.teardown(() => { a.leave(); b.leave() })
@@ -320,7 +320,7 @@ t.test('the switch to WAL mode is tried again while another connection\'s lock a
 })
 
 t.test('six processes opening one new file together all open it (the start of a gateway\'s workers)', async (t) => {
-  const module = pathToFileURL(fromRoot('.build', 'plugins', 'store', 'sqlite', 'db.js')).href
+  const module = pathToFileURL(fromRoot('.build', 'engine', 'store', 'sqlite', 'db.js')).href
   for (let round = 0; round < 4; round++) {
     const file = join(tempDir('store-open'), 'gw.db')
     const opened = await Promise.all(Array.from({ length: 6 }, async () => await new Promise<string>((resolve) => {

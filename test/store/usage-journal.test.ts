@@ -1,7 +1,7 @@
 import t from 'tap'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { SqliteStore } from '../../plugins/store/sqlite/index.js'
+import { SqliteStore } from '../../engine/store/sqlite/index.js'
 import { eventually } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
 import { usageRow } from '../usage-row.js'

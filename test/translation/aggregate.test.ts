@@ -1,9 +1,9 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { aggregateStream } from '../../plugins/api/index.js'
-import { replayStream } from '../../plugins/translation/replay.js'
-import { serialize } from '../../plugins/translation/sse.js'
-import type { Json, Protocol, SseEvent } from '../../plugins/translation/types.js'
+import { replayStream } from '../../engine/translation/replay.js'
+import { serialize } from '../../engine/translation/sse.js'
+import type { Json, Protocol, SseEvent } from '../../engine/translation/types.js'
 import { fromRoot } from '../../paths.js'
 
 // A stream folded back into its whole answer is the inverse of the replay of a whole answer as

@@ -1,10 +1,10 @@
 import t from 'tap'
-import { pairFor } from '../../plugins/translation/index.js'
-import { CHAT_FIELDS } from '../../plugins/translation/tables/chat.js'
-import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from '../../plugins/translation/tables/gemini.js'
-import { MESSAGES_FIELDS } from '../../plugins/translation/tables/messages.js'
-import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from '../../plugins/translation/tables/responses.js'
-import type { Json, Protocol, TranslateCtx } from '../../plugins/translation/types.js'
+import { pairFor } from '../../engine/translation/index.js'
+import { CHAT_FIELDS } from '../../engine/translation/tables/chat.js'
+import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from '../../engine/translation/tables/gemini.js'
+import { MESSAGES_FIELDS } from '../../engine/translation/tables/messages.js'
+import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from '../../engine/translation/tables/responses.js'
+import type { Json, Protocol, TranslateCtx } from '../../engine/translation/types.js'
 
 // The field tables are what the pairs do: a field a protocol's table marks dropped toward an
 // upstream is reported by that pair, a passed one reaches the upstream body as it is, an

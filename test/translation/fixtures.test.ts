@@ -1,10 +1,10 @@
 import t from 'tap'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { isGatewayError } from '../../plugins/kernel/errors.js'
-import { pairFor, upstreamPath, wholePairFor, type WholeKind } from '../../plugins/translation/index.js'
-import { serialize, SseParser } from '../../plugins/translation/sse.js'
-import type { Protocol, SseEvent, TranslateCtx, TranslatorPair, WholePair } from '../../plugins/translation/types.js'
+import { isGatewayError } from '../../engine/kernel/errors.js'
+import { pairFor, upstreamPath, wholePairFor, type WholeKind } from '../../engine/translation/index.js'
+import { serialize, SseParser } from '../../engine/translation/sse.js'
+import type { Protocol, SseEvent, TranslateCtx, TranslatorPair, WholePair } from '../../engine/translation/types.js'
 import { fromRoot } from '../../paths.js'
 
 // Every folder under test/fixtures/<pair>/<case>/ is a case; a new case needs no code. Streams are

@@ -1,16 +1,16 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { droppedName } from '../../plugins/gateway/dropped-names.js'
-import { isGatewayError } from '../../plugins/kernel/errors.js'
-import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
-import type { Protocol, SseEvent, TranslateCtx, TranslatorPair } from '../../plugins/translation/types.js'
+import { droppedName } from '../../engine/gateway/dropped-names.js'
+import { isGatewayError } from '../../engine/kernel/errors.js'
+import { pairFor, upstreamPath } from '../../engine/translation/index.js'
+import type { Protocol, SseEvent, TranslateCtx, TranslatorPair } from '../../engine/translation/types.js'
 import { checkResponsesBody } from './responses-route.js'
 
 // Hostile bodies for every pair: valid skeletons (so the bodies reach deep code) with some of
 // their values swapped for nulls, wrong types, prototype names or random JSON, keys deleted and
 // keys added. Whatever comes in, a pair answers or throws a GatewayError, never a TypeError, and
 // what it answers is plain JSON: no function fished out of a prototype, drop names that are strings
-// (made header tokens by the call, plugins/gateway/dropped-names.ts).
+// (made header tokens by the call, engine/gateway/dropped-names.ts).
 
 const RUNS = 600
 const SEED = 20240611
@@ -329,7 +329,7 @@ t.test('the fuzzer reaches deep code: a skeleton goes through whole', async (t) 
 })
 
 t.test('a dropped field or tool type with a lone surrogate, or cut inside a pair, is listed header-safe', async (t) => {
-  const { Dropped } = await import('../../plugins/translation/fields.js')
+  const { Dropped } = await import('../../engine/translation/fields.js')
   const d = new Dropped()
   d.add('\ud800')
   d.add('x'.repeat(127) + '😀tail')

@@ -1,9 +1,9 @@
 import t from 'tap'
-import { errorBody } from '../../plugins/kernel/errors.js'
-import { FOREIGN_SIGNATURE, geminiPath, schemaFromGemini, splitSignature, toGeminiUsage, unpackThinking, usageFromGemini, withSignature } from '../../plugins/translation/gemini.js'
-import { pairFor, upstreamPath } from '../../plugins/translation/index.js'
-import { errorEvent, serialize, SseParser } from '../../plugins/translation/sse.js'
-import type { Json, SseEvent, TranslateCtx } from '../../plugins/translation/types.js'
+import { errorBody } from '../../engine/kernel/errors.js'
+import { FOREIGN_SIGNATURE, geminiPath, schemaFromGemini, splitSignature, toGeminiUsage, unpackThinking, usageFromGemini, withSignature } from '../../engine/translation/gemini.js'
+import { pairFor, upstreamPath } from '../../engine/translation/index.js'
+import { errorEvent, serialize, SseParser } from '../../engine/translation/sse.js'
+import type { Json, SseEvent, TranslateCtx } from '../../engine/translation/types.js'
 
 // What the fixtures cannot show on their own: a thought signature that leaves the gateway in one
 // answer comes back in the next request and lands where Gemini (or Anthropic) wants it; every
@@ -307,7 +307,7 @@ t.test('where the text sits in Gemini bodies and chunks (what guardrails read an
 })
 
 t.test('a whole Gemini answer replayed as its stream (a cache hit for a streaming client) says what the answer says', async (t) => {
-  const { replayStream } = await import('../../plugins/translation/replay.js')
+  const { replayStream } = await import('../../engine/translation/replay.js')
   const long = 'word '.repeat(30).trim()
   const body: Json = {
     candidates: [

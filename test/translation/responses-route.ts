@@ -1,7 +1,7 @@
-import { ResponsesBody } from '../../plugins/gateway/request-schemas.js'
-import { validBody } from '../../plugins/gateway/validation.js'
-import { refuseStateful } from '../../plugins/translation/responses-request.js'
-import type { Json } from '../../plugins/translation/types.js'
+import { ResponsesBody } from '../../engine/gateway/request-schemas.js'
+import { validBody } from '../../engine/gateway/validation.js'
+import { refuseStateful } from '../../engine/translation/responses-request.js'
+import type { Json } from '../../engine/translation/types.js'
 
 /** What POST /v1/responses checks of a body before anything is forwarded: its schema, then that it asks for no stored state. */
 export function checkResponsesBody (body: unknown): Json {

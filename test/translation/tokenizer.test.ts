@@ -1,7 +1,7 @@
 import t from 'tap'
 import { Tiktoken } from 'js-tiktoken/lite'
 import ranks from 'js-tiktoken/ranks/o200k_base'
-import { countGeminiTokens, countTexts, countTokens, MAX_PIECE, MAX_WORK, o200kBase, pieceWork, SLICE_WORK, type Encoding } from '../../plugins/translation/tokenizer.js'
+import { countGeminiTokens, countTexts, countTokens, MAX_PIECE, MAX_WORK, o200kBase, pieceWork, SLICE_WORK, type Encoding } from '../../engine/translation/tokenizer.js'
 import { bearer, build, KEY_A } from '../helper.js'
 
 // The count_tokens tokenizer is bounded: the BPE never sees a piece longer than MAX_PIECE, the
