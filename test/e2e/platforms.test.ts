@@ -1,4 +1,5 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
+import { Writable } from 'node:stream'
 import Anthropic from '@anthropic-ai/sdk'
 import { GoogleGenAI } from '@google/genai'
 import { OAuth2Client } from 'google-auth-library'
@@ -29,9 +30,11 @@ const model = (id: string, provider: unknown, extra: Record<string, unknown> = {
 })
 const nano = (prompt: number, completion: number): number => prompt * PRICE.input * 1000 + completion * PRICE.output * 1000
 
-interface World { app: FastifyInstance, base: string, mock: MockUpstream, cloud: MockPlatforms, clock: FakeClock }
+interface World { app: FastifyInstance, base: string, mock: MockUpstream, cloud: MockPlatforms, clock: FakeClock, logs: () => string, saFile: string }
 
-async function world (t: Tap.Test): Promise<World> {
+const ADMIN = 'admin-token-platforms-0123456789'
+
+async function world (t: Test): Promise<World> {
   const clock = new FakeClock(Date.now())
   const mock = await startMockUpstream()
   const cloud = await startMockPlatforms(mock, { now: clock.now })
@@ -40,6 +43,7 @@ async function world (t: Tap.Test): Promise<World> {
   const { buildApp } = await import('../../app.js')
   const config = testConfig({
     plugins: [{ name: 'auth' }, { name: 'usage' }],
+    admin: { token: ADMIN },
     providers: [
       ...(catalog.providers as unknown[]),
       { id: 'azure', protocol: 'openai', platform: 'azure', base_url: cloud.url, api_key: AZURE_KEY, api_version: '2024-10-21' },
@@ -55,10 +59,12 @@ async function world (t: Tap.Test): Promise<World> {
       model('openai/embed-az', 'azure', { upstream_model: 'embed-deploy', architecture: { input_modalities: ['text'], output_modalities: ['embeddings'] }, pricing: { input: 0.1, output: 0 } })
     ]
   })
-  const app = await buildApp(config, { logger: false, clock })
+  let logs = ''
+  const stream = new Writable({ write (chunk: Buffer, _enc, cb) { logs += chunk.toString(); cb() } })
+  const app = await buildApp(config, { logger: { level: 'info', stream }, clock })
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(async () => { await app.close(); await cloud.close(); await mock.close() })
-  return { app, base: `http://127.0.0.1:${(app.server.address() as { port: number }).port}`, mock, cloud, clock }
+  return { app, base: `http://127.0.0.1:${(app.server.address() as { port: number }).port}`, mock, cloud, clock, logs: () => logs, saFile }
 }
 
 const rowOf = async (app: FastifyInstance, model: string): Promise<import('../../engine/store/types.js').UsageRow> => {
@@ -271,4 +277,50 @@ t.test('a platform refusing the gateway\'s credentials: 502 naming the provider,
     t.notMatch(res.body, /azure-wrong-key|ya29/, 'no credential in the answer')
   }
   t.equal(cloud.seen.filter((s) => s.url.includes('publishers')).length, 1, 'a static access token is not renewed: one call')
+})
+
+t.test('operators see each provider\'s platform; traces name it; no credential in the log, an answer or the console', async (t) => {
+  const { app, base, cloud, logs, mock, saFile } = await world(t)
+  const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: KEY_A, maxRetries: 0 })
+  await openai.chat.completions.create({ model: 'google/gemini-v', messages: [{ role: 'user', content: 'x' }] })
+  await openai.chat.completions.create({ model: 'azure/gpt', messages: [{ role: 'user', content: 'x' }] })
+  cloud.revokeTokens()
+  await openai.chat.completions.create({ model: 'google/gemini-v', messages: [{ role: 'user', content: 'y' }] })
+  mock.faults.status = { status: 500, times: 1, path: '/v1/chat/completions' }
+  await openai.chat.completions.create({ model: 'openai/gpt-multi', messages: [{ role: 'user', content: 'z' }] })
+
+  const res = await app.inject({ method: 'GET', url: '/admin/v1/providers', headers: { authorization: `Bearer ${ADMIN}` } })
+  t.equal(res.statusCode, 200)
+  const byId = new Map((res.json().data as Array<{ id: string, platform: string | null, base_url: string | null }>).map((p) => [p.id, p]))
+  t.equal(byId.get('azure')?.platform, 'azure')
+  t.equal(byId.get('vertex')?.platform, 'vertex')
+  t.equal(byId.get('mock-openai')?.platform, null, 'the vendor\'s own API: no platform')
+
+  const { readFileSync } = await import('node:fs')
+  const pem = (JSON.parse(readFileSync(saFile, 'utf8')) as { private_key: string }).private_key
+  const keyLine = pem.split('\n')[3] as string
+  const secrets = [AZURE_KEY, ...cloud.issued, keyLine]
+  const console = await app.inject({ method: 'GET', url: '/console/admin', headers: { authorization: `Bearer ${ADMIN}` } })
+  for (const secret of secrets) {
+    t.notOk(logs().includes(secret), `not in the log: ${secret.slice(0, 10)}…`)
+    t.notOk(res.body.includes(secret), 'nor in /admin/v1/providers (the console\'s provider view)')
+    t.notOk(console.body.includes(secret), 'nor in the console page')
+  }
+
+  const { callSpans } = await import('../../engine/ops/tracing/index.js')
+  const outcome = {
+    traceId: '0123456789abcdef0123456789abcdef', endpoint: 'chat.completions', model: 'openai/gpt-multi', upstreamModel: 'gpt-4o', provider: 'azure', status: 'ok', httpStatus: 200,
+    t0: 0, t1: 10, stream: false, billed: true, costNano: 0, overheadMs: null, principal: null, usage: { prompt_tokens: 1, completion_tokens: 1, cached_input_tokens: 0 },
+    attempts: [
+      { provider: 'mock-openai', upstreamModel: 'gpt-4o', outcome: 'server_error', status: 500, start: 0, end: 1, n: 1, retry: false, failover: false },
+      { provider: 'azure', upstreamModel: 'gpt-4o-deploy', outcome: 'ok', status: 200, start: 1, end: 2, n: 2, retry: false, failover: true }
+    ]
+  } as unknown as Parameters<typeof callSpans>[0]
+  const spans = callSpans(outcome, (id) => app.gateway.upstreams.get(id)?.platform.traceName ?? null)
+  t.same(spans.map((s) => [s.attributes['gen_ai.provider.name'], s.attributes['modelgate.provider'], s.attributes['gen_ai.request.model']]), [
+    ['azure.openai', 'azure', 'openai/gpt-multi'],
+    ['mock-openai', 'mock-openai', 'gpt-4o'],
+    ['azure.openai', 'azure', 'gpt-4o-deploy']
+  ], 'gen_ai.provider.name is the platform\'s; each attempt names the model as that provider does')
+  t.equal(app.gateway.upstreams.get('vertex')?.platform.traceName, 'gcp.vertex_ai')
 })
