@@ -6,7 +6,7 @@ import { OAuth2Client } from 'google-auth-library'
 import OpenAI, { AzureOpenAI } from 'openai'
 import type { FastifyInstance } from 'fastify'
 import { ServiceAccountTokens, readServiceAccount } from '../../engine/upstream/platforms/vertex-token.js'
-import { FakeClock, KEY_A, mockCatalog, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
+import { FakeClock, KEY_A, KEY_B, mockCatalog, testConfig, UPSTREAM_ANTHROPIC_KEY, UPSTREAM_OPENAI_KEY } from '../helper.js'
 import { AZURE_KEY, startMockPlatforms, type MockPlatforms } from '../mock-platforms.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 import { tempDir } from '../temp-dir.js'
@@ -46,10 +46,11 @@ async function world (t: Test): Promise<World> {
     admin: { token: ADMIN },
     providers: [
       ...(catalog.providers as unknown[]),
-      { id: 'azure', protocol: 'openai', platform: 'azure', base_url: cloud.url, api_key: AZURE_KEY, api_version: '2024-10-21' },
-      { id: 'vertex', protocol: 'gemini', platform: 'vertex', base_url: cloud.url, project: 'test-project', location: 'us-central1', credentials_file: saFile },
-      { id: 'vertex-claude', protocol: 'messages', platform: 'vertex', base_url: cloud.url, project: 'test-project', location: 'us-east5', credentials_file: saFile }
+      { id: 'azure', protocol: 'openai', platform: 'azure', base_url: cloud.url, api_key: AZURE_KEY, api_version: '2024-10-21', passthrough: true },
+      { id: 'vertex', protocol: 'gemini', platform: 'vertex', base_url: cloud.url, project: 'test-project', location: 'us-central1', credentials_file: saFile, passthrough: true },
+      { id: 'vertex-claude', protocol: 'messages', platform: 'vertex', base_url: cloud.url, project: 'test-project', location: 'us-east5', credentials_file: saFile, passthrough: true }
     ],
+    tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, name: 'a', models: ['*'], passthrough: ['azure', 'vertex', 'vertex-claude'] }, { key: KEY_B, name: 'b', models: ['google/*'], passthrough: ['azure', 'vertex'] }] }] }],
     models: [
       model('azure/gpt', 'azure', { upstream_model: 'gpt-4o-deploy' }),
       model('google/gemini-v', 'vertex', { upstream_model: 'gemini-2.5-flash' }),
@@ -323,4 +324,46 @@ t.test('operators see each provider\'s platform; traces name it; no credential i
     ['azure.openai', 'azure', 'gpt-4o-deploy']
   ], 'gen_ai.provider.name is the platform\'s; each attempt names the model as that provider does')
   t.equal(app.gateway.upstreams.get('vertex')?.platform.traceName, 'gcp.vertex_ai')
+})
+
+t.test('pass-through on Azure and Vertex AI: the gateway\'s credentials, the model in the path granted and billed', async (t) => {
+  const { app, base, cloud } = await world(t)
+  // openai's own Azure client, pointed at the gateway's pass-through, its key the gateway's
+  const azure = new AzureOpenAI({ endpoint: `${base}/passthrough/azure`, apiKey: KEY_A, apiVersion: '2024-10-21', deployment: 'gpt-4o-deploy', maxRetries: 0 })
+  const chat = await azure.chat.completions.create({ model: 'gpt-4o-deploy', messages: [{ role: 'user', content: 'through the pass-through' }] })
+  t.match(chat.choices[0]?.message.content, /Echo: through the pass-through/)
+  t.equal(cloud.seen.at(-1)?.headers['api-key'], AZURE_KEY, 'the provider\'s key sent, not the client\'s')
+  let row = (await app.gateway.store.usage.page({}, 1))[0]
+  t.equal(row?.model, 'azure/gpt', 'the deployment in the path is the catalog model billed')
+  t.equal(row?.cost_nano, nano(chat.usage?.prompt_tokens ?? 0, chat.usage?.completion_tokens ?? 0), 'billed exactly')
+  const other = new AzureOpenAI({ endpoint: `${base}/passthrough/azure`, apiKey: KEY_B, apiVersion: '2024-10-21', deployment: 'gpt-4o-deploy', maxRetries: 0 })
+  await t.rejects(other.chat.completions.create({ model: 'gpt-4o-deploy', messages: [{ role: 'user', content: 'x' }] }), { status: 404 } as object, 'a deployment of a model the key may not use: 404, nothing sent')
+
+  const token = new OAuth2Client()
+  token.setCredentials({ access_token: KEY_A, expiry_date: Date.now() + 3_600_000 })
+  const ai = new GoogleGenAI({ vertexai: true, project: 'test-project', location: 'us-central1', googleAuthOptions: { authClient: token }, httpOptions: { baseUrl: `${base}/passthrough/vertex`, apiVersion: 'v1' } })
+  const g = await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'vertex pass-through' })
+  t.match(g.text, /Echo: vertex pass-through/, '@google/genai (vertexai) through the pass-through')
+  t.match(cloud.seen.at(-1)?.headers.authorization, /^Bearer ya29\./, 'the gateway\'s own token sent')
+  row = (await app.gateway.store.usage.page({}, 1))[0]
+  t.equal(row?.model, 'google/gemini-v')
+  t.ok((row?.cost_nano ?? 0) > 0, 'billed')
+  const elsewhere = await app.inject({ method: 'POST', url: '/passthrough/vertex/v1/projects/someone-else/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent', headers: { authorization: `Bearer ${KEY_A}` }, payload: { contents: [{ role: 'user', parts: [{ text: 'x' }] }] } })
+  t.equal(elsewhere.statusCode, 400, 'another project: refused, nothing sent')
+
+  const predicts = (): number => cloud.seen.filter((x) => x.url.includes(':rawPredict')).length
+  const sentBefore = predicts()
+  const raw = await app.inject({
+    method: 'POST',
+    url: '/passthrough/vertex-claude/v1/projects/test-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict',
+    headers: { authorization: `Bearer ${KEY_A}` },
+    payload: { anthropic_version: 'vertex-2023-10-16', max_tokens: 50, messages: [{ role: 'user', content: 'raw predict' }] }
+  })
+  t.equal(raw.statusCode, 200, raw.body)
+  t.match(raw.json().content[0].text, /Echo: raw predict/)
+  t.equal(predicts(), sentBefore + 1, 'one rawPredict sent')
+  t.equal(cloud.seen.at(-1)?.body?.model, undefined, 'no model added to a rawPredict body')
+  row = (await app.gateway.store.usage.page({}, 1))[0]
+  t.equal(row?.model, 'anthropic/claude-v', 'the model in the path billed')
+  t.equal(row?.cost_nano, nano(raw.json().usage.input_tokens, raw.json().usage.output_tokens))
 })
