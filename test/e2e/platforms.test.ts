@@ -310,8 +310,21 @@ t.test('operators see each provider\'s platform; traces name it; no credential i
 
   const { callSpans } = await import('../../engine/ops/tracing/index.js')
   const outcome = {
-    traceId: '0123456789abcdef0123456789abcdef', endpoint: 'chat.completions', model: 'openai/gpt-multi', upstreamModel: 'gpt-4o', provider: 'azure', status: 'ok', httpStatus: 200,
-    t0: 0, t1: 10, stream: false, billed: true, costNano: 0, overheadMs: null, principal: null, usage: { prompt_tokens: 1, completion_tokens: 1, cached_input_tokens: 0 },
+    traceId: '0123456789abcdef0123456789abcdef',
+    endpoint: 'chat.completions',
+    model: 'openai/gpt-multi',
+    upstreamModel: 'gpt-4o',
+    provider: 'azure',
+    status: 'ok',
+    httpStatus: 200,
+    t0: 0,
+    t1: 10,
+    stream: false,
+    billed: true,
+    costNano: 0,
+    overheadMs: null,
+    principal: null,
+    usage: { prompt_tokens: 1, completion_tokens: 1, cached_input_tokens: 0 },
     attempts: [
       { provider: 'mock-openai', upstreamModel: 'gpt-4o', outcome: 'server_error', status: 500, start: 0, end: 1, n: 1, retry: false, failover: false },
       { provider: 'azure', upstreamModel: 'gpt-4o-deploy', outcome: 'ok', status: 200, start: 1, end: 2, n: 2, retry: false, failover: true }
