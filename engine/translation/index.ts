@@ -15,15 +15,18 @@ import { responsesPassthrough } from './responses-passthrough.js'
 import { responsesToChat } from './responses-to-chat.js'
 import { responsesToGemini } from './responses-to-gemini.js'
 import { responsesToMessages } from './responses-to-messages.js'
-import type { Protocol, TranslateCtx, TranslatorPair, WholePair } from './types.js'
+import { compose } from './compose.js'
+import { converseCodec } from '../protocols/converse/index.js'
+import type { Protocol, TranslateCtx, TranslatorPair, UpstreamProtocol, WholePair } from './types.js'
 
-export type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage, WholePair } from './types.js'
+export type { Json, Protocol, UpstreamProtocol, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage, WholePair } from './types.js'
 
-const PAIRS: Record<Protocol, Partial<Record<Protocol, TranslatorPair>>> = {
-  openai: { openai: openaiPassthrough, messages: chatToMessages, gemini: chatToGemini },
-  messages: { messages: messagesPassthrough, openai: messagesToChat, gemini: messagesToGemini },
-  responses: { responses: responsesPassthrough, openai: responsesToChat, messages: responsesToMessages, gemini: responsesToGemini },
-  gemini: { gemini: geminiPassthrough, openai: geminiToChat, messages: geminiToMessages }
+// Converse is reached from every client protocol through its pair to Messages (compose.ts)
+const PAIRS: Record<Protocol, Partial<Record<UpstreamProtocol, TranslatorPair>>> = {
+  openai: { openai: openaiPassthrough, messages: chatToMessages, gemini: chatToGemini, converse: compose(chatToMessages, converseCodec, 'converse') },
+  messages: { messages: messagesPassthrough, openai: messagesToChat, gemini: messagesToGemini, converse: compose(messagesPassthrough, converseCodec, 'converse') },
+  responses: { responses: responsesPassthrough, openai: responsesToChat, messages: responsesToMessages, gemini: responsesToGemini, converse: compose(responsesToMessages, converseCodec, 'converse') },
+  gemini: { gemini: geminiPassthrough, openai: geminiToChat, messages: geminiToMessages, converse: compose(geminiToMessages, converseCodec, 'converse') }
 }
 
 /** The calls answered whole, by what they ask for: embeddings (OpenAI's and Google's shapes) and images (OpenAI's). */
@@ -45,12 +48,12 @@ export function wholePairFor (kind: WholeKind, client: Protocol, upstream: Proto
 }
 
 /** The pair for a client protocol in front of an upstream protocol; undefined where there is none (a Chat client in front of a native Responses upstream). */
-export function pairOf (client: Protocol, upstream: Protocol): TranslatorPair | undefined {
+export function pairOf (client: Protocol, upstream: UpstreamProtocol): TranslatorPair | undefined {
   return PAIRS[client][upstream]
 }
 
 /** The pair for a client protocol in front of an upstream protocol. */
-export function pairFor (client: Protocol, upstream: Protocol): TranslatorPair {
+export function pairFor (client: Protocol, upstream: UpstreamProtocol): TranslatorPair {
   const pair = PAIRS[client][upstream]
   if (pair === undefined) throw new Error(`no translator from ${client} clients to ${upstream} upstreams`)
   return pair

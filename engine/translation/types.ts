@@ -11,6 +11,12 @@
  */
 export type Protocol = 'openai' | 'messages' | 'responses' | 'gemini'
 
+/**
+ * An upstream's wire protocol: a client protocol, or one only upstreams speak (AWS Bedrock's
+ * Converse, reached through the Messages shape: engine/protocols/converse/).
+ */
+export type UpstreamProtocol = Protocol | 'converse'
+
 import type { Json } from '../kernel/json.js'
 
 export type { Json }
@@ -114,7 +120,7 @@ export interface TranslatedResponse {
 
 export interface TranslatorPair {
   client: Protocol
-  upstream: Protocol
+  upstream: UpstreamProtocol
   /**
    * Upstream path below the provider's base_url: '/chat/completions', '/v1/messages' or
    * '/responses'; a function of the call for Gemini, whose path names the model and the stream
