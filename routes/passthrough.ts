@@ -19,7 +19,8 @@ import { messagesPassthrough, openaiPassthrough } from '../engine/translation/pa
 import { responsesPassthrough } from '../engine/translation/responses-passthrough.js'
 import { maskCredentials, maskHeaders } from '../engine/upstream/credentials.js'
 import { parseJson, type Answer } from '../engine/upstream/dispatch.js'
-import type { Json, TranslateCtx, TranslatorPair } from '../engine/translation/types.js'
+import type { Json, Protocol, TranslateCtx, TranslatorPair } from '../engine/translation/types.js'
+import { providerBaseUrl } from '../engine/upstream/platforms/index.js'
 import { isObj } from '../engine/kernel/json.js'
 
 // /passthrough/{provider}/*: a provider's own API (batches, files, audio, moderation, its model
@@ -225,7 +226,9 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
     const messages = provider.protocol === 'messages'
     const gemini = provider.protocol === 'gemini'
     const shared = provider.passthrough_shared
-    const base = new URL(provider.base_url as string)
+    // Bedrock's Converse comes with its codec and pass-through rules (a bedrock provider is not built on this version)
+    const protocol = provider.protocol as Protocol
+    const base = new URL(providerBaseUrl(provider))
     const basePath = base.pathname.replace(/\/+$/, '')
     // the hosts whose Gemini file URIs name this account's files
     const fileHosts = [base.host.toLowerCase(), 'generativelanguage.googleapis.com']
@@ -252,7 +255,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (Number(request.headers['content-length'] ?? 0) > limit) throw new RequestTooLarge({ limit_mb: limitMb })
 
       const method = request.method
-      const c = classify(provider.protocol, method, path)
+      const c = classify(protocol, method, path)
       const reader = c.reader === null ? undefined : READERS[c.reader]
       const access: ObjectAccess = shared ? { kind: 'none' } : objectAccess(provider.protocol, method, c)
       if (access.kind === 'unattributable') throw new UnattributableEndpoint({ method, path: path === '' ? '/' : path.slice(0, 200), provider: provider.id })
@@ -304,7 +307,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       const answer = await send(p, {
         providers: [provider.id],
         model,
-        plan: () => ({ method, path: target, body: sent, protocol: provider.protocol, headers, forwarded: true })
+        plan: () => ({ method, path: target, body: sent, protocol, headers, forwarded: true })
       })
       const status = answer.res.statusCode
       const secrets = answer.upstream.secrets
@@ -425,7 +428,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         more = json.has_more === true
         const after = ids.at(-1)
         if (!paged || !more || kept.length >= (want ?? DEFAULT_PAGE) || pages >= MAX_LIST_PAGES || after === undefined) break
-        answer = await send(p, { providers: [provider.id], model: null, plan: () => ({ method: 'GET', path: withParam(target, listing.cursor, after), protocol: provider.protocol, headers, forwarded: true }) })
+        answer = await send(p, { providers: [provider.id], model: null, plan: () => ({ method: 'GET', path: withParam(target, listing.cursor, after), protocol, headers, forwarded: true }) })
         if (answer.res.statusCode !== 200) {
           // the page read so far is the answer; the client reads on from its last object
           answer.res.body.resume()
@@ -447,7 +450,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       return `${request.protocol}://${request.host}${prefix}${u.pathname.slice(basePath.length)}${u.search}`
     }
 
-    const routeConfig: FastifyContextConfig = { family: messages ? 'messages' : gemini ? 'gemini' : 'openai', apiKeyHeader: messages || (gemini ? 'x-goog-api-key' : false), metered: true, endpoint: 'passthrough', protocol: provider.protocol }
+    const routeConfig: FastifyContextConfig = { family: messages ? 'messages' : gemini ? 'gemini' : 'openai', apiKeyHeader: messages || (gemini ? 'x-goog-api-key' : false), metered: true, endpoint: 'passthrough', protocol }
     if (gemini) routeConfig.apiKeyQuery = 'key'
     scope.route({ method: METHODS, url: `/${provider.id}`, config: routeConfig, handler: handle })
     scope.route({ method: METHODS, url: `/${provider.id}/*`, config: routeConfig, handler: handle })

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import type { Readable } from 'node:stream'
 import type { Protocol } from '../translation/types.js'
+import type { Platform } from './platforms/types.js'
 
 export interface UpstreamRequest {
   /** Default POST. */
@@ -50,6 +51,8 @@ export interface UpstreamClient {
   readonly responses: boolean
   /** Its credentials (key, configured header values): masked in whatever of its answers goes on to a client or the log. */
   readonly secrets: readonly string[]
+  /** Where the provider's models are served and how it is reached: the vendor's API, or a cloud platform. */
+  readonly platform: Platform
   request: (req: UpstreamRequest) => Promise<UpstreamResponse>
   close: () => Promise<void>
 }
