@@ -32,7 +32,7 @@ const PAIRS: Record<Protocol, Partial<Record<UpstreamProtocol, TranslatorPair>>>
 /** The calls answered whole, by what they ask for: embeddings (OpenAI's and Google's shapes) and images (OpenAI's). */
 export type WholeKind = 'embeddings' | 'images'
 
-const WHOLE_PAIRS: Record<WholeKind, Partial<Record<Protocol, Partial<Record<Protocol, WholePair>>>>> = {
+const WHOLE_PAIRS: Record<WholeKind, Partial<Record<Protocol, Partial<Record<UpstreamProtocol, WholePair>>>>> = {
   embeddings: {
     openai: { openai: embeddingsPassthrough, gemini: embeddingsToGemini },
     gemini: { gemini: geminiEmbedPassthrough, openai: geminiEmbedToEmbeddings }
@@ -43,7 +43,7 @@ const WHOLE_PAIRS: Record<WholeKind, Partial<Record<Protocol, Partial<Record<Pro
 }
 
 /** The pair of a call answered whole; undefined where the upstream protocol has no such call (a Messages upstream). */
-export function wholePairFor (kind: WholeKind, client: Protocol, upstream: Protocol): WholePair | undefined {
+export function wholePairFor (kind: WholeKind, client: Protocol, upstream: UpstreamProtocol): WholePair | undefined {
   return WHOLE_PAIRS[kind][client]?.[upstream]
 }
 
