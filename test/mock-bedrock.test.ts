@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand, InvokeModelCommand, InvokeModelWithResponseStreamCommand, ThrottlingException } from '@aws-sdk/client-bedrock-runtime'
 import { NodeHttpHandler } from '@smithy/node-http-handler'
 import { startMockBedrock, TEST_KEYS } from './mock-bedrock.js'
@@ -10,7 +10,7 @@ import { startMockBedrock, TEST_KEYS } from './mock-bedrock.js'
 
 const MODEL = 'us.anthropic.claude-sonnet-4-5-20250929-v1:0'
 
-async function setup (t: Parameters<Parameters<typeof t.test>[1]>[0]) {
+async function setup (t: Test) {
   const mock = await startMockBedrock()
   t.teardown(mock.close)
   const client = (keys: { accessKeyId: string, secretAccessKey: string, sessionToken?: string } = { accessKeyId: 'AKIDTESTBEDROCK1', secretAccessKey: TEST_KEYS.AKIDTESTBEDROCK1.secret }, region = 'us-east-1') =>
@@ -70,7 +70,7 @@ t.test('ConverseStream: event-stream frames the SDK reads, padding and all; an e
   let text = ''
   let usage: unknown
   for await (const ev of res.stream ?? []) {
-    kinds.push(Object.keys(ev).filter((k) => (ev as Record<string, unknown>)[k] !== undefined)[0] ?? '?')
+    kinds.push(Object.keys(ev).filter((k) => (ev as unknown as Record<string, unknown>)[k] !== undefined)[0] ?? '?')
     if (ev.contentBlockDelta?.delta?.text !== undefined) text += ev.contentBlockDelta.delta.text
     if (ev.metadata !== undefined) usage = ev.metadata.usage
   }

@@ -4,7 +4,8 @@ import Anthropic from '@anthropic-ai/sdk'
 import { GoogleGenAI, type GenerateContentResponse } from '@google/genai'
 import { buildApp } from '../../app.js'
 import { KEY_A, settled, testConfig } from '../helper.js'
-import { promptTokensOf, startMockBedrock, TEST_KEYS, type MockBedrock } from '../mock-bedrock.js'
+import { EventStreamParser } from '../../engine/protocols/converse/index.js'
+import { promptTokensOf, startMockBedrock, TEST_KEYS } from '../mock-bedrock.js'
 
 // The gateway in front of a local Bedrock Runtime (test/mock-bedrock.ts, proved by AWS's own
 // SDK in mock-bedrock.test.ts, which verifies every call's SigV4 signature): a Converse model and
@@ -173,11 +174,11 @@ t.test('Google SDK and the Responses API → Converse and InvokeModel', async (t
 t.test('Bedrock\'s errors in each client\'s shape: throttling 429, validation 400, an exception inside the stream', async (t) => {
   const { openai, anthropic, mock, rows } = await start(t)
   mock.failNext('ThrottlingException', 429, 'Too many requests, please wait before trying again.')
-  await t.rejects(openai.chat.completions.create({ model: 'bedrock/nova', messages: [{ role: 'user', content: 'hi' }] }), { status: 429 })
+  await t.rejects(openai.chat.completions.create({ model: 'bedrock/nova', messages: [{ role: 'user', content: 'hi' }] }), { status: 429, message: /Too many requests/ })
   mock.failNext('ValidationException', 400, 'The model does not take that.')
-  await t.rejects(anthropic.messages.create({ model: 'bedrock/nova', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), { status: 400, error: { type: 'error', error: { type: 'invalid_request_error', message: 'The model does not take that.' } } })
+  await t.rejects(anthropic.messages.create({ model: 'bedrock/nova', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), { status: 400, message: /does not take/, error: { type: 'error', error: { type: 'invalid_request_error', message: 'The model does not take that.' } } })
   mock.failNext('ThrottlingException', 429, 'slow down')
-  await t.rejects(anthropic.messages.create({ model: 'bedrock/claude', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), { status: 429, error: { error: { type: 'rate_limit_error' } } })
+  await t.rejects(anthropic.messages.create({ model: 'bedrock/claude', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }), { status: 429, message: /slow down/, error: { error: { type: 'rate_limit_error' } } })
 
   mock.exceptionInStream = 'throttlingException'
   const stream = await openai.chat.completions.create({ model: 'bedrock/nova', messages: [{ role: 'user', content: 'stream then fail' }], stream: true })
@@ -220,7 +221,7 @@ t.test('session tokens, the environment\'s keys, a Bedrock API key', async (t) =
   t.equal(env.mock.last().auth, 'ASIATESTSESSION1', 'the environment\'s keys, read at start')
 })
 
-t.test('pass-through to Bedrock, signed by the gateway; the model in the path granted and billed', { todo: 'pass-through on bedrock' }, async (t) => {
+t.test('pass-through to Bedrock, signed by the gateway; the model in the path granted and billed', async (t) => {
   const { base, mock, rows } = await start(t)
   const res = await fetch(`${base}/passthrough/bedrock/model/${encodeURIComponent(CONVERSE_MODEL)}/converse`, {
     method: 'POST',
@@ -234,4 +235,29 @@ t.test('pass-through to Bedrock, signed by the gateway; the model in the path gr
   const row = await lastRow(rows)
   t.match(row, { endpoint: 'passthrough', model: 'bedrock/nova', provider: 'bedrock', status: 'ok' })
   t.equal(row.cost_nano, charge(promptTokensOf(mock.last().body), 2))
+
+  // the model id with its colon as sent, and an event stream relayed byte for byte, metered
+  mock.cacheRead = 3
+  const streamed = await fetch(`${base}/passthrough/bedrock/model/${CONVERSE_MODEL}/converse-stream`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', 'x-amz-date': '20200101T000000Z', 'x-amz-security-token': 'client-token' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: [{ text: 'stream through' }] }] })
+  })
+  t.equal(streamed.status, 200)
+  t.equal(streamed.headers.get('content-type'), 'application/vnd.amazon.eventstream')
+  const bytes = Buffer.from(await streamed.arrayBuffer())
+  const frames = new EventStreamParser().push(bytes)
+  t.same(frames.map((f) => f.event), ['messageStart', 'contentBlockDelta', 'contentBlockDelta', 'contentBlockDelta', 'contentBlockStop', 'messageStop', 'metadata'], 'the event stream as Bedrock sent it')
+  t.equal(mock.last().auth, 'AKIDTESTBEDROCK1', 'the client\'s own x-amz headers left out, the gateway\'s signature in')
+  const srow = await lastRow(rows)
+  t.match(srow, { endpoint: 'passthrough', model: 'bedrock/nova', stream: 1, status: 'ok', cached_input_tokens: 3, completion_tokens: 3 })
+  t.equal(srow.cost_nano, charge(promptTokensOf(mock.last().body), 3, 3))
+
+  // a model the key is not granted, or not in the catalog: refused, nothing sent
+  const before = mock.requests.length
+  const unknown = await fetch(`${base}/passthrough/bedrock/model/meta.llama3-70b-instruct-v1:0/converse`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' }, body: '{"messages":[]}' })
+  t.equal(unknown.status, 404)
+  const encoded = await fetch(`${base}/passthrough/bedrock/model/amazon.nova-pro-v1%2F0/converse`, { method: 'POST', headers: { authorization: `Bearer ${KEY_A}` }, body: '{}' })
+  t.equal(encoded.status, 400, 'percent-encoding other than a colon\'s is refused')
+  t.equal(mock.requests.length, before)
 })

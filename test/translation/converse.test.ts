@@ -158,7 +158,7 @@ t.test('requests from every client protocol', async (t) => {
   t.equal(nova.body.additionalModelRequestFields, undefined)
   const listed = pairFor('messages', 'converse').request({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], top_k: 5 }, { ...NOVA, supported: new Set(['top_k']) })
   t.same(listed.body.additionalModelRequestFields, { top_k: 5 }, 'a model that lists top_k takes it')
-  t.throws(() => pairFor('messages', 'converse').request({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://x/a.png' } }] }] }, CTX), { statusCode: 400 }, 'an image by URL: Converse takes bytes only')
+  t.throws(() => pairFor('messages', 'converse').request({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://x/a.png' } }] }] }, CTX), { statusCode: 400, message: /image by URL/ }, 'an image by URL: Converse takes bytes only')
   t.throws(() => pairFor('messages', 'converse').request({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'text', text: 1 }] }] }, CTX), { statusCode: 400, message: /messages\[0\]\.content\[0\]\.text/ })
 
   const responses = pairFor('responses', 'converse').request({ model: 'm', instructions: 'Be brief.', input: 'Hello', max_output_tokens: 50, temperature: 0.2 }, CTX)
@@ -192,8 +192,8 @@ t.test('answers to every client protocol, usage exact', async (t) => {
     t.equal((r.body as { choices: Array<{ finish_reason: string }> }).choices[0]?.finish_reason, finish, `${stop as string} → ${finish as string}`)
   }
   t.equal((pairFor('messages', 'converse').response({ ...ANSWER, stopReason: 'guardrail_intervened' }, CTX).body as Json).stop_reason, 'refusal')
-  t.throws(() => pairFor('openai', 'converse').response({ output: {} }, CTX), { statusCode: 502 }, 'an answer without its message is the upstream\'s fault')
-  t.throws(() => pairFor('openai', 'converse').response({ ...ANSWER, usage: { inputTokens: -1 } }, CTX), { statusCode: 502 })
+  t.throws(() => pairFor('openai', 'converse').response({ output: {} }, CTX), { statusCode: 502, message: /./ }, 'an answer without its message is the upstream\'s fault')
+  t.throws(() => pairFor('openai', 'converse').response({ ...ANSWER, usage: { inputTokens: -1 } }, CTX), { statusCode: 502, message: /./ })
 })
 
 t.test('errors in the client\'s shape', async (t) => {
