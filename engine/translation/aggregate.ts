@@ -1,5 +1,5 @@
-import { isObj } from './fields.js'
-import { SseParser } from './sse.js'
+import { isObj } from '../protocols/fields.js'
+import { SseParser } from '../protocols/sse.js'
 import type { Json, Protocol, Usage } from './types.js'
 import { toOpenAIUsage } from './usage.js'
 

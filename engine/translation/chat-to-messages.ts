@@ -1,14 +1,14 @@
 import type { ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { messagesImageSource } from './content.js'
-import { column, Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
+import { messagesImageSource } from '../protocols/content.js'
+import { column, Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from '../protocols/fields.js'
 import { upstreamMessage } from './passthrough.js'
-import { DONE, frame } from './sse.js'
+import { DONE, frame } from '../protocols/sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toOpenAIUsage, usageFromMessages } from './usage.js'
-import { CHAT_FIELDS } from './tables/chat.js'
-import { readChatTurns } from './chat-request.js'
+import { CHAT_FIELDS } from '../protocols/chat/table.js'
+import { readChatTurns } from '../protocols/chat/request.js'
 
 // An OpenAI Chat Completions client in front of a Messages upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).

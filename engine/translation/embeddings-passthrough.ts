@@ -1,7 +1,7 @@
 import { estimateTokens } from '../kernel/estimate.js'
 import { embeddingUsage, geminiEmbedTokens, geminiRequests, contentText, geminiModelRef } from './embeddings.js'
 import { geminiPassthrough } from './gemini-passthrough.js'
-import { geminiPath } from './gemini.js'
+import { geminiPath } from '../protocols/gemini/wire.js'
 import { openaiPassthrough } from './passthrough.js'
 import type { Json, WholePair } from './types.js'
 import { usageFromOpenAI } from './usage.js'

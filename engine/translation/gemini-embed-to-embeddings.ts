@@ -1,7 +1,7 @@
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { contentText, embeddingUsage, geminiRequests, numbers, vectorFromBase64 } from './embeddings.js'
-import { Dropped, isObj, sortFields, type Fate } from './fields.js'
-import { geminiError } from './gemini.js'
+import { Dropped, isObj, sortFields, type Fate } from '../protocols/fields.js'
+import { geminiError } from '../protocols/gemini/wire.js'
 import type { Json, WholePair } from './types.js'
 import { usageFromOpenAI } from './usage.js'
 

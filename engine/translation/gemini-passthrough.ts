@@ -1,6 +1,6 @@
 import { errorBody, geminiStatusFor } from '../kernel/errors.js'
-import { isObj } from './fields.js'
-import { geminiAnswerToolUses, geminiPath, geminiToolUses, geminiUpstreamPath, googleError, usageFromGemini } from './gemini.js'
+import { isObj } from '../protocols/fields.js'
+import { geminiAnswerToolUses, geminiPath, geminiToolUses, geminiUpstreamPath, googleError, usageFromGemini } from '../protocols/gemini/wire.js'
 import { withServerTools } from './usage.js'
 import { upstreamMessage } from './passthrough.js'
 import type { Json, SseEvent, StreamMapper, TranslatorPair, Usage } from './types.js'

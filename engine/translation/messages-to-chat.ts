@@ -1,14 +1,14 @@
 import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import type { ReasoningEffort } from 'openai/resources/shared'
 import { errorBody, InvalidField } from '../kernel/errors.js'
-import { joinText, parseToolArguments, textOf } from './content.js'
-import { column, Dropped, entry, isObj, kindOf, mapValue, optBoolean, optEntry, optText, sortFields, strings, text } from './fields.js'
+import { joinText, parseToolArguments, textOf } from '../protocols/content.js'
+import { column, Dropped, entry, isObj, kindOf, mapValue, optBoolean, optEntry, optText, sortFields, strings, text } from '../protocols/fields.js'
 import { upstreamMessage } from './passthrough.js'
-import { frame } from './sse.js'
+import { frame } from '../protocols/sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toMessagesUsage, usageFromOpenAI } from './usage.js'
-import { MESSAGES_FIELDS } from './tables/messages.js'
-import { noteCache, readMessagesTools, readMessagesTurns } from './messages-request.js'
+import { MESSAGES_FIELDS } from '../protocols/messages/table.js'
+import { noteCache, readMessagesTools, readMessagesTurns } from '../protocols/messages/request.js'
 
 // A Messages client in front of an OpenAI Chat Completions upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).

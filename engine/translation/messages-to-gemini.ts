@@ -1,14 +1,14 @@
 import { errorBody, InvalidField, messagesTypeFor } from '../kernel/errors.js'
-import { joinText } from './content.js'
-import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from './fields.js'
-import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
-import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
+import { joinText } from '../protocols/content.js'
+import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from '../protocols/fields.js'
+import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from '../protocols/gemini/wire.js'
+import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from '../protocols/gemini/body.js'
 import { upstreamMessage } from './passthrough.js'
-import { frame } from './sse.js'
+import { frame } from '../protocols/sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { toMessagesUsage } from './usage.js'
-import { MESSAGES_FIELDS } from './tables/messages.js'
-import { noteCache, readMessagesTools, readMessagesTurns } from './messages-request.js'
+import { MESSAGES_FIELDS } from '../protocols/messages/table.js'
+import { noteCache, readMessagesTools, readMessagesTurns } from '../protocols/messages/request.js'
 
 // A Messages client in front of a Gemini upstream. Thought summaries come back as thinking
 // blocks; a Gemini thought signature goes back to Gemini from the thinking block that carries it

@@ -1,5 +1,5 @@
 import { errorBody, messagesTypeFor, openaiTypeFor } from '../kernel/errors.js'
-import { isObj } from './fields.js'
+import { isObj } from '../protocols/fields.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
 import { usageFromMessages, usageFromOpenAI } from './usage.js'
 

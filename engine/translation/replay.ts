@@ -1,4 +1,4 @@
-import { frame } from './sse.js'
+import { frame } from '../protocols/sse.js'
 import type { Json, Protocol, SseEvent, TranslateCtx } from './types.js'
 import { isObj } from '../kernel/json.js'
 

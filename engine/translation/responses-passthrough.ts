@@ -1,5 +1,5 @@
-import { failureCode, responseObject, responsesError, usageFromResponses } from './responses-output.js'
-import { frame } from './sse.js'
+import { failureCode, responseObject, responsesError, usageFromResponses } from '../protocols/responses/writer.js'
+import { frame } from '../protocols/sse.js'
 import { withServerTools } from './usage.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Usage } from './types.js'
 import { isObj } from '../kernel/json.js'

@@ -45,7 +45,7 @@ export { hasTokenInput, mapRequestText, mapResponseText, streamText } from './co
 /** How an attempt at a provider failed, in a few words (an error code, or how it went); null when it did not. */
 export { attemptError } from '../../engine/upstream/attempt-error.js'
 /** An in-stream error event in a client protocol. */
-export { errorEvent } from '../../engine/translation/sse.js'
+export { errorEvent } from '../../engine/protocols/sse.js'
 /** A streamed answer folded into the whole answer of its protocol (what a client that asked for no stream gets). */
 export { aggregateStream, type AggregateOptions, type StreamEventLike } from '../../engine/translation/aggregate.js'
 

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { errorBody } from '../../engine/kernel/errors.js'
-import { FOREIGN_SIGNATURE, geminiPath, schemaFromGemini, splitSignature, toGeminiUsage, unpackThinking, usageFromGemini, withSignature } from '../../engine/translation/gemini.js'
+import { FOREIGN_SIGNATURE, geminiPath, schemaFromGemini, splitSignature, toGeminiUsage, unpackThinking, usageFromGemini, withSignature } from '../../engine/protocols/gemini/wire.js'
 import { pairFor, upstreamPath } from '../../engine/translation/index.js'
-import { errorEvent, serialize, SseParser } from '../../engine/translation/sse.js'
+import { errorEvent, serialize, SseParser } from '../../engine/protocols/sse.js'
 import type { Json, SseEvent, TranslateCtx } from '../../engine/translation/types.js'
 
 // What the fixtures cannot show on their own: a thought signature that leaves the gateway in one

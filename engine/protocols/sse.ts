@@ -1,5 +1,5 @@
 import { errorBody, type ErrorBodyInput } from '../kernel/errors.js'
-import type { Protocol, SseEvent } from './types.js'
+import type { Protocol, SseEvent } from '../translation/types.js'
 
 // SSE framing only (bytes ↔ {event, data}); mapping is the pairs' business. The parser is fed
 // chunks split anywhere, multi-byte characters included, and keeps each frame's exact text in
