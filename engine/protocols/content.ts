@@ -1,6 +1,6 @@
 import { InvalidField } from '../kernel/errors.js'
 import { entry, list, text } from './fields.js'
-import type { Json } from '../translation/types.js'
+import type { Json } from './types.js'
 
 // Small content helpers both cross-protocol pairs use.
 

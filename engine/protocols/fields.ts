@@ -1,6 +1,6 @@
 import { InvalidField } from '../kernel/errors.js'
 import { isObj } from '../kernel/json.js'
-import type { Json } from '../translation/types.js'
+import type { Json } from './types.js'
 
 // What a cross-protocol pair does with each field of a client request, and readers for bodies
 // it cannot trust: a wrong type is a 400 naming the field's path (`messages[2].content[0]`),

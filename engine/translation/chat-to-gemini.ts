@@ -3,10 +3,10 @@ import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '.
 import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from '../protocols/fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from '../protocols/gemini/wire.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from '../protocols/gemini/body.js'
-import { upstreamMessage } from './passthrough.js'
+import { upstreamMessage } from '../protocols/upstream-error.js'
 import { DONE, frame } from '../protocols/sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { toOpenAIUsage } from './usage.js'
+import { toOpenAIUsage } from '../protocols/chat/usage.js'
 import { CHAT_FIELDS } from '../protocols/chat/table.js'
 import { readChatTurns } from '../protocols/chat/request.js'
 

@@ -3,10 +3,11 @@ import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/
 import { errorBody, InvalidField, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { messagesImageSource } from '../protocols/content.js'
 import { column, Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from '../protocols/fields.js'
-import { upstreamMessage } from './passthrough.js'
+import { upstreamMessage } from '../protocols/upstream-error.js'
 import { DONE, frame } from '../protocols/sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { toOpenAIUsage, usageFromMessages } from './usage.js'
+import { toOpenAIUsage } from '../protocols/chat/usage.js'
+import { usageFromMessages } from '../protocols/messages/usage.js'
 import { CHAT_FIELDS } from '../protocols/chat/table.js'
 import { readChatTurns } from '../protocols/chat/request.js'
 

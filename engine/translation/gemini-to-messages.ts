@@ -7,7 +7,7 @@ import { allowedTools, dropToward, includeThoughts, readGeminiRequest, type Gemi
 import { THINKING_BUDGET } from '../protocols/gemini/body.js'
 import { allows } from '../protocols/responses/request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { usageFromMessages } from './usage.js'
+import { usageFromMessages } from '../protocols/messages/usage.js'
 
 // A Gemini client in front of a Messages upstream. Thinking blocks come back as thought parts
 // (when the client asks for them) and, with their signatures, packed into the thoughtSignature

@@ -4,7 +4,7 @@ import { Dropped, entry, isObj, list, optBoolean, optEntry, optText, read, readF
 import { schemaFromGemini, unpackThinking } from './wire.js'
 import type { ToolSpec } from './body.js'
 import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from './table.js'
-import type { Json, TranslateCtx } from '../../translation/types.js'
+import type { Json, TranslateCtx } from '../types.js'
 
 // A Gemini client's request read into one neutral shape that both translated pairs (towards
 // Chat Completions and towards Messages) build their upstream body from. Every field's fate

@@ -1,7 +1,7 @@
 import { InvalidField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../../kernel/errors.js'
 import { entry, list, optBoolean, optCount, optEntry, optNumber, optText, read, readFields, strings, text, type Fate } from '../fields.js'
 import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from './table.js'
-import type { Json, TranslateCtx } from '../../translation/types.js'
+import type { Json, TranslateCtx } from '../types.js'
 import { isObj } from '../../kernel/json.js'
 import { flatToolName } from '../../kernel/tool-names.js'
 

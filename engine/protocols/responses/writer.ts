@@ -1,9 +1,10 @@
 import { errorBody } from '../../kernel/errors.js'
-import { upstreamMessage } from '../../translation/passthrough.js'
+import { upstreamMessage } from '../upstream-error.js'
 import { namespacedTools } from './request.js'
 import { frame } from '../sse.js'
-import type { Json, SseEvent, TranslateCtx, Usage } from '../../translation/types.js'
-import { usageFromMessages, usageFromOpenAI } from '../../translation/usage.js'
+import type { Json, SseEvent, TranslateCtx, Usage } from '../types.js'
+import { usageFromMessages } from '../messages/usage.js'
+import { usageFromOpenAI } from '../chat/usage.js'
 import { isObj } from '../../kernel/json.js'
 
 // The Responses answer both translated pairs write: the response object, its output items, and
