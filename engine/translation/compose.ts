@@ -1,5 +1,5 @@
 import type { ViaMessagesCodec } from '../protocols/converse/index.js'
-import { errorEvent } from './sse.js'
+import { errorEvent } from '../protocols/index.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, UpstreamProtocol } from './types.js'
 
 // A client protocol in front of an upstream protocol reached through Messages: the client's pair

@@ -1,7 +1,7 @@
 import { isObj, type Json } from '../../kernel/json.js'
 import { messagesPassthrough } from '../../translation/passthrough.js'
 import type { TranslateCtx, TranslatorPair, Usage } from '../../translation/types.js'
-import { usageFromMessages } from '../../translation/usage.js'
+import { usageFromMessages } from '../messages/usage.js'
 import { readTokenUsage, usageOf } from './answer.js'
 import { ConverseToMessages, converseFrame, EventStreamParser, invokeFrame } from './stream.js'
 

@@ -1,6 +1,6 @@
 import { InvalidField, UnsupportedOnUpstream } from '../../kernel/errors.js'
-import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from '../../translation/fields.js'
-import { MESSAGES_FIELDS } from '../../translation/tables/messages.js'
+import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from '../fields.js'
+import { MESSAGES_FIELDS } from '../messages/table.js'
 import type { Json, TranslateCtx, TranslatedRequest } from '../../translation/types.js'
 import type { CachePoint, ContentBlock, ConverseDocumentFormat, ConverseImage, ConverseMessage, ConverseRequest, JsonValue, SystemBlock, ToolChoice, ToolResultContent, ToolSpec } from './types.js'
 

@@ -3,7 +3,7 @@ import { EventStreamCodec, type Message as EventMessage } from '@smithy/eventstr
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8'
 import { UpstreamStreamError } from '../../kernel/errors.js'
 import { isObj, type Json } from '../../kernel/json.js'
-import { frame } from '../../translation/sse.js'
+import { frame } from '../sse.js'
 import type { SseEvent, TranslateCtx, Usage } from '../../translation/types.js'
 import { messagesError, messagesUsage, readTokenUsage, stopReasonOf, usageOf } from './answer.js'
 import type { TokenUsage } from './types.js'
