@@ -4,7 +4,8 @@
 // Converse model (translated to Converse through Messages, signed with SigV4, its answer read
 // back), CPU per call at 32 connections; and their streams (Bedrock's as an AWS event stream)
 // at 16 concurrent clients. Interleaved rounds (BENCH_ROUNDS, default 5) of BENCH_SLICE_S
-// seconds (default 4); the figures are the medians of the per-round ratios.
+// seconds (default 4); the figures are the medians of the per-round ratios. BEDROCK_AUTH=bearer:
+// a Bedrock API key instead of SigV4 (no signature), to tell the signing's cost from the rest.
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -53,7 +54,7 @@ async function main (): Promise<void> {
     plugins: ALL_PLUGINS.split(',').map((name) => ({ name, ...(name === 'rate-limit' ? { options: { max: 1e9 } } : {}) })),
     providers: [
       { id: 'up-openai', protocol: 'openai', base_url: `${up}/v1`, api_key: 'x' },
-      { id: 'up-bedrock', protocol: 'converse', platform: 'bedrock', region: 'us-east-1', base_url: up, aws: { access_key_id: 'AKIDBENCH', secret_access_key: 'bench-secret' } }
+      { id: 'up-bedrock', protocol: 'converse', platform: 'bedrock', region: 'us-east-1', base_url: up, ...(process.env.BEDROCK_AUTH === 'bearer' ? { api_key: 'bench-bedrock-key' } : { aws: { access_key_id: 'AKIDBENCH', secret_access_key: 'bench-secret' } }) }
     ],
     models: [model('bench/openai', 'up-openai'), model('bench/nova', 'up-bedrock')],
     tenants: [{ org: 'o', balance_usd: 1e6, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY }] }] }]
