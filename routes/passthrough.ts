@@ -9,14 +9,15 @@ import {
   UnreadableModel, UpstreamUnavailable
 } from '../engine/kernel/errors.js'
 import { admit, grantedProvider, grantedUpstreamModel } from '../engine/gateway/gate.js'
-import { classify, targetProblem, type Classified, type Cost, type Reader } from '../engine/gateway/passthrough-target.js'
-import { relayBytes, relayJson, relayMapped, relayStream, readWhole, send, sendRead, type Pipe } from '../engine/gateway/pipeline.js'
+import { bedrockStreams, bedrockTargetProblem, classify, classifyBedrock, targetProblem, type Classified, type Cost, type Reader } from '../engine/gateway/passthrough-target.js'
+import { relayBytes, relayJson, relayMapped, relayMeteredBytes, relayStream, readWhole, send, sendRead, type Pipe } from '../engine/gateway/pipeline.js'
+import { bedrockStreamMeter, converseReader, invokeReader } from '../engine/protocols/converse/passthrough.js'
 import { createdBy, itemId, listItems, objectAccess, referencesIn, yieldedBy, type ObjectAccess, type ObjectRef } from '../engine/gateway/provider-objects.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../engine/gateway/validation.js'
-import { geminiPassthrough } from '../engine/translation/gemini-passthrough.js'
+import { geminiPassthrough } from '../engine/translation/passthrough.js'
 import { embeddingsPassthrough } from '../engine/translation/embeddings-passthrough.js'
 import { messagesPassthrough, openaiPassthrough } from '../engine/translation/passthrough.js'
-import { responsesPassthrough } from '../engine/translation/responses-passthrough.js'
+import { responsesPassthrough } from '../engine/translation/passthrough.js'
 import { maskCredentials, maskHeaders } from '../engine/upstream/credentials.js'
 import { parseJson, type Answer } from '../engine/upstream/dispatch.js'
 import type { Json, Protocol, TranslateCtx, TranslatorPair } from '../engine/translation/types.js'
@@ -71,7 +72,9 @@ const READERS: Record<Reader, TranslatorPair> = {
   messages: messagesPassthrough,
   responses: responsesPassthrough,
   embeddings: { ...embeddingsPassthrough, stream: () => { throw new Error('embeddings are never streamed') } },
-  gemini: geminiPassthrough
+  gemini: geminiPassthrough,
+  converse: converseReader,
+  invoke: invokeReader
 }
 
 /** Headers that never go to the provider: the client's credentials, cookies, its organization and project at OpenAI, forwarding headers, and the gateway's own. */
@@ -209,11 +212,13 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
   scope.addContentTypeParser('*', (_request, payload, done) => { done(null, payload) })
 
   /** The client's headers as they go to the provider. */
-  function forwarded (request: FastifyRequest, rewritten: boolean): Record<string, string | string[]> {
+  function forwarded (request: FastifyRequest, rewritten: boolean, bedrock: boolean): Record<string, string | string[]> {
     const out: Record<string, string | string[]> = {}
     const named = connectionNamed(request.headers.connection)
     for (const [name, value] of Object.entries(request.headers)) {
       if (value === undefined || HOP.has(name) || CLIENT_ONLY.has(name) || named?.has(name) === true || (gatewayHeader !== '' && name.startsWith(gatewayHeader))) continue
+      // an AWS client's own signing headers: the gateway signs the call itself
+      if (bedrock && name.startsWith('x-amz-')) continue
       // a body the gateway re-serialized has a length of its own; one it reads comes unencoded
       if (rewritten && (name === 'content-length' || name === 'accept-encoding')) continue
       out[name] = value
@@ -226,7 +231,8 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
     const messages = provider.protocol === 'messages'
     const gemini = provider.protocol === 'gemini'
     const shared = provider.passthrough_shared
-    // Bedrock's Converse comes with its codec and pass-through rules (a bedrock provider is not built on this version)
+    // AWS Bedrock's paths name the model and the operation (classifyBedrock); its bodies are its own
+    const bedrock = provider.platform === 'bedrock'
     const protocol = provider.protocol as Protocol
     const base = new URL(providerBaseUrl(provider))
     const basePath = base.pathname.replace(/\/+$/, '')
@@ -243,7 +249,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       const raw = url.slice(prefix.length)
       // the key a Gemini client may give in the query is the gateway's: never sent on
       const target = gemini ? withoutKey(raw) : raw
-      const why = targetProblem(target)
+      const why = bedrock ? bedrockTargetProblem(target) : targetProblem(target)
       if (why !== null) throw new PassthroughPath({ reason: why })
       const path = target.split('?', 1)[0] ?? ''
       call.routedTo(provider.id)
@@ -255,7 +261,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (Number(request.headers['content-length'] ?? 0) > limit) throw new RequestTooLarge({ limit_mb: limitMb })
 
       const method = request.method
-      const c = classify(protocol, method, path, provider.platform)
+      const c = bedrock ? classifyBedrock(method, path) : classify(protocol, method, path, provider.platform)
       // the gateway's Vertex AI credentials reach the provider's own project and location only
       if (provider.platform === 'vertex' && !inVertexScope(path)) throw new PassthroughPath({ reason: 'a project or location other than the provider\'s' })
       const reader = c.reader === null ? undefined : READERS[c.reader]
@@ -287,7 +293,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       // an upload read as JSON said what it names; one not read may name any model
       const model = modelOf(principal, c, parsed, c.cost, method, path, parsed === null ? upload : undefined)
       if (!shared) await reachable(principal, access, parsed)
-      call.resolved(model, c.reader === 'gemini' ? c.method?.toLowerCase() === 'streamgeneratecontent' : parsed?.stream === true, model?.upstreamModel)
+      call.resolved(model, c.reader === 'gemini' ? c.method?.toLowerCase() === 'streamgeneratecontent' : bedrock ? bedrockStreams(c) : parsed?.stream === true, model?.upstreamModel)
       if (c.cost === 'free') call.free()
       else if (c.cost === 'unmetered') call.spendsUnread()
       const body = await admit(p, model, parsed ?? {})
@@ -306,7 +312,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       // a JSON body goes up as the hooks left it, through the pair (a chat stream asks for its usage)
       // (Vertex AI's rawPredict takes no model in its body: the path names it)
       const sent = parsed === null || verbatim ? upload : reader !== undefined && !(provider.platform === 'vertex' && c.reader === 'messages') ? reader.request(body, ctx).body : body
-      const headers = forwarded(request, parsed !== null && !verbatim)
+      const headers = forwarded(request, parsed !== null && !verbatim, bedrock)
       const answer = await send(p, {
         providers: [provider.id],
         model,
@@ -320,6 +326,10 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (method !== 'HEAD' && status < 300 && readsAnswer(access)) return await objectAnswer(p, answer, access, principal, target, headers)
       if (reader === undefined || parsed === null || method === 'HEAD') return relayBytes(p, answer, answered(request, answer, true))
       const out = answered(request, answer, false)
+      // a Bedrock event stream goes to the client as it came (its SDK reads the framing), its usage read on the way
+      if (bedrock && String(answer.res.headers['content-type'] ?? '').startsWith('application/vnd.amazon.eventstream')) {
+        return relayMeteredBytes(p, answer, answered(request, answer, true), bedrockStreamMeter(c.reader === 'converse' ? 'converse' : 'invoke', ctx))
+      }
       const sse = String(answer.res.headers['content-type'] ?? '').includes('text/event-stream')
       // a Gemini stream asked for without alt=sse comes as one JSON array of chunks
       return sse ? relayStream(p, answer, { pair: reader, ctx, headers: out }) : await relayJson(p, answer, { pair: reader, ctx, headers: out, array: c.reader === 'gemini' })

@@ -13,7 +13,7 @@ import type { Protocol } from '../translation/types.js'
 export type Cost = 'metered' | 'free' | 'unmetered'
 
 /** The endpoint families whose answers report usage, read by a same-protocol pair. */
-export type Reader = 'chat' | 'messages' | 'responses' | 'embeddings' | 'gemini'
+export type Reader = 'chat' | 'messages' | 'responses' | 'embeddings' | 'gemini' | 'converse' | 'invoke'
 
 export interface Classified {
   cost: Cost
@@ -148,3 +148,36 @@ function platformCall (platform: string | undefined, protocol: Protocol, raw: st
   }
   return null
 }
+
+// AWS Bedrock Runtime's model calls: /model/{id}/{operation}
+const BEDROCK_READERS = new Map<string, Reader>([['converse', 'converse'], ['converse-stream', 'converse'], ['invoke', 'invoke'], ['invoke-with-response-stream', 'invoke']])
+
+/**
+ * A pass-through target on an AWS Bedrock provider, checked as targetProblem checks any other,
+ * except that `%3A` may stand for the `:` of a model id (the AWS SDKs encode it; Bedrock decodes
+ * it, and it can make no segment or dot that would route the call elsewhere). Null when it can be read.
+ */
+export function bedrockTargetProblem (target: string): string | null {
+  return targetProblem(target.replace(/%3A/gi, ':'))
+}
+
+/**
+ * How a Bedrock Runtime path is classified: `/model/{id}/converse` and `/converse-stream` are read
+ * by the Converse reader, `/invoke` and `/invoke-with-response-stream` by the InvokeModel reader
+ * (an Anthropic model's Messages answer), `/count-tokens` is free, anything else unmetered. The
+ * model is the path's, its `%3A` a colon.
+ */
+export function classifyBedrock (method: string, path: string): Classified {
+  const raw = path.split('/').filter((s) => s !== '')
+  const segments = raw.map((s) => s.toLowerCase())
+  const inModel = segments.length === 3 && segments[0] === 'model'
+  const pathModel = inModel ? (raw[1] as string).replace(/%3A/gi, ':') : null
+  const reader = method === 'POST' && inModel ? BEDROCK_READERS.get(segments[2] as string) ?? null : null
+  const cost: Cost = reader !== null
+    ? 'metered'
+    : method === 'GET' || method === 'HEAD' || method === 'OPTIONS' || method === 'DELETE' || (inModel && segments[2] === 'count-tokens') ? 'free' : 'unmetered'
+  return { cost, reader, pathModel, method: null, segments, raw }
+}
+
+/** Whether a Bedrock path asks for an event stream. */
+export const bedrockStreams = (c: Classified): boolean => c.segments[0] === 'model' && (c.segments[2] === 'converse-stream' || c.segments[2] === 'invoke-with-response-stream')

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { Readable } from 'node:stream'
 import { isGatewayError, NoCredentials, NoProvider, RequestTimeout, UnforwardableRequest, UpstreamClientError, UpstreamCredentialsRefused, UpstreamUnavailable, type GatewayError } from '../kernel/errors.js'
-import type { Json, Protocol } from '../translation/types.js'
+import type { Json, UpstreamProtocol } from '../translation/types.js'
 import { maskCredentials } from './credentials.js'
 import type { RoutingPolicy, Upstreams } from './index.js'
 import type { AttemptOutcome, AttemptReport, AttemptSink, CallAbort, UpstreamClient, UpstreamResponse } from './types.js'
@@ -22,7 +22,7 @@ export interface Attempt {
   /** A JSON body (serialized once per attempt), the body's text, or a stream sent as it comes (pass-through uploads); none for GET and the like. */
   body?: Json | string | Readable
   /** The protocol the body is in (for the upstream request hooks). */
-  protocol: Protocol
+  protocol: UpstreamProtocol
   /** Extra headers for the provider (a model call), or, with `forwarded`, the client's own headers to send as they are. */
   headers?: Record<string, string | string[]>
   forwarded?: boolean
@@ -296,7 +296,7 @@ function onPlatform (upstream: UpstreamClient, attempt: Attempt): Attempt {
 }
 
 /** Whether a model call on the platform `upstream` can be made there: its path and model as the vendor's API takes them. */
-export function servedOn (upstream: UpstreamClient, call: { path: string, protocol: Protocol, model: string, stream: boolean }): boolean {
+export function servedOn (upstream: UpstreamClient, call: { path: string, protocol: UpstreamProtocol, model: string, stream: boolean }): boolean {
   return upstream.platform.name === 'vendor' || upstream.platform.target({ ...call, body: undefined }) !== undefined
 }
 

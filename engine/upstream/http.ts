@@ -1,6 +1,5 @@
 import { Pool, type Dispatcher } from 'undici'
 import type { ProviderConfig } from '../../config/schema.js'
-import type { Protocol } from '../translation/types.js'
 import type { Platform } from './platforms/index.js'
 import type { UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 
@@ -31,8 +30,7 @@ export function createHttpClient (provider: ProviderConfig, opts: HttpClientOpti
 
   return {
     id: provider.id,
-    // a converse provider's pairs come with the Converse codec; until then none reaches it
-    protocol: provider.protocol as Protocol,
+    protocol: provider.protocol,
     responses: provider.responses,
     platform,
     get secrets () { return platform.secrets() },

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events'
 import type { Readable } from 'node:stream'
-import type { Protocol } from '../translation/types.js'
+import type { UpstreamProtocol } from '../translation/types.js'
 import type { Platform } from './platforms/types.js'
 
 export interface UpstreamRequest {
@@ -45,8 +45,8 @@ export interface UpstreamResponse {
 /** One configured provider: an HTTP pool, or the built-in demo answered in-process. */
 export interface UpstreamClient {
   readonly id: string
-  /** 'openai', 'messages' or 'gemini'. */
-  readonly protocol: Protocol
+  /** 'openai', 'messages', 'gemini' or 'converse' (AWS Bedrock's). */
+  readonly protocol: UpstreamProtocol
   /** The provider serves the Responses API itself (Responses calls go through unchanged). */
   readonly responses: boolean
   /** Its credentials (key, configured header values): masked in whatever of its answers goes on to a client or the log. */

@@ -7,7 +7,7 @@ import { admit, grantedModel, objectProviders } from '../../engine/gateway/gate.
 import { answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../engine/gateway/pipeline.js'
 import { then, type MaybePromise } from '../../engine/kernel/maybe-promise.js'
 import { upstreamPath } from '../../engine/translation/index.js'
-import type { Json, Protocol, TranslateCtx, TranslatorPair, WholePair } from '../../engine/translation/types.js'
+import type { Json, Protocol, TranslateCtx, TranslatorPair, UpstreamProtocol, WholePair } from '../../engine/translation/types.js'
 import { messagesHeaders, servedOn } from '../../engine/upstream/dispatch.js'
 import type { UpstreamClient } from '../../engine/upstream/types.js'
 
@@ -39,7 +39,7 @@ export interface CallSpec {
   /** What the body names of the provider accounts, when the route noted it as it checked the body; else its top level is read here (after `prepare`, which may note parts). */
   objects?: BodyObjects
   /** The pair from the client's protocol to an upstream protocol; undefined where that upstream has no such call (its providers are skipped). */
-  pairFor: (upstream: Protocol) => CallPair | undefined
+  pairFor: (upstream: UpstreamProtocol) => CallPair | undefined
   /** The body made ready for admission with the model in hand: media checked, parameters the model lacks dropped, defaults filled in. */
   prepare?: (p: Pipe, model: CatalogModel, body: Json, objects: BodyObjects) => MaybePromise<Json>
   /** A plugin may answer the call at admission (the response cache). */
@@ -80,7 +80,7 @@ async function runCall (p: Pipe, spec: CallSpec): Promise<FastifyReply | Json> {
   const answered = p.call.pluginAnswer
   if (answered !== null) return await answerFromPlugin(p, answered, ctx, p.call.stream ? undefined : spec.pairFor(spec.protocol))
   const { upstreams } = p.gateway
-  const upstreamProtocol = (u: UpstreamClient): Protocol => spec.protocol === 'responses' && u.responses ? 'responses' : u.protocol
+  const upstreamProtocol = (u: UpstreamClient): UpstreamProtocol => spec.protocol === 'responses' && u.responses ? 'responses' : u.protocol
   // each provider of the model names it its own way (the same model on several platforms)
   const ctxOn = (u: UpstreamClient): TranslateCtx => {
     const name = upstreamModelOn(model, u.id)
@@ -123,7 +123,7 @@ async function runCall (p: Pipe, spec: CallSpec): Promise<FastifyReply | Json> {
 }
 
 /** The upstream body for each upstream protocol and upstream name, made once however many providers are tried. */
-function translator (spec: CallSpec, body: Json): (up: Protocol, ctx: TranslateCtx) => Translated {
+function translator (spec: CallSpec, body: Json): (up: UpstreamProtocol, ctx: TranslateCtx) => Translated {
   const made = new Map<string, Translated>()
   return (up, ctx) => {
     const key = `${up}\n${ctx.upstreamModel}`
