@@ -186,12 +186,12 @@ export const ProviderSchema = Type.Object({
   passthrough_shared: Type.Boolean({ default: false })
 }, Closed)
 
-// A provider of a model: its id, or its id with a weight (for `routing: weighted`) and the name
+// A provider of a model: its id, or its id with a weight (for `routing: weighted`, default 1) and the name
 // the model has there (default: the model's upstream_model): the same model on several platforms
 // has a name on each.
 export const ModelProviderSchema = Type.Union([
   Type.String({ minLength: 1 }),
-  Type.Object({ id: Type.String({ minLength: 1 }), upstream_model: Type.Optional(Type.String({ minLength: 1 })), weight: Type.Number({ default: 1, minimum: 0 }) }, Closed)
+  Type.Object({ id: Type.String({ minLength: 1 }), upstream_model: Type.Optional(Type.String({ minLength: 1 })), weight: Type.Optional(Type.Number({ minimum: 0 })) }, Closed)
 ])
 
 export const RoutingSchema = Type.Union([Type.Literal('failover'), Type.Literal('weighted'), Type.Literal('latency')], { default: 'failover' })

@@ -78,7 +78,7 @@ const READERS: Record<Reader, TranslatorPair> = {
 }
 
 /** Headers that never go to the provider: the client's credentials, cookies, its organization and project at OpenAI, forwarding headers, and the gateway's own. */
-const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'x-goog-api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-real-ip', 'via', 'openai-organization', 'openai-project'])
+const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'x-goog-api-key', 'api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-real-ip', 'via', 'openai-organization', 'openai-project'])
 /**
  * Hop-by-hop headers (RFC 9110 §7.6.1), what the connection itself sets, and `Expect`, whose
  * 100-continue this server has already answered: never copied across. A header the client's
@@ -261,7 +261,9 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (Number(request.headers['content-length'] ?? 0) > limit) throw new RequestTooLarge({ limit_mb: limitMb })
 
       const method = request.method
-      const c = bedrock ? classifyBedrock(method, path) : classify(protocol, method, path)
+      const c = bedrock ? classifyBedrock(method, path) : classify(protocol, method, path, provider.platform)
+      // the gateway's Vertex AI credentials reach the provider's own project and location only
+      if (provider.platform === 'vertex' && !inVertexScope(path)) throw new PassthroughPath({ reason: 'a project or location other than the provider\'s' })
       const reader = c.reader === null ? undefined : READERS[c.reader]
       const access: ObjectAccess = shared ? { kind: 'none' } : objectAccess(provider.protocol, method, c)
       if (access.kind === 'unattributable') throw new UnattributableEndpoint({ method, path: path === '' ? '/' : path.slice(0, 200), provider: provider.id })
@@ -296,7 +298,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       else if (c.cost === 'unmetered') call.spendsUnread()
       const body = await admit(p, model, parsed ?? {})
       // the name the client gave (a snapshot's, perhaps) is the one sent on
-      const name = c.reader === 'gemini' || bedrock ? c.pathModel ?? '' : typeof parsed?.model === 'string' ? parsed.model : ''
+      const name = c.reader === 'gemini' || provider.platform !== undefined ? c.pathModel ?? '' : typeof parsed?.model === 'string' ? parsed.model : ''
       const ctx: TranslateCtx = {
         model: model?.id ?? '',
         upstreamModel: name,
@@ -308,7 +310,8 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         defaultMaxTokens: config.translation.default_max_tokens
       }
       // a JSON body goes up as the hooks left it, through the pair (a chat stream asks for its usage)
-      const sent = parsed === null || verbatim ? upload : reader !== undefined ? reader.request(body, ctx).body : body
+      // (Vertex AI's rawPredict takes no model in its body: the path names it)
+      const sent = parsed === null || verbatim ? upload : reader !== undefined && !(provider.platform === 'vertex' && c.reader === 'messages') ? reader.request(body, ctx).body : body
       const headers = forwarded(request, parsed !== null && !verbatim, bedrock)
       const answer = await send(p, {
         providers: [provider.id],
@@ -330,6 +333,14 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       const sse = String(answer.res.headers['content-type'] ?? '').includes('text/event-stream')
       // a Gemini stream asked for without alt=sse comes as one JSON array of chunks
       return sse ? relayStream(p, answer, { pair: reader, ctx, headers: out }) : await relayJson(p, answer, { pair: reader, ctx, headers: out, array: c.reader === 'gemini' })
+    }
+
+    /** A Vertex AI path below projects/ names the provider's project and location (compared as Google does: case-sensitively). */
+    function inVertexScope (path: string): boolean {
+      const parts = path.split('/').filter((s) => s !== '')
+      const at = parts.indexOf('projects')
+      if (at === -1) return true
+      return parts[at + 1] === provider.project && (parts.length <= at + 2 || (parts[at + 2] === 'locations' && parts[at + 3] === provider.location))
     }
 
     /** Endpoints whose body is the client's file, sent on as it comes. */
@@ -354,7 +365,8 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         if (typeof parsed.model !== 'string' || parsed.model === '') throw new InvalidField({ field: 'model', reason: 'must be a model name' })
         inBody = grantedUpstreamModel(gateway, principal, provider.id, gemini && parsed.model.startsWith('models/') ? parsed.model.slice('models/'.length) : parsed.model)
       }
-      const model = gemini ? inPath ?? inBody : inBody ?? inPath
+      // a platform's URL names the model it calls (Azure's deployment, Vertex AI's model); its body's is not read there
+      const model = gemini || provider.platform !== undefined ? inPath ?? inBody : inBody ?? inPath
       if (model !== null) return model
       if (cost === 'metered') throw new MissingField({ field: 'model' })
       if (cost === 'unmetered' && upload !== undefined && !principal.models.includes('*')) {
@@ -460,7 +472,8 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       return `${request.protocol}://${request.host}${prefix}${u.pathname.slice(basePath.length)}${u.search}`
     }
 
-    const routeConfig: FastifyContextConfig = { family: messages ? 'messages' : gemini ? 'gemini' : 'openai', apiKeyHeader: messages || (gemini ? 'x-goog-api-key' : false), metered: true, endpoint: 'passthrough', protocol }
+    // Azure's clients send their key as api-key: the gateway's key, there
+    const routeConfig: FastifyContextConfig = { family: messages ? 'messages' : gemini ? 'gemini' : 'openai', apiKeyHeader: messages || (gemini ? 'x-goog-api-key' : provider.platform === 'azure' ? 'api-key' : false), metered: true, endpoint: 'passthrough', protocol }
     if (gemini) routeConfig.apiKeyQuery = 'key'
     scope.route({ method: METHODS, url: `/${provider.id}`, config: routeConfig, handler: handle })
     scope.route({ method: METHODS, url: `/${provider.id}/*`, config: routeConfig, handler: handle })

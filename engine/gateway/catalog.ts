@@ -116,7 +116,7 @@ function toCatalogModel (m: ModelConfig): CatalogModel {
     id: m.id,
     config: m,
     providers: refs.map((r) => typeof r === 'string' ? r : r.id),
-    weights: refs.map((r) => typeof r === 'string' ? 1 : r.weight),
+    weights: refs.map((r) => typeof r === 'string' ? 1 : r.weight ?? 1),
     kind: kindOf(m.architecture.output_modalities),
     routing: m.routing,
     upstreamModel,

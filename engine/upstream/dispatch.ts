@@ -198,7 +198,7 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
     const relayAll = attempt.error === undefined
     let repeats = 0
     const report = (outcome: AttemptOutcome, start: number, status: number | null, error?: unknown): void => {
-      const r: AttemptReport = { provider: upstream.id, model: opts.model ?? null, outcome, status, start, end: performance.now(), n: ++sent, retry: repeats > 0, failover: repeats === 0 && tried > 1, error }
+      const r: AttemptReport = { provider: upstream.id, model: opts.model ?? null, upstreamModel: attempt.target?.model ?? null, outcome, status, start, end: performance.now(), n: ++sent, retry: repeats > 0, failover: repeats === 0 && tried > 1, error }
       upstreams.report(r)
       call.attemptEnded(r)
     }
@@ -213,13 +213,12 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
           renewed = true
           res.body.resume()
           report('client_error', start, 401)
-          if (await upstream.platform.refresh()) {
-            repeats++
-            res = undefined
-            continue
-          }
-          // nothing new to try: the refusal stands (below)
-          res = await upstream.request({ method: attempt.method, path: attempt.path, headers: attempt.headers ?? {}, forwarded: attempt.forwarded, body, signal: abort })
+          repeats++
+          res = undefined
+          if (await upstream.platform.refresh()) continue
+          // nothing new to try: the next provider may serve the call
+          lastError = new UpstreamCredentialsRefused({ provider: upstream.id })
+          break
         }
       } catch (err) {
         // the client left while we waited: nothing is written to a closed socket

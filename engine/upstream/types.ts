@@ -68,6 +68,8 @@ export interface AttemptReport {
   provider: string
   /** The catalog model the call is for, when it is a model call. */
   model: string | null
+  /** The model's name at this provider (its provider entry's), when it is a model call. */
+  upstreamModel?: string | null
   outcome: AttemptOutcome
   /** The HTTP status, when the provider answered. */
   status: number | null

@@ -74,13 +74,14 @@ export function vertexPlatform (provider: ProviderConfig, deps: PlatformDeps): P
       const t = tokens.get()
       return typeof t === 'string' ? { authorization: `Bearer ${t}` } : t.then((v) => ({ authorization: `Bearer ${v}` }))
     },
-    refresh: async () => {
-      // a token given as it is cannot be renewed here
-      if (tokens === undefined) return false
-      tokens.invalidate(undefined)
-      await tokens.get()
-      return true
-    },
+    // a token given as it is cannot be renewed here
+    refresh: tokens === undefined
+      ? undefined
+      : async () => {
+        tokens.invalidate(undefined)
+        await tokens.get()
+        return true
+      },
     // the configured strings, the service account's key, and the tokens handed out lately
     secrets: () => tokens === undefined ? fixed : secretsOf([...fixed, ...keySecrets, ...tokens.secrets()])
   }
