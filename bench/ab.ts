@@ -69,7 +69,7 @@ let k = 0
 const ONE = process.env.CONNECTIONS === '1'
 const SECONDS = Number(process.env.SECONDS ?? 5)
 const TOGETHER = process.env.TOGETHER === '1'
-for (let round = 0; TOGETHER && round <= ROUNDS; round++) {
+for (let round = 0; round <= (TOGETHER ? ROUNDS : -1); round++) {
   const runs = targets.map(async (t) => {
     const bare = GEMINI && t.name === 'reply-from'
     const url = `http://127.0.0.1:${t.port}${bare ? '/v1/chat/completions' : route}`
@@ -84,7 +84,7 @@ for (let round = 0; TOGETHER && round <= ROUNDS; round++) {
     t.us.push(us / calls); t.main.push(main / calls); t.rps.push(calls / SECONDS); t.non2xx += non2xx
   }
 }
-for (let round = 0; !TOGETHER && round <= ROUNDS; round++) {
+for (let round = 0; round <= (TOGETHER ? -1 : ROUNDS); round++) {
   for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
     const bare = GEMINI && t.name === 'reply-from'
     const url = `http://127.0.0.1:${t.port}${bare ? '/v1/chat/completions' : route}`

@@ -19,17 +19,41 @@ function row (i: number): UsageRow {
   const tags = i % 100 === 0 ? ['rare', 'team-b'] : i % 3 === 0 ? ['team-a'] : []
   const id = `u${String(i).padStart(8, '0')}`
   return {
-    id, created_at: T0 + i * 1000, trace_id: id, org_id: 'acme', project_id: 'web', key_id: `k${i % 20}`, endpoint: 'chat.completions', model: 'm', provider: 'p',
-    stream: 0, status: 'ok', prompt_tokens: 10, cached_input_tokens: 0, completion_tokens: 5, total_tokens: 15, cache_write_tokens: 0, images: 0,
-    cost_nano: 100, cost_detail: null, latency_ms: 1, ttft_ms: null, cache_hit: 0, saved_nano: 0, attempts: [], dropped_params: [], tags, error: null
+    id,
+    created_at: T0 + i * 1000,
+    trace_id: id,
+    org_id: 'acme',
+    project_id: 'web',
+    key_id: `k${i % 20}`,
+    endpoint: 'chat.completions',
+    model: 'm',
+    provider: 'p',
+    stream: 0,
+    status: 'ok',
+    prompt_tokens: 10,
+    cached_input_tokens: 0,
+    completion_tokens: 5,
+    total_tokens: 15,
+    cache_write_tokens: 0,
+    images: 0,
+    cost_nano: 100,
+    cost_detail: null,
+    latency_ms: 1,
+    ttft_ms: null,
+    cache_hit: 0,
+    saved_nano: 0,
+    attempts: [],
+    dropped_params: [],
+    tags,
+    error: null
   }
 }
 
 async function fill (store: Store): Promise<number> {
   const t0 = performance.now()
   for (let i = 0; i < RECORDS; i += 500) {
-    const batch: Array<Promise<void> | void> = []
-    for (let j = i; j < Math.min(RECORDS, i + 500); j++) batch.push(store.usage.record(row(j)))
+    const batch: Array<Promise<void>> = []
+    for (let j = i; j < Math.min(RECORDS, i + 500); j++) batch.push(Promise.resolve(store.usage.record(row(j))))
     await Promise.all(batch)
   }
   return performance.now() - t0

@@ -10,7 +10,7 @@ import { usageRow } from '../usage-row.js'
 t.test('a page and the totals of a tag read the tagged records\' index, and find exactly the tagged records', async (t) => {
   const store = new Store(join(tempDir('tags-index'), 'gw.db'))
   t.teardown(async () => { await store.close() })
-  const writes: Array<Promise<void> | void> = []
+  const writes: Array<Promise<void>> = []
   for (let i = 0; i < 300; i++) {
     const tags = i % 10 === 0 ? ['rare', 'team-b'] : i % 2 === 0 ? ['team-a'] : []
     writes.push(store.usage.record(usageRow({ id: `u${String(i).padStart(4, '0')}`, created_at: 1000 + i, tags })))
@@ -22,14 +22,14 @@ t.test('a page and the totals of a tag read the tagged records\' index, and find
   const prepare = store.db.prepare.bind(store.db)
   store.db.prepare = ((sql: string) => { prepared.push(sql); return prepare(sql) }) as typeof store.db.prepare
 
-  const page = await store.usage.page({ org: 'acme', tag: 'rare' }, 5)
+  const page = store.usage.page({ org: 'acme', tag: 'rare' }, 5)
   t.same(page.map((r) => r.id), ['u0290', 'u0280', 'u0270', 'u0260', 'u0250'], 'the newest records of the tag, newest first')
   t.ok(page.every((r) => r.tags.includes('rare')))
-  t.equal((await store.usage.totals({ org: 'acme', tag: 'rare' })).calls, 30, 'every record of the tag counted')
-  t.equal((await store.usage.totals({ org: 'acme', tag: 'team-a' })).calls, 120)
-  t.equal((await store.usage.page({ org: 'acme', tag: 'nobody' }, 5)).length, 0, 'a tag no record carries: none')
+  t.equal(store.usage.totals({ org: 'acme', tag: 'rare' }).calls, 30, 'every record of the tag counted')
+  t.equal(store.usage.totals({ org: 'acme', tag: 'team-a' }).calls, 120)
+  t.equal(store.usage.page({ org: 'acme', tag: 'nobody' }, 5).length, 0, 'a tag no record carries: none')
 
-  t.equal((await store.usage.page({ tag: 'rare' }, 50)).length, 30, 'of every organization')
+  t.equal(store.usage.page({ tag: 'rare' }, 50).length, 30, 'of every organization')
 
   const byTag = prepared.filter((sql) => sql.includes('json_each'))
   t.ok(byTag.length >= 3, 'the pages and the totals were prepared here')
