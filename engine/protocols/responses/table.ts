@@ -4,7 +4,7 @@ import type { Columns } from '../fields.js'
 
 // Every field of a Responses request, and its fate toward each upstream protocol that is not its
 // own (toward a Responses upstream every field is passed as it is). The reader
-// (responses-request.ts) reads a field some column does not drop; one every column drops is
+// (request.ts) reads a field some column does not drop; one every column drops is
 // reported, or sent as it is when the model lists it among its supported parameters (and then
 // still dropped toward a Gemini upstream, which refuses a field it does not know). A pair reports
 // a field its column drops when the request sets it (`dropToward`). `stop` is no Responses
