@@ -32,6 +32,7 @@ export const chatCodec: Codec = {
   protocol: 'openai',
   path: '/chat/completions',
   fields: CHAT_FIELDS,
+  structural: new Set(['model', 'messages', 'stream', 'stream_options']),
   own (body: Json, ctx: TranslateCtx): Json {
     const out: Json = { ...body, model: ctx.upstreamModel }
     // the usage chunk is asked for always: the call is billed from it

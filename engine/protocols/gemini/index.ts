@@ -47,6 +47,8 @@ export const geminiCodec: Codec = {
   protocol: 'gemini',
   path: geminiUpstreamPath,
   fields: GEMINI_FIELDS,
+  // the settings inside generationConfig and toolConfig are mapped or dropped (and reported) by the pairs
+  structural: new Set(['model', 'contents', 'systemInstruction', 'generationConfig', 'toolConfig', 'safetySettings', 'cachedContent']),
   own (body) {
     if (body.model === undefined) return body
     // the model is the path's: a catalog id in the body would only be refused upstream

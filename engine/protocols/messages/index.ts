@@ -25,6 +25,7 @@ export const messagesCodec: Codec = {
   protocol: 'messages',
   path: '/v1/messages',
   fields: MESSAGES_FIELDS,
+  structural: new Set(['model', 'messages', 'max_tokens', 'system', 'stream']),
   own: (body, ctx) => ({ ...body, model: ctx.upstreamModel }),
   usage: (body) => usageFromMessages(body.usage),
   error: messagesError,

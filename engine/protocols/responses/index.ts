@@ -16,6 +16,8 @@ export const responsesCodec: Codec = {
   protocol: 'responses',
   path: '/responses',
   fields: RESPONSES_FIELDS,
+  // and what the service itself decides (nothing is stored, no history is kept)
+  structural: new Set(['model', 'input', 'instructions', 'stream', 'store', 'include', 'client_metadata', 'stream_options', 'truncation', 'previous_response_id', 'conversation', 'background']),
   own: (body, ctx) => ({ ...body, model: ctx.upstreamModel }),
   usage: (body) => withServerTools(usageFromResponses(body.usage), responsesToolUses(body.output)),
   error (status: number, body: unknown): Json {
