@@ -35,7 +35,7 @@ function attemptsOf (outcome: CallOutcome): UsageAttempt[] {
     const a = list[i] as CallOutcome['attempts'][number]
     out[i] = {
       provider: a.provider,
-      upstream_model: outcome.upstreamModel,
+      upstream_model: a.upstreamModel ?? outcome.upstreamModel,
       outcome: a.outcome,
       status: a.status,
       error: a.outcome === 'ok' ? null : attemptError(a),

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { CallEndContext, CallOutcome, CallProtocol, CallStatus, CallView, Endpoint, Gateway, PluginAnswer } from '../../plugins/api/index.js'
 import { chargeOf, settle, ZERO_COST, ZERO_USAGE } from './billing.js'
 import { addDroppedNames } from './dropped-names.js'
-import type { CatalogModel } from './catalog.js'
+import { upstreamModelOn, type CatalogModel } from './catalog.js'
 import { runAll, type HookRegistry } from './hooks.js'
 import { NO_TAGS } from './tags.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
@@ -235,7 +235,7 @@ export class Call implements CallView, AttemptSink {
       endpoint: this._endpoint,
       protocol: this._protocol,
       model: this._model?.id ?? this.modelName,
-      upstreamModel: this._model?.upstreamModel ?? this.modelName,
+      upstreamModel: this._model === null ? this.modelName : upstreamModelOn(this._model, this._provider),
       provider: this._provider,
       stream: this._stream,
       status: how.status,

@@ -10,6 +10,12 @@
  */
 export type Protocol = 'openai' | 'messages' | 'responses' | 'gemini'
 
+/**
+ * An upstream's wire protocol: a client protocol, or one only upstreams speak (AWS Bedrock's
+ * Converse, reached through the Messages shape: engine/protocols/converse/).
+ */
+export type UpstreamProtocol = Protocol | 'converse'
+
 import type { Json } from '../kernel/json.js'
 
 export type { Json }

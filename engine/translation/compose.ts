@@ -1,88 +1,51 @@
-import type { FieldTable } from '../protocols/fields.js'
-import type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatedResponse, TranslatorPair, Usage } from './types.js'
+import type { ViaMessagesCodec } from '../protocols/converse/index.js'
+import { errorEvent } from '../protocols/index.js'
+import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, UpstreamProtocol } from './types.js'
 
-// An upstream protocol spoken through another protocol's shape. Its codec (a bridge) maps the
-// request a pair writes for a `via` upstream (Messages, say) onto its own wire format, and its
-// answers, errors and stream events back into the `via` protocol's; `compose` puts it behind
-// every pair toward `via`, so that a protocol added this way is one codec, not one pair per
-// client protocol. Whatever the `via` pair keeps (thinking and its signatures, cache control,
-// tool call ids, citations) reaches the bridge, which keeps what its own format has room for.
-//
-// Dropped fields are reported by the client's names: the `via` pair reports what has no place
-// in `via`; the client protocol's field table has a column for the bridged upstream, and a
-// field the client sent that this column drops (and the `via` column does not) is reported
-// too. The bridge itself leaves out what its format has no place for; the names it reports are
-// `via`'s, reported only to a client of `via` itself (any other client's names are its table's).
+// A client protocol in front of an upstream protocol reached through Messages: the client's pair
+// to Messages, then the upstream's codec, both ways. Requests go client → Messages → upstream;
+// answers, errors and stream frames come back upstream → Messages → client. The usage is read
+// from the upstream's own counts (Converse splits its cache writes by TTL, which the Messages
+// pair would read back the same but only after a round trip through Messages' shape).
 
-/** The codec of an upstream protocol that speaks to the gateway through another protocol's shape. */
-export interface Bridge {
-  /** The upstream protocol it speaks. */
-  upstream: Protocol
-  /** The protocol whose upstream requests it takes and whose answers it gives back. */
-  via: Protocol
-  /** The upstream path below the provider's base_url (a function of the call where it names the model). */
-  path: TranslatorPair['path']
-  /** A request written for a `via` upstream → its own; `dropped` names `via` fields it has no place for. */
-  request: (body: Json, ctx: TranslateCtx) => TranslatedRequest
-  /** Its whole answer → the `via` protocol's, and its usage. */
-  response: (body: Json, ctx: TranslateCtx) => { body: Json, usage: Usage | null }
-  /** Its error status and body → a `via` error body. */
-  error: (status: number, body: unknown) => Json
-  /** Its stream events → `via` stream events (an SseEvent per `via` frame). */
-  stream: (ctx: TranslateCtx) => StreamMapper
-}
-
-/** The names of the fields of `body` that `fields` drops toward `upstream` but not toward `via`. */
-function droppedToward (body: Json, fields: FieldTable | undefined, upstream: Protocol, via: Protocol): string[] {
-  if (fields === undefined) return []
-  const out: string[] = []
-  for (const key of Object.keys(body)) {
-    const row = Object.hasOwn(fields, key) ? fields[key] : undefined
-    if (row?.[upstream] === 'dropped' && row[via] !== 'dropped' && body[key] !== undefined && body[key] !== null) out.push(key)
-  }
-  return out
-}
-
-/**
- * The pair of a client protocol in front of a bridged upstream: `pair` (client → `bridge.via`)
- * then `bridge`. `fields` is the client protocol's field table (its column toward the bridged
- * upstream says which of the client's fields are dropped there).
- */
-export function compose (pair: TranslatorPair, bridge: Bridge, fields?: FieldTable): TranslatorPair {
-  if (pair.upstream !== bridge.via) throw new Error(`a ${pair.client} → ${pair.upstream} pair cannot go through a bridge from ${bridge.via}`)
-  const own = pair.client === bridge.via
+export function compose (toMessages: TranslatorPair, codec: ViaMessagesCodec, upstream: UpstreamProtocol): TranslatorPair {
   return {
-    client: pair.client,
-    upstream: bridge.upstream,
-    path: bridge.path,
-    request (body: Json, ctx: TranslateCtx): TranslatedRequest {
-      const first = pair.request(body, ctx)
-      const second = bridge.request(first.body, ctx)
-      const dropped = [...first.dropped]
-      for (const name of own ? second.dropped : droppedToward(body, fields, bridge.upstream, bridge.via)) if (!dropped.includes(name)) dropped.push(name)
-      return { body: second.body, dropped }
+    client: toMessages.client,
+    upstream,
+    path: codec.path,
+    request (body: Json, ctx: TranslateCtx) {
+      const first = toMessages.request(body, ctx)
+      const second = codec.request(first.body, ctx)
+      if (second.dropped.length === 0) return { body: second.body, dropped: first.dropped }
+      return { body: second.body, dropped: [...new Set([...first.dropped, ...second.dropped])].sort() }
     },
-    response (body: Json, ctx: TranslateCtx): TranslatedResponse {
-      const via = bridge.response(body, ctx)
-      const mapped = pair.response(via.body, ctx)
-      // a same-protocol pair answers "unchanged": the client gets the `via` answer the bridge wrote
-      return { body: mapped.body ?? via.body, usage: mapped.usage ?? via.usage }
+    response (body: Json, ctx: TranslateCtx) {
+      const messages = codec.response(body, ctx)
+      const out = toMessages.response(messages.body, ctx)
+      // a Messages client's pair relays its upstream's bytes unchanged: here they are the Messages answer
+      return { body: out.body ?? messages.body, usage: messages.usage }
     },
-    error: (status: number, body: unknown): Json => pair.error(status, bridge.error(status, body)),
+    error: (status: number, body: unknown) => toMessages.error(status, codec.error(status, body)),
     stream (ctx: TranslateCtx): StreamMapper {
-      const outer = bridge.stream(ctx)
-      const inner = pair.stream(ctx)
-      const through = (events: SseEvent[]): SseEvent[] => events.flatMap((ev) => inner.push(ev))
-      const mapper: StreamMapper = {
-        push: (ev) => through(outer.push(ev)),
-        end: () => [...through(outer.end()), ...inner.end()],
-        usage: () => inner.usage() ?? outer.usage(),
-        relayedText: () => inner.relayedText(),
-        // the client's stream is the inner pair's: it has ended when the pair wrote its end
-        finished: () => inner.finished()
+      const inner = codec.stream(ctx)
+      const outer = toMessages.stream(ctx)
+      const through = (frames: SseEvent[]): SseEvent[] => {
+        if (frames.length === 0) return frames
+        const out: SseEvent[] = []
+        for (const f of frames) for (const g of outer.push(f)) out.push(g)
+        return out
       }
-      if (inner.fail !== undefined) mapper.fail = inner.fail
-      return mapper
+      return {
+        push: (ev) => through(inner.push(ev)),
+        end: () => [...through(inner.end()), ...outer.end()],
+        usage: () => inner.usage(),
+        relayedText: () => outer.relayedText(),
+        finished: () => inner.finished() && outer.finished(),
+        // the upstream's own exception already reached the client as its protocol's error event
+        fail: (e) => inner.excepted()
+          ? []
+          : outer.fail?.(e) ?? [errorEvent(toMessages.client, { status: e.status, message: e.message, code: e.code, openaiType: e.type })]
+      }
     }
   }
 }

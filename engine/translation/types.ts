@@ -1,9 +1,9 @@
 // The contract between the gateway's call pipeline and the protocol translators. A pair maps one
 // client protocol onto one upstream protocol; passthrough is a pair too, which only extracts
 // usage. Pairs are pure: no I/O, no clock, no module state; ids and time come in through ctx.
-import type { Json, Protocol, StreamMapper, TranslateCtx, Usage } from '../protocols/types.js'
+import type { Json, Protocol, StreamMapper, TranslateCtx, UpstreamProtocol, Usage } from '../protocols/types.js'
 
-export type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, Usage } from '../protocols/types.js'
+export type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, UpstreamProtocol, Usage } from '../protocols/types.js'
 
 /** The upstream request body, and the client fields that could not be mapped onto it. */
 export interface TranslatedRequest {
@@ -24,7 +24,7 @@ export interface TranslatedResponse {
 
 export interface TranslatorPair {
   client: Protocol
-  upstream: Protocol
+  upstream: UpstreamProtocol
   /**
    * Upstream path below the provider's base_url: '/chat/completions', '/v1/messages' or
    * '/responses'; a function of the call for Gemini, whose path names the model and the stream
