@@ -1,5 +1,6 @@
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '../kernel/errors.js'
+import { assistantMessage, chatCompletion, choice } from './chat-output.js'
 import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
@@ -201,18 +202,11 @@ function response (body: Json, ctx: TranslateCtx) {
     const toolCalls: ToolCall[] = c.pieces.flatMap((p) => p.kind === 'call'
       ? [{ id: clientCallId(ctx, 'call_', calls++, p), type: 'function' as const, function: { name: p.name, arguments: JSON.stringify(p.args) } }]
       : [])
-    return {
-      index: c.index,
-      message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, refusal: null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
-      finish_reason: FINISH[finishOf(c.finishReason, toolCalls.length > 0)],
-      logprobs: null
-    }
+    return choice(c.index, assistantMessage(text, toolCalls), FINISH[finishOf(c.finishReason, toolCalls.length > 0)])
   })
-  if (choices.length === 0) choices.push({ index: 0, message: { role: 'assistant', content: '', refusal: null }, finish_reason: 'stop', logprobs: null })
+  if (choices.length === 0) choices.push(choice(0, assistantMessage('', []), 'stop'))
   const usage = usageFromGemini(body.usageMetadata)
-  const out: ChatCompletion = { id: `chatcmpl-${ctx.id}`, object: 'chat.completion', created: ctx.created, model: ctx.model, choices }
-  if (usage !== null) out.usage = chatUsage(usage)
-  return { body: { ...out }, usage }
+  return { body: chatCompletion(ctx, choices, usage === null ? undefined : chatUsage(usage)), usage }
 }
 
 function error (status: number, body: unknown): Json {

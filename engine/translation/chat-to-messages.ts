@@ -1,6 +1,7 @@
 import type { ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, UnsupportedOnUpstream } from '../kernel/errors.js'
+import { assistantMessage, chatCompletion, choice } from './chat-output.js'
 import { messagesImageSource } from './content.js'
 import { column, Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
 import { upstreamMessage } from './passthrough.js'
@@ -231,20 +232,8 @@ function response (body: Json, ctx: TranslateCtx) {
     function: { name: typeof b.name === 'string' ? b.name : '', arguments: JSON.stringify(b.input ?? {}) }
   }))
   const usage = usageFromMessages(body.usage)
-  const out: ChatCompletion = {
-    id: `chatcmpl-${ctx.id}`,
-    object: 'chat.completion',
-    created: ctx.created,
-    model: ctx.model,
-    choices: [{
-      index: 0,
-      message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, refusal: null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
-      finish_reason: finishOf(body.stop_reason),
-      logprobs: null
-    }]
-  }
-  if (usage !== null) out.usage = toOpenAIUsage(usage)
-  return { body: { ...out }, usage }
+  const choices = [choice(0, assistantMessage(text, toolCalls), finishOf(body.stop_reason))]
+  return { body: chatCompletion(ctx, choices, usage === null ? undefined : toOpenAIUsage(usage)), usage }
 }
 
 function error (status: number, body: unknown): Json {

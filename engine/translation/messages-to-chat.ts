@@ -3,6 +3,7 @@ import type { ReasoningEffort } from 'openai/resources/shared'
 import { errorBody, InvalidField } from '../kernel/errors.js'
 import { joinText, parseToolArguments, textOf } from './content.js'
 import { column, Dropped, entry, isObj, kindOf, mapValue, optBoolean, optEntry, optText, sortFields, strings, text } from './fields.js'
+import { messageBody } from './messages-output.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
@@ -229,19 +230,7 @@ function response (body: Json, ctx: TranslateCtx) {
     content.push({ type: 'tool_use', id: typeof tc.id === 'string' ? tc.id : '', name: typeof fn.name === 'string' ? fn.name : '', input: parseToolArguments(fn.arguments) })
   }
   const usage = usageFromOpenAI(body.usage)
-  return {
-    body: {
-      id: `msg_${ctx.id}`,
-      type: 'message',
-      role: 'assistant',
-      model: ctx.model,
-      content,
-      stop_reason: stopOf(choice.finish_reason),
-      stop_sequence: null,
-      usage: toMessagesUsage(usage ?? { prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 })
-    },
-    usage
-  }
+  return { body: messageBody(ctx, content, stopOf(choice.finish_reason), null, usage), usage }
 }
 
 function error (status: number, body: unknown): Json {

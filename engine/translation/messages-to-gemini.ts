@@ -3,6 +3,7 @@ import { joinText } from './content.js'
 import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from './fields.js'
 import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
+import { messageBody } from './messages-output.js'
 import { upstreamMessage } from './passthrough.js'
 import { frame } from './sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
@@ -255,19 +256,7 @@ function response (body: Json, ctx: TranslateCtx) {
   const candidate = candidatesOf(body)[0]
   const content = candidate === undefined ? [] : blocksOf(candidate.pieces, ctx)
   const usage = usageFromGemini(body.usageMetadata)
-  return {
-    body: {
-      id: `msg_${ctx.id}`,
-      type: 'message',
-      role: 'assistant',
-      model: ctx.model,
-      content,
-      stop_reason: STOP[finishOf(candidate?.finishReason, content.some((b) => b.type === 'tool_use'))],
-      stop_sequence: null,
-      usage: toMessagesUsage(usage ?? ZERO)
-    },
-    usage
-  }
+  return { body: messageBody(ctx, content, STOP[finishOf(candidate?.finishReason, content.some((b) => b.type === 'tool_use'))], null, usage), usage }
 }
 
 function error (status: number, body: unknown): Json {

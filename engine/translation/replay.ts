@@ -30,11 +30,20 @@ export function pieces (text: string): string[] {
   return out
 }
 
-/** The stream events of `body`, a whole answer in `protocol`. */
-export function replayStream (protocol: Protocol, body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>): SseEvent[] {
+/** How a text is cut into its deltas: `text` (an answer's or a thought's), `arguments` (a tool call's JSON). */
+export type Splitter = (text: string, kind: 'text' | 'arguments') => string[]
+
+const PIECES: Splitter = (text) => pieces(text)
+
+/**
+ * The stream events of `body`, a whole answer in `protocol`; `split` cuts its texts into deltas
+ * (pieces of about PIECE characters unless a caller cuts them its own way: the demo provider
+ * streams word by word).
+ */
+export function replayStream (protocol: Protocol, body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>, split: Splitter = PIECES): SseEvent[] {
   switch (protocol) {
-    case 'openai': return chatStream(body, ctx)
-    case 'messages': return messagesStream(body, ctx)
+    case 'openai': return chatStream(body, ctx, split)
+    case 'messages': return messagesStream(body, ctx, split)
     case 'responses': return responsesStream(body)
     case 'gemini': return geminiStream(body)
     default: throw new Error(`no stream replay for ${protocol} answers`)
@@ -73,11 +82,13 @@ function geminiStream (body: Json): SseEvent[] {
   return out
 }
 
-function chatStream (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>): SseEvent[] {
+function chatStream (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>, split: Splitter): SseEvent[] {
   const base = { id: str(body.id) || `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk', created: typeof body.created === 'number' ? body.created : ctx.created, model: str(body.model) || ctx.model }
   const extra: Json = {}
   if (body.system_fingerprint !== undefined) extra.system_fingerprint = body.system_fingerprint
-  const chunk = (choices: Json[], usage: unknown = null): SseEvent => frame({ ...base, ...extra, choices, usage })
+  // OpenAI's chunks carry a usage field (null but in the last) only when the usage was asked for
+  const counted = isObj(body.usage)
+  const chunk = (choices: Json[], usage: unknown = null): SseEvent => frame(counted ? { ...base, ...extra, choices, usage } : { ...base, ...extra, choices })
   const out: SseEvent[] = []
   const choices = objects(body.choices)
   for (const c of choices.length > 0 ? choices : [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }]) {
@@ -86,22 +97,22 @@ function chatStream (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'mod
     const delta = (d: Json): SseEvent => chunk([{ index, delta: d, logprobs: null, finish_reason: null }])
     out.push(delta({ role: 'assistant', content: '' }))
     const reasoning = str(m.reasoning_content)
-    for (const p of pieces(reasoning)) out.push(delta({ reasoning_content: p }))
-    for (const p of pieces(str(m.content))) out.push(delta({ content: p }))
+    for (const p of split(reasoning, 'text')) out.push(delta({ reasoning_content: p }))
+    for (const p of split(str(m.content), 'text')) out.push(delta({ content: p }))
     if (typeof m.refusal === 'string') out.push(delta({ refusal: m.refusal }))
     objects(m.tool_calls).forEach((tc, i) => {
       const fn = isObj(tc.function) ? tc.function : {}
       out.push(delta({ tool_calls: [{ index: i, id: tc.id, type: 'function', function: { name: str(fn.name), arguments: '' } }] }))
-      for (const p of pieces(str(fn.arguments))) out.push(delta({ tool_calls: [{ index: i, function: { arguments: p } }] }))
+      for (const p of split(str(fn.arguments), 'arguments')) if (p !== '') out.push(delta({ tool_calls: [{ index: i, function: { arguments: p } }] }))
     })
     out.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: c.finish_reason ?? 'stop' }]))
   }
-  if (isObj(body.usage)) out.push(chunk([], body.usage))
+  if (counted) out.push(chunk([], body.usage))
   out.push({ data: '[DONE]' })
   return out
 }
 
-function messagesStream (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>): SseEvent[] {
+function messagesStream (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>, split: Splitter): SseEvent[] {
   const usage = isObj(body.usage) ? body.usage : {}
   const ev = (data: Json): SseEvent => frame(data, data.type as string)
   const out: SseEvent[] = [ev({
@@ -118,26 +129,34 @@ function messagesStream (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>): S
       usage: { ...usage, input_tokens: usage.input_tokens ?? 0, cache_creation_input_tokens: usage.cache_creation_input_tokens ?? 0, cache_read_input_tokens: usage.cache_read_input_tokens ?? 0, output_tokens: 1 }
     }
   })]
-  objects(body.content).forEach((block, index) => {
+  const content = objects(body.content)
+  // Anthropic pings once the first block has started (at once when there is none)
+  const ping = (): void => { out.push(ev({ type: 'ping' })) }
+  if (content.length === 0) ping()
+  content.forEach((block, index) => {
     const delta = (d: Json): SseEvent => ev({ type: 'content_block_delta', index, delta: d })
     switch (block.type) {
       case 'text':
         out.push(ev({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }))
-        for (const p of pieces(str(block.text))) out.push(delta({ type: 'text_delta', text: p }))
+        if (index === 0) ping()
+        for (const p of split(str(block.text), 'text')) out.push(delta({ type: 'text_delta', text: p }))
         break
       case 'thinking':
         out.push(ev({ type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } }))
-        for (const p of pieces(str(block.thinking))) out.push(delta({ type: 'thinking_delta', thinking: p }))
+        if (index === 0) ping()
+        for (const p of split(str(block.thinking), 'text')) out.push(delta({ type: 'thinking_delta', thinking: p }))
         if (typeof block.signature === 'string' && block.signature !== '') out.push(delta({ type: 'signature_delta', signature: block.signature }))
         break
       case 'tool_use':
       case 'server_tool_use':
         out.push(ev({ type: 'content_block_start', index, content_block: { ...block, input: {} } }))
-        for (const p of pieces(JSON.stringify(block.input ?? {}))) out.push(delta({ type: 'input_json_delta', partial_json: p }))
+        if (index === 0) ping()
+        for (const p of split(JSON.stringify(block.input ?? {}), 'arguments')) out.push(delta({ type: 'input_json_delta', partial_json: p }))
         break
       default:
         // a block with nothing to stream (redacted thinking, a tool's result) starts whole
         out.push(ev({ type: 'content_block_start', index, content_block: block }))
+        if (index === 0) ping()
     }
     out.push(ev({ type: 'content_block_stop', index }))
   })
