@@ -1,15 +1,15 @@
 import { Readable } from 'node:stream'
 import { errorBody } from '../kernel/errors.js'
 import { estimateTokens } from '../kernel/estimate.js'
-import { assistantMessage, chatCompletion, choice, type FinishReason, type ToolCall } from '../translation/chat-output.js'
+import { assistantMessage, completion, type FinishReason, type ToolCall } from '../protocols/chat/writer.js'
+import { toOpenAIUsage } from '../protocols/chat/usage.js'
+import { candidate, chunk, responseBody } from '../protocols/gemini/writer.js'
+import { schemaFromGemini } from '../protocols/gemini/wire.js'
+import { replayStream, type Splitter } from '../protocols/index.js'
+import { message } from '../protocols/messages/writer.js'
+import { serialize } from '../protocols/sse.js'
 import { contentText, embeddingInputs, openaiList, type EmbeddingInput } from '../translation/embeddings.js'
-import { schemaFromGemini } from '../translation/gemini.js'
-import { candidate, chunk, responseBody } from '../translation/gemini-output.js'
-import { messageBody } from '../translation/messages-output.js'
-import { replayStream, type Splitter } from '../translation/replay.js'
-import { serialize } from '../translation/sse.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
-import { toOpenAIUsage } from '../translation/usage.js'
 import { DEMO_DIMENSIONS, demoPng, demoVector, ratioOf, sizeOf } from './demo-media.js'
 import type { CallAbort, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 import { isObj } from '../kernel/json.js'
@@ -283,9 +283,9 @@ export function fragments (text: string, size = 12): string[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rendering: the neutral answer written by each protocol's writers (chat-output.ts,
-// messages-output.ts, gemini-output.ts), streamed by the stream writers (replay.ts for a whole
-// answer's events, gemini-output.ts's chunks), framed by sse.ts
+// Rendering: the neutral answer written by each protocol's writers (engine/protocols/<p>/
+// writer.ts), streamed by the codecs' replay of a whole answer (cut word by word) or Gemini's
+// chunk writer, framed by sse.ts
 
 const FINISH_REASON: Record<StopReason, FinishReason> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls' }
 // Gemini says STOP after its calls too
@@ -343,14 +343,14 @@ export function completionJson (protocol: Protocol, c: Completion): Json {
   if (protocol === 'openai') {
     const text = c.blocks.filter((b) => b.type === 'text').map(joined).join('')
     const calls: ToolCall[] = c.blocks.flatMap((b) => b.type === 'tool_use' ? [{ id: b.id, type: 'function' as const, function: { name: b.name, arguments: joined(b) } }] : [])
-    return chatCompletion(c, [choice(0, assistantMessage(text, calls), FINISH_REASON[c.stopReason])], toOpenAIUsage(usage))
+    return { ...completion(c, [{ index: 0, message: assistantMessage(text, calls), finish_reason: FINISH_REASON[c.stopReason], logprobs: null }], toOpenAIUsage(usage)) }
   }
   const content = c.blocks.map((b): Json => {
     if (b.type === 'text') return { type: 'text', text: joined(b) }
     if (b.type === 'thinking') return { type: 'thinking', thinking: joined(b), signature: b.signature }
     return { type: 'tool_use', id: b.id, name: b.name, input: args(b) }
   })
-  return messageBody(c, content, c.stopReason, c.stopSequence, usage)
+  return message(c, content, c.stopReason, usage, c.stopSequence)
 }
 
 /** A stream's deltas as the demo sends them: text word by word, arguments in fragments. */

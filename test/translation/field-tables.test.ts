@@ -1,9 +1,9 @@
 import t from 'tap'
 import { pairFor } from '../../engine/translation/index.js'
-import { CHAT_FIELDS } from '../../engine/translation/tables/chat.js'
-import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from '../../engine/translation/tables/gemini.js'
-import { MESSAGES_FIELDS } from '../../engine/translation/tables/messages.js'
-import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from '../../engine/translation/tables/responses.js'
+import { CHAT_FIELDS } from '../../engine/protocols/chat/table.js'
+import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from '../../engine/protocols/gemini/table.js'
+import { MESSAGES_FIELDS } from '../../engine/protocols/messages/table.js'
+import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from '../../engine/protocols/responses/table.js'
 import type { Json, Protocol, TranslateCtx } from '../../engine/translation/types.js'
 
 // The field tables are what the pairs do: a field a protocol's table marks dropped toward an

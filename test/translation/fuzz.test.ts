@@ -329,7 +329,7 @@ t.test('the fuzzer reaches deep code: a skeleton goes through whole', async (t) 
 })
 
 t.test('a dropped field or tool type with a lone surrogate, or cut inside a pair, is listed header-safe', async (t) => {
-  const { Dropped } = await import('../../engine/translation/fields.js')
+  const { Dropped } = await import('../../engine/protocols/fields.js')
   const d = new Dropped()
   d.add('\ud800')
   d.add('x'.repeat(127) + '😀tail')
