@@ -1,5 +1,5 @@
 import t from 'tap'
-import { pairFor } from '../../engine/translation/index.js'
+import { pairFor, upstreamsOf } from '../../engine/translation/index.js'
 import { CHAT_FIELDS } from '../../engine/protocols/chat/table.js'
 import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from '../../engine/protocols/gemini/table.js'
 import { MESSAGES_FIELDS } from '../../engine/protocols/messages/table.js'
@@ -9,7 +9,9 @@ import type { Json, Protocol, TranslateCtx } from '../../engine/translation/type
 // The field tables are what the pairs do: a field a protocol's table marks dropped toward an
 // upstream is reported by that pair, a passed one reaches the upstream body as it is, an
 // accepted one goes nowhere and is not reported, a refused one is a 400; no field is left out
-// of a column, and a field no table knows is reported wherever it sits.
+// of a column, and a field no table knows is reported wherever it sits. The columns checked are
+// every upstream the translation table lets the client reach (a bridged one included), but its
+// own protocol's: a protocol added is a column every table must have.
 
 const CTX: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1700000000, stream: false, includeUsage: false, flatten: false, defaultMaxTokens: 4096 }
 const PROBE = { probe: 1 } // no field's neutral value
@@ -90,19 +92,29 @@ function check (client: Protocol, base: Json, table: Readonly<Record<string, Rea
   }
 }
 
+/** The upstream protocols a client's table has a column for: every one it reaches but its own. */
+const toward = (client: Protocol): Protocol[] => upstreamsOf(client).filter((u) => u !== client)
+
 const RESPONSES_BASE = { model: 'm', input: 'hi' }
 const GEMINI_BASE = { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }
 
-check('openai', { model: 'm', messages: [{ role: 'user', content: 'hi' }] }, CHAT_FIELDS, ['messages', 'gemini'])
-check('messages', { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }, MESSAGES_FIELDS, ['openai', 'gemini'])
-check('responses', RESPONSES_BASE, RESPONSES_FIELDS, ['openai', 'messages', 'gemini'])
+check('openai', { model: 'm', messages: [{ role: 'user', content: 'hi' }] }, CHAT_FIELDS, toward('openai'))
+check('messages', { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }, MESSAGES_FIELDS, toward('messages'))
+check('responses', RESPONSES_BASE, RESPONSES_FIELDS, toward('responses'))
 const textAndReasoning = (name: string): Record<string, Readonly<Record<string, string>>> =>
   Object.fromEntries(Object.entries(RESPONSES_CONFIG_FIELDS).filter(([k]) => k.startsWith(`${name}.`)).map(([k, v]) => [k.slice(name.length + 1), v]))
-check('responses', RESPONSES_BASE, textAndReasoning('text'), ['openai', 'messages', 'gemini'], 'text.')
-check('responses', RESPONSES_BASE, textAndReasoning('reasoning'), ['openai', 'messages', 'gemini'], 'reasoning.')
-check('gemini', GEMINI_BASE, GEMINI_FIELDS, ['openai', 'messages'])
-check('gemini', GEMINI_BASE, GEMINI_GENERATION_FIELDS, ['openai', 'messages'], 'generationConfig.')
-check('gemini', GEMINI_BASE, GEMINI_THINKING_FIELDS, ['openai', 'messages'], 'generationConfig.thinkingConfig.')
+check('responses', RESPONSES_BASE, textAndReasoning('text'), toward('responses'), 'text.')
+check('responses', RESPONSES_BASE, textAndReasoning('reasoning'), toward('responses'), 'reasoning.')
+check('gemini', GEMINI_BASE, GEMINI_FIELDS, toward('gemini'))
+check('gemini', GEMINI_BASE, GEMINI_GENERATION_FIELDS, toward('gemini'), 'generationConfig.')
+check('gemini', GEMINI_BASE, GEMINI_THINKING_FIELDS, toward('gemini'), 'generationConfig.thinkingConfig.')
+
+t.test('each client reaches the upstreams its table has columns for', async (t) => {
+  t.same(toward('openai').sort(), ['gemini', 'messages'])
+  t.same(toward('messages').sort(), ['gemini', 'openai'])
+  t.same(toward('responses').sort(), ['gemini', 'messages', 'openai'])
+  t.same(toward('gemini').sort(), ['messages', 'openai'])
+})
 
 t.test('every key of text and reasoning has a row', async (t) => {
   for (const key of Object.keys(RESPONSES_CONFIG_FIELDS)) t.match(key, /^(text|reasoning)\./)

@@ -1,13 +1,13 @@
 import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messages'
 import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
-import type { Fate } from '../fields.js'
+import type { Columns, Fate } from '../fields.js'
 
 // Every field of a Messages request (the beta ones included, which Claude Code sends), and its
 // fate toward each upstream protocol that is not its own. The SDK no longer types temperature,
 // top_p and top_k; the API takes them (`top_k` goes to a Chat Completions upstream only when the
 // model lists it). A protocol added is one column more here.
 
-export const MESSAGES_FIELDS: Readonly<Record<keyof MessageCreateParamsBase | keyof BetaMessageCreateParamsBase | 'temperature' | 'top_p' | 'top_k', { openai: Fate, gemini: Fate }>> = {
+export const MESSAGES_FIELDS: Readonly<Record<keyof MessageCreateParamsBase | keyof BetaMessageCreateParamsBase | 'temperature' | 'top_p' | 'top_k', Columns<'messages'>>> = {
   messages: { openai: 'mapped', gemini: 'mapped' },
   model: { openai: 'mapped', gemini: 'mapped' },
   system: { openai: 'mapped', gemini: 'mapped' },

@@ -3,6 +3,7 @@ import type { Codec } from '../codec.js'
 import { errorFrame } from '../chat/stream.js'
 import type { Json } from '../types.js'
 import { withServerTools } from '../usage.js'
+import { RESPONSES_FIELDS } from './table.js'
 import { aggregate, replay, responsesToolUses, watch } from './stream.js'
 import { responsesError, usageFromResponses } from './writer.js'
 
@@ -14,6 +15,7 @@ import { responsesError, usageFromResponses } from './writer.js'
 export const responsesCodec: Codec = {
   protocol: 'responses',
   path: '/responses',
+  fields: RESPONSES_FIELDS,
   own: (body, ctx) => ({ ...body, model: ctx.upstreamModel }),
   usage: (body) => withServerTools(usageFromResponses(body.usage), responsesToolUses(body.output)),
   error (status: number, body: unknown): Json {
