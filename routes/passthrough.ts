@@ -2,15 +2,14 @@ import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyReques
 import { Transform, type Readable, type TransformCallback } from 'node:stream'
 import type { ProviderConfig } from '../config/schema.js'
 import type { Principal } from '../plugins/api/index.js'
-import { callOf, hooksOf } from '../engine/gateway/core.js'
 import type { CatalogModel } from '../engine/gateway/catalog.js'
 import {
   BodyTooDeep, InvalidField, InvalidJson, MissingField, ObjectNotFound, PassthroughPath, RequestTooLarge, UnattributableEndpoint, UnforwardableRequest,
   UnreadableModel, UpstreamUnavailable
 } from '../engine/kernel/errors.js'
-import { admit, grantedProvider, grantedUpstreamModel } from '../engine/gateway/gate.js'
+import { grantedProvider, grantedUpstreamModel } from '../engine/gateway/gate.js'
 import { bedrockStreams, bedrockTargetProblem, classify, classifyBedrock, targetProblem, type Classified, type Cost, type Reader } from '../engine/gateway/passthrough-target.js'
-import { relayBytes, relayJson, relayMapped, relayMeteredBytes, relayStream, readWhole, send, sendRead, type Pipe } from '../engine/gateway/pipeline.js'
+import { relayBytes, relayMapped, relayMeteredBytes, readWhole, send, sendRead, type Pipe } from '../engine/gateway/pipeline.js'
 import { bedrockStreamMeter, converseReader, invokeReader } from '../engine/protocols/converse/passthrough.js'
 import { createdBy, itemId, listItems, objectAccess, referencesIn, yieldedBy, type ObjectAccess, type ObjectRef } from '../engine/gateway/provider-objects.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../engine/gateway/validation.js'
@@ -20,8 +19,9 @@ import { messagesPassthrough, openaiPassthrough } from '../engine/translation/pa
 import { responsesPassthrough } from '../engine/translation/passthrough.js'
 import { maskCredentials, maskHeaders } from '../engine/upstream/credentials.js'
 import { parseJson, type Answer } from '../engine/upstream/dispatch.js'
-import type { Json, Protocol, TranslateCtx, TranslatorPair } from '../engine/translation/types.js'
+import type { Json, Protocol, TranslatorPair } from '../engine/translation/types.js'
 import { providerBaseUrl } from '../engine/upstream/platforms/index.js'
+import { callRunner } from './v1/run-call.js'
 import { isObj } from '../engine/kernel/json.js'
 
 // /passthrough/{provider}/*: a provider's own API (batches, files, audio, moderation, its model
@@ -200,7 +200,7 @@ const DEFAULT_PAGE = 20
 /** The pass-through routes of every provider with `passthrough: true`; registered under /passthrough in the chain's scope. */
 export default async function passthroughRoutes (scope: FastifyInstance, opts: PassthroughOptions): Promise<void> {
   const gateway = scope.gateway
-  const hooks = hooksOf(gateway)
+  const run = callRunner(scope)
   const { config } = gateway
   const limitMb = config.server.body_limit_mb
   const limit = Math.floor(limitMb * 1024 * 1024)
@@ -241,8 +241,6 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
     const objects = gateway.store.objects
 
     async function handle (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-      const p: Pipe = { gateway, hooks, request, reply, call: callOf(request) }
-      const call = p.call
       const url = originForm(request.raw.url ?? '')
       // the router matched the prefix decoded: as sent, it must be the prefix itself
       if (!url.startsWith(prefix)) throw new PassthroughPath({ reason: 'percent-encoding' })
@@ -252,87 +250,91 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       const why = bedrock ? bedrockTargetProblem(target) : targetProblem(target)
       if (why !== null) throw new PassthroughPath({ reason: why })
       const path = target.split('?', 1)[0] ?? ''
-      call.routedTo(provider.id)
-      // pass-through spends the provider's own key: never without a gateway key that was granted it
-      const principal = grantedProvider(request.principal, provider.id)
-      for (const name of METHOD_OVERRIDES) {
-        if (request.headers[name] !== undefined) throw new UnforwardableRequest({ reason: `${name} would have the provider route the call by another method` })
-      }
-      if (Number(request.headers['content-length'] ?? 0) > limit) throw new RequestTooLarge({ limit_mb: limitMb })
-
       const method = request.method
-      const c = bedrock ? classifyBedrock(method, path) : classify(protocol, method, path, provider.platform)
-      // the gateway's Vertex AI credentials reach the provider's own project and location only
-      if (provider.platform === 'vertex' && !inVertexScope(path)) throw new PassthroughPath({ reason: 'a project or location other than the provider\'s' })
-      const reader = c.reader === null ? undefined : READERS[c.reader]
-      const access: ObjectAccess = shared ? { kind: 'none' } : objectAccess(provider.protocol, method, c)
-      if (access.kind === 'unattributable') throw new UnattributableEndpoint({ method, path: path === '' ? '/' : path.slice(0, 200), provider: provider.id })
-      const stream = isStream(request.body) ? request.body : undefined
-      // a body that is no upload is read whole, whatever its type, unless the account is shared:
-      // the objects it names must be the caller's
-      const verbatim = isUpload(c)
-      const readAll = reader !== undefined || (!shared && !verbatim)
+      // what the steps below learn of the request, for the ones after them
+      let principal: Principal
+      let c: Classified
+      let access: ObjectAccess
+      let verbatim = false
       let parsed: Json | null = null
-      let text = ''
       let upload: string | Readable | undefined
-      if (stream !== undefined && (readAll || isJsonType(request.headers['content-type']))) {
-        // read whole: what it costs, or which model it names, is in it
-        text = await readBody(stream, limit, limitMb)
-        let json: unknown
-        try { json = JSON.parse(text) } catch {}
-        // the walks after parsing are iterative, but a provider's parser need not be
-        if (json !== null && typeof json === 'object' && nestedDeeperThan(json, MAX_JSON_DEPTH)) throw new BodyTooDeep({ max: MAX_JSON_DEPTH })
-        if (isObj(json)) parsed = json
-        else if (reader !== undefined || (readAll && text.trim() !== '')) throw new InvalidJson()
-        // an upload's bytes go on as they came, a JSON file's too
-        if ((parsed === null || verbatim) && text !== '') upload = text
-      } else if (stream !== undefined) {
-        upload = uploadOf(stream, limit, limitMb)
-      }
-      if (reader !== undefined) call.speaks(reader.client)
-      // an upload read as JSON said what it names; one not read may name any model
-      const model = modelOf(principal, c, parsed, c.cost, method, path, parsed === null ? upload : undefined)
-      if (!shared) await reachable(principal, access, parsed)
-      call.resolved(model, c.reader === 'gemini' ? c.method?.toLowerCase() === 'streamgeneratecontent' : bedrock ? bedrockStreams(c) : parsed?.stream === true, model?.upstreamModel)
-      if (c.cost === 'free') call.free()
-      else if (c.cost === 'unmetered') call.spendsUnread()
-      const body = await admit(p, model, parsed ?? {})
-      // the name the client gave (a snapshot's, perhaps) is the one sent on
-      const name = c.reader === 'gemini' || provider.platform !== undefined ? c.pathModel ?? '' : typeof parsed?.model === 'string' ? parsed.model : ''
-      const ctx: TranslateCtx = {
-        model: model?.id ?? '',
-        upstreamModel: name,
-        id: request.id.replace(/-/g, ''),
-        created: Math.floor(call.startedAt / 1000),
-        stream: call.stream,
-        includeUsage: isObj(body.stream_options) && body.stream_options.include_usage === true,
-        flatten: false,
-        defaultMaxTokens: config.translation.default_max_tokens
-      }
-      // a JSON body goes up as the hooks left it, through the pair (a chat stream asks for its usage)
-      // (Vertex AI's rawPredict takes no model in its body: the path names it)
-      const sent = parsed === null || verbatim ? upload : reader !== undefined && !(provider.platform === 'vertex' && c.reader === 'messages') ? reader.request(body, ctx).body : body
-      const headers = forwarded(request, parsed !== null && !verbatim, bedrock)
-      const answer = await send(p, {
-        providers: [provider.id],
-        model,
-        plan: () => ({ method, path: target, body: sent, protocol, headers, forwarded: true })
+      let headers: Record<string, string | string[]> = {}
+      return await run(request, reply, {
+        target: 'provider',
+        provider: provider.id,
+        protocol: provider.protocol,
+        read: async () => {
+          // pass-through spends the provider's own key: never without a gateway key that was granted it
+          principal = grantedProvider(request.principal, provider.id)
+          for (const name of METHOD_OVERRIDES) {
+            if (request.headers[name] !== undefined) throw new UnforwardableRequest({ reason: `${name} would have the provider route the call by another method` })
+          }
+          if (Number(request.headers['content-length'] ?? 0) > limit) throw new RequestTooLarge({ limit_mb: limitMb })
+          c = bedrock ? classifyBedrock(method, path) : classify(protocol, method, path, provider.platform)
+          // the gateway's Vertex AI credentials reach the provider's own project and location only
+          if (provider.platform === 'vertex' && !inVertexScope(path)) throw new PassthroughPath({ reason: 'a project or location other than the provider\'s' })
+          const reader = c.reader === null ? null : READERS[c.reader]
+          access = shared ? { kind: 'none' } : objectAccess(provider.protocol, method, c)
+          if (access.kind === 'unattributable') throw new UnattributableEndpoint({ method, path: path === '' ? '/' : path.slice(0, 200), provider: provider.id })
+          const stream = isStream(request.body) ? request.body : undefined
+          // a body that is no upload is read whole, whatever its type, unless the account is shared:
+          // the objects it names must be the caller's
+          verbatim = isUpload(c)
+          const readAll = reader !== null || (!shared && !verbatim)
+          if (stream !== undefined && (readAll || isJsonType(request.headers['content-type']))) {
+            // read whole: what it costs, or which model it names, is in it
+            const text = await readBody(stream, limit, limitMb)
+            let json: unknown
+            try { json = JSON.parse(text) } catch {}
+            // the walks after parsing are iterative, but a provider's parser need not be
+            if (json !== null && typeof json === 'object' && nestedDeeperThan(json, MAX_JSON_DEPTH)) throw new BodyTooDeep({ max: MAX_JSON_DEPTH })
+            if (isObj(json)) parsed = json
+            else if (reader !== null || (readAll && text.trim() !== '')) throw new InvalidJson()
+            // an upload's bytes go on as they came, a JSON file's too
+            if ((parsed === null || verbatim) && text !== '') upload = text
+          } else if (stream !== undefined) {
+            upload = uploadOf(stream, limit, limitMb)
+          }
+          headers = forwarded(request, parsed !== null && !verbatim, bedrock)
+          return reader
+        },
+        resolve: async () => {
+          // an upload read as JSON said what it names; one not read may name any model
+          const model = modelOf(principal, c, parsed, c.cost, method, path, parsed === null ? upload : undefined)
+          if (!shared) await reachable(principal, access, parsed)
+          const body: Json | null = parsed
+          return {
+            model,
+            // the name the client gave (a snapshot's, perhaps) is the one sent on
+            // (a platform's path names the model: Bedrock's, Vertex AI's, Azure's deployment)
+            upstreamModel: c.reader === 'gemini' || provider.platform !== undefined ? c.pathModel ?? '' : typeof body?.model === 'string' ? body.model : '',
+            stream: c.reader === 'gemini' ? c.method?.toLowerCase() === 'streamgeneratecontent' : bedrock ? bedrockStreams(c) : body?.stream === true,
+            cost: c.cost,
+            body,
+            array: c.reader === 'gemini'
+          }
+        },
+        // a JSON body goes up as the hooks left it, through the pair (a chat stream asks for its usage)
+        attempt: (body, ctx) => {
+          const reader = c.reader === null ? undefined : READERS[c.reader]
+          // (Vertex AI's rawPredict takes no model in its body: the path names it)
+          const sent = parsed === null || verbatim ? upload : reader !== undefined && !(provider.platform === 'vertex' && c.reader === 'messages') ? reader.request(body, ctx).body : body
+          return { method, path: target, body: sent, headers, forwarded: true }
+        },
+        relay: (p, answer, ctx) => {
+          const status = answer.res.statusCode
+          // an error may echo the provider's key: read whole and masked
+          if (status >= 400 && method !== 'HEAD') return relayMapped(p, answer, answered(request, answer, false), (error) => maskCredentials(error, answer.upstream.secrets))
+          if (method !== 'HEAD' && status < 300 && readsAnswer(access)) return objectAnswer(p, answer, access, principal, target, headers)
+          if (c.reader === null || parsed === null || method === 'HEAD') return relayBytes(p, answer, answered(request, answer, true))
+          // a Bedrock event stream goes to the client as it came (its SDK reads the framing), its usage read on the way
+          if (bedrock && String(answer.res.headers['content-type'] ?? '').startsWith('application/vnd.amazon.eventstream')) {
+            return relayMeteredBytes(p, answer, answered(request, answer, true), bedrockStreamMeter(c.reader === 'converse' ? 'converse' : 'invoke', ctx))
+          }
+          return null
+        },
+        headers: (answer) => answered(request, answer, false)
       })
-      const status = answer.res.statusCode
-      const secrets = answer.upstream.secrets
-      reply.status(status)
-      // an error may echo the provider's key: read whole and masked
-      if (status >= 400 && method !== 'HEAD') return await relayMapped(p, answer, answered(request, answer, false), (error) => maskCredentials(error, secrets))
-      if (method !== 'HEAD' && status < 300 && readsAnswer(access)) return await objectAnswer(p, answer, access, principal, target, headers)
-      if (reader === undefined || parsed === null || method === 'HEAD') return relayBytes(p, answer, answered(request, answer, true))
-      const out = answered(request, answer, false)
-      // a Bedrock event stream goes to the client as it came (its SDK reads the framing), its usage read on the way
-      if (bedrock && String(answer.res.headers['content-type'] ?? '').startsWith('application/vnd.amazon.eventstream')) {
-        return relayMeteredBytes(p, answer, answered(request, answer, true), bedrockStreamMeter(c.reader === 'converse' ? 'converse' : 'invoke', ctx))
-      }
-      const sse = String(answer.res.headers['content-type'] ?? '').includes('text/event-stream')
-      // a Gemini stream asked for without alt=sse comes as one JSON array of chunks
-      return sse ? relayStream(p, answer, { pair: reader, ctx, headers: out }) : await relayJson(p, answer, { pair: reader, ctx, headers: out, array: c.reader === 'gemini' })
     }
 
     /** A Vertex AI path below projects/ names the provider's project and location (compared as Google does: case-sensitively). */

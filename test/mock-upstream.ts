@@ -425,7 +425,7 @@ export class MockUpstream {
       stopSequence = shaped.stopSequence
     }
     return {
-      id: protocol === 'openai' ? `chatcmpl-mock${seq}` : protocol === 'gemini' ? `mock${seq}` : `msg_mock${seq}`,
+      id: `mock${seq}`,
       model: view.model,
       created: Math.floor(Date.now() / 1000),
       blocks,

@@ -19,9 +19,9 @@ import type { UpstreamClient } from '../upstream/types.js'
 // /v1/messages, /v1/responses, /passthrough/{provider}/*; an MCP tool call at /mcp takes the
 // admission and the response hooks): the admission hooks, dispatch to the
 // providers (attempts, retries, health and breaker reports), the relay of the answer through its
-// translator pair's JSON or stream mapping and the response hooks, and the end of the call. A
-// route says what is particular to it (how its body is read, which pair, what goes upstream) and
-// hands the rest to these.
+// translator pair's JSON or stream mapping and the response hooks, and the end of the call. The
+// call runner (routes/v1/run-call.ts) composes them for every metered route; a route declares what
+// is particular to it (how its body is read, which pair, what goes upstream).
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }
 const ARRAY_STREAM_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }

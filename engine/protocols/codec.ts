@@ -1,6 +1,6 @@
 import type { ErrorBodyInput } from '../kernel/errors.js'
 import type { FieldTable } from './fields.js'
-import type { AggregateOptions, StreamEventLike } from './stream-events.js'
+import type { AggregateOptions, Splitter, StreamEventLike } from './stream-events.js'
 import type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, Usage } from './types.js'
 
 // A protocol's codec: what modelgate knows of one wire format, in one folder
@@ -36,6 +36,6 @@ export interface Codec {
   watch: (ctx: TranslateCtx) => StreamMapper
   /** A stream folded into its whole answer; null when it is not a complete answer. */
   aggregate: (events: Iterable<StreamEventLike>, opts: AggregateOptions) => Json | null
-  /** A whole answer replayed as its stream. */
-  replay: (body: Json, ctx: ReplayCtx) => SseEvent[]
+  /** A whole answer replayed as its stream, its texts cut into deltas by `split` (pieces of about 48 characters by default). */
+  replay: (body: Json, ctx: ReplayCtx, split?: Splitter) => SseEvent[]
 }

@@ -4,11 +4,11 @@ import type { Codec, ReplayCtx } from './codec.js'
 import { geminiCodec } from './gemini/index.js'
 import { messagesCodec } from './messages/index.js'
 import { responsesCodec } from './responses/index.js'
-import { eventsOf, type AggregateOptions, type StreamEventLike } from './stream-events.js'
+import { eventsOf, type AggregateOptions, type Splitter, type StreamEventLike } from './stream-events.js'
 import type { Json, Protocol, SseEvent } from './types.js'
 
 export type { Codec, ReplayCtx } from './codec.js'
-export type { AggregateOptions, StreamEventLike } from './stream-events.js'
+export type { AggregateOptions, Splitter, StreamEventLike } from './stream-events.js'
 
 /** Every protocol's codec. A protocol added is a folder beside the others and one entry here. */
 export const CODECS: Readonly<Record<Protocol, Codec>> = {
@@ -29,11 +29,11 @@ export function aggregateStream (protocol: Protocol, stream: string | Iterable<S
   return codec === undefined ? null : codec.aggregate(eventsOf(stream), opts)
 }
 
-/** The stream events of `body`, a whole answer in `protocol`. */
-export function replayStream (protocol: Protocol, body: Json, ctx: ReplayCtx): SseEvent[] {
+/** The stream events of `body`, a whole answer in `protocol`; `split` cuts its texts into deltas. */
+export function replayStream (protocol: Protocol, body: Json, ctx: ReplayCtx, split?: Splitter): SseEvent[] {
   const codec = CODECS[protocol] as Codec | undefined
   if (codec === undefined) throw new Error(`no stream replay for ${protocol} answers`)
-  return codec.replay(body, ctx)
+  return codec.replay(body, ctx, split)
 }
 
 /** An error inside a stream, in the client's own format. */

@@ -50,6 +50,15 @@ export const str = (v: unknown): string => typeof v === 'string' ? v : ''
 
 const PIECE = 48
 
+/**
+ * How a replay cuts a text into its deltas: `text` (an answer's or a thought's), `arguments` (a
+ * tool call's JSON). By default in pieces of about PIECE characters; the demo provider streams
+ * word by word.
+ */
+export type Splitter = (text: string, kind: 'text' | 'arguments') => string[]
+
+export const PIECES: Splitter = (text) => pieces(text)
+
 /** `text` in pieces of about PIECE characters, cut after a space where there is one. */
 export function pieces (text: string): string[] {
   const out: string[] = []

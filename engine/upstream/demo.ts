@@ -1,10 +1,16 @@
 import { Readable } from 'node:stream'
-import { geminiStatusFor } from '../kernel/errors.js'
+import { errorBody } from '../kernel/errors.js'
 import { estimateTokens } from '../kernel/estimate.js'
-import { contentText, embeddingInputs, openaiList, type EmbeddingInput } from '../translation/embeddings.js'
+import { assistantMessage, completion, type FinishReason, type ToolCall } from '../protocols/chat/writer.js'
+import { toOpenAIUsage } from '../protocols/chat/usage.js'
+import { candidate, chunk, responseBody } from '../protocols/gemini/writer.js'
 import { schemaFromGemini } from '../protocols/gemini/wire.js'
 import type { Platform } from './platforms/types.js'
-import type { Json, Protocol } from '../translation/types.js'
+import { replayStream, type Splitter } from '../protocols/index.js'
+import { message } from '../protocols/messages/writer.js'
+import { serialize } from '../protocols/sse.js'
+import { contentText, embeddingInputs, openaiList, type EmbeddingInput } from '../translation/embeddings.js'
+import type { Json, Protocol, Usage } from '../translation/types.js'
 import { DEMO_DIMENSIONS, demoPng, demoVector, ratioOf, sizeOf } from './demo-media.js'
 import type { CallAbort, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
 
@@ -19,7 +25,11 @@ import { isObj } from '../kernel/json.js'
 // embeddings (OpenAI's /embeddings, Gemini's embedContent and batchEmbedContents) and images
 // (OpenAI's /images/generations, a Gemini generateContent asking for image output): demo-media.ts.
 //
-// The request reading and the wire rendering below are exported: the test mock upstream
+// A request is read into one view whatever its protocol; the simulated model makes one neutral
+// answer of it (text, thinking and tool calls in the pieces a stream sends them in, a stop reason,
+// usage), which each protocol's writers render, whole or streamed: the same writers the
+// translation pairs answer clients with, so the demo writes no wire format of its own. The
+// reading, the answer and the rendering are exported: the test mock upstream
 // (test/mock-upstream.ts) answers with the same protocol bytes and differs only in what it says.
 
 // ---------------------------------------------------------------------------------------------
@@ -234,6 +244,7 @@ export type OutputBlock =
 export interface OutputUsage { input: number, cacheRead: number, cacheCreation: number, output: number, thoughts?: number }
 
 export interface Completion {
+  /** The answer's id, which each protocol's writer prefixes as its provider does (`chatcmpl-`, `msg_`). */
   id: string
   model: string
   /** Unix seconds (OpenAI's `created`). */
@@ -276,37 +287,23 @@ export function fragments (text: string, size = 12): string[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rendering: the exact JSON bodies and SSE frames of each protocol
+// Rendering: the neutral answer written by each protocol's writers (engine/protocols/<p>/
+// writer.ts), streamed by the codecs' replay of a whole answer (cut word by word) or Gemini's
+// chunk writer, framed by sse.ts
 
-const FINISH_REASON: Record<StopReason, string> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls' }
-
-const joined = (b: OutputBlock): string => b.pieces.join('')
-
-function openaiUsage (u: OutputUsage): Json {
-  const prompt = u.input + u.cacheRead + u.cacheCreation
-  return {
-    prompt_tokens: prompt,
-    completion_tokens: u.output,
-    total_tokens: prompt + u.output,
-    prompt_tokens_details: { cached_tokens: u.cacheRead, audio_tokens: 0 },
-    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 }
-  }
-}
-
-function messagesUsage (u: OutputUsage, output: number): Json {
-  return { input_tokens: u.input, cache_creation_input_tokens: u.cacheCreation, cache_read_input_tokens: u.cacheRead, output_tokens: output }
-}
-
-// Gemini: a finish reason per stop reason, and usage with thoughts counted apart from the answer.
+const FINISH_REASON: Record<StopReason, FinishReason> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls' }
+// Gemini says STOP after its calls too
 const GEMINI_FINISH: Record<StopReason, string> = { end_turn: 'STOP', stop_sequence: 'STOP', max_tokens: 'MAX_TOKENS', tool_use: 'STOP' }
 
-function geminiUsage (u: OutputUsage): Json {
-  const prompt = u.input + u.cacheRead + u.cacheCreation
-  const thoughts = Math.min(u.thoughts ?? 0, u.output)
-  const out: Json = { promptTokenCount: prompt, candidatesTokenCount: u.output - thoughts, totalTokenCount: prompt + u.output }
-  if (u.cacheRead > 0) out.cachedContentTokenCount = u.cacheRead
-  if (thoughts > 0) out.thoughtsTokenCount = thoughts
-  return out
+const joined = (b: OutputBlock): string => b.pieces.join('')
+const args = (b: OutputBlock): unknown => { const text = joined(b); return text === '' ? {} : JSON.parse(text) as unknown }
+
+/** The answer's usage as the gateway reads every protocol's: all input in prompt_tokens, thoughts part of the output. */
+function usageOf (c: Completion): Usage {
+  const u = c.usage
+  const usage: Usage = { prompt_tokens: u.input + u.cacheRead + u.cacheCreation, cached_input_tokens: u.cacheRead, completion_tokens: u.output, cache_creation_input_tokens: u.cacheCreation }
+  if ((u.thoughts ?? 0) > 0) usage.reasoning_tokens = u.thoughts
+  return usage
 }
 
 /**
@@ -329,169 +326,79 @@ function geminiParts (c: Completion): Json[][] {
     } else if (b.type === 'text') {
       out.push(b.pieces.map((p, i) => i === 0 ? sign({ text: p }) : { text: p }))
     } else {
-      const args = joined(b)
-      out.push([sign({ functionCall: { name: b.name, args: args === '' ? {} : JSON.parse(args) as unknown } })])
+      out.push([sign({ functionCall: { name: b.name, args: args(b) } })])
     }
   }
   return out
 }
 
-function geminiJson (c: Completion): Json {
-  // whole parts: the pieces of a text or a thought joined
-  const parts = geminiParts(c).map((pieces) => {
-    const [first, ...rest] = pieces
-    if (first === undefined) return null
-    if (typeof first.text !== 'string') return first
-    return { ...first, text: [first, ...rest].map((p) => p.text).join('') }
-  }).filter((p): p is Json => p !== null)
-  return {
-    candidates: [{ content: { role: 'model', parts }, finishReason: GEMINI_FINISH[c.stopReason], index: 0 }],
-    usageMetadata: geminiUsage(c.usage),
-    modelVersion: c.model,
-    responseId: c.id
-  }
-}
-
-/** A Gemini stream: a chunk per piece, each with the prompt's count; the last piece comes with the finish reason and the whole usage. */
-function geminiFrames (c: Completion): string[] {
-  const prompt = c.usage.input + c.usage.cacheRead + c.usage.cacheCreation
-  const pieces = geminiParts(c).flat()
-  const last = pieces.pop() ?? { text: '' }
-  const frame = (part: Json, end: boolean): string => {
-    const candidate: Json = { content: { role: 'model', parts: [part] }, index: 0 }
-    if (end) candidate.finishReason = GEMINI_FINISH[c.stopReason]
-    const usage = end ? geminiUsage(c.usage) : { promptTokenCount: prompt, totalTokenCount: prompt }
-    return `data: ${JSON.stringify({ candidates: [candidate], usageMetadata: usage, modelVersion: c.model, responseId: c.id })}\r\n\r\n`
-  }
-  return [...pieces.map((p) => frame(p, false)), frame(last, true)]
-}
-
-/** The non-streaming response body. Thinking blocks exist only in the Messages and Gemini protocols. */
+/** The whole answer (a non-streaming response body). Thinking blocks exist only in the Messages and Gemini protocols. */
 export function completionJson (protocol: Protocol, c: Completion): Json {
-  if (protocol === 'gemini') return geminiJson(c)
+  const usage = usageOf(c)
+  if (protocol === 'gemini') {
+    // whole parts: the pieces of a text or a thought joined
+    const parts = geminiParts(c).flatMap((pieces) => {
+      const [first, ...rest] = pieces
+      if (first === undefined) return []
+      return typeof first.text === 'string' ? [{ ...first, text: pieces.map((p) => p.text).join('') }] : [first, ...rest]
+    })
+    return responseBody(c, [candidate(0, parts, GEMINI_FINISH[c.stopReason])], usage)
+  }
   if (protocol === 'openai') {
     const text = c.blocks.filter((b) => b.type === 'text').map(joined).join('')
-    const calls = c.blocks.flatMap((b) => b.type === 'tool_use' ? [{ id: b.id, type: 'function', function: { name: b.name, arguments: joined(b) } }] : [])
-    const message: Json = { role: 'assistant', content: text === '' && calls.length > 0 ? null : text, refusal: null, annotations: [] }
-    if (calls.length > 0) message.tool_calls = calls
-    return {
-      id: c.id,
-      object: 'chat.completion',
-      created: c.created,
-      model: c.model,
-      choices: [{ index: 0, message, logprobs: null, finish_reason: FINISH_REASON[c.stopReason] }],
-      usage: openaiUsage(c.usage),
-      service_tier: 'default',
-      system_fingerprint: null
-    }
+    const calls: ToolCall[] = c.blocks.flatMap((b) => b.type === 'tool_use' ? [{ id: b.id, type: 'function' as const, function: { name: b.name, arguments: joined(b) } }] : [])
+    return { ...completion(c, [{ index: 0, message: assistantMessage(text, calls), finish_reason: FINISH_REASON[c.stopReason], logprobs: null }], toOpenAIUsage(usage)) }
   }
   const content = c.blocks.map((b): Json => {
     if (b.type === 'text') return { type: 'text', text: joined(b) }
     if (b.type === 'thinking') return { type: 'thinking', thinking: joined(b), signature: b.signature }
-    const args = joined(b)
-    return { type: 'tool_use', id: b.id, name: b.name, input: args === '' ? {} : JSON.parse(args) as unknown }
+    return { type: 'tool_use', id: b.id, name: b.name, input: args(b) }
   })
-  return {
-    id: c.id,
-    type: 'message',
-    role: 'assistant',
-    model: c.model,
-    content,
-    stop_reason: c.stopReason,
-    stop_sequence: c.stopSequence,
-    usage: { ...messagesUsage(c.usage, c.usage.output), service_tier: 'standard' }
-  }
+  return message(c, content, c.stopReason, usage, c.stopSequence)
 }
+
+/** A stream's deltas as the demo sends them: text word by word, arguments in fragments. */
+const byWords: Splitter = (text, kind) => kind === 'text' ? words(text) : fragments(text)
 
 /** The SSE frames of a streamed answer, each a complete frame ending with a blank line. */
 export function completionFrames (protocol: Protocol, c: Completion, includeUsage = false): string[] {
   if (protocol === 'gemini') return geminiFrames(c)
-  return protocol === 'openai' ? openaiFrames(c, includeUsage) : messagesFrames(c)
+  const whole = completionJson(protocol, c)
+  // a Chat Completions stream says its usage only when asked to
+  if (protocol === 'openai' && !includeUsage) delete whole.usage
+  return replayStream(protocol, whole, c, byWords).map((ev) => serialize(ev))
 }
 
-function openaiFrames (c: Completion, includeUsage: boolean): string[] {
-  const chunk = (choices: Json[], usage: Json | null = null): string => {
-    const body: Json = { id: c.id, object: 'chat.completion.chunk', created: c.created, model: c.model, service_tier: 'default', system_fingerprint: null, choices }
-    if (includeUsage) body.usage = usage
-    return `data: ${JSON.stringify(body)}\n\n`
-  }
-  const delta = (d: Json, finish: string | null = null): string => chunk([{ index: 0, delta: d, logprobs: null, finish_reason: finish }])
-  const frames = [delta({ role: 'assistant', content: '', refusal: null })]
-  let call = 0
-  for (const b of c.blocks) {
-    if (b.type === 'text') {
-      for (const p of b.pieces) frames.push(delta({ content: p }))
-    } else if (b.type === 'tool_use') {
-      const index = call++
-      frames.push(delta({ tool_calls: [{ index, id: b.id, type: 'function', function: { name: b.name, arguments: '' } }] }))
-      for (const p of b.pieces) if (p !== '') frames.push(delta({ tool_calls: [{ index, function: { arguments: p } }] }))
-    }
-  }
-  frames.push(delta({}, FINISH_REASON[c.stopReason]))
-  if (includeUsage) frames.push(chunk([], openaiUsage(c.usage)))
-  frames.push('data: [DONE]\n\n')
-  return frames
-}
-
-function messagesFrames (c: Completion): string[] {
-  const ev = (type: string, data: Json = {}): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
-  const frames = [ev('message_start', {
-    message: {
-      id: c.id,
-      type: 'message',
-      role: 'assistant',
-      model: c.model,
-      content: [],
-      stop_reason: null,
-      stop_sequence: null,
-      usage: { ...messagesUsage(c.usage, Math.min(1, c.usage.output)), service_tier: 'standard' }
-    }
-  })]
-  c.blocks.forEach((b, index) => {
-    const start = b.type === 'text'
-      ? { type: 'text', text: '' }
-      : b.type === 'thinking' ? { type: 'thinking', thinking: '', signature: '' } : { type: 'tool_use', id: b.id, name: b.name, input: {} }
-    frames.push(ev('content_block_start', { index, content_block: start }))
-    if (index === 0) frames.push(ev('ping'))
-    for (const p of b.pieces) {
-      const delta = b.type === 'text'
-        ? { type: 'text_delta', text: p }
-        : b.type === 'thinking' ? { type: 'thinking_delta', thinking: p } : { type: 'input_json_delta', partial_json: p }
-      frames.push(ev('content_block_delta', { index, delta }))
-    }
-    if (b.type === 'thinking') frames.push(ev('content_block_delta', { index, delta: { type: 'signature_delta', signature: b.signature } }))
-    frames.push(ev('content_block_stop', { index }))
-  })
-  if (c.blocks.length === 0) frames.push(ev('ping'))
-  frames.push(ev('message_delta', { delta: { stop_reason: c.stopReason, stop_sequence: c.stopSequence }, usage: messagesUsage(c.usage, c.usage.output) }))
-  frames.push(ev('message_stop'))
-  return frames
+/**
+ * A Gemini stream: a chunk per piece, each with the prompt's count; the last piece comes with
+ * the finish reason and the whole usage. Google ends its frames with CRLF pairs, kept here so
+ * that the gateway's parser meets them.
+ */
+function geminiFrames (c: Completion): string[] {
+  const usage = usageOf(c)
+  const opening: Usage = { prompt_tokens: usage.prompt_tokens, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 }
+  const pieces = geminiParts(c).flat()
+  const last = pieces.pop() ?? { text: '' }
+  const events = [...pieces.map((part) => chunk(c, [candidate(0, [part])], opening)), chunk(c, [candidate(0, [last], GEMINI_FINISH[c.stopReason])], usage)]
+  return events.map((ev) => `data: ${ev.data}\r\n\r\n`)
 }
 
 const OPENAI_ERROR_TYPE: Record<number, string> = { 403: 'permission_denied', 429: 'requests' }
 const OPENAI_ERROR_CODE: Record<number, string> = { 401: 'invalid_api_key', 429: 'rate_limit_exceeded' }
-const MESSAGES_ERROR_TYPE: Record<number, string> = {
-  400: 'invalid_request_error',
-  401: 'authentication_error',
-  402: 'billing_error',
-  403: 'permission_error',
-  404: 'not_found_error',
-  413: 'request_too_large',
-  429: 'rate_limit_error',
-  500: 'api_error',
-  504: 'timeout_error',
-  529: 'overloaded_error'
-}
 
-/** The provider's own error body for a status (`type` overrides the usual type for it). */
+/**
+ * The provider's own error body for a status (`type` overrides the usual type for it, Google's
+ * status name on Gemini). Messages and Gemini errors are the shapes the gateway writes too;
+ * OpenAI's own carries `param` and its string code, where the gateway's carries the status.
+ */
 export function errorJson (protocol: Protocol, status: number, message: string, type?: string, code?: string | null): Json {
-  if (protocol === 'gemini') return { error: { code: status, message, status: type ?? geminiStatusFor(status) } }
-  if (protocol === 'openai') {
+  if (protocol === 'openai' || protocol === 'responses') {
     const t = type ?? OPENAI_ERROR_TYPE[status] ?? (status >= 500 ? 'server_error' : 'invalid_request_error')
     return { error: { message, type: t, param: null, code: code === undefined ? OPENAI_ERROR_CODE[status] ?? null : code } }
   }
-  const t = type ?? MESSAGES_ERROR_TYPE[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error')
-  return { type: 'error', error: { type: t, message } }
+  const body = errorBody(protocol, { status, message, messagesType: type })
+  if (protocol === 'gemini' && type !== undefined) (body.error as Json).status = type
+  return body
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -514,7 +421,7 @@ const SENTENCES = [
 const inputText = (body: Json): string => JSON.stringify([body.system ?? null, body.messages ?? [], body.tools ?? null])
 
 function demoCompletion (view: RequestView, protocol: Protocol, body: Json, seq: number, created: number): Completion {
-  const id = protocol === 'openai' ? `chatcmpl-demo${seq}` : protocol === 'gemini' ? `demo${seq}` : `msg_demo${seq}`
+  const id = `demo${seq}`
   const input = Math.max(1, estimateTokens(inputText(body)))
   const asked = /\btools?\b/i.test(view.lastUserText) || view.tools.some((t) => view.lastUserText.includes(t.name))
   const calls = toolsToCall(view, asked, false)

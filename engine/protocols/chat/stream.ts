@@ -1,7 +1,7 @@
 import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
 import { isObj } from '../fields.js'
 import { frame } from '../sse.js'
-import { DONE, objects, parsed, pieces, str, type StreamEventLike } from '../stream-events.js'
+import { DONE, objects, parsed, PIECES, str, type Splitter, type StreamEventLike } from '../stream-events.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, Usage } from '../types.js'
 import { toOpenAIUsage, usageFromOpenAI } from './usage.js'
 
@@ -129,11 +129,13 @@ export function aggregate (events: Iterable<StreamEventLike>, fallback: Usage | 
 }
 
 /** A completion replayed as its stream of chunks. */
-export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>): SseEvent[] {
+export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>, split: Splitter = PIECES): SseEvent[] {
   const base = { id: str(body.id) || `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk', created: typeof body.created === 'number' ? body.created : ctx.created, model: str(body.model) || ctx.model }
   const extra: Json = {}
   if (body.system_fingerprint !== undefined) extra.system_fingerprint = body.system_fingerprint
-  const chunk = (choices: Json[], usage: unknown = null): SseEvent => frame({ ...base, ...extra, choices, usage })
+  // OpenAI's chunks carry a usage field (null but in the last) only when the usage was asked for
+  const counted = isObj(body.usage)
+  const chunk = (choices: Json[], usage: unknown = null): SseEvent => frame(counted ? { ...base, ...extra, choices, usage } : { ...base, ...extra, choices })
   const out: SseEvent[] = []
   const choices = objects(body.choices)
   for (const c of choices.length > 0 ? choices : [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }]) {
@@ -142,17 +144,17 @@ export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | '
     const delta = (d: Json): SseEvent => chunk([{ index, delta: d, logprobs: null, finish_reason: null }])
     out.push(delta({ role: 'assistant', content: '' }))
     const reasoning = str(m.reasoning_content)
-    for (const p of pieces(reasoning)) out.push(delta({ reasoning_content: p }))
-    for (const p of pieces(str(m.content))) out.push(delta({ content: p }))
+    for (const p of split(reasoning, 'text')) out.push(delta({ reasoning_content: p }))
+    for (const p of split(str(m.content), 'text')) out.push(delta({ content: p }))
     if (typeof m.refusal === 'string') out.push(delta({ refusal: m.refusal }))
     objects(m.tool_calls).forEach((tc, i) => {
       const fn = isObj(tc.function) ? tc.function : {}
       out.push(delta({ tool_calls: [{ index: i, id: tc.id, type: 'function', function: { name: str(fn.name), arguments: '' } }] }))
-      for (const p of pieces(str(fn.arguments))) out.push(delta({ tool_calls: [{ index: i, function: { arguments: p } }] }))
+      for (const p of split(str(fn.arguments), 'arguments')) if (p !== '') out.push(delta({ tool_calls: [{ index: i, function: { arguments: p } }] }))
     })
     out.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: c.finish_reason ?? 'stop' }]))
   }
-  if (isObj(body.usage)) out.push(chunk([], body.usage))
+  if (counted) out.push(chunk([], body.usage))
   out.push({ data: '[DONE]' })
   return out
 }

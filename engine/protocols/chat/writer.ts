@@ -26,7 +26,7 @@ export function assistantMessage (text: string, toolCalls: ToolCall[]): ChatComp
 }
 
 /** A whole completion. */
-export function completion (ctx: TranslateCtx, choices: ChatCompletion.Choice[], usage: CompletionUsage | null): ChatCompletion {
+export function completion (ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>, choices: ChatCompletion.Choice[], usage: CompletionUsage | null): ChatCompletion {
   const out: ChatCompletion = { id: completionId(ctx), object: 'chat.completion', created: ctx.created, model: ctx.model, choices }
   if (usage !== null) out.usage = usage
   return out

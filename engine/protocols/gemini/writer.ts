@@ -14,7 +14,7 @@ export function candidate (index: number, parts: Json[], finishReason?: string):
 }
 
 /** A GenerateContentResponse: the whole answer, or one chunk of a stream. */
-export function responseBody (ctx: TranslateCtx, candidates: Json[], usage: Usage | null = null): Json {
+export function responseBody (ctx: Pick<TranslateCtx, 'id' | 'model'>, candidates: Json[], usage: Usage | null = null): Json {
   const out: Json = { candidates }
   if (usage !== null) out.usageMetadata = toGeminiUsage(usage)
   out.modelVersion = ctx.model
@@ -22,7 +22,7 @@ export function responseBody (ctx: TranslateCtx, candidates: Json[], usage: Usag
   return out
 }
 
-export const chunk = (ctx: TranslateCtx, candidates: Json[], usage: Usage | null = null): SseEvent => frame(responseBody(ctx, candidates, usage))
+export const chunk = (ctx: Pick<TranslateCtx, 'id' | 'model'>, candidates: Json[], usage: Usage | null = null): SseEvent => frame(responseBody(ctx, candidates, usage))
 
 /** An error after the stream started, as Google writes it: a data frame with an `error` object. */
 export const errorChunk = (status: number, message: string): SseEvent => frame(errorBody('gemini', { status, message }))

@@ -32,5 +32,5 @@ export const messagesCodec: Codec = {
   errorFrame,
   watch,
   aggregate,
-  replay: (body, ctx) => replay(body, ctx)
+  replay: (body, ctx, split) => replay(body, ctx, split)
 }

@@ -1,7 +1,7 @@
 import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
 import { isObj } from '../fields.js'
 import { frame } from '../sse.js'
-import { DONE, objects, parsed, pieces, str, type StreamEventLike } from '../stream-events.js'
+import { DONE, objects, parsed, PIECES, str, type Splitter, type StreamEventLike } from '../stream-events.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx } from '../types.js'
 import { usageFromMessages } from './usage.js'
 
@@ -129,7 +129,7 @@ export function aggregate (events: Iterable<StreamEventLike>): Json | null {
 }
 
 /** A message replayed as its stream of events. */
-export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>): SseEvent[] {
+export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>, split: Splitter = PIECES): SseEvent[] {
   const usage = isObj(body.usage) ? body.usage : {}
   const ev = (data: Json): SseEvent => frame(data, data.type as string)
   const out: SseEvent[] = [ev({
@@ -146,26 +146,34 @@ export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>): Ss
       usage: { ...usage, input_tokens: usage.input_tokens ?? 0, cache_creation_input_tokens: usage.cache_creation_input_tokens ?? 0, cache_read_input_tokens: usage.cache_read_input_tokens ?? 0, output_tokens: 1 }
     }
   })]
-  objects(body.content).forEach((block, index) => {
+  const content = objects(body.content)
+  // Anthropic pings once the first block has started (at once when there is none)
+  const ping = (): void => { out.push(ev({ type: 'ping' })) }
+  if (content.length === 0) ping()
+  content.forEach((block, index) => {
     const delta = (d: Json): SseEvent => ev({ type: 'content_block_delta', index, delta: d })
     switch (block.type) {
       case 'text':
         out.push(ev({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }))
-        for (const p of pieces(str(block.text))) out.push(delta({ type: 'text_delta', text: p }))
+        if (index === 0) ping()
+        for (const p of split(str(block.text), 'text')) out.push(delta({ type: 'text_delta', text: p }))
         break
       case 'thinking':
         out.push(ev({ type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } }))
-        for (const p of pieces(str(block.thinking))) out.push(delta({ type: 'thinking_delta', thinking: p }))
+        if (index === 0) ping()
+        for (const p of split(str(block.thinking), 'text')) out.push(delta({ type: 'thinking_delta', thinking: p }))
         if (typeof block.signature === 'string' && block.signature !== '') out.push(delta({ type: 'signature_delta', signature: block.signature }))
         break
       case 'tool_use':
       case 'server_tool_use':
         out.push(ev({ type: 'content_block_start', index, content_block: { ...block, input: {} } }))
-        for (const p of pieces(JSON.stringify(block.input ?? {}))) out.push(delta({ type: 'input_json_delta', partial_json: p }))
+        if (index === 0) ping()
+        for (const p of split(JSON.stringify(block.input ?? {}), 'arguments')) out.push(delta({ type: 'input_json_delta', partial_json: p }))
         break
       default:
         // a block with nothing to stream (redacted thinking, a tool's result) starts whole
         out.push(ev({ type: 'content_block_start', index, content_block: block }))
+        if (index === 0) ping()
     }
     out.push(ev({ type: 'content_block_stop', index }))
   })

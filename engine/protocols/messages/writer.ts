@@ -15,9 +15,9 @@ export const messagesUsage = (usage: Usage | null): MessagesUsageOut => toMessag
 
 export const messageId = (ctx: Pick<TranslateCtx, 'id'>): string => `msg_${ctx.id}`
 
-/** A whole message: its content blocks, how it stopped, its usage. */
-export function message (ctx: TranslateCtx, content: Json[], stopReason: StopReason | string | null, usage: Usage | null): Json {
-  return { id: messageId(ctx), type: 'message', role: 'assistant', model: ctx.model, content, stop_reason: stopReason, stop_sequence: null, usage: messagesUsage(usage) }
+/** A whole message: its content blocks, how it stopped (and the stop sequence it met), its usage. */
+export function message (ctx: Pick<TranslateCtx, 'id' | 'model'>, content: Json[], stopReason: StopReason | string | null, usage: Usage | null, stopSequence: string | null = null): Json {
+  return { id: messageId(ctx), type: 'message', role: 'assistant', model: ctx.model, content, stop_reason: stopReason, stop_sequence: stopSequence, usage: messagesUsage(usage) }
 }
 
 /** A stream event: its type is the SSE event's name too. */
