@@ -41,7 +41,7 @@ export default definePlugin({
       credentials: opts.credentials,
       maxAge: opts.max_age_s,
       methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry', 'Mcp-Session-Id', 'WWW-Authenticate', ...RATE_LIMIT_HEADER_NAMES],
+      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.fallback, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry', 'Mcp-Session-Id', 'WWW-Authenticate', ...RATE_LIMIT_HEADER_NAMES],
       allowedHeaders: [...fixed]
     }
     // static options: @fastify/cors re-normalizes delegated options on every request

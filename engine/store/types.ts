@@ -372,6 +372,8 @@ export interface UsageRow {
   tags: string[]
   /** A refused call's error code (`status` "refused"); null for a call that was not refused. */
   error: string | null
+  /** The model the call named when another answered it (an alias, a fallback; `model` answered); null otherwise. Optional for rows written before it was kept. */
+  requested_model?: string | null
 }
 
 export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }

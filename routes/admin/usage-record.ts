@@ -26,6 +26,7 @@ export function usageRecord (r: UsageRow): UsageRecord {
     stream: r.stream === 1,
     status: r.status,
     error: r.error ?? null,
+    requested_model: r.requested_model ?? null,
     prompt_tokens: r.prompt_tokens,
     cached_input_tokens: r.cached_input_tokens,
     completion_tokens: r.completion_tokens,

@@ -7,7 +7,7 @@ import { usageId, type ContentRow, type CostDetail, type Cursor, type SummaryFie
 
 const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status',
   'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano',
-  'cache_write_tokens', 'images', 'error'] as const satisfies ReadonlyArray<keyof UsageRow>
+  'cache_write_tokens', 'images', 'error', 'requested_model'] as const satisfies ReadonlyArray<keyof UsageRow>
 /** Arrays kept as JSON text, bound after USAGE_COLUMNS; then cost_detail, an object as JSON text or NULL. */
 const JSON_COLUMNS = ['attempts', 'dropped_params', 'tags'] as const satisfies ReadonlyArray<keyof UsageRow>
 
@@ -295,7 +295,7 @@ export class UsageRepository implements UsageStore {
   }
 
   private rowValues (r: UsageRow): unknown[] {
-    return [...USAGE_COLUMNS.map((c) => r[c]), jsonText(r.attempts), jsonText(r.dropped_params), jsonText(r.tags), costText(r.cost_detail)]
+    return [...USAGE_COLUMNS.map((c) => r[c] ?? null), jsonText(r.attempts), jsonText(r.dropped_params), jsonText(r.tags), costText(r.cost_detail)]
   }
 
   private insertRow (r: UsageRow): void {
