@@ -262,9 +262,10 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
           only429 = false
         }
         res = undefined
-        // a repeat on the same provider: within its retries, the wait it asks for within max_wait_s, and within the request timeout
-        const wait = after ?? retry.backoffMs * 2 ** repeats
-        if (repeats < httpAttempts && (after === undefined || after <= maxWaitMs) && !isStream(body) && performance.now() + wait < deadline && upstreams.admit(upstream.id)) {
+        // a repeat on the same provider: within its retries and the wait it asks for within max_wait_s
+        // (each attempt has a request timeout of its own)
+        const wait = Math.min(after ?? retry.backoffMs * 2 ** repeats, maxWaitMs)
+        if (repeats < httpAttempts && (after === undefined || after <= maxWaitMs) && !isStream(body) && upstreams.admit(upstream.id)) {
           opts.request.log.warn({ provider: upstream.id, status, retry_in_ms: wait }, 'upstream answered %d; trying it again', status)
           repeats++
           const t0 = performance.now()
