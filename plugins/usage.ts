@@ -172,7 +172,8 @@ export default definePlugin({
         dropped_params: outcome.dropped as string[],
         tags: outcome.tags as string[],
         error: null,
-        requested_model: outcome.requestedModel ?? null
+        requested_model: outcome.requestedModel ?? null,
+        fallbacks: outcome.fallbacks === undefined || outcome.fallbacks.length === 0 ? [] : outcome.fallbacks.map((f) => ({ model: f.model, why: f.why }))
       }
       const content: ContentRow | undefined = opts.store_content && outcome.content !== null
         ? { usage_id: row.id, created_at: row.created_at, request: outcome.content.request, response: outcome.content.response }

@@ -127,6 +127,8 @@ const UsageRecordSchema = Type.Object({
   model: Type.String(),
   /** The model or alias the call named when another answered it (an alias, a fallback); null otherwise. */
   requested_model: Nullable(Type.String()),
+  /** The models tried that could not answer, and why, in order ([] when the first answered). */
+  fallbacks: Type.Array(Type.Object({ model: Type.String(), why: Type.String() })),
   provider: Nullable(Type.String()),
   stream: Type.Boolean(),
   status: Type.String(),

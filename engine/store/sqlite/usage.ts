@@ -9,7 +9,7 @@ const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', '
   'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano',
   'cache_write_tokens', 'images', 'error', 'requested_model'] as const satisfies ReadonlyArray<keyof UsageRow>
 /** Arrays kept as JSON text, bound after USAGE_COLUMNS; then cost_detail, an object as JSON text or NULL. */
-const JSON_COLUMNS = ['attempts', 'dropped_params', 'tags'] as const satisfies ReadonlyArray<keyof UsageRow>
+const JSON_COLUMNS = ['attempts', 'dropped_params', 'tags', 'fallbacks'] as const satisfies ReadonlyArray<keyof UsageRow>
 
 /** An array as the JSON text a column keeps; the common empty one without a call to JSON.stringify. */
 const jsonText = (a: readonly unknown[] | undefined): string => a === undefined || a.length === 0 ? '[]' : JSON.stringify(a)
@@ -295,7 +295,7 @@ export class UsageRepository implements UsageStore {
   }
 
   private rowValues (r: UsageRow): unknown[] {
-    return [...USAGE_COLUMNS.map((c) => r[c] ?? null), jsonText(r.attempts), jsonText(r.dropped_params), jsonText(r.tags), costText(r.cost_detail)]
+    return [...USAGE_COLUMNS.map((c) => r[c] ?? null), jsonText(r.attempts), jsonText(r.dropped_params), jsonText(r.tags), jsonText(r.fallbacks), costText(r.cost_detail)]
   }
 
   private insertRow (r: UsageRow): void {

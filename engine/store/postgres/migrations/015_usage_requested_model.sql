@@ -1,8 +1,10 @@
 -- The model a call named, when another answered it (an alias, a fallback): `model` is the model
--- that answered and is charged for; NULL when the call was answered by the model it named.
+-- that answered and is charged for; NULL when the call was answered by the model it named. And
+-- the chain: the models tried that could not answer, and why ([{model, why}]).
 ALTER TABLE usage_records ADD COLUMN requested_model TEXT;
+ALTER TABLE usage_records ADD COLUMN fallbacks JSONB;
 
--- The end-of-call batch of migration 014, which now writes requested_model too; the rest is unchanged.
+-- The end-of-call batch of migration 014, which now writes requested_model and fallbacks too; the rest is unchanged.
 --   leases   [[lease id, organization, amount released], ...]
 --   charges  [[organization, charge], ...]
 --   quotas   [[scope, window start, tokens, cost], ...]
@@ -45,13 +47,13 @@ BEGIN
   WHERE k.id = t.id AND (k.last_used_at IS NULL OR k.last_used_at < t.at);
 
   -- a record without attempts or dropped parameters (written by an older instance) gets [], one
-  -- without cache writes or images 0, one without a cost by part, an error or a requested model NULL
+  -- without cache writes or images 0, one without a cost by part, an error or a requested model NULL, one without fallbacks []
   INSERT INTO usage_records (id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
       prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms, cache_hit, saved_nano,
-      attempts, dropped_params, cache_write_tokens, images, cost_detail, error, tags, requested_model)
+      attempts, dropped_params, cache_write_tokens, images, cost_detail, error, tags, requested_model, fallbacks)
     SELECT id, created_at, trace_id, org_id, project_id, key_id, endpoint, model, provider, stream, status,
       prompt_tokens, cached_input_tokens, completion_tokens, total_tokens, cost_nano, latency_ms, ttft_ms, cache_hit, saved_nano,
-      coalesce(attempts, '[]'::jsonb), coalesce(dropped_params, '[]'::jsonb), coalesce(cache_write_tokens, 0), coalesce(images, 0), cost_detail, error, coalesce(tags, '[]'::jsonb), requested_model
+      coalesce(attempts, '[]'::jsonb), coalesce(dropped_params, '[]'::jsonb), coalesce(cache_write_tokens, 0), coalesce(images, 0), cost_detail, error, coalesce(tags, '[]'::jsonb), requested_model, coalesce(fallbacks, '[]'::jsonb)
     FROM jsonb_populate_recordset(NULL::usage_records, p->'usage');
 
   INSERT INTO usage_content (usage_id, created_at, request, response)
