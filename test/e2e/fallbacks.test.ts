@@ -12,6 +12,7 @@ import type { FastifyInstance } from 'fastify'
 
 const KEY_ALL = 'mg-test-key-all-0123456789abcdef'
 const KEY_SMALL = 'mg-test-key-small-0123456789abcd'
+const ADMIN = 'admin-token-for-the-fallback-tests'
 
 const ALL = ['rate_limited', 'unavailable', 'timeout', 'content_filtered'] as const
 
@@ -57,6 +58,7 @@ async function gateway (t: Test, extra: Record<string, unknown> = {}): Promise<G
     ...models(mock),
     server: { request_timeout_s: 0.5 },
     plugins: [{ name: 'auth' }, { name: 'balance' }, { name: 'usage' }, { name: 'diagnostics' }],
+    admin: { token: ADMIN },
     upstream: { breaker: { failures: 1_000_000 }, retry: { attempts: 0, backoff_ms: 1 } },
     tenants: [{
       org: 'acme',
@@ -135,9 +137,20 @@ t.test('each class moves the call on to the next model, on every client protocol
         t.ok(row.prompt_tokens > 0 && row.completion_tokens > 0, `${what}: tokens billed`)
         t.equal(row.cost_nano, row.prompt_tokens * 3000 + row.completion_tokens * 15000, `${what}: charged at big/claude's prices ($3 / $15 per million)`)
         t.same(row.attempts.map((a) => [a.provider, a.upstream_model]), [['mock-openai', 'small-up'], ['mock-messages', 'big-claude-up']], `${what}: each tried model's attempts recorded`)
+        t.same(row.fallbacks, [{ model: 'small/chat', why }], `${what}: the chain recorded`)
       }
     }
   }
+  const metrics = await gw.app.gateway.metrics.getSingleMetricAsString('modelgate_model_fallbacks_total')
+  for (const why of ALL) {
+    t.match(metrics, new RegExp(`modelgate_model_fallbacks_total\\{requested_model="small/chat",answering_model="big/claude",class="${why}"\\} 8`), `metrics count the ${why} fallbacks by requested and answering model`)
+  }
+  // the admin API's usage records name both models and the chain
+  const last = (await gw.rows())[0] as UsageRow
+  const answer = await gw.app.inject({ method: 'GET', url: `/admin/v1/usage/${last.trace_id}`, headers: { authorization: `Bearer ${ADMIN}` } })
+  t.match(answer.json(), { model: 'big/claude', requested_model: 'small/chat', fallbacks: [{ model: 'small/chat', why: 'content_filtered' }] }, 'GET /admin/v1/usage/{trace_id}')
+  const list = await gw.app.inject({ method: 'GET', url: '/admin/v1/usage?limit=1', headers: { authorization: `Bearer ${ADMIN}` } })
+  t.match(list.json(), { data: [{ model: 'big/claude', requested_model: 'small/chat' }] }, 'GET /admin/v1/usage')
 })
 
 t.test('no fallback once the client has a byte: the stream breaks, the next model is not called', async (t) => {
