@@ -1,7 +1,8 @@
 // A fixed-response upstream that costs almost nothing: canned answers for both protocols,
 // JSON or SSE (20 content chunks) depending on the request's `stream`, and one embedding for
 // any POST …/embeddings. PACE_MS paces stream
-// chunks (the memory bench holds 1,000 streams open with it). Prints its port on stdout.
+// chunks (the memory bench holds 1,000 streams open with it). A request for the model `bench-down`
+// is answered 503 at once (the failed attempt of the fallback figure). Prints its port on stdout.
 import { createServer } from 'node:http'
 
 const PACE_MS = Number(process.env.PACE_MS ?? 0)
@@ -31,6 +32,11 @@ const server = createServer((req, res) => {
     if (req.url.endsWith('/embeddings')) {
       res.writeHead(200, { 'content-type': 'application/json' })
       res.end(embeddingJson)
+      return
+    }
+    if (body.includes('"model":"bench-down"')) {
+      res.writeHead(503, { 'content-type': 'application/json' })
+      res.end('{"error":{"message":"down","type":"server_error","code":null}}')
       return
     }
     const messages = req.url.endsWith('/messages')
