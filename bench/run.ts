@@ -64,12 +64,14 @@ function gatewayConfig (upstream: number, db: string, opts: { metrics?: boolean,
     ],
     providers: [
       { id: 'up-openai', protocol: 'openai', base_url: `http://127.0.0.1:${upstream}/v1`, api_key: 'x', passthrough: true },
+      { id: 'up-messages', protocol: 'messages', base_url: `http://127.0.0.1:${upstream}`, api_key: 'x' },
+      // AWS Bedrock's Converse, every call signed with SigV4 (the fixed upstream checks no signature)
+      { id: 'up-bedrock', protocol: 'converse', platform: 'bedrock', region: 'us-east-1', base_url: `http://127.0.0.1:${upstream}`, aws: { access_key_id: 'AKIDBENCH', secret_access_key: 'bench-secret' } },
       // the same upstream, for the model that always answers 503 (a breaker of its own)
-      { id: 'up-down', protocol: 'openai', base_url: `http://127.0.0.1:${upstream}/v1`, api_key: 'x' },
-      { id: 'up-messages', protocol: 'messages', base_url: `http://127.0.0.1:${upstream}`, api_key: 'x' }
+      { id: 'up-down', protocol: 'openai', base_url: `http://127.0.0.1:${upstream}/v1`, api_key: 'x' }
     ],
     models: [
-      model('bench/openai', 'up-openai'), model('bench/claude', 'up-messages'),
+      model('bench/openai', 'up-openai'), model('bench/claude', 'up-messages'), model('bench/nova', 'up-bedrock'),
       // answered 503 by its provider, then by its fallback: the fallback figure
       { ...model('bench/down', 'up-down'), upstream_model: 'bench-down', fallbacks: [{ models: ['bench/openai'] }] },
       { id: 'bench/embed', name: 'bench/embed', provider: 'up-openai', upstream_model: 'bench', context_length: 8192, architecture: { input_modalities: ['text'], output_modalities: ['embeddings'] }, pricing: { input: 0.02, output: 0 } }
@@ -313,6 +315,7 @@ async function main (): Promise<void> {
   warm.push([chatUrl(cached), chatBody('bench/openai'), cacheHeaders])
   if (pk !== undefined) warm.push([pk, chatBody('bench'), portkeyHeaders(up)])
   warm.push([`http://127.0.0.1:${replyFrom.port}/v1/embeddings`, embedBody(), headers], [`${mg}/v1/embeddings`, embedBody(), headers])
+  warm.push([`${mg}/v1/chat/completions`, chatBody('bench/nova'), headers], [`${mg}/v1/chat/completions`, chatBody('bench/nova', true), headers])
   for (const [url, body, h] of warm) await autocannon({ url, method: 'POST', body, headers: h, connections: 32, duration: 1 })
   // the MCP figure is taken at one connection, where a gateway still compiles its hot code for
   // tens of seconds after a one-second warm-up: 8,000 calls each first, as bench/single.ts gives
@@ -326,6 +329,8 @@ async function main (): Promise<void> {
   throughputCases.push(
     ['modelgate passthrough', async () => await load(mgChat, chatBody('bench/openai'), 32, headers, gateway.pid)],
     ['modelgate translated', async () => await load(mgChat, chatBody('bench/claude'), 32, headers, gateway.pid)],
+    // a chat call to a Bedrock model: translated to Converse, signed, its answer translated back
+    ['modelgate Bedrock Converse', async () => await load(mgChat, chatBody('bench/nova'), 32, headers, gateway.pid)],
     // the provider's own API through /passthrough (the model named by its upstream name, metered and priced)
     ['modelgate /passthrough', async () => await load(`${mg}/passthrough/up-openai/chat/completions`, chatBody('bench'), 32, headers, gateway.pid)],
     ['modelgate + guardrails', async () => await load(chatUrl(guarded), chatBody('bench/openai'), 32, headers, guarded.pid)],
@@ -364,6 +369,7 @@ async function main (): Promise<void> {
     ['modelgate translated', async () => await streamLoad(mgChat, chatBody('bench/claude', true), 16)],
     ['modelgate Responses → chat', async () => await streamLoad(`${mg}/v1/responses`, responsesBody('bench/openai'), 16)],
     ['modelgate Gemini → chat', async () => await streamLoad(`${mg}/v1beta/models/bench/openai:streamGenerateContent?alt=sse`, geminiBody(), 16)],
+    ['modelgate chat → Converse', async () => await streamLoad(mgChat, chatBody('bench/nova', true), 16)],
     ['modelgate + guardrails', async () => await streamLoad(chatUrl(guarded), chatBody('bench/openai', true), 16)]
   ]
   if (pk !== undefined) streamCases.push(['portkey', async () => await streamLoad(pk, chatBody('bench', true), 16, portkeyHeaders(up))])
@@ -425,6 +431,10 @@ async function main (): Promise<void> {
   console.log(`Translated Responses / chat passthrough stream throughput: ${fmt(responsesRatio, 2)} (target ≥ 0.70)`)
   const geminiRatio = (streaming['modelgate Gemini → chat']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
   console.log(`Translated Gemini (streamGenerateContent → chat) / chat passthrough stream throughput: ${fmt(geminiRatio, 2)} (target ≥ 0.70)`)
+  const converseRatio = (streaming['modelgate chat → Converse']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
+  console.log(`Translated Converse stream (chat → Bedrock's event stream) / chat passthrough stream throughput: ${fmt(converseRatio, 2)} (target ≥ 0.70)`)
+  const bedrockCpu = pairedRatio(throughputRuns, 'modelgate Bedrock Converse', 'modelgate passthrough', 'cpuUs')
+  console.log(`A Bedrock Converse call (signed, translated) / an OpenAI-protocol call, CPU per call: ${fmt(bedrockCpu, 2)}× per round (median); ${fmt(throughput['modelgate Bedrock Converse']?.cpuUs ?? NaN)} / ${fmt(throughput['modelgate passthrough']?.cpuUs ?? NaN)} µs of the medians (target ≤ 1.15)`)
   const guardStream = (streaming['modelgate + guardrails']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
   const guardCpu = (throughput['modelgate + guardrails']?.cpuUs ?? NaN) / (throughput['modelgate passthrough']?.cpuUs ?? NaN)
   console.log(`Guardrails (2 rules, no match): CPU per request ${fmt(guardCpu, 2)}× modelgate without it; stream throughput ${fmt(guardStream, 2)}×`)
@@ -458,6 +468,7 @@ async function main (): Promise<void> {
   Object.assign(results, {
     responses_translated_over_passthrough: responsesRatio,
     gemini_translated_over_passthrough: geminiRatio,
+    bedrock: { converse_stream_over_passthrough: converseRatio, cpu_per_call_over_openai: bedrockCpu },
     guardrails: { cpu_per_request_over_modelgate: guardCpu, stream_throughput_over_modelgate: guardStream },
     throughput,
     throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])),

@@ -124,14 +124,11 @@ function banner (config: Config, notes: string[], workers: number, port: number)
 
 /** The providers that have no credentials, what to set for each, and the models they leave unserved. */
 async function uncredentialed (config: Config, file: string): Promise<string[]> {
-  const [{ variablesAt }, { Catalog }, { withoutCredentials }] = await Promise.all([import('../config/load.js'), import('../engine/gateway/catalog.js'), import('../engine/upstream/index.js')])
-  const missing = withoutCredentials(config)
+  const [{ Catalog }, { uncredentialedProviders }] = await Promise.all([import('../engine/gateway/catalog.js'), import('./credentials.js')])
+  const missing = uncredentialedProviders(config, file)
   if (missing.length === 0) return []
-  const what = missing.map((p) => {
-    const vars = variablesAt(file, ['providers', config.providers.indexOf(p), 'api_key'])
-    return `${p.id} (${vars.length === 0 ? 'its api_key is empty' : `${vars.join(', ')} ${vars.length > 1 ? 'are' : 'is'} not set`})`
-  })
-  const models = new Catalog(config.models, (id) => !missing.some((p) => p.id === id)).unserved().map((m) => m.id)
+  const what = missing.map((m) => `${m.provider.id} (${m.what})`)
+  const models = new Catalog(config.models, (id) => !missing.some((m) => m.provider.id === id)).unserved().map((m) => m.id)
   return [
     `  no credentials: ${what.join(', ')}`,
     `                  ${models.length === 0 ? 'every model has another provider' : `not listed or served: ${models.length > 4 ? `${models.slice(0, 3).join(', ')} and ${models.length - 3} more` : models.join(', ')}`}; set the variables and restart (a reload does not read the environment again)`

@@ -128,13 +128,17 @@ function semanticChecks (config: Config, problems: string[]): void {
   const providerIds = new Set(config.providers.map((p) => p.id))
   for (const id of duplicates(config.providers.map((p) => p.id))) problems.push(`providers: the id ${id} is used twice`)
   config.providers.forEach((p, i) => {
-    if (p.builtin === undefined && p.base_url === undefined) problems.push(`providers[${i}].base_url: is required (or set builtin: demo)`)
-    if (p.passthrough && p.base_url === undefined) problems.push(`providers[${i}].passthrough: needs a base_url (a built-in provider has no API of its own to pass through to)`)
+    // Bedrock and Vertex have a default base_url (its region's or location's); the others need one
+    const located = p.platform === 'bedrock' || p.platform === 'vertex'
+    if (p.builtin === undefined && p.base_url === undefined && !located) problems.push(`providers[${i}].base_url: is required (or set builtin: demo)`)
+    if (p.passthrough && p.builtin !== undefined) problems.push(`providers[${i}].passthrough: needs a base_url (a built-in provider has no API of its own to pass through to)`)
     if (p.passthrough_shared && !p.passthrough) problems.push(`providers[${i}].passthrough_shared: needs passthrough: true`)
+    platformProblems(p, `providers[${i}]`, problems)
   })
-  const passable = new Set(config.providers.filter((p) => p.passthrough && p.base_url !== undefined).map((p) => p.id))
+  const passable = new Set(config.providers.filter((p) => p.passthrough && p.builtin === undefined).map((p) => p.id))
   for (const id of duplicates(config.models.map((m) => m.id))) problems.push(`models: the id ${id} is used twice`)
   const protocolOf = new Map(config.providers.map((p) => [p.id, p.protocol]))
+  const platformOf = new Map(config.providers.map((p) => [p.id, p.platform]))
   config.models.forEach((entry, i) => {
     if (isAlias(entry)) return
     const missing = (['name', 'provider', 'context_length'] as const).filter((f) => entry[f] === undefined)
@@ -147,6 +151,7 @@ function semanticChecks (config: Config, problems: string[]): void {
       const path = `models[${i}].provider${Array.isArray(m.provider) ? `[${j}]${typeof m.provider[j] === 'string' ? '' : '.id'}` : ''}`
       if (!providerIds.has(ref)) problems.push(`${path}: no provider has the id ${ref}`)
       // embeddings and image generation are calls of the OpenAI and Gemini protocols only
+      else if (kind !== 'chat' && (platformOf.get(ref) === 'bedrock' || platformOf.get(ref) === 'vertex')) problems.push(`${path}: ${ref} is on ${platformOf.get(ref) === 'bedrock' ? 'AWS Bedrock' : 'Google Vertex AI'}, where the gateway serves chat models only (${kind === 'image' ? 'image' : 'embedding'} models: the vendor's own API or azure)`)
       else if (kind !== 'chat' && protocolOf.get(ref) === 'messages') problems.push(`${path}: ${ref} speaks the Messages protocol, which has no ${kind === 'image' ? 'image generation' : 'embeddings'} (use an openai or gemini provider)`)
     })
     for (const id of duplicates(refs)) problems.push(`models[${i}].provider: ${id} is listed twice`)
@@ -257,6 +262,30 @@ function isDefault (field: string, value: unknown): boolean {
   return false
 }
 
+// What each platform takes: the protocols it serves, the fields it needs and those it alone takes.
+const PLATFORMS = {
+  azure: { protocols: ['openai'], needs: ['base_url', 'api_version'], takes: ['api_version'] },
+  bedrock: { protocols: ['converse', 'messages'], needs: ['region'], takes: ['region', 'aws'] },
+  vertex: { protocols: ['gemini', 'messages'], needs: ['project', 'location'], takes: ['project', 'location', 'credentials_file', 'access_token'] }
+} as const
+const PLATFORM_FIELDS = ['api_version', 'region', 'aws', 'project', 'location', 'credentials_file', 'access_token'] as const
+
+/** A provider's platform fields: the protocol the platform serves, the fields it needs, none of another platform's. */
+function platformProblems (p: Config['providers'][number], path: string, problems: string[]): void {
+  if (p.platform === undefined) {
+    if (p.protocol === 'converse') problems.push(`${path}.protocol: converse is AWS Bedrock's API: it needs platform: bedrock`)
+    for (const f of PLATFORM_FIELDS) if (p[f] !== undefined) problems.push(`${path}.${f}: is for a cloud platform's provider only (set platform)`)
+    return
+  }
+  const rule = PLATFORMS[p.platform]
+  if (p.builtin !== undefined) problems.push(`${path}.platform: a built-in provider has no platform`)
+  if (!(rule.protocols as readonly string[]).includes(p.protocol)) problems.push(`${path}.protocol: platform ${p.platform} serves ${rule.protocols.join(' or ')}, not ${p.protocol}`)
+  for (const f of rule.needs) if (p[f] === undefined) problems.push(`${path}.${f}: is required for platform ${p.platform}`)
+  for (const f of PLATFORM_FIELDS) if (p[f] !== undefined && !(rule.takes as readonly string[]).includes(f)) problems.push(`${path}.${f}: is not a field of platform ${p.platform}`)
+  if (p.platform === 'vertex' && p.credentials_file !== undefined && p.access_token !== undefined) problems.push(`${path}.access_token: set credentials_file or access_token, not both`)
+  if (p.platform === 'vertex' && p.api_key !== '') problems.push(`${path}.api_key: Vertex AI takes credentials_file or access_token, not an API key`)
+}
+
 /** A URL on a loopback host (127.0.0.0/8, ::1, localhost), where plain HTTP never leaves the machine. */
 export function isLoopbackUrl (url: string): boolean {
   let host: string
@@ -358,8 +387,10 @@ export function resolvePaths (config: Config, baseDir: string): Config {
   const sqlite = config.store.sqlite
   const servers = config.mcp.servers.map((s) => s.transport === 'stdio' ? { ...s, cwd: resolve(baseDir, s.cwd ?? '.') } : s)
   const mcp = { ...config.mcp, servers }
-  if (sqlite === ':memory:' || isAbsolute(sqlite)) return { ...config, mcp }
-  return { ...config, mcp, store: { ...config.store, sqlite: resolve(baseDir, sqlite) } }
+  // a service-account file is found from the config file's folder, as the SQLite file is
+  const providers = config.providers.map((p) => p.credentials_file !== undefined && p.credentials_file !== '' ? { ...p, credentials_file: resolve(baseDir, p.credentials_file) } : p)
+  if (sqlite === ':memory:' || isAbsolute(sqlite)) return { ...config, mcp, providers }
+  return { ...config, mcp, providers, store: { ...config.store, sqlite: resolve(baseDir, sqlite) } }
 }
 
 /**

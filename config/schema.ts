@@ -143,11 +143,36 @@ export const PluginEntrySchema = Type.Object({
   options: Type.Optional(Type.Record(Type.String(), Type.Unknown()))
 }, Closed)
 
+// A cloud platform that serves a vendor's models under its own URLs and authentication
+// (engine/upstream/platforms/): Azure OpenAI, AWS Bedrock, Google Vertex AI.
+export const PlatformName = Type.Union([Type.Literal('azure'), Type.Literal('bedrock'), Type.Literal('vertex')])
+
+// Static AWS credentials of a bedrock provider (else the environment's AWS_* variables).
+export const AwsCredentialsSchema = Type.Object({
+  access_key_id: Type.String({ minLength: 1 }),
+  secret_access_key: Type.String({ minLength: 1 }),
+  session_token: Type.Optional(Type.String())
+}, Closed)
+
 export const ProviderSchema = Type.Object({
   id: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.-]+$' }),
-  protocol: Type.Union([Type.Literal('openai'), Type.Literal('messages'), Type.Literal('gemini')]),
+  // the wire format of the bodies; `converse` is AWS Bedrock's own (platform: bedrock only)
+  protocol: Type.Union([Type.Literal('openai'), Type.Literal('messages'), Type.Literal('gemini'), Type.Literal('converse')]),
+  // omitted: the vendor's own API
+  platform: Type.Optional(PlatformName),
   base_url: Type.Optional(Type.String({ pattern: '^https?://' })),
   api_key: Type.String({ default: '' }),
+  // azure: the api-version query parameter of every call
+  api_version: Type.Optional(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9._-]+$' })),
+  // bedrock: the AWS region (signing and the default base_url)
+  region: Type.Optional(Type.String({ minLength: 1, pattern: '^[a-z0-9-]+$' })),
+  aws: Type.Optional(AwsCredentialsSchema),
+  // vertex: the Google Cloud project and location (a region, or global)
+  project: Type.Optional(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9._:-]+$' })),
+  location: Type.Optional(Type.String({ minLength: 1, pattern: '^[a-z0-9-]+$' })),
+  // vertex: a service-account JSON key file (relative to the config file), or an access token sent as it is
+  credentials_file: Type.Optional(Type.String()),
+  access_token: Type.Optional(Type.String()),
   // `builtin: demo` answers in-process (the demo catalog); no base_url then.
   builtin: Type.Optional(Type.Literal('demo')),
   connections: Type.Integer({ default: 128, minimum: 1 }),
@@ -161,10 +186,12 @@ export const ProviderSchema = Type.Object({
   passthrough_shared: Type.Boolean({ default: false })
 }, Closed)
 
-// A provider of a model: its id, or its id with a weight (for `routing: weighted`).
+// A provider of a model: its id, or its id with a weight (for `routing: weighted`, default 1) and the name
+// the model has there (default: the model's upstream_model): the same model on several platforms
+// has a name on each.
 export const ModelProviderSchema = Type.Union([
   Type.String({ minLength: 1 }),
-  Type.Object({ id: Type.String({ minLength: 1 }), weight: Type.Number({ default: 1, minimum: 0 }) }, Closed)
+  Type.Object({ id: Type.String({ minLength: 1 }), upstream_model: Type.Optional(Type.String({ minLength: 1 })), weight: Type.Optional(Type.Number({ minimum: 0 })) }, Closed)
 ])
 
 export const RoutingSchema = Type.Union([Type.Literal('failover'), Type.Literal('weighted'), Type.Literal('latency')], { default: 'failover' })
@@ -364,6 +391,7 @@ export const ConfigSchema = Type.Object({
 export type Config = Static<typeof ConfigSchema>
 export type ServerConfig = Static<typeof ServerSchema>
 export type ProviderConfig = Static<typeof ProviderSchema>
+export type PlatformConfigName = Static<typeof PlatformName>
 /** A `models` entry as the file writes it: a model or an alias. */
 export type ModelEntry = Static<typeof ModelSchema>
 /** A model (no alias) as the checks leave it: a name, its providers and its context. */

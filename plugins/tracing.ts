@@ -13,7 +13,8 @@ export default definePlugin({
   plugin: async (fastify, options) => {
     // loaded when the chain is mounted, not with the plugin's definition (`config check` reads its options alone)
     const { createTracer } = await import('../engine/ops/tracing/index.js')
-    const tracer = await createTracer(options, fastify.gateway.log)
+    // a provider on a cloud platform is named by its platform (azure.openai, gcp.vertex_ai, aws.bedrock)
+    const tracer = await createTracer(options, fastify.gateway.log, (id) => fastify.gateway.upstreams.get(id)?.platform.traceName ?? null)
     if (tracer === null) return
     fastify.gateway.addHook('onCallEnd', (outcome) => { tracer.call(outcome) })
     fastify.addHook('onClose', async () => { await tracer.shutdown() })

@@ -28,15 +28,14 @@ const DAY_MS = 86_400_000
 export const REFUSALS_PER_S = 10
 
 /** The call's attempts as its record keeps them (most calls: one, that went well). */
-function attemptsOf (outcome: CallOutcome, upstreamOf: (model: string | null) => string | null): UsageAttempt[] {
+function attemptsOf (outcome: CallOutcome): UsageAttempt[] {
   const list = outcome.attempts
   const out: UsageAttempt[] = new Array(list.length)
   for (let i = 0; i < list.length; i++) {
     const a = list[i] as CallOutcome['attempts'][number]
     out[i] = {
       provider: a.provider,
-      // each tried model's name at its provider (a fallback's differs from the answering model's)
-      upstream_model: a.model === null || a.model === outcome.model ? outcome.upstreamModel : upstreamOf(a.model),
+      upstream_model: a.upstreamModel ?? outcome.upstreamModel,
       outcome: a.outcome,
       status: a.status,
       error: a.outcome === 'ok' ? null : attemptError(a),
@@ -134,7 +133,6 @@ export default definePlugin({
     }
 
     const refusals = await refusalRecorder(fastify.gateway.metrics)
-    const upstreamOf = (model: string | null): string | null => model === null ? null : fastify.gateway.catalog.get(model)?.upstreamModel ?? model
 
     fastify.gateway.addHook('onCallEnd', (outcome, ctx) => {
       if (!outcome.attempted && !outcome.cacheHit) {
@@ -168,7 +166,7 @@ export default definePlugin({
         ttft_ms: outcome.firstByteAt === null ? null : Math.max(0, outcome.firstByteAt - outcome.startedAt),
         cache_hit: outcome.cacheHit ? 1 : 0,
         saved_nano: outcome.savedNano,
-        attempts: attemptsOf(outcome, upstreamOf),
+        attempts: attemptsOf(outcome),
         dropped_params: outcome.dropped as string[],
         tags: outcome.tags as string[],
         error: null,

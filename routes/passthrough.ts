@@ -9,17 +9,19 @@ import {
   UnreadableModel, UpstreamUnavailable
 } from '../engine/kernel/errors.js'
 import { admit, grantedProvider, grantedUpstreamModel } from '../engine/gateway/gate.js'
-import { classify, targetProblem, type Classified, type Cost, type Reader } from '../engine/gateway/passthrough-target.js'
-import { relayBytes, relayJson, relayMapped, relayStream, readWhole, send, sendRead, type Pipe } from '../engine/gateway/pipeline.js'
+import { bedrockStreams, bedrockTargetProblem, classify, classifyBedrock, targetProblem, type Classified, type Cost, type Reader } from '../engine/gateway/passthrough-target.js'
+import { relayBytes, relayJson, relayMapped, relayMeteredBytes, relayStream, readWhole, send, sendRead, type Pipe } from '../engine/gateway/pipeline.js'
+import { bedrockStreamMeter, converseReader, invokeReader } from '../engine/protocols/converse/passthrough.js'
 import { createdBy, itemId, listItems, objectAccess, referencesIn, yieldedBy, type ObjectAccess, type ObjectRef } from '../engine/gateway/provider-objects.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../engine/gateway/validation.js'
-import { geminiPassthrough } from '../engine/translation/gemini-passthrough.js'
+import { geminiPassthrough } from '../engine/translation/passthrough.js'
 import { embeddingsPassthrough } from '../engine/translation/embeddings-passthrough.js'
 import { messagesPassthrough, openaiPassthrough } from '../engine/translation/passthrough.js'
-import { responsesPassthrough } from '../engine/translation/responses-passthrough.js'
+import { responsesPassthrough } from '../engine/translation/passthrough.js'
 import { maskCredentials, maskHeaders } from '../engine/upstream/credentials.js'
 import { parseJson, type Answer } from '../engine/upstream/dispatch.js'
-import type { Json, TranslateCtx, TranslatorPair } from '../engine/translation/types.js'
+import type { Json, Protocol, TranslateCtx, TranslatorPair } from '../engine/translation/types.js'
+import { providerBaseUrl } from '../engine/upstream/platforms/index.js'
 import { isObj } from '../engine/kernel/json.js'
 
 // /passthrough/{provider}/*: a provider's own API (batches, files, audio, moderation, its model
@@ -70,11 +72,13 @@ const READERS: Record<Reader, TranslatorPair> = {
   messages: messagesPassthrough,
   responses: responsesPassthrough,
   embeddings: { ...embeddingsPassthrough, stream: () => { throw new Error('embeddings are never streamed') } },
-  gemini: geminiPassthrough
+  gemini: geminiPassthrough,
+  converse: converseReader,
+  invoke: invokeReader
 }
 
 /** Headers that never go to the provider: the client's credentials, cookies, its organization and project at OpenAI, forwarding headers, and the gateway's own. */
-const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'x-goog-api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-real-ip', 'via', 'openai-organization', 'openai-project'])
+const CLIENT_ONLY = new Set(['authorization', 'x-api-key', 'x-goog-api-key', 'api-key', 'cookie', 'idempotency-key', 'x-locale', 'proxy-authorization', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-real-ip', 'via', 'openai-organization', 'openai-project'])
 /**
  * Hop-by-hop headers (RFC 9110 §7.6.1), what the connection itself sets, and `Expect`, whose
  * 100-continue this server has already answered: never copied across. A header the client's
@@ -208,11 +212,13 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
   scope.addContentTypeParser('*', (_request, payload, done) => { done(null, payload) })
 
   /** The client's headers as they go to the provider. */
-  function forwarded (request: FastifyRequest, rewritten: boolean): Record<string, string | string[]> {
+  function forwarded (request: FastifyRequest, rewritten: boolean, bedrock: boolean): Record<string, string | string[]> {
     const out: Record<string, string | string[]> = {}
     const named = connectionNamed(request.headers.connection)
     for (const [name, value] of Object.entries(request.headers)) {
       if (value === undefined || HOP.has(name) || CLIENT_ONLY.has(name) || named?.has(name) === true || (gatewayHeader !== '' && name.startsWith(gatewayHeader))) continue
+      // an AWS client's own signing headers: the gateway signs the call itself
+      if (bedrock && name.startsWith('x-amz-')) continue
       // a body the gateway re-serialized has a length of its own; one it reads comes unencoded
       if (rewritten && (name === 'content-length' || name === 'accept-encoding')) continue
       out[name] = value
@@ -225,7 +231,10 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
     const messages = provider.protocol === 'messages'
     const gemini = provider.protocol === 'gemini'
     const shared = provider.passthrough_shared
-    const base = new URL(provider.base_url as string)
+    // AWS Bedrock's paths name the model and the operation (classifyBedrock); its bodies are its own
+    const bedrock = provider.platform === 'bedrock'
+    const protocol = provider.protocol as Protocol
+    const base = new URL(providerBaseUrl(provider))
     const basePath = base.pathname.replace(/\/+$/, '')
     // the hosts whose Gemini file URIs name this account's files
     const fileHosts = [base.host.toLowerCase(), 'generativelanguage.googleapis.com']
@@ -240,7 +249,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       const raw = url.slice(prefix.length)
       // the key a Gemini client may give in the query is the gateway's: never sent on
       const target = gemini ? withoutKey(raw) : raw
-      const why = targetProblem(target)
+      const why = bedrock ? bedrockTargetProblem(target) : targetProblem(target)
       if (why !== null) throw new PassthroughPath({ reason: why })
       const path = target.split('?', 1)[0] ?? ''
       call.routedTo(provider.id)
@@ -252,7 +261,9 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (Number(request.headers['content-length'] ?? 0) > limit) throw new RequestTooLarge({ limit_mb: limitMb })
 
       const method = request.method
-      const c = classify(provider.protocol, method, path)
+      const c = bedrock ? classifyBedrock(method, path) : classify(protocol, method, path, provider.platform)
+      // the gateway's Vertex AI credentials reach the provider's own project and location only
+      if (provider.platform === 'vertex' && !inVertexScope(path)) throw new PassthroughPath({ reason: 'a project or location other than the provider\'s' })
       const reader = c.reader === null ? undefined : READERS[c.reader]
       const access: ObjectAccess = shared ? { kind: 'none' } : objectAccess(provider.protocol, method, c)
       if (access.kind === 'unattributable') throw new UnattributableEndpoint({ method, path: path === '' ? '/' : path.slice(0, 200), provider: provider.id })
@@ -282,12 +293,12 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       // an upload read as JSON said what it names; one not read may name any model
       const model = modelOf(principal, c, parsed, c.cost, method, path, parsed === null ? upload : undefined)
       if (!shared) await reachable(principal, access, parsed)
-      call.resolved(model, c.reader === 'gemini' ? c.method?.toLowerCase() === 'streamgeneratecontent' : parsed?.stream === true, model?.upstreamModel)
+      call.resolved(model, c.reader === 'gemini' ? c.method?.toLowerCase() === 'streamgeneratecontent' : bedrock ? bedrockStreams(c) : parsed?.stream === true, model?.upstreamModel)
       if (c.cost === 'free') call.free()
       else if (c.cost === 'unmetered') call.spendsUnread()
       const body = await admit(p, model, parsed ?? {})
       // the name the client gave (a snapshot's, perhaps) is the one sent on
-      const name = c.reader === 'gemini' ? c.pathModel ?? '' : typeof parsed?.model === 'string' ? parsed.model : ''
+      const name = c.reader === 'gemini' || provider.platform !== undefined ? c.pathModel ?? '' : typeof parsed?.model === 'string' ? parsed.model : ''
       const ctx: TranslateCtx = {
         model: model?.id ?? '',
         upstreamModel: name,
@@ -299,12 +310,13 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         defaultMaxTokens: config.translation.default_max_tokens
       }
       // a JSON body goes up as the hooks left it, through the pair (a chat stream asks for its usage)
-      const sent = parsed === null || verbatim ? upload : reader !== undefined ? reader.request(body, ctx).body : body
-      const headers = forwarded(request, parsed !== null && !verbatim)
+      // (Vertex AI's rawPredict takes no model in its body: the path names it)
+      const sent = parsed === null || verbatim ? upload : reader !== undefined && !(provider.platform === 'vertex' && c.reader === 'messages') ? reader.request(body, ctx).body : body
+      const headers = forwarded(request, parsed !== null && !verbatim, bedrock)
       const answer = await send(p, {
         providers: [provider.id],
         model,
-        plan: () => ({ method, path: target, body: sent, protocol: provider.protocol, headers, forwarded: true })
+        plan: () => ({ method, path: target, body: sent, protocol, headers, forwarded: true })
       })
       const status = answer.res.statusCode
       const secrets = answer.upstream.secrets
@@ -314,9 +326,21 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       if (method !== 'HEAD' && status < 300 && readsAnswer(access)) return await objectAnswer(p, answer, access, principal, target, headers)
       if (reader === undefined || parsed === null || method === 'HEAD') return relayBytes(p, answer, answered(request, answer, true))
       const out = answered(request, answer, false)
+      // a Bedrock event stream goes to the client as it came (its SDK reads the framing), its usage read on the way
+      if (bedrock && String(answer.res.headers['content-type'] ?? '').startsWith('application/vnd.amazon.eventstream')) {
+        return relayMeteredBytes(p, answer, answered(request, answer, true), bedrockStreamMeter(c.reader === 'converse' ? 'converse' : 'invoke', ctx))
+      }
       const sse = String(answer.res.headers['content-type'] ?? '').includes('text/event-stream')
       // a Gemini stream asked for without alt=sse comes as one JSON array of chunks
       return sse ? relayStream(p, answer, { pair: reader, ctx, headers: out }) : await relayJson(p, answer, { pair: reader, ctx, headers: out, array: c.reader === 'gemini' })
+    }
+
+    /** A Vertex AI path below projects/ names the provider's project and location (compared as Google does: case-sensitively). */
+    function inVertexScope (path: string): boolean {
+      const parts = path.split('/').filter((s) => s !== '')
+      const at = parts.indexOf('projects')
+      if (at === -1) return true
+      return parts[at + 1] === provider.project && (parts.length <= at + 2 || (parts[at + 2] === 'locations' && parts[at + 3] === provider.location))
     }
 
     /** Endpoints whose body is the client's file, sent on as it comes. */
@@ -341,7 +365,8 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         if (typeof parsed.model !== 'string' || parsed.model === '') throw new InvalidField({ field: 'model', reason: 'must be a model name' })
         inBody = grantedUpstreamModel(gateway, principal, provider.id, gemini && parsed.model.startsWith('models/') ? parsed.model.slice('models/'.length) : parsed.model)
       }
-      const model = gemini ? inPath ?? inBody : inBody ?? inPath
+      // a platform's URL names the model it calls (Azure's deployment, Vertex AI's model); its body's is not read there
+      const model = gemini || provider.platform !== undefined ? inPath ?? inBody : inBody ?? inPath
       if (model !== null) return model
       if (cost === 'metered') throw new MissingField({ field: 'model' })
       if (cost === 'unmetered' && upload !== undefined && !principal.models.includes('*')) {
@@ -425,7 +450,7 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
         more = json.has_more === true
         const after = ids.at(-1)
         if (!paged || !more || kept.length >= (want ?? DEFAULT_PAGE) || pages >= MAX_LIST_PAGES || after === undefined) break
-        answer = await send(p, { providers: [provider.id], model: null, plan: () => ({ method: 'GET', path: withParam(target, listing.cursor, after), protocol: provider.protocol, headers, forwarded: true }) })
+        answer = await send(p, { providers: [provider.id], model: null, plan: () => ({ method: 'GET', path: withParam(target, listing.cursor, after), protocol, headers, forwarded: true }) })
         if (answer.res.statusCode !== 200) {
           // the page read so far is the answer; the client reads on from its last object
           answer.res.body.resume()
@@ -447,7 +472,8 @@ export default async function passthroughRoutes (scope: FastifyInstance, opts: P
       return `${request.protocol}://${request.host}${prefix}${u.pathname.slice(basePath.length)}${u.search}`
     }
 
-    const routeConfig: FastifyContextConfig = { family: messages ? 'messages' : gemini ? 'gemini' : 'openai', apiKeyHeader: messages || (gemini ? 'x-goog-api-key' : false), metered: true, endpoint: 'passthrough', protocol: provider.protocol }
+    // Azure's clients send their key as api-key: the gateway's key, there
+    const routeConfig: FastifyContextConfig = { family: messages ? 'messages' : gemini ? 'gemini' : 'openai', apiKeyHeader: messages || (gemini ? 'x-goog-api-key' : provider.platform === 'azure' ? 'api-key' : false), metered: true, endpoint: 'passthrough', protocol }
     if (gemini) routeConfig.apiKeyQuery = 'key'
     scope.route({ method: METHODS, url: `/${provider.id}`, config: routeConfig, handler: handle })
     scope.route({ method: METHODS, url: `/${provider.id}/*`, config: routeConfig, handler: handle })

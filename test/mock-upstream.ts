@@ -6,9 +6,9 @@ import {
   readRequest, sampleArguments, shapeText, toolsToCall, words,
   type Completion, type OutputBlock, type RequestView, type ToolDef
 } from '../engine/upstream/demo.js'
-import { buildResponse, ResponseWriter, type OutputPart, type ResponsesCtx } from '../engine/translation/responses-output.js'
+import { buildResponse, ResponseWriter, type OutputPart, type ResponsesCtx } from '../engine/protocols/responses/writer.js'
 import { flatToolName } from '../engine/kernel/tool-names.js'
-import { serialize } from '../engine/translation/sse.js'
+import { serialize } from '../engine/protocols/sse.js'
 import type { Json, Protocol, Usage } from '../engine/translation/types.js'
 import { isObj } from '../engine/kernel/json.js'
 

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { CallEndContext, CallOutcome, CallProtocol, CallStatus, CallView, Endpoint, Gateway, PluginAnswer } from '../../plugins/api/index.js'
 import { chargeOf, settle, ZERO_COST, ZERO_USAGE } from './billing.js'
 import { addDroppedNames } from './dropped-names.js'
-import type { CatalogModel } from './catalog.js'
+import { upstreamModelOn, type CatalogModel } from './catalog.js'
 import type { FallbackClass } from '../../config/schema.js'
 import type { FallbackStep } from './fallbacks.js'
 import { runAll, type HookRegistry } from './hooks.js'
@@ -262,7 +262,7 @@ export class Call implements CallView, AttemptSink {
       model: this._model?.id ?? this.modelName,
       requestedModel: this._requested !== null && this._requested !== this._model ? this._requested.id : null,
       fallbacks: this._fallbacks,
-      upstreamModel: this._model?.upstreamModel ?? this.modelName,
+      upstreamModel: this._model === null ? this.modelName : upstreamModelOn(this._model, this._provider),
       provider: this._provider,
       stream: this._stream,
       status: how.status,

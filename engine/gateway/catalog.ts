@@ -108,7 +108,10 @@ export interface CatalogModel {
   /** Each provider's weight (routing: weighted), in the order of `providers`; 1 when not given. */
   weights: number[]
   routing: Routing
+  /** The model's name upstream (`upstream_model`, else its id). */
   upstreamModel: string
+  /** Its name on each provider, in the order of `providers`: the entry's own upstream_model, else upstreamModel. */
+  upstreamModels: string[]
   active: boolean
   price: Price | null
   inputModalities: ReadonlySet<string>
@@ -119,16 +122,18 @@ export interface CatalogModel {
 function toCatalogModel (m: ModelConfig): CatalogModel {
   const refs = Array.isArray(m.provider) ? m.provider : [m.provider]
   const price = priceOf(m.pricing)
+  const upstreamModel = m.upstream_model ?? m.id
   return {
     id: m.id,
     config: m,
     aliasOf: null,
     fallbacks: (m.fallbacks ?? []).map((r) => ({ models: r.models, on: new Set(r.on) })),
     providers: refs.map((r) => typeof r === 'string' ? r : r.id),
-    weights: refs.map((r) => typeof r === 'string' ? 1 : r.weight),
+    weights: refs.map((r) => typeof r === 'string' ? 1 : r.weight ?? 1),
     kind: kindOf(m.architecture.output_modalities),
     routing: m.routing,
-    upstreamModel: m.upstream_model ?? m.id,
+    upstreamModel,
+    upstreamModels: refs.map((r) => typeof r === 'string' ? upstreamModel : r.upstream_model ?? upstreamModel),
     active: m.status === 'active',
     price,
     inputModalities: new Set(m.architecture.input_modalities),
@@ -143,6 +148,12 @@ function toCatalogModel (m: ModelConfig): CatalogModel {
       default_parameters: m.default_parameters
     }
   }
+}
+
+/** The model's name on a provider of its list (the model's upstream name for any other). */
+export function upstreamModelOn (model: Pick<CatalogModel, 'providers' | 'upstreamModels' | 'upstreamModel'>, provider: string | null): string {
+  const i = provider === null ? -1 : model.providers.indexOf(provider)
+  return i === -1 ? model.upstreamModel : model.upstreamModels[i] as string
 }
 
 /**
@@ -210,8 +221,9 @@ export class Catalog {
     for (const m of this.byId.values()) {
       // an alias is no provider's model: its targets are
       if (!m.active || m.aliasOf !== null || !m.providers.includes(provider)) continue
-      if (m.upstreamModel === name) return this.granted(m, globs)
-      if (base !== null && m.upstreamModel === base) bySnapshot ??= m
+      const there = upstreamModelOn(m, provider)
+      if (there === name) return this.granted(m, globs)
+      if (base !== null && there === base) bySnapshot ??= m
     }
     return bySnapshot === undefined ? undefined : this.granted(bySnapshot, globs)
   }

@@ -13,7 +13,7 @@ import type { Protocol } from '../translation/types.js'
 export type Cost = 'metered' | 'free' | 'unmetered'
 
 /** The endpoint families whose answers report usage, read by a same-protocol pair. */
-export type Reader = 'chat' | 'messages' | 'responses' | 'embeddings' | 'gemini'
+export type Reader = 'chat' | 'messages' | 'responses' | 'embeddings' | 'gemini' | 'converse' | 'invoke'
 
 export interface Classified {
   cost: Cost
@@ -74,18 +74,25 @@ const endsWith = (segments: string[], tail: string[]): boolean =>
  * How a well-formed path (one targetProblem passed) is classified for `method` on a provider of
  * `protocol`: what it costs, which reader meters it, and the model it names.
  */
-export function classify (protocol: Protocol, method: string, path: string): Classified {
+export function classify (protocol: Protocol, method: string, path: string, platform?: string): Classified {
   const sent = path.split('/').filter((s) => s !== '')
   let raw = sent
   // Gemini's uploads go to /upload/{version}/files
   if (protocol === 'gemini' && raw[0]?.toLowerCase() === 'upload') raw = raw.slice(1)
   if (VERSION.test(raw[0]?.toLowerCase() ?? '')) raw = raw.slice(1)
+  // a cloud platform's URL, read as the vendor's API it serves: Azure's deployment, Vertex AI's
+  // publisher model (a model the path names either way)
+  const onPlatform = platformCall(platform, protocol, raw)
+  if (onPlatform !== null) {
+    if (onPlatform.vendor === null) return { cost: method === 'POST' ? 'metered' : 'free', reader: method === 'POST' ? 'messages' : null, pathModel: onPlatform.model, method: null, segments: ['messages'], raw: ['messages'] }
+    raw = onPlatform.vendor
+  }
   const segments = raw.map((s) => s.toLowerCase())
   const last = segments.at(-1) ?? ''
   // a Gemini model's method: `models/{m}:generateContent`, or a tuned model's
   const colon = protocol === 'gemini' ? last.lastIndexOf(':') : -1
   const geminiMethod = colon > 0 && segments.length >= 2 ? last.slice(colon + 1) : null
-  const pathModel = modelInPath(protocol, segments, raw)
+  const pathModel = onPlatform?.model ?? modelInPath(protocol, segments, raw)
   let reader: Reader | null = null
   if (method === 'POST') {
     if (protocol === 'gemini') reader = geminiMethod !== null && pathModel !== null && GEMINI_METERED.has(geminiMethod) ? 'gemini' : null
@@ -113,6 +120,64 @@ function modelInPath (protocol: Protocol, segments: string[], raw: string[]): st
     if (protocol === 'gemini') name = name.split(':', 1)[0] as string
     if (name === '') return null
     return collection === 'models' ? name : `tunedModels/${name}`
+  }
+  return null
+}
+
+// AWS Bedrock Runtime's model calls: /model/{id}/{operation}
+const BEDROCK_READERS = new Map<string, Reader>([['converse', 'converse'], ['converse-stream', 'converse'], ['invoke', 'invoke'], ['invoke-with-response-stream', 'invoke']])
+
+/**
+ * A pass-through target on an AWS Bedrock provider, checked as targetProblem checks any other,
+ * except that `%3A` may stand for the `:` of a model id (the AWS SDKs encode it; Bedrock decodes
+ * it, and it can make no segment or dot that would route the call elsewhere). Null when it can be read.
+ */
+export function bedrockTargetProblem (target: string): string | null {
+  return targetProblem(target.replace(/%3A/gi, ':'))
+}
+
+/**
+ * How a Bedrock Runtime path is classified: `/model/{id}/converse` and `/converse-stream` are read
+ * by the Converse reader, `/invoke` and `/invoke-with-response-stream` by the InvokeModel reader
+ * (an Anthropic model's Messages answer), `/count-tokens` is free, anything else unmetered. The
+ * model is the path's, its `%3A` a colon.
+ */
+export function classifyBedrock (method: string, path: string): Classified {
+  const raw = path.split('/').filter((s) => s !== '')
+  const segments = raw.map((s) => s.toLowerCase())
+  const inModel = segments.length === 3 && segments[0] === 'model'
+  const pathModel = inModel ? (raw[1] as string).replace(/%3A/gi, ':') : null
+  const reader = method === 'POST' && inModel ? BEDROCK_READERS.get(segments[2] as string) ?? null : null
+  const cost: Cost = reader !== null
+    ? 'metered'
+    : method === 'GET' || method === 'HEAD' || method === 'OPTIONS' || method === 'DELETE' || (inModel && segments[2] === 'count-tokens') ? 'free' : 'unmetered'
+  return { cost, reader, pathModel, method: null, segments, raw }
+}
+
+/** Whether a Bedrock path asks for an event stream. */
+export const bedrockStreams = (c: Classified): boolean => c.segments[0] === 'model' && (c.segments[2] === 'converse-stream' || c.segments[2] === 'invoke-with-response-stream')
+
+/**
+ * A cloud platform's call path: the model it names and the path the vendor's API would take
+ * (below its version), or, for an Anthropic model's rawPredict on Vertex AI, a Messages call
+ * (`vendor` null). Null when the path is no such call.
+ *   azure   openai/deployments/{d}/chat/completions → chat/completions, model d
+ *   vertex  projects/{p}/locations/{l}/publishers/{pub}/models/{m}:{method} → models/{m}:{method}
+ *           (Gemini), or :rawPredict / :streamRawPredict (Messages), model m
+ */
+function platformCall (platform: string | undefined, protocol: Protocol, raw: string[]): { model: string, vendor: string[] | null } | null {
+  const lower = raw.map((s) => s.toLowerCase())
+  if (platform === 'azure' && lower[0] === 'openai' && lower[1] === 'deployments' && raw.length >= 4) {
+    return { model: raw[2] as string, vendor: raw.slice(3) }
+  }
+  if (platform === 'vertex' && lower[0] === 'projects' && lower[2] === 'locations' && lower[4] === 'publishers' && lower[6] === 'models' && raw.length === 8) {
+    const last = raw[7] as string
+    const colon = last.indexOf(':')
+    const model = colon === -1 ? last : last.slice(0, colon)
+    if (model === '') return null
+    const method = colon === -1 ? '' : last.slice(colon + 1).toLowerCase()
+    if (protocol === 'messages') return method === 'rawpredict' || method === 'streamrawpredict' ? { model, vendor: null } : null
+    return { model, vendor: raw.slice(6) }
   }
   return null
 }

@@ -8,8 +8,8 @@ import { runSeries, type HookRegistry } from './hooks.js'
 import { then, type MaybePromise } from '../kernel/maybe-promise.js'
 import { relay, StreamRelay, type RelayEnd } from '../translation/relay.js'
 import { pairFor } from '../translation/index.js'
-import { replayStream } from '../translation/replay.js'
-import { serialize } from '../translation/sse.js'
+import { replayStream } from '../protocols/index.js'
+import { serialize } from '../protocols/sse.js'
 import type { Json, TranslateCtx, TranslatorPair } from '../translation/types.js'
 import { dispatch, isTimeout, parseJson, readText, type Answer, type Attempt, type RetryPolicy } from '../upstream/dispatch.js'
 import type { RoutingPolicy } from '../upstream/routing.js'
@@ -293,10 +293,33 @@ export async function sendRead (p: Pipe, status: number, headers: Record<string,
 }
 
 /** Passes chunks on one behind, so that the last one is still here when the source ends: it goes once `onEnd` has settled. */
+/** What a relay of bytes it meters asks of the meter (a Bedrock event stream's usage, read as the bytes go by). */
+export interface ByteMeter {
+  push: (chunk: Buffer) => void
+  usage: () => import('../translation/types.js').Usage | null
+  finished: () => boolean
+}
+
+/**
+ * Relays an answer byte for byte (a pass-through stream in a framing the client reads itself)
+ * while `meter` reads its usage from the bytes; the call ends, with that usage, when the
+ * provider's body is over, and the last chunk waits for it.
+ */
+export function relayMeteredBytes (p: Pipe, answer: Answer, headers: Record<string, string | string[]>, meter: ByteMeter): FastifyReply {
+  const { reply, call } = p
+  const tail = new LastChunkHeld(() => call.end({ status: meter.finished() ? 'ok' : 'upstream_error', usage: meter.usage(), complete: meter.finished() }), meter)
+  answer.res.body.once('error', (err: Error) => { tail.destroy(err) })
+  call.firstByte()
+  call.answering()
+  reply.status(answer.res.statusCode).headers(headers)
+  return reply.send(answer.res.body.pipe(tail))
+}
+
 class LastChunkHeld extends Transform {
   private held: Buffer | null = null
-  constructor (private readonly onEnd: () => Promise<void> | undefined) { super() }
+  constructor (private readonly onEnd: () => Promise<void> | undefined, private readonly meter?: ByteMeter) { super() }
   override _transform (chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.meter?.push(chunk)
     const previous = this.held
     this.held = chunk
     cb(null, previous ?? undefined)

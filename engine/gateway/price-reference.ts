@@ -18,11 +18,15 @@ export function databaseVersion (): string | null {
 }
 
 /** The database's name for the provider a config provider is: its id, else its base URL, else its protocol's maker. */
-const BY_PROTOCOL: Record<ProviderConfig['protocol'], string> = { openai: 'openai', messages: 'anthropic', gemini: 'google' }
+const BY_PROTOCOL: Record<ProviderConfig['protocol'], string> = { openai: 'openai', messages: 'anthropic', gemini: 'google', converse: 'aws' }
+/** A cloud platform's own price list, where the database has one (Vertex AI bills as its publisher does). */
+const BY_PLATFORM: Record<string, string | undefined> = { azure: 'azure', bedrock: 'aws' }
 
-export function databaseProvider (p: Pick<ProviderConfig, 'id' | 'protocol' | 'base_url' | 'builtin'>): Provider | undefined {
+export function databaseProvider (p: Pick<ProviderConfig, 'id' | 'protocol' | 'base_url' | 'builtin'> & { platform?: ProviderConfig['platform'] }): Provider | undefined {
   if (p.builtin !== undefined) return undefined
+  const platform = p.platform === undefined ? undefined : BY_PLATFORM[p.platform]
   return findProvider({ providerId: p.id }) ??
+    (platform === undefined ? undefined : findProvider({ providerId: platform })) ??
     (p.base_url === undefined ? undefined : findProvider({ providerApiUrl: p.base_url })) ??
     findProvider({ providerId: BY_PROTOCOL[p.protocol] })
 }
@@ -126,7 +130,9 @@ export function referencePricing (mp: ModelPrice, contextLength: number): Refere
 const PARAMETERS: Record<ProviderConfig['protocol'], string[]> = {
   openai: ['temperature', 'top_p', 'max_tokens', 'max_completion_tokens', 'stop', 'frequency_penalty', 'presence_penalty', 'tools', 'tool_choice', 'parallel_tool_calls', 'response_format', 'seed', 'reasoning_effort', 'user'],
   messages: ['temperature', 'top_p', 'top_k', 'max_tokens', 'stop', 'stop_sequences', 'tools', 'tool_choice', 'parallel_tool_calls', 'thinking', 'metadata', 'user'],
-  gemini: ['temperature', 'top_p', 'top_k', 'max_tokens', 'max_completion_tokens', 'stop', 'stop_sequences', 'presence_penalty', 'frequency_penalty', 'seed', 'tools', 'tool_choice', 'response_format', 'reasoning_effort', 'thinking']
+  gemini: ['temperature', 'top_p', 'top_k', 'max_tokens', 'max_completion_tokens', 'stop', 'stop_sequences', 'presence_penalty', 'frequency_penalty', 'seed', 'tools', 'tool_choice', 'response_format', 'reasoning_effort', 'thinking'],
+  // Bedrock's Converse: the fields its inferenceConfig and toolConfig carry
+  converse: ['temperature', 'top_p', 'max_tokens', 'max_completion_tokens', 'stop', 'stop_sequences', 'tools', 'tool_choice']
 }
 
 /**

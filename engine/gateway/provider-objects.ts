@@ -93,7 +93,9 @@ const COLLECTIONS: Record<Protocol, readonly Collection[]> = {
     { kind: 'cached_contents', path: ['cachedcontents'], named: 'cachedContents', createdHere: true, list: { items: ['cachedContents'], id: 'name', cursor: 'token' }, members: { '': ['GET', 'HEAD', 'PATCH', 'DELETE'] } },
     // a long-running model method's operation (a video being generated), polled at models/{m}/operations/{op}
     { kind: 'operations', path: [], createdHere: false, members: { '': ['GET', 'HEAD'] }, reads: [''], yields: [[['response', 'generateVideoResponse', 'generatedSamples', '*', 'video', 'uri'], 'files', 'uri']] }
-  ]
+  ],
+  // Bedrock's runtime API keeps no objects of an account's (its batch jobs are another service's)
+  converse: []
 }
 
 const byKind = (protocol: Protocol, kind: string): Collection => COLLECTIONS[protocol].find((c) => c.kind === kind) as Collection
@@ -106,7 +108,8 @@ const STATELESS: Record<Protocol, ReadonlyArray<[string, string]>> = {
     ['POST', 'images/generations'], ['POST', 'images/edits'], ['POST', 'images/variations'], ['GET', 'models'], ['GET', 'models/{}']
   ],
   messages: [['POST', 'messages'], ['POST', 'messages/count_tokens'], ['POST', 'complete'], ['GET', 'models'], ['GET', 'models/{}']],
-  gemini: [['GET', 'models'], ['GET', 'models/{}']]
+  gemini: [['GET', 'models'], ['GET', 'models/{}']],
+  converse: [['POST', 'model/{}/converse'], ['POST', 'model/{}/converse-stream'], ['POST', 'model/{}/invoke'], ['POST', 'model/{}/invoke-with-response-stream'], ['POST', 'model/{}/count-tokens']]
 }
 /** A Gemini model's methods that reach no object. */
 const GEMINI_STATELESS = new Set(['generatecontent', 'streamgeneratecontent', 'counttokens', 'embedcontent', 'batchembedcontents', 'predict'])
@@ -239,7 +242,8 @@ const REFERENCES: Record<Protocol, ReadonlyMap<string, string>> = {
   gemini: new Map([
     ['cachedContent', 'cached_contents'], ['cached_content', 'cached_contents'], ['fileUri', 'files'], ['file_uri', 'files'], ['fileName', 'files'], ['file_name', 'files'],
     ['fileSearchStoreNames', 'file_search_stores'], ['file_search_store_names', 'file_search_stores']
-  ])
+  ]),
+  converse: new Map()
 }
 
 /**

@@ -101,6 +101,7 @@ export const QuotaExceeded = define('quota_exceeded', { status: 429, code: 429, 
 export const RateLimited = define('rate_limited', { status: 429, code: 429, openaiType: 'rate_limit_error' })
 export const NotImplemented = define('not_implemented', { status: 501, openaiType: 'not_implemented', retry: false })
 export const UpstreamUnavailable = define('upstream_unavailable', { status: 502, openaiType: 'api_error' })
+export const UpstreamCredentialsRefused = define('upstream_credentials_refused', { status: 502, code: 'upstream_credentials_refused', openaiType: 'api_error' })
 export const UpstreamStreamError = define('upstream_stream_error', { status: 502, openaiType: 'api_error' })
 export const NoProvider = define('no_provider', { status: 503, openaiType: 'overloaded_error' })
 // a model whose providers have no credentials: only the operator can change that

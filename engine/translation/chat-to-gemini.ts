@@ -1,20 +1,18 @@
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
-import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
-import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
-import { upstreamMessage } from './passthrough.js'
-import { DONE, frame } from './sse.js'
+import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from '../protocols/fields.js'
+import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from '../protocols/gemini/wire.js'
+import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from '../protocols/gemini/body.js'
+import { upstreamMessage } from '../protocols/upstream-error.js'
+import { frame } from '../protocols/sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { toOpenAIUsage } from './usage.js'
-import { CHAT_FIELDS } from './tables/chat.js'
-import { readChatTurns } from './chat-request.js'
+import { assistantMessage, chatUsage, chunk as chatChunk, completion, streamEnd, type FinishReason, type ToolCall } from '../protocols/chat/writer.js'
+import { CHAT_FIELDS } from '../protocols/chat/table.js'
+import { readChatTurns } from '../protocols/chat/request.js'
 
 // An OpenAI Chat Completions client in front of a Gemini upstream (generateContent). Thoughts
 // have no place in a chat answer and are left out; the thought signature of a function call
 // rides in the tool call's id and goes back on its part.
-
-type FinishReason = ChatCompletion.Choice['finish_reason']
 
 const FINISH: Record<Finish, FinishReason> = { stop: 'stop', tool: 'tool_calls', length: 'length', filter: 'content_filter' }
 
@@ -186,14 +184,6 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   return { body: out, dropped: dropped.list() }
 }
 
-function chatUsage (u: Usage): ChatCompletion['usage'] {
-  const usage = toOpenAIUsage(u)
-  if (u.reasoning_tokens !== undefined) usage.completion_tokens_details = { reasoning_tokens: u.reasoning_tokens }
-  return usage
-}
-
-type ToolCall = { id: string, type: 'function', function: { name: string, arguments: string } }
-
 function response (body: Json, ctx: TranslateCtx) {
   let calls = 0
   const choices: ChatCompletion.Choice[] = candidatesOf(body).map((c) => {
@@ -203,15 +193,14 @@ function response (body: Json, ctx: TranslateCtx) {
       : [])
     return {
       index: c.index,
-      message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, refusal: null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+      message: assistantMessage(text, toolCalls),
       finish_reason: FINISH[finishOf(c.finishReason, toolCalls.length > 0)],
       logprobs: null
     }
   })
   if (choices.length === 0) choices.push({ index: 0, message: { role: 'assistant', content: '', refusal: null }, finish_reason: 'stop', logprobs: null })
   const usage = usageFromGemini(body.usageMetadata)
-  const out: ChatCompletion = { id: `chatcmpl-${ctx.id}`, object: 'chat.completion', created: ctx.created, model: ctx.model, choices }
-  if (usage !== null) out.usage = chatUsage(usage)
+  const out = completion(ctx, choices, usage === null ? null : chatUsage(usage))
   return { body: { ...out }, usage }
 }
 
@@ -220,7 +209,6 @@ function error (status: number, body: unknown): Json {
 }
 
 function stream (ctx: TranslateCtx): StreamMapper {
-  const id = `chatcmpl-${ctx.id}`
   // per candidate: how many calls it made, and how it finished
   const seen = new Map<number, { calls: number, finish: FinishReason | null }>()
   let calls = 0
@@ -228,18 +216,11 @@ function stream (ctx: TranslateCtx): StreamMapper {
   let done = false
   const relayed: string[] = []
 
-  const chunk = (index: number, delta: ChatCompletionChunk.Choice.Delta, finish: FinishReason | null = null): SseEvent => {
-    const c: ChatCompletionChunk = { id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [{ index, delta, finish_reason: finish, logprobs: null }] }
-    if (ctx.includeUsage) c.usage = null
-    return frame(c)
-  }
+  const chunk = (index: number, delta: ChatCompletionChunk.Choice.Delta, finish: FinishReason | null = null): SseEvent => chatChunk(ctx, index, delta, finish)
   const finish = (): SseEvent[] => {
     if (done) return []
     done = true
-    const out: SseEvent[] = []
-    if (ctx.includeUsage && usage !== null) out.push(frame({ id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [], usage: chatUsage(usage) }))
-    out.push(DONE)
-    return out
+    return streamEnd(ctx, usage === null ? null : chatUsage(usage))
   }
   const piece = (index: number, state: { calls: number }, p: Piece): SseEvent[] => {
     if (p.kind === 'text') {

@@ -1,19 +1,19 @@
 import type { ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
-import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions'
+import type { ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { messagesImageSource } from './content.js'
-import { column, Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from './fields.js'
-import { upstreamMessage } from './passthrough.js'
-import { DONE, frame } from './sse.js'
+import { messagesImageSource } from '../protocols/content.js'
+import { column, Dropped, entry, isObj, kindOf, list, mapValue, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from '../protocols/fields.js'
+import { upstreamMessage } from '../protocols/upstream-error.js'
+import { frame } from '../protocols/sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { toOpenAIUsage, usageFromMessages } from './usage.js'
-import { CHAT_FIELDS } from './tables/chat.js'
-import { readChatTurns } from './chat-request.js'
+import { toOpenAIUsage } from '../protocols/chat/usage.js'
+import { assistantMessage, chunk as chatChunk, completion, streamEnd, type FinishReason } from '../protocols/chat/writer.js'
+import { usageFromMessages } from '../protocols/messages/usage.js'
+import { CHAT_FIELDS } from '../protocols/chat/table.js'
+import { readChatTurns } from '../protocols/chat/request.js'
 
 // An OpenAI Chat Completions client in front of a Messages upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).
-
-type FinishReason = ChatCompletion.Choice['finish_reason']
 
 export const FINISH_REASON: ReadonlyMap<string, FinishReason> = new Map<string, FinishReason>([
   ['end_turn', 'stop'],
@@ -231,19 +231,7 @@ function response (body: Json, ctx: TranslateCtx) {
     function: { name: typeof b.name === 'string' ? b.name : '', arguments: JSON.stringify(b.input ?? {}) }
   }))
   const usage = usageFromMessages(body.usage)
-  const out: ChatCompletion = {
-    id: `chatcmpl-${ctx.id}`,
-    object: 'chat.completion',
-    created: ctx.created,
-    model: ctx.model,
-    choices: [{
-      index: 0,
-      message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, refusal: null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
-      finish_reason: finishOf(body.stop_reason),
-      logprobs: null
-    }]
-  }
-  if (usage !== null) out.usage = toOpenAIUsage(usage)
+  const out = completion(ctx, [{ index: 0, message: assistantMessage(text, toolCalls), finish_reason: finishOf(body.stop_reason), logprobs: null }], usage === null ? null : toOpenAIUsage(usage))
   return { body: { ...out }, usage }
 }
 
@@ -254,7 +242,6 @@ function error (status: number, body: unknown): Json {
 }
 
 function stream (ctx: TranslateCtx): StreamMapper {
-  const id = `chatcmpl-${ctx.id}`
   const toolIndex = new Map<unknown, number>()
   let tools = 0
   let rawUsage: Json | null = null
@@ -262,20 +249,13 @@ function stream (ctx: TranslateCtx): StreamMapper {
   let done = false
   const text: string[] = []
 
-  const chunk = (delta: ChatCompletionChunk.Choice.Delta, finish: FinishReason | null = null): SseEvent => {
-    const c: ChatCompletionChunk = { id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] }
-    if (ctx.includeUsage) c.usage = null
-    return frame(c)
-  }
+  const chunk = (delta: ChatCompletionChunk.Choice.Delta, finish: FinishReason | null = null): SseEvent => chatChunk(ctx, 0, delta, finish)
   const usage = (): Usage | null => rawUsage === null ? null : usageFromMessages(rawUsage)
   const finish = (): SseEvent[] => {
     if (done) return []
     done = true
-    const out: SseEvent[] = []
     const u = usage()
-    if (ctx.includeUsage && u !== null) out.push(frame({ id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices: [], usage: toOpenAIUsage(u) }))
-    out.push(DONE)
-    return out
+    return streamEnd(ctx, u === null ? null : toOpenAIUsage(u))
   }
   const objectAt = (o: Json, key: string): Json => isObj(o[key]) ? o[key] as Json : {}
 

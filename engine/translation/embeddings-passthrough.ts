@@ -1,10 +1,10 @@
 import { estimateTokens } from '../kernel/estimate.js'
 import { embeddingUsage, geminiEmbedTokens, geminiRequests, contentText, geminiModelRef } from './embeddings.js'
-import { geminiPassthrough } from './gemini-passthrough.js'
-import { geminiPath } from './gemini.js'
+import { geminiPassthrough } from './passthrough.js'
+import { geminiPath } from '../protocols/gemini/wire.js'
 import { openaiPassthrough } from './passthrough.js'
 import type { Json, WholePair } from './types.js'
-import { usageFromOpenAI } from './usage.js'
+import { usageFromOpenAI } from '../protocols/chat/usage.js'
 
 // Embeddings with the same protocol on both sides: the body goes up with the upstream's model
 // name and the answer comes back as it is; the pair reads the usage.

@@ -1,9 +1,9 @@
 import { estimateTokens } from '../kernel/estimate.js'
 import { errorBody, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { embeddingInputs, embeddingUsage, geminiEmbedTokens, geminiModelRef, numbers, openaiList } from './embeddings.js'
-import { Dropped, isObj, sortFields, type Fate } from './fields.js'
-import { geminiPath, googleError } from './gemini.js'
-import { upstreamMessage } from './passthrough.js'
+import { Dropped, isObj, sortFields, type Fate } from '../protocols/fields.js'
+import { geminiPath, googleError } from '../protocols/gemini/wire.js'
+import { upstreamMessage } from '../protocols/upstream-error.js'
 import type { Json, WholePair } from './types.js'
 
 // OpenAI's POST /embeddings in front of a Gemini upstream: every input becomes one request of a

@@ -1,7 +1,7 @@
 import { geminiPartObjects, topLevelObjects, type BodyObjects } from '../gateway/body-objects.js'
 import { mediaUrlProblem } from '../gateway/media-url.js'
 import { InvalidBody, InvalidField, InvalidImageUrl, MissingField } from '../kernel/errors.js'
-import { isObj, optCount, optText } from './fields.js'
+import { isObj, optCount, optText } from '../protocols/fields.js'
 import type { Json, Usage } from './types.js'
 
 // What the embedding pairs share: the two client shapes checked (OpenAI's POST /embeddings,

@@ -1,9 +1,9 @@
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { contentText, embeddingUsage, geminiRequests, numbers, vectorFromBase64 } from './embeddings.js'
-import { Dropped, isObj, sortFields, type Fate } from './fields.js'
-import { geminiError } from './gemini.js'
+import { Dropped, isObj, sortFields, type Fate } from '../protocols/fields.js'
+import { geminiError } from '../protocols/gemini/wire.js'
 import type { Json, WholePair } from './types.js'
-import { usageFromOpenAI } from './usage.js'
+import { usageFromOpenAI } from '../protocols/chat/usage.js'
 
 // Google's embedContent or batchEmbedContents in front of an OpenAI-protocol upstream: one POST
 // /embeddings with each request's text (its text parts, one per line) as one input, asked for

@@ -1,10 +1,10 @@
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
-import { parseToolArguments, textOf } from './content.js'
-import { isObj, type Dropped } from './fields.js'
-import { geminiError } from './gemini.js'
-import { candidate, chunk, errorChunk, responseBody } from './gemini-output.js'
-import { allowedTools, dropToward, effortOf, readGeminiRequest, type InPart } from './gemini-request.js'
-import { usageFromChat } from './responses-output.js'
+import { parseToolArguments, textOf } from '../protocols/content.js'
+import { isObj, type Dropped } from '../protocols/fields.js'
+import { geminiError } from '../protocols/gemini/wire.js'
+import { candidate, chunk, errorChunk, responseBody } from '../protocols/gemini/writer.js'
+import { allowedTools, dropToward, effortOf, readGeminiRequest, type InPart } from '../protocols/gemini/request.js'
+import { usageFromChat } from '../protocols/responses/writer.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 
 // A Gemini client in front of an OpenAI Chat Completions upstream. Function calls get their

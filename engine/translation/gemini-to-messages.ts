@@ -1,13 +1,13 @@
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
-import { isMessagesImageType } from './content.js'
-import { isObj, type Dropped } from './fields.js'
-import { geminiError, packThinking } from './gemini.js'
-import { candidate, chunk, errorChunk, responseBody } from './gemini-output.js'
-import { allowedTools, dropToward, includeThoughts, readGeminiRequest, type GeminiRequest, type InPart } from './gemini-request.js'
-import { THINKING_BUDGET } from './gemini-upstream.js'
-import { allows } from './responses-request.js'
+import { isMessagesImageType } from '../protocols/content.js'
+import { isObj, type Dropped } from '../protocols/fields.js'
+import { geminiError, packThinking } from '../protocols/gemini/wire.js'
+import { candidate, chunk, errorChunk, responseBody } from '../protocols/gemini/writer.js'
+import { allowedTools, dropToward, includeThoughts, readGeminiRequest, type GeminiRequest, type InPart } from '../protocols/gemini/request.js'
+import { THINKING_BUDGET } from '../protocols/gemini/body.js'
+import { allows } from '../protocols/responses/request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { usageFromMessages } from './usage.js'
+import { usageFromMessages } from '../protocols/messages/usage.js'
 
 // A Gemini client in front of a Messages upstream. Thinking blocks come back as thought parts
 // (when the client asks for them) and, with their signatures, packed into the thoughtSignature

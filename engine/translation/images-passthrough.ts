@@ -1,5 +1,5 @@
 import { imageUsage } from './images.js'
-import { isObj } from './fields.js'
+import { isObj } from '../protocols/fields.js'
 import { openaiPassthrough } from './passthrough.js'
 import type { WholePair } from './types.js'
 

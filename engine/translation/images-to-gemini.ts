@@ -1,8 +1,8 @@
 import { errorBody, InvalidField, NoImageGenerated, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { Dropped, isObj, sortFields, type Fate } from './fields.js'
-import { geminiPath, googleError, usageFromGemini } from './gemini.js'
+import { Dropped, isObj, sortFields, type Fate } from '../protocols/fields.js'
+import { geminiPath, googleError, usageFromGemini } from '../protocols/gemini/wire.js'
 import { imageUsage, openaiImageUsage } from './images.js'
-import { upstreamMessage } from './passthrough.js'
+import { upstreamMessage } from '../protocols/upstream-error.js'
 import type { Json, WholePair } from './types.js'
 
 // OpenAI's POST /images/generations in front of a Gemini image model: one generateContent call

@@ -1,5 +1,5 @@
 import { InvalidBody, InvalidField, MissingField } from '../kernel/errors.js'
-import { isObj, optText } from './fields.js'
+import { isObj, optText } from '../protocols/fields.js'
 import type { Json, Usage } from './types.js'
 
 // What the image generation pairs share: OpenAI's request checked, and the usage of a call.

@@ -1,14 +1,14 @@
 import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import type { ReasoningEffort } from 'openai/resources/shared'
 import { errorBody, InvalidField } from '../kernel/errors.js'
-import { joinText, parseToolArguments, textOf } from './content.js'
-import { column, Dropped, entry, isObj, kindOf, mapValue, optBoolean, optEntry, optText, sortFields, strings, text } from './fields.js'
-import { upstreamMessage } from './passthrough.js'
-import { frame } from './sse.js'
+import { joinText, parseToolArguments, textOf } from '../protocols/content.js'
+import { column, Dropped, entry, isObj, kindOf, mapValue, optBoolean, optEntry, optText, sortFields, strings, text } from '../protocols/fields.js'
+import { upstreamMessage } from '../protocols/upstream-error.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { toMessagesUsage, usageFromOpenAI } from './usage.js'
-import { MESSAGES_FIELDS } from './tables/messages.js'
-import { noteCache, readMessagesTools, readMessagesTurns } from './messages-request.js'
+import { event, message, messageEnd, messageStart } from '../protocols/messages/writer.js'
+import { usageFromOpenAI } from '../protocols/chat/usage.js'
+import { MESSAGES_FIELDS } from '../protocols/messages/table.js'
+import { noteCache, readMessagesTools, readMessagesTurns } from '../protocols/messages/request.js'
 
 // A Messages client in front of an OpenAI Chat Completions upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).
@@ -220,26 +220,17 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
 
 function response (body: Json, ctx: TranslateCtx) {
   const choice = (Array.isArray(body.choices) ? body.choices.find(isObj) : undefined) ?? {}
-  const message = isObj(choice.message) ? choice.message : {}
+  const answer = isObj(choice.message) ? choice.message : {}
   const content: Json[] = []
-  const t = typeof message.content === 'string' ? message.content : textOf(message.content)
+  const t = typeof answer.content === 'string' ? answer.content : textOf(answer.content)
   if (t !== '') content.push({ type: 'text', text: t })
-  for (const tc of Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObj) : []) {
+  for (const tc of Array.isArray(answer.tool_calls) ? answer.tool_calls.filter(isObj) : []) {
     const fn = isObj(tc.function) ? tc.function : {}
     content.push({ type: 'tool_use', id: typeof tc.id === 'string' ? tc.id : '', name: typeof fn.name === 'string' ? fn.name : '', input: parseToolArguments(fn.arguments) })
   }
   const usage = usageFromOpenAI(body.usage)
   return {
-    body: {
-      id: `msg_${ctx.id}`,
-      type: 'message',
-      role: 'assistant',
-      model: ctx.model,
-      content,
-      stop_reason: stopOf(choice.finish_reason),
-      stop_sequence: null,
-      usage: toMessagesUsage(usage ?? { prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 })
-    },
+    body: message(ctx, content, stopOf(choice.finish_reason), usage),
     usage
   }
 }
@@ -249,7 +240,7 @@ function error (status: number, body: unknown): Json {
 }
 
 function stream (ctx: TranslateCtx): StreamMapper {
-  const ev = (type: string, data: Json): SseEvent => frame({ type, ...data }, type)
+  const ev = event
   let started = false
   let open: { index: number, kind: 'text' | 'tool' } | null = null
   let nextIndex = 0
@@ -262,18 +253,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
   const start = (): SseEvent[] => {
     if (started) return []
     started = true
-    return [ev('message_start', {
-      message: {
-        id: `msg_${ctx.id}`,
-        type: 'message',
-        role: 'assistant',
-        model: ctx.model,
-        content: [],
-        stop_reason: null,
-        stop_sequence: null,
-        usage: { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 0 }
-      }
-    })]
+    return [messageStart(ctx, null)]
   }
   const close = (): SseEvent[] => {
     if (open === null) return []
@@ -284,10 +264,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
   const stop = (): SseEvent[] => {
     if (stopped || stopReason === null) return []
     stopped = true
-    const u = toMessagesUsage(usage ?? { prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 })
     return [
-      ev('message_delta', { delta: { stop_reason: stopReason, stop_sequence: null }, usage: { input_tokens: u.input_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cache_read_input_tokens, output_tokens: u.output_tokens } }),
-      ev('message_stop', {})
+      ...messageEnd(stopReason as string, usage)
     ]
   }
 

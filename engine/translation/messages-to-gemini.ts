@@ -1,14 +1,13 @@
 import { errorBody, InvalidField, messagesTypeFor } from '../kernel/errors.js'
-import { joinText } from './content.js'
-import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from './fields.js'
-import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
-import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from './gemini-upstream.js'
-import { upstreamMessage } from './passthrough.js'
-import { frame } from './sse.js'
+import { joinText } from '../protocols/content.js'
+import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from '../protocols/fields.js'
+import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from '../protocols/gemini/wire.js'
+import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from '../protocols/gemini/body.js'
+import { upstreamMessage } from '../protocols/upstream-error.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { toMessagesUsage } from './usage.js'
-import { MESSAGES_FIELDS } from './tables/messages.js'
-import { noteCache, readMessagesTools, readMessagesTurns } from './messages-request.js'
+import { event, message, messageEnd, messageStart } from '../protocols/messages/writer.js'
+import { MESSAGES_FIELDS } from '../protocols/messages/table.js'
+import { noteCache, readMessagesTools, readMessagesTurns } from '../protocols/messages/request.js'
 
 // A Messages client in front of a Gemini upstream. Thought summaries come back as thinking
 // blocks; a Gemini thought signature goes back to Gemini from the thinking block that carries it
@@ -224,8 +223,6 @@ function request (body: Json): TranslatedRequest {
   return { body: out, dropped: dropped.list() }
 }
 
-const ZERO: Usage = { prompt_tokens: 0, cached_input_tokens: 0, completion_tokens: 0, cache_creation_input_tokens: 0 }
-
 /** A candidate's pieces → Messages content blocks. */
 function blocksOf (pieces: Piece[], ctx: TranslateCtx): Json[] {
   const blocks: Json[] = []
@@ -256,16 +253,7 @@ function response (body: Json, ctx: TranslateCtx) {
   const content = candidate === undefined ? [] : blocksOf(candidate.pieces, ctx)
   const usage = usageFromGemini(body.usageMetadata)
   return {
-    body: {
-      id: `msg_${ctx.id}`,
-      type: 'message',
-      role: 'assistant',
-      model: ctx.model,
-      content,
-      stop_reason: STOP[finishOf(candidate?.finishReason, content.some((b) => b.type === 'tool_use'))],
-      stop_sequence: null,
-      usage: toMessagesUsage(usage ?? ZERO)
-    },
+    body: message(ctx, content, STOP[finishOf(candidate?.finishReason, content.some((b) => b.type === 'tool_use'))], usage),
     usage
   }
 }
@@ -275,7 +263,7 @@ function error (status: number, body: unknown): Json {
 }
 
 function stream (ctx: TranslateCtx): StreamMapper {
-  const ev = (type: string, data: Json = {}): SseEvent => frame({ type, ...data }, type)
+  const ev = event
   let started = false
   let open: { index: number, kind: 'thinking' | 'text', signature?: string } | null = null
   let next = 0
@@ -288,19 +276,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
   const start = (): SseEvent[] => {
     if (started) return []
     started = true
-    const u = toMessagesUsage(usage ?? ZERO)
-    return [ev('message_start', {
-      message: {
-        id: `msg_${ctx.id}`,
-        type: 'message',
-        role: 'assistant',
-        model: ctx.model,
-        content: [],
-        stop_reason: null,
-        stop_sequence: null,
-        usage: { input_tokens: u.input_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cache_read_input_tokens, output_tokens: 0 }
-      }
-    })]
+    return [messageStart(ctx, usage)]
   }
   const close = (): SseEvent[] => {
     if (open === null) return []
@@ -350,11 +326,9 @@ function stream (ctx: TranslateCtx): StreamMapper {
   const stop = (): SseEvent[] => {
     if (stopped || stopReason === null) return []
     stopped = true
-    const u = toMessagesUsage(usage ?? ZERO)
     return [
       ...close(),
-      ev('message_delta', { delta: { stop_reason: stopReason, stop_sequence: null }, usage: { input_tokens: u.input_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cache_read_input_tokens, output_tokens: u.output_tokens } }),
-      ev('message_stop')
+      ...messageEnd(stopReason as string, usage)
     ]
   }
 

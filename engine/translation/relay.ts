@@ -1,7 +1,8 @@
 import { Transform, type Readable, type TransformCallback } from 'node:stream'
 import type { ClientEvent, StreamEventResult } from '../../plugins/api/index.js'
 import type { ErrorBodyInput } from '../kernel/errors.js'
-import { errorEvent, frame, serialize, SseParser } from './sse.js'
+import { errorEvent } from '../protocols/index.js'
+import { frame, serialize, SseParser } from '../protocols/sse.js'
 import type { Json, Protocol, SseEvent, StreamMapper, Usage } from './types.js'
 
 // The stream relay: upstream bytes in, the client's stream out, as a Transform between the

@@ -1,6 +1,6 @@
-import { textOf } from './content.js'
-import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromChat, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { allows, dropToward, normalise, type Part } from './responses-request.js'
+import { textOf } from '../protocols/content.js'
+import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromChat, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
+import { allows, dropToward, normalise, type Part } from '../protocols/responses/request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { isObj } from '../kernel/json.js'
 

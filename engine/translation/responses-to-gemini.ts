@@ -1,9 +1,9 @@
-import { parseToolArguments } from './content.js'
-import { Dropped } from './fields.js'
-import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from './gemini.js'
-import { candidatesOf, clientCallId, ContentsBuilder, geminiToolConfig, geminiTools, imagePart, streamError, THINKING_BUDGET, type Piece } from './gemini-upstream.js'
-import { buildResponse, failureCode, ResponseWriter, responsesError, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { dropToward, normalise, type Part } from './responses-request.js'
+import { parseToolArguments } from '../protocols/content.js'
+import { Dropped } from '../protocols/fields.js'
+import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from '../protocols/gemini/wire.js'
+import { candidatesOf, clientCallId, ContentsBuilder, geminiToolConfig, geminiTools, imagePart, streamError, THINKING_BUDGET, type Piece } from '../protocols/gemini/body.js'
+import { buildResponse, failureCode, ResponseWriter, responsesError, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
+import { dropToward, normalise, type Part } from '../protocols/responses/request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 
 // A Responses client in front of a Gemini upstream. Thought summaries come back as reasoning

@@ -1,7 +1,7 @@
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
-import { messagesImageSource, parseToolArguments } from './content.js'
-import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromAnthropic, type IncompleteReason, type OutputPart } from './responses-output.js'
-import { allows, dropToward, messagesEffort, normalise, type Part } from './responses-request.js'
+import { messagesImageSource, parseToolArguments } from '../protocols/content.js'
+import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromAnthropic, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
+import { allows, dropToward, messagesEffort, normalise, type Part } from '../protocols/responses/request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair } from './types.js'
 import { isObj } from '../kernel/json.js'
 

@@ -2,10 +2,14 @@ import { Readable } from 'node:stream'
 import { geminiStatusFor } from '../kernel/errors.js'
 import { estimateTokens } from '../kernel/estimate.js'
 import { contentText, embeddingInputs, openaiList, type EmbeddingInput } from '../translation/embeddings.js'
-import { schemaFromGemini } from '../translation/gemini.js'
+import { schemaFromGemini } from '../protocols/gemini/wire.js'
+import type { Platform } from './platforms/types.js'
 import type { Json, Protocol } from '../translation/types.js'
 import { DEMO_DIMENSIONS, demoPng, demoVector, ratioOf, sizeOf } from './demo-media.js'
 import type { CallAbort, UpstreamClient, UpstreamRequest, UpstreamResponse } from './types.js'
+
+// the built-in demo is its own vendor: answered in-process, no credentials
+const DEMO_PLATFORM: Platform = { name: 'vendor', traceName: null, baseUrl: '', configured: true, target: (call) => ({ path: call.path, body: call.body }), authorize: () => ({}), secrets: () => [] }
 import { isObj } from '../kernel/json.js'
 
 // The built-in demo upstream: answers in-process, in any upstream protocol, with the bytes a real
@@ -692,6 +696,7 @@ export function createDemoClient (id: string, protocol: Protocol, opts: DemoOpti
     protocol,
     responses: false,
     secrets: [],
+    platform: DEMO_PLATFORM,
     async request (req: UpstreamRequest): Promise<UpstreamResponse> {
       if (req.signal.aborted) throw abortError()
       seq++

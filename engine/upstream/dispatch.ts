@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { Readable } from 'node:stream'
-import { isGatewayError, NoCredentials, NoProvider, RequestTimeout, UnforwardableRequest, UpstreamClientError, UpstreamUnavailable, type GatewayError } from '../kernel/errors.js'
-import type { Json, Protocol } from '../translation/types.js'
+import { isGatewayError, NoCredentials, NoProvider, RequestTimeout, UnforwardableRequest, UpstreamClientError, UpstreamCredentialsRefused, UpstreamUnavailable, type GatewayError } from '../kernel/errors.js'
+import type { Json, UpstreamProtocol } from '../translation/types.js'
 import { maskCredentials } from './credentials.js'
 import type { RoutingPolicy, Upstreams } from './index.js'
 import type { AttemptOutcome, AttemptReport, AttemptSink, CallAbort, UpstreamClient, UpstreamResponse } from './types.js'
@@ -22,10 +22,16 @@ export interface Attempt {
   /** A JSON body (serialized once per attempt), the body's text, or a stream sent as it comes (pass-through uploads); none for GET and the like. */
   body?: Json | string | Readable
   /** The protocol the body is in (for the upstream request hooks). */
-  protocol: Protocol
+  protocol: UpstreamProtocol
   /** Extra headers for the provider (a model call), or, with `forwarded`, the client's own headers to send as they are. */
   headers?: Record<string, string | string[]>
   forwarded?: boolean
+  /**
+   * A model call: the model's name on this provider and whether the client streams. The
+   * provider's platform moves the call onto its own URL and body (platforms/); a pass-through
+   * call has none and goes as it is.
+   */
+  target?: { model: string, stream: boolean }
   /**
    * The upstream's 4xx body → the client's error body. Without it every answer is the provider's
    * own, relayed as it is (pass-through): a 4xx or 5xx ends the walk like a 2xx, though a 5xx still
@@ -204,6 +210,7 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
       attempt = opts.plan(upstream)
       tried++
       if (opts.beforeAttempt !== undefined) await opts.beforeAttempt(upstream, attempt, tried)
+      attempt = onPlatform(upstream, attempt)
       body = serialized(attempt.body)
     } catch (err) {
       // nothing was sent: the provider's turn (a probe's, when its breaker is half open) passes on
@@ -214,15 +221,28 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
     const relayAll = attempt.error === undefined
     let repeats = 0
     const report = (outcome: AttemptOutcome, start: number, status: number | null, error?: unknown): void => {
-      const r: AttemptReport = { provider: upstream.id, model: opts.model ?? null, outcome, status, start, end: performance.now(), n: ++sent, retry: repeats > 0, failover: repeats === 0 && tried > 1, error }
+      const r: AttemptReport = { provider: upstream.id, model: opts.model ?? null, upstreamModel: attempt.target?.model ?? null, outcome, status, start, end: performance.now(), n: ++sent, retry: repeats > 0, failover: repeats === 0 && tried > 1, error }
       upstreams.report(r)
       call.attemptEnded(r)
     }
     let res: UpstreamResponse | undefined
+    let renewed = false
     while (res === undefined) {
       const start = performance.now()
       try {
         res = await upstream.request({ method: attempt.method, path: attempt.path, headers: attempt.headers ?? {}, forwarded: attempt.forwarded, body, signal: abort })
+        // the platform's credentials were refused: renewed once (a Vertex token), the call sent again
+        if (res.statusCode === 401 && !renewed && upstream.platform.refresh !== undefined && !isStream(body)) {
+          renewed = true
+          res.body.resume()
+          report('client_error', start, 401)
+          repeats++
+          res = undefined
+          if (await upstream.platform.refresh()) continue
+          // nothing new to try: the next provider may serve the call
+          lastError = new UpstreamCredentialsRefused({ provider: upstream.id })
+          break
+        }
       } catch (err) {
         // the client left while we waited: nothing is written to a closed socket
         if (abort.aborted) { report('aborted', start, null, err); throw new UpstreamUnavailable({}, { cause: err }) }
@@ -277,6 +297,15 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
         opts.request.log.warn({ provider: upstream.id, status }, 'upstream answered %d; trying the next provider', status)
         break
       }
+      if (refusesCredentials(upstream, attempt, res.statusCode)) {
+        // the gateway's own credentials, not the client's call: the next provider may serve it
+        report('server_error', start, res.statusCode)
+        res.body.resume()
+        lastError = new UpstreamCredentialsRefused({ provider: upstream.id })
+        opts.request.log.warn({ provider: upstream.id, status: res.statusCode }, 'upstream refused the gateway\'s credentials; trying the next provider')
+        res = undefined
+        break
+      }
       report(status >= 400 ? 'client_error' : 'ok', start, status)
     }
     if (res === undefined) {
@@ -287,9 +316,10 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
     if (res.statusCode >= 400 && attempt.error !== undefined) {
       // a provider may echo its own key in an error: it never reaches the client
       const text = maskCredentials(await readText(res.body), upstream.secrets)
-      const raw = parseJson(text) ?? { error: { message: text } }
-      const shaped = attempt.error(res.statusCode, raw)
-      throw new UpstreamClientError(res.statusCode, shaped, `upstream ${upstream.id} answered ${res.statusCode}`, raw)
+      const read = parseJson(text) ?? { error: { message: text } }
+      const errorBody = upstream.platform.errorBody
+      const shaped = attempt.error(res.statusCode, errorBody === undefined ? read : errorBody(res.statusCode, res.headers, read))
+      throw new UpstreamClientError(res.statusCode, shaped, `upstream ${upstream.id} answered ${res.statusCode}`, read)
     }
     return { upstream, attempt, res }
   }
@@ -297,5 +327,33 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
   // every provider (the last one at least) answered 429: the client hears it, as a rate limit
   if (limited !== undefined && only429) throw limited
   if (timeouts > 0 && timeouts === tried) throw new RequestTimeout({ seconds: opts.timeoutS }, { cause: lastError })
+  if (isGatewayError(lastError)) throw lastError
   throw new UpstreamUnavailable({}, { cause: lastError })
+}
+
+/**
+ * A model call moved onto its provider's platform (its URL, its body); a pass-through call, or one
+ * on the vendor's API, as it is. A platform that serves no such call is a programming error: the
+ * runner keeps to the providers that serve it (servedOn).
+ */
+function onPlatform (upstream: UpstreamClient, attempt: Attempt): Attempt {
+  if (attempt.target === undefined || upstream.platform.name === 'vendor') return attempt
+  if (isStream(attempt.body) || typeof attempt.body === 'string') return attempt
+  const moved = upstream.platform.target({ path: attempt.path, body: attempt.body, protocol: attempt.protocol, model: attempt.target.model, stream: attempt.target.stream })
+  if (moved === undefined) throw new UnforwardableRequest({ reason: `provider ${upstream.id} (${upstream.platform.name}) serves no such call` })
+  return { ...attempt, path: moved.path, body: moved.body }
+}
+
+/** Whether a model call on the platform `upstream` can be made there: its path and model as the vendor's API takes them. */
+export function servedOn (upstream: UpstreamClient, call: { path: string, protocol: UpstreamProtocol, model: string, stream: boolean }): boolean {
+  return upstream.platform.name === 'vendor' || upstream.platform.target({ ...call, body: undefined }) !== undefined
+}
+
+/**
+ * A cloud platform refused the gateway's own credentials (401, or 403: not allowed to call the
+ * model): no fault of the client's call, answered 502 naming the provider when no other serves it.
+ * A pass-through call relays the provider's answer as it is.
+ */
+function refusesCredentials (upstream: UpstreamClient, attempt: Attempt, status: number): boolean {
+  return (status === 401 || status === 403) && attempt.error !== undefined && upstream.platform.name !== 'vendor'
 }

@@ -1,9 +1,11 @@
-import type { Config, ProviderConfig } from '../../config/schema.js'
+import type { Config } from '../../config/schema.js'
+import type { Protocol } from '../translation/types.js'
 import type { Clock } from '../kernel/clock.js'
 import { attemptError } from './attempt-error.js'
 import { createDemoClient } from './demo.js'
 import { HealthBook, type BreakerState, type HealthOptions } from './health.js'
 import { createHttpClient } from './http.js'
+import { platformFor, type Platform } from './platforms/index.js'
 import { orderProviders, type RoutingPolicy } from './routing.js'
 import type { AttemptReport, UpstreamClient } from './types.js'
 
@@ -17,9 +19,11 @@ export interface UpstreamsOptions {
   health?: HealthBook
   /** Random source of the weighted and latency policies (tests pass a seeded one). */
   random?: () => number
+  /** The environment the platforms read their credentials from (AWS_*); default process.env. */
+  env?: Readonly<Record<string, string | undefined>>
 }
 
-export interface ProviderStatus { state: BreakerState, failures: number, ttfb_ms: number | null, credentials: boolean }
+export interface ProviderStatus { state: BreakerState, failures: number, ttfb_ms: number | null, credentials: boolean, platform: string | null }
 
 export function healthOptions (config: Config): HealthOptions {
   const u = config.upstream
@@ -40,9 +44,12 @@ export class Upstreams {
     this.health.options = healthOptions(config)
     this.random = opts.random ?? Math.random
     this.explore = config.upstream.latency.explore
+    const deps = { now: () => clock.now(), env: opts.env ?? process.env }
     for (const p of config.providers) {
-      this.clients.set(p.id, p.builtin === 'demo' ? createDemoClient(p.id, p.protocol) : createHttpClient(p, { timeoutMs }))
-      if (hasCredentials(p)) this.usable.add(p.id)
+      // a converse provider is never built in (config checks)
+      const platform: Platform | null = p.builtin === 'demo' ? null : platformFor(p, deps)
+      this.clients.set(p.id, platform === null ? createDemoClient(p.id, p.protocol as Protocol) : createHttpClient(p, { timeoutMs, platform }))
+      if (platform === null || platform.configured) this.usable.add(p.id)
     }
   }
 
@@ -91,7 +98,8 @@ export class Upstreams {
     const out: Record<string, ProviderStatus> = {}
     for (const id of this.clients.keys()) {
       const h = this.health.of(id)
-      out[id] = { state: h.state, failures: h.failures, ttfb_ms: h.ttfbMs === null ? null : Math.round(h.ttfbMs * 100) / 100, credentials: this.usable.has(id) }
+      const platform = (this.clients.get(id) as UpstreamClient).platform.name
+      out[id] = { state: h.state, failures: h.failures, ttfb_ms: h.ttfbMs === null ? null : Math.round(h.ttfbMs * 100) / 100, credentials: this.usable.has(id), platform: platform === 'vendor' ? null : platform }
     }
     return out
   }
@@ -101,14 +109,4 @@ export class Upstreams {
   }
 }
 
-// An HTTP provider without an API key cannot be called: the shipped catalog's real providers
-// serve nothing until OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY are set, and their models
-// are listed nowhere. (A local server that needs no key takes any placeholder.)
-export function hasCredentials (p: ProviderConfig): boolean {
-  return p.builtin !== undefined || p.api_key !== ''
-}
-
-/** The providers of a config that cannot be called for want of credentials. */
-export function withoutCredentials (config: Config): ProviderConfig[] {
-  return config.providers.filter((p) => !hasCredentials(p))
-}
+export { credentialFields, hasCredentials, withoutCredentials } from './credential-fields.js'

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import type { Readable } from 'node:stream'
-import type { Protocol } from '../translation/types.js'
+import type { UpstreamProtocol } from '../translation/types.js'
+import type { Platform } from './platforms/types.js'
 
 export interface UpstreamRequest {
   /** Default POST. */
@@ -44,12 +45,14 @@ export interface UpstreamResponse {
 /** One configured provider: an HTTP pool, or the built-in demo answered in-process. */
 export interface UpstreamClient {
   readonly id: string
-  /** 'openai', 'messages' or 'gemini'. */
-  readonly protocol: Protocol
+  /** 'openai', 'messages', 'gemini' or 'converse' (AWS Bedrock's). */
+  readonly protocol: UpstreamProtocol
   /** The provider serves the Responses API itself (Responses calls go through unchanged). */
   readonly responses: boolean
   /** Its credentials (key, configured header values): masked in whatever of its answers goes on to a client or the log. */
   readonly secrets: readonly string[]
+  /** Where the provider's models are served and how it is reached: the vendor's API, or a cloud platform. */
+  readonly platform: Platform
   request: (req: UpstreamRequest) => Promise<UpstreamResponse>
   close: () => Promise<void>
 }
@@ -65,6 +68,8 @@ export interface AttemptReport {
   provider: string
   /** The catalog model the call is for, when it is a model call. */
   model: string | null
+  /** The model's name at this provider (its provider entry's), when it is a model call. */
+  upstreamModel?: string | null
   outcome: AttemptOutcome
   /** The HTTP status, when the provider answered. */
   status: number | null

@@ -45,9 +45,9 @@ export { hasTokenInput, mapRequestText, mapResponseText, streamText } from './co
 /** How an attempt at a provider failed, in a few words (an error code, or how it went); null when it did not. */
 export { attemptError } from '../../engine/upstream/attempt-error.js'
 /** An in-stream error event in a client protocol. */
-export { errorEvent } from '../../engine/translation/sse.js'
+export { errorEvent } from '../../engine/protocols/index.js'
 /** A streamed answer folded into the whole answer of its protocol (what a client that asked for no stream gets). */
-export { aggregateStream, type AggregateOptions, type StreamEventLike } from '../../engine/translation/aggregate.js'
+export { aggregateStream, type AggregateOptions, type StreamEventLike } from '../../engine/protocols/index.js'
 
 /** The refusal of a call that may spend without reporting what (`call.unmetered`), for a plugin that holds money or counts spend. */
 export function unmeteredRefusal (request: FastifyRequest, call: CallView): GatewayError {

@@ -7,7 +7,7 @@ import type { Clock } from '../../engine/kernel/clock.js'
 import type { Catalog, CatalogModel } from '../../engine/gateway/catalog.js'
 import type { ErrorFamily, GatewayError } from '../../engine/kernel/errors.js'
 import type { CostDetail, KeyBudget, KeyLimits, Store } from '../../engine/store/types.js'
-import type { Json, Protocol, Usage } from '../../engine/translation/types.js'
+import type { Json, Protocol, UpstreamProtocol, Usage } from '../../engine/translation/types.js'
 import type { AttemptReport, Upstreams } from '../../engine/upstream/index.js'
 
 // The plugin API's types: what a plugin sees of the gateway, of a call and of its outcome.
@@ -220,7 +220,8 @@ export interface PluginAnswer {
 
 export interface UpstreamRequestContext extends HookContextBase {
   readonly model: CatalogModel
-  readonly provider: { readonly id: string, readonly protocol: Protocol }
+  /** The provider's protocol: the body's shape (`converse` for AWS Bedrock's Converse API, which no client speaks). */
+  readonly provider: { readonly id: string, readonly protocol: UpstreamProtocol }
   /** 1 for the first provider tried, 2 for the next after a failover... */
   readonly attempt: number
   /** The body about to be sent upstream: change it in place or assign another one. */

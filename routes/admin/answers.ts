@@ -222,6 +222,8 @@ export type ReloadRefused = Static<typeof ReloadRefusedSchema>
 const ProviderSchema = Type.Object({
   id: Type.String(),
   protocol: Type.String(),
+  /** The cloud platform it is reached on (azure, bedrock, vertex); null: the vendor's own API. */
+  platform: Nullable(Type.String()),
   base_url: Nullable(Type.String()),
   configured: Type.Boolean(),
   breaker: Breaker,

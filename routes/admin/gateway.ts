@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Link } from '../../engine/host/index.js'
 import { RECENT_FAILURES, type BreakerState, type FailureNote, type HealthReport } from '../../engine/upstream/health.js'
 import { Answers } from './answers.js'
+import { providerBaseUrl } from '../../engine/upstream/platforms/index.js'
 import { maskSecrets, maskUrl } from './mask.js'
 
 // What the gateway is made of and how its providers fare: the configured providers with their
@@ -63,7 +64,9 @@ const gateway: FastifyPluginAsyncTypebox<{ generation?: number, providerHealth?:
         return {
           id: p.id,
           protocol: p.protocol,
-          base_url: p.base_url === undefined ? null : maskUrl(p.base_url),
+          platform: p.platform ?? null,
+          // a platform's default endpoint (its region's, its location's) when the config names none
+          base_url: p.builtin !== undefined ? null : maskUrl(providerBaseUrl(p)),
           configured,
           breaker: m.breaker,
           healthy: configured && m.breaker === 'closed',

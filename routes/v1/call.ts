@@ -7,7 +7,7 @@ import { applyParameters, checkMedia, checkMediaHostsByDns, validBody } from '..
 import { UnsupportedOnUpstream } from '../../engine/kernel/errors.js'
 import { then, type MaybePromise } from '../../engine/kernel/maybe-promise.js'
 import { pairOf } from '../../engine/translation/index.js'
-import { refuseStateful } from '../../engine/translation/responses-request.js'
+import { refuseStateful } from '../../engine/protocols/responses/request.js'
 import type { Json, Protocol } from '../../engine/translation/types.js'
 import { callRunner, type CallSpec } from './run-call.js'
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Endpoint } from '../../plugins/api/index.js'
-import type { CatalogModel, ModelKind } from '../../engine/gateway/catalog.js'
+import { upstreamModelOn, type CatalogModel, type ModelKind } from '../../engine/gateway/catalog.js'
 import { BodyObjects, topLevelObjects } from '../../engine/gateway/body-objects.js'
 import { callOf, hooksOf } from '../../engine/gateway/core.js'
 import { admit, globsOf, grantedModel, objectProviders } from '../../engine/gateway/gate.js'
@@ -9,8 +9,8 @@ import type { FallbackClass } from '../../config/schema.js'
 import { answerFromPlugin, relayJson, relayStream, send, translateCtx, type Pipe } from '../../engine/gateway/pipeline.js'
 import { then, type MaybePromise } from '../../engine/kernel/maybe-promise.js'
 import { upstreamPath } from '../../engine/translation/index.js'
-import type { Json, Protocol, TranslateCtx, TranslatorPair, WholePair } from '../../engine/translation/types.js'
-import { messagesHeaders } from '../../engine/upstream/dispatch.js'
+import type { Json, Protocol, TranslateCtx, TranslatorPair, UpstreamProtocol, WholePair } from '../../engine/translation/types.js'
+import { messagesHeaders, servedOn } from '../../engine/upstream/dispatch.js'
 import type { UpstreamClient } from '../../engine/upstream/types.js'
 
 // The one way a metered /v1 route runs a call to a catalog model: resolve the model the key may
@@ -41,7 +41,7 @@ export interface CallSpec {
   /** What the body names of the provider accounts, when the route noted it as it checked the body; else its top level is read here (after `prepare`, which may note parts). */
   objects?: BodyObjects
   /** The pair from the client's protocol to an upstream protocol; undefined where that upstream has no such call (its providers are skipped). */
-  pairFor: (upstream: Protocol) => CallPair | undefined
+  pairFor: (upstream: UpstreamProtocol) => CallPair | undefined
   /** The body made ready for admission with the model in hand: media checked, parameters the model lacks dropped, defaults filled in. */
   prepare?: (p: Pipe, model: CatalogModel, body: Json, objects: BodyObjects) => MaybePromise<Json>
   /** A plugin may answer the call at admission (the response cache). */
@@ -87,16 +87,7 @@ async function runCall (p: Pipe, spec: CallSpec): Promise<FastifyReply | Json> {
     const ctx: TranslateCtx = spec.clientRequest === true ? { ...base, clientRequest: body } : base
     return await answerFromPlugin(p, answered, ctx, p.call.stream ? undefined : spec.pairFor(spec.protocol))
   }
-  if (spec.local !== undefined) {
-    const providers = usable(p, spec, reachable)
-    if (providers.length === 0 || p.gateway.upstreams.candidates(providers).length === 0) {
-      const counted = await spec.local(body)
-      p.call.answering()
-      await p.call.end({ status: 'ok', usage: null, complete: true })
-      return counted
-    }
-  }
-  if (chain === null) return await sendTo(p, spec, model, body, reachable)
+  if (chain === null) return await sendTo(p, spec, model, body, reachable, true)
   return await walk(p, spec, chain, body, reachable)
 }
 
@@ -111,26 +102,28 @@ async function walk (p: Pipe, spec: CallSpec, chain: Chain, admitted: Json, reac
   let body = admitted
   let providers = reachable
   let lastError: unknown
+  let first = true
   for (;;) {
     let why: FallbackClass | null = null
     if (promptCount(body) > model.config.context_length && chain.hasNext(model, 'context_length')) {
       why = 'context_length'
     } else {
       try {
-        return await sendTo(p, spec, model, body, providers)
+        return await sendTo(p, spec, model, body, providers, first)
       } catch (err) {
         why = fallbackClass(err)
         if (why === null || p.call.abort.aborted) throw err
         lastError = err
       }
     }
+    first = false
     // the next model the class leads to, ready for it (its parameters, its providers); one that cannot take this body is passed over
     let next = chain.next(model, why)
     for (;;) {
       if (next === undefined) {
         if (lastError !== undefined) throw lastError
         // only the count said no, and no model is left for it: the last one is asked after all
-        return await sendTo(p, spec, model, body, providers)
+        return await sendTo(p, spec, model, body, providers, false)
       }
       try {
         const ready = await readyFor(p, spec, next, admitted)
@@ -158,52 +151,65 @@ async function readyFor (p: Pipe, spec: CallSpec, model: CatalogModel, admitted:
   return { body, reachable }
 }
 
-/** The model's providers this call can go to: reachable, of a protocol the call has a pair for. */
-function usable (p: Pipe, spec: CallSpec, reachable: readonly string[]): string[] {
-  const { upstreams } = p.gateway
-  return reachable.filter((id) => {
-    const u = upstreams.get(id)
-    return u !== undefined && spec.pairFor(upstreamProtocol(spec, u)) !== undefined
-  })
-}
-
-const upstreamProtocol = (spec: CallSpec, u: UpstreamClient): Protocol => spec.protocol === 'responses' && u.responses ? 'responses' : u.protocol
-
-/** One model's turn: sent to its providers, its answer relayed (a whole one read before the client has a byte). */
-async function sendTo (p: Pipe, spec: CallSpec, model: CatalogModel, body: Json, reachable: readonly string[]): Promise<FastifyReply> {
+/** One model's turn: sent to its providers, its answer relayed (a whole one read before the client has a byte); `local`: a count may be made here when no provider can take it. */
+async function sendTo (p: Pipe, spec: CallSpec, model: CatalogModel, body: Json, reachable: readonly string[], local: boolean): Promise<FastifyReply | Json> {
   const base = translateCtx(p, model, body)
   const ctx: TranslateCtx = spec.clientRequest === true ? { ...base, clientRequest: body } : base
-  const providers = usable(p, spec, reachable)
+  const { upstreams } = p.gateway
+  const upstreamProtocol = (u: UpstreamClient): UpstreamProtocol => spec.protocol === 'responses' && u.responses ? 'responses' : u.protocol
+  // each provider of the model names it its own way (the same model on several platforms)
+  const ctxOn = (u: UpstreamClient): TranslateCtx => {
+    const name = upstreamModelOn(model, u.id)
+    return name === ctx.upstreamModel ? ctx : { ...ctx, upstreamModel: name }
+  }
+  const providers = reachable.filter((id) => {
+    const u = upstreams.get(id)
+    if (u === undefined) return false
+    const up = upstreamProtocol(u)
+    const pair = spec.pairFor(up)
+    if (pair === undefined) return false
+    const c = ctxOn(u)
+    return servedOn(u, { path: upstreamPath(pair, c), protocol: up, model: c.upstreamModel, stream: c.stream })
+  })
+  if (local && spec.local !== undefined && (providers.length === 0 || upstreams.candidates(providers).length === 0)) {
+    const counted = await spec.local(body)
+    p.call.answering()
+    await p.call.end({ status: 'ok', usage: null, complete: true })
+    return counted
+  }
   spec.refuse?.(p, model)
-  const translate = translator(spec, body, ctx)
+  const translate = translator(spec, body)
   const answer = await send(p, {
     providers,
     policy: spec.routed === false ? undefined : model,
     model,
     plan: (upstream) => {
-      const up = upstreamProtocol(spec, upstream)
-      const t = translate(up)
-      return { path: upstreamPath(t.pair, ctx), body: t.body, protocol: up, headers: up === 'messages' ? messagesHeaders(p.request) : undefined, error: t.pair.error }
+      const up = upstreamProtocol(upstream)
+      const c = ctxOn(upstream)
+      const t = translate(up, c)
+      return { path: upstreamPath(t.pair, c), body: t.body, protocol: up, headers: up === 'messages' ? messagesHeaders(p.request) : undefined, error: t.pair.error, target: { model: c.upstreamModel, stream: c.stream } }
     }
   })
-  const { pair, dropped } = translate(answer.attempt.protocol)
+  const onAnswering = ctxOn(answer.upstream)
+  const { pair, dropped } = translate(answer.attempt.protocol, onAnswering)
   p.call.dropParams(dropped)
-  if (!p.call.stream) return await relayJson(p, answer, { pair, ctx })
+  if (!p.call.stream) return await relayJson(p, answer, { pair, ctx: onAnswering })
   if (!('stream' in pair)) throw new Error(`the ${spec.protocol} → ${answer.attempt.protocol} pair of this call has no stream`)
-  return relayStream(p, answer, { pair, ctx })
+  return relayStream(p, answer, { pair, ctx: onAnswering })
 }
 
-/** The upstream body for each upstream protocol, made once per protocol however many providers are tried. */
-function translator (spec: CallSpec, body: Json, ctx: TranslateCtx): (up: Protocol) => Translated {
-  const byProtocol = new Map<Protocol, Translated>()
-  return (up) => {
-    let t = byProtocol.get(up)
+/** The upstream body for each upstream protocol and upstream name, made once however many providers are tried. */
+function translator (spec: CallSpec, body: Json): (up: UpstreamProtocol, ctx: TranslateCtx) => Translated {
+  const made = new Map<string, Translated>()
+  return (up, ctx) => {
+    const key = `${up}\n${ctx.upstreamModel}`
+    let t = made.get(key)
     if (t === undefined) {
       const pair = spec.pairFor(up)
       if (pair === undefined) throw new Error(`no pair from ${spec.protocol} clients to ${up} upstreams for this call`)
       const r = pair.request(body, ctx)
       t = { pair, body: r.body, dropped: r.dropped }
-      byProtocol.set(up, t)
+      made.set(key, t)
     }
     return t
   }

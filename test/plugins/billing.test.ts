@@ -3,7 +3,7 @@ import { chargeOf, costOf, estimatePromptTokens, settle, worstCaseCharge } from 
 import { priceOf } from '../../engine/gateway/catalog.js'
 import { nanoToUsd, parseUsd, pricePerToken, usdToNano } from '../../engine/kernel/money.js'
 import type { Usage } from '../../engine/translation/types.js'
-import { toOpenAIUsage, usageFromOpenAI } from '../../engine/translation/usage.js'
+import { toOpenAIUsage, usageFromOpenAI } from '../../engine/protocols/chat/usage.js'
 
 const usage = (prompt: number, cached: number, completion: number): Usage => ({ prompt_tokens: prompt, cached_input_tokens: cached, completion_tokens: completion, cache_creation_input_tokens: 0 })
 

@@ -2,7 +2,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { maxMatchLength, regexShape } from '../../plugins/guardrails/regex-span.js'
 import guardrails from '../../plugins/guardrails.js'
-import { SseParser } from '../../engine/translation/sse.js'
+import { SseParser } from '../../engine/protocols/sse.js'
 import { bareGateway, build, KEY_A, mockCatalog, mockCatalogWithGemini, testGatewayAlone, type Teardown } from '../helper.js'
 import { startMockUpstream, type MockUpstream } from '../mock-upstream.js'
 

@@ -4,11 +4,11 @@ import { priceOf, type CatalogModel } from '../../engine/gateway/catalog.js'
 import { candidates, DEFAULT_SERVER_TOOL_USES, holdOf, outputLimit, serverTools } from '../../engine/gateway/holds.js'
 import { nanoToUsd } from '../../engine/kernel/money.js'
 import { pairFor } from '../../engine/translation/index.js'
-import { geminiPassthrough } from '../../engine/translation/gemini-passthrough.js'
+import { geminiPassthrough } from '../../engine/translation/passthrough.js'
 import { messagesPassthrough } from '../../engine/translation/passthrough.js'
-import { responsesPassthrough } from '../../engine/translation/responses-passthrough.js'
+import { responsesPassthrough } from '../../engine/translation/passthrough.js'
 import type { Json, Protocol, TranslateCtx } from '../../engine/translation/types.js'
-import { usageFromMessages } from '../../engine/translation/usage.js'
+import { usageFromMessages } from '../../engine/protocols/messages/usage.js'
 
 // The hold of a call (holdOf, estimatePromptTokens) against what the body sent upstream lets the
 // upstream bill, and the bounds on what an upstream reports before it is billed.

@@ -223,7 +223,7 @@ t.test('providers: configured or not, breaker, latency average, last failures ne
   t.same(Object.keys(p), ['mock-openai', 'mock-messages', 'mock-dead', 'mock-nokey', 'mock-userinfo'], 'every configured provider, in config order')
   t.match(p['mock-openai'], { protocol: 'openai', base_url: mock.openaiBaseUrl, configured: true, breaker: 'closed', healthy: true, recent_failures: [] })
   t.type(p['mock-openai']?.avg_latency_ms, 'number', 'the time-to-first-byte average of its answers')
-  t.same(p['mock-messages'], { id: 'mock-messages', protocol: 'messages', base_url: mock.messagesBaseUrl, configured: true, breaker: 'closed', healthy: true, avg_latency_ms: null, recent_failures: [], workers: [{ pid: process.pid, breaker: 'closed', avg_latency_ms: null }] }, 'never called: no average; one process: its own view')
+  t.same(p['mock-messages'], { id: 'mock-messages', protocol: 'messages', platform: null, base_url: mock.messagesBaseUrl, configured: true, breaker: 'closed', healthy: true, avg_latency_ms: null, recent_failures: [], workers: [{ pid: process.pid, breaker: 'closed', avg_latency_ms: null }] }, 'never called: no average; one process: its own view')
   t.match(p['mock-nokey'], { configured: false, healthy: false, breaker: 'closed' }, 'no credentials: never tried')
   t.equal(p['mock-userinfo']?.base_url, '••••••', 'a base URL with credentials is masked')
 

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import type { Json } from '../../plugins/api/index.js'
-import { SseParser } from '../../engine/translation/sse.js'
+import { SseParser } from '../../engine/protocols/sse.js'
 import { bearer, KEY_A, KEY_B, listeningGateway, mockCatalogWithGemini, settled, UPSTREAM_GEMINI_KEY, type ListeningGateway } from '../helper.js'
 
 // Google's Gemini API in front: its paths (model ids with slashes, plain or escaped, with or

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { aggregateStream } from '../../plugins/api/index.js'
-import { replayStream } from '../../engine/translation/replay.js'
-import { serialize } from '../../engine/translation/sse.js'
+import { replayStream } from '../../engine/protocols/index.js'
+import { serialize } from '../../engine/protocols/sse.js'
 import type { Json, Protocol, SseEvent } from '../../engine/translation/types.js'
 import { fromRoot } from '../../paths.js'
 

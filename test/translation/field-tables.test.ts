@@ -1,10 +1,10 @@
 import t from 'tap'
 import { pairFor } from '../../engine/translation/index.js'
-import { CHAT_FIELDS } from '../../engine/translation/tables/chat.js'
-import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from '../../engine/translation/tables/gemini.js'
-import { MESSAGES_FIELDS } from '../../engine/translation/tables/messages.js'
-import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from '../../engine/translation/tables/responses.js'
-import type { Json, Protocol, TranslateCtx } from '../../engine/translation/types.js'
+import { CHAT_FIELDS } from '../../engine/protocols/chat/table.js'
+import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from '../../engine/protocols/gemini/table.js'
+import { MESSAGES_FIELDS } from '../../engine/protocols/messages/table.js'
+import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from '../../engine/protocols/responses/table.js'
+import type { Json, Protocol, TranslateCtx, UpstreamProtocol } from '../../engine/translation/types.js'
 
 // The field tables are what the pairs do: a field a protocol's table marks dropped toward an
 // upstream is reported by that pair, a passed one reaches the upstream body as it is, an
@@ -59,7 +59,7 @@ function withField (base: Json, path: string, value: unknown): Json {
   return body
 }
 
-function check (client: Protocol, base: Json, table: Readonly<Record<string, Readonly<Record<string, string>>>>, upstreams: Protocol[], prefix = ''): void {
+function check (client: Protocol, base: Json, table: Readonly<Record<string, Readonly<Record<string, string>>>>, upstreams: UpstreamProtocol[], prefix = ''): void {
   for (const up of upstreams) {
     t.test(`${client} → ${up}${prefix === '' ? '' : ` (${prefix.slice(0, -1)})`}`, async (t) => {
       const request = (path: string, value: unknown) => pairFor(client, up).request(withField(base, path, value), CTX)
@@ -94,7 +94,7 @@ const RESPONSES_BASE = { model: 'm', input: 'hi' }
 const GEMINI_BASE = { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }
 
 check('openai', { model: 'm', messages: [{ role: 'user', content: 'hi' }] }, CHAT_FIELDS, ['messages', 'gemini'])
-check('messages', { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }, MESSAGES_FIELDS, ['openai', 'gemini'])
+check('messages', { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }, MESSAGES_FIELDS, ['openai', 'gemini', 'converse'])
 check('responses', RESPONSES_BASE, RESPONSES_FIELDS, ['openai', 'messages', 'gemini'])
 const textAndReasoning = (name: string): Record<string, Readonly<Record<string, string>>> =>
   Object.fromEntries(Object.entries(RESPONSES_CONFIG_FIELDS).filter(([k]) => k.startsWith(`${name}.`)).map(([k, v]) => [k.slice(name.length + 1), v]))

@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isGatewayError } from '../../engine/kernel/errors.js'
 import { pairFor, upstreamPath, wholePairFor, type WholeKind } from '../../engine/translation/index.js'
-import { serialize, SseParser } from '../../engine/translation/sse.js'
+import { serialize, SseParser } from '../../engine/protocols/sse.js'
 import type { Protocol, SseEvent, TranslateCtx, TranslatorPair, WholePair } from '../../engine/translation/types.js'
 import { fromRoot } from '../../paths.js'
 

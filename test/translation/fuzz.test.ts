@@ -308,6 +308,57 @@ for (const [client, upstream] of PAIRS) {
   })
 }
 
+// Converse, reached through each client's pair to Messages: its frames are named by their event
+// type (the event-stream header), not by a field of their payload
+const CONVERSE_RESPONSE = {
+  output: { message: { role: 'assistant', content: [{ reasoningContent: { reasoningText: { text: 't', signature: 's' } } }, { text: 'hi' }, { toolUse: { toolUseId: 't1', name: 'f', input: { a: 1 } } }, { reasoningContent: { redactedContent: 'AA' } }] } },
+  stopReason: 'tool_use',
+  usage: { inputTokens: 5, outputTokens: 2, cacheReadInputTokens: 1, cacheWriteInputTokens: 2, cacheDetails: [{ ttl: '1h', inputTokens: 2 }] }
+}
+const CONVERSE_STREAM: Array<[string, unknown]> = [
+  ['messageStart', { role: 'assistant' }],
+  ['contentBlockDelta', { contentBlockIndex: 0, delta: { text: 'Hel' } }],
+  ['contentBlockDelta', { contentBlockIndex: 1, delta: { reasoningContent: { text: 'x', signature: 's' } } }],
+  ['contentBlockStart', { contentBlockIndex: 2, start: { toolUse: { toolUseId: 't1', name: 'f' } } }],
+  ['contentBlockDelta', { contentBlockIndex: 2, delta: { toolUse: { input: '{"a":1}' } } }],
+  ['contentBlockStop', { contentBlockIndex: 2 }],
+  ['messageStop', { stopReason: 'tool_use' }],
+  ['metadata', { usage: { inputTokens: 5, outputTokens: 2, cacheDetails: [{ ttl: '5m', inputTokens: 1 }] } }],
+  ['exception', { type: 'throttlingException', message: 'slow' }]
+]
+for (const client of ['openai', 'messages', 'responses', 'gemini'] as const) {
+  const pair: TranslatorPair = pairFor(client, 'converse')
+  t.test(`${client} → converse: hostile input never throws anything but a GatewayError`, async (t) => {
+    const params = { seed: SEED, numRuns: RUNS / 2, endOnFailure: true }
+    fc.assert(fc.property(around(SKELETONS[client].request), ctxArb, (body, ctx) => {
+      const b = json(body)
+      if (b === null || typeof b !== 'object' || Array.isArray(b)) return
+      if (!routeAccepts(client, b as Record<string, unknown>)) return
+      guarded(() => {
+        const out = pair.request(b as Record<string, unknown>, ctx)
+        for (const name of out.dropped) if (typeof name !== 'string' || !/^[\w.%-]+$/.test(droppedName(name))) throw new Error(`dropped name not header-safe: ${String(name)}`)
+        return out
+      })
+    }), params)
+    fc.assert(fc.property(around(CONVERSE_RESPONSE), ctxArb, (body, ctx) => {
+      const b = json(body)
+      if (b === null || typeof b !== 'object' || Array.isArray(b)) return
+      guarded(() => pair.response(b as Record<string, unknown>, ctx))
+    }), params)
+    fc.assert(fc.property(fc.integer({ min: 400, max: 599 }), fc.oneof(around({ message: 'bad', __type: 'ValidationException' }), hostile), (status, body) => {
+      guarded(() => pair.error(status, json(body)))
+    }), params)
+    const frames = fc.array(fc.oneof(...CONVERSE_STREAM.map(([event, data]) => around(data).map((d) => ({ event, data: JSON.stringify(d) ?? 'null' })))), { maxLength: 12 })
+    fc.assert(fc.property(frames, ctxArb, (fs, ctx) => {
+      const mapper = pair.stream(ctx)
+      for (const f of fs) guarded(() => mapper.push(f))
+      guarded(() => mapper.end())
+      guarded(() => [mapper.usage(), mapper.relayedText(), mapper.finished(), mapper.fail?.({ status: 502, message: 'x' })])
+    }), params)
+    t.pass('request(), response(), error(), stream')
+  })
+}
+
 t.test('the fuzzer reaches deep code: a skeleton goes through whole', async (t) => {
   // a sanity check on the skeletons themselves, so that the fuzz runs start from bodies that map
   const ctx: TranslateCtx = { model: 'vendor/model', upstreamModel: 'up-model', id: 'abc', created: 1, stream: false, includeUsage: true, flatten: false, defaultMaxTokens: 4096, supported: new Set(['top_k', 'reasoning_effort']) }
@@ -329,7 +380,7 @@ t.test('the fuzzer reaches deep code: a skeleton goes through whole', async (t) 
 })
 
 t.test('a dropped field or tool type with a lone surrogate, or cut inside a pair, is listed header-safe', async (t) => {
-  const { Dropped } = await import('../../engine/translation/fields.js')
+  const { Dropped } = await import('../../engine/protocols/fields.js')
   const d = new Dropped()
   d.add('\ud800')
   d.add('x'.repeat(127) + '😀tail')

@@ -1,8 +1,9 @@
 import t from 'tap'
 import { errorBody } from '../../engine/kernel/errors.js'
-import { FOREIGN_SIGNATURE, geminiPath, schemaFromGemini, splitSignature, toGeminiUsage, unpackThinking, usageFromGemini, withSignature } from '../../engine/translation/gemini.js'
+import { FOREIGN_SIGNATURE, geminiPath, schemaFromGemini, splitSignature, toGeminiUsage, unpackThinking, usageFromGemini, withSignature } from '../../engine/protocols/gemini/wire.js'
 import { pairFor, upstreamPath } from '../../engine/translation/index.js'
-import { errorEvent, serialize, SseParser } from '../../engine/translation/sse.js'
+import { errorEvent } from '../../engine/protocols/index.js'
+import { serialize, SseParser } from '../../engine/protocols/sse.js'
 import type { Json, SseEvent, TranslateCtx } from '../../engine/translation/types.js'
 
 // What the fixtures cannot show on their own: a thought signature that leaves the gateway in one
@@ -307,7 +308,7 @@ t.test('where the text sits in Gemini bodies and chunks (what guardrails read an
 })
 
 t.test('a whole Gemini answer replayed as its stream (a cache hit for a streaming client) says what the answer says', async (t) => {
-  const { replayStream } = await import('../../engine/translation/replay.js')
+  const { replayStream } = await import('../../engine/protocols/index.js')
   const long = 'word '.repeat(30).trim()
   const body: Json = {
     candidates: [

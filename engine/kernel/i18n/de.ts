@@ -35,6 +35,7 @@ export const de: Catalog = {
   rate_limited: 'Ihre Anfragen werden gedrosselt.',
   not_implemented: 'Dieser Endpunkt ist noch nicht verfügbar.',
   upstream_unavailable: 'Kein Upstream-Anbieter konnte die Anfrage bearbeiten.',
+  upstream_credentials_refused: 'Der Anbieter {provider} hat die Zugangsdaten des Gateways abgelehnt; der Betreiber muss sie prüfen.',
   upstream_stream_error: 'Der Upstream-Anbieter ist beim Streamen der Antwort ausgefallen.',
   no_provider: 'Dienst vorübergehend nicht verfügbar: Für das Modell {model} ist kein Upstream-Anbieter nutzbar.',
   internal: 'Interner Fehler. Nennen Sie dem Support die Trace-ID {trace_id}.',

@@ -40,6 +40,7 @@ export const en = {
   not_chat_model: 'The model {model} is not a chat model: it is served on {route}.',
   no_image_generated: 'The model {model} returned no image (finish reason {reason}).',
   upstream_unavailable: 'No upstream provider could serve the request.',
+  upstream_credentials_refused: "Provider {provider} refused the gateway's credentials; the operator must check them.",
   upstream_stream_error: 'The upstream provider failed while streaming the response.',
   no_provider: 'The service is temporarily unavailable: no upstream provider is usable for the model {model}.',
   no_credentials: 'The model {model} is not available on this gateway: none of its providers ({providers}) has an API key configured.',

@@ -35,6 +35,7 @@ export const es: Catalog = {
   rate_limited: 'Se ha limitado la frecuencia de sus solicitudes.',
   not_implemented: 'Este endpoint aún no está disponible.',
   upstream_unavailable: 'Ningún proveedor upstream pudo atender la solicitud.',
+  upstream_credentials_refused: 'El proveedor {provider} rechazó las credenciales del gateway; el operador debe revisarlas.',
   upstream_stream_error: 'El proveedor upstream falló mientras transmitía la respuesta.',
   no_provider: 'Servicio no disponible temporalmente: ningún proveedor upstream se puede usar para el modelo {model}.',
   internal: 'Error interno. Indique el id de traza {trace_id} al soporte.',

@@ -39,6 +39,7 @@ export const fr: Catalog = {
   not_chat_model: "Le modèle {model} n'est pas un modèle de chat : il est servi sur {route}.",
   no_image_generated: "Le modèle {model} n'a renvoyé aucune image (motif de fin {reason}).",
   upstream_unavailable: "Aucun fournisseur en amont n'a pu traiter la requête.",
+  upstream_credentials_refused: "Le fournisseur {provider} a refusé les identifiants de la passerelle ; l'opérateur doit les vérifier.",
   upstream_stream_error: 'Le fournisseur en amont a échoué pendant la diffusion de la réponse.',
   no_provider: "Service temporairement indisponible : aucun fournisseur en amont n'est utilisable pour le modèle {model}.",
   no_credentials: "Le modèle {model} n'est pas disponible sur cette passerelle : aucun de ses fournisseurs ({providers}) n'a de clé d'API configurée.",

@@ -35,6 +35,7 @@ export const ja: Catalog = {
   rate_limited: 'レート制限中です。',
   not_implemented: 'このエンドポイントはまだ利用できません。',
   upstream_unavailable: 'リクエストを処理できる上流プロバイダーがありません。',
+  upstream_credentials_refused: 'プロバイダー {provider} がゲートウェイの認証情報を拒否しました。運用者が確認する必要があります。',
   upstream_stream_error: '上流プロバイダーがレスポンスのストリーミング中に失敗しました。',
   no_provider: 'サービスは一時的に利用できません: モデル {model} に利用可能な上流プロバイダーがありません。',
   internal: '内部エラーです。サポートにトレース ID {trace_id} をお伝えください。',

@@ -35,6 +35,7 @@ export const ko: Catalog = {
   rate_limited: '요청 속도 제한에 걸렸습니다.',
   not_implemented: '이 엔드포인트는 아직 사용할 수 없습니다.',
   upstream_unavailable: '요청을 처리할 수 있는 업스트림 공급자가 없습니다.',
+  upstream_credentials_refused: '공급자 {provider}이(가) 게이트웨이의 자격 증명을 거부했습니다. 운영자가 확인해야 합니다.',
   upstream_stream_error: '업스트림 공급자가 응답을 스트리밍하는 중에 실패했습니다.',
   no_provider: '서비스를 일시적으로 사용할 수 없습니다: 모델 {model}에 사용 가능한 업스트림 공급자가 없습니다.',
   internal: '내부 오류입니다. 지원팀에 추적 ID {trace_id}를 알려 주세요.',

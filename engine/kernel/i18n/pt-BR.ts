@@ -35,6 +35,7 @@ export const ptBR: Catalog = {
   rate_limited: 'Você está sendo limitado por excesso de requisições.',
   not_implemented: 'Este endpoint ainda não está disponível.',
   upstream_unavailable: 'Nenhum provedor upstream conseguiu atender a requisição.',
+  upstream_credentials_refused: 'O provedor {provider} recusou as credenciais do gateway; o operador deve verificá-las.',
   upstream_stream_error: 'O provedor upstream falhou durante o streaming da resposta.',
   no_provider: 'Serviço temporariamente indisponível: nenhum provedor upstream pode ser usado para o modelo {model}.',
   internal: 'Erro interno. Informe o id de rastreamento {trace_id} ao suporte.',

@@ -35,6 +35,7 @@ export const zhCN: Catalog = {
   rate_limited: '请求过于频繁，已被限流。',
   not_implemented: '此端点暂不可用。',
   upstream_unavailable: '没有可处理此请求的上游服务商。',
+  upstream_credentials_refused: '服务商 {provider} 拒绝了网关的凭据；请运维人员检查。',
   upstream_stream_error: '上游服务商在流式传输响应时出错。',
   no_provider: '服务暂时不可用：模型 {model} 没有可用的上游服务商。',
   internal: '内部错误。请向技术支持提供追踪 ID {trace_id}。',

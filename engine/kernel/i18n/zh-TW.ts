@@ -35,6 +35,7 @@ export const zhTW: Catalog = {
   rate_limited: '請求過於頻繁，已受到速率限制。',
   not_implemented: '此端點尚未開放。',
   upstream_unavailable: '沒有上游供應商能處理此請求。',
+  upstream_credentials_refused: '供應商 {provider} 拒絕了閘道的憑證；請維運人員檢查。',
   upstream_stream_error: '上游供應商在串流回應時發生錯誤。',
   no_provider: '服務暫時無法使用：模型 {model} 沒有可用的上游供應商。',
   internal: '內部錯誤。請向客服提供追蹤 ID {trace_id}。',

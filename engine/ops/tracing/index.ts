@@ -38,7 +38,12 @@ export const otelTraceId = (traceId: string): string => traceId.replace(/-/g, ''
 /** Wall-clock ms of a performance.now() reading. */
 const wall = (perf: number): number => performance.timeOrigin + perf
 
-export function callSpans (o: CallOutcome): SpanData[] {
+/**
+ * The spans of a call. `platformOf` gives a provider's cloud platform as the conventions name it
+ * (`azure.openai`, `gcp.vertex_ai`, `aws.bedrock`): gen_ai.provider.name then, the provider's id in
+ * modelgate.provider; on a vendor's own API (null) gen_ai.provider.name is the provider's id.
+ */
+export function callSpans (o: CallOutcome, platformOf: (provider: string) => string | null = () => null): SpanData[] {
   const traceId = otelTraceId(o.traceId)
   const root = spanId()
   const op = operationOf(o.endpoint)
@@ -56,7 +61,8 @@ export function callSpans (o: CallOutcome): SpanData[] {
     endMs: Math.max(endMs, startMs),
     attributes: {
       'gen_ai.operation.name': op,
-      'gen_ai.provider.name': o.provider,
+      'gen_ai.provider.name': o.provider === null ? null : platformOf(o.provider) ?? o.provider,
+      'modelgate.provider': o.provider ?? undefined,
       'gen_ai.request.model': tool ? undefined : o.model,
       'gen_ai.tool.name': tool ? o.model : undefined,
       'gen_ai.usage.input_tokens': o.billed ? o.usage.prompt_tokens : undefined,
@@ -88,8 +94,9 @@ export function callSpans (o: CallOutcome): SpanData[] {
       endMs: wall(a.end),
       attributes: {
         'gen_ai.operation.name': op,
-        'gen_ai.provider.name': a.provider,
-        'gen_ai.request.model': o.upstreamModel ?? o.model,
+        'gen_ai.provider.name': platformOf(a.provider) ?? a.provider,
+        'modelgate.provider': a.provider,
+        'gen_ai.request.model': a.upstreamModel ?? o.upstreamModel ?? o.model,
         'http.response.status_code': a.status ?? undefined,
         'error.type': ok ? undefined : a.outcome,
         'modelgate.attempt': a.n,
@@ -103,7 +110,7 @@ export function callSpans (o: CallOutcome): SpanData[] {
 }
 
 /** The tracer of a configuration, or null when tracing is off. */
-export async function createTracer (config: Config['tracing'], log: FastifyBaseLogger): Promise<CallTracer | null> {
+export async function createTracer (config: Config['tracing'], log: FastifyBaseLogger, platformOf?: (provider: string) => string | null): Promise<CallTracer | null> {
   if (config.otlp_endpoint === '') return null
   let failing = false
   // loaded here, when traces are sent: every process that checks a config imports this module
@@ -120,7 +127,7 @@ export async function createTracer (config: Config['tracing'], log: FastifyBaseL
     }
   })
   return {
-    call: (outcome) => { exporter.export(callSpans(outcome)) },
+    call: (outcome) => { exporter.export(callSpans(outcome, platformOf)) },
     shutdown: async () => { await exporter.shutdown() }
   }
 }

@@ -14,7 +14,7 @@ function row (p: Provider): HTMLElement {
   const [breaker, tone] = BREAKER[p.breaker] ?? [String(p.breaker), '']
   return el('tr', { 'data-provider': p.id },
     el('th', { scope: 'row' }, p.id),
-    el('td', {}, p.protocol),
+    el('td', {}, p.protocol, ...(p.platform === null || p.platform === undefined ? [] : [' ', el('span', { class: 'badge' }, `on ${p.platform}`)])),
     el('td', { class: 'mono wrap' }, p.base_url ?? '(built in)'),
     el('td', {}, p.configured ? 'yes' : el('span', { class: 'badge warn' }, 'no credentials')),
     el('td', {}, el('span', { class: `badge ${tone}` }, breaker), ...partly(p)),

@@ -1,7 +1,7 @@
-import { errorBody } from '../kernel/errors.js'
-import { isObj } from './fields.js'
-import { upstreamMessage } from './passthrough.js'
-import type { Json, TranslateCtx, Usage } from './types.js'
+import { errorBody } from '../../kernel/errors.js'
+import { isObj } from '../fields.js'
+import { upstreamMessage } from '../upstream-error.js'
+import type { Json, TranslateCtx, Usage } from '../types.js'
 
 // What every pair with a Gemini side shares: the upstream path, usage, finish reasons, schemas
 // in Google's OpenAPI subset, and how thought signatures cross protocols that have no place for

@@ -1,10 +1,10 @@
-import { InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { mediaUrlProblem } from '../gateway/media-url.js'
-import { Dropped, entry, isObj, list, optBoolean, optEntry, optText, read, readFields, strings, text, type Fate } from './fields.js'
-import { schemaFromGemini, unpackThinking } from './gemini.js'
-import type { ToolSpec } from './gemini-upstream.js'
-import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from './tables/gemini.js'
-import type { Json, TranslateCtx } from './types.js'
+import { InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, UnsupportedOnUpstream } from '../../kernel/errors.js'
+import { mediaUrlProblem } from '../../gateway/media-url.js'
+import { Dropped, entry, isObj, list, optBoolean, optEntry, optText, read, readFields, strings, text, type Fate } from '../fields.js'
+import { schemaFromGemini, unpackThinking } from './wire.js'
+import type { ToolSpec } from './body.js'
+import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from './table.js'
+import type { Json, TranslateCtx } from '../types.js'
 
 // A Gemini client's request read into one neutral shape that both translated pairs (towards
 // Chat Completions and towards Messages) build their upstream body from. Every field's fate

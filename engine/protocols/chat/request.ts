@@ -1,7 +1,7 @@
-import { InvalidField } from '../kernel/errors.js'
-import { parseToolArguments, textParts } from './content.js'
-import { entry, kindOf, list, text, type Dropped } from './fields.js'
-import type { Json } from './types.js'
+import { InvalidField } from '../../kernel/errors.js'
+import { parseToolArguments, textParts } from '../content.js'
+import { entry, kindOf, list, text, type Dropped } from '../fields.js'
+import type { Json } from '../types.js'
 
 // The conversation of a Chat Completions request read once, for every pair in front of another
 // upstream protocol: each message checked (a wrong type is a 400 naming its field), what no other

@@ -1,7 +1,7 @@
-import { errorBody } from '../kernel/errors.js'
-import { toGeminiUsage } from './gemini.js'
-import { frame } from './sse.js'
-import type { Json, SseEvent, TranslateCtx, Usage } from './types.js'
+import { errorBody } from '../../kernel/errors.js'
+import { toGeminiUsage } from './wire.js'
+import { frame } from '../sse.js'
+import type { Json, SseEvent, TranslateCtx, Usage } from '../types.js'
 
 // The answers the pairs in front of a Gemini client write: a GenerateContentResponse, whole or
 // as stream chunks (`data:` frames, each with the new parts only; the last with finishReason and

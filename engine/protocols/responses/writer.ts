@@ -1,10 +1,11 @@
-import { errorBody } from '../kernel/errors.js'
-import { upstreamMessage } from './passthrough.js'
-import { namespacedTools } from './responses-request.js'
-import { frame } from './sse.js'
-import type { Json, SseEvent, TranslateCtx, Usage } from './types.js'
-import { usageFromMessages, usageFromOpenAI } from './usage.js'
-import { isObj } from '../kernel/json.js'
+import { errorBody } from '../../kernel/errors.js'
+import { upstreamMessage } from '../upstream-error.js'
+import { namespacedTools } from './request.js'
+import { frame } from '../sse.js'
+import type { Json, SseEvent, TranslateCtx, Usage } from '../types.js'
+import { usageFromMessages } from '../messages/usage.js'
+import { usageFromOpenAI } from '../chat/usage.js'
+import { isObj } from '../../kernel/json.js'
 
 // The Responses answer both translated pairs write: the response object, its output items, and
 // its event stream. What the two clients that matter read of that stream:

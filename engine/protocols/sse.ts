@@ -1,7 +1,7 @@
-import { errorBody, type ErrorBodyInput } from '../kernel/errors.js'
-import type { Protocol, SseEvent } from './types.js'
+import type { SseEvent } from './types.js'
 
-// SSE framing only (bytes ↔ {event, data}); mapping is the pairs' business. The parser is fed
+// SSE framing only (bytes ↔ {event, data}), which every protocol's stream shares; what the
+// frames say is each codec's business (<protocol>/stream.ts). The parser is fed
 // chunks split anywhere, multi-byte characters included, and keeps each frame's exact text in
 // `raw` so an unchanged frame is relayed byte for byte.
 
@@ -82,11 +82,3 @@ export function frame (data: unknown, event?: string): SseEvent {
 }
 
 export const DONE: SseEvent = { data: '[DONE]', raw: 'data: [DONE]\n\n' }
-
-/** An error inside a stream, in the client's own format. */
-export function errorEvent (client: Protocol, e: ErrorBodyInput): SseEvent {
-  if (client === 'messages') return frame(errorBody('messages', e), 'error')
-  if (client === 'gemini') return frame(errorBody('gemini', e))
-  const body = errorBody('openai', e) as { error: Record<string, unknown> }
-  return frame({ error: { ...body.error, param: null } })
-}

@@ -1,9 +1,9 @@
-import { InvalidField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../kernel/errors.js'
-import { entry, list, optBoolean, optCount, optEntry, optNumber, optText, read, readFields, strings, text, type Fate } from './fields.js'
-import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from './tables/responses.js'
-import type { Json, TranslateCtx } from './types.js'
-import { isObj } from '../kernel/json.js'
-import { flatToolName } from '../kernel/tool-names.js'
+import { InvalidField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../../kernel/errors.js'
+import { entry, list, optBoolean, optCount, optEntry, optNumber, optText, read, readFields, strings, text, type Fate } from '../fields.js'
+import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from './table.js'
+import type { Json, TranslateCtx } from '../types.js'
+import { isObj } from '../../kernel/json.js'
+import { flatToolName } from '../../kernel/tool-names.js'
 
 // A Responses request read into one neutral shape that both translated pairs (towards Chat
 // Completions and towards Messages) build their upstream body from, plus the route's checks.

@@ -1,8 +1,8 @@
-import { InvalidField } from '../kernel/errors.js'
-import { dataUrl } from './content.js'
-import { isObj } from './fields.js'
-import { FOREIGN_SIGNATURE, splitSignature, withSignature } from './gemini.js'
-import type { Json, TranslateCtx } from './types.js'
+import { InvalidField } from '../../kernel/errors.js'
+import { dataUrl } from '../content.js'
+import { isObj } from '../fields.js'
+import { FOREIGN_SIGNATURE, splitSignature, withSignature } from './wire.js'
+import type { Json, TranslateCtx } from '../types.js'
 
 // The Gemini side of the pairs in front of a Gemini upstream: building `contents`, tools and
 // toolConfig from another protocol's conversation, and reading the candidates of an answer or

@@ -1,8 +1,8 @@
-import { InvalidField } from '../kernel/errors.js'
-import { joinText } from './content.js'
-import { entry, isObj, kindOf, list, optBoolean, optEntry, optText, sortFields, text, type Dropped } from './fields.js'
-import { MESSAGES_TOOL_FIELDS } from './tables/messages.js'
-import type { Json } from './types.js'
+import { InvalidField } from '../../kernel/errors.js'
+import { joinText } from '../content.js'
+import { entry, isObj, kindOf, list, optBoolean, optEntry, optText, sortFields, text, type Dropped } from '../fields.js'
+import { MESSAGES_TOOL_FIELDS } from './table.js'
+import type { Json } from '../types.js'
 
 // A Messages request read once, for every pair in front of another upstream protocol: the
 // conversation as checked turns of blocks, the system texts (at the top, and the mid-conversation

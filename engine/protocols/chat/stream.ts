@@ -1,0 +1,158 @@
+import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
+import { isObj } from '../fields.js'
+import { frame } from '../sse.js'
+import { DONE, objects, parsed, pieces, str, type StreamEventLike } from '../stream-events.js'
+import type { Json, SseEvent, StreamMapper, TranslateCtx, Usage } from '../types.js'
+import { toOpenAIUsage, usageFromOpenAI } from './usage.js'
+
+// A Chat Completions stream: `data:` chunks of `chat.completion.chunk`, choices' deltas by
+// index, tool calls' arguments in pieces by tool index, the usage chunk (no choices) when the
+// client asked for it, then `data: [DONE]`. Watched as it passes, folded into the whole
+// completion, replayed from one, and an error inside it.
+
+function parse (data: string): Json | null {
+  try {
+    const v = JSON.parse(data) as unknown
+    return isObj(v) ? v : null
+  } catch {
+    return null
+  }
+}
+
+/** The stream passes unchanged but for the usage-only chunk the client did not ask for (the pair asks the upstream for it always). */
+export function watch (ctx: TranslateCtx): StreamMapper {
+  let usage: Usage | null = null
+  let finished = false
+  const text: string[] = []
+  return {
+    push (ev: SseEvent): SseEvent[] {
+      if (ev.data === '[DONE]') { finished = true; return [ev] }
+      const chunk = parse(ev.data)
+      if (chunk === null) return [ev]
+      if (chunk.usage !== undefined && chunk.usage !== null) usage = usageFromOpenAI(chunk.usage)
+      const choices = chunk.choices
+      if (Array.isArray(choices)) {
+        if (choices.length === 0 && usage !== null && !ctx.includeUsage) return []
+        for (const c of choices.filter(isObj)) {
+          if (c.finish_reason !== null && c.finish_reason !== undefined) finished = true
+          const delta = isObj(c.delta) ? c.delta : {}
+          if (typeof delta.content === 'string') text.push(delta.content)
+          for (const tc of Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isObj) : []) {
+            const args = isObj(tc.function) ? tc.function.arguments : undefined
+            if (typeof args === 'string') text.push(args)
+          }
+        }
+      }
+      return [ev]
+    },
+    end: () => [],
+    usage: () => usage,
+    relayedText: () => text.join(''),
+    finished: () => finished
+  }
+}
+
+/** An error inside a stream: a data frame with the numeric-code shape's `error`. */
+export function errorFrame (e: ErrorBodyInput): SseEvent {
+  const body = errorBody('openai', e) as { error: Record<string, unknown> }
+  return frame({ error: { ...body.error, param: null } })
+}
+
+interface ChatChoice {
+  role: string
+  content: string[]
+  reasoning: string[] | null
+  refusal: string | null
+  tools: Map<number, { id?: unknown, type: string, name: string, args: string[] }>
+  finish: unknown
+}
+
+/** A chat stream folded into its completion; `fallback` is the call's usage for a stream that did not carry it. */
+export function aggregate (events: Iterable<StreamEventLike>, fallback: Usage | null): Json | null {
+  let base: Json | null = null
+  let usage: unknown
+  const choices = new Map<number, ChatChoice>()
+  for (const ev of events) {
+    const data = parsed(ev)
+    if (data === DONE || data === null) continue
+    if (data.error !== undefined) return null
+    if (base === null) {
+      base = { id: data.id, object: 'chat.completion', created: data.created, model: data.model }
+      for (const k of ['system_fingerprint', 'service_tier']) if (data[k] !== undefined && data[k] !== null) base[k] = data[k]
+    }
+    if (isObj(data.usage)) usage = data.usage
+    for (const c of objects(data.choices)) {
+      const index = typeof c.index === 'number' ? c.index : 0
+      let acc = choices.get(index)
+      if (acc === undefined) {
+        acc = { role: 'assistant', content: [], reasoning: null, refusal: null, tools: new Map(), finish: null }
+        choices.set(index, acc)
+      }
+      const d = isObj(c.delta) ? c.delta : {}
+      if (typeof d.role === 'string') acc.role = d.role
+      if (typeof d.content === 'string') acc.content.push(d.content)
+      if (typeof d.reasoning_content === 'string') (acc.reasoning ??= []).push(d.reasoning_content)
+      if (typeof d.refusal === 'string') acc.refusal = (acc.refusal ?? '') + d.refusal
+      for (const tc of objects(d.tool_calls)) {
+        const i = typeof tc.index === 'number' ? tc.index : 0
+        let t = acc.tools.get(i)
+        if (t === undefined) {
+          t = { type: 'function', name: '', args: [] }
+          acc.tools.set(i, t)
+        }
+        if (tc.id !== undefined && tc.id !== null) t.id = tc.id
+        if (typeof tc.type === 'string') t.type = tc.type
+        const fn = isObj(tc.function) ? tc.function : {}
+        if (typeof fn.name === 'string' && fn.name !== '') t.name = fn.name
+        if (typeof fn.arguments === 'string') t.args.push(fn.arguments)
+      }
+      if (c.finish_reason !== null && c.finish_reason !== undefined) acc.finish = c.finish_reason
+    }
+  }
+  if (base === null || choices.size === 0 || [...choices.values()].some((c) => c.finish === null)) return null
+  const body: Json = {
+    ...base,
+    choices: [...choices.entries()].sort(([a], [b]) => a - b).map(([index, c]) => {
+      const text = c.content.join('')
+      const message: Json = { role: c.role, content: text === '' && c.tools.size > 0 ? null : text, refusal: c.refusal }
+      if (c.reasoning !== null) message.reasoning_content = c.reasoning.join('')
+      if (c.tools.size > 0) {
+        message.tool_calls = [...c.tools.entries()].sort(([a], [b]) => a - b)
+          .map(([, t]) => ({ id: t.id, type: t.type, function: { name: t.name, arguments: t.args.join('') } }))
+      }
+      return { index, message, logprobs: null, finish_reason: c.finish }
+    })
+  }
+  if (usage !== undefined) body.usage = usage
+  else if (fallback !== null) body.usage = toOpenAIUsage(fallback)
+  return body
+}
+
+/** A completion replayed as its stream of chunks. */
+export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>): SseEvent[] {
+  const base = { id: str(body.id) || `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk', created: typeof body.created === 'number' ? body.created : ctx.created, model: str(body.model) || ctx.model }
+  const extra: Json = {}
+  if (body.system_fingerprint !== undefined) extra.system_fingerprint = body.system_fingerprint
+  const chunk = (choices: Json[], usage: unknown = null): SseEvent => frame({ ...base, ...extra, choices, usage })
+  const out: SseEvent[] = []
+  const choices = objects(body.choices)
+  for (const c of choices.length > 0 ? choices : [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }]) {
+    const index = typeof c.index === 'number' ? c.index : 0
+    const m = isObj(c.message) ? c.message : {}
+    const delta = (d: Json): SseEvent => chunk([{ index, delta: d, logprobs: null, finish_reason: null }])
+    out.push(delta({ role: 'assistant', content: '' }))
+    const reasoning = str(m.reasoning_content)
+    for (const p of pieces(reasoning)) out.push(delta({ reasoning_content: p }))
+    for (const p of pieces(str(m.content))) out.push(delta({ content: p }))
+    if (typeof m.refusal === 'string') out.push(delta({ refusal: m.refusal }))
+    objects(m.tool_calls).forEach((tc, i) => {
+      const fn = isObj(tc.function) ? tc.function : {}
+      out.push(delta({ tool_calls: [{ index: i, id: tc.id, type: 'function', function: { name: str(fn.name), arguments: '' } }] }))
+      for (const p of pieces(str(fn.arguments))) out.push(delta({ tool_calls: [{ index: i, function: { arguments: p } }] }))
+    })
+    out.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: c.finish_reason ?? 'stop' }]))
+  }
+  if (isObj(body.usage)) out.push(chunk([], body.usage))
+  out.push({ data: '[DONE]' })
+  return out
+}

@@ -1,0 +1,36 @@
+import type { ErrorBodyInput } from '../kernel/errors.js'
+import type { AggregateOptions, StreamEventLike } from './stream-events.js'
+import type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, Usage } from './types.js'
+
+// A protocol's codec: what modelgate knows of one wire format, in one folder
+// (engine/protocols/<protocol>/). Its strict reader, its field table and its writers are typed
+// by the protocol's own shapes and exported by the folder's modules for the translation pairs;
+// this interface is what every codec has in common, so that what does not depend on the
+// protocol (a same-protocol call, a cached answer replayed, a stream folded into a cache entry,
+// an error inside a stream) is written once, over any codec.
+
+/** The context a replayed stream needs: the ids an answer may leave out. */
+export type ReplayCtx = Pick<TranslateCtx, 'id' | 'created' | 'model'>
+
+export interface Codec {
+  readonly protocol: Protocol
+  /**
+   * The path of a chat call below a provider's base_url: '/chat/completions', '/v1/messages',
+   * '/responses'; a function of the call where the path names the model (Gemini).
+   */
+  readonly path: string | ((ctx: TranslateCtx) => string)
+  /** A client's body of this protocol made ready for an upstream of the same protocol (the upstream's model name in it). */
+  own: (body: Json, ctx: TranslateCtx) => Json
+  /** The usage of a whole answer (null when it reports none). */
+  usage: (body: Json) => Usage | null
+  /** An upstream's error body in this protocol's error shape, what the upstream said kept. */
+  error: (status: number, body: unknown) => Json
+  /** An error inside a stream that has started, as this protocol writes one. */
+  errorFrame: (e: ErrorBodyInput) => SseEvent
+  /** A stream of this protocol read as it passes unchanged: its usage, its end, its text. */
+  watch: (ctx: TranslateCtx) => StreamMapper
+  /** A stream folded into its whole answer; null when it is not a complete answer. */
+  aggregate: (events: Iterable<StreamEventLike>, opts: AggregateOptions) => Json | null
+  /** A whole answer replayed as its stream. */
+  replay: (body: Json, ctx: ReplayCtx) => SseEvent[]
+}

@@ -1,0 +1,175 @@
+import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
+import { isObj } from '../fields.js'
+import { frame } from '../sse.js'
+import { DONE, objects, parsed, pieces, str, type StreamEventLike } from '../stream-events.js'
+import type { Json, SseEvent, StreamMapper, TranslateCtx } from '../types.js'
+import { usageFromMessages } from './usage.js'
+
+// A Messages stream: named events (message_start, content_block_start / _delta / _stop by
+// block index, message_delta with the cumulative usage, message_stop; ping and error). Watched
+// as it passes, folded into the whole message, replayed from one, and an error inside it.
+
+function parse (data: string): Json | null {
+  try {
+    const v = JSON.parse(data) as unknown
+    return isObj(v) ? v : null
+  } catch {
+    return null
+  }
+}
+
+export function watch (): StreamMapper {
+  let raw: Json = {}
+  let seen = false
+  let finished = false
+  const text: string[] = []
+  return {
+    push (ev: SseEvent): SseEvent[] {
+      const data = parse(ev.data)
+      if (data === null) return [ev]
+      switch (data.type) {
+        case 'message_start': {
+          const usage = isObj(data.message) ? data.message.usage : undefined
+          raw = isObj(usage) ? { ...usage } : {}
+          seen = true
+          break
+        }
+        case 'message_delta':
+          // counts in message_delta are cumulative: they replace what message_start said
+          if (isObj(data.usage)) raw = { ...raw, ...data.usage }
+          seen = true
+          break
+        case 'content_block_delta': {
+          const d = isObj(data.delta) ? data.delta : {}
+          if (typeof d.text === 'string') text.push(d.text)
+          else if (typeof d.partial_json === 'string') text.push(d.partial_json)
+          break
+        }
+        case 'message_stop':
+          finished = true
+          break
+      }
+      return [ev]
+    },
+    end: () => [],
+    usage: () => seen ? usageFromMessages(raw) : null,
+    relayedText: () => text.join(''),
+    finished: () => finished
+  }
+}
+
+/** An error inside a stream: an `error` event with the Messages error shape. */
+export const errorFrame = (e: ErrorBodyInput): SseEvent => frame(errorBody('messages', e), 'error')
+
+/** A Messages stream folded into its message. */
+export function aggregate (events: Iterable<StreamEventLike>): Json | null {
+  let message: Json | null = null
+  const blocks: Json[] = []
+  const json = new Map<number, string[]>()
+  let stopped = false
+  for (const ev of events) {
+    const data = parsed(ev)
+    if (data === DONE || data === null) continue
+    switch (data.type) {
+      case 'message_start':
+        if (!isObj(data.message)) return null
+        message = { ...data.message, content: [] }
+        break
+      case 'content_block_start': {
+        const index = typeof data.index === 'number' ? data.index : blocks.length
+        const block = isObj(data.content_block) ? { ...data.content_block } : {}
+        if (block.type === 'tool_use' || block.type === 'server_tool_use' || block.type === 'mcp_tool_use') json.set(index, [])
+        blocks[index] = block
+        break
+      }
+      case 'content_block_delta': {
+        const block = blocks[typeof data.index === 'number' ? data.index : -1]
+        const d = isObj(data.delta) ? data.delta : {}
+        if (block === undefined) return null
+        switch (d.type) {
+          case 'text_delta': block.text = str(block.text) + str(d.text); break
+          case 'thinking_delta': block.thinking = str(block.thinking) + str(d.thinking); break
+          case 'signature_delta': block.signature = d.signature; break
+          case 'input_json_delta': json.get(data.index as number)?.push(str(d.partial_json)); break
+          case 'citations_delta': block.citations = [...(Array.isArray(block.citations) ? block.citations : []), d.citation]; break
+        }
+        break
+      }
+      case 'content_block_stop': {
+        const index = data.index as number
+        const parts = json.get(index)
+        const block = blocks[index]
+        if (parts === undefined || block === undefined) break
+        const text = parts.join('')
+        if (text !== '') {
+          try {
+            block.input = JSON.parse(text) as unknown
+          } catch {
+            return null
+          }
+        }
+        json.delete(index)
+        break
+      }
+      case 'message_delta':
+        if (message === null) return null
+        if (isObj(data.delta)) Object.assign(message, data.delta)
+        // counts in message_delta are cumulative: they replace what message_start said
+        if (isObj(data.usage)) message.usage = { ...(isObj(message.usage) ? message.usage : {}), ...data.usage }
+        break
+      case 'message_stop':
+        stopped = true
+        break
+      case 'error':
+        return null
+    }
+  }
+  if (message === null || !stopped) return null
+  return { ...message, content: blocks.filter((b) => b !== undefined) }
+}
+
+/** A message replayed as its stream of events. */
+export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>): SseEvent[] {
+  const usage = isObj(body.usage) ? body.usage : {}
+  const ev = (data: Json): SseEvent => frame(data, data.type as string)
+  const out: SseEvent[] = [ev({
+    type: 'message_start',
+    message: {
+      id: str(body.id) || `msg_${ctx.id}`,
+      type: 'message',
+      role: 'assistant',
+      model: str(body.model) || ctx.model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      // every field of the usage, as Anthropic's message_start has them; the output counted in message_delta
+      usage: { ...usage, input_tokens: usage.input_tokens ?? 0, cache_creation_input_tokens: usage.cache_creation_input_tokens ?? 0, cache_read_input_tokens: usage.cache_read_input_tokens ?? 0, output_tokens: 1 }
+    }
+  })]
+  objects(body.content).forEach((block, index) => {
+    const delta = (d: Json): SseEvent => ev({ type: 'content_block_delta', index, delta: d })
+    switch (block.type) {
+      case 'text':
+        out.push(ev({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }))
+        for (const p of pieces(str(block.text))) out.push(delta({ type: 'text_delta', text: p }))
+        break
+      case 'thinking':
+        out.push(ev({ type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } }))
+        for (const p of pieces(str(block.thinking))) out.push(delta({ type: 'thinking_delta', thinking: p }))
+        if (typeof block.signature === 'string' && block.signature !== '') out.push(delta({ type: 'signature_delta', signature: block.signature }))
+        break
+      case 'tool_use':
+      case 'server_tool_use':
+        out.push(ev({ type: 'content_block_start', index, content_block: { ...block, input: {} } }))
+        for (const p of pieces(JSON.stringify(block.input ?? {}))) out.push(delta({ type: 'input_json_delta', partial_json: p }))
+        break
+      default:
+        // a block with nothing to stream (redacted thinking, a tool's result) starts whole
+        out.push(ev({ type: 'content_block_start', index, content_block: block }))
+    }
+    out.push(ev({ type: 'content_block_stop', index }))
+  })
+  out.push(ev({ type: 'message_delta', delta: { stop_reason: body.stop_reason ?? 'end_turn', stop_sequence: body.stop_sequence ?? null }, usage: { ...usage, output_tokens: usage.output_tokens ?? 0 } }))
+  out.push(ev({ type: 'message_stop' }))
+  return out
+}
