@@ -7,6 +7,11 @@
 // of N calls at 32 connections; p50 and p99 are printed too, each with what it adds over the bare
 // proxy (the median over rounds of the difference in the same round). STORE=postgres: the two gateways with
 // plugins on PostgreSQL + Redis (a database and a key prefix each, removed at the end).
+// GEMINI=1: a Gemini client's streamGenerateContent?alt=sse instead (translated to the OpenAI-protocol upstream and back).
+// TOGETHER=1: each round loads every target at once for SECONDS (default 5), 32 connections each, so
+// that the machine's load at that moment is the same for all (on a shared machine whose load moves
+// from one round to the next); CPU per call is what each process spent over the calls it answered.
+// THREADS=1: also each target's CPU per call by thread (main, worker, v8, libuv: bench/proc-cpu.ts).
 // SIGNALS=1: the key has limits out of reach (rpm and tpm: the rate-limit headers on every
 // answer) and every call carries two tags in X-SVC-Tags (kept on its usage record).
 import { existsSync, mkdtempSync } from 'node:fs'
@@ -14,7 +19,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { fromRoot } from '../paths.js'
-import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
+import { mainThreadCpuUs, processCpuUs, threadsCpuUs } from './proc-cpu.js'
 import { startServer, stopServers } from './servers.js'
 import { onPostgres, scratchPostgres, sequential, warm } from './single.js'
 import { BENCH_KEY, writeSmallConfig } from './small-config.js'
@@ -40,24 +45,50 @@ const gw = async (root: string, name: string, list: string) => {
   }
   return await startServer([cliOf(root), 'serve', '--config', config, '--workers', '1'], { LOG_LEVEL: 'error' })
 }
+// WITH_PLUGINS=1: the two gateways with plugins and the bare proxy only (half the time a round)
 const cases: Array<[string, () => Promise<{ port: number, pid: number }>]> = [
   ['reply-from', () => startServer([fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: base, KIND: 'reply-from' })],
-  ['baseline, no plugins', () => gw(BASELINE, 'old0', '')],
-  ['this, no plugins', () => gw(fromRoot(), 'new0', '')],
+  ...(process.env.WITH_PLUGINS === '1'
+    ? []
+    : [['baseline, no plugins', () => gw(BASELINE, 'old0', '')], ['this, no plugins', () => gw(fromRoot(), 'new0', '')]] as Array<[string, () => Promise<{ port: number, pid: number }>]>),
   ['baseline, plugins', () => gw(BASELINE, 'old', PLUGINS)],
   ['this, plugins', () => gw(fromRoot(), 'new', PLUGINS)]
 ]
-const body = JSON.stringify({ model: 'b/o', max_tokens: 10, stream: process.env.STREAM === '1', messages: [{ role: 'user', content: 'hi' }] })
+const GEMINI = process.env.GEMINI === '1'
+const gatewayBody = GEMINI
+  ? JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'Say twenty words.' }] }], generationConfig: { maxOutputTokens: 64 } })
+  : JSON.stringify({ model: 'b/o', max_tokens: 10, stream: process.env.STREAM === '1', messages: [{ role: 'user', content: 'hi' }] })
+// the bare proxy has no Gemini route: with GEMINI it relays the chat stream the gateways translate from
+const chatStream = JSON.stringify({ model: 'b/o', max_tokens: 10, stream: true, messages: [{ role: 'user', content: 'hi' }] })
+const route = GEMINI ? '/v1beta/models/b/o:streamGenerateContent?alt=sse' : '/v1/chat/completions'
 const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}`, ...(SIGNALS ? { 'x-svc-tags': 'team-a, feature-x' } : {}) }
 const ROUNDS = Number(process.env.ROUNDS ?? 4)
 const targets = []
-for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], main: [] as number[], rps: [] as number[], p50: [] as number[], p99: [] as number[], non2xx: 0 })
+for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], main: [] as number[], rps: [] as number[], p50: [] as number[], p99: [] as number[], threads: new Map<string, number[]>(), non2xx: 0 })
 let k = 0
 const ONE = process.env.CONNECTIONS === '1'
 const SECONDS = Number(process.env.SECONDS ?? 5)
-for (let round = 0; round <= ROUNDS; round++) {
+const TOGETHER = process.env.TOGETHER === '1'
+for (let round = 0; round <= (TOGETHER ? ROUNDS : -1); round++) {
+  const runs = targets.map(async (t) => {
+    const bare = GEMINI && t.name === 'reply-from'
+    const url = `http://127.0.0.1:${t.port}${bare ? '/v1/chat/completions' : route}`
+    const requests = [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `t-${process.pid}-${k++}` } }) }]
+    const c0 = processCpuUs(t.pid)
+    const m0 = mainThreadCpuUs(t.pid)
+    const r = await autocannon({ url, method: 'POST', connections: 32, duration: round === 0 ? 8 : SECONDS, body: bare ? chatStream : gatewayBody, headers, requests })
+    return { t, calls: r.requests.total, us: processCpuUs(t.pid) - c0, main: mainThreadCpuUs(t.pid) - m0, non2xx: r.non2xx }
+  })
+  for (const { t, calls, us, main, non2xx } of await Promise.all(runs)) {
+    if (round === 0) continue
+    t.us.push(us / calls); t.main.push(main / calls); t.rps.push(calls / SECONDS); t.non2xx += non2xx
+  }
+}
+for (let round = 0; round <= (TOGETHER ? -1 : ROUNDS); round++) {
   for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
-    const url = `http://127.0.0.1:${t.port}/v1/chat/completions`
+    const bare = GEMINI && t.name === 'reply-from'
+    const url = `http://127.0.0.1:${t.port}${bare ? '/v1/chat/completions' : route}`
+    const body = bare ? chatStream : gatewayBody
     if (ONE && round === 0) { await warm(url, t.pid, body, headers); continue }
     if (ONE) {
       const r = await sequential(url, SECONDS, t.pid, body, headers)
@@ -67,11 +98,21 @@ for (let round = 0; round <= ROUNDS; round++) {
     const requests = [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `c-${process.pid}-${k++}` } }) }]
     const c0 = processCpuUs(t.pid)
     const m0 = mainThreadCpuUs(t.pid)
+    const th0 = threadsCpuUs(t.pid)
     const t0 = performance.now()
     const r = await autocannon({ url, method: 'POST', connections: 32, amount: round === 0 ? 3000 : N, body, headers, requests })
     if (round === 0) continue
     t.us.push((processCpuUs(t.pid) - c0) / N)
     t.main.push((mainThreadCpuUs(t.pid) - m0) / N)
+    // by thread; what the process counts beyond its live threads is threads that ended in the round
+    const th1 = threadsCpuUs(t.pid)
+    let live = 0
+    for (const [kind, us] of th1) {
+      const d = us - (th0.get(kind) ?? 0)
+      live += d
+      t.threads.set(kind, [...(t.threads.get(kind) ?? []), d / N])
+    }
+    t.threads.set('ended', [...(t.threads.get('ended') ?? []), t.us[t.us.length - 1]! - live / N])
     // calls over the wall time: autocannon's per-second average is coarse for runs of a few seconds
     t.rps.push(r.requests.total / ((performance.now() - t0) / 1000))
     t.non2xx += r.non2xx
@@ -85,5 +126,16 @@ const added = (t: typeof bare, q: 'p50' | 'p99'): string => {
   return `${d >= 0 ? '+' : ''}${d.toFixed(2)}`
 }
 for (const t of targets) console.log(`${t.name.padEnd(20)} ${median(t.us).toFixed(0).padStart(5)} µs/call (${t.us.map((x) => x.toFixed(0)).join(' ')})  main ${median(t.main).toFixed(0)}  ${Math.round(median(t.rps))} req/s${ONE ? `  p50 ${median(t.p50).toFixed(2)} (${added(t, 'p50')}) p99 ${median(t.p99).toFixed(2)} (${added(t, 'p99')}) ms` : ''}  non2xx ${t.non2xx}`)
+// this build over the baseline, each round's ratio (the two shared that round's machine), and their median
+for (const which of ['no plugins', 'plugins']) {
+  const a = targets.find((t) => t.name === `baseline, ${which}`)
+  const b = targets.find((t) => t.name === `this, ${which}`)
+  if (a === undefined || b === undefined) continue
+  const ratios = (q: 'us' | 'main'): number[] => b[q].map((x, i) => x / a[q][i]!)
+  console.log(`this / baseline, ${which}: process ${median(ratios('us')).toFixed(3)}× (${ratios('us').map((x) => x.toFixed(2)).join(' ')}), main ${median(ratios('main')).toFixed(3)}×, medians' ratio ${(median(b.us) / median(a.us)).toFixed(3)}×`)
+}
+if (process.env.THREADS === '1') {
+  for (const t of targets) console.log(`${t.name.padEnd(20)} by thread: ${[...t.threads].map(([kind, xs]) => `${kind} ${median(xs).toFixed(1)}`).join(', ')}`)
+}
 await stopServers()
 for (const drop of drops) await drop()

@@ -1,6 +1,7 @@
 // Young-generation collections per call of one or more builds, a rough measure of what a call
 // allocates: each gateway runs with a fixed semi-space and --trace-gc, takes CALLS calls (all
 // plugins, a fresh Idempotency-Key each), and the scavenges it printed are counted.
+// SIGNALS=1: the key has limits out of reach and every call two tags, as in bench/ab.ts.
 //   node --import tsx bench/gc-count.ts /path/to/built/checkout [...]
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync } from 'node:fs'
@@ -18,10 +19,11 @@ const up = await startServer([fromRoot('bench', 'upstream.mjs')])
 const base = `http://127.0.0.1:${up.port}`
 const cliOf = (root: string): string => existsSync(`${root}/dist/cli/index.js`) ? `${root}/dist/cli/index.js` : `${root}/dist/cli.js`
 const body = JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
-const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
+const SIGNALS = process.env.SIGNALS === '1'
+const headers = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}`, ...(SIGNALS ? { 'x-svc-tags': 'team-a, feature-x' } : {}) }
 let k = 0
 for (const [i, root] of process.argv.slice(2).entries()) {
-  const config = writeSmallConfig(join(dir, `g${i}.json`), join(dir, `g${i}.db`), base, ALL_PLUGINS)
+  const config = writeSmallConfig(join(dir, `g${i}.json`), join(dir, `g${i}.db`), base, ALL_PLUGINS, SIGNALS ? { limits: { rpm: 1e9, tpm: 1e12 } } : {})
   const child = spawn(process.execPath, [`--max-semi-space-size=${SEMI_MB}`, `--min-semi-space-size=${SEMI_MB}`, '--trace-gc', cliOf(root), 'serve', '--config', config, '--workers', '1', '--port', '0'], { env: { ...process.env, LOG_LEVEL: 'error' }, stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
   child.stdout.on('data', (d: Buffer) => { out += String(d) })

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 
 // CPU time a process has spent, from /proc (Linux): user + system, in microseconds. `main`
 // counts its main thread alone (the event loop); the whole process adds SQLite's checkpoint
@@ -18,3 +18,23 @@ function ticks (stat: string): number {
 
 export const processCpuUs = (pid: number): number => ticks(`/proc/${pid}/stat`)
 export const mainThreadCpuUs = (pid: number): number => ticks(`/proc/${pid}/task/${pid}/stat`)
+
+/**
+ * CPU time of each of a process's threads, by the order they started in: `main` (the event loop),
+ * then `t1`, `t2`, … by thread id. Node names none of its threads, so the kind of each is read from
+ * that order: V8's platform threads (GC helpers, the optimizing compiler) start with the process,
+ * libuv's pool (fs, dns, crypto) on its first use, a worker thread (the store's checkpointer) when
+ * it is made.
+ */
+export function threadsCpuUs (pid: number): Map<string, number> {
+  const out = new Map<string, number>()
+  let tids: number[] = []
+  try { tids = readdirSync(`/proc/${pid}/task`).map(Number).sort((a, b) => a - b) } catch { return out }
+  let i = 0
+  for (const tid of tids) {
+    const us = ticks(`/proc/${pid}/task/${tid}/stat`)
+    if (Number.isNaN(us)) continue
+    out.set(tid === pid ? 'main' : `t${++i}`, us)
+  }
+  return out
+}

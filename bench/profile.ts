@@ -9,6 +9,7 @@
 // PROF=1): the main thread's time per call by source module instead (./by-module.ts), after WARM
 // seconds at 32 connections (default 10) that the profile leaves out; MODULES=file splits Node's
 // own modules' time by module, MODULES=caller by the file that called into them.
+// SIGNALS=1: the key has limits out of reach and every call two tags, as in bench/ab.ts.
 //   PROF=1 node --import tsx bench/profile.ts
 //   PROF=1 MODULES=1 CONNECTIONS=1 IDEM=1 DURATION=10 node --import tsx bench/profile.ts
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
@@ -25,7 +26,8 @@ const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), 'prof-'))
 mkdirSync(dir, { recursive: true })
 const up = await startServer([fromRoot('bench', 'upstream.mjs')])
 const plugins = process.env.PLUGINS ?? (process.env.CACHE ? ALL_PLUGINS.replace('idempotency,', 'idempotency,cache,') : ALL_PLUGINS)
-writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${up.port}`, plugins)
+const SIGNALS = process.env.SIGNALS === '1'
+writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${up.port}`, plugins, SIGNALS ? { limits: { rpm: 1e9, tpm: 1e12 } } : {})
 // BEDROCK=1: the model is served by AWS Bedrock's Converse (translated from chat, signed with SigV4)
 if (process.env.BEDROCK !== undefined) {
   const cfg = JSON.parse(readFileSync(join(dir, 'c.json'), 'utf8')) as { providers: Array<Record<string, unknown>> }
@@ -61,7 +63,7 @@ const gw = process.env.BASELINE
   ? await startServer([...args, fromRoot('bench', 'bare-proxy.mjs')], { UPSTREAM: `http://127.0.0.1:${up.port}`, KIND: 'reply-from' })
   : await startServer([...args, cliOf(process.env.ROOT ?? fromRoot()), 'serve', '--config', join(dir, 'c.json'), '--workers', '1'], { LOG_LEVEL: 'error' })
 let n = 0
-const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}`, ...(process.env.CACHE ? { 'x-svc-cache': 'on' } : {}) }
+const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}`, ...(process.env.CACHE ? { 'x-svc-cache': 'on' } : {}), ...(SIGNALS ? { 'x-svc-tags': 'team-a, feature-x' } : {}) }
 // IDEM=1: a fresh Idempotency-Key per call
 const requests = process.env.IDEM ? [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `p-${process.pid}-${n++}` } }) }] : undefined
 const path = process.env.PASSTHROUGH ? '/passthrough/u/chat/completions' : '/v1/chat/completions'

@@ -40,9 +40,10 @@ export default definePlugin({
       origin: allowAny ? (opts.credentials ? true : '*') : [...allowed],
       credentials: opts.credentials,
       maxAge: opts.max_age_s,
-      methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.fallback, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry', 'Mcp-Session-Id', 'WWW-Authenticate', ...RATE_LIMIT_HEADER_NAMES],
-      allowedHeaders: [...fixed]
+      // lists as the header values they become: @fastify/cors joins a list again on every answer
+      methods: 'GET, POST, DELETE, OPTIONS',
+      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.fallback, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry', 'Mcp-Session-Id', 'WWW-Authenticate', ...RATE_LIMIT_HEADER_NAMES].join(', '),
+      allowedHeaders: [...fixed].join(', ')
     }
     // static options: @fastify/cors re-normalizes delegated options on every request
     // strictPreflight off: an OPTIONS without Origin or Access-Control-Request-Method is answered
@@ -52,7 +53,7 @@ export default definePlugin({
     await fastify.register(cors, { hook: 'onRequest', strictPreflight: false, ...base })
     // a preflight is answered by @fastify/cors in its onRequest hook; the X-Stainless-* headers it
     // asks for (they have many names) are added to its allow list on the way out
-    const allowList = base.allowedHeaders.join(', ')
+    const allowList = base.allowedHeaders
     fastify.addHook('onSend', (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, p: unknown) => void) => {
       if (request.method === 'OPTIONS') {
         const asked = String(request.headers['access-control-request-headers'] ?? '').split(',').map((h) => h.trim().toLowerCase())

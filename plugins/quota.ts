@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import {
-  budgetScope, definePlugin, headerStyle, isPromise, KeyRateLimited, limitStatus, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules, rateLimitHeaders, retryAfterHeaders, unmeteredRefusal,
-  type LimitReading, type MaybePromise, type Principal, type QuotaLimit, type QuotaPer, type QuotaUsage, type RateLimitHit
+  budgetScope, definePlugin, headerStyle, isPromise, KeyRateLimited, limitStatus, putLimitHeaders, QuotaExceeded, quotaLimit, quotaWindow, QuotaRules, retryAfterHeaders, unmeteredRefusal,
+  type HeaderSink, type MaybePromise, type Principal, type QuotaLimit, type QuotaPer, type QuotaUsage, type RateLimitHit
 } from './api/index.js'
 
 // Gateway hooks: onAdmission (refuse a call over a limit), onCallEnd (count the call).
@@ -64,6 +64,43 @@ interface Rule {
   rate: boolean
 }
 
+/** What a principal's calls count against, made once per principal and set of tenant rules. */
+interface Plan {
+  of: TenantRules
+  rules: Rule[]
+  /** The key's rpm counter and tpm window (under its rotation line), and its rpm and tpm as header values. */
+  rpmKey: string
+  tpmScope: string
+  rpmText: string
+  tpmText: string
+}
+
+/**
+ * What one call's rate-limit headers show, as its counters answer: its place in the key's rpm
+ * window, and the tokens its tpm window had counted. Written on the answer (or the refusal) once
+ * every reading is in.
+ */
+class Shown {
+  hit: RateLimitHit | null = null
+  tokens: QuotaUsage | null = null
+  constructor (readonly style: 'openai' | 'anthropic', readonly now: number, readonly plan: Plan, readonly rpm: number | undefined, readonly tpm: number | undefined, readonly tpmEnd: number) {}
+
+  put (sink: HeaderSink): void {
+    const { hit, tokens, rpm, tpm } = this
+    if (hit !== null && rpm !== undefined) putLimitHeaders(sink, this.style, 'requests', this.now, rpm, rpm - hit.count, hit.resetAt, this.plan.rpmText)
+    if (tokens !== null && tpm !== undefined) putLimitHeaders(sink, this.style, 'tokens', this.now, tpm, tpm - tokens.tokens, this.tpmEnd, this.plan.tpmText)
+  }
+
+  /** The headers with a refusal's Retry-After. */
+  refusal (retryAfter: number): Record<string, string> {
+    const out: Record<string, string> = {}
+    this.put({ header: (name, value) => { out[name] = value } })
+    return Object.assign(out, retryAfterHeaders(retryAfter))
+  }
+}
+
+const refusalHeaders = (shown: Shown | null, retryAfter: number): Record<string, string> => shown === null ? retryAfterHeaders(retryAfter) : shown.refusal(retryAfter)
+
 /** The tenants' quotas as rules, made once per project. */
 class TenantRules {
   private readonly byProject = new Map<string, Rule[]>()
@@ -109,78 +146,79 @@ export default definePlugin({
     })
     fastify.addHook('onClose', (_instance, done) => { stop(); done() })
 
-    // a principal's rules, made once per principal (auth caches it) and set of tenant rules
-    const byPrincipal = new WeakMap<Principal, { of: TenantRules, rules: Rule[] }>()
-    const rulesOf = (p: Principal): Rule[] => {
+    // a principal's rules and limits, made once per principal (auth caches it) and set of tenant rules
+    const byPrincipal = new WeakMap<Principal, Plan>()
+    const planOf = (p: Principal): Plan => {
       const known = byPrincipal.get(p)
-      if (known !== undefined && known.of === tenants) return known.rules
+      if (known !== undefined && known.of === tenants) return known
       const rules = [...tenants.for(p.org, p.project)]
       const line = p.lineage ?? p.keyId
+      const tpmScope = `key-tpm:${line}`
       if (p.budget !== undefined && p.budget !== null) rules.push({ scope: budgetScope(line), kind: 'key', id: p.keyId, per: p.budget.per, limit: { costNano: p.budget.nano }, rate: false })
-      if (p.limits?.tpm !== undefined) rules.push({ scope: `key-tpm:${line}`, kind: 'key', id: p.keyId, per: 'minute', limit: { tokens: p.limits.tpm }, rate: true })
-      byPrincipal.set(p, { of: tenants, rules })
-      return rules
+      if (p.limits?.tpm !== undefined) rules.push({ scope: tpmScope, kind: 'key', id: p.keyId, per: 'minute', limit: { tokens: p.limits.tpm }, rate: true })
+      const plan: Plan = { of: tenants, rules, rpmKey: `key-rpm:${line}`, tpmScope, rpmText: String(p.limits?.rpm ?? ''), tpmText: String(p.limits?.tpm ?? '') }
+      byPrincipal.set(p, plan)
+      return plan
     }
 
     const secondsTo = (end: number, now: number): number => Math.max(1, Math.ceil((end - now) / 1000))
 
-    const refuse = (r: Rule, used: QuotaUsage, now: number, shown: Record<string, string>): never => {
+    const refuse = (r: Rule, used: QuotaUsage, now: number, shown: Shown | null): never => {
       const retryAfter = secondsTo(quotaWindow(r.per, now).end, now)
-      const headers = { ...shown, ...retryAfterHeaders(retryAfter) }
+      const headers = refusalHeaders(shown, retryAfter)
       if (r.rate) throw new KeyRateLimited({ id: r.id, limit: r.limit.tokens ?? 0, unit: 'tokens', retry_after: retryAfter }, { headers })
       const status = limitStatus(r.limit, r.per, used, now)
       throw new QuotaExceeded({ scope: r.kind, id: r.id, used: status.used, limit: status.limit, unit: status.unit === 'usd' ? 'USD' : 'tokens', per: r.per, retry_after: retryAfter }, { headers })
     }
 
+    const checkRpm = (h: RateLimitHit, rpm: number, principal: Principal, now: number, shown: Shown | null): void => {
+      if (shown !== null) shown.hit = h
+      if (h.count <= rpm) return
+      const retryAfter = secondsTo(h.resetAt, now)
+      throw new KeyRateLimited({ id: principal.keyId, limit: rpm, unit: 'requests', retry_after: retryAfter }, { headers: refusalHeaders(shown, retryAfter) })
+    }
+
+    // Every store answer below is synchronous on SQLite once its window is read: the common call
+    // makes no promise and no closure here, only its readings (a call's CPU is what this costs).
     fastify.gateway.addHook('onAdmission', ({ request, reply, call, principal }) => {
       if (principal === null) return
       const now = clock.now()
-      let pending: Array<Promise<void>> | null = null
+      const plan = planOf(principal)
       const limits = principal.limits
       const style = limits === null || limits === undefined ? null : headerStyle(call.endpoint, call.protocol)
-      // the readings the headers show, as they come in; set on the answer before any refusal
-      let requests: LimitReading | null = null
-      let tokens: LimitReading | null = null
-      const shown = (): Record<string, string> => style === null ? {} : rateLimitHeaders(style, now, requests, tokens)
-      const tpm = limits?.tpm
-      if (tpm !== undefined && style !== null) {
-        const window = quotaWindow('minute', now)
-        const scope = `key-tpm:${principal.lineage ?? principal.keyId}`
-        // as admission judges the window (from memory once read), else as stored
-        const used = store.quota.known(scope, window.start) ?? store.quota.used(scope, window.start)
-        const read = (u: QuotaUsage): void => { tokens = { limit: tpm, remaining: tpm - u.tokens, resetAt: window.end } }
-        if (isPromise(used)) (pending ??= []).push(used.then(read))
-        else read(used)
-      }
       const rpm = limits?.rpm
+      const tpm = limits?.tpm
+      const tpmWindow = tpm !== undefined && style !== null ? quotaWindow('minute', now) : null
+      // the readings the headers show, as they come in; set on the answer before any refusal
+      const shown = style === null ? null : new Shown(style, now, plan, rpm, tpm, tpmWindow?.end ?? 0)
+      let pending: Array<Promise<void>> | null = null
+      if (tpmWindow !== null && shown !== null) {
+        // as admission judges the window (from memory once read), else as stored
+        const used = store.quota.known(plan.tpmScope, tpmWindow.start) ?? store.quota.used(plan.tpmScope, tpmWindow.start)
+        if (isPromise(used)) (pending ??= []).push(used.then((u) => { shown.tokens = u }))
+        else shown.tokens = used
+      }
       if (rpm !== undefined) {
-        const hit = store.rateLimits.hit(`key-rpm:${principal.lineage ?? principal.keyId}`, now, MINUTE_MS, rpm)
-        const check = (h: RateLimitHit): void => {
-          requests = { limit: rpm, remaining: rpm - h.count, resetAt: h.resetAt }
-          if (h.count <= rpm) return
-          const retryAfter = secondsTo(h.resetAt, now)
-          throw new KeyRateLimited({ id: principal.keyId, limit: rpm, unit: 'requests', retry_after: retryAfter }, { headers: { ...shown(), ...retryAfterHeaders(retryAfter) } })
-        }
-        if (isPromise(hit)) (pending ??= []).push(hit.then(check))
-        else check(hit)
+        const hit = store.rateLimits.hit(plan.rpmKey, now, MINUTE_MS, rpm)
+        if (isPromise(hit)) (pending ??= []).push(hit.then((h) => { checkRpm(h, rpm, principal, now, shown) }))
+        else checkRpm(hit, rpm, principal, now, shown)
       }
       if (call.billable) {
-        const mine = rulesOf(principal)
+        const mine = plan.rules
         // what it spends cannot be counted: never a way past a quota or a budget
         if (call.unmetered && mine.length > 0) throw unmeteredRefusal(request, call)
         for (const r of mine) {
           const used: MaybePromise<QuotaUsage | null> = store.quota.admit(r.scope, quotaWindow(r.per, now).start, r.limit)
-          const check = (u: QuotaUsage | null): void => { if (u !== null) refuse(r, u, now, shown()) }
-          if (isPromise(used)) (pending ??= []).push(used.then(check))
-          else check(used)
+          if (isPromise(used)) (pending ??= []).push(used.then((u) => { if (u !== null) refuse(r, u, now, shown) }))
+          else if (used !== null) refuse(r, used, now, shown)
         }
         if (mine.length > 0) request.quotaLimits = mine
       }
-      if (style === null) return pending === null ? undefined : Promise.all(pending)
-      if (pending === null) { reply.headers(shown()); return }
+      if (shown === null) return pending === null ? undefined : Promise.all(pending)
+      if (pending === null) { shown.put(reply); return }
       // the headers go on the answer whether the call is admitted or refused
       return Promise.allSettled(pending).then((settled) => {
-        reply.headers(shown())
+        shown.put(reply)
         for (const r of settled) if (r.status === 'rejected') throw r.reason
       })
     })

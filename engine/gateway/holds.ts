@@ -33,20 +33,16 @@ const obj = (v: unknown): Json | undefined => v !== null && typeof v === 'object
  * to any of OpenAI's endpoints (pass-through): each of their names counts.
  */
 export function outputLimit (body: Json, protocol: string): number | undefined {
-  const fields = protocol === 'openai'
-    ? [body.max_tokens, body.max_completion_tokens, body.max_output_tokens]
-    : protocol === 'messages'
-      ? [body.max_tokens]
-      : protocol === 'responses'
-        ? [body.max_output_tokens]
-        : protocol === 'gemini' ? [obj(body.generationConfig)?.maxOutputTokens] : []
-  let max: number | undefined
-  for (const v of fields) {
-    const n = count(v)
-    if (n !== undefined && (max === undefined || n > max)) max = n
-  }
-  return max
+  // read field by field, with no list made: every admitted call with a price passes here
+  if (protocol === 'openai') return larger(larger(count(body.max_tokens), count(body.max_completion_tokens)), count(body.max_output_tokens))
+  if (protocol === 'messages') return count(body.max_tokens)
+  if (protocol === 'responses') return count(body.max_output_tokens)
+  if (protocol === 'gemini') return count(obj(body.generationConfig)?.maxOutputTokens)
+  return undefined
 }
+
+/** The larger of two limits, either of which may be absent. */
+const larger = (a: number | undefined, b: number | undefined): number | undefined => a === undefined ? b : b === undefined || a >= b ? a : b
 
 /** The largest output limit a body names in any protocol's field: a translator may pass another protocol's field on (a model that lists it). */
 function anyLimit (body: Json): number {

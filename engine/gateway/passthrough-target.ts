@@ -124,6 +124,31 @@ function modelInPath (protocol: Protocol, segments: string[], raw: string[]): st
   return null
 }
 
+/**
+ * A cloud platform's call path: the model it names and the path the vendor's API would take
+ * (below its version), or, for an Anthropic model's rawPredict on Vertex AI, a Messages call
+ * (`vendor` null). Null when the path is no such call.
+ *   azure   openai/deployments/{d}/chat/completions → chat/completions, model d
+ *   vertex  projects/{p}/locations/{l}/publishers/{pub}/models/{m}:{method} → models/{m}:{method}
+ *           (Gemini), or :rawPredict / :streamRawPredict (Messages), model m
+ */
+function platformCall (platform: string | undefined, protocol: Protocol, raw: string[]): { model: string, vendor: string[] | null } | null {
+  const lower = raw.map((s) => s.toLowerCase())
+  if (platform === 'azure' && lower[0] === 'openai' && lower[1] === 'deployments' && raw.length >= 4) {
+    return { model: raw[2] as string, vendor: raw.slice(3) }
+  }
+  if (platform === 'vertex' && lower[0] === 'projects' && lower[2] === 'locations' && lower[4] === 'publishers' && lower[6] === 'models' && raw.length === 8) {
+    const last = raw[7] as string
+    const colon = last.indexOf(':')
+    const model = colon === -1 ? last : last.slice(0, colon)
+    if (model === '') return null
+    const method = colon === -1 ? '' : last.slice(colon + 1).toLowerCase()
+    if (protocol === 'messages') return method === 'rawpredict' || method === 'streamrawpredict' ? { model, vendor: null } : null
+    return { model, vendor: raw.slice(6) }
+  }
+  return null
+}
+
 // AWS Bedrock Runtime's model calls: /model/{id}/{operation}
 const BEDROCK_READERS = new Map<string, Reader>([['converse', 'converse'], ['converse-stream', 'converse'], ['invoke', 'invoke'], ['invoke-with-response-stream', 'invoke']])
 
@@ -156,28 +181,3 @@ export function classifyBedrock (method: string, path: string): Classified {
 
 /** Whether a Bedrock path asks for an event stream. */
 export const bedrockStreams = (c: Classified): boolean => c.segments[0] === 'model' && (c.segments[2] === 'converse-stream' || c.segments[2] === 'invoke-with-response-stream')
-
-/**
- * A cloud platform's call path: the model it names and the path the vendor's API would take
- * (below its version), or, for an Anthropic model's rawPredict on Vertex AI, a Messages call
- * (`vendor` null). Null when the path is no such call.
- *   azure   openai/deployments/{d}/chat/completions → chat/completions, model d
- *   vertex  projects/{p}/locations/{l}/publishers/{pub}/models/{m}:{method} → models/{m}:{method}
- *           (Gemini), or :rawPredict / :streamRawPredict (Messages), model m
- */
-function platformCall (platform: string | undefined, protocol: Protocol, raw: string[]): { model: string, vendor: string[] | null } | null {
-  const lower = raw.map((s) => s.toLowerCase())
-  if (platform === 'azure' && lower[0] === 'openai' && lower[1] === 'deployments' && raw.length >= 4) {
-    return { model: raw[2] as string, vendor: raw.slice(3) }
-  }
-  if (platform === 'vertex' && lower[0] === 'projects' && lower[2] === 'locations' && lower[4] === 'publishers' && lower[6] === 'models' && raw.length === 8) {
-    const last = raw[7] as string
-    const colon = last.indexOf(':')
-    const model = colon === -1 ? last : last.slice(0, colon)
-    if (model === '') return null
-    const method = colon === -1 ? '' : last.slice(colon + 1).toLowerCase()
-    if (protocol === 'messages') return method === 'rawpredict' || method === 'streamrawpredict' ? { model, vendor: null } : null
-    return { model, vendor: raw.slice(6) }
-  }
-  return null
-}

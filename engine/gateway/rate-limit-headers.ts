@@ -43,20 +43,43 @@ const NAMES = {
   }
 } as const
 
-/** An RFC 3339 time to the second, as Anthropic writes it. */
-const rfc3339 = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
+// Anthropic's reset time changes once a second while every call writes it: the last one is kept
+let lastSecond = NaN
+let lastTime = ''
 
-/** The headers of the readings given (requests, tokens), in `style`, into `out`. */
-export function rateLimitHeaders (style: 'openai' | 'anthropic', now: number, requests: LimitReading | null, tokens: LimitReading | null, out: Record<string, string> = {}): Record<string, string> {
-  const names = NAMES[style]
-  const put = (n: readonly [string, string, string], r: LimitReading): void => {
-    out[n[0]] = String(r.limit)
-    out[n[1]] = String(r.remaining > 0 ? r.remaining : 0)
-    out[n[2]] = style === 'openai' ? openAiDuration(r.resetAt - now) : rfc3339(Math.max(r.resetAt, now))
+/** An RFC 3339 time to the second, as Anthropic writes it. */
+function rfc3339 (ms: number): string {
+  const second = Math.floor(ms / 1000)
+  if (second !== lastSecond) {
+    lastTime = new Date(second * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z')
+    lastSecond = second
   }
-  if (requests !== null) put(names.requests, requests)
-  if (tokens !== null) put(names.tokens, tokens)
-  return out
+  return lastTime
+}
+
+/** Where the headers go: a Fastify reply (its `header`), or a record for a refusal's headers. */
+export interface HeaderSink { header: (name: string, value: string) => unknown }
+
+/** A record of headers as a sink. */
+class HeaderRecord implements HeaderSink {
+  readonly out: Record<string, string> = {}
+  header (name: string, value: string): void { this.out[name] = value }
+}
+
+/** One reading's three headers, in `style`, into `sink`; `limitText` is `limit` as a string, when the caller keeps it. */
+export function putLimitHeaders (sink: HeaderSink, style: 'openai' | 'anthropic', kind: 'requests' | 'tokens', now: number, limit: number, remaining: number, resetAt: number, limitText = String(limit)): void {
+  const n = NAMES[style][kind]
+  sink.header(n[0], limitText)
+  sink.header(n[1], String(remaining > 0 ? remaining : 0))
+  sink.header(n[2], style === 'openai' ? openAiDuration(resetAt - now) : rfc3339(Math.max(resetAt, now)))
+}
+
+/** The headers of the readings given (requests, tokens), in `style`, as a record. */
+export function rateLimitHeaders (style: 'openai' | 'anthropic', now: number, requests: LimitReading | null, tokens: LimitReading | null): Record<string, string> {
+  const record = new HeaderRecord()
+  if (requests !== null) putLimitHeaders(record, style, 'requests', now, requests.limit, requests.remaining, requests.resetAt)
+  if (tokens !== null) putLimitHeaders(record, style, 'tokens', now, tokens.limit, tokens.remaining, tokens.resetAt)
+  return record.out
 }
 
 /** Every name these headers may have (CORS exposes them). */

@@ -14,6 +14,26 @@ export const TAG_PATTERN = /^[A-Za-z0-9._:-]{1,64}$/
 /** No tags: shared by every untagged call. */
 export const NO_TAGS: readonly string[] = Object.freeze([])
 
+// A client sends the same tags header call after call: its checked tags are kept by its text
+// (frozen, shared by the calls that sent it), at most HEADERS_KEPT texts, forgotten all at once.
+const HEADERS_KEPT = 512
+/** The longest header text kept: ten tags of 64 characters and their separators. */
+const MAX_KEPT_HEADER = 1024
+const byHeader = new Map<string, readonly string[]>()
+
+/** The checked tags of a header's text, from the ones kept or read now (a bad tag answers 400, and is not kept). */
+function headerTags (raw: string, headerName: string): readonly string[] {
+  let tags = byHeader.get(raw)
+  if (tags === undefined) {
+    const list: string[] = []
+    addList(raw, headerName, list)
+    tags = list.length === 0 ? NO_TAGS : Object.freeze(list)
+    if (byHeader.size >= HEADERS_KEPT) byHeader.clear()
+    byHeader.set(raw, tags)
+  }
+  return tags
+}
+
 /** Adds the tags of a comma-separated list to `into` (once each), or throws 400 naming `field` and the bad tag. */
 function addList (list: string, field: string, into: string[]): void {
   for (const part of list.split(',')) {
@@ -38,6 +58,7 @@ export function callTags (headers: IncomingHttpHeaders, header: string, headerNa
     if (m !== null && typeof m === 'object' && !Array.isArray(m)) meta = (m as Record<string, unknown>).tags
   }
   if (raw === undefined && meta === undefined) return NO_TAGS
+  if (meta === undefined && typeof raw === 'string' && raw.length <= MAX_KEPT_HEADER) return headerTags(raw, headerName)
   const tags: string[] = []
   if (raw !== undefined) addList(Array.isArray(raw) ? raw.join(',') : raw, headerName, tags)
   if (meta !== undefined) {

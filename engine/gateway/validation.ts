@@ -3,6 +3,7 @@ import { InvalidBody, InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingFie
 import { firstHostResolvingToBlockedAddress, mediaUrlProblem, type DataUris, type Lookup, type NamedHost } from './media-url.js'
 import { firstProblem } from '../kernel/schema-check.js'
 import { fileType } from '../protocols/gemini/request.js'
+import { CODECS } from '../protocols/index.js'
 import type { Json, Protocol } from '../translation/types.js'
 import { geminiPartObjects, type BodyObjects } from './body-objects.js'
 import { isObj } from '../kernel/json.js'
@@ -11,16 +12,6 @@ import { isObj } from '../kernel/json.js'
 // and the catalog model. A body's shape is its schema's (./request-schemas.ts); what is checked
 // here is what a schema cannot say: media against the model and the URL rules, and the
 // parameters a model takes.
-
-/** The fields the gateway reads itself; they are never dropped as unsupported. */
-const STRUCTURAL: Record<Protocol, ReadonlySet<string>> = {
-  openai: new Set(['model', 'messages', 'stream', 'stream_options']),
-  messages: new Set(['model', 'messages', 'max_tokens', 'system', 'stream']),
-  // and what the service itself decides (nothing is stored, no history is kept)
-  responses: new Set(['model', 'input', 'instructions', 'stream', 'store', 'include', 'client_metadata', 'stream_options', 'truncation', 'previous_response_id', 'conversation', 'background']),
-  // the settings inside generationConfig and toolConfig are mapped or dropped (and reported) by the pairs
-  gemini: new Set(['model', 'contents', 'systemInstruction', 'generationConfig', 'toolConfig', 'safetySettings', 'cachedContent'])
-}
 
 /**
  * How deep a request body may nest objects and arrays. Real requests (tool schemas included) stay
@@ -82,7 +73,7 @@ export interface ParamResult { body: Json, dropped: string[] }
  */
 export function applyParameters (body: Json, model: CatalogModel, protocol: Protocol): ParamResult {
   if (protocol === 'gemini') return applyGeminiParameters(body, model)
-  const structural = STRUCTURAL[protocol]
+  const structural = CODECS[protocol].structural
   const out: Json = {}
   const dropped: string[] = []
   for (const key in body) {
@@ -139,7 +130,7 @@ const GEMINI_DEFAULTS = new Map([
  * their path. Settings the table does not know are left to the pairs, which map or report them.
  */
 function applyGeminiParameters (body: Json, model: CatalogModel): ParamResult {
-  const structural = STRUCTURAL.gemini
+  const structural = CODECS.gemini.structural
   const supported = model.supportedParameters
   const out: Json = {}
   const dropped: string[] = []

@@ -1,4 +1,5 @@
 import type { ErrorBodyInput } from '../kernel/errors.js'
+import type { FieldTable } from './fields.js'
 import type { AggregateOptions, StreamEventLike } from './stream-events.js'
 import type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, Usage } from './types.js'
 
@@ -19,6 +20,10 @@ export interface Codec {
    * '/responses'; a function of the call where the path names the model (Gemini).
    */
   readonly path: string | ((ctx: TranslateCtx) => string)
+  /** Every top-level field of a client request of this protocol and its fate toward each other upstream protocol (<protocol>/table.ts). */
+  readonly fields: FieldTable
+  /** The fields the gateway reads itself (the model, the conversation, the stream flag...): never dropped as unsupported by a model. */
+  readonly structural: ReadonlySet<string>
   /** A client's body of this protocol made ready for an upstream of the same protocol (the upstream's model name in it). */
   own: (body: Json, ctx: TranslateCtx) => Json
   /** The usage of a whole answer (null when it reports none). */

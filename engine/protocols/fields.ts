@@ -1,6 +1,6 @@
 import { InvalidField } from '../kernel/errors.js'
 import { isObj } from '../kernel/json.js'
-import type { Json } from './types.js'
+import type { Json, Protocol } from './types.js'
 
 // What a cross-protocol pair does with each field of a client request, and readers for bodies
 // it cannot trust: a wrong type is a 400 naming the field's path (`messages[2].content[0]`),
@@ -13,6 +13,19 @@ import type { Json } from './types.js'
  * be a different answer (a Responses `previous_response_id`, a Gemini `cachedContent`).
  */
 export type Fate = 'mapped' | 'passed' | 'dropped' | 'accepted' | 'refused'
+
+/**
+ * The upstream protocols a client protocol's fields have a fate toward: every one but its own
+ * (where every field is passed as it is) and Responses (which only a Responses client reaches).
+ * A protocol added to Protocol is a column more in every field table, which the compiler asks for.
+ */
+export type Toward<Own extends Protocol> = Exclude<Protocol, Own | 'responses'>
+
+/** A field's row: its fate toward each upstream protocol of Toward<Own>. */
+export type Columns<Own extends Protocol> = Readonly<Record<Toward<Own>, Fate>>
+
+/** A protocol's field table as the translation table reads it: each field's row, by upstream protocol. */
+export type FieldTable = Readonly<Record<string, Readonly<Partial<Record<Protocol, Fate>>>>>
 
 /** Whether any column of a field's row reads it: a field dropped toward every upstream the reader leaves to its unknown-field handling. */
 export function read (fates: Readonly<Record<string, Fate>> | undefined): boolean {

@@ -9,7 +9,7 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, Tra
 
 // A Gemini client in front of an OpenAI Chat Completions upstream. Function calls get their
 // ids on the way out (the upstream's, which a client may send back); results without an id are
-// paired with their calls by gemini-request.ts.
+// paired with their calls by the Gemini codec's reader (protocols/gemini/request.ts).
 
 const FINISH = new Map([['stop', 'STOP'], ['length', 'MAX_TOKENS'], ['tool_calls', 'STOP'], ['function_call', 'STOP'], ['content_filter', 'SAFETY']])
 const finishOf = (reason: unknown): string => (typeof reason === 'string' ? FINISH.get(reason) : undefined) ?? 'STOP'

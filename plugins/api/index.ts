@@ -39,7 +39,7 @@ export { holdOf, serverTools } from '../../engine/gateway/holds.js'
 /** UTC quota windows and the tenants' quota rules. */
 export { amountOf, budgetScope, budgetStatus, limitOf, limitStatus, quotaLimit, quotaStatus, quotaWindow, QuotaRules, type QuotaRule, type QuotaStatus } from '../../engine/gateway/quota-windows.js'
 /** The rate-limit headers of a key with limits (OpenAI's and Anthropic's names). */
-export { headerStyle, rateLimitHeaders, RATE_LIMIT_HEADER_NAMES, type HeaderStyle, type LimitReading } from '../../engine/gateway/rate-limit-headers.js'
+export { headerStyle, putLimitHeaders, rateLimitHeaders, RATE_LIMIT_HEADER_NAMES, type HeaderSink, type HeaderStyle, type LimitReading } from '../../engine/gateway/rate-limit-headers.js'
 /** The conversational text of requests, answers and stream events, in any client protocol. */
 export { hasTokenInput, mapRequestText, mapResponseText, streamText } from './content-text.js'
 /** How an attempt at a provider failed, in a few words (an error code, or how it went); null when it did not. */

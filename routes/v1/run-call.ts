@@ -62,7 +62,8 @@ interface Translated { pair: CallPair, body: Json, dropped: string[] }
 export function callRunner (fastify: FastifyInstance): (request: FastifyRequest, reply: FastifyReply, spec: CallSpec) => Promise<FastifyReply | Json> {
   const gateway = fastify.gateway
   const hooks = hooksOf(gateway)
-  return async (request, reply, spec) => await runCall({ gateway, hooks, request, reply, call: callOf(request), arrayStream: spec.arrayStream }, spec)
+  // runCall is async (it cannot throw here): its promise is the route's, with no async layer of its own around it
+  return (request, reply, spec) => runCall({ gateway, hooks, request, reply, call: callOf(request), arrayStream: spec.arrayStream }, spec)
 }
 
 /** Runs one call as `spec` declares it; resolves with the reply sent (or being streamed), or a whole answer made here. */

@@ -350,7 +350,8 @@ t.test('pass-through on Azure and Vertex AI: the gateway\'s credentials, the mod
   t.equal(row?.model, 'azure/gpt', 'the deployment in the path is the catalog model billed')
   t.equal(row?.cost_nano, nano(chat.usage?.prompt_tokens ?? 0, chat.usage?.completion_tokens ?? 0), 'billed exactly')
   const other = new AzureOpenAI({ endpoint: `${base}/passthrough/azure`, apiKey: KEY_B, apiVersion: '2024-10-21', deployment: 'gpt-4o-deploy', maxRetries: 0 })
-  await t.rejects(other.chat.completions.create({ model: 'gpt-4o-deploy', messages: [{ role: 'user', content: 'x' }] }), { status: 404 } as object, 'a deployment of a model the key may not use: 404, nothing sent')
+  const refused = await other.chat.completions.create({ model: 'gpt-4o-deploy', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e) as { status?: number }
+  t.equal(refused.status, 404, 'a deployment of a model the key may not use: 404, nothing sent')
 
   const token = new OAuth2Client()
   token.setCredentials({ access_token: KEY_A, expiry_date: Date.now() + 3_600_000 })
@@ -379,4 +380,47 @@ t.test('pass-through on Azure and Vertex AI: the gateway\'s credentials, the mod
   row = (await app.gateway.store.usage.page({}, 1))[0]
   t.equal(row?.model, 'anthropic/claude-v', 'the model in the path billed')
   t.equal(row?.cost_nano, nano(raw.json().usage.input_tokens, raw.json().usage.output_tokens))
+})
+
+t.test('one model on three platforms: the vendor\'s API, Bedrock (signed InvokeModel) and Vertex AI, each on its own name and credentials', async (t) => {
+  const { startMockBedrock, TEST_KEYS } = await import('../mock-bedrock.js')
+  const clock = new FakeClock(Date.now())
+  const mock = await startMockUpstream()
+  const cloud = await startMockPlatforms(mock, { now: clock.now })
+  const bedrock = await startMockBedrock()
+  const saFile = cloud.serviceAccountFile(tempDir('three'))
+  const catalog = mockCatalog(mock)
+  const { buildApp } = await import('../../app.js')
+  const BEDROCK_NAME = 'us.anthropic.claude-sonnet-4-5-20250929-v1:0'
+  const app = await buildApp(testConfig({
+    plugins: [{ name: 'auth' }, { name: 'usage' }],
+    providers: [
+      ...(catalog.providers as unknown[]),
+      { id: 'bedrock-claude', protocol: 'messages', platform: 'bedrock', region: 'us-east-1', base_url: bedrock.url, aws: { access_key_id: 'AKIDTESTBEDROCK1', secret_access_key: TEST_KEYS.AKIDTESTBEDROCK1.secret } },
+      { id: 'vertex-claude', protocol: 'messages', platform: 'vertex', base_url: cloud.url, project: 'test-project', location: 'us-east5', credentials_file: saFile }
+    ],
+    models: [model('anthropic/claude-sonnet-4-5', [
+      { id: 'mock-messages', upstream_model: 'claude-sonnet-4-5' },
+      { id: 'bedrock-claude', upstream_model: BEDROCK_NAME },
+      { id: 'vertex-claude', upstream_model: 'claude-sonnet-4-5@20250929' }
+    ])]
+  }), { logger: false, clock })
+  t.teardown(async () => { await app.close(); await bedrock.close(); await cloud.close(); await mock.close() })
+  const ask = async (content: string): Promise<unknown> => await app.inject({ method: 'POST', url: '/v1/messages', headers: { 'x-api-key': KEY_A }, payload: { model: 'anthropic/claude-sonnet-4-5', max_tokens: 50, messages: [{ role: 'user', content }] } })
+  const attempts = async (): Promise<Array<[string, string | null, string]>> => ((await app.gateway.store.usage.page({}, 1))[0]?.attempts ?? []).map((a) => [a.provider, a.upstream_model, a.outcome])
+
+  mock.faults.status = { status: 529, times: 1, path: '/v1/messages' }
+  const viaBedrock = await ask('to bedrock') as { statusCode: number, body: string }
+  t.equal(viaBedrock.statusCode, 200, viaBedrock.body)
+  t.same(await attempts(), [['mock-messages', 'claude-sonnet-4-5', 'server_error'], ['bedrock-claude', BEDROCK_NAME, 'ok']])
+  t.equal(bedrock.last().auth, 'AKIDTESTBEDROCK1', 'Bedrock\'s attempt signed with the AWS keys')
+  t.match(bedrock.last().path, /^\/model\/us\.anthropic\.claude-sonnet-4-5-20250929-v1%3A0\/invoke$/, 'on Bedrock\'s name')
+
+  mock.faults.status = { status: 529, times: 1, path: '/v1/messages' }
+  bedrock.failNext('ServiceUnavailableException', 503, 'Bedrock is unavailable')
+  const viaVertex = await ask('to vertex') as { statusCode: number, body: string }
+  t.equal(viaVertex.statusCode, 200, viaVertex.body)
+  t.match(viaVertex.body, /Echo: to vertex/)
+  t.same(await attempts(), [['mock-messages', 'claude-sonnet-4-5', 'server_error'], ['bedrock-claude', BEDROCK_NAME, 'server_error'], ['vertex-claude', 'claude-sonnet-4-5@20250929', 'ok']], 'three platforms, three names')
+  t.match(cloud.seen.at(-1)?.headers.authorization, /^Bearer ya29\./, 'Vertex AI\'s attempt with its token')
 })

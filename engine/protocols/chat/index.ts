@@ -3,6 +3,7 @@ import type { Codec } from '../codec.js'
 import { isObj } from '../fields.js'
 import type { Json, TranslateCtx } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
+import { CHAT_FIELDS } from './table.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { usageFromOpenAI } from './usage.js'
 
@@ -30,6 +31,8 @@ export function chatError (status: number, body: unknown): Json {
 export const chatCodec: Codec = {
   protocol: 'openai',
   path: '/chat/completions',
+  fields: CHAT_FIELDS,
+  structural: new Set(['model', 'messages', 'stream', 'stream_options']),
   own (body: Json, ctx: TranslateCtx): Json {
     const out: Json = { ...body, model: ctx.upstreamModel }
     // the usage chunk is asked for always: the call is billed from it

@@ -4,6 +4,7 @@ import { isObj } from '../fields.js'
 import type { Json } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
 import { withServerTools } from '../usage.js'
+import { GEMINI_FIELDS } from './table.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { geminiAnswerToolUses, geminiUpstreamPath, googleError, usageFromGemini } from './wire.js'
 
@@ -45,6 +46,9 @@ function usage (body: Json | unknown[]): ReturnType<Codec['usage']> {
 export const geminiCodec: Codec = {
   protocol: 'gemini',
   path: geminiUpstreamPath,
+  fields: GEMINI_FIELDS,
+  // the settings inside generationConfig and toolConfig are mapped or dropped (and reported) by the pairs
+  structural: new Set(['model', 'contents', 'systemInstruction', 'generationConfig', 'toolConfig', 'safetySettings', 'cachedContent']),
   own (body) {
     if (body.model === undefined) return body
     // the model is the path's: a catalog id in the body would only be refused upstream

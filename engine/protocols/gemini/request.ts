@@ -8,7 +8,7 @@ import type { Json, TranslateCtx } from '../types.js'
 
 // A Gemini client's request read into one neutral shape that both translated pairs (towards
 // Chat Completions and towards Messages) build their upstream body from. Every field's fate
-// toward each upstream protocol is in tables/gemini.ts: the reader reads what a column keeps and
+// toward each upstream protocol is in table.ts: the reader reads what a column keeps and
 // reports what every column drops, each pair what its own column drops (`dropToward`); a wrong
 // type is a 400 naming the field's path.
 //

@@ -1,14 +1,14 @@
 import type { GenerationConfig, ThinkingConfig } from '@google/genai'
-import type { Fate } from '../fields.js'
+import type { Columns } from '../fields.js'
 
 // Every field of a Gemini generateContent request, and its fate toward each upstream protocol
 // that is not its own (toward a Gemini upstream every field is passed as it is). The reader
-// (gemini-request.ts) reads a field some column does not drop and reports one every column drops
+// (request.ts) reads a field some column does not drop and reports one every column drops
 // (an empty list, or a value asking for no more than the default, goes unreported); a pair
 // reports a field its column drops when the request sets it (`dropToward`). The SDK types the
 // REST body's generationConfig, not its top level; `labels` is Vertex AI's.
 
-type Row = Readonly<{ openai: Fate, messages: Fate }>
+type Row = Columns<'gemini'>
 
 export const GEMINI_FIELDS: Readonly<Record<'contents' | 'systemInstruction' | 'tools' | 'toolConfig' | 'generationConfig' | 'model' | 'safetySettings' | 'cachedContent' | 'labels', Row>> = {
   contents: { openai: 'mapped', messages: 'mapped' },

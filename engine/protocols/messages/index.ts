@@ -3,6 +3,7 @@ import type { Codec } from '../codec.js'
 import { isObj } from '../fields.js'
 import type { Json } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
+import { MESSAGES_FIELDS } from './table.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { usageFromMessages } from './usage.js'
 
@@ -23,6 +24,8 @@ export function messagesError (status: number, body: unknown): Json {
 export const messagesCodec: Codec = {
   protocol: 'messages',
   path: '/v1/messages',
+  fields: MESSAGES_FIELDS,
+  structural: new Set(['model', 'messages', 'max_tokens', 'system', 'stream']),
   own: (body, ctx) => ({ ...body, model: ctx.upstreamModel }),
   usage: (body) => usageFromMessages(body.usage),
   error: messagesError,

@@ -3,6 +3,7 @@ import type { Codec } from '../codec.js'
 import { errorFrame } from '../chat/stream.js'
 import type { Json } from '../types.js'
 import { withServerTools } from '../usage.js'
+import { RESPONSES_FIELDS } from './table.js'
 import { aggregate, replay, responsesToolUses, watch } from './stream.js'
 import { responsesError, usageFromResponses } from './writer.js'
 
@@ -14,6 +15,9 @@ import { responsesError, usageFromResponses } from './writer.js'
 export const responsesCodec: Codec = {
   protocol: 'responses',
   path: '/responses',
+  fields: RESPONSES_FIELDS,
+  // and what the service itself decides (nothing is stored, no history is kept)
+  structural: new Set(['model', 'input', 'instructions', 'stream', 'store', 'include', 'client_metadata', 'stream_options', 'truncation', 'previous_response_id', 'conversation', 'background']),
   own: (body, ctx) => ({ ...body, model: ctx.upstreamModel }),
   usage: (body) => withServerTools(usageFromResponses(body.usage), responsesToolUses(body.output)),
   error (status: number, body: unknown): Json {

@@ -7,7 +7,7 @@ import { flatToolName } from '../../kernel/tool-names.js'
 
 // A Responses request read into one neutral shape that both translated pairs (towards Chat
 // Completions and towards Messages) build their upstream body from, plus the route's checks.
-// Every field's fate toward each upstream protocol is in tables/responses.ts: the reader reads
+// Every field's fate toward each upstream protocol is in table.ts: the reader reads
 // what a column keeps, and each pair reports what its column drops (`dropToward`).
 
 export type Part =

@@ -1,16 +1,16 @@
 import type { ResponseCreateParamsBase, ResponseTextConfig } from 'openai/resources/responses/responses'
 import type { Reasoning } from 'openai/resources/shared'
-import type { Fate } from '../fields.js'
+import type { Columns } from '../fields.js'
 
 // Every field of a Responses request, and its fate toward each upstream protocol that is not its
 // own (toward a Responses upstream every field is passed as it is). The reader
-// (responses-request.ts) reads a field some column does not drop; one every column drops is
+// (request.ts) reads a field some column does not drop; one every column drops is
 // reported, or sent as it is when the model lists it among its supported parameters (and then
 // still dropped toward a Gemini upstream, which refuses a field it does not know). A pair reports
 // a field its column drops when the request sets it (`dropToward`). `stop` is no Responses
 // field, but costs nothing to honour; `client_metadata` is the Codex CLI's bookkeeping.
 
-type Row = Readonly<{ openai: Fate, messages: Fate, gemini: Fate }>
+type Row = Columns<'responses'>
 
 export const RESPONSES_FIELDS: Readonly<Record<keyof ResponseCreateParamsBase | 'stop' | 'client_metadata', Row>> = {
   model: { openai: 'mapped', messages: 'mapped', gemini: 'mapped' },

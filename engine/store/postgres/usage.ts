@@ -13,7 +13,11 @@ function where (f: UsageFilter, cursor: Cursor | undefined, params: unknown[]): 
   if (f.model !== undefined) add('model = ?', f.model)
   if (f.endpoint !== undefined) add('endpoint = ?', f.endpoint)
   if (f.provider !== undefined) add('provider = ?', f.provider)
-  if (f.tag !== undefined) add('tags @> jsonb_build_array(?::text)', f.tag)
+  if (f.tag !== undefined) {
+    add('tags @> jsonb_build_array(?::text)', f.tag)
+    // the literal term lets PostgreSQL read the tagged records' own (partial) index
+    conds.push("tags <> '[]'::jsonb")
+  }
   if (f.status !== undefined) {
     add('status = ANY(?::text[])', f.status)
     // the literal term lets PostgreSQL read the failed calls' own (partial) index
