@@ -3,7 +3,8 @@
 // any POST …/embeddings; and AWS Bedrock's Converse (POST /model/{id}/converse, JSON, and
 // /converse-stream, the same 20 chunks as event-stream messages; no signature checked: what is
 // measured is the gateway's signing and reading). PACE_MS paces stream
-// chunks (the memory bench holds 1,000 streams open with it). Prints its port on stdout.
+// chunks (the memory bench holds 1,000 streams open with it). A request for the model `bench-down`
+// is answered 503 at once (the failed attempt of the fallback figure). Prints its port on stdout.
 import { createServer } from 'node:http'
 import { EventStreamCodec } from '@smithy/eventstream-codec'
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8'
@@ -43,6 +44,11 @@ const server = createServer((req, res) => {
     if (req.url.endsWith('/embeddings')) {
       res.writeHead(200, { 'content-type': 'application/json' })
       res.end(embeddingJson)
+      return
+    }
+    if (body.includes('"model":"bench-down"')) {
+      res.writeHead(503, { 'content-type': 'application/json' })
+      res.end('{"error":{"message":"down","type":"server_error","code":null}}')
       return
     }
     if (req.url.endsWith('/converse')) {

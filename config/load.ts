@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { dirname, extname, isAbsolute, resolve } from 'node:path'
 import { loadAll } from 'js-yaml'
 import { fromRoot } from '../paths.js'
-import { ConfigSchema, isoTimeMs, type Config } from './schema.js'
+import { ConfigSchema, isAlias, isoTimeMs, type Config, type ModelConfig } from './schema.js'
 import { checkSchema, useCompiledAhead } from '../engine/kernel/schema-check.js'
 import { kindOf } from '../engine/gateway/catalog.js'
 import { webhookUrlProblem } from '../engine/alerts/webhook-url.js'
@@ -81,7 +81,7 @@ const fits = (value: number, decimals: number): boolean => {
 
 // What a price sheet's schema cannot say: the units' decimals, a text model's output rate, the
 // default image price, server tools' prices, and tiers in order that name every rate the base names.
-function pricingProblems (m: Config['models'][number], path: string, problems: string[]): void {
+function pricingProblems (m: ModelConfig, path: string, problems: string[]): void {
   const p = m.pricing
   if (p === undefined) return
   const rates = (o: Partial<Record<typeof TOKEN_RATES[number], number>>, at: string): void => {
@@ -139,7 +139,12 @@ function semanticChecks (config: Config, problems: string[]): void {
   for (const id of duplicates(config.models.map((m) => m.id))) problems.push(`models: the id ${id} is used twice`)
   const protocolOf = new Map(config.providers.map((p) => [p.id, p.protocol]))
   const platformOf = new Map(config.providers.map((p) => [p.id, p.platform]))
-  config.models.forEach((m, i) => {
+  config.models.forEach((entry, i) => {
+    if (isAlias(entry)) return
+    const missing = (['name', 'provider', 'context_length'] as const).filter((f) => entry[f] === undefined)
+    for (const f of missing) problems.push(`models[${i}].${f}: is required (or alias_of, for an alias)`)
+    if (missing.length > 0) return
+    const m = entry as ModelConfig
     const refs = Array.isArray(m.provider) ? m.provider.map((p) => typeof p === 'string' ? p : p.id) : [m.provider]
     const kind = kindOf(m.architecture.output_modalities)
     refs.forEach((ref, j) => {
@@ -155,6 +160,7 @@ function semanticChecks (config: Config, problems: string[]): void {
     }
     if (m.pricing !== undefined) pricingProblems(m, `models[${i}].pricing`, problems)
   })
+  chainChecks(config, problems)
   for (const org of duplicates(config.tenants.map((t) => t.org))) problems.push(`tenants: the org ${org} is listed twice`)
   const keys: string[] = []
   config.tenants.forEach((t, i) => {
@@ -172,6 +178,88 @@ function semanticChecks (config: Config, problems: string[]): void {
   if (duplicates(keys).length > 0) problems.push('tenants: the same API key is listed twice')
   mcpChecks(config, problems)
   accessChecks(config, problems)
+}
+
+// What an alias may carry besides its targets: its id, name and status; anything else is a model's.
+const ALIAS_FIELDS = new Set(['id', 'name', 'alias_of', 'status'])
+
+/**
+ * Aliases and fallbacks: every target a model of the catalog; an alias's targets models (not
+ * aliases) of one kind; a fallback to a model of the same kind, never to itself and never round
+ * in a cycle (a call could then walk the same models for ever).
+ */
+function chainChecks (config: Config, problems: string[]): void {
+  const byId = new Map(config.models.map((m) => [m.id, m]))
+  const kindOfEntry = (id: string): string | undefined => {
+    const m = byId.get(id)
+    if (m === undefined) return undefined
+    const target = isAlias(m) ? byId.get(m.alias_of[0] as string) : m
+    return target === undefined || isAlias(target) ? undefined : kindOf(target.architecture.output_modalities)
+  }
+  config.models.forEach((m, i) => {
+    if (isAlias(m)) {
+      for (const field of Object.keys(m)) {
+        // the schema fills in defaults of a model's fields; only what the file wrote matters, and those defaults are equal to an empty one
+        if (ALIAS_FIELDS.has(field) || isDefault(field, (m as Record<string, unknown>)[field])) continue
+        problems.push(`models[${i}].${field}: an alias (alias_of) takes no ${field}: its targets have their own`)
+      }
+      const kinds = new Set<string>()
+      m.alias_of.forEach((id, j) => {
+        const path = `models[${i}].alias_of[${j}]`
+        const target = byId.get(id)
+        if (target === undefined) problems.push(`${path}: no model has the id ${id}`)
+        else if (isAlias(target)) problems.push(`${path}: ${id} is an alias itself (an alias names models)`)
+        else kinds.add(kindOf(target.architecture.output_modalities))
+      })
+      if (kinds.size > 1) problems.push(`models[${i}].alias_of: its models are of different kinds (${[...kinds].join(', ')}): one alias, one kind`)
+      for (const id of duplicates(m.alias_of)) problems.push(`models[${i}].alias_of: ${id} is listed twice`)
+      return
+    }
+    const own = kindOfEntry(m.id)
+    m.fallbacks?.forEach((rule, j) => rule.models.forEach((id, n) => {
+      const path = `models[${i}].fallbacks[${j}].models[${n}]`
+      if (id === m.id) problems.push(`${path}: a model does not fall back to itself`)
+      else if (!byId.has(id)) problems.push(`${path}: no model has the id ${id}`)
+      else if (kindOfEntry(id) !== own) problems.push(`${path}: ${id} is a model of another kind (${kindOfEntry(id) ?? 'unknown'}, this one is ${own ?? 'unknown'})`)
+    }))
+  })
+  // a cycle through fallbacks (an alias stands for its targets)
+  const next = (id: string): string[] => {
+    const m = byId.get(id)
+    if (m === undefined) return []
+    if (isAlias(m)) return m.alias_of
+    return (m.fallbacks ?? []).flatMap((r) => r.models)
+  }
+  const state = new Map<string, 'open' | 'done'>()
+  const visit = (id: string, trail: string[]): string[] | null => {
+    const s = state.get(id)
+    if (s === 'done') return null
+    if (s === 'open') return [...trail.slice(trail.indexOf(id)), id]
+    state.set(id, 'open')
+    for (const n of next(id)) {
+      const cycle = visit(n, [...trail, id])
+      if (cycle !== null) return cycle
+    }
+    state.set(id, 'done')
+    return null
+  }
+  for (const [i, m] of config.models.entries()) {
+    if (isAlias(m) || m.fallbacks === undefined) continue
+    const cycle = visit(m.id, [])
+    if (cycle !== null) { problems.push(`models[${i}].fallbacks: a cycle: ${cycle.join(' → ')}`); return }
+  }
+}
+
+/** A model field as the schema's default leaves it (an alias entry gets them too). */
+function isDefault (field: string, value: unknown): boolean {
+  if (field === 'routing') return value === 'failover'
+  if (field === 'architecture') {
+    const a = value as { input_modalities?: string[], output_modalities?: string[] }
+    return a.input_modalities?.join() === 'text' && a.output_modalities?.join() === 'text'
+  }
+  if (field === 'supported_parameters') return Array.isArray(value) && value.length === 0
+  if (field === 'default_parameters') return value !== null && typeof value === 'object' && Object.keys(value).length === 0
+  return false
 }
 
 // What each platform takes: the protocols it serves, the fields it needs and those it alone takes.

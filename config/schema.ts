@@ -196,14 +196,31 @@ export const ModelProviderSchema = Type.Union([
 
 export const RoutingSchema = Type.Union([Type.Literal('failover'), Type.Literal('weighted'), Type.Literal('latency')], { default: 'failover' })
 
+// Why a call moves on from one model to the next (docs/configuration.md, "Aliases and fallbacks").
+export const FALLBACK_CLASSES = ['rate_limited', 'unavailable', 'timeout', 'context_length', 'content_filtered'] as const
+export const FallbackClassSchema = Type.Union(FALLBACK_CLASSES.map((c) => Type.Literal(c)))
+/** The classes a fallback rule without `on` takes: all but context_length (a bigger model is a choice of its own). */
+export const DEFAULT_FALLBACK_ON = ['rate_limited', 'unavailable', 'timeout', 'content_filtered'] as const
+
+// Other models tried, in order, when this one cannot answer for one of the classes in `on`.
+export const FallbackSchema = Type.Object({
+  models: Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }),
+  on: Type.Array(FallbackClassSchema, { minItems: 1, default: [...DEFAULT_FALLBACK_ON] })
+}, Closed)
+
+// A model, or an alias (`alias_of`): a catalog id of its own answered by the first of its targets
+// that answers. An alias names no provider, context or price of its own (load.ts checks which
+// fields each takes); `provider` and `context_length` are required of a model there.
 export const ModelSchema = Type.Object({
   id: Type.String({ minLength: 1 }),
-  name: Type.String({ minLength: 1 }),
-  provider: Type.Union([Type.String({ minLength: 1 }), Type.Array(ModelProviderSchema, { minItems: 1 })]),
+  name: Type.Optional(Type.String({ minLength: 1 })),
+  alias_of: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })),
+  fallbacks: Type.Optional(Type.Array(FallbackSchema, { minItems: 1 })),
+  provider: Type.Optional(Type.Union([Type.String({ minLength: 1 }), Type.Array(ModelProviderSchema, { minItems: 1 })])),
   // how a call picks among the providers: in order, by weight, or by recent time to first byte
   routing: RoutingSchema,
   upstream_model: Type.Optional(Type.String({ minLength: 1 })),
-  context_length: Type.Integer({ minimum: 1 }),
+  context_length: Type.Optional(Type.Integer({ minimum: 1 })),
   max_output_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
   architecture: Type.Object({
     input_modalities: Type.Array(Type.String(), { minItems: 1, default: ['text'] }),
@@ -274,6 +291,13 @@ export const UpstreamSchema = Type.Object({
     attempts: Type.Integer({ default: 1, minimum: 0, maximum: 10 }),
     backoff_ms: Type.Number({ default: 50, minimum: 0 })
   }, { ...Closed, default: {} }),
+  // repeats per provider of a 429 or a 5xx before the first byte (and of a refused or reset
+  // connection: its attempts win over retry.attempts when set), after a pause that doubles from
+  // retry.backoff_ms, or the provider's Retry-After when it names one up to max_wait_s
+  retries: Type.Optional(Type.Object({
+    attempts: Type.Integer({ default: 2, minimum: 0, maximum: 10 }),
+    max_wait_s: Type.Number({ default: 5, minimum: 0, maximum: 600 })
+  }, Closed)),
   latency: Type.Object({
     // weight of the newest time to first byte in the moving average
     smoothing: Type.Number({ default: 0.3, exclusiveMinimum: 0, maximum: 1 }),
@@ -368,7 +392,13 @@ export type Config = Static<typeof ConfigSchema>
 export type ServerConfig = Static<typeof ServerSchema>
 export type ProviderConfig = Static<typeof ProviderSchema>
 export type PlatformConfigName = Static<typeof PlatformName>
-export type ModelConfig = Static<typeof ModelSchema>
+/** A `models` entry as the file writes it: a model or an alias. */
+export type ModelEntry = Static<typeof ModelSchema>
+/** A model (no alias) as the checks leave it: a name, its providers and its context. */
+export type ModelConfig = ModelEntry & { name: string, provider: NonNullable<ModelEntry['provider']>, context_length: number }
+export type AliasConfig = ModelEntry & { alias_of: string[] }
+export type FallbackClass = typeof FALLBACK_CLASSES[number]
+export const isAlias = (m: ModelEntry): m is AliasConfig => m.alias_of !== undefined
 export type PricingConfig = Static<typeof PricingSchema>
 export type PriceTierConfig = Static<typeof PriceTierSchema>
 export type QuotaConfig = Static<typeof QuotaSchema>

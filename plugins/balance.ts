@@ -29,6 +29,13 @@ declare module 'fastify' {
   }
 }
 
+/** The largest hold over the models a call may be answered by (a free one holds nothing). */
+function worstHold (models: readonly CatalogModel[], endpoint: string, protocol: string, body: Parameters<typeof holdOf>[3], defaultMaxTokens: number): number {
+  let max = 0
+  for (const m of models) if (m.price !== null) max = Math.max(max, holdOf(m, endpoint, protocol, body, defaultMaxTokens))
+  return max
+}
+
 export default definePlugin({
   name: 'balance',
   description: 'prepaid credits: a hold at admission, settled to the real charge: 402',
@@ -48,8 +55,11 @@ export default definePlugin({
       if (call.unmetered) throw unmeteredRefusal(request, call)
       const fixed = call.fixedCostNano
       // a free model, a pass-through call with no catalog price, a free MCP tool
-      if (fixed === 0 || (fixed === null && (model === null || model.price === null))) return
-      const amount = fixed ?? holdOf(model as CatalogModel, call.endpoint, call.protocol, body, defaultMaxTokens)
+      // (of every model that may answer: an alias's targets, the fallbacks)
+      const models = model === null ? [] : call.candidates
+      if (fixed === 0 || (fixed === null && models.every((m) => m.price === null))) return
+      // the dearest of them is held before the first is sent
+      const amount = fixed ?? worstHold(models, call.endpoint, call.protocol, body, defaultMaxTokens)
       const hold: Hold = { org: principal.org, amount }
       return then(store.balance.hold(hold.org, hold.amount, clock.now()), (ok) => {
         if (!ok) throw new InsufficientBalance({ org: hold.org })

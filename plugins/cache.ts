@@ -16,7 +16,7 @@ import {
 // the answer's age and its time to live); `opt_in: false` caches every eligible call.
 // `Cache-Control: no-cache` skips the lookup, `no-store` the storing; `{prefix}Cache: off` both.
 //
-// The key is the endpoint, the catalog model, the client body in a canonical form (keys sorted,
+// The key is the endpoint, the catalog model (or alias) the call named, the client body in a canonical form (keys sorted,
 // `stream` and `stream_options` aside) and the scope's id (the key, the project or the
 // organization), hashed: a hit never crosses a scope, and a streamed call and a whole one share
 // their answer. An answer is stored in the client's protocol, whole (a stream is folded into its
@@ -257,7 +257,7 @@ export default definePlugin({
         reply.header(name, 'bypass')
         return
       }
-      const s: CacheState = { key: cacheKey(opts.scope, principal, call.endpoint, model.id, ctx.body), store: keep, ttlMs, fills: false, hit: false }
+      const s: CacheState = { key: cacheKey(opts.scope, principal, call.endpoint, (call.requestedModel ?? model).id, ctx.body), store: keep, ttlMs, fills: false, hit: false }
       request.responseCache = s
       if (!look) {
         reply.header(name, 'bypass')

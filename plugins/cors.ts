@@ -42,7 +42,7 @@ export default definePlugin({
       maxAge: opts.max_age_s,
       // lists as the header values they become: @fastify/cors joins a list again on every answer
       methods: 'GET, POST, DELETE, OPTIONS',
-      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry', 'Mcp-Session-Id', 'WWW-Authenticate', ...RATE_LIMIT_HEADER_NAMES].join(', '),
+      exposedHeaders: [names.trace, names.model, names.provider, names.droppedParams, names.fallback, names.overhead, cache, 'Age', 'Retry-After', 'x-should-retry', 'Mcp-Session-Id', 'WWW-Authenticate', ...RATE_LIMIT_HEADER_NAMES].join(', '),
       allowedHeaders: [...fixed].join(', ')
     }
     // static options: @fastify/cors re-normalizes delegated options on every request

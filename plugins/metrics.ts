@@ -20,6 +20,6 @@ export default definePlugin({
     m.watchStore(gateway.store)
     // a model label is a catalog id, or `other`: never a string a client chose
     const label = (id: string | null): string => id !== null && gateway.catalog.get(id) !== undefined ? id : 'other'
-    gateway.addHook('onCallEnd', (outcome) => { m.call(outcome, label(outcome.model)) })
+    gateway.addHook('onCallEnd', (outcome) => { m.call(outcome, label(outcome.model), label) })
   }
 })

@@ -169,7 +169,9 @@ export default definePlugin({
         attempts: attemptsOf(outcome),
         dropped_params: outcome.dropped as string[],
         tags: outcome.tags as string[],
-        error: null
+        error: null,
+        requested_model: outcome.requestedModel ?? null,
+        fallbacks: outcome.fallbacks === undefined || outcome.fallbacks.length === 0 ? [] : outcome.fallbacks.map((f) => ({ model: f.model, why: f.why }))
       }
       const content: ContentRow | undefined = opts.store_content && outcome.content !== null
         ? { usage_id: row.id, created_at: row.created_at, request: outcome.content.request, response: outcome.content.response }

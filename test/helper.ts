@@ -149,6 +149,9 @@ export function watchAnswers (app: FastifyInstance, prefix = '/admin/v1/'): stri
 export class FakeClock implements Clock {
   constructor (public t = Date.UTC(2026, 0, 15, 12, 0, 0)) {}
   now = (): number => this.t
+  /** The pauses asked of it (a retry's), in ms: it moves on by each at once. */
+  readonly slept: number[] = []
+  sleep = async (ms: number): Promise<void> => { this.slept.push(ms); this.t += ms }
   advance (ms: number): void { this.t += ms }
   set (ms: number): void { this.t = ms }
 }

@@ -33,6 +33,8 @@ export function usageRow (over: Partial<UsageRow> & Pick<UsageRow, 'id'>): Usage
     dropped_params: [],
     tags: [],
     error: null,
+    requested_model: null,
+    fallbacks: [],
     ...over
   }
 }

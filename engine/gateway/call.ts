@@ -3,6 +3,8 @@ import type { CallEndContext, CallOutcome, CallProtocol, CallStatus, CallView, E
 import { chargeOf, settle, ZERO_COST, ZERO_USAGE } from './billing.js'
 import { addDroppedNames } from './dropped-names.js'
 import { upstreamModelOn, type CatalogModel } from './catalog.js'
+import type { FallbackClass } from '../../config/schema.js'
+import type { FallbackStep } from './fallbacks.js'
 import { runAll, type HookRegistry } from './hooks.js'
 import { NO_TAGS } from './tags.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
@@ -39,6 +41,10 @@ export interface CallEnd {
  */
 export class Call implements CallView, AttemptSink {
   private _model: CatalogModel | null = null
+  /** The model (or alias) the client named, when the call may be answered by another. */
+  private _requested: CatalogModel | null = null
+  private _candidates: readonly CatalogModel[] = []
+  private readonly _fallbacks: FallbackStep[] = []
   /** The model as the client named it, when it is no catalog model (a pass-through call). */
   private modelName: string | null = null
   private _provider: string | null = null
@@ -93,6 +99,9 @@ export class Call implements CallView, AttemptSink {
   }
 
   get model (): CatalogModel | null { return this._model }
+  get requestedModel (): CatalogModel | null { return this._requested ?? this._model }
+  get candidates (): readonly CatalogModel[] { return this._candidates.length === 0 && this._model !== null ? [this._model] : this._candidates }
+  get fallbacks (): readonly FallbackStep[] { return this._fallbacks }
   get provider (): string | null { return this._provider }
   get dropped (): readonly string[] { return this._dropped }
   get tags (): readonly string[] { return this._tags }
@@ -107,6 +116,22 @@ export class Call implements CallView, AttemptSink {
     this._stream = stream
     // a client's string, kept in the usage record: cut to a bounded length
     if (model === null) this.modelName = (name ?? '').slice(0, MAX_CLIENT_STRING)
+  }
+
+  /**
+   * The model the client named (an alias, or a model with fallbacks) and every model that may
+   * answer it, the first the one tried first (the holds cover the dearest); before admission.
+   */
+  chain (requested: CatalogModel, candidates: readonly CatalogModel[]): void {
+    this._requested = requested
+    this._candidates = candidates
+  }
+
+  /** The model tried could not answer, for `why`: the call goes on with `next`. */
+  fellBack (why: FallbackClass, next: CatalogModel): void {
+    const from = this._model
+    if (from !== null) this._fallbacks.push({ model: from.id, why })
+    this._model = next
   }
 
   /** The call costs nothing at the provider (a read, an upload, a count): no hold, no charge, no quota. */
@@ -235,6 +260,8 @@ export class Call implements CallView, AttemptSink {
       endpoint: this._endpoint,
       protocol: this._protocol,
       model: this._model?.id ?? this.modelName,
+      requestedModel: this._requested !== null && this._requested !== this._model ? this._requested.id : null,
+      fallbacks: this._fallbacks,
       upstreamModel: this._model === null ? this.modelName : upstreamModelOn(this._model, this._provider),
       provider: this._provider,
       stream: this._stream,

@@ -1,4 +1,4 @@
-import type { ModelConfig, PriceTierConfig, PricingConfig, Routing } from '../../config/schema.js'
+import { isAlias, type FallbackClass, type ModelConfig, type ModelEntry, type PriceTierConfig, type PricingConfig, type Routing } from '../../config/schema.js'
 import { pricePerToken, usdToNano } from '../kernel/money.js'
 
 /** Token rates in nano-dollars per token. */
@@ -88,10 +88,21 @@ export function kindOf (outputModalities: readonly string[]): ModelKind {
   return 'chat'
 }
 
+/** Other models a call moves on to when this one cannot answer for one of `on`. */
+export interface FallbackRule {
+  models: readonly string[]
+  on: ReadonlySet<FallbackClass>
+}
+
 export interface CatalogModel {
   id: string
   kind: ModelKind
+  /** The model's entry; an alias's is its first target's (its context, limits and parameters). */
   config: ModelConfig
+  /** An alias: the models it stands for, in the order they are tried; null for a model. */
+  aliasOf: readonly string[] | null
+  /** The model's fallbacks (none for an alias: its targets have their own). */
+  fallbacks: readonly FallbackRule[]
   /** Provider ids, in config order. */
   providers: string[]
   /** Each provider's weight (routing: weighted), in the order of `providers`; 1 when not given. */
@@ -115,6 +126,8 @@ function toCatalogModel (m: ModelConfig): CatalogModel {
   return {
     id: m.id,
     config: m,
+    aliasOf: null,
+    fallbacks: (m.fallbacks ?? []).map((r) => ({ models: r.models, on: new Set(r.on) })),
     providers: refs.map((r) => typeof r === 'string' ? r : r.id),
     weights: refs.map((r) => typeof r === 'string' ? 1 : r.weight ?? 1),
     kind: kindOf(m.architecture.output_modalities),
@@ -166,11 +179,27 @@ export class Catalog {
    * given credentials). A model none of whose providers is usable is listed nowhere; a call to it
    * still reaches dispatch, which says what is missing.
    */
-  constructor (models: ModelConfig[], usable: (provider: string) => boolean = () => true) {
+  constructor (models: readonly ModelEntry[], usable: (provider: string) => boolean = () => true) {
     for (const m of models) {
-      const model = toCatalogModel(m)
+      if (isAlias(m)) continue
+      const model = toCatalogModel(m as ModelConfig)
       this.byId.set(m.id, model)
       if (model.active) this.kinds.add(model.kind)
+    }
+    // an alias shows its first target's fields under its own id and name (config checks: its targets are models of one kind)
+    for (const m of models) {
+      if (!isAlias(m)) continue
+      const first = this.byId.get(m.alias_of[0] as string)
+      if (first === undefined) continue
+      const name = m.name ?? m.id
+      this.byId.set(m.id, {
+        ...first,
+        id: m.id,
+        aliasOf: m.alias_of,
+        fallbacks: [],
+        active: m.status === 'active',
+        public: { ...first.public, id: m.id, name }
+      })
     }
     this.served = this.all().filter((m) => m.active && m.providers.some(usable))
   }
@@ -190,7 +219,8 @@ export class Catalog {
     const base = snapshotBase(name)
     let bySnapshot: CatalogModel | undefined
     for (const m of this.byId.values()) {
-      if (!m.active || !m.providers.includes(provider)) continue
+      // an alias is no provider's model: its targets are
+      if (!m.active || m.aliasOf !== null || !m.providers.includes(provider)) continue
       const there = upstreamModelOn(m, provider)
       if (there === name) return this.granted(m, globs)
       if (base !== null && there === base) bySnapshot ??= m
@@ -200,6 +230,44 @@ export class Catalog {
 
   private granted (m: CatalogModel, globs: readonly string[] | null): CatalogModel | undefined {
     return globs === null || this.matcher(globs)(m.id) ? m : undefined
+  }
+
+  /**
+   * Every model a call to `model` may be answered by, in the order they would be tried: an
+   * alias's targets (granted through it), each model's fallbacks for every class, and theirs on,
+   * once each; a fallback these globs do not grant is left out, an inactive model too. The first
+   * is the model itself (an alias: its first target). For the holds taken before the first is sent.
+   */
+  reach (model: CatalogModel, globs: readonly string[] | null): CatalogModel[] {
+    const out: CatalogModel[] = []
+    const seen = new Set<string>()
+    const granted = globs === null ? () => true : this.matcher(globs)
+    const visit = (m: CatalogModel, viaAlias: boolean): void => {
+      if (seen.has(m.id)) return
+      seen.add(m.id)
+      if (m.aliasOf !== null) {
+        for (const id of m.aliasOf) {
+          const t = this.byId.get(id)
+          if (t !== undefined && t.active) visit(t, true)
+        }
+        return
+      }
+      if (!viaAlias && out.length > 0 && !granted(m.id)) return
+      out.push(m)
+      for (const rule of m.fallbacks) {
+        for (const id of rule.models) {
+          const f = this.byId.get(id)
+          if (f !== undefined && f.active && granted(id)) visit(f, false)
+        }
+      }
+    }
+    visit(model, true)
+    return out
+  }
+
+  /** Whether these globs grant the model `id` (null: no key restriction). */
+  grants (id: string, globs: readonly string[] | null): boolean {
+    return globs === null || this.matcher(globs)(id)
   }
 
   /** Any model by id, whatever its status (billing a call that started before a change). */

@@ -29,7 +29,7 @@ import { Upstreams } from '../upstream/index.js'
 export { systemClock } from '../kernel/clock.js'
 
 export function headerNames (prefix: string): HeaderNames {
-  return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params`, overhead: `${prefix}Overhead-Ms`, tags: `${prefix}Tags` }
+  return { trace: `${prefix}Trace-ID`, model: `${prefix}Model`, provider: `${prefix}Provider`, droppedParams: `${prefix}Dropped-Params`, fallback: `${prefix}Fallback`, overhead: `${prefix}Overhead-Ms`, tags: `${prefix}Tags` }
 }
 
 // traceId()'s time part, made once per millisecond

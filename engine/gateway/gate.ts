@@ -37,7 +37,7 @@ function notOfKind (model: CatalogModel, wanted: ModelKind): GatewayError {
 }
 
 /** The key's model globs; null when no key is asked for (the operator runs the gateway without auth). */
-const globsOf = (principal: Principal | null): readonly string[] | null => principal?.models ?? null
+export const globsOf = (principal: Principal | null): readonly string[] | null => principal?.models ?? null
 
 /**
  * The active catalog model `id` names, if the caller's key may use it: else 404 (unknown,

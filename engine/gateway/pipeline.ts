@@ -74,9 +74,23 @@ export function translateCtx (p: Pipe, model: CatalogModel, body: Json): Transla
   }
 }
 
+/**
+ * The repeats on one provider: `upstream.retry` repeats a refused or reset connection;
+ * `upstream.retries`, when set, repeats a 429 or a 5xx too, and its attempts win over
+ * retry.attempts (the pause still starts at retry.backoff_ms, or is the provider's Retry-After up to
+ * max_wait_s).
+ */
 export function retryPolicy (gateway: Gateway): RetryPolicy {
-  const r = gateway.config.upstream.retry
-  return { attempts: r.attempts, backoffMs: r.backoff_ms }
+  const { retry: r, retries } = gateway.config.upstream
+  const clock = gateway.clock
+  const sleep = clock.sleep
+  return {
+    attempts: retries?.attempts ?? r.attempts,
+    backoffMs: r.backoff_ms,
+    httpAttempts: retries?.attempts ?? 0,
+    maxWaitMs: (retries?.max_wait_s ?? 0) * 1000,
+    sleep: sleep === undefined ? undefined : (ms) => sleep.call(clock, ms)
+  }
 }
 
 export interface Send {

@@ -1,5 +1,5 @@
 import { calcPrice, findProvider, type ModelPrice, type PriceCalculation, type Provider, type TieredPrices } from '@pydantic/genai-prices'
-import type { Config, ModelConfig, PriceTierConfig, PricingConfig, ProviderConfig } from '../../config/schema.js'
+import { isAlias, type Config, type ModelConfig, type PriceTierConfig, type PricingConfig, type ProviderConfig } from '../../config/schema.js'
 import { ratesFor } from './billing.js'
 import { priceOf, type Rates } from './catalog.js'
 import { nanoToUsd, pricePerToken, usdToNano } from '../kernel/money.js'
@@ -315,13 +315,15 @@ export function checkPrices (config: Pick<Config, 'models' | 'providers'>, at: D
   const differences: PriceDifference[] = []
   const unknown: string[] = []
   let checked = 0
-  for (const m of config.models) {
-    if (m.pricing === undefined) continue
+  for (const entry of config.models) {
+    // an alias has no price of its own: its targets are checked
+    if (entry.pricing === undefined || isAlias(entry)) continue
+    const m = entry as ModelConfig
     const match = referenceOf(m, providers, at)
     if (match === 'demo') continue
     if (match === undefined) { unknown.push(m.id); continue }
     checked++
-    differences.push(...compare(m, m.pricing, match.found.model_price, sourceOf(match.db, match.found)))
+    differences.push(...compare(m, entry.pricing, match.found.model_price, sourceOf(match.db, match.found)))
   }
   return { differences, unknown, checked }
 }

@@ -191,11 +191,14 @@ export class Refusal extends Error implements GatewayError {
 export class UpstreamClientError extends Error {
   readonly statusCode: number
   readonly body: Record<string, unknown>
-  constructor (statusCode: number, body: Record<string, unknown>, message: string) {
+  /** The provider's own error body, parsed (what a fallback's class is read from). */
+  readonly upstream: unknown
+  constructor (statusCode: number, body: Record<string, unknown>, message: string, upstream?: unknown) {
     super(message)
     this.name = 'UpstreamClientError'
     this.statusCode = statusCode
     this.body = body
+    this.upstream = upstream
   }
 }
 

@@ -2,4 +2,7 @@
 // demo provider, an embedding whose provider reports no usage, a call whose usage never came).
 
 /** About four characters a token, at least one for non-empty text. */
-export const estimateTokens = (text: string): number => text === '' ? 0 : Math.max(1, Math.ceil(text.length / 4))
+export const estimateTokens = (text: string): number => tokensOfLength(text.length)
+
+/** The same count for text of this many characters (text read in pieces). */
+export const tokensOfLength = (chars: number): number => chars === 0 ? 0 : Math.max(1, Math.ceil(chars / 4))

@@ -372,7 +372,14 @@ export interface UsageRow {
   tags: string[]
   /** A refused call's error code (`status` "refused"); null for a call that was not refused. */
   error: string | null
+  /** The model the call named when another answered it (an alias, a fallback; `model` answered); null otherwise. Optional for rows written before it was kept. */
+  requested_model?: string | null
+  /** The models tried that could not answer, and why, in order ([] when the first answered). Optional for rows written before it was kept. */
+  fallbacks?: UsageFallback[]
 }
+
+/** A model of a call's chain that could not answer, and why (rate_limited, unavailable, timeout, context_length, content_filtered). */
+export interface UsageFallback { model: string, why: string }
 
 export interface ContentRow { usage_id: string, created_at: number, request: string | null, response: string | null }
 

@@ -60,10 +60,27 @@ export interface DispatchOptions {
 }
 
 export interface RetryPolicy {
-  /** Repeats per provider. */
+  /** Repeats per provider of a failure safe to repeat (a refused or reset connection). */
   attempts: number
   /** Pause before the first repeat; doubled for each next one. */
   backoffMs: number
+  /** Repeats per provider of a 429 or a 5xx answer (upstream.retries); none by default. */
+  httpAttempts?: number
+  /** The longest pause a provider's Retry-After may ask for; a longer one moves on at once. */
+  maxWaitMs?: number
+  /** How a pause is waited (a test's fake clock); default a timer. */
+  sleep?: (ms: number, abort: CallAbort) => Promise<void>
+}
+
+/** The pause a provider's Retry-After asks for, in ms (seconds, or an HTTP date); undefined when it names none. */
+export function retryAfterMs (headers: UpstreamResponse['headers'], now = Date.now()): number | undefined {
+  const v = headers['retry-after-ms'] ?? headers['retry-after']
+  const text = Array.isArray(v) ? v[0] : v
+  if (text === undefined || text === '') return undefined
+  if (headers['retry-after-ms'] !== undefined) { const ms = Number(text); return Number.isFinite(ms) && ms >= 0 ? ms : undefined }
+  if (/^\d+(\.\d+)?$/.test(text.trim())) return Number(text) * 1000
+  const at = Date.parse(text)
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now)
 }
 
 export interface Answer {
@@ -137,7 +154,7 @@ export function requestFault (err: unknown): GatewayError | undefined {
   return undefined
 }
 
-function pause (ms: number, abort: CallAbort): Promise<void> {
+export function pause (ms: number, abort: CallAbort): Promise<void> {
   return new Promise((resolve) => {
     const done = (): void => { clearTimeout(timer); abort.off('abort', done); resolve() }
     const timer = setTimeout(done, ms)
@@ -174,8 +191,14 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
   const { call } = opts
   const abort = call.abort
   const retry = opts.retry ?? { attempts: 0, backoffMs: 0 }
+  const httpAttempts = retry.httpAttempts ?? 0
+  const maxWaitMs = retry.maxWaitMs ?? 0
+  const sleep = retry.sleep ?? pause
   const deadline = performance.now() + opts.timeoutS * 1000
   let lastError: unknown
+  // the last provider's 429, shaped: the answer when every provider answered 429
+  let limited: UpstreamClientError | undefined
+  let only429 = true
   let timeouts = 0
   let tried = 0
   let sent = 0
@@ -227,12 +250,13 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
         if (fault !== undefined) { report('request_error', start, null, err); throw fault }
         report(isTimeout(err) ? 'timeout' : 'network_error', start, null, err)
         lastError = err
+        only429 = false
         const wait = retry.backoffMs * 2 ** repeats
-        if (repeats < retry.attempts && isRepeatable(err) && !isStream(body) && performance.now() + wait < deadline && upstreams.admit(upstream.id)) {
+        if (repeats < Math.max(retry.attempts, httpAttempts) && isRepeatable(err) && !isStream(body) && performance.now() + wait < deadline && upstreams.admit(upstream.id)) {
           opts.request.log.warn({ provider: upstream.id, err, retry_in_ms: wait }, 'upstream failed before answering; trying it again')
           repeats++
           const t0 = performance.now()
-          await pause(wait, abort)
+          await sleep(wait, abort)
           call.waited(performance.now() - t0)
           if (abort.aborted) { upstreams.health.release(upstream.id); throw new UpstreamUnavailable({}, { cause: err }) }
           continue
@@ -241,13 +265,36 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
         opts.request.log.warn({ provider: upstream.id, err }, 'upstream failed before answering; trying the next provider')
         break
       }
-      if (res.statusCode >= 500) {
-        report('server_error', start, res.statusCode)
+      const status = res.statusCode
+      if (status >= 500 || (status === 429 && !relayAll)) {
+        report(status >= 500 ? 'server_error' : 'client_error', start, status)
         if (relayAll) return { upstream, attempt, res }
-        res.body.resume()
-        lastError = new Error(`upstream ${upstream.id} answered ${res.statusCode}`)
-        opts.request.log.warn({ provider: upstream.id, status: res.statusCode }, 'upstream answered 5xx; trying the next provider')
+        const after = retryAfterMs(res.headers)
+        if (status === 429) {
+          // kept, shaped, for when every provider answers so
+          const text = maskCredentials(await readText(res.body), upstream.secrets)
+          const raw = parseJson(text) ?? { error: { message: text } }
+          limited = new UpstreamClientError(429, (attempt.error as NonNullable<Attempt['error']>)(429, raw), `upstream ${upstream.id} answered 429`, raw)
+          lastError = limited
+        } else {
+          res.body.resume()
+          lastError = new Error(`upstream ${upstream.id} answered ${status}`)
+          only429 = false
+        }
         res = undefined
+        // a repeat on the same provider: within its retries and the wait it asks for within max_wait_s
+        // (each attempt has a request timeout of its own)
+        const wait = Math.min(after ?? retry.backoffMs * 2 ** repeats, maxWaitMs)
+        if (repeats < httpAttempts && (after === undefined || after <= maxWaitMs) && !isStream(body) && upstreams.admit(upstream.id)) {
+          opts.request.log.warn({ provider: upstream.id, status, retry_in_ms: wait }, 'upstream answered %d; trying it again', status)
+          repeats++
+          const t0 = performance.now()
+          await sleep(wait, abort)
+          call.waited(performance.now() - t0)
+          if (abort.aborted) { upstreams.health.release(upstream.id); throw new UpstreamUnavailable({}, { cause: lastError }) }
+          continue
+        }
+        opts.request.log.warn({ provider: upstream.id, status }, 'upstream answered %d; trying the next provider', status)
         break
       }
       if (refusesCredentials(upstream, attempt, res.statusCode)) {
@@ -259,7 +306,7 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
         res = undefined
         break
       }
-      report(res.statusCode >= 400 ? 'client_error' : 'ok', start, res.statusCode)
+      report(status >= 400 ? 'client_error' : 'ok', start, status)
     }
     if (res === undefined) {
       // a stream sent once cannot go to the next provider
@@ -272,11 +319,13 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
       const read = parseJson(text) ?? { error: { message: text } }
       const errorBody = upstream.platform.errorBody
       const shaped = attempt.error(res.statusCode, errorBody === undefined ? read : errorBody(res.statusCode, res.headers, read))
-      throw new UpstreamClientError(res.statusCode, shaped, `upstream ${upstream.id} answered ${res.statusCode}`)
+      throw new UpstreamClientError(res.statusCode, shaped, `upstream ${upstream.id} answered ${res.statusCode}`, read)
     }
     return { upstream, attempt, res }
   }
   if (tried === 0) throw new NoProvider({ model: opts.model ?? '' })
+  // every provider (the last one at least) answered 429: the client hears it, as a rate limit
+  if (limited !== undefined && only429) throw limited
   if (timeouts > 0 && timeouts === tried) throw new RequestTimeout({ seconds: opts.timeoutS }, { cause: lastError })
   if (isGatewayError(lastError)) throw lastError
   throw new UpstreamUnavailable({}, { cause: lastError })

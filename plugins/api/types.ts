@@ -42,7 +42,7 @@ export type { AttemptOutcome, AttemptReport } from '../../engine/upstream/index.
 
 export type { Clock } from '../../engine/kernel/clock.js'
 
-export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, overhead: string, tags: string }
+export interface HeaderNames { trace: string, model: string, provider: string, droppedParams: string, fallback: string, overhead: string, tags: string }
 
 /** Who is calling: set by the auth plugin on `request.principal`. */
 export interface Principal {
@@ -91,8 +91,14 @@ export interface CallView {
    */
   readonly unmetered: boolean
   readonly stream: boolean
-  /** The catalog model, once resolved. */
+  /** The catalog model, once resolved: the one being tried, or that answered (an alias's target, a fallback). */
   readonly model: CatalogModel | null
+  /** The model or alias the client named (the model itself when no other may answer). */
+  readonly requestedModel: CatalogModel | null
+  /** Every model that may answer the call (an alias's targets, fallbacks the key may use), the first tried first: what a hold covers. */
+  readonly candidates: readonly CatalogModel[]
+  /** The models tried that could not answer, and why, in order. */
+  readonly fallbacks: ReadonlyArray<{ readonly model: string, readonly why: string }>
   /** The provider answering (or last tried). */
   readonly provider: string | null
   /** Client fields dropped before forwarding (unsupported by the model, or with no upstream equivalent). */
@@ -117,6 +123,10 @@ export interface CallOutcome {
   readonly model: string | null
   /** The model name sent to the provider. */
   readonly upstreamModel: string | null
+  /** The model or alias the client named, when another model answered (or was last tried); null otherwise. */
+  readonly requestedModel?: string | null
+  /** The models tried that could not answer, and why (rate_limited, unavailable, timeout, context_length, content_filtered), in order; none when the first answered. */
+  readonly fallbacks?: ReadonlyArray<{ readonly model: string, readonly why: string }>
   readonly provider: string | null
   readonly stream: boolean
   readonly status: CallStatus

@@ -123,7 +123,12 @@ const UsageRecordSchema = Type.Object({
   project: Nullable(Type.String()),
   key_id: Nullable(Type.String()),
   endpoint: Type.String(),
+  /** The model that answered (and is charged for). */
   model: Type.String(),
+  /** The model or alias the call named when another answered it (an alias, a fallback); null otherwise. */
+  requested_model: Nullable(Type.String()),
+  /** The models tried that could not answer, and why, in order ([] when the first answered). */
+  fallbacks: Type.Array(Type.Object({ model: Type.String(), why: Type.String() })),
   provider: Nullable(Type.String()),
   stream: Type.Boolean(),
   status: Type.String(),

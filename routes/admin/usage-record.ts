@@ -26,6 +26,8 @@ export function usageRecord (r: UsageRow): UsageRecord {
     stream: r.stream === 1,
     status: r.status,
     error: r.error ?? null,
+    requested_model: r.requested_model ?? null,
+    fallbacks: r.fallbacks ?? [],
     prompt_tokens: r.prompt_tokens,
     cached_input_tokens: r.cached_input_tokens,
     completion_tokens: r.completion_tokens,

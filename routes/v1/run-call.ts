@@ -3,7 +3,9 @@ import type { CallProtocol, Endpoint, Gateway } from '../../plugins/api/index.js
 import { upstreamModelOn, type CatalogModel, type ModelKind } from '../../engine/gateway/catalog.js'
 import { BodyObjects, topLevelObjects } from '../../engine/gateway/body-objects.js'
 import { callOf, hooksOf, startCall } from '../../engine/gateway/core.js'
-import { admit, grantedModel, objectProviders } from '../../engine/gateway/gate.js'
+import { admit, globsOf, grantedModel, objectProviders } from '../../engine/gateway/gate.js'
+import { Chain, fallbackClass, promptCount } from '../../engine/gateway/fallbacks.js'
+import type { FallbackClass } from '../../config/schema.js'
 import type { HookRegistry } from '../../engine/gateway/hooks.js'
 import { answerFromPlugin, relayJson, relayStream, responseHooks, send, translateCtx, type Pipe } from '../../engine/gateway/pipeline.js'
 import { Internal, isGatewayError, refusalCode, type GatewayError } from '../../engine/kernel/errors.js'
@@ -183,8 +185,12 @@ export function callRunner (fastify: FastifyInstance): Runner {
 /** Runs one call as `spec` declares it; resolves with the reply sent (or being streamed), or a whole answer made here. */
 async function runCall (p: Pipe, spec: ModelCallSpec): Promise<FastifyReply | Json> {
   if (spec.kind !== undefined) p.call.kind(spec.kind)
-  const model = grantedModel(p.gateway, p.request.principal, spec.name, spec.modelKind)
+  const requested = grantedModel(p.gateway, p.request.principal, spec.name, spec.modelKind)
+  // an alias, or a model with fallbacks: the call may be answered by another model (fallbacks.ts)
+  const chain = requested.aliasOf !== null || requested.fallbacks.length > 0 ? new Chain(p.gateway.catalog, requested, globsOf(p.request.principal)) : null
+  const model = chain?.first ?? requested
   p.call.resolved(model, spec.stream ?? false)
+  if (chain !== null) p.call.chain(requested, p.gateway.catalog.reach(requested, globsOf(p.request.principal)))
   // a route that checked the body noted what it names as it went; otherwise its top level is read here
   const objects = spec.objects ?? new BodyObjects(spec.protocol)
   const { body, reachable } = await then(spec.prepare === undefined ? spec.body : spec.prepare(p, model, spec.body, objects), (prepared) => {
@@ -192,10 +198,80 @@ async function runCall (p: Pipe, spec: ModelCallSpec): Promise<FastifyReply | Js
     return then(objectProviders(p, model.providers, objects), (reachable) =>
       then(admit(p, model, prepared, spec.answerable), (admitted) => ({ body: admitted, reachable })))
   })
+  const answered = p.call.pluginAnswer
+  if (answered !== null) {
+    const base = translateCtx(p, model, body)
+    const ctx: TranslateCtx = spec.clientRequest === true ? { ...base, clientRequest: body } : base
+    return await answerFromPlugin(p, answered, ctx, p.call.stream ? undefined : spec.pairFor(spec.protocol))
+  }
+  if (chain === null) return await sendTo(p, spec, model, body, reachable, true)
+  return await walk(p, spec, chain, body, reachable)
+}
+
+/**
+ * The call sent down its chain of models: each that cannot answer for a class its fallbacks (or
+ * its alias) name moves the call on to the next, before the client has a byte; the last error
+ * seen is the answer when none answers. A prompt the gateway counts past a model's context goes
+ * on at once, when the chain has a model for it, without that model being called.
+ */
+async function walk (p: Pipe, spec: ModelCallSpec, chain: Chain, admitted: Json, reachable: readonly string[]): Promise<FastifyReply | Json> {
+  let model = chain.first
+  let body = admitted
+  let providers = reachable
+  let lastError: unknown
+  let first = true
+  for (;;) {
+    let why: FallbackClass | null = null
+    if (promptCount(body) > model.config.context_length && chain.hasNext(model, 'context_length')) {
+      why = 'context_length'
+    } else {
+      try {
+        return await sendTo(p, spec, model, body, providers, first)
+      } catch (err) {
+        why = fallbackClass(err)
+        if (why === null || p.call.abort.aborted) throw err
+        lastError = err
+      }
+    }
+    first = false
+    // the next model the class leads to, ready for it (its parameters, its providers); one that cannot take this body is passed over
+    let next = chain.next(model, why)
+    for (;;) {
+      if (next === undefined) {
+        if (lastError !== undefined) throw lastError
+        // only the count said no, and no model is left for it: the last one is asked after all
+        return await sendTo(p, spec, model, body, providers, false)
+      }
+      try {
+        const ready = await readyFor(p, spec, next, admitted)
+        body = ready.body
+        providers = ready.reachable
+        break
+      } catch (err) {
+        p.request.log.info({ model: next.id, err }, 'a fallback model cannot take this call; passed over')
+        next = chain.next(next, why) ?? chain.next(model, why)
+      }
+    }
+    p.request.log.warn({ from: model.id, to: next.id, why }, 'model could not answer; trying the next')
+    p.call.fellBack(why, next)
+    model = next
+  }
+}
+
+/** The admitted body made ready for another model of the chain: its parameters and defaults, its media checked, the providers that hold what it names. */
+async function readyFor (p: Pipe, spec: ModelCallSpec, model: CatalogModel, admitted: Json): Promise<{ body: Json, reachable: readonly string[] }> {
+  const objects = new BodyObjects(spec.protocol)
+  const body = spec.prepare === undefined ? admitted : await spec.prepare(p, model, structuredClone(admitted), objects)
+  topLevelObjects(body, objects)
+  const reachable = await objectProviders(p, model.providers, objects)
+  spec.refuse?.(p, model)
+  return { body, reachable }
+}
+
+/** One model's turn: sent to its providers, its answer relayed (a whole one read before the client has a byte); `local`: a count may be made here when no provider can take it. */
+async function sendTo (p: Pipe, spec: ModelCallSpec, model: CatalogModel, body: Json, reachable: readonly string[], local: boolean): Promise<FastifyReply | Json> {
   const base = translateCtx(p, model, body)
   const ctx: TranslateCtx = spec.clientRequest === true ? { ...base, clientRequest: body } : base
-  const answered = p.call.pluginAnswer
-  if (answered !== null) return await answerFromPlugin(p, answered, ctx, p.call.stream ? undefined : spec.pairFor(spec.protocol))
   const { upstreams } = p.gateway
   const upstreamProtocol = (u: UpstreamClient): UpstreamProtocol => spec.protocol === 'responses' && u.responses ? 'responses' : u.protocol
   // each provider of the model names it its own way (the same model on several platforms)
@@ -212,7 +288,7 @@ async function runCall (p: Pipe, spec: ModelCallSpec): Promise<FastifyReply | Js
     const c = ctxOn(u)
     return servedOn(u, { path: upstreamPath(pair, c), protocol: up, model: c.upstreamModel, stream: c.stream })
   })
-  if (spec.local !== undefined && (providers.length === 0 || upstreams.candidates(providers).length === 0)) {
+  if (local && spec.local !== undefined && (providers.length === 0 || upstreams.candidates(providers).length === 0)) {
     const counted = await spec.local(body)
     p.call.answering()
     await p.call.end({ status: 'ok', usage: null, complete: true })

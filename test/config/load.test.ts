@@ -77,6 +77,47 @@ t.test('semantic mistakes: unknown provider, duplicates, price precision', async
   t.match(text, /models: the id m is used twice/)
 })
 
+t.test('aliases and fallbacks: unknown targets, an alias of an alias, cycles, kinds that differ, alias_of beside provider, each named by its path', async (t) => {
+  const chat = (id: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ id, name: id, provider: 'p', context_length: 10, ...extra })
+  const embed = { id: 'e', name: 'E', provider: 'p', context_length: 10, architecture: { input_modalities: ['text'], output_modalities: ['embeddings'] } }
+  const problems = problemsOf({
+    providers: [{ id: 'p', protocol: 'openai', base_url: 'https://x' }],
+    models: [
+      chat('a', { fallbacks: [{ models: ['b', 'ghost'] }] }),
+      chat('b', { fallbacks: [{ models: ['c'], on: ['timeout'] }] }),
+      chat('c', { fallbacks: [{ models: ['a'], on: ['context_length'] }] }),
+      chat('d', { fallbacks: [{ models: ['e', 'd'] }] }),
+      embed,
+      { id: 'smart', alias_of: ['a', 'nowhere'] },
+      { id: 'meta', alias_of: ['smart'] },
+      { id: 'mixed', alias_of: ['a', 'e'] },
+      { id: 'both', alias_of: ['a'], provider: 'p' },
+      { id: 'bare' }
+    ]
+  })
+  const text = problems.join('\n')
+  t.match(text, /models\[0\]\.fallbacks\[0\]\.models\[1\]: no model has the id ghost/, 'an unknown fallback')
+  t.match(text, /models\[\d\]\.fallbacks: a cycle: (a → b → c → a|b → c → a → b|c → a → b → c)/, 'a cycle, its models named')
+  t.match(text, /models\[3\]\.fallbacks\[0\]\.models\[0\]: e is a model of another kind \(embeddings, this one is chat\)/, 'a fallback of another kind')
+  t.match(text, /models\[3\]\.fallbacks\[0\]\.models\[1\]: a model does not fall back to itself/)
+  t.match(text, /models\[5\]\.alias_of\[1\]: no model has the id nowhere/, 'an unknown target')
+  t.match(text, /models\[6\]\.alias_of\[0\]: smart is an alias itself/, 'an alias of an alias')
+  t.match(text, /models\[7\]\.alias_of: its models are of different kinds/, 'targets of different kinds')
+  t.match(text, /models\[8\]\.provider: an alias \(alias_of\) takes no provider/, 'alias_of beside provider')
+  t.match(text, /models\[9\]\.provider: is required \(or alias_of, for an alias\)/, 'a model needs a provider')
+  t.match(problemsOf({ providers: [{ id: 'p', protocol: 'openai', base_url: 'https://x' }], models: [chat('a'), chat('f', { fallbacks: [{ models: ['a'], on: ['sometimes'] }] })] }).join('\n'),
+    /models\[1\]\.fallbacks\[0\]\.on\[0\]: must be one of "rate_limited"/, 'an unknown class')
+  // a valid chain loads, with the default classes
+  const config = parseConfig({
+    providers: [{ id: 'p', protocol: 'openai', base_url: 'https://x' }],
+    models: [chat('a', { fallbacks: [{ models: ['b'] }, { models: ['c'], on: ['context_length'] }] }), chat('b'), chat('c'), { id: 'smart', name: 'Smart', alias_of: ['a', 'c'] }],
+    upstream: { retries: { attempts: 2, max_wait_s: 5 } }
+  }, {})
+  t.same(config.models[0]?.fallbacks?.[0]?.on, ['rate_limited', 'unavailable', 'timeout', 'content_filtered'], 'the default classes: all but context_length')
+  t.same(config.upstream.retries, { attempts: 2, max_wait_s: 5 })
+  t.same(config.upstream.retry, { attempts: 1, backoff_ms: 50 }, 'the older retry section still loads beside it')
+})
+
 t.test('environment substitution', async (t) => {
   const config = parseConfig({
     server: { port: '${PORT:-9000}', host: '${HOST}' },

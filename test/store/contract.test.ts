@@ -266,6 +266,19 @@ function contract (t: Test, open: Open): void {
     t.match(await store.usage.summary({}, ['key_id']), [{ key_id: 'k', calls: 2, errors: 1 }])
   })
 
+  t.test('usage: the model a call named and its chain of fallbacks kept beside the model that answered; a record written without them reads none', async (t) => {
+    const [store] = await open(t) as [Store]
+    const fell: UsageRow = { ...row(5), id: 'usage_fell', model: 'big/chat', requested_model: 'smart', fallbacks: [{ model: 'small/chat', why: 'rate_limited' }, { model: 'mid/chat', why: 'context_length' }] }
+    // as a writer from before the columns writes it
+    const { requested_model: _r, fallbacks: _f, ...older } = { ...row(6), id: 'usage_older' }
+    await store.usage.record(fell)
+    await store.usage.record(older as UsageRow)
+    const read = new Map((await store.usage.page({}, 10)).map((r) => [r.id, r]))
+    t.same(read.get('usage_fell'), fell, 'read back as written: the answering model, the requested one, the chain in order')
+    t.match(read.get('usage_older'), { model: 'm', requested_model: null }, 'no requested model')
+    t.same(read.get('usage_older')?.fallbacks ?? [], [], 'no chain')
+  })
+
   t.test('usage: attempts and dropped parameters kept; filtered by status, endpoint and provider; a record found by its trace id, with its content', async (t) => {
     const [store] = await open(t) as [Store]
     const trace = (i: number): string => `0190a1b2-c3d4-7e5f-8a9b-${String(i).padStart(12, '0')}`

@@ -37,6 +37,7 @@ export class CallMetrics {
   readonly writeSizes
   readonly toolCalls
   readonly clamped
+  readonly fallbacks
   private readonly healthBooks = new Set<HealthBook>()
   private readonly stores = new Set<Store>()
 
@@ -56,6 +57,7 @@ export class CallMetrics {
     this.writeSizes = new HistogramVec('modelgate_store_write_batch_writes', 'Writes per committed batch', [], BATCH_WRITES).register(registry)
     this.toolCalls = new CounterVec('modelgate_mcp_tool_calls_total', 'MCP tool calls by server, tool and outcome', ['server', 'tool', 'status']).register(registry)
     this.clamped = new CounterVec('modelgate_usage_clamped_total', 'Calls whose provider reported a count past the ceiling of one call, billed as the ceiling', ['provider']).register(registry)
+    this.fallbacks = new CounterVec('modelgate_model_fallbacks_total', 'Models that could not answer a call and moved it on, by the model (or alias) the call named, the model that answered it (none: no model did) and why', ['requested_model', 'answering_model', 'class']).register(registry)
     const books = this.healthBooks
     // eslint-disable-next-line no-new
     new Gauge({
@@ -99,9 +101,15 @@ export class CallMetrics {
     })
   }
 
-  /** A call ended: its counts, tokens, durations, cost, and each of its attempts; `model` is the label of its model. */
-  call (o: CallOutcome, model: string): void {
+  /** A call ended: its counts, tokens, durations, cost, and each of its attempts; `model` is the label of its model, `label` makes one of another catalog id. */
+  call (o: CallOutcome, model: string, label: (id: string | null) => string = () => model): void {
     const provider = o.provider ?? ''
+    const steps = o.fallbacks
+    if (steps !== undefined && steps.length > 0) {
+      const requested = label(o.requestedModel ?? o.model)
+      const answering = o.status === 'ok' ? model : 'none'
+      for (const s of steps) this.fallbacks.inc([requested, answering, s.why])
+    }
     this.requests.inc([o.endpoint, model, provider, o.status, o.httpStatus])
     if (o.overheadMs !== null) this.overhead.observe([o.endpoint, o.stream ? 'true' : 'false'], o.overheadMs / 1000)
     for (let i = 0; i < o.attempts.length; i++) this.attempt(o.attempts[i] as AttemptReport)

@@ -19,7 +19,7 @@ const TABLES: Array<{ name: string, columns: string[] }> = [
   },
   { name: 'holds', columns: ['id', 'org_id', 'amount_nano', 'holder', 'created_at'] },
   { name: 'quota_usage', columns: ['scope', 'window_start', 'tokens', 'cost_nano'] },
-  { name: 'usage_records', columns: ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano', 'attempts', 'dropped_params', 'cache_write_tokens', 'images', 'cost_detail', 'error', 'tags'] },
+  { name: 'usage_records', columns: ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status', 'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano', 'attempts', 'dropped_params', 'cache_write_tokens', 'images', 'cost_detail', 'error', 'tags', 'requested_model', 'fallbacks'] },
   { name: 'usage_content', columns: ['usage_id', 'created_at', 'request', 'response'] },
   { name: 'audit_log', columns: ['id', 'at', 'action', 'target', 'org_id', 'actor', 'identity', 'detail'] },
   { name: 'passthrough_objects', columns: ['provider', 'id', 'kind', 'org_id', 'project_id', 'created_at'] }

@@ -7,9 +7,9 @@ import { usageId, type ContentRow, type CostDetail, type Cursor, type SummaryFie
 
 const USAGE_COLUMNS = ['id', 'created_at', 'trace_id', 'org_id', 'project_id', 'key_id', 'endpoint', 'model', 'provider', 'stream', 'status',
   'prompt_tokens', 'cached_input_tokens', 'completion_tokens', 'total_tokens', 'cost_nano', 'latency_ms', 'ttft_ms', 'cache_hit', 'saved_nano',
-  'cache_write_tokens', 'images', 'error'] as const satisfies ReadonlyArray<keyof UsageRow>
+  'cache_write_tokens', 'images', 'error', 'requested_model'] as const satisfies ReadonlyArray<keyof UsageRow>
 /** Arrays kept as JSON text, bound after USAGE_COLUMNS; then cost_detail, an object as JSON text or NULL. */
-const JSON_COLUMNS = ['attempts', 'dropped_params', 'tags'] as const satisfies ReadonlyArray<keyof UsageRow>
+const JSON_COLUMNS = ['attempts', 'dropped_params', 'tags', 'fallbacks'] as const satisfies ReadonlyArray<keyof UsageRow>
 
 /** An array as the JSON text a column keeps; the common empty one without a call to JSON.stringify. */
 const jsonText = (a: readonly unknown[] | undefined): string => a === undefined || a.length === 0 ? '[]' : JSON.stringify(a)
@@ -307,8 +307,8 @@ export class UsageRepository implements UsageStore {
   private rowValues (r: UsageRow): unknown[] {
     // one array a record, filled in place (each record of a busy gateway passes here)
     const values: unknown[] = []
-    for (const c of USAGE_COLUMNS) values.push(r[c])
-    values.push(jsonText(r.attempts), jsonText(r.dropped_params), tagsText(r.tags), costText(r.cost_detail))
+    for (const c of USAGE_COLUMNS) values.push(r[c] ?? null)
+    values.push(jsonText(r.attempts), jsonText(r.dropped_params), tagsText(r.tags), jsonText(r.fallbacks), costText(r.cost_detail))
     return values
   }
 

@@ -96,6 +96,8 @@ function detail (c: CallDetail): HTMLElement[] {
       ['Time', when(c.created_at)], ['Trace id', el('span', { class: 'mono' }, c.trace_id)],
       ['Project', `${c.org}/${c.project}`], ['Key', el('span', { class: 'mono' }, c.key_id ?? '—')],
       ['Endpoint', `${c.endpoint}${c.stream ? ' (stream)' : ''}`], [isTool(c) ? 'Tool' : 'Model', c.model],
+      ...(c.requested_model !== null ? [['Requested', el('span', { class: 'mono' }, c.requested_model)] as [string, Node]] : []),
+      ...(c.fallbacks.length > 0 ? [['Fallbacks', el('span', { class: 'mono', id: 'call-chain' }, [...c.fallbacks.map((f) => `${f.model} (${f.why})`), c.status === 'ok' ? c.model : 'none answered'].join(' → '))] as [string, Node]] : []),
       [isTool(c) ? 'MCP server' : 'Provider', c.provider ?? '—'], ['Status', c.status],
       ...(typeof c.error === 'string' ? [['Refused with', el('span', { class: 'mono' }, c.error)] as [string, Node]] : [])
     ]),
