@@ -1,3 +1,4 @@
+import type { ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
 import { isObj } from '../fields.js'
 import { frame } from '../sse.js'
@@ -10,10 +11,14 @@ import { toOpenAIUsage, usageFromOpenAI } from './usage.js'
 // client asked for it, then `data: [DONE]`. Watched as it passes, folded into the whole
 // completion, replayed from one, and an error inside it.
 
-function parse (data: string): Json | null {
+/** A delta as DeepSeek, vLLM and other OpenAI-compatible servers stream it: the SDK's, with the reasoning text beside the answer's. */
+type Delta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null }
+
+/** A chunk as the SDK types it; an upstream's chunk is not trusted for all that, so each field read below is checked first. */
+function parse (data: string): ChatCompletionChunk | null {
   try {
     const v = JSON.parse(data) as unknown
-    return isObj(v) ? v : null
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as ChatCompletionChunk : null
   } catch {
     return null
   }
@@ -35,7 +40,7 @@ export function watch (ctx: TranslateCtx): StreamMapper {
         if (choices.length === 0 && usage !== null && !ctx.includeUsage) return []
         for (const c of choices.filter(isObj)) {
           if (c.finish_reason !== null && c.finish_reason !== undefined) finished = true
-          const delta = isObj(c.delta) ? c.delta : {}
+          const delta: Delta = isObj(c.delta) ? c.delta : {}
           if (typeof delta.content === 'string') text.push(delta.content)
           for (const tc of Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isObj) : []) {
             const args = isObj(tc.function) ? tc.function.arguments : undefined
@@ -130,18 +135,19 @@ export function aggregate (events: Iterable<StreamEventLike>, fallback: Usage | 
 
 /** A completion replayed as its stream of chunks. */
 export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>, split: Splitter = PIECES): SseEvent[] {
-  const base = { id: str(body.id) || `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk', created: typeof body.created === 'number' ? body.created : ctx.created, model: str(body.model) || ctx.model }
-  const extra: Json = {}
+  const base = { id: str(body.id) || `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk' as const, created: typeof body.created === 'number' ? body.created : ctx.created, model: str(body.model) || ctx.model }
+  // the fingerprint is copied as the upstream wrote it, whatever its type
+  const extra: { system_fingerprint?: unknown } = {}
   if (body.system_fingerprint !== undefined) extra.system_fingerprint = body.system_fingerprint
   // OpenAI's chunks carry a usage field (null but in the last) only when the usage was asked for
   const counted = isObj(body.usage)
-  const chunk = (choices: Json[], usage: unknown = null): SseEvent => frame(counted ? { ...base, ...extra, choices, usage } : { ...base, ...extra, choices })
+  const chunk = (choices: ChatCompletionChunk.Choice[], usage: unknown = null): SseEvent => frame(counted ? { ...base, ...extra, choices, usage } : { ...base, ...extra, choices })
   const out: SseEvent[] = []
   const choices = objects(body.choices)
   for (const c of choices.length > 0 ? choices : [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }]) {
     const index = typeof c.index === 'number' ? c.index : 0
     const m = isObj(c.message) ? c.message : {}
-    const delta = (d: Json): SseEvent => chunk([{ index, delta: d, logprobs: null, finish_reason: null }])
+    const delta = (d: Delta): SseEvent => chunk([{ index, delta: d, logprobs: null, finish_reason: null }])
     out.push(delta({ role: 'assistant', content: '' }))
     const reasoning = str(m.reasoning_content)
     for (const p of split(reasoning, 'text')) out.push(delta({ reasoning_content: p }))
@@ -149,10 +155,11 @@ export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | '
     if (typeof m.refusal === 'string') out.push(delta({ refusal: m.refusal }))
     objects(m.tool_calls).forEach((tc, i) => {
       const fn = isObj(tc.function) ? tc.function : {}
-      out.push(delta({ tool_calls: [{ index: i, id: tc.id, type: 'function', function: { name: str(fn.name), arguments: '' } }] }))
+      out.push(delta({ tool_calls: [{ index: i, id: typeof tc.id === 'string' ? tc.id : undefined, type: 'function', function: { name: str(fn.name), arguments: '' } }] }))
       for (const p of split(str(fn.arguments), 'arguments')) if (p !== '') out.push(delta({ tool_calls: [{ index: i, function: { arguments: p } }] }))
     })
-    out.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: c.finish_reason ?? 'stop' }]))
+    // the stored answer's reason replayed as it is, a reason the SDK does not list included
+    out.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: (c.finish_reason ?? 'stop') as ChatCompletionChunk.Choice['finish_reason'] }]))
   }
   if (counted) out.push(chunk([], body.usage))
   out.push({ data: '[DONE]' })

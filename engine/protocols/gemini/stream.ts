@@ -1,3 +1,4 @@
+import type { GenerateContentResponse } from '@google/genai'
 import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
 import { isObj } from '../fields.js'
 import { frame } from '../sse.js'
@@ -11,10 +12,17 @@ import { geminiToolUses, usageFromGemini } from './wire.js'
 // as it passes (the usage of the last chunk, the tools Google ran, the end on finishReason),
 // folded into the whole answer, replayed from one, and an error inside it.
 
-function parse (data: string): Json | null {
+/**
+ * A chunk as the SDK types its answer, less the SDK class's getters (a chunk on the wire is
+ * plain data); an upstream's chunk is not trusted for all that, so each field read below is
+ * checked first.
+ */
+type GeminiChunk = Pick<GenerateContentResponse, 'candidates' | 'usageMetadata' | 'promptFeedback' | 'modelVersion' | 'responseId' | 'createTime'>
+
+function parse (data: string): GeminiChunk | null {
   try {
     const v = JSON.parse(data) as unknown
-    return isObj(v) ? v : null
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as GeminiChunk : null
   } catch {
     return null
   }

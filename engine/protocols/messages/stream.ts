@@ -1,3 +1,4 @@
+import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages'
 import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
 import { isObj } from '../fields.js'
 import { frame } from '../sse.js'
@@ -9,10 +10,11 @@ import { usageFromMessages } from './usage.js'
 // block index, message_delta with the cumulative usage, message_stop; ping and error). Watched
 // as it passes, folded into the whole message, replayed from one, and an error inside it.
 
-function parse (data: string): Json | null {
+/** An event as the SDK types it; an upstream's event is not trusted for all that, so each field read below is checked first. */
+function parse (data: string): RawMessageStreamEvent | null {
   try {
     const v = JSON.parse(data) as unknown
-    return isObj(v) ? v : null
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as RawMessageStreamEvent : null
   } catch {
     return null
   }
@@ -40,9 +42,10 @@ export function watch (): StreamMapper {
           seen = true
           break
         case 'content_block_delta': {
-          const d = isObj(data.delta) ? data.delta : {}
-          if (typeof d.text === 'string') text.push(d.text)
-          else if (typeof d.partial_json === 'string') text.push(d.partial_json)
+          // the text of any delta that has one, a delta type newer than the SDK's included
+          const d: object = isObj(data.delta) ? data.delta : {}
+          if ('text' in d && typeof d.text === 'string') text.push(d.text)
+          else if ('partial_json' in d && typeof d.partial_json === 'string') text.push(d.partial_json)
           break
         }
         case 'message_stop':

@@ -1,3 +1,4 @@
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses'
 import { isObj } from '../../kernel/json.js'
 import { frame } from '../sse.js'
 import { DONE, objects, parsed, pieces, str, type StreamEventLike } from '../stream-events.js'
@@ -25,13 +26,15 @@ export function watch (ctx: TranslateCtx): StreamMapper {
   const text: string[] = []
   return {
     push (ev: SseEvent): SseEvent[] {
-      let data: unknown
-      try { data = JSON.parse(ev.data) } catch { return [ev] }
-      if (!isObj(data)) return [ev]
+      let raw: unknown
+      try { raw = JSON.parse(ev.data) } catch { return [ev] }
+      if (!isObj(raw)) return [ev]
+      // an event as the SDK types it; an upstream's event is not trusted for all that, so each field read below is checked first
+      const data = raw as object as ResponseStreamEvent
       if (typeof data.sequence_number === 'number') next = Math.max(next, data.sequence_number + 1)
       const type = data.type
       if (type === 'response.created' && isObj(data.response)) created = data.response
-      else if (DELTAS.has(String(type)) && typeof data.delta === 'string') text.push(data.delta)
+      else if (DELTAS.has(String(type)) && 'delta' in data && typeof data.delta === 'string') text.push(data.delta)
       else if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') {
         const u = isObj(data.response) ? withServerTools(usageFromResponses(data.response.usage), responsesToolUses(data.response.output)) : null
         if (u !== null) usage = u
