@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { dirname, extname, isAbsolute, resolve } from 'node:path'
 import { loadAll } from 'js-yaml'
 import { fromRoot } from '../paths.js'
-import { ConfigSchema, isAlias, isoTimeMs, type Config, type ModelConfig } from './schema.js'
+import { ConfigSchema, isAlias, isoTimeMs, type Config, type ModelConfig, type ModelEntry } from './schema.js'
 import { checkSchema, useCompiledAhead } from '../engine/kernel/schema-check.js'
 import { kindOf } from '../engine/gateway/catalog.js'
 import { webhookUrlProblem } from '../engine/alerts/webhook-url.js'
@@ -141,9 +141,7 @@ function semanticChecks (config: Config, problems: string[]): void {
   const platformOf = new Map(config.providers.map((p) => [p.id, p.platform]))
   config.models.forEach((entry, i) => {
     if (isAlias(entry)) return
-    const missing = (['name', 'provider', 'context_length'] as const).filter((f) => entry[f] === undefined)
-    for (const f of missing) problems.push(`models[${i}].${f}: is required (or alias_of, for an alias)`)
-    if (missing.length > 0) return
+    if (missingFields(entry, i, problems) > 0) return
     const m = entry as ModelConfig
     const refs = Array.isArray(m.provider) ? m.provider.map((p) => typeof p === 'string' ? p : p.id) : [m.provider]
     const kind = kindOf(m.architecture.output_modalities)
@@ -368,7 +366,16 @@ export function checkConfig (raw: unknown, env: Env = process.env): { config: Co
     for (const name of duplicates(config.plugins.map((p) => (p as { name?: string } | null)?.name).filter((n): n is string => typeof n === 'string'))) problems.push(`plugins: ${name} is listed twice`)
   }
   if (found.length === 0) semanticChecks(config, problems)
+  // a model's missing fields are no schema error (an alias has none of them): listed with the schema's problems too
+  else if (Array.isArray(config.models)) config.models.forEach((entry, i) => { if (entry !== null && typeof entry === 'object' && !isAlias(entry)) missingFields(entry, i, problems) })
   return { config, problems }
+}
+
+/** The fields a model that is no alias must have, each missing one a problem; how many are missing. */
+function missingFields (entry: ModelEntry, i: number, problems: string[]): number {
+  const missing = (['name', 'provider', 'context_length'] as const).filter((f) => entry[f] === undefined)
+  for (const f of missing) problems.push(`models[${i}].${f}: is required (or alias_of, for an alias)`)
+  return missing.length
 }
 
 /** Validates a parsed config object; `source` names it in the error. */

@@ -274,7 +274,10 @@ export async function dispatch (upstreams: Upstreams, opts: DispatchOptions): Pr
           // kept, shaped, for when every provider answers so
           const text = maskCredentials(await readText(res.body), upstream.secrets)
           const raw = parseJson(text) ?? { error: { message: text } }
-          limited = new UpstreamClientError(429, (attempt.error as NonNullable<Attempt['error']>)(429, raw), `upstream ${upstream.id} answered 429`, raw)
+          // a platform's own error body (Bedrock's, Vertex AI's) reshaped first, as any other 4xx is below
+          const errorBody = upstream.platform.errorBody
+          const shapedBody = errorBody === undefined ? raw : errorBody(429, res.headers, raw)
+          limited = new UpstreamClientError(429, (attempt.error as NonNullable<Attempt['error']>)(429, shapedBody), `upstream ${upstream.id} answered 429`, raw)
           lastError = limited
         } else {
           res.body.resume()
