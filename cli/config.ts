@@ -21,6 +21,6 @@ export async function run ({ args, positionals: [, given] }: CommandInput): Prom
   const line = (m: typeof missing[number]): string => `providers[${m.index}] (${m.provider.id}): no credentials: ${m.what}`
   const onPlatform = missing.filter((m) => m.provider.platform !== undefined)
   if (onPlatform.length > 0) throw new CommandError(`${file}: not valid:\n${onPlatform.map((m) => `  - ${line(m)}`).join('\n')}`)
-  for (const m of missing) process.stdout.write(`note: ${line(m)}\n`)
+  for (const m of missing) process.stderr.write(`note: ${line(m)}\n`)
   process.stdout.write(`${file}: ok\n`)
 }

@@ -2,7 +2,7 @@
 -- that answered and is charged for; NULL when the call was answered by the model it named. And
 -- the chain: the models tried that could not answer, and why ([{model, why}]).
 ALTER TABLE usage_records ADD COLUMN requested_model TEXT;
-ALTER TABLE usage_records ADD COLUMN fallbacks JSONB;
+ALTER TABLE usage_records ADD COLUMN fallbacks JSONB DEFAULT '[]'::jsonb;
 
 -- The end-of-call batch of migration 014, which now writes requested_model and fallbacks too; the rest is unchanged.
 --   leases   [[lease id, organization, amount released], ...]
