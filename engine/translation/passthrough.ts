@@ -10,7 +10,7 @@ import type { Json, Protocol, TranslatorPair } from './types.js'
 // not ask for, and can end a broken Responses stream with response.failed).
 
 /** The pair of a protocol in front of its own upstream, from its codec. */
-export function ownPair (codec: Codec): TranslatorPair {
+export function ownPair (codec: Codec<Json, Json>): TranslatorPair {
   return {
     client: codec.protocol,
     upstream: codec.protocol,

@@ -28,7 +28,7 @@ export function chatError (status: number, body: unknown): Json {
   return errorBody('openai', { status, message: upstreamMessage(status, body) })
 }
 
-export const chatCodec: Codec = {
+export const chatCodec: Codec<Json, Json> = {
   protocol: 'openai',
   path: '/chat/completions',
   fields: CHAT_FIELDS,

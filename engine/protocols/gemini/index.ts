@@ -43,7 +43,7 @@ function usage (body: Json | unknown[]): ReturnType<Codec['usage']> {
   return withServerTools(u, geminiAnswerToolUses(body.candidates))
 }
 
-export const geminiCodec: Codec = {
+export const geminiCodec: Codec<Json, Json> = {
   protocol: 'gemini',
   path: geminiUpstreamPath,
   fields: GEMINI_FIELDS,

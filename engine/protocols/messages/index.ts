@@ -21,7 +21,7 @@ export function messagesError (status: number, body: unknown): Json {
   return errorBody('messages', { status, message: upstreamMessage(status, body) })
 }
 
-export const messagesCodec: Codec = {
+export const messagesCodec: Codec<Json, Json> = {
   protocol: 'messages',
   path: '/v1/messages',
   fields: MESSAGES_FIELDS,

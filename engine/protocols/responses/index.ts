@@ -12,7 +12,7 @@ import { responsesError, usageFromResponses } from './writer.js'
 // (stream.ts), and here what a provider that serves the Responses API itself is sent by a
 // Responses client. An error inside a stream is the numeric-code shape's, as a chat stream's.
 
-export const responsesCodec: Codec = {
+export const responsesCodec: Codec<Json, Json> = {
   protocol: 'responses',
   path: '/responses',
   fields: RESPONSES_FIELDS,
