@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import aws4 from 'aws4'
 
 // AWS Signature Version 4 for Bedrock's calls, by a signing library (aws4: the canonical request,
@@ -37,10 +37,17 @@ export interface SignableCall {
   body: string | Uint8Array
 }
 
-/** YYYYMMDD'T'HHMMSS'Z', the signature's time (X-Amz-Date). */
-const amzDate = (d: Date): string => {
-  const iso = d.toISOString()
-  return `${iso.slice(0, 4)}${iso.slice(5, 7)}${iso.slice(8, 10)}T${iso.slice(11, 13)}${iso.slice(14, 16)}${iso.slice(17, 19)}Z`
+let stampSecond = -1
+let stamp = ''
+/** YYYYMMDD'T'HHMMSS'Z', the signature's time (X-Amz-Date), made once a second. */
+const amzDate = (ms: number): string => {
+  const second = Math.floor(ms / 1000)
+  if (second !== stampSecond) {
+    const iso = new Date(second * 1000).toISOString()
+    stamp = `${iso.slice(0, 4)}${iso.slice(5, 7)}${iso.slice(8, 10)}T${iso.slice(11, 13)}${iso.slice(14, 16)}${iso.slice(17, 19)}Z`
+    stampSecond = second
+  }
+  return stamp
 }
 
 /** A signer for one provider: the headers to add to a call (Authorization, X-Amz-Date, X-Amz-Content-Sha256, X-Amz-Security-Token). */
@@ -51,12 +58,11 @@ export function bedrockSigner (auth: BedrockAuth): (call: SignableCall, now?: Da
   }
   const { keys, region } = auth
   return (call, now) => {
-    const date = amzDate(now ?? new Date())
+    const date = amzDate(now === undefined ? Date.now() : now.getTime())
     // the payload's hash goes in X-Amz-Content-Sha256 (as AWS's SDKs send it), which the signer
     // takes for the payload's: the body itself is not given to it, so that it adds no header of
     // its own (a Content-Length, a default Content-Type) to what it signs
-    const hash = createHash('sha256').update(call.body).digest('hex')
-    const out: Record<string, string> = { 'x-amz-date': date, 'x-amz-content-sha256': hash }
+    const out: Record<string, string> = { 'x-amz-date': date, 'x-amz-content-sha256': hash('sha256', call.body, 'hex') }
     if (keys.sessionToken !== undefined) out['x-amz-security-token'] = keys.sessionToken
     const signed = aws4.sign({
       service: 'bedrock',
