@@ -124,7 +124,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
   return {
     push (ev: SseEvent): SseEvent[] {
       let data: Json
-      try { data = JSON.parse(ev.data) as Json } catch { return [] }
+      if (ev.value !== undefined) data = ev.value as Json
+      else try { data = JSON.parse(ev.data) as Json } catch { return [] }
       const index = typeof data.index === 'number' ? data.index : -1
       switch (data.type ?? ev.event) {
         case 'message_start':
