@@ -1,3 +1,8 @@
+import type {
+  ChatCompletionContentPart, ChatCompletionContentPartImage, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool,
+  ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam
+} from 'openai/resources/chat/completions'
+import type { FunctionDefinition, ResponseFormatJSONSchema } from 'openai/resources/shared'
 import { textOf } from '../protocols/content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromChat, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
 import { allows, dropToward, normalise, type Part } from '../protocols/responses/request.js'
@@ -8,16 +13,26 @@ import { isObj } from '../kernel/json.js'
 
 const INCOMPLETE: Record<string, IncompleteReason> = { length: 'max_output_tokens', content_filter: 'content_filter' }
 
-function chatPart (p: Part): Json {
+/**
+ * The Chat Completions request a Responses client's is sent as: its verbosity and reasoning effort
+ * as the client wrote them (a name the upstream does not take is for it to refuse).
+ */
+interface ChatBody extends Omit<ChatCompletionCreateParamsBase, 'verbosity' | 'reasoning_effort'> {
+  verbosity?: string
+  reasoning_effort?: string
+}
+
+function chatPart (p: Part): ChatCompletionContentPart {
   if (p.type === 'text') return { type: 'text', text: p.text }
-  if (p.type === 'image') return { type: 'image_url', image_url: p.detail === undefined ? { url: p.url } : { url: p.url, detail: p.detail } }
+  // the detail as the client wrote it: `original` too, which Chat Completions has no name for
+  if (p.type === 'image') return { type: 'image_url', image_url: p.detail === undefined ? { url: p.url } : { url: p.url, detail: p.detail as ChatCompletionContentPartImage.ImageURL['detail'] } }
   return { type: 'input_audio', input_audio: { data: p.data, format: p.format } }
 }
 
 function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const r = normalise(body, ctx)
   const dropped = r.dropped
-  const messages: Json[] = []
+  const messages: ChatCompletionMessageParam[] = []
   if (r.instructions !== null) messages.push({ role: 'system', content: r.instructions })
   for (const turn of r.turns) {
     switch (turn.role) {
@@ -33,10 +48,10 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
         messages.push({ role: 'assistant', content: turn.text })
         break
       case 'call': {
-        const call = { id: turn.id, type: 'function', function: { name: turn.name, arguments: turn.arguments === '' ? '{}' : turn.arguments } }
+        const call: ChatCompletionMessageFunctionToolCall = { id: turn.id, type: 'function', function: { name: turn.name, arguments: turn.arguments === '' ? '{}' : turn.arguments } }
         // calls made together are one assistant message, after the text the model said with them
         const last = messages[messages.length - 1]
-        if (last?.role === 'assistant') last.tool_calls = [...(Array.isArray(last.tool_calls) ? last.tool_calls : []), call]
+        if (last?.role === 'assistant') last.tool_calls = [...(last.tool_calls ?? []), call]
         else messages.push({ role: 'assistant', content: null, tool_calls: [call] })
         break
       }
@@ -51,11 +66,12 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     }
   }
 
-  const out: Json = { model: ctx.upstreamModel, messages }
+  const out: ChatBody = { model: ctx.upstreamModel, messages }
   if (r.maxOutputTokens !== undefined) {
     // max_tokens is the older name, refused by OpenAI's reasoning models; a catalog may ask for it
     const legacy = ctx.supported?.has('max_tokens') === true && !ctx.supported.has('max_completion_tokens')
-    out[legacy ? 'max_tokens' : 'max_completion_tokens'] = r.maxOutputTokens
+    if (legacy) out.max_tokens = r.maxOutputTokens
+    else out.max_completion_tokens = r.maxOutputTokens
   }
   if (r.temperature !== undefined) out.temperature = r.temperature
   if (r.topP !== undefined) out.top_p = r.topP
@@ -63,8 +79,8 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   if (r.stream !== undefined) out.stream = r.stream
   if (r.stream === true) out.stream_options = { include_usage: true }
   if (r.tools.length > 0) {
-    out.tools = r.tools.map((t) => {
-      const fn: Json = { name: t.name }
+    out.tools = r.tools.map((t): ChatCompletionFunctionTool => {
+      const fn: FunctionDefinition = { name: t.name }
       if (t.description !== undefined) fn.description = t.description
       if (t.parameters !== undefined) fn.parameters = t.parameters
       if (t.strict !== undefined) fn.strict = t.strict
@@ -76,9 +92,9 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   }
   if (r.format?.type === 'json_object') out.response_format = { type: 'json_object' }
   else if (r.format?.type === 'json_schema') {
-    const schema: Json = { name: typeof r.format.name === 'string' ? r.format.name : 'response', schema: r.format.schema ?? {} }
-    if (typeof r.format.strict === 'boolean') schema.strict = r.format.strict
-    if (typeof r.format.description === 'string') schema.description = r.format.description
+    const schema: ResponseFormatJSONSchema.JSONSchema = { name: r.format.name ?? 'response', schema: r.format.schema ?? {} }
+    if (r.format.strict !== undefined) schema.strict = r.format.strict
+    if (r.format.description !== undefined) schema.description = r.format.description
     out.response_format = { type: 'json_schema', json_schema: schema }
   }
   // refused by the models that do not reason, or have no verbosity setting

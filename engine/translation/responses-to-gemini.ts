@@ -75,9 +75,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     else thinking.thinkingBudget = budget
   }
   // a summary asked for (or generate_summary, its older name) is Gemini's thought summaries
-  const reasoning = body.reasoning as Json | undefined
-  const summary = reasoning?.summary ?? reasoning?.generate_summary
-  if (typeof summary === 'string' && summary !== 'none' && thinking.thinkingBudget !== 0) thinking.includeThoughts = true
+  if (r.summary !== undefined && r.summary !== 'none' && thinking.thinkingBudget !== 0) thinking.includeThoughts = true
   if (Object.keys(thinking).length > 0) generation.thinkingConfig = thinking
   if (Object.keys(generation).length > 0) out.generationConfig = generation
   // Gemini has no field for these (its column of the table), and refuses a field it does not know
