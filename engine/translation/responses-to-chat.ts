@@ -1,6 +1,6 @@
 import type {
-  ChatCompletionContentPart, ChatCompletionContentPartImage, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool,
-  ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam
+  ChatCompletion, ChatCompletionChunk, ChatCompletionContentPart, ChatCompletionContentPartImage, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool,
+  ChatCompletionMessage, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam
 } from 'openai/resources/chat/completions'
 import type { FunctionDefinition, ResponseFormatJSONSchema } from 'openai/resources/shared'
 import { textOf } from '../protocols/content.js'
@@ -122,16 +122,18 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
 }
 
 function response (body: Json, ctx: TranslateCtx) {
-  const choice = ((Array.isArray(body.choices) ? body.choices : [])[0] ?? {}) as Json
-  const message = (isObj(choice.message) ? choice.message : {})
+  // the upstream's answer as the SDK types it, each field read checked first
+  const answer: Partial<ChatCompletion> = body
+  const choice: Partial<ChatCompletion.Choice> = (Array.isArray(answer.choices) ? answer.choices : [])[0] ?? {}
+  const message: Partial<ChatCompletionMessage> = isObj(choice.message) ? choice.message : {}
   const parts: OutputPart[] = []
   const text = typeof message.content === 'string' ? message.content : textOf(message.content)
   if (text !== '') parts.push({ kind: 'text', text })
-  for (const tc of (Array.isArray(message.tool_calls) ? message.tool_calls : []) as Json[]) {
-    const fn = (isObj(tc.function) ? tc.function : {})
+  for (const tc of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
+    const fn: Partial<ChatCompletionMessageFunctionToolCall.Function> = isObj(tc) && 'function' in tc && isObj(tc.function) ? tc.function : {}
     parts.push({ kind: 'call', id: String(tc.id ?? ''), name: String(fn.name ?? ''), arguments: typeof fn.arguments === 'string' ? fn.arguments : '' })
   }
-  const usage = usageFromChat(body.usage)
+  const usage = usageFromChat(answer.usage)
   return { body: buildResponse(ctx, parts, INCOMPLETE[String(choice.finish_reason)] ?? null, usage), usage }
 }
 
@@ -149,8 +151,9 @@ function stream (ctx: TranslateCtx): StreamMapper {
         if (incomplete !== undefined) w.finish(incomplete, usage)
         return w.take()
       }
-      let chunk: Json
-      try { chunk = JSON.parse(ev.data) as Json } catch { return [] }
+      // the upstream's chunk as the SDK types it (or an error in its place), each field read checked first
+      let chunk: ChatCompletionChunk & { error?: unknown }
+      try { chunk = JSON.parse(ev.data) as typeof chunk } catch { return [] }
       if (chunk.error !== undefined && chunk.error !== null) {
         const e = isObj(chunk.error) ? chunk.error : { message: String(chunk.error) }
         w.fail({ code: failureCode(e), message: String(e.message ?? 'The upstream provider failed.') }, usage)
@@ -158,14 +161,14 @@ function stream (ctx: TranslateCtx): StreamMapper {
       }
       w.start()
       if (chunk.usage !== undefined && chunk.usage !== null) usage = usageFromChat(chunk.usage)
-      for (const c of (Array.isArray(chunk.choices) ? chunk.choices : []) as Json[]) {
-        const delta = isObj(c.delta) ? c.delta : {}
+      for (const c of Array.isArray(chunk.choices) ? chunk.choices : []) {
+        const delta: Partial<ChatCompletionChunk.Choice.Delta> = isObj(c.delta) ? c.delta : {}
         if (typeof delta.content === 'string' && delta.content !== '') {
           text ??= w.message()
           w.append(text, delta.content)
         }
-        for (const tc of (Array.isArray(delta.tool_calls) ? delta.tool_calls : []) as Json[]) {
-          const fn = isObj(tc.function) ? tc.function : {}
+        for (const tc of Array.isArray(delta.tool_calls) ? delta.tool_calls : []) {
+          const fn: ChatCompletionChunk.Choice.Delta.ToolCall.Function = isObj(tc.function) ? tc.function : {}
           const key = typeof tc.index === 'number' ? tc.index : 0
           if (typeof tc.id === 'string' && tc.id !== '' && !calls.has(key)) {
             if (text !== null) { w.close(text); text = null }
