@@ -1,4 +1,7 @@
-import type { ContentBlockParam, ImageBlockParam, Message, MessageCreateParamsBase, OutputConfig, TextBlockParam, Tool, ToolChoice, ToolChoiceNone } from '@anthropic-ai/sdk/resources/messages'
+import type {
+  ContentBlock, ContentBlockParam, ImageBlockParam, Message, MessageCreateParamsBase, MessageDeltaUsage, OutputConfig, RawContentBlockDelta,
+  RawMessageDeltaEvent, TextBlockParam, Tool, ToolChoice, ToolChoiceNone
+} from '@anthropic-ai/sdk/resources/messages'
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { messagesImageSource, parseToolArguments } from '../protocols/content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromAnthropic, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
@@ -132,25 +135,43 @@ function response (body: Json, ctx: TranslateCtx) {
   return { body: buildResponse(ctx, parts, INCOMPLETE[String(answer.stop_reason)] ?? null, usage), usage }
 }
 
+/** A delta of a Messages stream: a block's (by its type) or the message's (its stop reason). */
+type Delta = Partial<RawContentBlockDelta> & Partial<RawMessageDeltaEvent.Delta>
+
+/**
+ * A frame of a Messages stream as the pair reads it: the fields of its events as the SDK types
+ * them, not trusted for all that (each is checked where it is read).
+ */
+interface Frame {
+  type?: string
+  index?: number
+  message?: Partial<Message>
+  content_block?: ContentBlock
+  delta?: Delta
+  usage?: MessageDeltaUsage
+  error?: unknown
+}
+
 function stream (ctx: TranslateCtx): StreamMapper {
   const w = new ResponseWriter(ctx)
   const items = new Map<number, number>()
-  let raw: Json | null = null
+  // the usage fields as they came: message_start's, then each message_delta's over them
+  let raw: object | null = null
   let incomplete: IncompleteReason | null | undefined
   const usage = () => raw === null ? null : usageFromAnthropic(raw)
 
   return {
     push (ev: SseEvent): SseEvent[] {
-      let data: Json
-      try { data = JSON.parse(ev.data) as Json } catch { return [] }
+      let data: Frame
+      try { data = JSON.parse(ev.data) as Frame } catch { return [] }
       const index = typeof data.index === 'number' ? data.index : -1
       switch (data.type ?? ev.event) {
         case 'message_start':
-          raw = { ...((data.message as Json | undefined)?.usage as Json | undefined) }
+          raw = { ...data.message?.usage }
           w.start()
           break
         case 'content_block_start': {
-          const b = isObj(data.content_block) ? data.content_block : {}
+          const b: Partial<ContentBlock> = isObj(data.content_block) ? data.content_block : {}
           let initial: unknown
           if (b.type === 'text') { items.set(index, w.message()); initial = b.text } else if (b.type === 'tool_use') items.set(index, w.call(String(b.id ?? ''), String(b.name ?? '')))
           else if (b.type === 'thinking') { items.set(index, w.reasoning()); initial = b.thinking }
@@ -159,7 +180,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
           break
         }
         case 'content_block_delta': {
-          const d = isObj(data.delta) ? data.delta : {}
+          const d: Delta = isObj(data.delta) ? data.delta : {}
           const at = items.get(index)
           const piece = d.type === 'text_delta' ? d.text : d.type === 'input_json_delta' ? d.partial_json : d.type === 'thinking_delta' ? d.thinking : undefined
           if (at !== undefined && typeof piece === 'string') w.append(at, piece)
@@ -172,8 +193,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
         }
         case 'message_delta': {
           // counts in message_delta are cumulative: they replace what message_start said
-          raw = { ...raw, ...(data.usage as Json | undefined) }
-          const stop = (data.delta as Json | undefined)?.stop_reason
+          raw = { ...raw, ...data.usage }
+          const stop = data.delta?.stop_reason
           if (typeof stop === 'string') incomplete = INCOMPLETE[stop] ?? null
           break
         }
