@@ -1,8 +1,10 @@
+import type { Message } from '@anthropic-ai/sdk/resources/messages'
 import { errorBody, messagesTypeFor } from '../../kernel/errors.js'
 import type { Codec } from '../codec.js'
 import { isObj } from '../fields.js'
 import type { Json } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
+import type { MessagesRequest } from './request.js'
 import { MESSAGES_FIELDS } from './table.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { usageFromMessages } from './usage.js'
@@ -21,7 +23,7 @@ export function messagesError (status: number, body: unknown): Json {
   return errorBody('messages', { status, message: upstreamMessage(status, body) })
 }
 
-export const messagesCodec: Codec<Json, Json> = {
+export const messagesCodec: Codec<MessagesRequest, Message> = {
   protocol: 'messages',
   path: '/v1/messages',
   fields: MESSAGES_FIELDS,
