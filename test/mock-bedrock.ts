@@ -6,6 +6,7 @@ import { HttpRequest } from '@smithy/protocol-http'
 import { SignatureV4 } from '@smithy/signature-v4'
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8'
 import { isObj, type Json } from '../engine/kernel/json.js'
+import type { ConverseAnswer, ConverseContentBlock } from '../engine/protocols/converse/types.js'
 
 // A local AWS Bedrock Runtime for the tests: /model/{id}/converse, /converse-stream, /invoke and
 // /invoke-with-response-stream, with Bedrock's JSON bodies, its binary event-stream framing
@@ -142,7 +143,7 @@ function turnsOf (body: Json, invoke: boolean): Turn[] {
   return out
 }
 
-interface Answer { text: string, tool: { id: string, name: string, input: Json } | null, stop: 'end_turn' | 'tool_use' | 'max_tokens', input: number, output: number }
+interface Answer { text: string, tool: { id: string, name: string, input: Record<string, string> } | null, stop: 'end_turn' | 'tool_use' | 'max_tokens', input: number, output: number }
 
 let seq = 0
 
@@ -189,12 +190,13 @@ export async function startMockBedrock (opts: MockBedrockOptions = {}): Promise<
     close: async () => {}
   }
 
-  const converseUsage = (a: Answer): Json => {
-    const usage: Json = { inputTokens: a.input, outputTokens: a.output, totalTokens: a.input + a.output + state.cacheRead + state.cacheWrite }
+  // Converse's answers typed as the gateway's codec reads them, and checked by the SDK's client (mock-bedrock.test.ts)
+  const converseUsage = (a: Answer): NonNullable<ConverseAnswer['usage']> => {
+    const usage: NonNullable<ConverseAnswer['usage']> = { inputTokens: a.input, outputTokens: a.output, totalTokens: a.input + a.output + state.cacheRead + state.cacheWrite }
     if (state.cacheRead > 0) usage.cacheReadInputTokens = state.cacheRead
     if (state.cacheWrite > 0) {
       usage.cacheWriteInputTokens = state.cacheWrite
-      const details = [{ ttl: '5m', inputTokens: state.cacheWrite - state.cacheWrite1h }, { ttl: '1h', inputTokens: state.cacheWrite1h }]
+      const details = [{ ttl: '5m' as const, inputTokens: state.cacheWrite - state.cacheWrite1h }, { ttl: '1h' as const, inputTokens: state.cacheWrite1h }]
       usage.cacheDetails = details.filter((d) => d.inputTokens > 0)
     }
     return usage
@@ -238,11 +240,12 @@ export async function startMockBedrock (opts: MockBedrockOptions = {}): Promise<
     }
     const a = answer(body, invoke)
     if (op === 'converse') {
-      const content: Json[] = []
+      const content: ConverseContentBlock[] = []
       if (a.text !== '') content.push({ text: a.text })
       if (a.tool !== null) content.push({ toolUse: { toolUseId: a.tool.id, name: a.tool.name, input: a.tool.input } })
+      const out: ConverseAnswer = { output: { message: { role: 'assistant', content } }, stopReason: a.stop, usage: converseUsage(a), metrics: { latencyMs: 12 } }
       res.writeHead(200, { 'content-type': 'application/json', 'x-amzn-requestid': 'mock-request' })
-      res.end(JSON.stringify({ output: { message: { role: 'assistant', content } }, stopReason: a.stop, usage: converseUsage(a), metrics: { latencyMs: 12 } }))
+      res.end(JSON.stringify(out))
       return 200
     }
     if (op === 'invoke') {
