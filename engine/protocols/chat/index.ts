@@ -4,6 +4,7 @@ import { isObj } from '../fields.js'
 import type { Json, TranslateCtx } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
 import { CHAT_FIELDS } from './table.js'
+import { chatText } from './text.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { usageFromOpenAI } from './usage.js'
 
@@ -32,6 +33,7 @@ export const chatCodec: Codec<Json, Json> = {
   protocol: 'openai',
   path: '/chat/completions',
   fields: CHAT_FIELDS,
+  text: chatText,
   structural: new Set(['model', 'messages', 'stream', 'stream_options']),
   own (body: Json, ctx: TranslateCtx): Json {
     const out: Json = { ...body, model: ctx.upstreamModel }
