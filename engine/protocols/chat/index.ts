@@ -6,6 +6,7 @@ import type { Json, TranslateCtx } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
 import type { ChatRequest } from './request.js'
 import { CHAT_FIELDS } from './table.js'
+import { chatText } from './text.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { usageFromOpenAI } from './usage.js'
 
@@ -34,6 +35,7 @@ export const chatCodec: Codec<ChatRequest, ChatCompletion> = {
   protocol: 'openai',
   path: '/chat/completions',
   fields: CHAT_FIELDS,
+  text: chatText,
   structural: new Set(['model', 'messages', 'stream', 'stream_options']),
   own (body: ChatRequest, ctx: TranslateCtx): ChatRequest {
     const out: ChatRequest = { ...body, model: ctx.upstreamModel }

@@ -6,6 +6,7 @@ import type { Json } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
 import type { MessagesRequest } from './request.js'
 import { MESSAGES_FIELDS } from './table.js'
+import { messagesText } from './text.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { usageFromMessages } from './usage.js'
 
@@ -27,6 +28,7 @@ export const messagesCodec: Codec<MessagesRequest, Message> = {
   protocol: 'messages',
   path: '/v1/messages',
   fields: MESSAGES_FIELDS,
+  text: messagesText,
   structural: new Set(['model', 'messages', 'max_tokens', 'system', 'stream']),
   own: (body, ctx) => ({ ...body, model: ctx.upstreamModel }),
   usage: (body) => usageFromMessages(body.usage),
