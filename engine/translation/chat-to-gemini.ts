@@ -8,7 +8,7 @@ import { frame } from '../protocols/sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { assistantMessage, chatUsage, chunk as chatChunk, completion, streamEnd, type FinishReason, type ToolCall } from '../protocols/chat/writer.js'
 import { CHAT_FIELDS } from '../protocols/chat/table.js'
-import { readChatTurns } from '../protocols/chat/request.js'
+import { readChatRequest, readChatTurns } from '../protocols/chat/request.js'
 
 // An OpenAI Chat Completions client in front of a Gemini upstream (generateContent). Thoughts
 // have no place in a chat answer and are left out; the thought signature of a function call
@@ -146,7 +146,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const dropped = new Dropped()
   const system: string[] = []
   const contents = new ContentsBuilder()
-  for (const turn of readChatTurns(body.messages, dropped)) {
+  for (const turn of readChatTurns(readChatRequest(body).messages, dropped)) {
     switch (turn.role) {
       case 'system':
         system.push(turn.text)

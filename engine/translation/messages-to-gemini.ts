@@ -1,3 +1,4 @@
+import type { ContentBlockParam, DocumentBlockParam, ImageBlockParam, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages'
 import { errorBody, InvalidField, messagesTypeFor } from '../kernel/errors.js'
 import { joinText } from '../protocols/content.js'
 import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from '../protocols/fields.js'
@@ -5,9 +6,9 @@ import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPat
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from '../protocols/gemini/body.js'
 import { upstreamMessage } from '../protocols/upstream-error.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { event, message, messageEnd, messageStart } from '../protocols/messages/writer.js'
+import { event, message, messageEnd, messageStart, type AnswerBlock } from '../protocols/messages/writer.js'
 import { MESSAGES_FIELDS } from '../protocols/messages/table.js'
-import { noteCache, readMessagesTools, readMessagesTurns } from '../protocols/messages/request.js'
+import { noteCache, readMessagesRequest, readMessagesTools, readMessagesTurns } from '../protocols/messages/request.js'
 
 // A Messages client in front of a Gemini upstream. Thought summaries come back as thinking
 // blocks; a Gemini thought signature goes back to Gemini from the thinking block that carries it
@@ -20,7 +21,7 @@ const STOP: Record<Finish, string> = { stop: 'end_turn', tool: 'tool_use', lengt
 const FIELDS = column(MESSAGES_FIELDS, 'gemini')
 
 /** An image or document source → a Gemini part (null: a kind of source this pair does not map). */
-function sourcePart (source: Json, at: string, fallbackType: string): Json | null {
+function sourcePart (source: ImageBlockParam['source'] | DocumentBlockParam['source'], at: string, fallbackType: string): Json | null {
   switch (source.type) {
     case 'base64':
       return { inlineData: { mimeType: text(source.media_type, `${at}.media_type`), data: text(source.data, `${at}.data`) } }
@@ -39,7 +40,7 @@ function sourcePart (source: Json, at: string, fallbackType: string): Json | nul
 }
 
 /** The text of a tool result's content; its images go next to it as parts of their own. */
-function toolResultContent (block: Json, at: string, dropped: Dropped): { text: string, media: Json[] } {
+function toolResultContent (block: ToolResultBlockParam, at: string, dropped: Dropped): { text: string, media: Json[] } {
   if (typeof block.content === 'string' || block.content === undefined || block.content === null) return { text: block.content ?? '', media: [] }
   const texts: string[] = []
   const media: Json[] = []
@@ -55,7 +56,7 @@ function toolResultContent (block: Json, at: string, dropped: Dropped): { text: 
   return { text: texts.join('\n'), media }
 }
 
-function userTurn (blocks: Json[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
+function userTurn (blocks: readonly ContentBlockParam[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
   const results: Json[] = []
   const parts: Json[] = []
   for (const [j, b] of blocks.entries()) {
@@ -88,7 +89,7 @@ function userTurn (blocks: Json[], at: string, contents: ContentsBuilder, droppe
   contents.push('user', [...results, ...parts])
 }
 
-function assistantTurn (blocks: Json[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
+function assistantTurn (blocks: readonly ContentBlockParam[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
   const parts: Json[] = []
   // the signature of an empty thinking block belongs to the part after it
   let pending: string | undefined
@@ -127,7 +128,7 @@ function assistantTurn (blocks: Json[], at: string, contents: ContentsBuilder, d
 }
 
 function tools (body: Json, dropped: Dropped): ToolSpec[] {
-  return readMessagesTools(body, dropped).map((t) => {
+  return readMessagesTools(readMessagesRequest(body), dropped).map((t) => {
     const tool: ToolSpec = { name: t.name }
     if (t.description !== undefined) tool.description = t.description
     if (t.schema !== undefined) tool.parameters = t.schema
@@ -181,7 +182,7 @@ function responseSchema (format: unknown, field: string, dropped: Dropped): Json
 
 function request (body: Json): TranslatedRequest {
   const dropped = new Dropped()
-  const read = readMessagesTurns(body, dropped)
+  const read = readMessagesTurns(readMessagesRequest(body), dropped)
   const system = [read.system, ...read.turns.flatMap((t) => t.role === 'system' ? [t.text] : [])].filter((t) => t !== '')
   const contents = new ContentsBuilder()
   for (const t of read.turns) {
@@ -224,15 +225,16 @@ function request (body: Json): TranslatedRequest {
 }
 
 /** A candidate's pieces → Messages content blocks. */
-function blocksOf (pieces: Piece[], ctx: TranslateCtx): Json[] {
-  const blocks: Json[] = []
+function blocksOf (pieces: Piece[], ctx: TranslateCtx): AnswerBlock[] {
+  const blocks: AnswerBlock[] = []
   let calls = 0
   for (const p of pieces) {
     const last = blocks[blocks.length - 1]
     if (p.kind === 'thought') {
-      if (last?.type === 'thinking' && last.signature === '') last.thinking = String(last.thinking) + p.text
-      else blocks.push({ type: 'thinking', thinking: p.text, signature: '' })
-      if (p.signature !== undefined) (blocks[blocks.length - 1] as Json).signature = asThinkingSignature(p.signature)
+      let thought = last?.type === 'thinking' && last.signature === '' ? last : undefined
+      if (thought !== undefined) thought.thinking = String(thought.thinking) + p.text
+      else blocks.push(thought = { type: 'thinking', thinking: p.text, signature: '' })
+      if (p.signature !== undefined) thought.signature = asThinkingSignature(p.signature)
     } else if (p.kind === 'text') {
       if (p.signature !== undefined) {
         if (last?.type === 'thinking' && last.signature === '') last.signature = asThinkingSignature(p.signature)

@@ -7,7 +7,7 @@ import { candidate, chunk, responseBody } from '../protocols/gemini/writer.js'
 import { schemaFromGemini } from '../protocols/gemini/wire.js'
 import type { Platform } from './platforms/types.js'
 import { replayStream, type Splitter } from '../protocols/index.js'
-import { message } from '../protocols/messages/writer.js'
+import { message, type AnswerBlock } from '../protocols/messages/writer.js'
 import { serialize } from '../protocols/sse.js'
 import { contentText, embeddingInputs, openaiList, type EmbeddingInput } from '../translation/embeddings.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
@@ -349,7 +349,7 @@ export function completionJson (protocol: Protocol, c: Completion): Json {
     const calls: ToolCall[] = c.blocks.flatMap((b) => b.type === 'tool_use' ? [{ id: b.id, type: 'function' as const, function: { name: b.name, arguments: joined(b) } }] : [])
     return { ...completion(c, [{ index: 0, message: assistantMessage(text, calls), finish_reason: FINISH_REASON[c.stopReason], logprobs: null }], toOpenAIUsage(usage)) }
   }
-  const content = c.blocks.map((b): Json => {
+  const content = c.blocks.map((b): AnswerBlock => {
     if (b.type === 'text') return { type: 'text', text: joined(b) }
     if (b.type === 'thinking') return { type: 'thinking', thinking: joined(b), signature: b.signature }
     return { type: 'tool_use', id: b.id, name: b.name, input: args(b) }

@@ -5,6 +5,7 @@ import type { Json } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
 import { withServerTools } from '../usage.js'
 import { GEMINI_FIELDS } from './table.js'
+import { geminiText } from './text.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { geminiAnswerToolUses, geminiUpstreamPath, googleError, usageFromGemini } from './wire.js'
 
@@ -47,6 +48,7 @@ export const geminiCodec: Codec<Json, Json> = {
   protocol: 'gemini',
   path: geminiUpstreamPath,
   fields: GEMINI_FIELDS,
+  text: geminiText,
   // the settings inside generationConfig and toolConfig are mapped or dropped (and reported) by the pairs
   structural: new Set(['model', 'contents', 'systemInstruction', 'generationConfig', 'toolConfig', 'safetySettings', 'cachedContent']),
   own (body) {

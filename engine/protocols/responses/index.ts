@@ -5,6 +5,7 @@ import type { Json } from '../types.js'
 import { withServerTools } from '../usage.js'
 import type { ResponsesRequest } from './request.js'
 import { RESPONSES_FIELDS } from './table.js'
+import { responsesText } from './text.js'
 import { aggregate, replay, responsesToolUses, watch } from './stream.js'
 import { responsesError, usageFromResponses, type ResponsesAnswer } from './writer.js'
 
@@ -20,6 +21,7 @@ export const responsesCodec: Codec<ResponsesRequest, ResponsesAnswer> = {
   protocol: 'responses',
   path: '/responses',
   fields: RESPONSES_FIELDS,
+  text: responsesText,
   // and what the service itself decides (nothing is stored, no history is kept)
   structural: new Set(['model', 'input', 'instructions', 'stream', 'store', 'include', 'client_metadata', 'stream_options', 'truncation', 'previous_response_id', 'conversation', 'background']),
   own: (body, ctx) => ({ ...body, model: ctx.upstreamModel }),
