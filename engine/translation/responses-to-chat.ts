@@ -1,8 +1,9 @@
 import type {
-  ChatCompletion, ChatCompletionChunk, ChatCompletionContentPart, ChatCompletionContentPartImage, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool,
+  ChatCompletion, ChatCompletionChunk, ChatCompletionContentPart, ChatCompletionContentPartImage, ChatCompletionFunctionTool,
   ChatCompletionMessage, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam
 } from 'openai/resources/chat/completions'
 import type { FunctionDefinition, ResponseFormatJSONSchema } from 'openai/resources/shared'
+import { readChatCompletion, type ChatRequest } from '../protocols/chat/request.js'
 import { textOf } from '../protocols/content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromChat, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
 import { allows, dropToward, normalise, type Part } from '../protocols/responses/request.js'
@@ -17,7 +18,7 @@ const INCOMPLETE: Record<string, IncompleteReason> = { length: 'max_output_token
  * The Chat Completions request a Responses client's is sent as: its verbosity and reasoning effort
  * as the client wrote them (a name the upstream does not take is for it to refuse).
  */
-interface ChatBody extends Omit<ChatCompletionCreateParamsBase, 'verbosity' | 'reasoning_effort'> {
+interface ChatBody extends Omit<ChatRequest, 'verbosity' | 'reasoning_effort'> {
   verbosity?: string
   reasoning_effort?: string
 }
@@ -122,8 +123,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
 }
 
 function response (body: Json, ctx: TranslateCtx) {
-  // the upstream's answer as the SDK types it, each field read checked first
-  const answer: Partial<ChatCompletion> = body
+  const answer = readChatCompletion(body)
   const choice: Partial<ChatCompletion.Choice> = (Array.isArray(answer.choices) ? answer.choices : [])[0] ?? {}
   const message: Partial<ChatCompletionMessage> = isObj(choice.message) ? choice.message : {}
   const parts: OutputPart[] = []

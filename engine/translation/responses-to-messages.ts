@@ -1,8 +1,9 @@
 import type {
-  ContentBlock, ContentBlockParam, ImageBlockParam, Message, MessageCreateParamsBase, MessageDeltaUsage, OutputConfig, RawContentBlockDelta,
+  ContentBlock, ContentBlockParam, ImageBlockParam, Message, MessageDeltaUsage, OutputConfig, RawContentBlockDelta,
   RawMessageDeltaEvent, TextBlockParam, Tool, ToolChoice, ToolChoiceNone
 } from '@anthropic-ai/sdk/resources/messages'
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
+import { readMessage, type MessagesRequest } from '../protocols/messages/request.js'
 import { messagesImageSource, parseToolArguments } from '../protocols/content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromAnthropic, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
 import { allows, dropToward, messagesEffort, normalise, type Part } from '../protocols/responses/request.js'
@@ -19,14 +20,8 @@ const INCOMPLETE: Record<string, IncompleteReason> = {
   refusal: 'content_filter'
 }
 
-/**
- * The Messages request a Responses client's is sent as: the SDK's, with the sampling fields it no
- * longer types (the API takes them), and a `none` tool choice that may say no parallel calls as
- * the others do.
- */
-interface MessagesBody extends Omit<MessageCreateParamsBase, 'tool_choice'> {
-  temperature?: number
-  top_p?: number
+/** The Messages request a Responses client's is sent as: a `none` tool choice may say no parallel calls, as the others do. */
+interface MessagesBody extends Omit<MessagesRequest, 'tool_choice'> {
   tool_choice?: Choice
 }
 
@@ -123,8 +118,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
 }
 
 function response (body: Json, ctx: TranslateCtx) {
-  // the upstream's answer as the SDK types it, each field read checked first
-  const answer: Partial<Message> = body
+  const answer = readMessage(body)
   const parts: OutputPart[] = []
   for (const b of Array.isArray(answer.content) ? answer.content : []) {
     if (b.type === 'text' && typeof b.text === 'string') parts.push({ kind: 'text', text: b.text })

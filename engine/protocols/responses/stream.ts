@@ -100,9 +100,6 @@ export function aggregate (events: Iterable<StreamEventLike>): ResponsesAnswer |
   return response
 }
 
-/** The entries of an answer's list that are objects: a cached answer is replayed as it was kept, anything else left out. */
-const entries = <T extends object>(list: readonly T[] | null | undefined): T[] => Array.isArray(list) ? (list as readonly T[]).filter((x) => isObj(x)) : []
-
 // a replay's arguments.done has always gone without the call's name (which the SDK's stream helper takes from the item)
 type Replayed = UnnumberedEvent | Omit<ResponseFunctionCallArgumentsDoneEvent, 'sequence_number' | 'name'>
 
@@ -115,12 +112,12 @@ export function replay (body: ResponsesAnswer): SseEvent[] {
   const pending: ResponsesAnswer = { ...body, status: 'in_progress', output: [], usage: null, incomplete_details: null }
   ev({ type: 'response.created', response: pending })
   ev({ type: 'response.in_progress', response: pending })
-  entries(body.output).forEach((item, outputIndex) => {
+  objects(body.output).forEach((item, outputIndex) => {
     const itemId = str(item.id)
     switch (item.type) {
       case 'message': {
         ev({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, status: 'in_progress', content: [] } })
-        entries(item.content).forEach((part, contentIndex) => {
+        objects(item.content).forEach((part, contentIndex) => {
           const at = { item_id: itemId, output_index: outputIndex, content_index: contentIndex }
           if (part.type === 'output_text') {
             ev({ type: 'response.content_part.added', ...at, part: { ...part, text: '' } })
@@ -145,7 +142,7 @@ export function replay (body: ResponsesAnswer): SseEvent[] {
       }
       case 'reasoning': {
         ev({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, summary: [] } })
-        entries(item.summary).forEach((part, summaryIndex) => {
+        objects(item.summary).forEach((part, summaryIndex) => {
           const at = { item_id: itemId, output_index: outputIndex, summary_index: summaryIndex }
           ev({ type: 'response.reasoning_summary_part.added', ...at, part: { ...part, text: '' } })
           for (const p of pieces(str(part.text))) ev({ type: 'response.reasoning_summary_text.delta', ...at, delta: p })
