@@ -4,6 +4,7 @@ import { isObj, type Dropped } from '../protocols/fields.js'
 import { geminiError } from '../protocols/gemini/wire.js'
 import { candidate, chunk, errorChunk, responseBody } from '../protocols/gemini/writer.js'
 import { allowedTools, dropToward, effortOf, readGeminiRequest, type InPart } from '../protocols/gemini/request.js'
+import type { GeminiCandidate, GeminiFinishReason, GeminiFunctionCall, GeminiPart } from '../protocols/gemini/types.js'
 import { usageFromChat } from '../protocols/responses/writer.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 
@@ -11,8 +12,8 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, Tra
 // ids on the way out (the upstream's, which a client may send back); results without an id are
 // paired with their calls by the Gemini codec's reader (protocols/gemini/request.ts).
 
-const FINISH = new Map([['stop', 'STOP'], ['length', 'MAX_TOKENS'], ['tool_calls', 'STOP'], ['function_call', 'STOP'], ['content_filter', 'SAFETY']])
-const finishOf = (reason: unknown): string => (typeof reason === 'string' ? FINISH.get(reason) : undefined) ?? 'STOP'
+const FINISH = new Map<string, GeminiFinishReason>([['stop', 'STOP'], ['length', 'MAX_TOKENS'], ['tool_calls', 'STOP'], ['function_call', 'STOP'], ['content_filter', 'SAFETY']])
+const finishOf = (reason: unknown): GeminiFinishReason => (typeof reason === 'string' ? FINISH.get(reason) : undefined) ?? 'STOP'
 
 const AUDIO = new Map([['audio/wav', 'wav'], ['audio/x-wav', 'wav'], ['audio/wave', 'wav'], ['audio/mp3', 'mp3'], ['audio/mpeg', 'mp3']])
 
@@ -131,15 +132,15 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   return { body: out, dropped: dropped.list() }
 }
 
-function candidates (choices: unknown): Json[] {
+function candidates (choices: unknown): GeminiCandidate[] {
   return (Array.isArray(choices) ? choices.filter(isObj) : []).map((c, i) => {
     const message = isObj(c.message) ? c.message : {}
-    const parts: Json[] = []
+    const parts: GeminiPart[] = []
     const text = typeof message.content === 'string' ? message.content : textOf(message.content)
     if (text !== '') parts.push({ text })
     for (const tc of Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObj) : []) {
       const fn = isObj(tc.function) ? tc.function : {}
-      const call: Json = { name: typeof fn.name === 'string' ? fn.name : '', args: parseToolArguments(fn.arguments) }
+      const call: GeminiFunctionCall = { name: typeof fn.name === 'string' ? fn.name : '', args: parseToolArguments(fn.arguments) }
       if (typeof tc.id === 'string' && tc.id !== '') call.id = tc.id
       parts.push({ functionCall: call })
     }
@@ -155,7 +156,7 @@ function response (body: Json, ctx: TranslateCtx) {
 const STREAM_STATUS = new Map([['rate_limit_error', 429], ['rate_limit_exceeded', 429], ['insufficient_quota', 429], ['overloaded_error', 503], ['server_is_overloaded', 503]])
 
 interface Call { id: string, name: string, args: string }
-interface Choice { calls: Map<number, Call>, finish: string | null }
+interface Choice { calls: Map<number, Call>, finish: GeminiFinishReason | null }
 
 function stream (ctx: TranslateCtx): StreamMapper {
   const choices = new Map<number, Choice>()
@@ -171,8 +172,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
   /** Gemini sends a call whole: the calls of a choice go out once their arguments are complete. */
   const flush = (index: number, c: Choice): SseEvent[] => {
     if (c.calls.size === 0) return []
-    const parts = [...c.calls.values()].map((call) => {
-      const fc: Json = { name: call.name, args: parseToolArguments(call.args) }
+    const parts = [...c.calls.values()].map((call): GeminiPart => {
+      const fc: GeminiFunctionCall = { name: call.name, args: parseToolArguments(call.args) }
       if (call.id !== '') fc.id = call.id
       return { functionCall: fc }
     })
@@ -184,7 +185,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
     done = true
     const out: SseEvent[] = []
     for (const [index, c] of choices) out.push(...flush(index, c))
-    const ended = [...choices].filter(([, c]) => c.finish !== null).map(([index, c]) => candidate(index, [], c.finish as string))
+    const ended = [...choices].flatMap(([index, c]) => c.finish === null ? [] : [candidate(index, [], c.finish)])
     out.push(chunk(ctx, ended, usage))
     return out
   }
