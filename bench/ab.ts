@@ -13,7 +13,8 @@
 // from one round to the next); CPU per call is what each process spent over the calls it answered.
 // THREADS=1: also each target's CPU per call by thread (main, worker, v8, libuv: bench/proc-cpu.ts).
 // SIGNALS=1: the key has limits out of reach (rpm and tpm: the rate-limit headers on every
-// answer) and every call carries two tags in X-SVC-Tags (kept on its usage record).
+// answer) and every call carries two tags in X-SVC-Tags (kept on its usage record). SIGNALS=split:
+// only this checkout's gateway has them (run with BASELINE=. to weigh what they cost one build).
 import { existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -34,9 +35,12 @@ const base = `http://127.0.0.1:${up.port}`
 // the command's place in the build: dist/cli/index.js, or dist/cli.js in a checkout from before cli/
 const cliOf = (root: string): string => existsSync(`${root}/dist/cli/index.js`) ? `${root}/dist/cli/index.js` : `${root}/dist/cli.js`
 const drops: Array<() => Promise<void>> = []
-const SIGNALS = process.env.SIGNALS === '1'
+const SPLIT = process.env.SIGNALS === 'split'
+const SIGNALS = process.env.SIGNALS === '1' || SPLIT
+/** Whether the target named `name` has the signals on (SIGNALS=split: this checkout's only). */
+const signalled = (name: string): boolean => SIGNALS && (!SPLIT || name.startsWith('new'))
 const gw = async (root: string, name: string, list: string) => {
-  let config = writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list, SIGNALS ? { limits: { rpm: 1e9, tpm: 1e12 } } : {})
+  let config = writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list, signalled(name) ? { limits: { rpm: 1e9, tpm: 1e12 } } : {})
   if (process.env.STORE === 'postgres' && list !== '') {
     const scratch = await scratchPostgres()
     if (typeof scratch === 'string') throw new Error(scratch)
@@ -61,7 +65,9 @@ const gatewayBody = GEMINI
 // the bare proxy has no Gemini route: with GEMINI it relays the chat stream the gateways translate from
 const chatStream = JSON.stringify({ model: 'b/o', max_tokens: 10, stream: true, messages: [{ role: 'user', content: 'hi' }] })
 const route = GEMINI ? '/v1beta/models/b/o:streamGenerateContent?alt=sse' : '/v1/chat/completions'
-const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}`, ...(SIGNALS ? { 'x-svc-tags': 'team-a, feature-x' } : {}) }
+const plain: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
+const tagged: Record<string, string> = { ...plain, ...(SIGNALS ? { 'x-svc-tags': 'team-a, feature-x' } : {}) }
+const headersOf = (t: { name: string }): Record<string, string> => SPLIT && !t.name.startsWith('this') ? plain : tagged
 const ROUNDS = Number(process.env.ROUNDS ?? 4)
 const targets = []
 for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], main: [] as number[], rps: [] as number[], p50: [] as number[], p99: [] as number[], threads: new Map<string, number[]>(), non2xx: 0 })
@@ -71,6 +77,7 @@ const SECONDS = Number(process.env.SECONDS ?? 5)
 const TOGETHER = process.env.TOGETHER === '1'
 for (let round = 0; round <= (TOGETHER ? ROUNDS : -1); round++) {
   const runs = targets.map(async (t) => {
+    const headers = headersOf(t)
     const bare = GEMINI && t.name === 'reply-from'
     const url = `http://127.0.0.1:${t.port}${bare ? '/v1/chat/completions' : route}`
     const requests = [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `t-${process.pid}-${k++}` } }) }]
@@ -86,6 +93,7 @@ for (let round = 0; round <= (TOGETHER ? ROUNDS : -1); round++) {
 }
 for (let round = 0; round <= (TOGETHER ? -1 : ROUNDS); round++) {
   for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
+    const headers = headersOf(t)
     const bare = GEMINI && t.name === 'reply-from'
     const url = `http://127.0.0.1:${t.port}${bare ? '/v1/chat/completions' : route}`
     const body = bare ? chatStream : gatewayBody

@@ -4,7 +4,8 @@
 // other work, two gateways measured in turn a few hundred milliseconds apart meet the same load,
 // which separate processes measured round after round do not. What a socket costs is left out.
 //   BASELINE=/path/to/other/checkout node --import tsx bench/inproc-ab.ts [CALLS a batch, default 2000]
-//   (ROUNDS, default 20; SIGNALS=1: the key has limits out of reach and every call two tags)
+//   (ROUNDS, default 20; SIGNALS=1: the key has limits out of reach and every call two tags;
+//   SIGNALS=split: this checkout's gateway only, so that BASELINE=. weighs what they cost one build)
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -17,7 +18,10 @@ const ROUNDS = Number(process.env.ROUNDS ?? 20)
 const BATCH = 32
 const BASELINE = process.env.BASELINE
 if (BASELINE === undefined) throw new Error('BASELINE=/path/to/another/checkout is needed')
-const SIGNALS = process.env.SIGNALS === '1'
+const SPLIT = process.env.SIGNALS === 'split'
+const SIGNALS = process.env.SIGNALS === '1' || SPLIT
+/** Whether the gateway named `name` has the signals on (SIGNALS=split: this checkout's only). */
+const signalled = (name: string): boolean => SIGNALS && (!SPLIT || name === 'this')
 const dir = mkdtempSync(join(tmpdir(), 'inproc-ab-'))
 
 async function appAt (root: string, name: string): Promise<FastifyInstance> {
@@ -29,7 +33,7 @@ async function appAt (root: string, name: string): Promise<FastifyInstance> {
     plugins: ALL_PLUGINS.split(',').map((p) => ({ name: p, ...(p === 'rate-limit' ? { options: { max: 1e9 } } : {}) })),
     providers: [{ id: 'demo', protocol: 'openai', builtin: 'demo' }],
     models: [{ id: 'b/o', name: 'b', provider: 'demo', upstream_model: 'echo-1', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }],
-    tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY, ...(SIGNALS ? { limits: { rpm: 1e9, tpm: 1e12 } } : {}) }] }] }]
+    tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY, ...(signalled(name) ? { limits: { rpm: 1e9, tpm: 1e12 } } : {}) }] }] }]
   }, {})
   const app = await buildApp(config, { logger: false })
   await app.ready()
@@ -37,9 +41,11 @@ async function appAt (root: string, name: string): Promise<FastifyInstance> {
 }
 
 const payload = JSON.stringify({ model: 'b/o', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
-const headers = { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json', ...(SIGNALS ? { 'x-svc-tags': 'team-a, feature-x' } : {}) }
+const plain = { authorization: `Bearer ${BENCH_KEY}`, 'content-type': 'application/json' }
+const tagged = { ...plain, 'x-svc-tags': 'team-a, feature-x' }
 let k = 0
-async function load (app: FastifyInstance, n: number): Promise<number> {
+async function load (app: FastifyInstance, n: number, name: string): Promise<number> {
+  const headers = signalled(name) ? tagged : plain
   let bad = 0
   for (let done = 0; done < n; done += BATCH) {
     const answers = await Promise.all(Array.from({ length: Math.min(BATCH, n - done) }, async () => await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: { ...headers, 'idempotency-key': `i-${k++}` }, payload })))
@@ -49,11 +55,11 @@ async function load (app: FastifyInstance, n: number): Promise<number> {
 }
 
 const apps = [{ name: 'baseline', app: await appAt(BASELINE, 'base'), us: [] as number[], bad: 0 }, { name: 'this', app: await appAt(fromRoot(), 'this'), us: [] as number[], bad: 0 }]
-for (let i = 0; i < 3; i++) for (const a of apps) a.bad += await load(a.app, 4000) // warm-up: both compiled before either is measured
+for (let i = 0; i < 3; i++) for (const a of apps) a.bad += await load(a.app, 4000, a.name) // warm-up: both compiled before either is measured
 for (let r = 0; r < ROUNDS; r++) {
   for (const a of r % 2 === 0 ? apps : [...apps].reverse()) {
     const c0 = process.cpuUsage()
-    a.bad += await load(a.app, N)
+    a.bad += await load(a.app, N, a.name)
     const c = process.cpuUsage(c0)
     a.us.push((c.user + c.system) / N)
   }
