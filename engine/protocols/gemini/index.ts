@@ -9,11 +9,12 @@ import { aggregate, errorFrame, replay, watch } from './stream.js'
 import type { GeminiRequest, GeminiResponse } from './types.js'
 import { geminiAnswerToolUses, geminiUpstreamPath, googleError, usageFromGemini } from './wire.js'
 
-// The Gemini codec (generateContent, Google's REST shape): its reader (request.ts), its field
-// table (table.ts), the upstream body built from another protocol's conversation and an answer's
-// candidates read back (body.ts), the answer written for a Gemini client (writer.ts), paths,
-// usage, finish reasons, schemas and thought signatures (wire.ts), its stream (stream.ts), and
-// here what a Gemini upstream is sent by a Gemini client and what its errors look like.
+// The Gemini codec (generateContent, Google's REST shape, typed in types.ts): its reader
+// (request.ts), its field table (table.ts), the upstream body built from another protocol's
+// conversation and an answer's candidates read back (body.ts), the answer written for a Gemini
+// client (writer.ts), paths, usage, finish reasons, schemas and thought signatures (wire.ts),
+// its stream (stream.ts), and here what a Gemini upstream is sent by a Gemini client and what
+// its errors look like.
 
 /** Google's error body as its shape promises it (code, message, status), what Google said kept. */
 export function geminiUpstreamError (status: number, raw: unknown): Json {
