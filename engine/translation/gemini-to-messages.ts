@@ -1,3 +1,4 @@
+import type { ContentBlockParam, DocumentBlockParam, ImageBlockParam, MessageParam, TextBlockParam, ThinkingConfigParam, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages'
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { isMessagesImageType } from '../protocols/content.js'
 import { isObj, type Dropped } from '../protocols/fields.js'
@@ -34,7 +35,7 @@ const MEDIUM_BUDGET = THINKING_BUDGET.get('medium') ?? 8192
 const toolId = (id: string): string => id.replace(/[^A-Za-z0-9_-]/g, '_')
 
 /** A user's media or text part → a Messages content block. */
-function block (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: TranslateCtx): Json {
+function block (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: TranslateCtx): TextBlockParam | ImageBlockParam | DocumentBlockParam {
   if (p.kind === 'text') return { type: 'text', text: p.text }
   const type = p.mimeType.toLowerCase()
   if (p.kind === 'file') {
@@ -48,14 +49,14 @@ function block (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: T
   throw new UnsupportedOnUpstream({ feature: `${p.mimeType} input`, model: ctx.model })
 }
 
-function userContent (parts: InPart[], ctx: TranslateCtx): Json[] {
-  const results: Json[] = []
-  const rest: Json[] = []
+function userContent (parts: InPart[], ctx: TranslateCtx): ContentBlockParam[] {
+  const results: ContentBlockParam[] = []
+  const rest: ContentBlockParam[] = []
   for (const p of parts) {
     if (p.kind === 'result') {
-      const content: Json[] = p.output === '' ? [] : [{ type: 'text', text: p.output }]
+      const content: Array<TextBlockParam | ImageBlockParam | DocumentBlockParam> = p.output === '' ? [] : [{ type: 'text', text: p.output }]
       for (const m of p.media) content.push(block(m, ctx))
-      const result: Json = { type: 'tool_result', tool_use_id: toolId(p.id), content: p.media.length === 0 ? p.output : content }
+      const result: ToolResultBlockParam = { type: 'tool_result', tool_use_id: toolId(p.id), content: p.media.length === 0 ? p.output : content }
       if (p.isError) result.is_error = true
       results.push(result)
     } else if (p.kind === 'text' || p.kind === 'inline' || p.kind === 'file') {
@@ -66,8 +67,8 @@ function userContent (parts: InPart[], ctx: TranslateCtx): Json[] {
   return [...results, ...rest]
 }
 
-function assistantContent (parts: InPart[], dropped: Dropped): Array<Json | PackedThinking> {
-  const out: Array<Json | PackedThinking> = []
+function assistantContent (parts: InPart[], dropped: Dropped): ContentBlockParam[] {
+  const out: ContentBlockParam[] = []
   for (const p of parts) {
     if (p.kind === 'thinking') out.push(...p.blocks)
     else if (p.kind === 'text') out.push({ type: 'text', text: p.text })
@@ -83,7 +84,7 @@ function assistantContent (parts: InPart[], dropped: Dropped): Array<Json | Pack
  * max_tokens, no forced tool use, and, in a tool loop, the model's last turn starting with its
  * thinking. Otherwise the config is reported, not bent.
  */
-function thinking (r: InRequest, messages: Json[], maxTokens: number | undefined, ctx: TranslateCtx): { thinking?: Json, maxTokens: number } {
+function thinking (r: InRequest, messages: MessageParam[], maxTokens: number | undefined, ctx: TranslateCtx): { thinking?: ThinkingConfigParam, maxTokens: number } {
   const fallback = maxTokens ?? ctx.defaultMaxTokens
   const t = r.thinking
   if (t === undefined) return { maxTokens: fallback }
@@ -92,8 +93,8 @@ function thinking (r: InRequest, messages: Json[], maxTokens: number | undefined
   if (!allows(ctx, 'thinking') || r.toolMode === 'ANY') return drop()
   const last = messages[messages.length - 1]
   const previous = messages[messages.length - 2]
-  const looping = last?.role === 'user' && Array.isArray(last.content) && (last.content as Json[]).some((b) => b.type === 'tool_result')
-  if (looping && previous?.role === 'assistant' && !(Array.isArray(previous.content) && ['thinking', 'redacted_thinking'].includes(String((previous.content[0] as Json | undefined)?.type)))) return drop()
+  const looping = last?.role === 'user' && Array.isArray(last.content) && last.content.some((b) => b.type === 'tool_result')
+  if (looping && previous?.role === 'assistant' && !(Array.isArray(previous.content) && ['thinking', 'redacted_thinking'].includes(String((previous.content[0] as ContentBlockParam | undefined)?.type)))) return drop()
   const budget = t.budget === undefined || t.budget === -1 ? THINKING_BUDGET.get(t.level ?? 'medium') ?? MEDIUM_BUDGET : t.budget
   if (budget < MIN_BUDGET) return drop()
   // without the client's own max_tokens, the default is what the answer gets on top of its thinking
@@ -106,14 +107,15 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const r = readGeminiRequest(body, ctx)
   const dropped = r.dropped
   if (r.candidateCount !== undefined && r.candidateCount > 1) throw new UnsupportedOnUpstream({ feature: 'candidateCount > 1', model: ctx.model })
-  const messages: Json[] = []
+  const messages: MessageParam[] = []
   for (const turn of r.turns) {
     const role = turn.role === 'user' ? 'user' : 'assistant'
     const content = turn.role === 'user' ? userContent(turn.parts, ctx) : assistantContent(turn.parts, dropped)
     if (content.length === 0) continue
     const last = messages[messages.length - 1]
     if (last?.role === role) {
-      const merged = [...(last.content as Json[]), ...content]
+      // a turn's content is always a list here
+      const merged = [...(last.content as ContentBlockParam[]), ...content]
       last.content = role === 'user' ? [...merged.filter((b) => b.type === 'tool_result'), ...merged.filter((b) => b.type !== 'tool_result')] : merged
     } else messages.push({ role, content })
   }
