@@ -1,3 +1,4 @@
+import type { ChatCompletionAssistantMessageParam, ChatCompletionContentPart, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { parseToolArguments, textOf } from '../protocols/content.js'
 import { isObj, type Dropped } from '../protocols/fields.js'
@@ -15,10 +16,15 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, Tra
 const FINISH = new Map<string, GeminiFinishReason>([['stop', 'STOP'], ['length', 'MAX_TOKENS'], ['tool_calls', 'STOP'], ['function_call', 'STOP'], ['content_filter', 'SAFETY']])
 const finishOf = (reason: unknown): GeminiFinishReason => (typeof reason === 'string' ? FINISH.get(reason) : undefined) ?? 'STOP'
 
-const AUDIO = new Map([['audio/wav', 'wav'], ['audio/x-wav', 'wav'], ['audio/wave', 'wav'], ['audio/mp3', 'mp3'], ['audio/mpeg', 'mp3']])
+/** A video by URL, as vLLM and SGLang take one; OpenAI's types have no such part. */
+interface VideoUrlPart { type: 'video_url', video_url: { url: string } }
+type UserPart = ChatCompletionContentPart | VideoUrlPart
+type ChatMessage = ChatCompletionMessageParam | { role: 'user', content: UserPart[] }
+
+const AUDIO = new Map<string, 'wav' | 'mp3'>([['audio/wav', 'wav'], ['audio/x-wav', 'wav'], ['audio/wave', 'wav'], ['audio/mp3', 'mp3'], ['audio/mpeg', 'mp3']])
 
 /** A user's media or text part → a Chat Completions content part. */
-function chatPart (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: TranslateCtx): Json {
+function chatPart (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: TranslateCtx): UserPart {
   if (p.kind === 'text') return { type: 'text', text: p.text }
   const type = p.mimeType.toLowerCase()
   if (p.kind === 'file') {
@@ -34,9 +40,9 @@ function chatPart (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx
   throw new UnsupportedOnUpstream({ feature: `${p.mimeType} input`, model: ctx.model })
 }
 
-function userMessages (parts: InPart[], ctx: TranslateCtx, dropped: Dropped): Json[] {
-  const out: Json[] = []
-  const content: Json[] = []
+function userMessages (parts: InPart[], ctx: TranslateCtx, dropped: Dropped): ChatMessage[] {
+  const out: ChatMessage[] = []
+  const content: UserPart[] = []
   for (const p of parts) {
     if (p.kind === 'result') {
       if (p.media.length > 0) dropped.add('contents.functionResponse.parts') // a tool message holds text only
@@ -46,15 +52,15 @@ function userMessages (parts: InPart[], ctx: TranslateCtx, dropped: Dropped): Js
     }
   }
   if (content.length > 0) {
-    const only = content[0] as Json
-    out.push({ role: 'user', content: content.length === 1 && only.type === 'text' ? only.text : content })
+    const only = content[0] as UserPart
+    out.push(content.length === 1 && only.type === 'text' ? { role: 'user', content: only.text } : { role: 'user', content })
   }
   return out
 }
 
-function assistantMessage (parts: InPart[], dropped: Dropped): Json | null {
+function assistantMessage (parts: InPart[], dropped: Dropped): ChatCompletionAssistantMessageParam | null {
   const texts: string[] = []
-  const calls: Json[] = []
+  const calls: ChatCompletionMessageFunctionToolCall[] = []
   for (const p of parts) {
     if (p.kind === 'text') texts.push(p.text)
     else if (p.kind === 'call') calls.push({ id: p.id, type: 'function', function: { name: p.name, arguments: JSON.stringify(p.args) } })
@@ -69,7 +75,7 @@ function assistantMessage (parts: InPart[], dropped: Dropped): Json | null {
 function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const r = readGeminiRequest(body, ctx)
   const dropped = r.dropped
-  const messages: Json[] = []
+  const messages: ChatMessage[] = []
   if (r.system !== null) messages.push({ role: 'system', content: r.system })
   for (const turn of r.turns) {
     if (turn.role === 'user') messages.push(...userMessages(turn.parts, ctx, dropped))
