@@ -5,6 +5,7 @@ import { assistantMessage, completion, type FinishReason, type ToolCall } from '
 import { toOpenAIUsage } from '../protocols/chat/usage.js'
 import { candidate, chunk, responseBody } from '../protocols/gemini/writer.js'
 import { schemaFromGemini } from '../protocols/gemini/wire.js'
+import type { GeminiFinishReason } from '../protocols/gemini/types.js'
 import type { Platform } from './platforms/types.js'
 import { replayStream, type Splitter } from '../protocols/index.js'
 import { message, type AnswerBlock } from '../protocols/messages/writer.js'
@@ -293,7 +294,7 @@ export function fragments (text: string, size = 12): string[] {
 
 const FINISH_REASON: Record<StopReason, FinishReason> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls' }
 // Gemini says STOP after its calls too
-const GEMINI_FINISH: Record<StopReason, string> = { end_turn: 'STOP', stop_sequence: 'STOP', max_tokens: 'MAX_TOKENS', tool_use: 'STOP' }
+const GEMINI_FINISH: Record<StopReason, GeminiFinishReason> = { end_turn: 'STOP', stop_sequence: 'STOP', max_tokens: 'MAX_TOKENS', tool_use: 'STOP' }
 
 const joined = (b: OutputBlock): string => b.pieces.join('')
 const args = (b: OutputBlock): unknown => { const text = joined(b); return text === '' ? {} : JSON.parse(text) as unknown }
