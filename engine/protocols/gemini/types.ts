@@ -11,19 +11,19 @@ import type { Json } from '../types.js'
 // with its enums as their strings.
 
 /** An SDK type as JSON holds it: its enums as their strings (`FinishReason.STOP` is 'STOP'). */
-export type Wire<T> = T extends string ? `${T}` : T extends ReadonlyArray<infer E> ? Array<Wire<E>> : T extends object ? { [K in keyof T]: Wire<T[K]> } : T
+export type WireEnums<T> = T extends string ? `${T}` : T extends ReadonlyArray<infer E> ? Array<WireEnums<E>> : T extends object ? { [K in keyof T]: WireEnums<T[K]> } : T
 
-export type GeminiPart = Wire<Part>
-export type GeminiContent = Wire<Content>
-export type GeminiFunctionCall = Wire<FunctionCall>
-export type GeminiFunctionDeclaration = Wire<FunctionDeclaration>
-export type GeminiTool = Wire<Tool>
-export type GeminiToolConfig = Wire<ToolConfig>
-export type GeminiGenerationConfig = Wire<GenerationConfig>
-export type GeminiThinkingConfig = Wire<ThinkingConfig>
-export type GeminiSafetySetting = Wire<SafetySetting>
-export type GeminiCandidate = Wire<Candidate>
-export type GeminiUsageMetadata = Wire<GenerateContentResponseUsageMetadata>
+export type GeminiPart = WireEnums<Part>
+export type GeminiContent = WireEnums<Content>
+export type GeminiFunctionCall = WireEnums<FunctionCall>
+export type GeminiFunctionDeclaration = WireEnums<FunctionDeclaration>
+export type GeminiTool = WireEnums<Tool>
+export type GeminiToolConfig = WireEnums<ToolConfig>
+export type GeminiGenerationConfig = WireEnums<GenerationConfig>
+export type GeminiThinkingConfig = WireEnums<ThinkingConfig>
+export type GeminiSafetySetting = WireEnums<SafetySetting>
+export type GeminiCandidate = WireEnums<Candidate>
+export type GeminiUsageMetadata = WireEnums<GenerateContentResponseUsageMetadata>
 export type GeminiFinishReason = `${FinishReason}`
 export type GeminiToolMode = `${FunctionCallingConfigMode}`
 
@@ -50,7 +50,7 @@ export type GeminiRequest = {
 }
 
 /** A GenerateContentResponse as JSON carries it (the SDK class's data, not its getters): a whole answer, or a stream chunk with the new parts only. */
-export type GeminiResponse = Wire<Pick<GenerateContentResponse, 'candidates' | 'usageMetadata' | 'promptFeedback' | 'modelVersion' | 'responseId' | 'createTime'>>
+export type GeminiResponse = WireEnums<Pick<GenerateContentResponse, 'candidates' | 'usageMetadata' | 'promptFeedback' | 'modelVersion' | 'responseId' | 'createTime'>>
 
 /** A frame of a Gemini stream: a chunk of the answer, or an error after the stream started. */
 export type GeminiChunk = GeminiResponse & { error?: unknown }
