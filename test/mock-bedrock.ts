@@ -6,6 +6,7 @@ import { HttpRequest } from '@smithy/protocol-http'
 import { SignatureV4 } from '@smithy/signature-v4'
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8'
 import { isObj, type Json } from '../engine/kernel/json.js'
+import type { ConverseAnswer, ConverseContentBlock, ConverseStreamEvents } from '../engine/protocols/converse/types.js'
 
 // A local AWS Bedrock Runtime for the tests: /model/{id}/converse, /converse-stream, /invoke and
 // /invoke-with-response-stream, with Bedrock's JSON bodies, its binary event-stream framing
@@ -76,6 +77,9 @@ function eventMessage (eventType: string, payload: unknown): Uint8Array {
   return codec.encode({ headers, body: fromUtf8(JSON.stringify(payload)) })
 }
 
+/** A Converse stream event as the gateway's codec reads it, with the padding `p` real payloads carry. */
+const converseEvent = <K extends keyof ConverseStreamEvents>(name: K, payload: ConverseStreamEvents[K] & { p: string }): Uint8Array => eventMessage(name, payload)
+
 function exceptionMessage (type: string, message: string): Uint8Array {
   const headers: MessageHeaders = {
     ':message-type': { type: 'string', value: 'exception' },
@@ -142,7 +146,7 @@ function turnsOf (body: Json, invoke: boolean): Turn[] {
   return out
 }
 
-interface Answer { text: string, tool: { id: string, name: string, input: Json } | null, stop: 'end_turn' | 'tool_use' | 'max_tokens', input: number, output: number }
+interface Answer { text: string, tool: { id: string, name: string, input: Record<string, string> } | null, stop: 'end_turn' | 'tool_use' | 'max_tokens', input: number, output: number }
 
 let seq = 0
 
@@ -189,12 +193,13 @@ export async function startMockBedrock (opts: MockBedrockOptions = {}): Promise<
     close: async () => {}
   }
 
-  const converseUsage = (a: Answer): Json => {
-    const usage: Json = { inputTokens: a.input, outputTokens: a.output, totalTokens: a.input + a.output + state.cacheRead + state.cacheWrite }
+  // Converse's answers typed as the gateway's codec reads them, and checked by the SDK's client (mock-bedrock.test.ts)
+  const converseUsage = (a: Answer): NonNullable<ConverseAnswer['usage']> => {
+    const usage: NonNullable<ConverseAnswer['usage']> = { inputTokens: a.input, outputTokens: a.output, totalTokens: a.input + a.output + state.cacheRead + state.cacheWrite }
     if (state.cacheRead > 0) usage.cacheReadInputTokens = state.cacheRead
     if (state.cacheWrite > 0) {
       usage.cacheWriteInputTokens = state.cacheWrite
-      const details = [{ ttl: '5m', inputTokens: state.cacheWrite - state.cacheWrite1h }, { ttl: '1h', inputTokens: state.cacheWrite1h }]
+      const details = [{ ttl: '5m' as const, inputTokens: state.cacheWrite - state.cacheWrite1h }, { ttl: '1h' as const, inputTokens: state.cacheWrite1h }]
       usage.cacheDetails = details.filter((d) => d.inputTokens > 0)
     }
     return usage
@@ -238,11 +243,12 @@ export async function startMockBedrock (opts: MockBedrockOptions = {}): Promise<
     }
     const a = answer(body, invoke)
     if (op === 'converse') {
-      const content: Json[] = []
+      const content: ConverseContentBlock[] = []
       if (a.text !== '') content.push({ text: a.text })
       if (a.tool !== null) content.push({ toolUse: { toolUseId: a.tool.id, name: a.tool.name, input: a.tool.input } })
+      const out: ConverseAnswer = { output: { message: { role: 'assistant', content } }, stopReason: a.stop, usage: converseUsage(a), metrics: { latencyMs: 12 } }
       res.writeHead(200, { 'content-type': 'application/json', 'x-amzn-requestid': 'mock-request' })
-      res.end(JSON.stringify({ output: { message: { role: 'assistant', content } }, stopReason: a.stop, usage: converseUsage(a), metrics: { latencyMs: 12 } }))
+      res.end(JSON.stringify(out))
       return 200
     }
     if (op === 'invoke') {
@@ -266,25 +272,25 @@ export async function startMockBedrock (opts: MockBedrockOptions = {}): Promise<
     }
     if (op === 'converse-stream') {
       // real payloads carry a padding field `p`
-      frames.push(eventMessage('messageStart', { role: 'assistant', p: 'abcd' }))
+      frames.push(converseEvent('messageStart', { role: 'assistant', p: 'abcd' }))
       let index = 0
       if (words.length > 0) {
         for (const w of words) {
-          frames.push(eventMessage('contentBlockDelta', { contentBlockIndex: index, delta: { text: w }, p: 'ab' }))
+          frames.push(converseEvent('contentBlockDelta', { contentBlockIndex: index, delta: { text: w }, p: 'ab' }))
           if (except()) break
         }
-        if (!excepted) frames.push(eventMessage('contentBlockStop', { contentBlockIndex: index++, p: 'abc' }))
+        if (!excepted) frames.push(converseEvent('contentBlockStop', { contentBlockIndex: index++, p: 'abc' }))
       }
       if (a.tool !== null && !excepted) {
         const json = JSON.stringify(a.tool.input)
-        frames.push(eventMessage('contentBlockStart', { contentBlockIndex: index, start: { toolUse: { toolUseId: a.tool.id, name: a.tool.name } }, p: 'a' }))
-        frames.push(eventMessage('contentBlockDelta', { contentBlockIndex: index, delta: { toolUse: { input: json.slice(0, 5) } }, p: 'a' }))
-        frames.push(eventMessage('contentBlockDelta', { contentBlockIndex: index, delta: { toolUse: { input: json.slice(5) } }, p: 'a' }))
-        frames.push(eventMessage('contentBlockStop', { contentBlockIndex: index, p: 'a' }))
+        frames.push(converseEvent('contentBlockStart', { contentBlockIndex: index, start: { toolUse: { toolUseId: a.tool.id, name: a.tool.name } }, p: 'a' }))
+        frames.push(converseEvent('contentBlockDelta', { contentBlockIndex: index, delta: { toolUse: { input: json.slice(0, 5) } }, p: 'a' }))
+        frames.push(converseEvent('contentBlockDelta', { contentBlockIndex: index, delta: { toolUse: { input: json.slice(5) } }, p: 'a' }))
+        frames.push(converseEvent('contentBlockStop', { contentBlockIndex: index, p: 'a' }))
       }
       if (!excepted) {
-        frames.push(eventMessage('messageStop', { stopReason: a.stop, p: 'abcdef' }))
-        frames.push(eventMessage('metadata', { usage: converseUsage(a), metrics: { latencyMs: 12 }, p: 'ab' }))
+        frames.push(converseEvent('messageStop', { stopReason: a.stop, p: 'abcdef' }))
+        frames.push(converseEvent('metadata', { usage: converseUsage(a), metrics: { latencyMs: 12 }, p: 'ab' }))
       }
     } else {
       const chunk = (ev: Json): void => { frames.push(eventMessage('chunk', { bytes: Buffer.from(JSON.stringify(ev)).toString('base64'), p: 'abc' })) }

@@ -16,6 +16,8 @@ import type { MockUpstream } from './mock-upstream.js'
 //           ?api-version=…: the `api-key` header must be the Azure key and no Authorization may
 //           come; `api-version` is required. Answers: the mock's OpenAI answer, its `model` the
 //           deployment's. `contentFilter` answers the next call with Azure's content-filter 400.
+//           POST /openai/v1/responses (and /openai/responses?api-version=…): the Responses API,
+//           the deployment in the body's model; the same key checks.
 //   Vertex  POST /{v1|v1beta1}/projects/{p}/locations/{l}/publishers/google/models/{m}:{method}
 //           (generateContent, streamGenerateContent?alt=sse, countTokens) and
 //           …/publishers/anthropic/models/{m}:{rawPredict|streamRawPredict}: a Bearer token this
@@ -116,6 +118,15 @@ export async function startMockPlatforms (mock: MockUpstream, opts: { now: () =>
         })
       }
       return await forward(`/v1/${azure[2] as string}`, { ...body, model: deployment })
+    }
+    // the Responses API: Azure's v1 route, or the dated route the openai SDK's AzureOpenAI calls
+    // (/openai/responses?api-version=…); the deployment is the body's model
+    if (u.pathname === '/openai/v1/responses' || u.pathname === '/openai/responses') {
+      if (headers.authorization !== undefined) return json(401, { error: { code: '401', message: 'Access denied: an Authorization header is not an api-key.' } })
+      if (headers['api-key'] !== AZURE_KEY) return json(401, { error: { code: '401', message: 'Access denied due to invalid subscription key or wrong API endpoint.' } })
+      if (u.pathname === '/openai/responses' && u.searchParams.get('api-version') === null) return json(404, { error: { code: '404', message: 'Resource not found' } })
+      if (body === null || typeof body.model !== 'string') return json(400, { error: { code: 'BadRequest', message: 'model (the deployment) is required' } })
+      return await forward('/v1/responses', body)
     }
     const vertex = /^\/(v1|v1beta1)\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/(google|anthropic)\/models\/([^/:]+):([A-Za-z]+)$/.exec(u.pathname)
     if (vertex !== null) {

@@ -1,6 +1,7 @@
 import type { ErrorBodyInput } from '../kernel/errors.js'
 import type { FieldTable } from './fields.js'
 import type { AggregateOptions, Splitter, StreamEventLike } from './stream-events.js'
+import type { CodecText } from './text.js'
 import type { Json, Protocol, SseEvent, StreamMapper, TranslateCtx, Usage } from './types.js'
 
 // A protocol's codec: what modelgate knows of one wire format, in one folder
@@ -45,4 +46,6 @@ export interface Codec<Req = unknown, Res = unknown> {
   aggregate (events: Iterable<StreamEventLike>, opts: AggregateOptions): Res | null
   /** A whole answer replayed as its stream, its texts cut into deltas by `split` (pieces of about 48 characters by default). */
   replay (body: Res, ctx: ReplayCtx, split?: Splitter): SseEvent[]
+  /** Where the text sits in its requests, answers and stream events, for what reads or rewrites it (plugins/api/content-text.ts). */
+  readonly text: CodecText
 }

@@ -1,5 +1,5 @@
 import { InvalidField } from '../kernel/errors.js'
-import { entry, list, text } from './fields.js'
+import { entry, isObj, list, text } from './fields.js'
 import type { Json } from './types.js'
 
 // Small content helpers both cross-protocol pairs use.
@@ -9,7 +9,7 @@ export function parseToolArguments (text: unknown): Json {
   if (typeof text !== 'string' || text.trim() === '') return {}
   try {
     const v = JSON.parse(text) as unknown
-    return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as Json : { value: v }
+    return isObj(v) ? v : { value: v }
   } catch {
     return { raw: text }
   }
@@ -19,7 +19,8 @@ export function parseToolArguments (text: unknown): Json {
 export function textOf (content: unknown): string {
   if (typeof content === 'string') return content
   if (!Array.isArray(content)) return ''
-  return (content as Array<Json | null>).filter((p) => p?.type === 'text' && typeof p.text === 'string').map((p) => p?.text as string).join('\n')
+  const parts: readonly unknown[] = content
+  return parts.filter((p): p is { type: 'text', text: string } => isObj(p) && p.type === 'text' && typeof p.text === 'string').map((p) => p.text).join('\n')
 }
 
 /**

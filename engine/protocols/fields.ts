@@ -87,9 +87,9 @@ export function column<F extends string, U extends string> (table: Readonly<Reco
  * ones and those the table does not know are reported (as `prefix.name` under a prefix).
  * Null values count as absent. `mapped` fields are left to the pair.
  */
-export function sortFields (body: Json, fates: Readonly<Record<string, Fate>>, dropped: Dropped, out?: Json, prefix = ''): void {
+export function sortFields<T extends object> (body: T, fates: Readonly<Record<string, Fate>>, dropped: Dropped, out?: Json, prefix = ''): void {
   for (const key of Object.keys(body)) {
-    const value = body[key]
+    const value: unknown = body[key as keyof T]
     if (absent(value)) continue
     const fate = Object.hasOwn(fates, key) ? fates[key] : 'dropped'
     if (fate === 'passed' && out !== undefined) out[key] = value
@@ -105,7 +105,17 @@ export function mapValue<T> (table: ReadonlyMap<string, T>, value: unknown, name
   return mapped
 }
 
+// The list and object readers keep the type a field has in the protocol's SDK types: a body is
+// typed so from where it is read (its reader), and each value is still checked where it is used,
+// as the body came from a client or an upstream. A value of no known shape (`unknown`, or `{}`
+// once null is ruled out) reads as Json.
+
+/** An object type as the readers return it: Json when it names no field. */
+type Known<T extends object> = keyof T extends never ? Json : T
+
 /** A list field: absent → [], an array → its entries, anything else → 400. */
+export function list<T> (v: readonly T[] | null | undefined, field: string): readonly T[]
+export function list (v: unknown, field: string): unknown[]
 export function list (v: unknown, field: string): unknown[] {
   if (absent(v)) return []
   if (!Array.isArray(v)) throw new InvalidField({ field, reason: 'must be an array' })
@@ -113,13 +123,17 @@ export function list (v: unknown, field: string): unknown[] {
 }
 
 /** An object the pair must read. */
-export function entry (v: unknown, field: string): Json {
+export function entry<T extends object> (v: T | null | undefined, field: string): Known<T>
+export function entry (v: unknown, field: string): Json
+export function entry (v: unknown, field: string): object {
   if (!isObj(v)) throw new InvalidField({ field, reason: 'must be an object' })
   return v
 }
 
 /** An object the pair may read: absent → undefined. */
-export function optEntry (v: unknown, field: string): Json | undefined {
+export function optEntry<T extends object> (v: T | null | undefined, field: string): Known<T> | undefined
+export function optEntry (v: unknown, field: string): Json | undefined
+export function optEntry (v: unknown, field: string): object | undefined {
   return absent(v) ? undefined : entry(v, field)
 }
 

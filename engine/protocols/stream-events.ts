@@ -45,7 +45,12 @@ export function eventsOf (stream: string | Iterable<StreamEventLike>): Iterable<
   return [...parser.push(stream), ...parser.end()]
 }
 
-export const objects = (v: unknown): Json[] => Array.isArray(v) ? v.filter(isObj) : []
+/** The objects of a list (none when it is no list), typed as the list is. */
+export function objects<T extends object> (v: readonly T[] | null | undefined): T[]
+export function objects (v: unknown): Json[]
+export function objects (v: unknown): object[] {
+  return Array.isArray(v) ? v.filter(isObj) : []
+}
 export const str = (v: unknown): string => typeof v === 'string' ? v : ''
 
 const PIECE = 48

@@ -3,12 +3,13 @@ import { errorBody, InvalidField, openaiTypeFor, UnsupportedOnUpstream } from '.
 import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optText, sortFields, strings, text } from '../protocols/fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from '../protocols/gemini/wire.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, imagePart, inlineData, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from '../protocols/gemini/body.js'
+import { geminiAnswer, type GeminiGenerationConfig, type GeminiPart, type GeminiRequest, type GeminiToolConfig } from '../protocols/gemini/types.js'
 import { upstreamMessage } from '../protocols/upstream-error.js'
 import { frame } from '../protocols/sse.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 import { assistantMessage, chatUsage, chunk as chatChunk, completion, streamEnd, type FinishReason, type ToolCall } from '../protocols/chat/writer.js'
 import { CHAT_FIELDS } from '../protocols/chat/table.js'
-import { readChatTurns } from '../protocols/chat/request.js'
+import { readChatRequest, readChatTurns } from '../protocols/chat/request.js'
 
 // An OpenAI Chat Completions client in front of a Gemini upstream (generateContent). Thoughts
 // have no place in a chat answer and are left out; the thought signature of a function call
@@ -26,9 +27,9 @@ function optNumber (v: unknown, field: string): number | undefined {
 }
 
 /** A user's content (string or parts) → Gemini parts. */
-function userParts (content: unknown, field: string, ctx: TranslateCtx): Json[] {
+function userParts (content: unknown, field: string, ctx: TranslateCtx): GeminiPart[] {
   if (typeof content === 'string') return content === '' ? [] : [{ text: content }]
-  const out: Json[] = []
+  const out: GeminiPart[] = []
   for (const [i, raw] of list(content, field).entries()) {
     const at = `${field}[${i}]`
     const part = entry(raw, at)
@@ -86,7 +87,7 @@ function tools (body: Json, dropped: Dropped): ToolSpec[] {
   return out
 }
 
-function toolConfig (body: Json, dropped: Dropped): Json | undefined {
+function toolConfig (body: Json, dropped: Dropped): GeminiToolConfig | undefined {
   const choice = body.tool_choice
   if (optBoolean(body.parallel_tool_calls, 'parallel_tool_calls') === false) dropped.add('parallel_tool_calls')
   if (choice === undefined || choice === null) return undefined
@@ -107,9 +108,9 @@ function toolConfig (body: Json, dropped: Dropped): Json | undefined {
   throw new InvalidField({ field: 'tool_choice.type', reason: 'must be function, custom or allowed_tools' })
 }
 
-function generationConfig (body: Json, dropped: Dropped): Json {
-  const config: Json = {}
-  const set = (key: string, value: unknown): void => { if (value !== undefined) config[key] = value }
+function generationConfig (body: Json, dropped: Dropped): GeminiGenerationConfig {
+  const config: GeminiGenerationConfig = {}
+  const set = <K extends keyof GeminiGenerationConfig>(key: K, value: GeminiGenerationConfig[K]): void => { if (value !== undefined) config[key] = value }
   set('temperature', optNumber(body.temperature, 'temperature'))
   set('topP', optNumber(body.top_p, 'top_p'))
   set('topK', optNumber(body.top_k, 'top_k'))
@@ -146,7 +147,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const dropped = new Dropped()
   const system: string[] = []
   const contents = new ContentsBuilder()
-  for (const turn of readChatTurns(body.messages, dropped)) {
+  for (const turn of readChatTurns(readChatRequest(body).messages, dropped)) {
     switch (turn.role) {
       case 'system':
         system.push(turn.text)
@@ -155,7 +156,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
         contents.push('user', userParts(turn.content, turn.at, ctx))
         break
       case 'assistant': {
-        const parts: Json[] = []
+        const parts: GeminiPart[] = []
         const t = turn.texts.join('\n')
         if (t !== '') parts.push({ text: t })
         for (const call of turn.calls) parts.push(contents.call(call.id, call.name, call.input))
@@ -168,14 +169,14 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     }
   }
 
-  const out: Json = { contents: contents.build() }
+  const out: GeminiRequest = { contents: contents.build() }
   if (system.length > 0) out.systemInstruction = { parts: [{ text: system.join('\n\n') }] }
   const defined = tools(body, dropped)
   const config = toolConfig(body, dropped)
   if (defined.length > 0) {
     out.tools = geminiTools(defined)
     if (config !== undefined) out.toolConfig = config
-  } else if (config !== undefined && (config.functionCallingConfig as Json).mode === 'ANY') {
+  } else if (config?.functionCallingConfig?.mode === 'ANY') {
     dropped.add('tool_choice') // no tool left to force
   }
   const generation = generationConfig(body, dropped)
@@ -185,8 +186,9 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
 }
 
 function response (body: Json, ctx: TranslateCtx) {
+  const answer = geminiAnswer(body)
   let calls = 0
-  const choices: ChatCompletion.Choice[] = candidatesOf(body).map((c) => {
+  const choices: ChatCompletion.Choice[] = candidatesOf(answer).map((c) => {
     const text = c.pieces.flatMap((p) => p.kind === 'text' ? [p.text] : []).join('')
     const toolCalls: ToolCall[] = c.pieces.flatMap((p) => p.kind === 'call'
       ? [{ id: clientCallId(ctx, 'call_', calls++, p), type: 'function' as const, function: { name: p.name, arguments: JSON.stringify(p.args) } }]
@@ -199,7 +201,7 @@ function response (body: Json, ctx: TranslateCtx) {
     }
   })
   if (choices.length === 0) choices.push({ index: 0, message: { role: 'assistant', content: '', refusal: null }, finish_reason: 'stop', logprobs: null })
-  const usage = usageFromGemini(body.usageMetadata)
+  const usage = usageFromGemini(answer.usageMetadata)
   const out = completion(ctx, choices, usage === null ? null : chatUsage(usage))
   return { body: { ...out }, usage }
 }
@@ -244,11 +246,12 @@ function stream (ctx: TranslateCtx): StreamMapper {
       let data: unknown
       try { data = JSON.parse(ev.data) } catch { return [] }
       if (!isObj(data)) return []
-      const failure = streamError(data)
+      const answer = geminiAnswer(data)
+      const failure = streamError(answer)
       if (failure !== null) return [frame({ error: { message: failure.message, type: openaiTypeFor(failure.status), param: null, code: failure.code } })]
-      if (data.usageMetadata !== undefined) usage = usageFromGemini(data.usageMetadata) ?? usage
+      if (answer.usageMetadata !== undefined) usage = usageFromGemini(answer.usageMetadata) ?? usage
       const out: SseEvent[] = []
-      for (const c of candidatesOf(data)) {
+      for (const c of candidatesOf(answer)) {
         let state = seen.get(c.index)
         if (state === undefined) {
           state = { calls: 0, finish: null }

@@ -1,4 +1,4 @@
-import type { ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, Tool, ToolChoice } from '@anthropic-ai/sdk/resources/messages'
+import type { ContentBlockParam, MessageCreateParamsBase, MessageParam, OutputConfig, TextBlock, Tool, ToolChoice, ToolUseBlock } from '@anthropic-ai/sdk/resources/messages'
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions'
 import { errorBody, InvalidField, UnsupportedOnUpstream } from '../kernel/errors.js'
 import { messagesImageSource } from '../protocols/content.js'
@@ -9,8 +9,10 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, Tra
 import { toOpenAIUsage } from '../protocols/chat/usage.js'
 import { assistantMessage, chunk as chatChunk, completion, streamEnd, type FinishReason } from '../protocols/chat/writer.js'
 import { usageFromMessages } from '../protocols/messages/usage.js'
+import { readMessage } from '../protocols/messages/request.js'
+import { objects } from '../protocols/stream-events.js'
 import { CHAT_FIELDS } from '../protocols/chat/table.js'
-import { readChatTurns } from '../protocols/chat/request.js'
+import { readChatRequest, readChatTurns, type ChatRequest, type ChatUserPart } from '../protocols/chat/request.js'
 
 // An OpenAI Chat Completions client in front of a Messages upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).
@@ -49,7 +51,7 @@ function imageBlock (url: string, field: string): ContentBlockParam {
 }
 
 /** A user's OpenAI content (string or parts) → Messages blocks; empty text is dropped (Anthropic refuses it). */
-function userBlocks (content: unknown, field: string, ctx: TranslateCtx): ContentBlockParam[] {
+function userBlocks (content: string | readonly ChatUserPart[], field: string, ctx: TranslateCtx): ContentBlockParam[] {
   if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }]
   const out: ContentBlockParam[] = []
   for (const [i, raw] of list(content, field).entries()) {
@@ -81,13 +83,13 @@ function userBlocks (content: unknown, field: string, ctx: TranslateCtx): Conten
   return [{ type: 'text', text: out.map((b) => b.type === 'text' ? b.text : '').join('\n') }]
 }
 
-function toolChoice (body: Json, dropped: Dropped): ToolChoice | undefined {
+function toolChoice (body: ChatRequest, dropped: Dropped): ToolChoice | undefined {
   const choice = body.tool_choice
   let out: ToolChoice | undefined
   if (choice === 'auto') out = { type: 'auto' }
   else if (choice === 'none') out = { type: 'none' }
   else if (choice === 'required') out = { type: 'any' }
-  else if (isObj(choice)) {
+  else if (typeof choice === 'object' && choice !== null && !Array.isArray(choice)) {
     if (choice.type === 'function') out = { type: 'tool', name: text(entry(choice.function, 'tool_choice.function').name, 'tool_choice.function.name') }
     else if (choice.type === 'allowed_tools') {
       // the mode maps; the subset it allows does not (Messages offers every tool given)
@@ -105,7 +107,7 @@ function toolChoice (body: Json, dropped: Dropped): ToolChoice | undefined {
   return out
 }
 
-function tools (body: Json, dropped: Dropped): Tool[] {
+function tools (body: ChatRequest, dropped: Dropped): Tool[] {
   const out: Tool[] = []
   for (const [i, raw] of list(body.tools, 'tools').entries()) {
     const at = `tools[${i}]`
@@ -124,7 +126,7 @@ function tools (body: Json, dropped: Dropped): Tool[] {
 }
 
 /** response_format and reasoning_effort → output_config. */
-function outputConfig (body: Json, dropped: Dropped): OutputConfig | undefined {
+function outputConfig (body: ChatRequest, dropped: Dropped): OutputConfig | undefined {
   const out: OutputConfig = {}
   const format = optEntry(body.response_format, 'response_format')
   if (format?.type === 'json_schema') {
@@ -143,7 +145,7 @@ function outputConfig (body: Json, dropped: Dropped): OutputConfig | undefined {
 }
 
 /** user, safety_identifier or metadata.user_id → metadata.user_id: the first one given wins; another, different one is reported. */
-function userId (body: Json, dropped: Dropped): string | undefined {
+function userId (body: ChatRequest, dropped: Dropped): string | undefined {
   const metadata = optEntry(body.metadata, 'metadata')
   if (metadata !== undefined && Object.keys(metadata).some((k) => k !== 'user_id' && metadata[k] !== null)) dropped.add('metadata')
   const given: Array<[string, string | undefined]> = [
@@ -156,7 +158,8 @@ function userId (body: Json, dropped: Dropped): string | undefined {
   return chosen
 }
 
-function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
+function request (client: Json, ctx: TranslateCtx): TranslatedRequest {
+  const body = readChatRequest(client)
   const n = body.n
   if (n !== undefined && n !== null && (typeof n !== 'number' || !Number.isInteger(n) || n < 1)) throw new InvalidField({ field: 'n', reason: 'must be a positive integer' })
   if (typeof n === 'number' && n > 1) throw new UnsupportedOnUpstream({ feature: 'n > 1', model: ctx.model })
@@ -222,10 +225,11 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   return { body: upstream, dropped: dropped.list() }
 }
 
-function response (body: Json, ctx: TranslateCtx) {
-  const content = Array.isArray(body.content) ? body.content.filter(isObj) : []
-  const text = content.filter((b) => b.type === 'text' && typeof b.text === 'string').map((b) => b.text as string).join('')
-  const toolCalls = content.filter((b) => b.type === 'tool_use').map((b) => ({
+function response (upstream: Json, ctx: TranslateCtx) {
+  const body = readMessage(upstream)
+  const content = objects(body.content)
+  const text = content.filter((b): b is TextBlock => b.type === 'text' && typeof b.text === 'string').map((b) => b.text).join('')
+  const toolCalls = content.filter((b): b is ToolUseBlock => b.type === 'tool_use').map((b) => ({
     id: typeof b.id === 'string' ? b.id : '',
     type: 'function' as const,
     function: { name: typeof b.name === 'string' ? b.name : '', arguments: JSON.stringify(b.input ?? {}) }

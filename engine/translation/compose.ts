@@ -8,7 +8,7 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatorPair, Upstre
 // from the upstream's own counts (Converse splits its cache writes by TTL, which the Messages
 // pair would read back the same but only after a round trip through Messages' shape).
 
-export function compose (toMessages: TranslatorPair, codec: ViaMessagesCodec, upstream: UpstreamProtocol): TranslatorPair {
+export function compose<Req extends Json, Res> (toMessages: TranslatorPair, codec: ViaMessagesCodec<Req, Res>, upstream: UpstreamProtocol): TranslatorPair {
   return {
     client: toMessages.client,
     upstream,
@@ -20,10 +20,13 @@ export function compose (toMessages: TranslatorPair, codec: ViaMessagesCodec, up
       return { body: second.body, dropped: [...new Set([...first.dropped, ...second.dropped])].sort() }
     },
     response (body: Json, ctx: TranslateCtx) {
-      const messages = codec.response(body, ctx)
-      const out = toMessages.response(messages.body, ctx)
+      // the upstream's answer as its protocol types it; the codec's reader checks each field it reads
+      const messages = codec.response(body as Res, ctx)
+      // the pairs read and write bodies of no declared shape (Message is an interface, with no index signature)
+      const answer = messages.body as object as Json
+      const out = toMessages.response(answer, ctx)
       // a Messages client's pair relays its upstream's bytes unchanged: here they are the Messages answer
-      return { body: out.body ?? messages.body, usage: messages.usage }
+      return { body: out.body ?? answer, usage: messages.usage }
     },
     error: (status: number, body: unknown) => toMessages.error(status, codec.error(status, body)),
     stream (ctx: TranslateCtx): StreamMapper {

@@ -1,9 +1,11 @@
+import type { ChatCompletionAssistantMessageParam, ChatCompletionContentPart, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { parseToolArguments, textOf } from '../protocols/content.js'
 import { isObj, type Dropped } from '../protocols/fields.js'
 import { geminiError } from '../protocols/gemini/wire.js'
 import { candidate, chunk, errorChunk, responseBody } from '../protocols/gemini/writer.js'
 import { allowedTools, dropToward, effortOf, readGeminiRequest, type InPart } from '../protocols/gemini/request.js'
+import type { GeminiCandidate, GeminiFinishReason, GeminiFunctionCall, GeminiPart } from '../protocols/gemini/types.js'
 import { usageFromChat } from '../protocols/responses/writer.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
 
@@ -11,13 +13,18 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, Tra
 // ids on the way out (the upstream's, which a client may send back); results without an id are
 // paired with their calls by the Gemini codec's reader (protocols/gemini/request.ts).
 
-const FINISH = new Map([['stop', 'STOP'], ['length', 'MAX_TOKENS'], ['tool_calls', 'STOP'], ['function_call', 'STOP'], ['content_filter', 'SAFETY']])
-const finishOf = (reason: unknown): string => (typeof reason === 'string' ? FINISH.get(reason) : undefined) ?? 'STOP'
+const FINISH = new Map<string, GeminiFinishReason>([['stop', 'STOP'], ['length', 'MAX_TOKENS'], ['tool_calls', 'STOP'], ['function_call', 'STOP'], ['content_filter', 'SAFETY']])
+const finishOf = (reason: unknown): GeminiFinishReason => (typeof reason === 'string' ? FINISH.get(reason) : undefined) ?? 'STOP'
 
-const AUDIO = new Map([['audio/wav', 'wav'], ['audio/x-wav', 'wav'], ['audio/wave', 'wav'], ['audio/mp3', 'mp3'], ['audio/mpeg', 'mp3']])
+/** A video by URL, as vLLM and SGLang take one; OpenAI's types have no such part. */
+interface VideoUrlPart { type: 'video_url', video_url: { url: string } }
+type UserPart = ChatCompletionContentPart | VideoUrlPart
+type ChatMessage = ChatCompletionMessageParam | { role: 'user', content: UserPart[] }
+
+const AUDIO = new Map<string, 'wav' | 'mp3'>([['audio/wav', 'wav'], ['audio/x-wav', 'wav'], ['audio/wave', 'wav'], ['audio/mp3', 'mp3'], ['audio/mpeg', 'mp3']])
 
 /** A user's media or text part → a Chat Completions content part. */
-function chatPart (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: TranslateCtx): Json {
+function chatPart (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: TranslateCtx): UserPart {
   if (p.kind === 'text') return { type: 'text', text: p.text }
   const type = p.mimeType.toLowerCase()
   if (p.kind === 'file') {
@@ -33,9 +40,9 @@ function chatPart (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx
   throw new UnsupportedOnUpstream({ feature: `${p.mimeType} input`, model: ctx.model })
 }
 
-function userMessages (parts: InPart[], ctx: TranslateCtx, dropped: Dropped): Json[] {
-  const out: Json[] = []
-  const content: Json[] = []
+function userMessages (parts: InPart[], ctx: TranslateCtx, dropped: Dropped): ChatMessage[] {
+  const out: ChatMessage[] = []
+  const content: UserPart[] = []
   for (const p of parts) {
     if (p.kind === 'result') {
       if (p.media.length > 0) dropped.add('contents.functionResponse.parts') // a tool message holds text only
@@ -45,15 +52,15 @@ function userMessages (parts: InPart[], ctx: TranslateCtx, dropped: Dropped): Js
     }
   }
   if (content.length > 0) {
-    const only = content[0] as Json
-    out.push({ role: 'user', content: content.length === 1 && only.type === 'text' ? only.text : content })
+    const only = content[0] as UserPart
+    out.push(content.length === 1 && only.type === 'text' ? { role: 'user', content: only.text } : { role: 'user', content })
   }
   return out
 }
 
-function assistantMessage (parts: InPart[], dropped: Dropped): Json | null {
+function assistantMessage (parts: InPart[], dropped: Dropped): ChatCompletionAssistantMessageParam | null {
   const texts: string[] = []
-  const calls: Json[] = []
+  const calls: ChatCompletionMessageFunctionToolCall[] = []
   for (const p of parts) {
     if (p.kind === 'text') texts.push(p.text)
     else if (p.kind === 'call') calls.push({ id: p.id, type: 'function', function: { name: p.name, arguments: JSON.stringify(p.args) } })
@@ -68,7 +75,7 @@ function assistantMessage (parts: InPart[], dropped: Dropped): Json | null {
 function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const r = readGeminiRequest(body, ctx)
   const dropped = r.dropped
-  const messages: Json[] = []
+  const messages: ChatMessage[] = []
   if (r.system !== null) messages.push({ role: 'system', content: r.system })
   for (const turn of r.turns) {
     if (turn.role === 'user') messages.push(...userMessages(turn.parts, ctx, dropped))
@@ -131,15 +138,15 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   return { body: out, dropped: dropped.list() }
 }
 
-function candidates (choices: unknown): Json[] {
+function candidates (choices: unknown): GeminiCandidate[] {
   return (Array.isArray(choices) ? choices.filter(isObj) : []).map((c, i) => {
     const message = isObj(c.message) ? c.message : {}
-    const parts: Json[] = []
+    const parts: GeminiPart[] = []
     const text = typeof message.content === 'string' ? message.content : textOf(message.content)
     if (text !== '') parts.push({ text })
     for (const tc of Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObj) : []) {
       const fn = isObj(tc.function) ? tc.function : {}
-      const call: Json = { name: typeof fn.name === 'string' ? fn.name : '', args: parseToolArguments(fn.arguments) }
+      const call: GeminiFunctionCall = { name: typeof fn.name === 'string' ? fn.name : '', args: parseToolArguments(fn.arguments) }
       if (typeof tc.id === 'string' && tc.id !== '') call.id = tc.id
       parts.push({ functionCall: call })
     }
@@ -155,7 +162,7 @@ function response (body: Json, ctx: TranslateCtx) {
 const STREAM_STATUS = new Map([['rate_limit_error', 429], ['rate_limit_exceeded', 429], ['insufficient_quota', 429], ['overloaded_error', 503], ['server_is_overloaded', 503]])
 
 interface Call { id: string, name: string, args: string }
-interface Choice { calls: Map<number, Call>, finish: string | null }
+interface Choice { calls: Map<number, Call>, finish: GeminiFinishReason | null }
 
 function stream (ctx: TranslateCtx): StreamMapper {
   const choices = new Map<number, Choice>()
@@ -171,8 +178,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
   /** Gemini sends a call whole: the calls of a choice go out once their arguments are complete. */
   const flush = (index: number, c: Choice): SseEvent[] => {
     if (c.calls.size === 0) return []
-    const parts = [...c.calls.values()].map((call) => {
-      const fc: Json = { name: call.name, args: parseToolArguments(call.args) }
+    const parts = [...c.calls.values()].map((call): GeminiPart => {
+      const fc: GeminiFunctionCall = { name: call.name, args: parseToolArguments(call.args) }
       if (call.id !== '') fc.id = call.id
       return { functionCall: fc }
     })
@@ -184,7 +191,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
     done = true
     const out: SseEvent[] = []
     for (const [index, c] of choices) out.push(...flush(index, c))
-    const ended = [...choices].filter(([, c]) => c.finish !== null).map(([index, c]) => candidate(index, [], c.finish as string))
+    const ended = [...choices].flatMap(([index, c]) => c.finish === null ? [] : [candidate(index, [], c.finish)])
     out.push(chunk(ctx, ended, usage))
     return out
   }

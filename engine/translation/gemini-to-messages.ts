@@ -1,9 +1,11 @@
+import type { ContentBlockParam, DocumentBlockParam, ImageBlockParam, MessageParam, TextBlockParam, ThinkingConfigParam, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages'
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
 import { isMessagesImageType } from '../protocols/content.js'
 import { isObj, type Dropped } from '../protocols/fields.js'
-import { geminiError, packThinking } from '../protocols/gemini/wire.js'
+import { geminiError, packThinking, type PackedThinking } from '../protocols/gemini/wire.js'
 import { candidate, chunk, errorChunk, responseBody } from '../protocols/gemini/writer.js'
-import { allowedTools, dropToward, includeThoughts, readGeminiRequest, type GeminiRequest, type InPart } from '../protocols/gemini/request.js'
+import { allowedTools, dropToward, includeThoughts, readGeminiRequest, type InRequest, type InPart } from '../protocols/gemini/request.js'
+import type { GeminiFinishReason, GeminiFunctionCall, GeminiPart } from '../protocols/gemini/types.js'
 import { THINKING_BUDGET } from '../protocols/gemini/body.js'
 import { allows } from '../protocols/responses/request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
@@ -14,7 +16,7 @@ import { usageFromMessages } from '../protocols/messages/usage.js'
 // of the part that follows them: a Gemini client keeps that part and sends it back, and the
 // blocks go up again ahead of it, as Anthropic requires of a tool loop with thinking on.
 
-const FINISH = new Map([
+const FINISH = new Map<string, GeminiFinishReason>([
   ['end_turn', 'STOP'],
   ['stop_sequence', 'STOP'],
   ['pause_turn', 'STOP'],
@@ -23,7 +25,7 @@ const FINISH = new Map([
   ['model_context_window_exceeded', 'MAX_TOKENS'],
   ['refusal', 'SAFETY']
 ])
-const finishOf = (stop: unknown): string => (typeof stop === 'string' ? FINISH.get(stop) : undefined) ?? 'STOP'
+const finishOf = (stop: unknown): GeminiFinishReason => (typeof stop === 'string' ? FINISH.get(stop) : undefined) ?? 'STOP'
 
 // An Anthropic thinking budget is at least 1024 tokens and less than max_tokens.
 const MIN_BUDGET = 1024
@@ -33,7 +35,7 @@ const MEDIUM_BUDGET = THINKING_BUDGET.get('medium') ?? 8192
 const toolId = (id: string): string => id.replace(/[^A-Za-z0-9_-]/g, '_')
 
 /** A user's media or text part → a Messages content block. */
-function block (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: TranslateCtx): Json {
+function block (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: TranslateCtx): TextBlockParam | ImageBlockParam | DocumentBlockParam {
   if (p.kind === 'text') return { type: 'text', text: p.text }
   const type = p.mimeType.toLowerCase()
   if (p.kind === 'file') {
@@ -47,14 +49,14 @@ function block (p: Extract<InPart, { kind: 'text' | 'inline' | 'file' }>, ctx: T
   throw new UnsupportedOnUpstream({ feature: `${p.mimeType} input`, model: ctx.model })
 }
 
-function userContent (parts: InPart[], ctx: TranslateCtx): Json[] {
-  const results: Json[] = []
-  const rest: Json[] = []
+function userContent (parts: InPart[], ctx: TranslateCtx): ContentBlockParam[] {
+  const results: ContentBlockParam[] = []
+  const rest: ContentBlockParam[] = []
   for (const p of parts) {
     if (p.kind === 'result') {
-      const content: Json[] = p.output === '' ? [] : [{ type: 'text', text: p.output }]
+      const content: Array<TextBlockParam | ImageBlockParam | DocumentBlockParam> = p.output === '' ? [] : [{ type: 'text', text: p.output }]
       for (const m of p.media) content.push(block(m, ctx))
-      const result: Json = { type: 'tool_result', tool_use_id: toolId(p.id), content: p.media.length === 0 ? p.output : content }
+      const result: ToolResultBlockParam = { type: 'tool_result', tool_use_id: toolId(p.id), content: p.media.length === 0 ? p.output : content }
       if (p.isError) result.is_error = true
       results.push(result)
     } else if (p.kind === 'text' || p.kind === 'inline' || p.kind === 'file') {
@@ -65,8 +67,8 @@ function userContent (parts: InPart[], ctx: TranslateCtx): Json[] {
   return [...results, ...rest]
 }
 
-function assistantContent (parts: InPart[], dropped: Dropped): Json[] {
-  const out: Json[] = []
+function assistantContent (parts: InPart[], dropped: Dropped): ContentBlockParam[] {
+  const out: ContentBlockParam[] = []
   for (const p of parts) {
     if (p.kind === 'thinking') out.push(...p.blocks)
     else if (p.kind === 'text') out.push({ type: 'text', text: p.text })
@@ -82,7 +84,7 @@ function assistantContent (parts: InPart[], dropped: Dropped): Json[] {
  * max_tokens, no forced tool use, and, in a tool loop, the model's last turn starting with its
  * thinking. Otherwise the config is reported, not bent.
  */
-function thinking (r: GeminiRequest, messages: Json[], maxTokens: number | undefined, ctx: TranslateCtx): { thinking?: Json, maxTokens: number } {
+function thinking (r: InRequest, messages: MessageParam[], maxTokens: number | undefined, ctx: TranslateCtx): { thinking?: ThinkingConfigParam, maxTokens: number } {
   const fallback = maxTokens ?? ctx.defaultMaxTokens
   const t = r.thinking
   if (t === undefined) return { maxTokens: fallback }
@@ -91,8 +93,8 @@ function thinking (r: GeminiRequest, messages: Json[], maxTokens: number | undef
   if (!allows(ctx, 'thinking') || r.toolMode === 'ANY') return drop()
   const last = messages[messages.length - 1]
   const previous = messages[messages.length - 2]
-  const looping = last?.role === 'user' && Array.isArray(last.content) && (last.content as Json[]).some((b) => b.type === 'tool_result')
-  if (looping && previous?.role === 'assistant' && !(Array.isArray(previous.content) && ['thinking', 'redacted_thinking'].includes(String((previous.content[0] as Json | undefined)?.type)))) return drop()
+  const looping = last?.role === 'user' && Array.isArray(last.content) && last.content.some((b) => b.type === 'tool_result')
+  if (looping && previous?.role === 'assistant' && !(Array.isArray(previous.content) && ['thinking', 'redacted_thinking'].includes(String((previous.content[0] as ContentBlockParam | undefined)?.type)))) return drop()
   const budget = t.budget === undefined || t.budget === -1 ? THINKING_BUDGET.get(t.level ?? 'medium') ?? MEDIUM_BUDGET : t.budget
   if (budget < MIN_BUDGET) return drop()
   // without the client's own max_tokens, the default is what the answer gets on top of its thinking
@@ -105,14 +107,15 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const r = readGeminiRequest(body, ctx)
   const dropped = r.dropped
   if (r.candidateCount !== undefined && r.candidateCount > 1) throw new UnsupportedOnUpstream({ feature: 'candidateCount > 1', model: ctx.model })
-  const messages: Json[] = []
+  const messages: MessageParam[] = []
   for (const turn of r.turns) {
     const role = turn.role === 'user' ? 'user' : 'assistant'
     const content = turn.role === 'user' ? userContent(turn.parts, ctx) : assistantContent(turn.parts, dropped)
     if (content.length === 0) continue
     const last = messages[messages.length - 1]
     if (last?.role === role) {
-      const merged = [...(last.content as Json[]), ...content]
+      // a turn's content is always a list here
+      const merged = [...(last.content as ContentBlockParam[]), ...content]
       last.content = role === 'user' ? [...merged.filter((b) => b.type === 'tool_result'), ...merged.filter((b) => b.type !== 'tool_result')] : merged
     } else messages.push({ role, content })
   }
@@ -165,23 +168,23 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
 
 /** Messages content blocks → Gemini parts: thoughts shown when asked for, every thinking block packed into the signature of the part after it. */
 class Parts {
-  readonly parts: Json[] = []
-  private pending: Json[] = []
+  private pending: PackedThinking[] = []
 
   constructor (private readonly thoughts: boolean) {}
 
   /** A thinking or redacted_thinking block, whole: it goes up again with the next part. */
   hold (b: Json): void {
-    this.pending.push(b.type === 'thinking' ? { type: 'thinking', thinking: typeof b.thinking === 'string' ? b.thinking : '', signature: typeof b.signature === 'string' ? b.signature : '' } : { type: 'redacted_thinking', data: b.data })
+    // a redacted block's data goes back as it came, Anthropic's to judge
+    this.pending.push(b.type === 'thinking' ? { type: 'thinking', thinking: typeof b.thinking === 'string' ? b.thinking : '', signature: typeof b.signature === 'string' ? b.signature : '' } : { type: 'redacted_thinking', data: b.data as string })
   }
 
   /** Thinking text as a thought part, when the client shows thoughts. */
-  thought (text: unknown): Json[] {
+  thought (text: unknown): GeminiPart[] {
     return this.thoughts && typeof text === 'string' && text !== '' ? [{ text, thought: true }] : []
   }
 
   /** A text or functionCall part, carrying the thinking before it. */
-  part (p: Json): Json {
+  part (p: GeminiPart): GeminiPart {
     if (this.pending.length > 0) {
       p.thoughtSignature = packThinking(this.pending)
       this.pending = []
@@ -192,14 +195,14 @@ class Parts {
 
 function response (body: Json, ctx: TranslateCtx) {
   const out = new Parts(includeThoughts(ctx))
-  const parts: Json[] = []
+  const parts: GeminiPart[] = []
   for (const b of Array.isArray(body.content) ? body.content.filter(isObj) : []) {
     if (b.type === 'thinking' || b.type === 'redacted_thinking') {
       parts.push(...out.thought(b.thinking))
       out.hold(b)
     } else if (b.type === 'text' && typeof b.text === 'string' && b.text !== '') parts.push(out.part({ text: b.text }))
     else if (b.type === 'tool_use') {
-      const call: Json = { name: typeof b.name === 'string' ? b.name : '', args: isObj(b.input) ? b.input : {} }
+      const call: GeminiFunctionCall = { name: typeof b.name === 'string' ? b.name : '', args: isObj(b.input) ? b.input : {} }
       if (typeof b.id === 'string' && b.id !== '') call.id = b.id
       parts.push(out.part({ functionCall: call }))
     }
@@ -213,11 +216,11 @@ function stream (ctx: TranslateCtx): StreamMapper {
   // the block being streamed, by its index: text goes out as it comes, thinking and tool calls whole
   const blocks = new Map<number, Json>()
   let raw: Json | null = null
-  let finish: string | null = null
+  let finish: GeminiFinishReason | null = null
   let done = false
   const relayed: string[] = []
   const usage = (): Usage | null => raw === null ? null : usageFromMessages(raw)
-  const emit = (parts: Json[]): SseEvent[] => parts.length === 0 ? [] : [chunk(ctx, [candidate(0, parts)])]
+  const emit = (parts: GeminiPart[]): SseEvent[] => parts.length === 0 ? [] : [chunk(ctx, [candidate(0, parts)])]
   const objectAt = (o: Json, key: string): Json => isObj(o[key]) ? o[key] as Json : {}
 
   return {
@@ -258,7 +261,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
           if (b === undefined) return []
           if (b.type === 'text' && d.type === 'text_delta' && typeof d.text === 'string' && d.text !== '') {
             relayed.push(d.text)
-            const part: Json = { text: d.text }
+            const part: GeminiPart = { text: d.text }
             // the thinking before the text rides on its first part
             const sent = b.first === true ? out.part(part) : part
             b.first = false
@@ -283,7 +286,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
           if (b?.type === 'tool_use') {
             let args: unknown = {}
             try { args = b.json === '' ? {} : JSON.parse(String(b.json)) } catch { args = { raw: b.json } }
-            const call: Json = { name: typeof b.name === 'string' ? b.name : '', args: isObj(args) ? args : { value: args } }
+            const call: GeminiFunctionCall = { name: typeof b.name === 'string' ? b.name : '', args: isObj(args) ? args : { value: args } }
             if (typeof b.id === 'string' && b.id !== '') call.id = b.id
             return emit([out.part({ functionCall: call })])
           }

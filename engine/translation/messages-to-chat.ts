@@ -1,19 +1,23 @@
-import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
+import type { ContentBlockParam, StopReason, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages'
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import type { ReasoningEffort } from 'openai/resources/shared'
 import { errorBody, InvalidField } from '../kernel/errors.js'
 import { joinText, parseToolArguments, textOf } from '../protocols/content.js'
 import { column, Dropped, entry, isObj, kindOf, mapValue, optBoolean, optEntry, optText, sortFields, strings, text } from '../protocols/fields.js'
 import { upstreamMessage } from '../protocols/upstream-error.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { event, message, messageEnd, messageStart } from '../protocols/messages/writer.js'
+import { event, message, messageEnd, messageStart, type AnswerBlock } from '../protocols/messages/writer.js'
 import { usageFromOpenAI } from '../protocols/chat/usage.js'
+import { readChatCompletion, type CompletionMessage } from '../protocols/chat/request.js'
+import { parseChunk, type Delta } from '../protocols/chat/stream.js'
+import { objects } from '../protocols/stream-events.js'
 import { MESSAGES_FIELDS } from '../protocols/messages/table.js'
-import { noteCache, readMessagesTools, readMessagesTurns } from '../protocols/messages/request.js'
+import { noteCache, readMessagesRequest, readMessagesTools, readMessagesTurns, type MessagesRequest } from '../protocols/messages/request.js'
 
 // A Messages client in front of an OpenAI Chat Completions upstream: requests, answers and
 // streams mapped both ways (how each field maps: docs/api.md).
 
-export const STOP_REASON: ReadonlyMap<string, string> = new Map([
+export const STOP_REASON: ReadonlyMap<string, StopReason> = new Map<string, StopReason>([
   ['stop', 'end_turn'],
   ['length', 'max_tokens'],
   ['tool_calls', 'tool_use'],
@@ -21,7 +25,7 @@ export const STOP_REASON: ReadonlyMap<string, string> = new Map([
   ['content_filter', 'refusal']
 ])
 
-const stopOf = (finish: unknown): string => (typeof finish === 'string' ? STOP_REASON.get(finish) : undefined) ?? 'end_turn'
+const stopOf = (finish: unknown): StopReason => (typeof finish === 'string' ? STOP_REASON.get(finish) : undefined) ?? 'end_turn'
 
 // The fate of each Messages field toward a Chat Completions upstream.
 const FIELDS = column(MESSAGES_FIELDS, 'openai')
@@ -43,7 +47,7 @@ function effortForBudget (budget: number): ReasoningEffort {
  * `medium`. Sent only to a model that lists reasoning_effort; otherwise what asked for
  * reasoning is reported (asking for none from a model that does not reason loses nothing).
  */
-function reasoningEffort (body: Json, effort: unknown, ctx: TranslateCtx, dropped: Dropped): ReasoningEffort | undefined {
+function reasoningEffort (body: MessagesRequest, effort: unknown, ctx: TranslateCtx, dropped: Dropped): ReasoningEffort | undefined {
   const fromEffort = mapValue(EFFORT, effort, 'output_config.effort', dropped)
   let fromThinking: ReasoningEffort | undefined
   const thinking = optEntry(body.thinking, 'thinking')
@@ -79,7 +83,7 @@ function responseFormat (format: unknown, field: string, dropped: Dropped): Chat
 }
 
 /** A Messages user block → an OpenAI content part (null: none, or nothing to send). */
-function userPart (block: Json, at: string, ctx: TranslateCtx, dropped: Dropped): ChatCompletionContentPart | null {
+function userPart (block: ContentBlockParam, at: string, ctx: TranslateCtx, dropped: Dropped): ChatCompletionContentPart | null {
   noteCache(block, dropped)
   switch (block.type) {
     case 'text': {
@@ -104,12 +108,12 @@ function userPart (block: Json, at: string, ctx: TranslateCtx, dropped: Dropped)
   return null
 }
 
-function toolResult (block: Json, at: string, dropped: Dropped): ChatCompletionMessageParam {
+function toolResult (block: ToolResultBlockParam, at: string, dropped: Dropped): ChatCompletionMessageParam {
   const t = joinText(block.content ?? '', `${at}.content`, (p) => dropped.add(`messages.tool_result.${kindOf(p.type)}`))
   return { role: 'tool', tool_call_id: text(block.tool_use_id, `${at}.tool_use_id`), content: block.is_error === true && t === '' ? 'error' : t }
 }
 
-function turn (role: 'user' | 'assistant', blocks: Json[], at: string, ctx: TranslateCtx, dropped: Dropped): ChatCompletionMessageParam[] {
+function turn (role: 'user' | 'assistant', blocks: readonly ContentBlockParam[], at: string, ctx: TranslateCtx, dropped: Dropped): ChatCompletionMessageParam[] {
   if (role === 'assistant') {
     const texts: string[] = []
     const calls: ChatCompletionMessageFunctionToolCall[] = []
@@ -143,7 +147,7 @@ function turn (role: 'user' | 'assistant', blocks: Json[], at: string, ctx: Tran
   return out
 }
 
-function tools (body: Json, dropped: Dropped): ChatCompletionFunctionTool[] {
+function tools (body: MessagesRequest, dropped: Dropped): ChatCompletionFunctionTool[] {
   return readMessagesTools(body, dropped).map((t) => {
     const fn: ChatCompletionFunctionTool['function'] = { name: t.name, parameters: t.schema ?? { type: 'object', properties: {} } }
     if (t.description !== undefined) fn.description = t.description
@@ -152,7 +156,7 @@ function tools (body: Json, dropped: Dropped): ChatCompletionFunctionTool[] {
   })
 }
 
-function toolChoice (body: Json, out: ChatCompletionCreateParamsBase, dropped: Dropped): void {
+function toolChoice (body: MessagesRequest, out: ChatCompletionCreateParamsBase, dropped: Dropped): void {
   const choice = optEntry(body.tool_choice, 'tool_choice')
   if (choice === undefined) return
   let mapped: ChatCompletionCreateParamsBase['tool_choice']
@@ -169,10 +173,12 @@ function toolChoice (body: Json, out: ChatCompletionCreateParamsBase, dropped: D
     return
   }
   out.tool_choice = mapped
-  if (optBoolean(choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use') === true) out.parallel_tool_calls = false
+  const parallel = 'disable_parallel_tool_use' in choice ? choice.disable_parallel_tool_use : undefined
+  if (optBoolean(parallel, 'tool_choice.disable_parallel_tool_use') === true) out.parallel_tool_calls = false
 }
 
-function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
+function request (client: Json, ctx: TranslateCtx): TranslatedRequest {
+  const body = readMessagesRequest(client)
   const dropped = new Dropped()
   const messages: ChatCompletionMessageParam[] = []
   const { system, turns } = readMessagesTurns(body, dropped)
@@ -193,7 +199,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   if (metadata !== undefined) {
     const user = optText(metadata.user_id, 'metadata.user_id')
     if (user !== undefined) out.user = user
-    if (Object.keys(metadata).some((k) => k !== 'user_id' && metadata[k] !== null)) dropped.add('metadata')
+    if (Object.entries(metadata).some(([k, v]) => k !== 'user_id' && v !== null)) dropped.add('metadata')
   }
   const defined = tools(body, dropped)
   if (defined.length > 0) out.tools = defined
@@ -218,14 +224,15 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   return { body: upstream, dropped: dropped.list() }
 }
 
-function response (body: Json, ctx: TranslateCtx) {
-  const choice = (Array.isArray(body.choices) ? body.choices.find(isObj) : undefined) ?? {}
-  const answer = isObj(choice.message) ? choice.message : {}
-  const content: Json[] = []
+function response (upstream: Json, ctx: TranslateCtx) {
+  const body = readChatCompletion(upstream)
+  const choice: Partial<ChatCompletion.Choice> = (Array.isArray(body.choices) ? body.choices.find(isObj) : undefined) ?? {}
+  const answer: Partial<CompletionMessage> = isObj(choice.message) ? choice.message : {}
+  const content: AnswerBlock[] = []
   const t = typeof answer.content === 'string' ? answer.content : textOf(answer.content)
   if (t !== '') content.push({ type: 'text', text: t })
-  for (const tc of Array.isArray(answer.tool_calls) ? answer.tool_calls.filter(isObj) : []) {
-    const fn = isObj(tc.function) ? tc.function : {}
+  for (const tc of objects(answer.tool_calls)) {
+    const fn: Partial<ChatCompletionMessageFunctionToolCall.Function> = 'function' in tc && isObj(tc.function) ? tc.function : {}
     content.push({ type: 'tool_use', id: typeof tc.id === 'string' ? tc.id : '', name: typeof fn.name === 'string' ? fn.name : '', input: parseToolArguments(fn.arguments) })
   }
   const usage = usageFromOpenAI(body.usage)
@@ -272,17 +279,16 @@ function stream (ctx: TranslateCtx): StreamMapper {
   return {
     push (frameIn: SseEvent): SseEvent[] {
       if (frameIn.data === '[DONE]') return [...start(), ...close(), ...stop()]
-      let chunk: unknown
-      try { chunk = JSON.parse(frameIn.data) } catch { return [] }
-      if (!isObj(chunk)) return []
-      if (chunk.error !== undefined) {
+      const chunk = parseChunk(frameIn.data)
+      if (chunk === null) return []
+      if ('error' in chunk && chunk.error !== undefined) {
         const e = isObj(chunk.error) ? chunk.error : { message: String(chunk.error) }
         return [ev('error', { error: { type: 'api_error', message: typeof e.message === 'string' ? e.message : 'upstream error' } })]
       }
       const out = start()
       if (chunk.usage !== undefined && chunk.usage !== null) usage = usageFromOpenAI(chunk.usage)
-      for (const c of Array.isArray(chunk.choices) ? chunk.choices.filter(isObj) : []) {
-        const delta = isObj(c.delta) ? c.delta : {}
+      for (const c of objects(chunk.choices)) {
+        const delta: Delta = isObj(c.delta) ? c.delta : {}
         if (typeof delta.content === 'string' && delta.content !== '') {
           if (open?.kind !== 'text') {
             out.push(...close())
@@ -292,8 +298,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
           text.push(delta.content)
           out.push(ev('content_block_delta', { index: open.index, delta: { type: 'text_delta', text: delta.content } }))
         }
-        for (const tc of Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isObj) : []) {
-          const fn = isObj(tc.function) ? tc.function : {}
+        for (const tc of objects(delta.tool_calls)) {
+          const fn: ChatCompletionChunk.Choice.Delta.ToolCall.Function = isObj(tc.function) ? tc.function : {}
           const key = typeof tc.index === 'number' ? tc.index : 0
           if (typeof tc.id === 'string' && tc.id !== '') {
             out.push(...close())

@@ -1,13 +1,15 @@
+import type { ContentBlockParam, DocumentBlockParam, ImageBlockParam, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages'
 import { errorBody, InvalidField, messagesTypeFor } from '../kernel/errors.js'
 import { joinText } from '../protocols/content.js'
 import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from '../protocols/fields.js'
 import { asThinkingSignature, finishOf, fromThinkingSignature, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from '../protocols/gemini/wire.js'
 import { candidatesOf, clientCallId, ContentsBuilder, fileData, geminiToolConfig, geminiTools, streamError, THINKING_BUDGET, type Piece, type ToolSpec } from '../protocols/gemini/body.js'
+import { geminiAnswer, type GeminiGenerationConfig, type GeminiPart, type GeminiRequest, type GeminiThinkingConfig, type GeminiToolConfig, type JsonSchema } from '../protocols/gemini/types.js'
 import { upstreamMessage } from '../protocols/upstream-error.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
-import { event, message, messageEnd, messageStart } from '../protocols/messages/writer.js'
+import { event, message, messageEnd, messageStart, type AnswerBlock } from '../protocols/messages/writer.js'
 import { MESSAGES_FIELDS } from '../protocols/messages/table.js'
-import { noteCache, readMessagesTools, readMessagesTurns } from '../protocols/messages/request.js'
+import { noteCache, readMessagesRequest, readMessagesTools, readMessagesTurns } from '../protocols/messages/request.js'
 
 // A Messages client in front of a Gemini upstream. Thought summaries come back as thinking
 // blocks; a Gemini thought signature goes back to Gemini from the thinking block that carries it
@@ -20,14 +22,13 @@ const STOP: Record<Finish, string> = { stop: 'end_turn', tool: 'tool_use', lengt
 const FIELDS = column(MESSAGES_FIELDS, 'gemini')
 
 /** An image or document source → a Gemini part (null: a kind of source this pair does not map). */
-function sourcePart (source: Json, at: string, fallbackType: string): Json | null {
+function sourcePart (source: ImageBlockParam['source'] | DocumentBlockParam['source'], at: string, fallbackType: string): GeminiPart | null {
   switch (source.type) {
     case 'base64':
       return { inlineData: { mimeType: text(source.media_type, `${at}.media_type`), data: text(source.data, `${at}.data`) } }
     case 'url': {
       const part = fileData(text(source.url, `${at}.url`))
-      const file = part.fileData as Json
-      if (file.mimeType === undefined) file.mimeType = fallbackType
+      if (part.fileData.mimeType === undefined) part.fileData.mimeType = fallbackType
       return part
     }
     case 'text':
@@ -39,10 +40,10 @@ function sourcePart (source: Json, at: string, fallbackType: string): Json | nul
 }
 
 /** The text of a tool result's content; its images go next to it as parts of their own. */
-function toolResultContent (block: Json, at: string, dropped: Dropped): { text: string, media: Json[] } {
+function toolResultContent (block: ToolResultBlockParam, at: string, dropped: Dropped): { text: string, media: GeminiPart[] } {
   if (typeof block.content === 'string' || block.content === undefined || block.content === null) return { text: block.content ?? '', media: [] }
   const texts: string[] = []
-  const media: Json[] = []
+  const media: GeminiPart[] = []
   for (const [i, raw] of list(block.content, `${at}.content`).entries()) {
     const b = entry(raw, `${at}.content[${i}]`)
     if (b.type === 'text') texts.push(text(b.text, `${at}.content[${i}].text`))
@@ -55,9 +56,9 @@ function toolResultContent (block: Json, at: string, dropped: Dropped): { text: 
   return { text: texts.join('\n'), media }
 }
 
-function userTurn (blocks: Json[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
-  const results: Json[] = []
-  const parts: Json[] = []
+function userTurn (blocks: readonly ContentBlockParam[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
+  const results: GeminiPart[] = []
+  const parts: GeminiPart[] = []
   for (const [j, b] of blocks.entries()) {
     const bat = `${at}.content[${j}]`
     noteCache(b, dropped)
@@ -88,11 +89,11 @@ function userTurn (blocks: Json[], at: string, contents: ContentsBuilder, droppe
   contents.push('user', [...results, ...parts])
 }
 
-function assistantTurn (blocks: Json[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
-  const parts: Json[] = []
+function assistantTurn (blocks: readonly ContentBlockParam[], at: string, contents: ContentsBuilder, dropped: Dropped): void {
+  const parts: GeminiPart[] = []
   // the signature of an empty thinking block belongs to the part after it
   let pending: string | undefined
-  const add = (part: Json): void => {
+  const add = (part: GeminiPart): void => {
     if (pending !== undefined && part.thoughtSignature === undefined) part.thoughtSignature = pending
     pending = undefined
     parts.push(part)
@@ -127,7 +128,7 @@ function assistantTurn (blocks: Json[], at: string, contents: ContentsBuilder, d
 }
 
 function tools (body: Json, dropped: Dropped): ToolSpec[] {
-  return readMessagesTools(body, dropped).map((t) => {
+  return readMessagesTools(readMessagesRequest(body), dropped).map((t) => {
     const tool: ToolSpec = { name: t.name }
     if (t.description !== undefined) tool.description = t.description
     if (t.schema !== undefined) tool.parameters = t.schema
@@ -136,7 +137,7 @@ function tools (body: Json, dropped: Dropped): ToolSpec[] {
   })
 }
 
-function toolConfig (body: Json, dropped: Dropped): Json | undefined {
+function toolConfig (body: Json, dropped: Dropped): GeminiToolConfig | undefined {
   const choice = optEntry(body.tool_choice, 'tool_choice')
   if (choice === undefined) return undefined
   if (optBoolean(choice.disable_parallel_tool_use, 'tool_choice.disable_parallel_tool_use') === true) dropped.add('tool_choice.disable_parallel_tool_use')
@@ -150,9 +151,9 @@ function toolConfig (body: Json, dropped: Dropped): Json | undefined {
 }
 
 /** thinking (or, without it, output_config.effort) → thinkingConfig. */
-function thinkingConfig (body: Json, effort: unknown, dropped: Dropped): Json | undefined {
+function thinkingConfig (body: Json, effort: unknown, dropped: Dropped): GeminiThinkingConfig | undefined {
   const thinking = optEntry(body.thinking, 'thinking')
-  let config: Json | undefined
+  let config: GeminiThinkingConfig | undefined
   switch (thinking?.type) {
     case undefined: break
     case 'disabled': config = { thinkingBudget: 0 }; break
@@ -171,7 +172,7 @@ function thinkingConfig (body: Json, effort: unknown, dropped: Dropped): Json | 
   return config ?? (budget === undefined ? undefined : { thinkingBudget: budget })
 }
 
-function responseSchema (format: unknown, field: string, dropped: Dropped): Json | undefined {
+function responseSchema (format: unknown, field: string, dropped: Dropped): JsonSchema | undefined {
   const f = optEntry(format, field)
   if (f === undefined) return undefined
   if (f.type === 'json_schema' && isObj(f.schema)) return f.schema
@@ -181,7 +182,7 @@ function responseSchema (format: unknown, field: string, dropped: Dropped): Json
 
 function request (body: Json): TranslatedRequest {
   const dropped = new Dropped()
-  const read = readMessagesTurns(body, dropped)
+  const read = readMessagesTurns(readMessagesRequest(body), dropped)
   const system = [read.system, ...read.turns.flatMap((t) => t.role === 'system' ? [t.text] : [])].filter((t) => t !== '')
   const contents = new ContentsBuilder()
   for (const t of read.turns) {
@@ -189,19 +190,19 @@ function request (body: Json): TranslatedRequest {
     else if (t.role === 'assistant') assistantTurn(t.blocks, t.at, contents, dropped)
   }
 
-  const out: Json = { contents: contents.build() }
+  const out: GeminiRequest = { contents: contents.build() }
   if (system.length > 0) out.systemInstruction = { parts: [{ text: system.join('\n\n') }] }
   const defined = tools(body, dropped)
   const config = toolConfig(body, dropped)
   if (defined.length > 0) {
     out.tools = geminiTools(defined)
     if (config !== undefined) out.toolConfig = config
-  } else if (config !== undefined && (config.functionCallingConfig as Json).mode === 'ANY') {
+  } else if (config?.functionCallingConfig?.mode === 'ANY') {
     dropped.add('tool_choice')
   }
 
-  const generation: Json = {}
-  const set = (key: string, value: unknown): void => { if (value !== undefined) generation[key] = value }
+  const generation: GeminiGenerationConfig = {}
+  const set = <K extends keyof GeminiGenerationConfig>(key: K, value: GeminiGenerationConfig[K]): void => { if (value !== undefined) generation[key] = value }
   set('temperature', optNumber(body.temperature, 'temperature'))
   set('topP', optNumber(body.top_p, 'top_p'))
   set('topK', optNumber(body.top_k, 'top_k'))
@@ -224,15 +225,16 @@ function request (body: Json): TranslatedRequest {
 }
 
 /** A candidate's pieces → Messages content blocks. */
-function blocksOf (pieces: Piece[], ctx: TranslateCtx): Json[] {
-  const blocks: Json[] = []
+function blocksOf (pieces: Piece[], ctx: TranslateCtx): AnswerBlock[] {
+  const blocks: AnswerBlock[] = []
   let calls = 0
   for (const p of pieces) {
     const last = blocks[blocks.length - 1]
     if (p.kind === 'thought') {
-      if (last?.type === 'thinking' && last.signature === '') last.thinking = String(last.thinking) + p.text
-      else blocks.push({ type: 'thinking', thinking: p.text, signature: '' })
-      if (p.signature !== undefined) (blocks[blocks.length - 1] as Json).signature = asThinkingSignature(p.signature)
+      let thought = last?.type === 'thinking' && last.signature === '' ? last : undefined
+      if (thought !== undefined) thought.thinking = String(thought.thinking) + p.text
+      else blocks.push(thought = { type: 'thinking', thinking: p.text, signature: '' })
+      if (p.signature !== undefined) thought.signature = asThinkingSignature(p.signature)
     } else if (p.kind === 'text') {
       if (p.signature !== undefined) {
         if (last?.type === 'thinking' && last.signature === '') last.signature = asThinkingSignature(p.signature)
@@ -249,9 +251,10 @@ function blocksOf (pieces: Piece[], ctx: TranslateCtx): Json[] {
 }
 
 function response (body: Json, ctx: TranslateCtx) {
-  const candidate = candidatesOf(body)[0]
+  const answer = geminiAnswer(body)
+  const candidate = candidatesOf(answer)[0]
   const content = candidate === undefined ? [] : blocksOf(candidate.pieces, ctx)
-  const usage = usageFromGemini(body.usageMetadata)
+  const usage = usageFromGemini(answer.usageMetadata)
   return {
     body: message(ctx, content, STOP[finishOf(candidate?.finishReason, content.some((b) => b.type === 'tool_use'))], usage),
     usage
@@ -335,9 +338,10 @@ function stream (ctx: TranslateCtx): StreamMapper {
   return {
     push (frameIn: SseEvent): SseEvent[] {
       if (stopped) return []
-      let chunk: unknown
-      try { chunk = JSON.parse(frameIn.data) } catch { return [] }
-      if (!isObj(chunk)) return []
+      let data: unknown
+      try { data = JSON.parse(frameIn.data) } catch { return [] }
+      if (!isObj(data)) return []
+      const chunk = geminiAnswer(data)
       const failure = streamError(chunk)
       if (failure !== null) return [ev('error', { error: { type: messagesTypeFor(failure.status), message: failure.message } })]
       if (chunk.usageMetadata !== undefined) usage = usageFromGemini(chunk.usageMetadata) ?? usage

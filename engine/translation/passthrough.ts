@@ -9,13 +9,17 @@ import type { Json, Protocol, TranslatorPair } from './types.js'
 // stream passes through the codec's watch (which drops the usage-only chunk a chat client did
 // not ask for, and can end a broken Responses stream with response.failed).
 
-/** The pair of a protocol in front of its own upstream, from its codec. */
-export function ownPair (codec: Codec<Json, Json>): TranslatorPair {
+/**
+ * The pair of a protocol in front of its own upstream, from its codec. The body is the client's,
+ * read as its protocol's (the route checked it so), and what the codec makes of it is that
+ * protocol's body again, an object.
+ */
+export function ownPair (codec: Codec): TranslatorPair {
   return {
     client: codec.protocol,
     upstream: codec.protocol,
     path: codec.path,
-    request: (body, ctx) => ({ body: codec.own(body, ctx), dropped: [] }),
+    request: (body, ctx) => ({ body: codec.own(body, ctx) as Json, dropped: [] }),
     response: (body) => ({ body: null, usage: codec.usage(body) }),
     error: codec.error,
     stream: codec.watch

@@ -1,3 +1,9 @@
+import type {
+  ChatCompletion, ChatCompletionChunk, ChatCompletionContentPart, ChatCompletionContentPartImage, ChatCompletionFunctionTool,
+  ChatCompletionMessage, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam
+} from 'openai/resources/chat/completions'
+import type { FunctionDefinition, ResponseFormatJSONSchema } from 'openai/resources/shared'
+import { readChatCompletion, type ChatRequest } from '../protocols/chat/request.js'
 import { textOf } from '../protocols/content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromChat, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
 import { allows, dropToward, normalise, type Part } from '../protocols/responses/request.js'
@@ -8,16 +14,26 @@ import { isObj } from '../kernel/json.js'
 
 const INCOMPLETE: Record<string, IncompleteReason> = { length: 'max_output_tokens', content_filter: 'content_filter' }
 
-function chatPart (p: Part): Json {
+/**
+ * The Chat Completions request a Responses client's is sent as: its verbosity and reasoning effort
+ * as the client wrote them (a name the upstream does not take is for it to refuse).
+ */
+interface ChatBody extends Omit<ChatRequest, 'verbosity' | 'reasoning_effort'> {
+  verbosity?: string
+  reasoning_effort?: string
+}
+
+function chatPart (p: Part): ChatCompletionContentPart {
   if (p.type === 'text') return { type: 'text', text: p.text }
-  if (p.type === 'image') return { type: 'image_url', image_url: p.detail === undefined ? { url: p.url } : { url: p.url, detail: p.detail } }
+  // the detail as the client wrote it: `original` too, which Chat Completions has no name for
+  if (p.type === 'image') return { type: 'image_url', image_url: p.detail === undefined ? { url: p.url } : { url: p.url, detail: p.detail as ChatCompletionContentPartImage.ImageURL['detail'] } }
   return { type: 'input_audio', input_audio: { data: p.data, format: p.format } }
 }
 
 function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const r = normalise(body, ctx)
   const dropped = r.dropped
-  const messages: Json[] = []
+  const messages: ChatCompletionMessageParam[] = []
   if (r.instructions !== null) messages.push({ role: 'system', content: r.instructions })
   for (const turn of r.turns) {
     switch (turn.role) {
@@ -33,10 +49,10 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
         messages.push({ role: 'assistant', content: turn.text })
         break
       case 'call': {
-        const call = { id: turn.id, type: 'function', function: { name: turn.name, arguments: turn.arguments === '' ? '{}' : turn.arguments } }
+        const call: ChatCompletionMessageFunctionToolCall = { id: turn.id, type: 'function', function: { name: turn.name, arguments: turn.arguments === '' ? '{}' : turn.arguments } }
         // calls made together are one assistant message, after the text the model said with them
         const last = messages[messages.length - 1]
-        if (last?.role === 'assistant') last.tool_calls = [...(Array.isArray(last.tool_calls) ? last.tool_calls : []), call]
+        if (last?.role === 'assistant') last.tool_calls = [...(last.tool_calls ?? []), call]
         else messages.push({ role: 'assistant', content: null, tool_calls: [call] })
         break
       }
@@ -51,11 +67,12 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     }
   }
 
-  const out: Json = { model: ctx.upstreamModel, messages }
+  const out: ChatBody = { model: ctx.upstreamModel, messages }
   if (r.maxOutputTokens !== undefined) {
     // max_tokens is the older name, refused by OpenAI's reasoning models; a catalog may ask for it
     const legacy = ctx.supported?.has('max_tokens') === true && !ctx.supported.has('max_completion_tokens')
-    out[legacy ? 'max_tokens' : 'max_completion_tokens'] = r.maxOutputTokens
+    if (legacy) out.max_tokens = r.maxOutputTokens
+    else out.max_completion_tokens = r.maxOutputTokens
   }
   if (r.temperature !== undefined) out.temperature = r.temperature
   if (r.topP !== undefined) out.top_p = r.topP
@@ -63,8 +80,8 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   if (r.stream !== undefined) out.stream = r.stream
   if (r.stream === true) out.stream_options = { include_usage: true }
   if (r.tools.length > 0) {
-    out.tools = r.tools.map((t) => {
-      const fn: Json = { name: t.name }
+    out.tools = r.tools.map((t): ChatCompletionFunctionTool => {
+      const fn: FunctionDefinition = { name: t.name }
       if (t.description !== undefined) fn.description = t.description
       if (t.parameters !== undefined) fn.parameters = t.parameters
       if (t.strict !== undefined) fn.strict = t.strict
@@ -76,9 +93,9 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   }
   if (r.format?.type === 'json_object') out.response_format = { type: 'json_object' }
   else if (r.format?.type === 'json_schema') {
-    const schema: Json = { name: typeof r.format.name === 'string' ? r.format.name : 'response', schema: r.format.schema ?? {} }
-    if (typeof r.format.strict === 'boolean') schema.strict = r.format.strict
-    if (typeof r.format.description === 'string') schema.description = r.format.description
+    const schema: ResponseFormatJSONSchema.JSONSchema = { name: r.format.name ?? 'response', schema: r.format.schema ?? {} }
+    if (r.format.strict !== undefined) schema.strict = r.format.strict
+    if (r.format.description !== undefined) schema.description = r.format.description
     out.response_format = { type: 'json_schema', json_schema: schema }
   }
   // refused by the models that do not reason, or have no verbosity setting
@@ -106,16 +123,17 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
 }
 
 function response (body: Json, ctx: TranslateCtx) {
-  const choice = ((Array.isArray(body.choices) ? body.choices : [])[0] ?? {}) as Json
-  const message = (isObj(choice.message) ? choice.message : {})
+  const answer = readChatCompletion(body)
+  const choice: Partial<ChatCompletion.Choice> = (Array.isArray(answer.choices) ? answer.choices : [])[0] ?? {}
+  const message: Partial<ChatCompletionMessage> = isObj(choice.message) ? choice.message : {}
   const parts: OutputPart[] = []
   const text = typeof message.content === 'string' ? message.content : textOf(message.content)
   if (text !== '') parts.push({ kind: 'text', text })
-  for (const tc of (Array.isArray(message.tool_calls) ? message.tool_calls : []) as Json[]) {
-    const fn = (isObj(tc.function) ? tc.function : {})
+  for (const tc of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
+    const fn: Partial<ChatCompletionMessageFunctionToolCall.Function> = isObj(tc) && 'function' in tc && isObj(tc.function) ? tc.function : {}
     parts.push({ kind: 'call', id: String(tc.id ?? ''), name: String(fn.name ?? ''), arguments: typeof fn.arguments === 'string' ? fn.arguments : '' })
   }
-  const usage = usageFromChat(body.usage)
+  const usage = usageFromChat(answer.usage)
   return { body: buildResponse(ctx, parts, INCOMPLETE[String(choice.finish_reason)] ?? null, usage), usage }
 }
 
@@ -133,8 +151,9 @@ function stream (ctx: TranslateCtx): StreamMapper {
         if (incomplete !== undefined) w.finish(incomplete, usage)
         return w.take()
       }
-      let chunk: Json
-      try { chunk = JSON.parse(ev.data) as Json } catch { return [] }
+      // the upstream's chunk as the SDK types it (or an error in its place), each field read checked first
+      let chunk: ChatCompletionChunk & { error?: unknown }
+      try { chunk = JSON.parse(ev.data) as typeof chunk } catch { return [] }
       if (chunk.error !== undefined && chunk.error !== null) {
         const e = isObj(chunk.error) ? chunk.error : { message: String(chunk.error) }
         w.fail({ code: failureCode(e), message: String(e.message ?? 'The upstream provider failed.') }, usage)
@@ -142,14 +161,14 @@ function stream (ctx: TranslateCtx): StreamMapper {
       }
       w.start()
       if (chunk.usage !== undefined && chunk.usage !== null) usage = usageFromChat(chunk.usage)
-      for (const c of (Array.isArray(chunk.choices) ? chunk.choices : []) as Json[]) {
-        const delta = isObj(c.delta) ? c.delta : {}
+      for (const c of Array.isArray(chunk.choices) ? chunk.choices : []) {
+        const delta: Partial<ChatCompletionChunk.Choice.Delta> = isObj(c.delta) ? c.delta : {}
         if (typeof delta.content === 'string' && delta.content !== '') {
           text ??= w.message()
           w.append(text, delta.content)
         }
-        for (const tc of (Array.isArray(delta.tool_calls) ? delta.tool_calls : []) as Json[]) {
-          const fn = isObj(tc.function) ? tc.function : {}
+        for (const tc of Array.isArray(delta.tool_calls) ? delta.tool_calls : []) {
+          const fn: ChatCompletionChunk.Choice.Delta.ToolCall.Function = isObj(tc.function) ? tc.function : {}
           const key = typeof tc.index === 'number' ? tc.index : 0
           if (typeof tc.id === 'string' && tc.id !== '' && !calls.has(key)) {
             if (text !== null) { w.close(text); text = null }

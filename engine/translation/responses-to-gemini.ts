@@ -2,6 +2,8 @@ import { parseToolArguments } from '../protocols/content.js'
 import { Dropped } from '../protocols/fields.js'
 import { finishOf, geminiUpstreamPath, googleError, usageFromGemini, type Finish } from '../protocols/gemini/wire.js'
 import { candidatesOf, clientCallId, ContentsBuilder, geminiToolConfig, geminiTools, imagePart, streamError, THINKING_BUDGET, type Piece } from '../protocols/gemini/body.js'
+import { geminiAnswer, type GeminiGenerationConfig, type GeminiPart, type GeminiRequest, type GeminiThinkingConfig } from '../protocols/gemini/types.js'
+import { isObj } from '../protocols/fields.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
 import { dropToward, normalise, type Part } from '../protocols/responses/request.js'
 import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, TranslatorPair, Usage } from './types.js'
@@ -12,7 +14,7 @@ import type { Json, SseEvent, StreamMapper, TranslateCtx, TranslatedRequest, Tra
 
 const INCOMPLETE: Partial<Record<Finish, IncompleteReason>> = { length: 'max_output_tokens', filter: 'content_filter' }
 
-function part (p: Part): Json {
+function part (p: Part): GeminiPart {
   if (p.type === 'text') return { text: p.text }
   // `detail` only tunes OpenAI's image resolution
   if (p.type === 'image') return imagePart(p.url)
@@ -48,7 +50,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     }
   }
 
-  const out: Json = { contents: contents.build() }
+  const out: GeminiRequest = { contents: contents.build() }
   if (system.length > 0) out.systemInstruction = { parts: [{ text: system.join('\n\n') }] }
   if (r.tools.length > 0) {
     out.tools = geminiTools(r.tools)
@@ -58,7 +60,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   }
   if (r.parallelToolCalls === false) drop('parallel_tool_calls')
 
-  const generation: Json = {}
+  const generation: GeminiGenerationConfig = {}
   if (r.temperature !== undefined) generation.temperature = r.temperature
   if (r.topP !== undefined) generation.topP = r.topP
   if (r.maxOutputTokens !== undefined) generation.maxOutputTokens = r.maxOutputTokens
@@ -68,16 +70,14 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     generation.responseMimeType = 'application/json'
     generation.responseJsonSchema = r.format.schema ?? {}
   }
-  const thinking: Json = {}
+  const thinking: GeminiThinkingConfig = {}
   if (r.effort !== undefined) {
     const budget = THINKING_BUDGET.get(r.effort)
     if (budget === undefined) drop('reasoning.effort')
     else thinking.thinkingBudget = budget
   }
   // a summary asked for (or generate_summary, its older name) is Gemini's thought summaries
-  const reasoning = body.reasoning as Json | undefined
-  const summary = reasoning?.summary ?? reasoning?.generate_summary
-  if (typeof summary === 'string' && summary !== 'none' && thinking.thinkingBudget !== 0) thinking.includeThoughts = true
+  if (r.summary !== undefined && r.summary !== 'none' && thinking.thinkingBudget !== 0) thinking.includeThoughts = true
   if (Object.keys(thinking).length > 0) generation.thinkingConfig = thinking
   if (Object.keys(generation).length > 0) out.generationConfig = generation
   // Gemini has no field for these (its column of the table), and refuses a field it does not know
@@ -104,9 +104,10 @@ function outputParts (pieces: Piece[], ctx: TranslateCtx): OutputPart[] {
 }
 
 function response (body: Json, ctx: TranslateCtx) {
-  const candidate = candidatesOf(body)[0]
+  const answer = geminiAnswer(body)
+  const candidate = candidatesOf(answer)[0]
   const parts = candidate === undefined ? [] : outputParts(candidate.pieces, ctx)
-  const usage = usageFromGemini(body.usageMetadata)
+  const usage = usageFromGemini(answer.usageMetadata)
   const finish = finishOf(candidate?.finishReason, parts.some((p) => p.kind === 'call'))
   return { body: buildResponse(ctx, parts, INCOMPLETE[finish] ?? null, usage), usage }
 }
@@ -143,8 +144,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
       if (w.ended()) return []
       let data: unknown
       try { data = JSON.parse(ev.data) } catch { return [] }
-      if (data === null || typeof data !== 'object' || Array.isArray(data)) return []
-      const chunk = data as Json
+      if (!isObj(data)) return []
+      const chunk = geminiAnswer(data)
       const failure = streamError(chunk)
       if (failure !== null) {
         w.fail({ code: failureCode({ status: failure.status, type: failure.status === 503 ? 'overloaded_error' : undefined }), message: failure.message }, usage)

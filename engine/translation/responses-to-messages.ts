@@ -1,4 +1,9 @@
+import type {
+  ContentBlock, ContentBlockParam, ImageBlockParam, Message, MessageDeltaUsage, OutputConfig, RawContentBlockDelta,
+  RawMessageDeltaEvent, TextBlockParam, Tool, ToolChoice, ToolChoiceNone
+} from '@anthropic-ai/sdk/resources/messages'
 import { UnsupportedOnUpstream } from '../kernel/errors.js'
+import { readMessage, type MessagesRequest } from '../protocols/messages/request.js'
 import { messagesImageSource, parseToolArguments } from '../protocols/content.js'
 import { buildResponse, failureCode, ResponseWriter, responsesError, usageFromAnthropic, type IncompleteReason, type OutputPart } from '../protocols/responses/writer.js'
 import { allows, dropToward, messagesEffort, normalise, type Part } from '../protocols/responses/request.js'
@@ -15,7 +20,14 @@ const INCOMPLETE: Record<string, IncompleteReason> = {
   refusal: 'content_filter'
 }
 
-function block (p: Part, ctx: TranslateCtx): Json {
+/** The Messages request a Responses client's is sent as: a `none` tool choice may say no parallel calls, as the others do. */
+interface MessagesBody extends Omit<MessagesRequest, 'tool_choice'> {
+  tool_choice?: Choice
+}
+
+type Choice = ToolChoice | (ToolChoiceNone & { disable_parallel_tool_use?: boolean })
+
+function block (p: Part, ctx: TranslateCtx): TextBlockParam | ImageBlockParam {
   if (p.type === 'text') return { type: 'text', text: p.text }
   if (p.type === 'audio') throw new UnsupportedOnUpstream({ feature: 'Audio input', model: ctx.model })
   // `detail` only tunes OpenAI's image resolution; Messages has no such setting
@@ -26,9 +38,9 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   const r = normalise(body, ctx)
   const dropped = r.dropped
   const system: string[] = r.instructions === null ? [] : [r.instructions]
-  const turns: Array<{ role: 'user' | 'assistant', content: Json[] }> = []
+  const turns: Array<{ role: 'user' | 'assistant', content: ContentBlockParam[] }> = []
   // consecutive turns of one role are one message
-  const push = (role: 'user' | 'assistant', content: Json[]): void => {
+  const push = (role: 'user' | 'assistant', content: ContentBlockParam[]): void => {
     const last = turns[turns.length - 1]
     if (last?.role === role) last.content.push(...content)
     else if (content.length > 0) turns.push({ role, content })
@@ -57,21 +69,23 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
     if (t.role === 'user') t.content = [...t.content.filter((b) => b.type === 'tool_result'), ...t.content.filter((b) => b.type !== 'tool_result')]
   }
 
-  const out: Json = { model: ctx.upstreamModel, messages: turns }
-  if (system.length > 0) out.system = system.join('\n\n')
-  out.max_tokens = r.maxOutputTokens ?? ctx.defaultMaxTokens
+  const maxTokens = r.maxOutputTokens ?? ctx.defaultMaxTokens
+  const out: MessagesBody = system.length > 0
+    ? { model: ctx.upstreamModel, messages: turns, system: system.join('\n\n'), max_tokens: maxTokens }
+    : { model: ctx.upstreamModel, messages: turns, max_tokens: maxTokens }
   if (r.temperature !== undefined) out.temperature = r.temperature
   if (r.topP !== undefined) out.top_p = r.topP
   if (r.stop !== undefined) out.stop_sequences = r.stop
   if (r.stream !== undefined) out.stream = r.stream
   if (r.tools.length > 0) {
     out.tools = r.tools.map((t) => {
-      const tool: Json = { name: t.name, input_schema: t.parameters ?? { type: 'object', properties: {} } }
+      // the client's schema passed as it wrote it: the upstream checks it is an object's
+      const tool: Tool = { name: t.name, input_schema: (t.parameters as Tool.InputSchema | undefined) ?? { type: 'object', properties: {} } }
       if (t.description !== undefined) tool.description = t.description
       if (t.strict === true) tool.strict = true
       return tool
     })
-    let choice: Json | undefined
+    let choice: Choice | undefined
     if (r.toolChoice?.mode === 'tool') choice = { type: 'tool', name: r.toolChoice.name }
     else if (r.toolChoice !== undefined) choice = { type: r.toolChoice.mode === 'required' ? 'any' : r.toolChoice.mode }
     if (r.parallelToolCalls === false) choice = { ...(choice ?? { type: 'auto' }), disable_parallel_tool_use: true }
@@ -79,7 +93,7 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
   }
 
   // output_config (structured output, effort) is refused by the models that predate it
-  const config: Json = {}
+  const config: OutputConfig = {}
   const configured = allows(ctx, 'output_config')
   if (r.format?.type === 'json_schema' && configured) config.format = { type: 'json_schema', schema: r.format.schema ?? {} }
   else if (r.format !== undefined) dropped.push('text.format') // json_object: no "any JSON object" mode on Messages
@@ -104,36 +118,55 @@ function request (body: Json, ctx: TranslateCtx): TranslatedRequest {
 }
 
 function response (body: Json, ctx: TranslateCtx) {
+  const answer = readMessage(body)
   const parts: OutputPart[] = []
-  for (const b of (Array.isArray(body.content) ? body.content : []) as Json[]) {
+  for (const b of Array.isArray(answer.content) ? answer.content : []) {
     if (b.type === 'text' && typeof b.text === 'string') parts.push({ kind: 'text', text: b.text })
     else if (b.type === 'tool_use') parts.push({ kind: 'call', id: String(b.id ?? ''), name: String(b.name ?? ''), arguments: JSON.stringify(b.input ?? {}) })
     else if (b.type === 'thinking' && typeof b.thinking === 'string') parts.push({ kind: 'reasoning', text: b.thinking })
   }
-  const usage = usageFromAnthropic(body.usage)
-  return { body: buildResponse(ctx, parts, INCOMPLETE[String(body.stop_reason)] ?? null, usage), usage }
+  const usage = usageFromAnthropic(answer.usage)
+  return { body: buildResponse(ctx, parts, INCOMPLETE[String(answer.stop_reason)] ?? null, usage), usage }
+}
+
+/** A delta of a Messages stream: a block's (by its type) or the message's (its stop reason). */
+type Delta = Partial<RawContentBlockDelta> & Partial<RawMessageDeltaEvent.Delta>
+
+/**
+ * A frame of a Messages stream as the pair reads it: the fields of its events as the SDK types
+ * them, not trusted for all that (each is checked where it is read).
+ */
+interface Frame {
+  type?: string
+  index?: number
+  message?: Partial<Message>
+  content_block?: ContentBlock
+  delta?: Delta
+  usage?: MessageDeltaUsage
+  error?: unknown
 }
 
 function stream (ctx: TranslateCtx): StreamMapper {
   const w = new ResponseWriter(ctx)
   const items = new Map<number, number>()
-  let raw: Json | null = null
+  // the usage fields as they came: message_start's, then each message_delta's over them
+  let raw: object | null = null
   let incomplete: IncompleteReason | null | undefined
   const usage = () => raw === null ? null : usageFromAnthropic(raw)
 
   return {
     push (ev: SseEvent): SseEvent[] {
-      let data: Json
-      if (ev.value !== undefined) data = ev.value as Json
-      else try { data = JSON.parse(ev.data) as Json } catch { return [] }
+      let data: Frame
+      if (ev.value !== undefined) data = ev.value as Frame
+      else try { data = JSON.parse(ev.data) as Frame } catch { return [] }
       const index = typeof data.index === 'number' ? data.index : -1
       switch (data.type ?? ev.event) {
         case 'message_start':
-          raw = { ...((data.message as Json | undefined)?.usage as Json | undefined) }
+          raw = { ...data.message?.usage }
           w.start()
           break
         case 'content_block_start': {
-          const b = isObj(data.content_block) ? data.content_block : {}
+          const b: Partial<ContentBlock> = isObj(data.content_block) ? data.content_block : {}
           let initial: unknown
           if (b.type === 'text') { items.set(index, w.message()); initial = b.text } else if (b.type === 'tool_use') items.set(index, w.call(String(b.id ?? ''), String(b.name ?? '')))
           else if (b.type === 'thinking') { items.set(index, w.reasoning()); initial = b.thinking }
@@ -142,7 +175,7 @@ function stream (ctx: TranslateCtx): StreamMapper {
           break
         }
         case 'content_block_delta': {
-          const d = isObj(data.delta) ? data.delta : {}
+          const d: Delta = isObj(data.delta) ? data.delta : {}
           const at = items.get(index)
           const piece = d.type === 'text_delta' ? d.text : d.type === 'input_json_delta' ? d.partial_json : d.type === 'thinking_delta' ? d.thinking : undefined
           if (at !== undefined && typeof piece === 'string') w.append(at, piece)
@@ -155,8 +188,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
         }
         case 'message_delta': {
           // counts in message_delta are cumulative: they replace what message_start said
-          raw = { ...raw, ...(data.usage as Json | undefined) }
-          const stop = (data.delta as Json | undefined)?.stop_reason
+          raw = { ...raw, ...data.usage }
+          const stop = data.delta?.stop_reason
           if (typeof stop === 'string') incomplete = INCOMPLETE[stop] ?? null
           break
         }

@@ -5,9 +5,10 @@ import { assistantMessage, completion, type FinishReason, type ToolCall } from '
 import { toOpenAIUsage } from '../protocols/chat/usage.js'
 import { candidate, chunk, responseBody } from '../protocols/gemini/writer.js'
 import { schemaFromGemini } from '../protocols/gemini/wire.js'
+import type { GeminiFinishReason } from '../protocols/gemini/types.js'
 import type { Platform } from './platforms/types.js'
 import { replayStream, type Splitter } from '../protocols/index.js'
-import { message } from '../protocols/messages/writer.js'
+import { message, type AnswerBlock } from '../protocols/messages/writer.js'
 import { serialize } from '../protocols/sse.js'
 import { contentText, embeddingInputs, openaiList, type EmbeddingInput } from '../translation/embeddings.js'
 import type { Json, Protocol, Usage } from '../translation/types.js'
@@ -293,7 +294,7 @@ export function fragments (text: string, size = 12): string[] {
 
 const FINISH_REASON: Record<StopReason, FinishReason> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls' }
 // Gemini says STOP after its calls too
-const GEMINI_FINISH: Record<StopReason, string> = { end_turn: 'STOP', stop_sequence: 'STOP', max_tokens: 'MAX_TOKENS', tool_use: 'STOP' }
+const GEMINI_FINISH: Record<StopReason, GeminiFinishReason> = { end_turn: 'STOP', stop_sequence: 'STOP', max_tokens: 'MAX_TOKENS', tool_use: 'STOP' }
 
 const joined = (b: OutputBlock): string => b.pieces.join('')
 const args = (b: OutputBlock): unknown => { const text = joined(b); return text === '' ? {} : JSON.parse(text) as unknown }
@@ -349,7 +350,7 @@ export function completionJson (protocol: Protocol, c: Completion): Json {
     const calls: ToolCall[] = c.blocks.flatMap((b) => b.type === 'tool_use' ? [{ id: b.id, type: 'function' as const, function: { name: b.name, arguments: joined(b) } }] : [])
     return { ...completion(c, [{ index: 0, message: assistantMessage(text, calls), finish_reason: FINISH_REASON[c.stopReason], logprobs: null }], toOpenAIUsage(usage)) }
   }
-  const content = c.blocks.map((b): Json => {
+  const content = c.blocks.map((b): AnswerBlock => {
     if (b.type === 'text') return { type: 'text', text: joined(b) }
     if (b.type === 'thinking') return { type: 'thinking', thinking: joined(b), signature: b.signature }
     return { type: 'tool_use', id: b.id, name: b.name, input: args(b) }

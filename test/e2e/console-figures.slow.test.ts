@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../app.js'
-import { budgetScope, quotaWindow } from '../../engine/gateway/quota-windows.js'
+import { budgetScope, projectRule, quotaWindow } from '../../engine/gateway/quota-windows.js'
 import { fromRoot } from '../../paths.js'
 import { childEnv, KEY_A, testConfig } from '../helper.js'
 import { usageRow } from '../usage-row.js'
@@ -28,7 +28,7 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
   const app: FastifyInstance = await buildApp(testConfig({
     admin: { token: ADMIN },
     plugins: [{ name: 'auth' }, { name: 'quota' }, { name: 'usage' }],
-    tenants: [{ org: 'acme', balance_usd: 10, projects: [{ id: 'web', keys: [{ key: KEY_A, name: 'a' }, { key: CAPPED, name: 'capped', budget: { usd: 0.001, per: 'day' } }] }] }]
+    tenants: [{ org: 'acme', balance_usd: 10, projects: [{ id: 'web', quota: { tokens: 1000, per: 'day' }, keys: [{ key: KEY_A, name: 'a' }, { key: CAPPED, name: 'capped', budget: { usd: 0.001, per: 'day' } }] }] }]
   }), { logger: false })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
@@ -44,6 +44,8 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
   await store.usage.record(usageRow({ id: 'usage_figures_1', created_at: now - 120_000, key_id: a.id, model: 'demo/gpt', cost_nano: 40_000_000 }))
   await store.usage.record(usageRow({ id: 'usage_figures_2', created_at: now - 60_000, key_id: a.id, model: 'demo/gpt', cost_nano: 1_600_920 }))
   await store.quota.count(budgetScope(capped.lineage), quotaWindow('day', now).start, 0, 1_000_000, { costNano: 1_000_000 })
+  // the project's quota of 1,000 tokens a day: 250 used (its meter a quarter full)
+  await store.quota.count(projectRule('acme', 'web', { tokens: 1000, per: 'day' }).scope, quotaWindow('day', now).start, 250, 0, { tokens: 1000 })
   // a call the spent budget refuses: a refused record of the capped key
   const refused = await fetch(`${base}/v1/chat/completions`, {
     method: 'POST',
@@ -82,6 +84,9 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
     t.test(`the developer console at ${width} px: the spend whole, charts readable`, async (t) => {
       const page = await browser.newPage({ viewport: { width, height }, deviceScaleFactor: width < 600 ? 2 : 1 })
       t.teardown(() => page.close())
+      const violations: string[] = []
+      await page.exposeFunction('reportViolation', (v: string) => { violations.push(v) })
+      await page.addInitScript(() => { document.addEventListener('securitypolicyviolation', (e) => { void (window as unknown as { reportViolation: (v: string) => Promise<void> }).reportViolation(`${e.violatedDirective} ${e.blockedURI}`) }) })
       await page.goto(`${base}/console/#usage`)
       await page.fill('#apikey', KEY_A)
       await page.click('#signin button[type=submit]')
@@ -96,6 +101,11 @@ t.test('in headless Chromium', { skip: existsSync(CHROMIUM) ? false : 'Chromium 
         const sizes = [...svg.querySelectorAll('text')].map((x) => parseFloat(getComputedStyle(x).fontSize) * scale)
         return { height: rect.height, smallest: Math.min(...sizes) }
       }))
+      // the project's quota meter: filled as far as the tokens used, within the page's CSP
+      const meter = await page.$eval('#quota .meter', (m) => ({ now: Number(m.getAttribute('aria-valuenow')), fill: (m.querySelector('span') as HTMLElement).getBoundingClientRect().width, whole: m.getBoundingClientRect().width }))
+      t.equal(meter.now, 25, 'the quota meter says 25% used')
+      t.ok(Math.abs(meter.fill / meter.whole * 100 - meter.now) <= 1, `its fill is ${(meter.fill / meter.whole * 100).toFixed(1)}% of its width`)
+      t.same(violations, [], 'no Content-Security-Policy violation')
       t.equal(charts.length, 3, 'three charts')
       for (const c of charts) {
         t.ok(c.height >= 200, `a chart ${Math.round(c.height)} px tall`)

@@ -47,12 +47,14 @@ async function world (t: Test): Promise<World> {
     providers: [
       ...(catalog.providers as unknown[]),
       { id: 'azure', protocol: 'openai', platform: 'azure', base_url: cloud.url, api_key: AZURE_KEY, api_version: '2024-10-21', passthrough: true },
+      { id: 'azure-r', protocol: 'openai', platform: 'azure', base_url: cloud.url, api_key: AZURE_KEY, api_version: '2024-10-21', responses: true },
       { id: 'vertex', protocol: 'gemini', platform: 'vertex', base_url: cloud.url, project: 'test-project', location: 'us-central1', credentials_file: saFile, passthrough: true },
       { id: 'vertex-claude', protocol: 'messages', platform: 'vertex', base_url: cloud.url, project: 'test-project', location: 'us-east5', credentials_file: saFile, passthrough: true }
     ],
     tenants: [{ org: 'acme', balance_usd: 25, projects: [{ id: 'web', keys: [{ key: KEY_A, name: 'a', models: ['*'], passthrough: ['azure', 'vertex', 'vertex-claude'] }, { key: KEY_B, name: 'b', models: ['google/*'], passthrough: ['azure', 'vertex'] }] }] }],
     models: [
       model('azure/gpt', 'azure', { upstream_model: 'gpt-4o-deploy' }),
+      model('azure/gpt-r', 'azure-r', { upstream_model: 'gpt-4o-deploy' }),
       model('google/gemini-v', 'vertex', { upstream_model: 'gemini-2.5-flash' }),
       model('anthropic/claude-v', 'vertex-claude', { upstream_model: 'claude-sonnet-4-5@20250929' }),
       model('anthropic/claude-multi', [{ id: 'mock-messages', upstream_model: 'claude-sonnet-4-5' }, { id: 'vertex-claude', upstream_model: 'claude-sonnet-4-5@20250929' }]),
@@ -92,6 +94,12 @@ t.test('the mock platforms are what the platforms\' own clients expect', async (
   t.equal(emb.data[0]?.embedding.length, 256, 'embeddings')
   cloud.contentFilter()
   await t.rejects(azure.chat.completions.create({ model: 'gpt-4o-deploy', messages: [{ role: 'user', content: 'x' }] }), { status: 400, code: 'content_filter' }, 'the content-filter refusal as the SDK reads it')
+  // the Responses API, as AzureOpenAI calls it (a dated preview api-version, the deployment in the body)
+  const azureR = new AzureOpenAI({ endpoint: cloud.url, apiKey: AZURE_KEY, apiVersion: '2025-04-01-preview', maxRetries: 0 })
+  const resp = await azureR.responses.create({ model: 'gpt-4o-deploy', input: 'hello azure responses' })
+  t.match(resp.output_text, /Echo: hello azure responses/, 'AzureOpenAI parses the mock\'s Responses answer')
+  t.match(cloud.seen.at(-1)?.url, /^\/openai\/responses\?api-version=2025-04-01-preview$/, 'the SDK\'s Responses URL')
+  t.equal(cloud.seen.at(-1)?.body?.model, 'gpt-4o-deploy', 'the deployment in the body')
 
   // Vertex: a token from the mock's token endpoint, by the gateway's own token code, then @google/genai
   const account = readServiceAccount(cloud.serviceAccountFile(tempDir('sa')))
@@ -113,6 +121,33 @@ t.test('the mock platforms are what the platforms\' own clients expect', async (
   const bad = new GoogleGenAI({ vertexai: true, project: 'test-project', location: 'us-central1', googleAuthOptions: { authClient: other }, httpOptions: { baseUrl: cloud.url, apiVersion: 'v1' } })
   await t.rejects(bad.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), /UNAUTHENTICATED/, 'a token it did not issue is refused')
   t.ok(mock.requests.length > 0)
+})
+
+t.test('Azure serving the Responses API itself (responses: true): the v1 route, the deployment in the body, billed exactly', async (t) => {
+  const { app, base, cloud } = await world(t)
+  const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: KEY_A, maxRetries: 0 })
+  const r = await openai.responses.create({ model: 'azure/gpt-r', input: 'hello from responses' })
+  t.match(r.output_text, /Echo: hello from responses/)
+  const sent = cloud.seen.at(-1)
+  t.equal(sent?.url, '/openai/v1/responses', 'Azure\'s v1 Responses route')
+  t.equal(sent?.body?.model, 'gpt-4o-deploy', 'the deployment named in the body')
+  t.equal(sent?.headers['api-key'], AZURE_KEY, 'the key as api-key')
+  t.equal(sent?.headers.authorization, undefined, 'never in Authorization')
+  const row = await rowOf(app, 'azure/gpt-r')
+  t.match(row, { provider: 'azure-r', endpoint: 'responses', prompt_tokens: r.usage?.input_tokens, completion_tokens: r.usage?.output_tokens })
+  t.equal(row.cost_nano, nano(r.usage?.input_tokens ?? 0, r.usage?.output_tokens ?? 0), 'billed exactly')
+  let text = ''
+  let usage: { input_tokens: number, output_tokens: number } | undefined
+  for await (const ev of await openai.responses.create({ model: 'azure/gpt-r', input: 'stream from responses', stream: true })) {
+    if (ev.type === 'response.output_text.delta') text += ev.delta
+    if (ev.type === 'response.completed') usage = ev.response.usage ?? undefined
+  }
+  t.match(text, /Echo: stream from responses/, 'and its stream')
+  t.equal(cloud.seen.at(-1)?.url, '/openai/v1/responses')
+  t.ok(usage !== undefined && usage.output_tokens > 0, 'with its usage')
+  // a chat client on the same model: translated to Responses on Azure's route
+  const c = await openai.chat.completions.create({ model: 'azure/gpt-r', messages: [{ role: 'user', content: 'chat to azure responses' }] })
+  t.match(c.choices[0]?.message.content, /chat to azure responses/)
 })
 
 t.test('Azure through the gateway: the openai, Anthropic and Google SDKs, JSON and streamed, billed exactly', async (t) => {

@@ -37,18 +37,24 @@ const K = {
   projectGone: 'mg-gate-project-gone-0123456789',
   revokedReload: 'mg-gate-revoked-reload-012345678',
   revokedRestart: 'mg-gate-revoked-restart-01234567',
-  small: 'mg-gate-small-balance-0123456789'
+  small: 'mg-gate-small-balance-0123456789',
+  aliasOnly: 'mg-gate-alias-only-0123456789ab'
 }
 const ALL_PROVIDERS = ['mock-openai', 'mock-messages', 'mock-gemini']
 
-const STATES = ['valid', 'ungranted', 'empty grants', 'no passthrough', 'revoked', 'revoked, reloaded', 'revoked, restarted', 'expired', 'rotated past grace', 'over rpm', 'over budget', 'balance 0', 'balance $1', 'org deleted', 'project deleted'] as const
+const STATES = ['valid', 'ungranted', 'empty grants', 'no passthrough', 'revoked', 'revoked, reloaded', 'revoked, restarted', 'expired', 'rotated past grace', 'over rpm', 'over budget', 'balance 0', 'balance $1', 'org deleted', 'project deleted', 'alias only'] as const
 type State = typeof STATES[number]
 
 type Cell = 'ok' | number
-type Kind = 'priced' | 'hold' | 'pt-hold' | 'tool-unpriced' | 'pt-tool-unpriced' | 'count' | 'listing' | 'tool-list' | 'foreign' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model' | 'pt-target' | 'pt-unattributable' | 'pt-foreign'
+type Kind = 'priced' | 'alias' | 'hold' | 'pt-hold' | 'tool-unpriced' | 'pt-tool-unpriced' | 'count' | 'listing' | 'tool-list' | 'foreign' | 'pt-priced' | 'pt-count' | 'pt-read' | 'pt-unmetered' | 'pt-unmetered-model' | 'pt-target' | 'pt-unattributable' | 'pt-foreign'
 
 /** What each kind of route answers a key in each state. */
 function expected (kind: Kind, state: State): Cell {
+  // a key granted an alias alone: its calls through the alias go (the alias grants its targets for
+  // them), and nothing else does: every other route answers it as a key granted nothing
+  if (state === 'alias only') return kind === 'alias' ? expected('priced', 'valid') : expected(kind, 'ungranted')
+  // a call through an alias is gated as any priced call to a model the key is granted
+  if (kind === 'alias') return expected('priced', state)
   // a call whose worst case is more than $1 (and less than the $100 of the valid key's organization): as any priced call, but refused on $1
   if (kind === 'hold' || kind === 'pt-hold') return state === 'balance $1' ? 402 : expected(kind === 'hold' ? 'priced' : 'pt-priced', state)
   // a server tool the model has no price for: refused once the key may call the model, before its limits are looked at
@@ -146,6 +152,12 @@ const ROWS: Row[] = [
   { name: 'POST /v1beta/…:streamGenerateContent', kind: 'priced', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:streamGenerateContent?alt=sse', gemini) },
   { name: 'POST /v1beta/…:countTokens', kind: 'count', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/google/gemini-test:countTokens', { contents: gemini.contents }) },
   { name: 'POST /v1/models/…:generateContent', kind: 'priced', route: '/v1/models/*', covers: ['POST'], call: post('/v1/models/anthropic/claude-test:generateContent', gemini) },
+  // through an alias of openai/gpt-test and anthropic/claude-test, on each protocol
+  { name: 'POST /v1/chat/completions, an alias', kind: 'alias', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...chat, model: 'team/smart' }) },
+  { name: 'POST /v1/chat/completions (stream), an alias', kind: 'alias', route: '/v1/chat/completions', covers: ['POST'], call: post('/v1/chat/completions', { ...chat, model: 'team/smart', stream: true }) },
+  { name: 'POST /v1/messages, an alias', kind: 'alias', route: '/v1/messages', covers: ['POST'], call: post('/v1/messages', { ...chat, model: 'team/smart' }) },
+  { name: 'POST /v1/responses, an alias', kind: 'alias', route: '/v1/responses', covers: ['POST'], call: post('/v1/responses', { model: 'team/smart', input: 'hello there', max_output_tokens: 16 }) },
+  { name: 'POST /v1beta/…:generateContent, an alias', kind: 'alias', route: '/v1beta/models/*', covers: ['POST'], call: post('/v1beta/models/team/smart:generateContent', gemini) },
   { name: 'POST /v1/embeddings', kind: 'priced', route: '/v1/embeddings', covers: ['POST'], call: post('/v1/embeddings', { model: 'openai/embed-test', input: ['hello there'] }) },
   { name: 'POST /v1/embeddings (a Gemini provider)', kind: 'priced', route: '/v1/embeddings', covers: ['POST'], call: post('/v1/embeddings', { model: 'google/embed-test', input: 'hello there' }) },
   { name: 'POST /v1/images/generations', kind: 'priced', route: '/v1/images/generations', covers: ['POST'], call: post('/v1/images/generations', { model: 'openai/image-test', prompt: 'a lighthouse' }) },
@@ -286,6 +298,7 @@ function gateConfig (mock: MockUpstream, mcp: MockMcpHttp, file: string): Config
   const key = (key: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ key, passthrough: ALL_PROVIDERS, mcp: ['*'], ...extra })
   return testConfig({
     ...catalog,
+    models: [...catalog.models as unknown[], { id: 'team/smart', name: 'Smart', alias_of: ['openai/gpt-test', 'anthropic/claude-test'] }],
     providers,
     store: { sqlite: file },
     // an MCP server whose tools are priced per call, as a model is per token
@@ -300,7 +313,8 @@ function gateConfig (mock: MockUpstream, mcp: MockMcpHttp, file: string): Config
             id: 'web',
             keys: [
               key(K.valid), key(K.ungranted, { models: ['nothing/*'], mcp: ['nothing/*'] }), key(K.nopass, { passthrough: [] }), key(K.expired, { expires_at: '2020-01-01' }),
-              key(K.rpm, { limits: { rpm: 2 } }), key(K.budget, { budget: { usd: 0.001, per: 'day' } }), key(K.revokedReload), key(K.revokedRestart)
+              key(K.rpm, { limits: { rpm: 2 } }), key(K.budget, { budget: { usd: 0.001, per: 'day' } }), key(K.revokedReload), key(K.revokedRestart),
+              key(K.aliasOnly, { models: ['team/smart'], mcp: ['nothing/*'] })
             ]
           },
           { id: 'dead', keys: [key(K.projectGone)] }
@@ -348,7 +362,7 @@ t.test('every route against every key state', async (t) => {
   const first = await buildApp(config, { store, clock, logger: false })
   const keys = new Map<State, string>([
     ['valid', K.valid], ['ungranted', K.ungranted], ['no passthrough', K.nopass], ['expired', K.expired], ['over rpm', K.rpm], ['over budget', K.budget],
-    ['balance 0', K.broke], ['balance $1', K.small], ['org deleted', K.orgGone], ['project deleted', K.projectGone], ['revoked, reloaded', K.revokedReload], ['revoked, restarted', K.revokedRestart]
+    ['balance 0', K.broke], ['balance $1', K.small], ['org deleted', K.orgGone], ['project deleted', K.projectGone], ['revoked, reloaded', K.revokedReload], ['revoked, restarted', K.revokedRestart], ['alias only', K.aliasOnly]
   ])
   // a key whose list of models is empty (an old row: the config and the admin API refuse one now)
   keys.set('empty grants', (await store.keys.create({ org: 'acme', project: 'web', models: [], passthrough: ALL_PROVIDERS, source: 'admin' }, clock.now())).key)

@@ -1,9 +1,12 @@
+import type { ChatCompletion } from 'openai/resources/chat/completions'
 import { errorBody, openaiTypeFor } from '../../kernel/errors.js'
 import type { Codec } from '../codec.js'
 import { isObj } from '../fields.js'
 import type { Json, TranslateCtx } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
+import type { ChatRequest } from './request.js'
 import { CHAT_FIELDS } from './table.js'
+import { chatText } from './text.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { usageFromOpenAI } from './usage.js'
 
@@ -28,13 +31,14 @@ export function chatError (status: number, body: unknown): Json {
   return errorBody('openai', { status, message: upstreamMessage(status, body) })
 }
 
-export const chatCodec: Codec<Json, Json> = {
+export const chatCodec: Codec<ChatRequest, ChatCompletion> = {
   protocol: 'openai',
   path: '/chat/completions',
   fields: CHAT_FIELDS,
+  text: chatText,
   structural: new Set(['model', 'messages', 'stream', 'stream_options']),
-  own (body: Json, ctx: TranslateCtx): Json {
-    const out: Json = { ...body, model: ctx.upstreamModel }
+  own (body: ChatRequest, ctx: TranslateCtx): ChatRequest {
+    const out: ChatRequest = { ...body, model: ctx.upstreamModel }
     // the usage chunk is asked for always: the call is billed from it
     if (body.stream === true) out.stream_options = { ...(isObj(body.stream_options) ? body.stream_options : {}), include_usage: true }
     return out

@@ -1,9 +1,11 @@
-import type { ChatCompletionChunk } from 'openai/resources/chat/completions'
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions'
+import type { CompletionUsage } from 'openai/resources/completions'
 import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
 import { isObj } from '../fields.js'
 import { frame } from '../sse.js'
 import { DONE, objects, parsed, PIECES, str, type Splitter, type StreamEventLike } from '../stream-events.js'
-import type { Json, SseEvent, StreamMapper, TranslateCtx, Usage } from '../types.js'
+import type { SseEvent, StreamMapper, TranslateCtx, Usage } from '../types.js'
+import type { CompletionMessage } from './request.js'
 import { toOpenAIUsage, usageFromOpenAI } from './usage.js'
 
 // A Chat Completions stream: `data:` chunks of `chat.completion.chunk`, choices' deltas by
@@ -12,10 +14,10 @@ import { toOpenAIUsage, usageFromOpenAI } from './usage.js'
 // completion, replayed from one, and an error inside it.
 
 /** A delta as DeepSeek, vLLM and other OpenAI-compatible servers stream it: the SDK's, with the reasoning text beside the answer's. */
-type Delta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null }
+export type Delta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null }
 
-/** A chunk as the SDK types it; an upstream's chunk is not trusted for all that, so each field read below is checked first. */
-function parse (data: string): ChatCompletionChunk | null {
+/** A chunk as the SDK types it; an upstream's chunk is not trusted for all that, so each field read is checked first. */
+export function parseChunk (data: string): ChatCompletionChunk | null {
   try {
     const v = JSON.parse(data) as unknown
     return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as ChatCompletionChunk : null
@@ -32,7 +34,7 @@ export function watch (ctx: TranslateCtx): StreamMapper {
   return {
     push (ev: SseEvent): SseEvent[] {
       if (ev.data === '[DONE]') { finished = true; return [ev] }
-      const chunk = parse(ev.data)
+      const chunk = parseChunk(ev.data)
       if (chunk === null) return [ev]
       if (chunk.usage !== undefined && chunk.usage !== null) usage = usageFromOpenAI(chunk.usage)
       const choices = chunk.choices
@@ -68,22 +70,26 @@ interface ChatChoice {
   content: string[]
   reasoning: string[] | null
   refusal: string | null
-  tools: Map<number, { id?: unknown, type: string, name: string, args: string[] }>
-  finish: unknown
+  tools: Map<number, { id?: string, type: string, name: string, args: string[] }>
+  finish: ChatCompletionChunk.Choice['finish_reason']
 }
 
+/** A chunk of an upstream's stream as the SDK types it; each field read is checked first all the same. */
+const chunkOf = (ev: StreamEventLike): ChatCompletionChunk | typeof DONE | null => parsed(ev) as ChatCompletionChunk | typeof DONE | null
+
 /** A chat stream folded into its completion; `fallback` is the call's usage for a stream that did not carry it. */
-export function aggregate (events: Iterable<StreamEventLike>, fallback: Usage | null): Json | null {
-  let base: Json | null = null
-  let usage: unknown
+export function aggregate (events: Iterable<StreamEventLike>, fallback: Usage | null): ChatCompletion | null {
+  let base: Omit<ChatCompletion, 'choices'> | null = null
+  let usage: CompletionUsage | undefined
   const choices = new Map<number, ChatChoice>()
   for (const ev of events) {
-    const data = parsed(ev)
+    const data = chunkOf(ev)
     if (data === DONE || data === null) continue
-    if (data.error !== undefined) return null
+    if ('error' in data && data.error !== undefined) return null
     if (base === null) {
       base = { id: data.id, object: 'chat.completion', created: data.created, model: data.model }
-      for (const k of ['system_fingerprint', 'service_tier']) if (data[k] !== undefined && data[k] !== null) base[k] = data[k]
+      if (data.system_fingerprint !== undefined && data.system_fingerprint !== null) base.system_fingerprint = data.system_fingerprint
+      if (data.service_tier !== undefined && data.service_tier !== null) base.service_tier = data.service_tier
     }
     if (isObj(data.usage)) usage = data.usage
     for (const c of objects(data.choices)) {
@@ -93,7 +99,7 @@ export function aggregate (events: Iterable<StreamEventLike>, fallback: Usage | 
         acc = { role: 'assistant', content: [], reasoning: null, refusal: null, tools: new Map(), finish: null }
         choices.set(index, acc)
       }
-      const d = isObj(c.delta) ? c.delta : {}
+      const d: Delta = isObj(c.delta) ? c.delta : {}
       if (typeof d.role === 'string') acc.role = d.role
       if (typeof d.content === 'string') acc.content.push(d.content)
       if (typeof d.reasoning_content === 'string') (acc.reasoning ??= []).push(d.reasoning_content)
@@ -107,7 +113,7 @@ export function aggregate (events: Iterable<StreamEventLike>, fallback: Usage | 
         }
         if (tc.id !== undefined && tc.id !== null) t.id = tc.id
         if (typeof tc.type === 'string') t.type = tc.type
-        const fn = isObj(tc.function) ? tc.function : {}
+        const fn: ChatCompletionChunk.Choice.Delta.ToolCall.Function = isObj(tc.function) ? tc.function : {}
         if (typeof fn.name === 'string' && fn.name !== '') t.name = fn.name
         if (typeof fn.arguments === 'string') t.args.push(fn.arguments)
       }
@@ -115,17 +121,18 @@ export function aggregate (events: Iterable<StreamEventLike>, fallback: Usage | 
     }
   }
   if (base === null || choices.size === 0 || [...choices.values()].some((c) => c.finish === null)) return null
-  const body: Json = {
+  const body: ChatCompletion = {
     ...base,
     choices: [...choices.entries()].sort(([a], [b]) => a - b).map(([index, c]) => {
       const text = c.content.join('')
-      const message: Json = { role: c.role, content: text === '' && c.tools.size > 0 ? null : text, refusal: c.refusal }
+      // the role, the tool calls' ids and types as the stream gave them (the SDK's deltas leave each optional)
+      const message = { role: c.role, content: text === '' && c.tools.size > 0 ? null : text, refusal: c.refusal } as CompletionMessage
       if (c.reasoning !== null) message.reasoning_content = c.reasoning.join('')
       if (c.tools.size > 0) {
         message.tool_calls = [...c.tools.entries()].sort(([a], [b]) => a - b)
-          .map(([, t]) => ({ id: t.id, type: t.type, function: { name: t.name, arguments: t.args.join('') } }))
+          .map(([, t]) => ({ id: t.id, type: t.type, function: { name: t.name, arguments: t.args.join('') } }) as ChatCompletionMessageFunctionToolCall)
       }
-      return { index, message, logprobs: null, finish_reason: c.finish }
+      return { index, message, logprobs: null, finish_reason: c.finish as ChatCompletion.Choice['finish_reason'] }
     })
   }
   if (usage !== undefined) body.usage = usage
@@ -134,7 +141,7 @@ export function aggregate (events: Iterable<StreamEventLike>, fallback: Usage | 
 }
 
 /** A completion replayed as its stream of chunks. */
-export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>, split: Splitter = PIECES): SseEvent[] {
+export function replay (body: ChatCompletion, ctx: Pick<TranslateCtx, 'id' | 'created' | 'model'>, split: Splitter = PIECES): SseEvent[] {
   const base = { id: str(body.id) || `chatcmpl-${ctx.id}`, object: 'chat.completion.chunk' as const, created: typeof body.created === 'number' ? body.created : ctx.created, model: str(body.model) || ctx.model }
   // the fingerprint is copied as the upstream wrote it, whatever its type
   const extra: { system_fingerprint?: unknown } = {}
@@ -143,10 +150,10 @@ export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | '
   const counted = isObj(body.usage)
   const chunk = (choices: ChatCompletionChunk.Choice[], usage: unknown = null): SseEvent => frame(counted ? { ...base, ...extra, choices, usage } : { ...base, ...extra, choices })
   const out: SseEvent[] = []
-  const choices = objects(body.choices)
-  for (const c of choices.length > 0 ? choices : [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }]) {
+  const choices: Array<Pick<ChatCompletion.Choice, 'index' | 'finish_reason'> & { message: Partial<CompletionMessage> }> = objects(body.choices)
+  for (const c of choices.length > 0 ? choices : [{ index: 0, message: { role: 'assistant' as const, content: '' }, finish_reason: 'stop' as const }]) {
     const index = typeof c.index === 'number' ? c.index : 0
-    const m = isObj(c.message) ? c.message : {}
+    const m: Partial<CompletionMessage> = isObj(c.message) ? c.message : {}
     const delta = (d: Delta): SseEvent => chunk([{ index, delta: d, logprobs: null, finish_reason: null }])
     out.push(delta({ role: 'assistant', content: '' }))
     const reasoning = str(m.reasoning_content)
@@ -154,7 +161,7 @@ export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'created' | '
     for (const p of split(str(m.content), 'text')) out.push(delta({ content: p }))
     if (typeof m.refusal === 'string') out.push(delta({ refusal: m.refusal }))
     objects(m.tool_calls).forEach((tc, i) => {
-      const fn = isObj(tc.function) ? tc.function : {}
+      const fn: Partial<ChatCompletionMessageFunctionToolCall.Function> = 'function' in tc && isObj(tc.function) ? tc.function : {}
       out.push(delta({ tool_calls: [{ index: i, id: typeof tc.id === 'string' ? tc.id : undefined, type: 'function', function: { name: str(fn.name), arguments: '' } }] }))
       for (const p of split(str(fn.arguments), 'arguments')) if (p !== '') out.push(delta({ tool_calls: [{ index: i, function: { arguments: p } }] }))
     })

@@ -1,12 +1,12 @@
-import type { ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions'
 import type { Columns } from '../fields.js'
+import type { ChatRequest } from './request.js'
 
 // Every field of a Chat Completions request, and its fate toward each upstream protocol that is
 // not its own (toward a Chat Completions upstream every field is passed as it is). `top_k` and
 // `thinking` are Messages fields some OpenAI-style clients send; they reach a pair only when the
 // model lists them. A protocol added is one column more here.
 
-export const CHAT_FIELDS: Readonly<Record<keyof ChatCompletionCreateParamsBase | 'top_k' | 'thinking', Columns<'openai'>>> = {
+export const CHAT_FIELDS: Readonly<Record<keyof ChatRequest, Columns<'openai'>>> = {
   messages: { messages: 'mapped', gemini: 'mapped' },
   model: { messages: 'mapped', gemini: 'mapped' },
   max_completion_tokens: { messages: 'mapped', gemini: 'mapped' },

@@ -1,8 +1,9 @@
 import type { ContentBlock as MessagesBlock, Message, StopReason as MessagesStopReason, Usage as MessagesUsage } from '@anthropic-ai/sdk/resources/messages'
+import type { ErrorResponse } from '@anthropic-ai/sdk/resources/shared'
 import { UpstreamUnavailable, messagesTypeFor } from '../../kernel/errors.js'
-import { isObj, type Json } from '../../kernel/json.js'
+import { isObj } from '../../kernel/json.js'
 import type { TranslateCtx, Usage } from '../../translation/types.js'
-import type { StopReason, TokenUsage } from './types.js'
+import type { ConverseAnswer, ConverseContentBlock, StopReason, TokenUsage } from './types.js'
 
 // The Converse reader: an answer, its usage and its errors, read strictly (an answer that is not
 // Converse's shape is the upstream's fault: a 502, never a half-built reply) and handed on as the
@@ -77,7 +78,7 @@ export function usageOf (u: TokenUsage): Usage {
   return out
 }
 
-function block (b: unknown, i: number): MessagesBlock | null {
+function block (b: ConverseContentBlock, i: number): MessagesBlock | null {
   const at = `output.message.content[${i}]`
   if (!isObj(b)) throw malformed(at)
   if (typeof b.text === 'string') return { type: 'text', text: b.text, citations: null }
@@ -98,7 +99,7 @@ function block (b: unknown, i: number): MessagesBlock | null {
 }
 
 /** A Converse answer → the Messages answer, and the call's usage. */
-export function readAnswer (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>): { message: Message, usage: Usage } {
+export function readAnswer (body: ConverseAnswer, ctx: Pick<TranslateCtx, 'id' | 'model'>): { message: Message, usage: Usage } {
   const message = isObj(body.output) ? body.output.message : undefined
   if (!isObj(message) || !Array.isArray(message.content)) throw malformed('output.message')
   const usage = readTokenUsage(body.usage)
@@ -144,8 +145,11 @@ export function errorName (body: unknown, header?: string): string | undefined {
   return name.slice(name.lastIndexOf('#') + 1)
 }
 
+/** A Messages error body as the gateway writes one (Anthropic's request id aside: Bedrock's answer has none). */
+export type MessagesErrorBody = Pick<ErrorResponse, 'type'> & { error: { type: string, message: string } }
+
 /** A Bedrock error body (`{message}`) as a Messages error body, so that every client's pair maps it as it maps Anthropic's. */
-export function messagesError (status: number, body: unknown, header?: string): Json {
+export function messagesError (status: number, body: unknown, header?: string): MessagesErrorBody {
   const name = errorName(body, header)
   const lower = isObj(body) ? body.Message ?? body.message : undefined
   const message = typeof lower === 'string' && lower !== '' ? lower : `The upstream provider answered ${status}${name !== undefined ? ` (${name})` : ''}.`

@@ -1,4 +1,4 @@
-import { isObj, type Json } from '../../kernel/json.js'
+import { isObj } from '../../kernel/json.js'
 import { messagesPassthrough } from '../../translation/passthrough.js'
 import type { TranslateCtx, TranslatorPair, Usage } from '../../translation/types.js'
 import { usageFromMessages } from '../messages/usage.js'
@@ -10,7 +10,8 @@ import { ConverseToMessages, converseFrame, EventStreamParser, invokeFrame } fro
 // Converse answer, of an InvokeModel (Messages) answer, or of their event streams as the bytes
 // go by.
 
-const asIs = (body: Json): { body: Json, dropped: string[] } => ({ body, dropped: [] })
+// a body passed along unread: the pair's own (untyped) body type
+const asIs: TranslatorPair['request'] = (body) => ({ body, dropped: [] })
 const noStream = (): never => { throw new Error('a Bedrock stream is metered as its bytes go by (bedrockStreamMeter)') }
 
 /** Reads the usage of a Converse answer (`/model/{id}/converse`). */

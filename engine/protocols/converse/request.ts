@@ -1,13 +1,15 @@
 import { InvalidField, UnsupportedOnUpstream } from '../../kernel/errors.js'
 import { column, Dropped, entry, isObj, kindOf, list, optBoolean, optCount, optEntry, optNumber, optText, sortFields, strings, text } from '../fields.js'
 import { MESSAGES_FIELDS } from '../messages/table.js'
-import type { Json, TranslateCtx, TranslatedRequest } from '../../translation/types.js'
-import type { CachePoint, ContentBlock, ConverseDocumentFormat, ConverseImage, ConverseMessage, ConverseRequest, JsonValue, SystemBlock, ToolChoice, ToolResultContent, ToolSpec } from './types.js'
+import type { Json, TranslateCtx } from '../../translation/types.js'
+import type { CachePoint, ConverseBody, ConverseContentBlock, ConverseDocumentFormat, ConverseImage, ConverseMessage, JsonDocument, SystemBlock, ToolChoice, ToolEntry, ToolResult, ToolResultContent, ToolSpecBody } from './types.js'
 
 // The Converse writer: a Messages request (the richest shape: tool ids, thinking and its
 // signatures, cache breakpoints) → a Converse request. Every client protocol reaches Converse
 // through its pair to Messages, then this. A wrong type is a 400 naming the field; what Converse
-// cannot carry is reported in {prefix}Dropped-Params under its Messages name.
+// cannot carry is reported in {prefix}Dropped-Params under its Messages name. The Messages body
+// is read as untrusted (a Messages client's own body reaches here as it came): each field used is
+// checked by the strict readers, and what is written is typed by the SDK's Converse shapes.
 
 const FIELDS = column(MESSAGES_FIELDS, 'converse')
 
@@ -46,7 +48,7 @@ const docName = (title: string | undefined, n: number): string => {
   return name === '' ? `document ${n}` : name.slice(0, 200)
 }
 
-function document (block: Json, at: string, n: number, model: string): ContentBlock {
+function document (block: Json, at: string, n: number, model: string): ConverseContentBlock {
   const source = entry(block.source, `${at}.source`)
   const name = docName(optText(block.title, `${at}.title`), n)
   if (source.type === 'base64' && source.media_type === 'application/pdf') return { document: { format: 'pdf', name, source: { bytes: text(source.data, `${at}.source.data`) } } }
@@ -54,7 +56,7 @@ function document (block: Json, at: string, n: number, model: string): ContentBl
   throw new UnsupportedOnUpstream({ feature: `A ${typeof source.type === 'string' ? source.type : 'non-PDF'} document`, model })
 }
 
-function toolResult (block: Json, at: string, model: string, dropped: Dropped): ContentBlock {
+function toolResult (block: Json, at: string, model: string, dropped: Dropped): ConverseContentBlock {
   const content: ToolResultContent[] = []
   const raw = block.content
   if (typeof raw === 'string') content.push({ text: raw })
@@ -69,14 +71,14 @@ function toolResult (block: Json, at: string, model: string, dropped: Dropped): 
   }
   // Converse wants some content in a result; an empty one says so in words
   if (content.length === 0) content.push({ text: '' })
-  const out: ContentBlock = { toolResult: { toolUseId: text(block.tool_use_id, `${at}.tool_use_id`), content } }
-  if (optBoolean(block.is_error, `${at}.is_error`) === true) out.toolResult.status = 'error'
-  return out
+  const out: ToolResult = { toolUseId: text(block.tool_use_id, `${at}.tool_use_id`), content }
+  if (optBoolean(block.is_error, `${at}.is_error`) === true) out.status = 'error'
+  return { toolResult: out }
 }
 
-function blocks (m: Json, at: string, model: string, dropped: Dropped, docs: { n: number }): ContentBlock[] {
+function blocks (m: Json, at: string, model: string, dropped: Dropped, docs: { n: number }): ConverseContentBlock[] {
   if (typeof m.content === 'string') return m.content === '' ? [] : [{ text: m.content }]
-  const out: ContentBlock[] = []
+  const out: ConverseContentBlock[] = []
   for (const [j, raw] of list(m.content, `${at}.content`).entries()) {
     const bat = `${at}.content[${j}]`
     const b = entry(raw, bat)
@@ -94,7 +96,7 @@ function blocks (m: Json, at: string, model: string, dropped: Dropped, docs: { n
         out.push(document(b, bat, ++docs.n, model))
         break
       case 'tool_use':
-        out.push({ toolUse: { toolUseId: text(b.id, `${bat}.id`), name: text(b.name, `${bat}.name`), input: (optEntry(b.input, `${bat}.input`) ?? {}) as JsonValue } })
+        out.push({ toolUse: { toolUseId: text(b.id, `${bat}.id`), name: text(b.name, `${bat}.name`), input: (optEntry(b.input, `${bat}.input`) ?? {}) as JsonDocument } })
         break
       case 'tool_result':
         out.push(toolResult(b, bat, model, dropped))
@@ -135,14 +137,14 @@ function system (body: Json, dropped: Dropped): SystemBlock[] | undefined {
   return out.length > 0 ? out : undefined
 }
 
-function tools (body: Json, dropped: Dropped): Array<ToolSpec | CachePoint> {
-  const out: Array<ToolSpec | CachePoint> = []
+function tools (body: Json, dropped: Dropped): ToolEntry[] {
+  const out: ToolEntry[] = []
   for (const [i, raw] of list(body.tools, 'tools').entries()) {
     const at = `tools[${i}]`
     const t = entry(raw, at)
     // a server tool (web_search_20250305, bash_20250124…) runs at Anthropic's API only
     if (t.input_schema === undefined && t.type !== undefined && t.type !== null && t.type !== 'custom') { dropped.add(`tools.${kindOf(t.type)}`); continue }
-    const spec: ToolSpec['toolSpec'] = { name: text(t.name, `${at}.name`), inputSchema: { json: (optEntry(t.input_schema, `${at}.input_schema`) ?? { type: 'object', properties: {} }) as JsonValue } }
+    const spec: ToolSpecBody = { name: text(t.name, `${at}.name`), inputSchema: { json: (optEntry(t.input_schema, `${at}.input_schema`) ?? { type: 'object', properties: {} }) as JsonDocument } }
     const description = optText(t.description, `${at}.description`)
     if (description !== undefined && description !== '') spec.description = description
     if (optBoolean(t.strict, `${at}.strict`) === true) dropped.add('tools.strict')
@@ -167,7 +169,7 @@ function toolChoice (body: Json, dropped: Dropped): ToolChoice | 'none' | undefi
 }
 
 /** A Messages request → the Converse request for `ctx.upstreamModel`, and what it could not carry. */
-export function converseRequest (body: Json, ctx: Pick<TranslateCtx, 'model' | 'upstreamModel' | 'defaultMaxTokens' | 'supported'>): TranslatedRequest {
+export function converseRequest (body: Json, ctx: Pick<TranslateCtx, 'model' | 'upstreamModel' | 'defaultMaxTokens' | 'supported'>): { body: ConverseBody, dropped: string[] } {
   const dropped = new Dropped()
   const docs = { n: 0 }
   const messages: ConverseMessage[] = []
@@ -182,11 +184,11 @@ export function converseRequest (body: Json, ctx: Pick<TranslateCtx, 'model' | '
     if (last !== undefined && last.role === m.role) last.content.push(...content)
     else messages.push({ role: m.role, content })
   }
-  const out: ConverseRequest = { messages }
+  const out: ConverseBody = { messages }
   const sys = system(body, dropped)
   if (sys !== undefined) out.system = sys
 
-  const inference: NonNullable<ConverseRequest['inferenceConfig']> = { maxTokens: optCount(body.max_tokens, 'max_tokens') ?? ctx.defaultMaxTokens }
+  const inference: NonNullable<ConverseBody['inferenceConfig']> = { maxTokens: optCount(body.max_tokens, 'max_tokens') ?? ctx.defaultMaxTokens }
   const temperature = optNumber(body.temperature, 'temperature')
   if (temperature !== undefined) inference.temperature = temperature
   const topP = optNumber(body.top_p, 'top_p')
@@ -208,22 +210,22 @@ export function converseRequest (body: Json, ctx: Pick<TranslateCtx, 'model' | '
   } else if (messages.some((m) => m.content.some((b) => 'toolUse' in b || 'toolResult' in b))) {
     // Converse refuses tool blocks without a toolConfig; a client that stopped declaring its tools gets a placeholder per name
     const names = new Set<string>()
-    for (const m of messages) for (const b of m.content) if ('toolUse' in b) names.add(b.toolUse.name)
+    for (const m of messages) for (const b of m.content) if (b.toolUse?.name !== undefined) names.add(b.toolUse.name)
     if (names.size > 0) out.toolConfig = { tools: [...names].map((name) => ({ toolSpec: { name, inputSchema: { json: { type: 'object' } } } })) }
   }
 
-  const extra: Record<string, JsonValue> = {}
+  const extra: Record<string, JsonDocument> = {}
   const takes = (field: string): boolean => isAnthropicModel(ctx.upstreamModel) || ctx.supported?.has(field) === true
   for (const field of MODEL_FIELDS) {
     const value = body[field]
     if (value === undefined || value === null) continue
     if (field === 'top_k') optCount(value, 'top_k')
     else entry(value, field)
-    if (takes(field)) extra[field] = value as JsonValue
+    if (takes(field)) extra[field] = value as JsonDocument
     else dropped.add(field)
   }
   if (Object.keys(extra).length > 0) out.additionalModelRequestFields = extra
   // metadata's user id and other Messages-only fields: by the table
   if (isObj(body)) sortFields(body, FIELDS, dropped)
-  return { body: out as unknown as Json, dropped: dropped.list() }
+  return { body: out, dropped: dropped.list() }
 }

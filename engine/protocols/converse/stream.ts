@@ -1,12 +1,12 @@
-import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages'
+import type { RawMessageStreamEvent, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolUseBlock } from '@anthropic-ai/sdk/resources/messages'
 import { EventStreamCodec, type Message as EventMessage } from '@smithy/eventstream-codec'
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8'
 import { UpstreamStreamError } from '../../kernel/errors.js'
-import { isObj, type Json } from '../../kernel/json.js'
+import { isObj } from '../../kernel/json.js'
 import { frame, ValueFrame } from '../sse.js'
 import type { SseEvent, TranslateCtx, Usage } from '../../translation/types.js'
 import { messagesError, messagesUsage, readTokenUsage, stopReasonOf, usageOf } from './answer.js'
-import type { TokenUsage } from './types.js'
+import type { ConverseStreamEvents, TokenUsage } from './types.js'
 
 // Converse's stream: AWS event-stream messages (binary frames with CRCs, read and checked by
 // @smithy/eventstream-codec), each one event whose name is its `:event-type` header and whose
@@ -83,6 +83,15 @@ type Block = 'text' | 'tool_use' | 'thinking' | 'redacted_thinking'
 // written as text only if the client reads Messages (a pair to another protocol reads the values)
 const event = (e: RawMessageStreamEvent): SseEvent => new ValueFrame(e, e.type)
 
+/** A block as a Converse delta opens it: Converse says neither a text's citations nor a tool call's id and name there. */
+type Opening = Pick<TextBlock, 'type' | 'text'> | Pick<ToolUseBlock, 'type' | 'id' | 'name' | 'input'> | ThinkingBlock | RedactedThinkingBlock
+
+/**
+ * An event's payload as its name says Converse sends it. An upstream's event is not trusted for
+ * all that: each field read is checked first.
+ */
+const payload = <K extends keyof ConverseStreamEvents>(data: object, _name: K): ConverseStreamEvents[K] => data as ConverseStreamEvents[K]
+
 /**
  * Converse stream frames → Messages stream frames. Messages says the stop reason and the usage
  * together (message_delta), Converse in two events (messageStop, then metadata): the stop reason
@@ -104,9 +113,9 @@ export class ConverseToMessages {
   finished (): boolean { return this.ended }
 
   push (ev: SseEvent): SseEvent[] {
-    let data: unknown
-    try { data = JSON.parse(ev.data) } catch { throw new UpstreamStreamError({}, { cause: new Error(`Converse event ${ev.event ?? ''} is not JSON`) }) }
-    if (!isObj(data)) return []
+    let raw: unknown
+    try { raw = JSON.parse(ev.data) } catch { throw new UpstreamStreamError({}, { cause: new Error(`Converse event ${ev.event ?? ''} is not JSON`) }) }
+    if (!isObj(raw)) return []
     switch (ev.event) {
       case 'messageStart':
         return [event({
@@ -114,31 +123,37 @@ export class ConverseToMessages {
           message: { id: `msg_${this.ctx.id}`, type: 'message', role: 'assistant', model: this.ctx.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 0, output_tokens: 0 } } as unknown as Extract<RawMessageStreamEvent, { type: 'message_start' }>['message']
         })]
       case 'contentBlockStart': {
+        const data = payload(raw, 'contentBlockStart')
         const start = isObj(data.start) ? data.start.toolUse : undefined
         if (!isObj(start)) return []
         const index = this.blocks++
         this.open.set(Number(data.contentBlockIndex), { index, kind: 'tool_use' })
         return [event({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: String(start.toolUseId ?? ''), name: String(start.name ?? ''), input: {} } as never })]
       }
-      case 'contentBlockDelta':
-        return this.delta(Number(data.contentBlockIndex), isObj(data.delta) ? data.delta : {})
+      case 'contentBlockDelta': {
+        const data = payload(raw, 'contentBlockDelta')
+        return isObj(data.delta) ? this.delta(Number(data.contentBlockIndex), data.delta) : []
+      }
       case 'contentBlockStop': {
-        const at = Number(data.contentBlockIndex)
+        const at = Number(payload(raw, 'contentBlockStop').contentBlockIndex)
         const block = this.open.get(at)
         if (block === undefined) return []
         this.open.delete(at)
         return [event({ type: 'content_block_stop', index: block.index })]
       }
-      case 'messageStop':
-        this.stop = typeof data.stopReason === 'string' ? data.stopReason : 'end_turn'
+      case 'messageStop': {
+        const stop = payload(raw, 'messageStop').stopReason
+        this.stop = typeof stop === 'string' ? stop : 'end_turn'
         return []
+      }
       case 'metadata':
-        this.tokens = readTokenUsage(data.usage)
+        this.tokens = readTokenUsage(payload(raw, 'metadata').usage)
         return this.finish()
       case 'exception': {
+        // the frame exceptionFrame wrote: {type, message}
         this.excepted = true
-        const name = typeof data.type === 'string' ? data.type : undefined
-        const e = messagesError(500, { message: data.message }, name)
+        const name = typeof raw.type === 'string' ? raw.type : undefined
+        const e = messagesError(500, { message: raw.message }, name)
         return [new ValueFrame(e, 'error')]
       }
       default:
@@ -163,9 +178,9 @@ export class ConverseToMessages {
     return out
   }
 
-  private delta (at: number, d: Json): SseEvent[] {
+  private delta (at: number, d: NonNullable<ConverseStreamEvents['contentBlockDelta']['delta']>): SseEvent[] {
     const out: SseEvent[] = []
-    const opened = (kind: Block, start: Json): number => {
+    const opened = (kind: Block, start: Opening): number => {
       const block = this.open.get(at)
       if (block !== undefined) return block.index
       const index = this.blocks++

@@ -1,87 +1,86 @@
-// AWS Bedrock's Converse API on the wire (JSON as Bedrock sends and takes it: bytes are base64
-// strings, where the SDK's own types hold Uint8Array). @aws-sdk/client-bedrock-runtime's
-// models_0.d.ts shows every shape; only what the gateway writes or reads is typed here.
+import type {
+  CacheDetail as SdkCacheDetail,
+  ContentBlock,
+  ConverseRequest,
+  ConverseResponse,
+  ConverseStreamOutput,
+  DocumentBlock,
+  ImageBlock,
+  Message,
+  SystemContentBlock,
+  TokenUsage as SdkTokenUsage,
+  Tool,
+  ToolChoice as SdkToolChoice,
+  ToolResultBlock,
+  ToolResultContentBlock,
+  ToolSpecification
+} from '@aws-sdk/client-bedrock-runtime'
 
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
+// AWS Bedrock's Converse API on the wire, derived from @aws-sdk/client-bedrock-runtime's own
+// types. The SDK's shapes are what its client hands a caller; the JSON Bedrock sends and takes
+// differs in three ways, which Wire<> maps: bytes are base64 strings (Uint8Array in the SDK),
+// dates are strings, and a union never holds the SDK's `$unknown` catch-all member.
 
-export type ConverseImageFormat = 'png' | 'jpeg' | 'gif' | 'webp'
-export type ConverseDocumentFormat = 'pdf' | 'csv' | 'doc' | 'docx' | 'xls' | 'xlsx' | 'html' | 'txt' | 'md'
-export type CacheTtl = '5m' | '1h'
+/** A free JSON value (a tool's input or schema, additionalModelRequestFields): the SDK's document type. */
+export type JsonDocument = NonNullable<ConverseRequest['additionalModelRequestFields']>
 
-export interface CachePoint { cachePoint: { type: 'default', ttl?: CacheTtl } }
+/** An SDK shape as JSON carries it. A JSON document is kept as it is (walking its recursive type gains nothing). */
+export type Wire<T> = [JsonDocument] extends [T] ? T : WireOf<T>
 
-export type ToolResultContent =
-  | { text: string }
-  | { json: JsonValue }
-  | { image: ConverseImage }
-  | { document: ConverseDocument }
+type WireOf<T> =
+  T extends { $unknown: unknown } ? never
+    : T extends Uint8Array ? string
+      : T extends Date ? string
+        : T extends ReadonlyArray<infer U> ? Array<Wire<U>>
+          : T extends object ? { [K in keyof T as K extends '$unknown' ? never : K]: Wire<T[K]> }
+            : T
 
-export interface ConverseImage { format: ConverseImageFormat, source: { bytes: string } }
-export interface ConverseDocument { format: ConverseDocumentFormat, name: string, source: { bytes: string } | { text: string } }
+/**
+ * The SDK marks nearly every member `| undefined`, required ones too; a shape the gateway writes
+ * whole (or has checked whole) says so by taking that off.
+ */
+export type Filled<T> = { [K in keyof T]: Exclude<T[K], undefined> }
 
-export type ReasoningContent = { reasoningText: { text: string, signature?: string } } | { redactedContent: string }
+export type ConverseImage = Filled<Wire<ImageBlock>>
+export type ConverseDocument = Wire<DocumentBlock>
+export type ConverseDocumentFormat = NonNullable<DocumentBlock['format']>
+export type CachePoint = Wire<ContentBlock.CachePointMember>
+export type ToolResultContent = Wire<ToolResultContentBlock>
+export type ToolResult = Wire<ToolResultBlock>
+export type ConverseContentBlock = Wire<ContentBlock>
+export type SystemBlock = Wire<SystemContentBlock>
+export type ToolSpec = Wire<Tool.ToolSpecMember>
+export type ToolSpecBody = Wire<ToolSpecification>
+export type ToolChoice = Wire<SdkToolChoice>
+export type ToolEntry = Wire<Tool>
 
-export type ContentBlock =
-  | { text: string }
-  | { image: ConverseImage }
-  | { document: ConverseDocument }
-  | { toolUse: { toolUseId: string, name: string, input: JsonValue } }
-  | { toolResult: { toolUseId: string, content: ToolResultContent[], status?: 'success' | 'error' } }
-  | { reasoningContent: ReasoningContent }
-  | CachePoint
+/** A turn of the conversation, as the writer builds it: its role and its blocks always there. */
+export type ConverseMessage = Filled<Wire<Message>>
 
-export interface ConverseMessage { role: 'user' | 'assistant', content: ContentBlock[] }
+/** The body of `POST /model/{id}/converse` and `/converse-stream`: the model is in the path, not the body. */
+export type ConverseBody = Wire<Omit<ConverseRequest, 'modelId'>>
 
-export type SystemBlock = { text: string } | CachePoint
+/** The answer of `/converse`, as Bedrock sends it (read field by field: an upstream is not trusted for its shape). */
+export type ConverseAnswer = Wire<ConverseResponse>
 
-export interface ToolSpec { toolSpec: { name: string, description?: string, inputSchema: { json: JsonValue } } }
+export type { StopReason } from '@aws-sdk/client-bedrock-runtime'
 
-export type ToolChoice = { auto: Record<string, never> } | { any: Record<string, never> } | { tool: { name: string } }
+/** A cache write's share by how long it stays cached, as read from an answer's usage. */
+export type CacheDetail = Filled<Wire<SdkCacheDetail>>
 
-export interface InferenceConfig { maxTokens?: number, temperature?: number, topP?: number, stopSequences?: string[] }
-
-/** The body of `POST /model/{id}/converse` and `/converse-stream` (the model is in the path). */
-export interface ConverseRequest {
-  messages: ConverseMessage[]
-  system?: SystemBlock[]
-  inferenceConfig?: InferenceConfig
-  toolConfig?: { tools: Array<ToolSpec | CachePoint>, toolChoice?: ToolChoice }
-  additionalModelRequestFields?: Record<string, JsonValue>
-}
-
-export type StopReason = 'end_turn' | 'tool_use' | 'max_tokens' | 'stop_sequence' | 'guardrail_intervened' | 'content_filtered'
-  | 'malformed_model_output' | 'malformed_tool_use' | 'model_context_window_exceeded'
-
-export interface CacheDetail { ttl: CacheTtl, inputTokens: number }
-
-/** Converse's usage: inputTokens counts the uncached input only; the cache's reads and writes come beside it. */
-export interface TokenUsage {
-  inputTokens: number
-  outputTokens: number
-  totalTokens?: number
-  cacheReadInputTokens?: number
-  cacheWriteInputTokens?: number
-  /** The writes split by how long they stay cached. */
+/**
+ * Converse's usage as the gateway reads it (readTokenUsage): inputTokens counts the uncached
+ * input only; the cache's reads and writes come beside it, the writes split by TTL in cacheDetails.
+ */
+export interface TokenUsage extends Filled<Pick<Wire<SdkTokenUsage>, 'inputTokens' | 'outputTokens'>>, Pick<Wire<SdkTokenUsage>, 'cacheReadInputTokens' | 'cacheWriteInputTokens'> {
   cacheDetails?: CacheDetail[]
 }
 
-/** The answer of `/converse`. */
-export interface ConverseResponse {
-  output: { message: ConverseMessage }
-  stopReason: StopReason
-  usage: TokenUsage
-  metrics?: { latencyMs: number }
-}
+type StreamEventName = 'messageStart' | 'contentBlockStart' | 'contentBlockDelta' | 'contentBlockStop' | 'messageStop' | 'metadata'
 
-/** The events of `/converse-stream`, each the JSON payload of one event-stream message named by its `:event-type`. */
-export interface ConverseStreamEvents {
-  messageStart: { role: 'assistant' }
-  contentBlockStart: { contentBlockIndex: number, start: { toolUse: { toolUseId: string, name: string } } }
-  contentBlockDelta: { contentBlockIndex: number, delta: { text: string } | { toolUse: { input: string } } | { reasoningContent: { text: string } | { signature: string } | { redactedContent: string } } }
-  contentBlockStop: { contentBlockIndex: number }
-  messageStop: { stopReason: StopReason }
-  metadata: { usage: TokenUsage, metrics?: { latencyMs: number } }
-}
-
-/** Bedrock's error body; the error's name comes in `x-amzn-ErrorType` (or `__type` in the body). */
-export interface ConverseError { message: string, __type?: string }
+/**
+ * The events of `/converse-stream`, by name: each the JSON payload of one event-stream message
+ * whose `:event-type` is that name (the SDK's ConverseStreamOutput holds one as `{[name]: payload}`).
+ * Its exceptions are messages of another type, read apart.
+ */
+export type ConverseStreamEvents = { [K in StreamEventName]: Wire<Extract<ConverseStreamOutput, Record<K, unknown>>[K]> }

@@ -1,8 +1,9 @@
 import { InvalidField } from '../../kernel/errors.js'
 import { dataUrl } from '../content.js'
 import { isObj } from '../fields.js'
-import { FOREIGN_SIGNATURE, splitSignature, withSignature } from './wire.js'
-import type { Json, TranslateCtx } from '../types.js'
+import { finishReasonOf, FOREIGN_SIGNATURE, objectsIn, splitSignature, withSignature } from './wire.js'
+import type { TranslateCtx } from '../types.js'
+import type { GeminiChunk, GeminiContent, GeminiFunctionDeclaration, GeminiPart, GeminiResponse, GeminiTool, GeminiToolConfig } from './types.js'
 
 // The Gemini side of the pairs in front of a Gemini upstream: building `contents`, tools and
 // toolConfig from another protocol's conversation, and reading the candidates of an answer or
@@ -16,7 +17,11 @@ import type { Json, TranslateCtx } from '../types.js'
 export const THINKING_BUDGET: ReadonlyMap<string, number> = new Map([['none', 0], ['minimal', 512], ['low', 1024], ['medium', 8192], ['high', 24576], ['xhigh', 32768], ['max', 32768]])
 
 type Role = 'user' | 'model'
-export interface Content { role: Role, parts: Json[] }
+/** A turn of `contents`, as the pairs build one. */
+export interface Turn { role: Role, parts: GeminiPart[] }
+
+/** A function's arguments, or its result's `response`: a JSON object. */
+type Args = Record<string, unknown>
 
 /**
  * The conversation as Gemini takes it: turns of one role merged (the function responses of
@@ -25,13 +30,13 @@ export interface Content { role: Role, parts: Json[] }
  * signature put back on its part from the id that carried it.
  */
 export class ContentsBuilder {
-  readonly contents: Content[] = []
+  readonly contents: Turn[] = []
   private readonly names = new Map<string, string>()
   // the order of the calls, and the call each function response answers
   private readonly positions = new Map<string, number>()
-  private readonly answers = new Map<Json, string>()
+  private readonly answers = new Map<GeminiPart, string>()
 
-  push (role: Role, parts: Json[]): void {
+  push (role: Role, parts: GeminiPart[]): void {
     if (parts.length === 0) return
     const last = this.contents[this.contents.length - 1]
     if (last?.role === role) last.parts.push(...parts)
@@ -39,20 +44,20 @@ export class ContentsBuilder {
   }
 
   /** A functionCall part for a call the client names by `id`. */
-  call (id: string, name: string, args: Json): Json {
+  call (id: string, name: string, args: Args): GeminiPart {
     this.names.set(id, name)
     this.positions.set(id, this.positions.size)
     const { signature } = splitSignature(id)
-    const part: Json = { functionCall: { name, args } }
+    const part: GeminiPart = { functionCall: { name, args } }
     if (signature !== undefined) part.thoughtSignature = signature
     return part
   }
 
   /** A functionResponse part for the result of the call `id`; `field` names the id in the client's request. */
-  result (id: string, field: string, response: Json): Json {
+  result (id: string, field: string, response: Args): GeminiPart {
     const name = this.names.get(id)
     if (name === undefined) throw new InvalidField({ field, reason: 'must be the id of a tool call made earlier in the conversation' })
-    const part = { functionResponse: { name, response } }
+    const part: GeminiPart = { functionResponse: { name, response } }
     this.answers.set(part, id)
     return part
   }
@@ -62,16 +67,16 @@ export class ContentsBuilder {
    * order), and Google's placeholder signature on the first function call of every step of the
    * current turn (after the last user text) that has none: calls made by another model.
    */
-  build (): Content[] {
+  build (): Turn[] {
     for (const c of this.contents) {
       if (c.role !== 'user') continue
-      const at = (p: Json): number => this.positions.get(this.answers.get(p) ?? '') ?? 0
+      const at = (p: GeminiPart): number => this.positions.get(this.answers.get(p) ?? '') ?? 0
       const responses = c.parts.filter((p) => this.answers.has(p)).sort((a, b) => at(a) - at(b))
-      c.parts = c.parts.map((p) => this.answers.has(p) ? responses.shift() as Json : p)
+      c.parts = c.parts.map((p) => this.answers.has(p) ? responses.shift() as GeminiPart : p)
     }
     let start = 0
     for (let i = this.contents.length - 1; i >= 0; i--) {
-      const c = this.contents[i] as Content
+      const c = this.contents[i] as Turn
       if (c.role === 'user' && c.parts.some((p) => typeof p.text === 'string')) { start = i + 1; break }
     }
     for (const c of this.contents.slice(start)) {
@@ -86,11 +91,11 @@ export class ContentsBuilder {
 export interface ToolSpec { name: string, description?: string, parameters?: unknown }
 
 /** Function tools → Gemini's tools: one entry holding every declaration, schemas as JSON Schema. */
-export function geminiTools (tools: ToolSpec[]): Json[] {
+export function geminiTools (tools: ToolSpec[]): GeminiTool[] {
   if (tools.length === 0) return []
   return [{
     functionDeclarations: tools.map((t) => {
-      const d: Json = { name: t.name }
+      const d: GeminiFunctionDeclaration = { name: t.name }
       if (t.description !== undefined) d.description = t.description
       if (t.parameters !== undefined && t.parameters !== null) d.parametersJsonSchema = t.parameters
       return d
@@ -100,14 +105,14 @@ export function geminiTools (tools: ToolSpec[]): Json[] {
 
 export type ToolMode = 'AUTO' | 'ANY' | 'NONE'
 
-export function geminiToolConfig (mode: ToolMode, allowed?: string[]): Json {
-  const config: Json = { mode }
+export function geminiToolConfig (mode: ToolMode, allowed?: string[]): Required<Pick<GeminiToolConfig, 'functionCallingConfig'>> {
+  const config: NonNullable<GeminiToolConfig['functionCallingConfig']> = { mode }
   if (allowed !== undefined && allowed.length > 0) config.allowedFunctionNames = allowed
   return { functionCallingConfig: config }
 }
 
 /** A data: URI (of an image, a PDF…) as inlineData; null for any other URL. */
-export function inlineData (url: string): Json | null {
+export function inlineData (url: string): GeminiPart | null {
   const inline = dataUrl(url)
   return inline === null ? null : { inlineData: { mimeType: inline.mediaType, data: inline.data } }
 }
@@ -118,7 +123,7 @@ const EXTENSIONS = new Map([
 ])
 
 /** An http(s) URL as fileData, its MIME type from its extension when it has a known one. */
-export function fileData (url: string): Json {
+export function fileData (url: string): Required<Pick<GeminiPart, 'fileData'>> {
   let ext: string | undefined
   try { ext = /\.([a-z0-9]+)$/i.exec(new URL(url).pathname)?.[1]?.toLowerCase() } catch { ext = undefined }
   const mimeType = ext === undefined ? undefined : EXTENSIONS.get(ext)
@@ -126,7 +131,7 @@ export function fileData (url: string): Json {
 }
 
 /** An image a client gives by URL (a data: URI or an http(s) URL) as a Gemini part. */
-export const imagePart = (url: string): Json => inlineData(url) ?? fileData(url)
+export const imagePart = (url: string): GeminiPart => inlineData(url) ?? fileData(url)
 
 // ---------------------------------------------------------------------------------------------
 // Reading answers
@@ -135,17 +140,16 @@ export const imagePart = (url: string): Json => inlineData(url) ?? fileData(url)
 export type Piece =
   | { kind: 'text', text: string, signature?: string }
   | { kind: 'thought', text: string, signature?: string }
-  | { kind: 'call', name: string, args: Json, id?: string, signature?: string }
+  | { kind: 'call', name: string, args: Args, id?: string, signature?: string }
 
 export interface Candidate { index: number, pieces: Piece[], finishReason: string | null }
 
-const sig = (p: Json): { signature?: string } => typeof p.thoughtSignature === 'string' && p.thoughtSignature !== '' ? { signature: p.thoughtSignature } : {}
+const sig = (p: GeminiPart): { signature?: string } => typeof p.thoughtSignature === 'string' && p.thoughtSignature !== '' ? { signature: p.thoughtSignature } : {}
 
-/** The parts of a candidate's content; parts with no equivalent elsewhere (inline images, code execution) are left out. */
-export function piecesOf (content: unknown): Piece[] {
+/** The parts of a candidate's content (an upstream's: each field checked); parts with no equivalent elsewhere (inline images, code execution) are left out. */
+export function piecesOf (content: GeminiContent | undefined): Piece[] {
   const out: Piece[] = []
-  for (const p of isObj(content) && Array.isArray(content.parts) ? content.parts : []) {
-    if (!isObj(p)) continue
+  for (const p of isObj(content) ? objectsIn(content.parts) : []) {
     if (isObj(p.functionCall)) {
       const fc = p.functionCall
       const piece: Piece = { kind: 'call', name: typeof fc.name === 'string' ? fc.name : '', args: isObj(fc.args) ? fc.args : {}, ...sig(p) }
@@ -160,15 +164,15 @@ export function piecesOf (content: unknown): Piece[] {
 }
 
 /** The candidates of an answer or a stream chunk, by index; a blocked prompt is one candidate with its blockReason. */
-export function candidatesOf (body: Json): Candidate[] {
-  const list = Array.isArray(body.candidates) ? body.candidates.filter(isObj) : []
+export function candidatesOf (body: GeminiResponse): Candidate[] {
+  const list = objectsIn(body.candidates)
   if (list.length === 0 && isObj(body.promptFeedback) && typeof body.promptFeedback.blockReason === 'string') {
     return [{ index: 0, pieces: [], finishReason: 'SAFETY' }]
   }
   return list.map((c, i) => ({
     index: typeof c.index === 'number' && Number.isInteger(c.index) && c.index >= 0 && c.index < 64 ? c.index : i,
     pieces: piecesOf(c.content),
-    finishReason: typeof c.finishReason === 'string' && c.finishReason !== '' && c.finishReason !== 'FINISH_REASON_UNSPECIFIED' ? c.finishReason : null
+    finishReason: finishReasonOf(c.finishReason)
   }))
 }
 
@@ -181,7 +185,7 @@ export function clientCallId (ctx: TranslateCtx, prefix: string, n: number, piec
 }
 
 /** The error a Gemini stream frame carries, if it is one. */
-export function streamError (chunk: Json): { status: number, message: string, code: string } | null {
+export function streamError (chunk: GeminiChunk): { status: number, message: string, code: string } | null {
   if (chunk.error === undefined || chunk.error === null) return null
   const e = isObj(chunk.error) ? chunk.error : {}
   return {

@@ -1,8 +1,9 @@
 import { InvalidField, InvalidImageUrl, InvalidVideoUrl, MissingField, UnsupportedOnUpstream } from '../../kernel/errors.js'
 import { mediaUrlProblem } from '../../gateway/media-url.js'
 import { Dropped, entry, isObj, list, optBoolean, optEntry, optText, read, readFields, strings, text, type Fate } from '../fields.js'
-import { schemaFromGemini, unpackThinking } from './wire.js'
+import { schemaFromGemini, unpackThinking, type PackedThinking } from './wire.js'
 import type { ToolSpec } from './body.js'
+import type { GeminiFunctionCall, JsonSchema } from './types.js'
 import { GEMINI_FIELDS, GEMINI_GENERATION_FIELDS, GEMINI_THINKING_FIELDS } from './table.js'
 import type { Json, TranslateCtx } from '../types.js'
 
@@ -22,14 +23,15 @@ export type InPart =
   | { kind: 'inline', mimeType: string, data: string }
   /** fileData: its URL checked like every media URL, its MIME type given or guessed. */
   | { kind: 'file', mimeType: string, uri: string }
-  | { kind: 'call', id: string, name: string, args: Json }
+  | { kind: 'call', id: string, name: string, args: NonNullable<GeminiFunctionCall['args']> }
   | { kind: 'result', id: string, name: string, output: string, isError: boolean, media: Array<Extract<InPart, { kind: 'inline' | 'file' }>> }
   /** Anthropic thinking blocks the gateway gave this client in a thoughtSignature, before the part that carried them. */
-  | { kind: 'thinking', blocks: Json[] }
+  | { kind: 'thinking', blocks: PackedThinking[] }
 
 export interface InTurn { role: 'user' | 'model', parts: InPart[] }
 
-export interface GeminiRequest {
+/** A Gemini client's request as the reader leaves it for the pairs. */
+export interface InRequest {
   system: string | null
   turns: InTurn[]
   tools: ToolSpec[]
@@ -45,7 +47,7 @@ export interface GeminiRequest {
   presencePenalty?: number
   frequencyPenalty?: number
   seed?: number
-  format?: { type: 'json_object' } | { type: 'json_schema', schema: Json }
+  format?: { type: 'json_object' } | { type: 'json_schema', schema: JsonSchema }
   /** thinkingConfig: a budget (-1 dynamic, 0 none), or a level (`low`, `high`…). */
   thinking?: { budget?: number, level?: string }
   /** thinkingConfig.includeThoughts: the client shows thought summaries. */
@@ -248,7 +250,7 @@ function readSystem (body: Json, dropped: Dropped): string | null {
   return joined === '' ? null : joined
 }
 
-function readTools (body: Json, out: GeminiRequest): void {
+function readTools (body: Json, out: InRequest): void {
   for (const [i, raw] of list(body.tools, 'tools').entries()) {
     const tool = entry(raw, `tools[${i}]`)
     for (const key of Object.keys(tool)) {
@@ -307,7 +309,7 @@ const READ = readFields(GEMINI_FIELDS)
 const READ_GENERATION = readFields(GEMINI_GENERATION_FIELDS)
 const READ_THINKING = readFields(GEMINI_THINKING_FIELDS)
 
-function readGeneration (body: Json, out: GeminiRequest): void {
+function readGeneration (body: Json, out: InRequest): void {
   const g = optEntry(body.generationConfig, 'generationConfig')
   if (g === undefined) return
   const at = (k: string): string => `generationConfig.${k}`
@@ -316,7 +318,7 @@ function readGeneration (body: Json, out: GeminiRequest): void {
     if (v === null || v === undefined || READ_GENERATION.has(key)) continue
     if (NEUTRAL.get(key) !== JSON.stringify(v)) out.dropped.add(at(key))
   }
-  const set = <K extends keyof GeminiRequest>(key: K, value: GeminiRequest[K] | undefined): void => { if (value !== undefined) out[key] = value }
+  const set = <K extends keyof InRequest>(key: K, value: InRequest[K] | undefined): void => { if (value !== undefined) out[key] = value }
   set('temperature', optNumber(g.temperature, at('temperature')))
   set('topP', optNumber(g.topP, at('topP')))
   set('topK', optNumber(g.topK, at('topK')))
@@ -334,7 +336,7 @@ function readGeneration (body: Json, out: GeminiRequest): void {
   const jsonSchema = optEntry(g.responseJsonSchema, at('responseJsonSchema'))
   const schema = optEntry(g.responseSchema, at('responseSchema'))
   if (jsonSchema !== undefined) out.format = { type: 'json_schema', schema: jsonSchema }
-  else if (schema !== undefined) out.format = { type: 'json_schema', schema: schemaFromGemini(schema) as Json }
+  else if (schema !== undefined) out.format = { type: 'json_schema', schema: schemaFromGemini(schema) as JsonSchema }
   else if (mime === 'application/json') out.format = { type: 'json_object' }
   if (mime !== undefined && mime !== 'text/plain' && mime !== 'application/json') out.dropped.add(at('responseMimeType'))
 
@@ -354,9 +356,9 @@ function readGeneration (body: Json, out: GeminiRequest): void {
   }
 }
 
-export function readGeminiRequest (body: Json, ctx: TranslateCtx): GeminiRequest {
+export function readGeminiRequest (body: Json, ctx: TranslateCtx): InRequest {
   if (body.cachedContent !== undefined && body.cachedContent !== null) throw new UnsupportedOnUpstream({ feature: 'Cached content (cachedContent)', model: ctx.model })
-  const out: GeminiRequest = { system: null, turns: [], tools: [], includeThoughts: false, dropped: new Dropped() }
+  const out: InRequest = { system: null, turns: [], tools: [], includeThoughts: false, dropped: new Dropped() }
   for (const key of Object.keys(body)) {
     const v = body[key]
     // read below (cachedContent refused above); the rest no column keeps
@@ -374,14 +376,14 @@ export function readGeminiRequest (body: Json, ctx: TranslateCtx): GeminiRequest
 
 // A generationConfig field some column drops and the reader reads, as the request sets it
 // (undefined: not set)
-const SETTINGS: Readonly<Record<string, (r: GeminiRequest) => unknown>> = {
+const SETTINGS: Readonly<Record<string, (r: InRequest) => unknown>> = {
   presencePenalty: (r) => r.presencePenalty,
   frequencyPenalty: (r) => r.frequencyPenalty,
   seed: (r) => r.seed
 }
 
-function droppedColumn (upstream: Upstream): Array<[string, (r: GeminiRequest) => unknown]> {
-  const out: Array<[string, (r: GeminiRequest) => unknown]> = []
+function droppedColumn (upstream: Upstream): Array<[string, (r: InRequest) => unknown]> {
+  const out: Array<[string, (r: InRequest) => unknown]> = []
   for (const [name, row] of Object.entries(GEMINI_GENERATION_FIELDS) as Array<[string, Row]>) {
     if (row[upstream] !== 'dropped' || !read(row)) continue
     const setting = SETTINGS[name]
@@ -391,10 +393,10 @@ function droppedColumn (upstream: Upstream): Array<[string, (r: GeminiRequest) =
   return out
 }
 
-const DROPPED: Readonly<Record<Upstream, Array<[string, (r: GeminiRequest) => unknown]>>> = { openai: droppedColumn('openai'), messages: droppedColumn('messages') }
+const DROPPED: Readonly<Record<Upstream, Array<[string, (r: InRequest) => unknown]>>> = { openai: droppedColumn('openai'), messages: droppedColumn('messages') }
 
 /** Reports the generationConfig fields the request sets that `upstream`'s column of the table drops (a value asking for nothing beyond the default aside). */
-export function dropToward (r: GeminiRequest, upstream: Upstream): void {
+export function dropToward (r: InRequest, upstream: Upstream): void {
   for (const [name, setting] of DROPPED[upstream]) {
     const v = setting(r)
     if (v === undefined) continue
@@ -404,14 +406,14 @@ export function dropToward (r: GeminiRequest, upstream: Upstream): void {
 }
 
 /** The tools a request may call: its allowedFunctionNames, when it names some. */
-export function allowedTools (r: GeminiRequest): ToolSpec[] {
+export function allowedTools (r: InRequest): ToolSpec[] {
   if (r.allowed === undefined || r.allowed.length === 0) return r.tools
   const allowed = new Set(r.allowed)
   return r.tools.filter((t) => allowed.has(t.name))
 }
 
 /** A thinking budget or level → an OpenAI reasoning effort (a budget of 0 is `none`, -1 is the model's own choice: `medium`). */
-export function effortOf (thinking: NonNullable<GeminiRequest['thinking']>): string {
+export function effortOf (thinking: NonNullable<InRequest['thinking']>): string {
   if (thinking.level !== undefined) return thinking.level
   const budget = thinking.budget ?? -1
   if (budget === 0) return 'none'

@@ -1,28 +1,21 @@
-import type { GenerateContentResponse } from '@google/genai'
 import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
 import { isObj } from '../fields.js'
 import { frame } from '../sse.js'
-import { DONE, objects, parsed, pieces, type StreamEventLike } from '../stream-events.js'
-import type { Json, SseEvent, StreamMapper, Usage } from '../types.js'
+import { DONE, parsed, pieces, type StreamEventLike } from '../stream-events.js'
+import type { SseEvent, StreamMapper, Usage } from '../types.js'
 import { withServerTools } from '../usage.js'
-import { geminiToolUses, usageFromGemini } from './wire.js'
+import { geminiAnswer, type GeminiCandidate, type GeminiChunk, type GeminiContent, type GeminiPart, type GeminiResponse } from './types.js'
+import { finishReasonOf, geminiToolUses, objectsIn, usageFromGemini } from './wire.js'
 
 // A Gemini stream (`alt=sse`): `data:` frames, each a GenerateContentResponse with the new parts
 // only and the usage so far; the last with every candidate's finishReason; no [DONE]. Watched
 // as it passes (the usage of the last chunk, the tools Google ran, the end on finishReason),
 // folded into the whole answer, replayed from one, and an error inside it.
 
-/**
- * A chunk as the SDK types its answer, less the SDK class's getters (a chunk on the wire is
- * plain data); an upstream's chunk is not trusted for all that, so each field read below is
- * checked first.
- */
-type GeminiChunk = Pick<GenerateContentResponse, 'candidates' | 'usageMetadata' | 'promptFeedback' | 'modelVersion' | 'responseId' | 'createTime'>
-
 function parse (data: string): GeminiChunk | null {
   try {
     const v = JSON.parse(data) as unknown
-    return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as GeminiChunk : null
+    return isObj(v) ? geminiAnswer(v) : null
   } catch {
     return null
   }
@@ -46,10 +39,10 @@ export function watch (): StreamMapper {
         const index = typeof c.index === 'number' ? c.index : i
         const ran = geminiToolUses({ groundingMetadata: c.groundingMetadata, urlContextMetadata: c.urlContextMetadata })
         if (ran !== null) tools.set(index, { ...tools.get(index), ...ran })
-        for (const p of isObj(c.content) && Array.isArray(c.content.parts) ? c.content.parts : []) if (isObj(p) && isObj(p.executableCode)) code.set(index, (code.get(index) ?? 0) + 1)
-        if (!ended.get(index)) ended.set(index, typeof c.finishReason === 'string' && c.finishReason !== '' && c.finishReason !== 'FINISH_REASON_UNSPECIFIED')
-        for (const p of isObj(c.content) && Array.isArray(c.content.parts) ? c.content.parts : []) {
-          if (!isObj(p)) continue
+        const parts = isObj(c.content) ? objectsIn(c.content.parts) : []
+        for (const p of parts) if (isObj(p.executableCode)) code.set(index, (code.get(index) ?? 0) + 1)
+        if (!ended.get(index)) ended.set(index, finishReasonOf(c.finishReason) !== null)
+        for (const p of parts) {
           if (typeof p.text === 'string') text.push(p.text)
           else if (isObj(p.functionCall)) text.push(JSON.stringify(p.functionCall.args ?? {}))
         }
@@ -74,37 +67,45 @@ export function watch (): StreamMapper {
 /** An error inside a stream, as Google writes it: a data frame with an `error` object. */
 export const errorFrame = (e: ErrorBodyInput): SseEvent => frame(errorBody('gemini', e))
 
-const GEMINI_TOP = ['promptFeedback', 'usageMetadata', 'modelVersion', 'responseId', 'createTime']
+// The top-level fields of an answer a stream carries beside its candidates (the last chunk's kept).
+const GEMINI_TOP = ['promptFeedback', 'usageMetadata', 'modelVersion', 'responseId', 'createTime'] as const
+
+/** `key` of `from` into `to`, when `from` has it. */
+function copy<K extends keyof GeminiResponse> (to: GeminiResponse, from: GeminiResponse, key: K): void {
+  if (from[key] !== undefined) to[key] = from[key]
+}
 
 /** A Gemini stream folded into its GenerateContentResponse. */
-export function aggregate (events: Iterable<StreamEventLike>): Json | null {
-  const candidates = new Map<number, { role: string, parts: Json[], rest: Json }>()
-  const top: Json = {}
+export function aggregate (events: Iterable<StreamEventLike>): GeminiResponse | null {
+  const candidates = new Map<number, { role: string, parts: GeminiPart[], rest: Omit<GeminiCandidate, 'content' | 'index'> }>()
+  const top: GeminiResponse = {}
   let finished = false
   for (const ev of events) {
-    const data = parsed(ev)
-    if (data === DONE || data === null) continue
+    const json = parsed(ev)
+    if (json === DONE || json === null) continue
+    const data = geminiAnswer(json)
     if (data.error !== undefined) return null
-    objects(data.candidates).forEach((c, i) => {
+    objectsIn(data.candidates).forEach((c, i) => {
       const index = typeof c.index === 'number' ? c.index : i
       let acc = candidates.get(index)
       if (acc === undefined) {
         acc = { role: 'model', parts: [], rest: {} }
         candidates.set(index, acc)
       }
-      const content = isObj(c.content) ? c.content : {}
+      const { content: raw, index: _index, ...rest } = c
+      const content: GeminiContent = isObj(raw) ? raw : {}
       if (typeof content.role === 'string') acc.role = content.role
-      for (const part of objects(content.parts)) {
+      for (const part of objectsIn(content.parts)) {
         const last = acc.parts[acc.parts.length - 1]
         // a piece of text continues the text part before it (a thought continues a thought)
         const piece = typeof part.text === 'string' && Object.keys(part).every((k) => k === 'text' || k === 'thought')
         if (piece && last !== undefined && typeof last.text === 'string' && (last.thought === true) === (part.thought === true)) last.text += part.text as string
         else acc.parts.push({ ...part })
       }
-      for (const [k, v] of Object.entries(c)) if (k !== 'content' && k !== 'index') acc.rest[k] = v
+      Object.assign(acc.rest, rest)
       if (c.finishReason !== undefined) finished = true
     })
-    for (const k of GEMINI_TOP) if (data[k] !== undefined) top[k] = data[k]
+    for (const k of GEMINI_TOP) copy(top, data, k)
   }
   if (!finished) return null
   return {
@@ -118,29 +119,30 @@ export function aggregate (events: Iterable<StreamEventLike>): Json | null {
  * fields, its signature, on the first), other parts whole, then a chunk with every candidate's
  * finishReason and the usage.
  */
-export function replay (body: Json): SseEvent[] {
-  const ids: Json = {}
-  if (body.modelVersion !== undefined) ids.modelVersion = body.modelVersion
-  if (body.responseId !== undefined) ids.responseId = body.responseId
+export function replay (body: GeminiResponse): SseEvent[] {
+  const ids: GeminiResponse = {}
+  copy(ids, body, 'modelVersion')
+  copy(ids, body, 'responseId')
   const out: SseEvent[] = []
-  const candidates = objects(body.candidates)
+  const candidates = objectsIn(body.candidates)
   candidates.forEach((c, i) => {
     const index = typeof c.index === 'number' ? c.index : i
-    const content = isObj(c.content) ? c.content : {}
-    for (const part of objects(content.parts)) {
-      const split = typeof part.text === 'string' && part.text !== ''
+    const content: GeminiContent = isObj(c.content) ? c.content : {}
+    for (const part of objectsIn(content.parts)) {
+      const split: GeminiPart[] = typeof part.text === 'string' && part.text !== ''
         ? pieces(part.text).map((text, k) => k === 0 ? { ...part, text } : part.thought === true ? { text, thought: true } : { text })
         : [part]
       for (const p of split) out.push(frame({ candidates: [{ content: { role: 'model', parts: [p] }, index }], ...ids }))
     }
   })
-  const last: Json = {
+  const last: GeminiResponse = {
     candidates: candidates.map((c, i) => {
       const { content: _content, ...rest } = c
       return { content: { role: 'model', parts: [] }, ...rest, index: typeof c.index === 'number' ? c.index : i }
     })
   }
-  for (const key of ['promptFeedback', 'usageMetadata']) if (body[key] !== undefined) last[key] = body[key]
+  copy(last, body, 'promptFeedback')
+  copy(last, body, 'usageMetadata')
   out.push(frame({ ...last, ...ids }))
   return out
 }

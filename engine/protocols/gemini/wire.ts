@@ -1,7 +1,9 @@
 import { errorBody } from '../../kernel/errors.js'
 import { isObj } from '../fields.js'
 import { upstreamMessage } from '../upstream-error.js'
+import type { RedactedThinkingBlockParam, ThinkingBlockParam } from '@anthropic-ai/sdk/resources/messages'
 import type { Json, TranslateCtx, Usage } from '../types.js'
+import type { GeminiUsageMetadata } from './types.js'
 
 // What every pair with a Gemini side shares: the upstream path, usage, finish reasons, schemas
 // in Google's OpenAPI subset, and how thought signatures cross protocols that have no place for
@@ -22,6 +24,9 @@ export function geminiPath (model: string, stream: boolean, method: 'generateCon
 }
 
 export const geminiUpstreamPath = (ctx: TranslateCtx): string => geminiPath(ctx.upstreamModel, ctx.stream)
+
+/** The objects of a list in an upstream's answer, as its type has them; anything else in it, or a list that is none, is left out. */
+export const objectsIn = <T extends object>(list: T[] | undefined): T[] => Array.isArray(list) ? list.filter((v): v is T => isObj(v)) : []
 
 // ---------------------------------------------------------------------------------------------
 // Usage
@@ -91,9 +96,9 @@ function audioTokens (details: unknown): number {
 }
 
 /** Usage → usageMetadata; counts Google leaves out when they are 0 are left out. */
-export function toGeminiUsage (u: Usage): Json {
+export function toGeminiUsage (u: Usage): GeminiUsageMetadata {
   const thoughts = Math.min(u.reasoning_tokens ?? 0, u.completion_tokens)
-  const out: Json = {
+  const out: GeminiUsageMetadata = {
     promptTokenCount: u.prompt_tokens,
     candidatesTokenCount: u.completion_tokens - thoughts,
     totalTokenCount: u.prompt_tokens + u.completion_tokens
@@ -108,7 +113,7 @@ export function toGeminiUsage (u: Usage): Json {
 }
 
 /** A modality breakdown of `total` tokens with `audio` of them AUDIO (the rest TEXT); null without audio. */
-function withAudio (total: number, audio = 0): Json[] | null {
+function withAudio (total: number, audio = 0): NonNullable<GeminiUsageMetadata['promptTokensDetails']> | null {
   const a = Math.min(audio, total)
   if (a <= 0) return null
   return total > a ? [{ modality: 'TEXT', tokenCount: total - a }, { modality: 'AUDIO', tokenCount: a }] : [{ modality: 'AUDIO', tokenCount: a }]
@@ -122,6 +127,11 @@ export type Finish = 'stop' | 'length' | 'filter' | 'tool'
 
 // Answers withheld or cut by a filter (safety, recitation, blocklists, personal data).
 const FILTERED = new Set(['SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII', 'IMAGE_SAFETY', 'IMAGE_PROHIBITED_CONTENT', 'IMAGE_RECITATION', 'LANGUAGE'])
+
+/** A candidate's finishReason as an upstream sent it (any string: Google adds reasons); null while it has not finished. */
+export function finishReasonOf (reason: unknown): string | null {
+  return typeof reason === 'string' && reason !== '' && reason !== 'FINISH_REASON_UNSPECIFIED' ? reason : null
+}
 
 /** A Gemini finishReason (or a prompt's blockReason) as a Finish. Any other reason ends the answer normally. */
 export function finishOf (reason: unknown, called: boolean): Finish {
@@ -227,18 +237,24 @@ export function splitSignature (id: string): { id: string, signature?: string } 
 // it drops thought parts from its history). Canonical base64 of a marked JSON list of the blocks.
 const THINKING = 'modelgate-thinking:'
 
-export function packThinking (blocks: Json[]): string {
+/** Anthropic thinking blocks, as they ride in a signature. */
+export type PackedThinking = ThinkingBlockParam | RedactedThinkingBlockParam
+
+export function packThinking (blocks: PackedThinking[]): string {
   return Buffer.from(THINKING + JSON.stringify(blocks), 'utf8').toString('base64')
 }
 
-/** The thinking blocks a signature carries; null for a signature the gateway did not write. */
-export function unpackThinking (signature: unknown): Json[] | null {
+/**
+ * The thinking blocks a signature carries; null for a signature the gateway did not write. A
+ * block's type is checked, the rest goes up as it came back: Anthropic, which signed it, judges it.
+ */
+export function unpackThinking (signature: unknown): PackedThinking[] | null {
   if (typeof signature !== 'string' || signature.length < 28) return null
   const text = Buffer.from(signature, 'base64').toString('utf8')
   if (!text.startsWith(THINKING)) return null
   try {
     const blocks = JSON.parse(text.slice(THINKING.length)) as unknown
-    return Array.isArray(blocks) ? blocks.filter((b): b is Json => isObj(b) && (b.type === 'thinking' || b.type === 'redacted_thinking')) : null
+    return Array.isArray(blocks) ? blocks.filter((b): b is PackedThinking => isObj(b) && (b.type === 'thinking' || b.type === 'redacted_thinking')) : null
   } catch {
     return null
   }

@@ -1,9 +1,12 @@
+import type { Message } from '@anthropic-ai/sdk/resources/messages'
 import { errorBody, messagesTypeFor } from '../../kernel/errors.js'
 import type { Codec } from '../codec.js'
 import { isObj } from '../fields.js'
 import type { Json } from '../types.js'
 import { upstreamMessage } from '../upstream-error.js'
+import type { MessagesRequest } from './request.js'
 import { MESSAGES_FIELDS } from './table.js'
+import { messagesText } from './text.js'
 import { aggregate, errorFrame, replay, watch } from './stream.js'
 import { usageFromMessages } from './usage.js'
 
@@ -21,10 +24,11 @@ export function messagesError (status: number, body: unknown): Json {
   return errorBody('messages', { status, message: upstreamMessage(status, body) })
 }
 
-export const messagesCodec: Codec<Json, Json> = {
+export const messagesCodec: Codec<MessagesRequest, Message> = {
   protocol: 'messages',
   path: '/v1/messages',
   fields: MESSAGES_FIELDS,
+  text: messagesText,
   structural: new Set(['model', 'messages', 'max_tokens', 'system', 'stream']),
   own: (body, ctx) => ({ ...body, model: ctx.upstreamModel }),
   usage: (body) => usageFromMessages(body.usage),

@@ -1,9 +1,10 @@
-import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages'
+import type { ContentBlock, Message, RawContentBlockDelta, RawMessageStreamEvent, TextCitation, Usage as MessagesUsage } from '@anthropic-ai/sdk/resources/messages'
+import type { ErrorResponse } from '@anthropic-ai/sdk/resources/shared'
 import { errorBody, type ErrorBodyInput } from '../../kernel/errors.js'
 import { isObj } from '../fields.js'
 import { frame } from '../sse.js'
 import { DONE, objects, parsed, PIECES, str, type Splitter, type StreamEventLike } from '../stream-events.js'
-import type { Json, SseEvent, StreamMapper, TranslateCtx } from '../types.js'
+import type { SseEvent, StreamMapper, TranslateCtx } from '../types.js'
 import { usageFromMessages } from './usage.js'
 
 // A Messages stream: named events (message_start, content_block_start / _delta / _stop by
@@ -21,7 +22,8 @@ function parse (data: string): RawMessageStreamEvent | null {
 }
 
 export function watch (): StreamMapper {
-  let raw: Json = {}
+  // the counts as reported so far, each read when the usage is
+  let raw: object = {}
   let seen = false
   let finished = false
   const text: string[] = []
@@ -64,14 +66,26 @@ export function watch (): StreamMapper {
 /** An error inside a stream: an `error` event with the Messages error shape. */
 export const errorFrame = (e: ErrorBodyInput): SseEvent => frame(errorBody('messages', e), 'error')
 
+/** An event of a Messages stream: the SDK's, ping and error included. */
+type MessagesStreamEvent = RawMessageStreamEvent | ErrorResponse | { type: 'ping' }
+
+/** An upstream's event as the SDK types it; each field read is checked first all the same. */
+const eventOf = (ev: StreamEventLike): MessagesStreamEvent | typeof DONE | null => parsed(ev) as MessagesStreamEvent | typeof DONE | null
+
+/** A block as its stream builds it: the start event's, with what its deltas add. */
+type Building = ContentBlock & { text?: string, thinking?: string, signature?: string, citations?: TextCitation[] | null, input?: unknown }
+
+// the blocks whose input comes in pieces of JSON
+const JSON_BLOCKS: ReadonlySet<string> = new Set(['tool_use', 'server_tool_use', 'mcp_tool_use'])
+
 /** A Messages stream folded into its message. */
-export function aggregate (events: Iterable<StreamEventLike>): Json | null {
-  let message: Json | null = null
-  const blocks: Json[] = []
+export function aggregate (events: Iterable<StreamEventLike>): Message | null {
+  let message: Message | null = null
+  const blocks: Building[] = []
   const json = new Map<number, string[]>()
   let stopped = false
   for (const ev of events) {
-    const data = parsed(ev)
+    const data = eventOf(ev)
     if (data === DONE || data === null) continue
     switch (data.type) {
       case 'message_start':
@@ -80,26 +94,27 @@ export function aggregate (events: Iterable<StreamEventLike>): Json | null {
         break
       case 'content_block_start': {
         const index = typeof data.index === 'number' ? data.index : blocks.length
-        const block = isObj(data.content_block) ? { ...data.content_block } : {}
-        if (block.type === 'tool_use' || block.type === 'server_tool_use' || block.type === 'mcp_tool_use') json.set(index, [])
+        // a start without its block starts an empty one, which its deltas fill
+        const block = (isObj(data.content_block) ? { ...data.content_block } : {}) as Building
+        if (JSON_BLOCKS.has(block.type)) json.set(index, [])
         blocks[index] = block
         break
       }
       case 'content_block_delta': {
         const block = blocks[typeof data.index === 'number' ? data.index : -1]
-        const d = isObj(data.delta) ? data.delta : {}
+        const d: RawContentBlockDelta | { type?: undefined } = isObj(data.delta) ? data.delta : {}
         if (block === undefined) return null
         switch (d.type) {
           case 'text_delta': block.text = str(block.text) + str(d.text); break
           case 'thinking_delta': block.thinking = str(block.thinking) + str(d.thinking); break
           case 'signature_delta': block.signature = d.signature; break
-          case 'input_json_delta': json.get(data.index as number)?.push(str(d.partial_json)); break
+          case 'input_json_delta': json.get(data.index)?.push(str(d.partial_json)); break
           case 'citations_delta': block.citations = [...(Array.isArray(block.citations) ? block.citations : []), d.citation]; break
         }
         break
       }
       case 'content_block_stop': {
-        const index = data.index as number
+        const index = data.index
         const parts = json.get(index)
         const block = blocks[index]
         if (parts === undefined || block === undefined) break
@@ -118,7 +133,7 @@ export function aggregate (events: Iterable<StreamEventLike>): Json | null {
         if (message === null) return null
         if (isObj(data.delta)) Object.assign(message, data.delta)
         // counts in message_delta are cumulative: they replace what message_start said
-        if (isObj(data.usage)) message.usage = { ...(isObj(message.usage) ? message.usage : {}), ...data.usage }
+        if (isObj(data.usage)) message.usage = { ...(isObj(message.usage) ? message.usage : {}), ...data.usage } as MessagesUsage
         break
       case 'message_stop':
         stopped = true
@@ -132,9 +147,9 @@ export function aggregate (events: Iterable<StreamEventLike>): Json | null {
 }
 
 /** A message replayed as its stream of events. */
-export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>, split: Splitter = PIECES): SseEvent[] {
-  const usage = isObj(body.usage) ? body.usage : {}
-  const ev = (data: Json): SseEvent => frame(data, data.type as string)
+export function replay (body: Message, ctx: Pick<TranslateCtx, 'id' | 'model'>, split: Splitter = PIECES): SseEvent[] {
+  const usage: Partial<MessagesUsage> = isObj(body.usage) ? body.usage : {}
+  const ev = <T extends { type: MessagesStreamEvent['type'] }>(data: T): SseEvent => frame(data, data.type)
   const out: SseEvent[] = [ev({
     type: 'message_start',
     message: {
@@ -154,7 +169,7 @@ export function replay (body: Json, ctx: Pick<TranslateCtx, 'id' | 'model'>, spl
   const ping = (): void => { out.push(ev({ type: 'ping' })) }
   if (content.length === 0) ping()
   content.forEach((block, index) => {
-    const delta = (d: Json): SseEvent => ev({ type: 'content_block_delta', index, delta: d })
+    const delta = (d: RawContentBlockDelta): SseEvent => ev({ type: 'content_block_delta', index, delta: d })
     switch (block.type) {
       case 'text':
         out.push(ev({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }))

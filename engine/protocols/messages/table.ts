@@ -1,6 +1,5 @@
-import type { MessageCreateParamsBase } from '@anthropic-ai/sdk/resources/messages'
-import type { MessageCreateParamsBase as BetaMessageCreateParamsBase } from '@anthropic-ai/sdk/resources/beta/messages/messages'
 import type { Fate } from '../fields.js'
+import type { MessagesRequest } from './request.js'
 
 // Every field of a Messages request (the beta ones included, which Claude Code sends), and its
 // fate toward each upstream protocol that is not its own. The SDK no longer types temperature,
@@ -9,7 +8,7 @@ import type { Fate } from '../fields.js'
 // client protocol through Messages, so its column is here only: `top_k` and `thinking` go in its
 // additionalModelRequestFields where the model takes them (an Anthropic model), else are dropped.
 
-export const MESSAGES_FIELDS: Readonly<Record<keyof MessageCreateParamsBase | keyof BetaMessageCreateParamsBase | 'temperature' | 'top_p' | 'top_k', { openai: Fate, gemini: Fate, converse: Fate }>> = {
+export const MESSAGES_FIELDS: Readonly<Record<keyof MessagesRequest, { openai: Fate, gemini: Fate, converse: Fate }>> = {
   messages: { openai: 'mapped', gemini: 'mapped', converse: 'mapped' },
   model: { openai: 'mapped', gemini: 'mapped', converse: 'mapped' },
   system: { openai: 'mapped', gemini: 'mapped', converse: 'mapped' },

@@ -1,3 +1,6 @@
+import type { FunctionTool, ResponseCreateParamsBase, ResponseFormatTextJSONSchemaConfig, ResponseInputAudio, ResponseInputImage } from 'openai/resources/responses/responses'
+import type { Metadata } from 'openai/resources/shared'
+import type { OutputConfig } from '@anthropic-ai/sdk/resources/messages'
 import { InvalidField, NoBackground, NoStoredHistory, UnsupportedOnUpstream } from '../../kernel/errors.js'
 import { entry, list, optBoolean, optCount, optEntry, optNumber, optText, read, readFields, strings, text, type Fate } from '../fields.js'
 import { RESPONSES_CONFIG_FIELDS, RESPONSES_FIELDS } from './table.js'
@@ -10,11 +13,29 @@ import { flatToolName } from '../../kernel/tool-names.js'
 // Every field's fate toward each upstream protocol is in table.ts: the reader reads
 // what a column keeps, and each pair reports what its column drops (`dropToward`).
 
+/** A Responses request: the SDK's fields, and two the API does not define that the gateway takes. */
+export interface ResponsesRequest extends ResponseCreateParamsBase {
+  /** Chat Completions' stop sequences, which cost nothing to honour. */
+  stop?: string | string[] | null
+  /** The Codex CLI's bookkeeping: taken, never sent. */
+  client_metadata?: unknown
+}
+
+/**
+ * The client's request of a Responses call, which its answer echoes (ctx.clientRequest). The
+ * route has checked its structural fields (engine/gateway/validation.ts); each field the answer
+ * echoes is checked again where it is read, one of a wrong type echoed as the API's default.
+ */
+export function clientRequestOf (ctx: Pick<TranslateCtx, 'clientRequest'>): ResponsesRequest {
+  return (ctx.clientRequest ?? {}) as ResponsesRequest
+}
+
+/** A part of a message or of a tool's output; an image's detail and an audio's fields are passed as the client wrote them. */
 export type Part =
   | { type: 'text', text: string }
   /** `field`: where the URL sits in the request, for a 400 naming it. */
-  | { type: 'image', url: string, detail?: string, field: string }
-  | { type: 'audio', data: unknown, format: unknown }
+  | { type: 'image', url: string, detail?: ResponseInputImage['detail'], field: string }
+  | { type: 'audio', data: ResponseInputAudio.InputAudio['data'], format: ResponseInputAudio.InputAudio['format'] }
 
 /** The conversation in order; `call`/`result` are a tool call and its result, matched by id. */
 export type Turn =
@@ -24,7 +45,15 @@ export type Turn =
   | { role: 'call', id: string, name: string, arguments: string }
   | { role: 'result', id: string, output: string | Part[] }
 
-export interface Tool { name: string, description?: string, parameters?: unknown, strict?: boolean }
+export interface Tool { name: string, description?: string, parameters?: NonNullable<FunctionTool['parameters']>, strict?: boolean }
+
+/**
+ * text.format when it asks for JSON. A json_schema's fields are as the pairs read them: one of a
+ * wrong type is left out, as absent, and its schema is passed as the client wrote it.
+ */
+export type Format =
+  | { type: 'json_object' }
+  | { type: 'json_schema', name?: string, schema?: ResponseFormatTextJSONSchemaConfig['schema'] | null, strict?: boolean, description?: string }
 
 export type ToolChoice = { mode: 'auto' | 'none' | 'required' } | { mode: 'tool', name: string }
 
@@ -39,16 +68,18 @@ export interface Normalised {
   temperature?: number
   topP?: number
   stop?: string[]
-  /** text.format when it asks for JSON: `{type: 'json_object'}` or `{type: 'json_schema', name, schema, strict, description}`. */
-  format?: Json
+  format?: Format
   verbosity?: string
   effort?: string
+  /** reasoning.summary, or generate_summary (its older name), when a string. */
+  summary?: string
   user?: string
   safetyIdentifier?: string
-  metadata?: Json
+  /** Passed along as the client sent it: its values are the upstream's to check. */
+  metadata?: Metadata
   promptCacheKey?: string
   /** Fields the Responses API does not define but the model lists as supported: sent as they are. */
-  extra: Json
+  extra: Record<string, unknown>
   dropped: string[]
 }
 
@@ -142,7 +173,17 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
   if (textConfig !== undefined) {
     for (const key of Object.keys(textConfig)) if (!READ_TEXT.has(key) && textConfig[key] !== null) drop(`text.${key}`)
     const format = optEntry(textConfig.format, 'text.format')
-    if (format !== undefined && (format.type === 'json_object' || format.type === 'json_schema')) out.format = format
+    if (format?.type === 'json_object') out.format = { type: 'json_object' }
+    else if (format?.type === 'json_schema') {
+      out.format = {
+        type: 'json_schema',
+        name: str(format.name),
+        // passed along as the client wrote it: the upstream checks it
+        schema: format.schema as ResponseFormatTextJSONSchemaConfig['schema'] | null | undefined,
+        strict: typeof format.strict === 'boolean' ? format.strict : undefined,
+        description: str(format.description)
+      }
+    }
     const verbosity = optText(textConfig.verbosity, 'text.verbosity')
     if (verbosity !== undefined) out.verbosity = verbosity
   }
@@ -154,9 +195,12 @@ export function normalise (body: Json, ctx: TranslateCtx): Normalised {
       // summaries are read by the pairs that can show them
       else if (!READ_REASONING.has(key)) drop(`reasoning.${key}`)
     }
+    const summary = reasoning.summary ?? reasoning.generate_summary
+    if (typeof summary === 'string') out.summary = summary
   }
   const metadata = optEntry(body.metadata, 'metadata')
-  if (metadata !== undefined && Object.keys(metadata).length > 0) out.metadata = metadata
+  // passed along as the client wrote it: the upstream checks its values
+  if (metadata !== undefined && Object.keys(metadata).length > 0) out.metadata = metadata as Metadata
   const user = optText(body.user, 'user')
   if (user !== undefined && user !== '') out.user = user
   const safety = optText(body.safety_identifier, 'safety_identifier')
@@ -227,12 +271,14 @@ function readParts (content: unknown, at: string, ctx: TranslateCtx): Part[] {
         if (url === undefined) throw new UnsupportedOnUpstream({ feature: `An image by file_id (${here})`, model: ctx.model })
         const part: Part = { type: 'image', url, field: `${here}.image_url` }
         const detail = optText(p.detail, `${here}.detail`)
-        if (detail !== undefined) part.detail = detail
+        // passed along as the client wrote it: the upstream checks it
+        if (detail !== undefined) part.detail = detail as ResponseInputImage['detail']
         parts.push(part)
         break
       }
       case 'input_audio': {
-        const audio = isObj(p.input_audio) ? p.input_audio : p
+        // passed along as the client wrote it, unread: the upstream checks it
+        const audio = (isObj(p.input_audio) ? p.input_audio : p) as unknown as ResponseInputAudio.InputAudio
         parts.push({ type: 'audio', data: audio.data, format: audio.format })
         break
       }
@@ -346,8 +392,12 @@ export function allows (ctx: TranslateCtx, ...names: string[]): boolean {
   return ctx.supported === undefined || names.some((name) => ctx.supported?.has(name) === true)
 }
 
+type MessagesEffort = NonNullable<OutputConfig['effort']>
+const MESSAGES_EFFORTS: ReadonlySet<string> = new Set<MessagesEffort>(['low', 'medium', 'high', 'xhigh', 'max'])
+const isMessagesEffort = (effort: string): effort is MessagesEffort => MESSAGES_EFFORTS.has(effort)
+
 /** Reasoning effort as Messages' output_config.effort names it (it has no `none` or `minimal`). */
-export function messagesEffort (effort: string): string | undefined {
+export function messagesEffort (effort: string): MessagesEffort | undefined {
   if (effort === 'none' || effort === 'minimal') return 'low'
-  return ['low', 'medium', 'high', 'xhigh', 'max'].includes(effort) ? effort : undefined
+  return isMessagesEffort(effort) ? effort : undefined
 }

@@ -1,10 +1,10 @@
-import type { ResponseStreamEvent } from 'openai/resources/responses/responses'
+import type { ResponseFunctionCallArgumentsDoneEvent, ResponseOutputItem } from 'openai/resources/responses/responses'
 import { isObj } from '../../kernel/json.js'
 import { frame } from '../sse.js'
 import { DONE, objects, parsed, pieces, str, type StreamEventLike } from '../stream-events.js'
-import type { Json, SseEvent, StreamMapper, TranslateCtx, Usage } from '../types.js'
+import type { SseEvent, StreamMapper, TranslateCtx, Usage } from '../types.js'
 import { withServerTools } from '../usage.js'
-import { failureCode, responseObject, usageFromResponses } from './writer.js'
+import { failureCode, responseObject, usageFromResponses, type ResponsesAnswer, type ResponsesStreamEvent, type UnnumberedEvent } from './writer.js'
 
 // A Responses stream: events named by their `type`, numbered by `sequence_number`, output items
 // by `output_index` and their parts by `content_index`, ending on response.completed,
@@ -22,7 +22,7 @@ export function watch (ctx: TranslateCtx): StreamMapper {
   let finished = false
   let ended = false
   let next = 0
-  let created: Json | null = null
+  let created: ResponsesAnswer | null = null
   const text: string[] = []
   return {
     push (ev: SseEvent): SseEvent[] {
@@ -30,7 +30,7 @@ export function watch (ctx: TranslateCtx): StreamMapper {
       try { raw = JSON.parse(ev.data) } catch { return [ev] }
       if (!isObj(raw)) return [ev]
       // an event as the SDK types it; an upstream's event is not trusted for all that, so each field read below is checked first
-      const data = raw as object as ResponseStreamEvent
+      const data = raw as object as ResponsesStreamEvent
       if (typeof data.sequence_number === 'number') next = Math.max(next, data.sequence_number + 1)
       const type = data.type
       if (type === 'response.created' && isObj(data.response)) created = data.response
@@ -56,7 +56,7 @@ export function watch (ctx: TranslateCtx): StreamMapper {
         created = responseObject(ctx, 'in_progress', [], null)
         out.push(frame({ type: 'response.created', sequence_number: next++, response: created }, 'response.created'))
       }
-      const response = { ...created, status: 'failed', error }
+      const response: ResponsesAnswer = { ...created, status: 'failed', error }
       out.push(frame({ type: 'response.failed', sequence_number: next++, response }, 'response.failed'))
       return out
     }
@@ -79,17 +79,20 @@ export function responsesToolUses (output: unknown): Record<string, number> | nu
 
 const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed'])
 
-/** A Responses stream folded into its response. */
-export function aggregate (events: Iterable<StreamEventLike>): Json | null {
-  let response: Json | null = null
-  const items: Json[] = []
+/**
+ * A Responses stream folded into its response. Its items and its response are kept as they came
+ * (the gateway's own, or an upstream's relayed), typed as the stream's once found to be objects.
+ */
+export function aggregate (events: Iterable<StreamEventLike>): ResponsesAnswer | null {
+  let response: ResponsesAnswer | null = null
+  const items: ResponseOutputItem[] = []
   for (const ev of events) {
     const data = parsed(ev)
     if (data === DONE || data === null) continue
     const type = typeof data.type === 'string' ? data.type : ev.event
     if (type === 'error') return null
-    if (type === 'response.output_item.done' && isObj(data.item) && typeof data.output_index === 'number') items[data.output_index] = data.item
-    if (type !== undefined && TERMINAL.has(type) && isObj(data.response)) response = data.response
+    if (type === 'response.output_item.done' && isObj(data.item) && typeof data.output_index === 'number') items[data.output_index] = data.item as object as ResponseOutputItem
+    if (type !== undefined && TERMINAL.has(type) && isObj(data.response)) response = data.response as object as ResponsesAnswer
   }
   if (response === null) return null
   // the terminal event carries the whole response; the items stand in where it left them out
@@ -97,59 +100,64 @@ export function aggregate (events: Iterable<StreamEventLike>): Json | null {
   return response
 }
 
+// a replay's arguments.done has always gone without the call's name (which the SDK's stream helper takes from the item)
+type Replayed = UnnumberedEvent | Omit<ResponseFunctionCallArgumentsDoneEvent, 'sequence_number' | 'name'>
+
 /** A response replayed as its stream of events. */
-export function replay (body: Json): SseEvent[] {
+export function replay (body: ResponsesAnswer): SseEvent[] {
   let n = 0
   const out: SseEvent[] = []
-  const ev = (type: string, data: Json): void => { out.push(frame({ type, sequence_number: n++, ...data }, type)) }
-  const pending = { ...body, status: 'in_progress', output: [], usage: null, incomplete_details: null }
-  ev('response.created', { response: pending })
-  ev('response.in_progress', { response: pending })
+  // `type` first, then the number, as every frame has them
+  const ev = (event: Replayed): void => { out.push(frame(Object.assign({ type: event.type, sequence_number: n++ }, event), event.type)) }
+  const pending: ResponsesAnswer = { ...body, status: 'in_progress', output: [], usage: null, incomplete_details: null }
+  ev({ type: 'response.created', response: pending })
+  ev({ type: 'response.in_progress', response: pending })
   objects(body.output).forEach((item, outputIndex) => {
     const itemId = str(item.id)
     switch (item.type) {
       case 'message': {
-        ev('response.output_item.added', { output_index: outputIndex, item: { ...item, status: 'in_progress', content: [] } })
+        ev({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, status: 'in_progress', content: [] } })
         objects(item.content).forEach((part, contentIndex) => {
           const at = { item_id: itemId, output_index: outputIndex, content_index: contentIndex }
           if (part.type === 'output_text') {
-            ev('response.content_part.added', { ...at, part: { ...part, text: '' } })
-            for (const p of pieces(str(part.text))) ev('response.output_text.delta', { ...at, delta: p, logprobs: [] })
-            ev('response.output_text.done', { ...at, text: str(part.text), logprobs: [] })
+            ev({ type: 'response.content_part.added', ...at, part: { ...part, text: '' } })
+            for (const p of pieces(str(part.text))) ev({ type: 'response.output_text.delta', ...at, delta: p, logprobs: [] })
+            ev({ type: 'response.output_text.done', ...at, text: str(part.text), logprobs: [] })
           } else if (part.type === 'refusal') {
-            ev('response.content_part.added', { ...at, part: { ...part, refusal: '' } })
-            ev('response.refusal.delta', { ...at, delta: str(part.refusal) })
-            ev('response.refusal.done', { ...at, refusal: str(part.refusal) })
+            ev({ type: 'response.content_part.added', ...at, part: { ...part, refusal: '' } })
+            ev({ type: 'response.refusal.delta', ...at, delta: str(part.refusal) })
+            ev({ type: 'response.refusal.done', ...at, refusal: str(part.refusal) })
           } else {
-            ev('response.content_part.added', { ...at, part })
+            ev({ type: 'response.content_part.added', ...at, part })
           }
-          ev('response.content_part.done', { ...at, part })
+          ev({ type: 'response.content_part.done', ...at, part })
         })
         break
       }
       case 'function_call': {
-        ev('response.output_item.added', { output_index: outputIndex, item: { ...item, status: 'in_progress', arguments: '' } })
-        for (const p of pieces(str(item.arguments))) ev('response.function_call_arguments.delta', { item_id: itemId, output_index: outputIndex, delta: p })
-        ev('response.function_call_arguments.done', { item_id: itemId, output_index: outputIndex, arguments: str(item.arguments) })
+        ev({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, status: 'in_progress', arguments: '' } })
+        for (const p of pieces(str(item.arguments))) ev({ type: 'response.function_call_arguments.delta', item_id: itemId, output_index: outputIndex, delta: p })
+        ev({ type: 'response.function_call_arguments.done', item_id: itemId, output_index: outputIndex, arguments: str(item.arguments) })
         break
       }
       case 'reasoning': {
-        ev('response.output_item.added', { output_index: outputIndex, item: { ...item, summary: [] } })
+        ev({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, summary: [] } })
         objects(item.summary).forEach((part, summaryIndex) => {
           const at = { item_id: itemId, output_index: outputIndex, summary_index: summaryIndex }
-          ev('response.reasoning_summary_part.added', { ...at, part: { ...part, text: '' } })
-          for (const p of pieces(str(part.text))) ev('response.reasoning_summary_text.delta', { ...at, delta: p })
-          ev('response.reasoning_summary_text.done', { ...at, text: str(part.text) })
-          ev('response.reasoning_summary_part.done', { ...at, part })
+          ev({ type: 'response.reasoning_summary_part.added', ...at, part: { ...part, text: '' } })
+          for (const p of pieces(str(part.text))) ev({ type: 'response.reasoning_summary_text.delta', ...at, delta: p })
+          ev({ type: 'response.reasoning_summary_text.done', ...at, text: str(part.text) })
+          ev({ type: 'response.reasoning_summary_part.done', ...at, part })
         })
         break
       }
       default:
-        ev('response.output_item.added', { output_index: outputIndex, item })
+        ev({ type: 'response.output_item.added', output_index: outputIndex, item })
     }
-    ev('response.output_item.done', { output_index: outputIndex, item })
+    ev({ type: 'response.output_item.done', output_index: outputIndex, item })
   })
-  const terminal = body.status === 'incomplete' ? 'response.incomplete' : body.status === 'failed' ? 'response.failed' : 'response.completed'
-  ev(terminal, { response: body })
+  if (body.status === 'incomplete') ev({ type: 'response.incomplete', response: body })
+  else if (body.status === 'failed') ev({ type: 'response.failed', response: body })
+  else ev({ type: 'response.completed', response: body })
   return out
 }

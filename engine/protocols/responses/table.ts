@@ -1,6 +1,7 @@
-import type { ResponseCreateParamsBase, ResponseTextConfig } from 'openai/resources/responses/responses'
+import type { ResponseTextConfig } from 'openai/resources/responses/responses'
 import type { Reasoning } from 'openai/resources/shared'
 import type { Columns } from '../fields.js'
+import type { ResponsesRequest } from './request.js'
 
 // Every field of a Responses request, and its fate toward each upstream protocol that is not its
 // own (toward a Responses upstream every field is passed as it is). The reader
@@ -12,7 +13,7 @@ import type { Columns } from '../fields.js'
 
 type Row = Columns<'responses'>
 
-export const RESPONSES_FIELDS: Readonly<Record<keyof ResponseCreateParamsBase | 'stop' | 'client_metadata', Row>> = {
+export const RESPONSES_FIELDS: Readonly<Record<keyof ResponsesRequest, Row>> = {
   model: { openai: 'mapped', messages: 'mapped', gemini: 'mapped' },
   input: { openai: 'mapped', messages: 'mapped', gemini: 'mapped' },
   instructions: { openai: 'mapped', messages: 'mapped', gemini: 'mapped' },

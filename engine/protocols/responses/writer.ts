@@ -1,6 +1,11 @@
+import type {
+  FunctionTool, NamespaceTool, Response, ResponseFunctionToolCall, ResponseOutputItem, ResponseOutputMessage, ResponseOutputText,
+  ResponseReasoningItem, ResponseStreamEvent, ResponseUsage
+} from 'openai/resources/responses/responses'
+import type { Reasoning } from 'openai/resources/shared'
 import { errorBody } from '../../kernel/errors.js'
 import { upstreamMessage } from '../upstream-error.js'
-import { namespacedTools } from './request.js'
+import { clientRequestOf, namespacedTools } from './request.js'
 import { frame } from '../sse.js'
 import type { Json, SseEvent, TranslateCtx, Usage } from '../types.js'
 import { usageFromMessages } from '../messages/usage.js'
@@ -46,7 +51,31 @@ export type ResponsesCtx = Pick<TranslateCtx, 'id' | 'created' | 'model' | 'clie
 
 type Status = 'in_progress' | 'completed' | 'incomplete' | 'failed'
 export type IncompleteReason = 'max_output_tokens' | 'content_filter'
+/** A failed response's error: its code is the upstream's own where it gave one, not only the SDK's few. */
 export interface Failure { code: string, message: string }
+
+/**
+ * A Responses answer as it goes over the wire: the SDK's Response without `output_text` (a
+ * property the SDK adds to what it reads), with `store` (sent, not in the SDK's type), `usage`
+ * null until the answer ends, and an error code that is any upstream's. A type, not an
+ * interface: a pair hands it on as a JSON object, which only an object type is.
+ */
+export type ResponsesAnswer = Omit<Response, 'output_text' | 'usage' | 'error'> & {
+  store?: boolean
+  usage?: ResponsesUsage | null
+  error: Failure | null
+}
+
+/** A response's usage, its input details the cached tokens alone when the gateway writes it (it has no cache writes to count). */
+export type ResponsesUsage = Omit<ResponseUsage, 'input_tokens_details'> & { input_tokens_details: Pick<ResponseUsage.InputTokensDetails, 'cached_tokens'> }
+
+type OnWire<E> = E extends { response: Response } ? Omit<E, 'response'> & { response: ResponsesAnswer } : E
+/** An event of a Responses stream, whose `response`, where it has one, is the wire's answer. */
+export type ResponsesStreamEvent = OnWire<ResponseStreamEvent>
+
+type Unnumber<E> = E extends unknown ? Omit<E, 'sequence_number'> : never
+/** An event before it is numbered. */
+export type UnnumberedEvent = Unnumber<ResponsesStreamEvent>
 
 const n = (v: unknown): number | undefined => typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : undefined
 
@@ -76,7 +105,7 @@ export function usageFromResponses (u: unknown): Usage | null {
   }, output.reasoning_tokens)
 }
 
-export function toResponsesUsage (u: Usage): Json {
+export function toResponsesUsage (u: Usage): ResponsesUsage {
   return {
     input_tokens: u.prompt_tokens,
     input_tokens_details: { cached_tokens: u.cached_input_tokens },
@@ -113,13 +142,14 @@ export function failureCode (e: { status?: number, code?: unknown, type?: unknow
 // ---------------------------------------------------------------------------------------------
 // The response object and its items
 
-const echoTools = (tools: unknown): Json[] => (Array.isArray(tools) ? tools : []).filter((t): t is Json => isObj(t) && (t.type === 'function' || t.type === 'namespace'))
+const echoTools = (tools: unknown): Array<FunctionTool | NamespaceTool> =>
+  (Array.isArray(tools) ? tools as unknown[] : []).filter((t): t is FunctionTool | NamespaceTool => isObj(t) && (t.type === 'function' || t.type === 'namespace'))
 
 /** The response object: its outcome, with the request's own settings echoed as the API does. */
-export function responseObject (ctx: ResponsesCtx, status: Status, output: Json[], usage: Usage | null, extra: { incomplete?: IncompleteReason | null, error?: Failure | null } = {}): Json {
-  const req = ctx.clientRequest ?? {}
-  const reasoning = isObj(req.reasoning) ? req.reasoning : {}
-  const out: Json = {
+export function responseObject (ctx: ResponsesCtx, status: Status, output: ResponseOutputItem[], usage: Usage | null, extra: { incomplete?: IncompleteReason | null, error?: Failure | null } = {}): ResponsesAnswer {
+  const req = clientRequestOf(ctx)
+  const reasoning: Reasoning = isObj(req.reasoning) ? req.reasoning : {}
+  const out: ResponsesAnswer = {
     id: `resp_${ctx.id}`,
     object: 'response',
     created_at: ctx.created,
@@ -144,26 +174,30 @@ export function responseObject (ctx: ResponsesCtx, status: Status, output: Json[
     truncation: 'disabled',
     usage: usage === null ? null : toResponsesUsage(usage)
   }
-  for (const key of ['user', 'safety_identifier', 'prompt_cache_key']) if (typeof req[key] === 'string') out[key] = req[key]
+  if (typeof req.user === 'string') out.user = req.user
+  if (typeof req.safety_identifier === 'string') out.safety_identifier = req.safety_identifier
+  if (typeof req.prompt_cache_key === 'string') out.prompt_cache_key = req.prompt_cache_key
   return out
 }
 
 type Names = Map<string, { namespace: string, name: string }>
 
-const textPart = (text: string): Json => ({ type: 'output_text', text, annotations: [] })
+type ItemStatus = Exclude<Status, 'failed'>
 
-function messageItem (id: string, status: Status, text: string | null): Json {
+const textPart = (text: string): ResponseOutputText => ({ type: 'output_text', text, annotations: [] })
+
+function messageItem (id: string, status: ItemStatus, text: string | null): ResponseOutputMessage {
   return { id, type: 'message', status, role: 'assistant', content: text === null ? [] : [textPart(text)] }
 }
 
-function callItem (id: string, status: Status, callId: string, flat: string, args: string, names: Names): Json {
+function callItem (id: string, status: ItemStatus, callId: string, flat: string, args: string, names: Names): ResponseFunctionToolCall {
   const named = names.get(flat)
-  const item: Json = { id, type: 'function_call', status, arguments: args, call_id: callId, name: named?.name ?? flat }
+  const item: ResponseFunctionToolCall = { id, type: 'function_call', status, arguments: args, call_id: callId, name: named?.name ?? flat }
   if (named !== undefined) item.namespace = named.namespace
   return item
 }
 
-function reasoningItem (id: string, text: string | null): Json {
+function reasoningItem (id: string, text: string | null): ResponseReasoningItem {
   return { id, type: 'reasoning', summary: text === null ? [] : [{ type: 'summary_text', text }] }
 }
 
@@ -177,7 +211,7 @@ const PREFIX = { text: 'msg', call: 'fc', reasoning: 'rs' } as const
 const itemId = (ctx: ResponsesCtx, kind: keyof typeof PREFIX, index: number): string => `${PREFIX[kind]}_${ctx.id}_${index}`
 
 /** The whole (non-streamed) response. */
-export function buildResponse (ctx: ResponsesCtx, parts: OutputPart[], incomplete: IncompleteReason | null, usage: Usage | null): Json {
+export function buildResponse (ctx: ResponsesCtx, parts: OutputPart[], incomplete: IncompleteReason | null, usage: Usage | null): ResponsesAnswer {
   const names = namespacedTools(ctx.clientRequest?.tools)
   const output = parts.map((p, i) => {
     const id = itemId(ctx, p.kind, i)
@@ -228,15 +262,15 @@ export class ResponseWriter {
     if (this.started) return
     this.started = true
     const response = responseObject(this.ctx, 'in_progress', [], null)
-    this.emit('response.created', { response })
-    this.emit('response.in_progress', { response })
+    this.emit({ type: 'response.created', response })
+    this.emit({ type: 'response.in_progress', response })
   }
 
   /** Opens an assistant message; answers its output index. */
   message (): number {
     const slot = this.open('text')
-    this.emit('response.output_item.added', { output_index: slot.index, item: messageItem(slot.id, 'in_progress', null) })
-    this.emit('response.content_part.added', { item_id: slot.id, output_index: slot.index, content_index: 0, part: textPart('') })
+    this.emit({ type: 'response.output_item.added', output_index: slot.index, item: messageItem(slot.id, 'in_progress', null) })
+    this.emit({ type: 'response.content_part.added', item_id: slot.id, output_index: slot.index, content_index: 0, part: textPart('') })
     return slot.index
   }
 
@@ -245,15 +279,15 @@ export class ResponseWriter {
     const slot = this.open('call')
     slot.callId = callId
     slot.name = name
-    this.emit('response.output_item.added', { output_index: slot.index, item: this.itemOf(slot, 'in_progress') })
+    this.emit({ type: 'response.output_item.added', output_index: slot.index, item: this.itemOf(slot, 'in_progress') })
     return slot.index
   }
 
   /** Opens a reasoning item with one summary part. */
   reasoning (): number {
     const slot = this.open('reasoning')
-    this.emit('response.output_item.added', { output_index: slot.index, item: reasoningItem(slot.id, null) })
-    this.emit('response.reasoning_summary_part.added', { item_id: slot.id, output_index: slot.index, summary_index: 0, part: { type: 'summary_text', text: '' } })
+    this.emit({ type: 'response.output_item.added', output_index: slot.index, item: reasoningItem(slot.id, null) })
+    this.emit({ type: 'response.reasoning_summary_part.added', item_id: slot.id, output_index: slot.index, summary_index: 0, part: { type: 'summary_text', text: '' } })
     return slot.index
   }
 
@@ -264,9 +298,9 @@ export class ResponseWriter {
     slot.text += delta
     this.relayed.push(delta)
     const at = { item_id: slot.id, output_index: slot.index }
-    if (slot.kind === 'text') this.emit('response.output_text.delta', { ...at, content_index: 0, delta, logprobs: [] })
-    else if (slot.kind === 'call') this.emit('response.function_call_arguments.delta', { ...at, delta })
-    else this.emit('response.reasoning_summary_text.delta', { ...at, summary_index: 0, delta })
+    if (slot.kind === 'text') this.emit({ type: 'response.output_text.delta', ...at, content_index: 0, delta, logprobs: [] })
+    else if (slot.kind === 'call') this.emit({ type: 'response.function_call_arguments.delta', ...at, delta })
+    else this.emit({ type: 'response.reasoning_summary_text.delta', ...at, summary_index: 0, delta })
   }
 
   close (index: number): void {
@@ -275,15 +309,15 @@ export class ResponseWriter {
     slot.open = false
     const at = { item_id: slot.id, output_index: slot.index }
     if (slot.kind === 'text') {
-      this.emit('response.output_text.done', { ...at, content_index: 0, text: slot.text, logprobs: [] })
-      this.emit('response.content_part.done', { ...at, content_index: 0, part: textPart(slot.text) })
+      this.emit({ type: 'response.output_text.done', ...at, content_index: 0, text: slot.text, logprobs: [] })
+      this.emit({ type: 'response.content_part.done', ...at, content_index: 0, part: textPart(slot.text) })
     } else if (slot.kind === 'call') {
-      this.emit('response.function_call_arguments.done', { ...at, name: this.itemOf(slot, 'completed').name, arguments: slot.text })
+      this.emit({ type: 'response.function_call_arguments.done', ...at, name: this.callOf(slot, 'completed').name, arguments: slot.text })
     } else {
-      this.emit('response.reasoning_summary_text.done', { ...at, summary_index: 0, text: slot.text })
-      this.emit('response.reasoning_summary_part.done', { ...at, summary_index: 0, part: { type: 'summary_text', text: slot.text } })
+      this.emit({ type: 'response.reasoning_summary_text.done', ...at, summary_index: 0, text: slot.text })
+      this.emit({ type: 'response.reasoning_summary_part.done', ...at, summary_index: 0, part: { type: 'summary_text', text: slot.text } })
     }
-    this.emit('response.output_item.done', { output_index: slot.index, item: this.itemOf(slot, 'completed') })
+    this.emit({ type: 'response.output_item.done', output_index: slot.index, item: this.itemOf(slot, 'completed') })
   }
 
   /** Closes what is open and ends with response.completed, or response.incomplete with its reason. */
@@ -291,16 +325,17 @@ export class ResponseWriter {
     if (this.end !== null) return
     this.start()
     for (const slot of this.slots) this.close(slot.index)
-    const status = incomplete === null ? 'completed' : 'incomplete'
-    this.emit(`response.${status}`, { response: responseObject(this.ctx, status, this.output(), usage, { incomplete }) })
-    this.end = status
+    const response = responseObject(this.ctx, incomplete === null ? 'completed' : 'incomplete', this.output(), usage, { incomplete })
+    if (incomplete === null) this.emit({ type: 'response.completed', response })
+    else this.emit({ type: 'response.incomplete', response })
+    this.end = incomplete === null ? 'completed' : 'incomplete'
   }
 
   /** Ends with response.failed (after response.created when nothing was written yet). */
   fail (failure: Failure, usage: Usage | null = null): void {
     if (this.end !== null) return
     this.start()
-    this.emit('response.failed', { response: responseObject(this.ctx, 'failed', this.output(), usage, { error: failure }) })
+    this.emit({ type: 'response.failed', response: responseObject(this.ctx, 'failed', this.output(), usage, { error: failure }) })
     this.end = 'failed'
   }
 
@@ -312,18 +347,23 @@ export class ResponseWriter {
     return slot
   }
 
-  private itemOf (slot: Slot, status: Status): Json {
+  private itemOf (slot: Slot, status: ItemStatus): ResponseOutputItem {
     if (slot.kind === 'text') return messageItem(slot.id, status, slot.text)
-    if (slot.kind === 'call') return callItem(slot.id, status, slot.callId, slot.name, slot.text, this.names)
+    if (slot.kind === 'call') return this.callOf(slot, status)
     return reasoningItem(slot.id, slot.text)
   }
 
-  private output (): Json[] {
+  private callOf (slot: Slot, status: ItemStatus): ResponseFunctionToolCall {
+    return callItem(slot.id, status, slot.callId, slot.name, slot.text, this.names)
+  }
+
+  private output (): ResponseOutputItem[] {
     return this.slots.map((s) => this.itemOf(s, s.open ? 'in_progress' : 'completed'))
   }
 
-  private emit (type: string, data: Json): void {
+  private emit (event: UnnumberedEvent): void {
     if (this.end !== null) return
-    this.queue.push(frame({ type, sequence_number: this.seq++, ...data }, type))
+    // `type` first, then the number, as every frame has them
+    this.queue.push(frame(Object.assign({ type: event.type, sequence_number: this.seq++ }, event), event.type))
   }
 }

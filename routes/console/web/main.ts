@@ -262,9 +262,12 @@ function quotaView (name: string, q: Quota | null): HTMLElement {
   if (q === null) return el('p', { class: 'muted' }, `${name}: no quota`)
   const pct = Math.min(100, (Number(q.used) / Math.max(Number(q.limit), 1e-12)) * 100)
   const unit = q.unit === 'usd' ? 'USD' : 'tokens'
+  // the width through the CSSOM: the page's CSP (style-src 'self') refuses a style attribute
+  const fill = el('span', {})
+  fill.style.width = `${pct}%`
   return el('div', {},
     el('p', {}, `${name}: ${q.used} of ${q.limit} ${unit} per ${q.per} (resets ${new Date(q.resets_at).toLocaleString()})`),
-    el('div', { class: 'meter', role: 'progressbar', 'aria-label': `${name} quota used`, 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': String(Math.round(pct)) }, el('span', { style: `width:${pct}%` })))
+    el('div', { class: 'meter', role: 'progressbar', 'aria-label': `${name} quota used`, 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': String(Math.round(pct)) }, fill))
 }
 
 async function loadUsage (): Promise<void> {
