@@ -5,7 +5,7 @@
 // provider's own route) instead of /v1/chat/completions. STORE=postgres runs the gateway on
 // PostgreSQL + Redis (a database and a key prefix of its own, removed at the end); CACHE=1 puts the
 // response cache in the chain and asks for it on every call (all hits after the first). Needs a
-// build (npm run build). BEDROCK=1: the model on AWS Bedrock (Converse, signed). CONNECTIONS: other than 32 (1: a quiet connection). MODULES=1 (with
+// build (npm run build). BEDROCK=1: the model on AWS Bedrock (Converse, signed; with BEDROCK_AUTH=bearer by an API key). CONNECTIONS: other than 32 (1: a quiet connection). MODULES=1 (with
 // PROF=1): the main thread's time per call by source module instead (./by-module.ts), after WARM
 // seconds at 32 connections (default 10) that the profile leaves out; MODULES=file splits Node's
 // own modules' time by module, MODULES=caller by the file that called into them.
@@ -31,7 +31,7 @@ writeSmallConfig(join(dir, 'c.json'), join(dir, 'gw.db'), `http://127.0.0.1:${up
 // BEDROCK=1: the model is served by AWS Bedrock's Converse (translated from chat, signed with SigV4)
 if (process.env.BEDROCK !== undefined) {
   const cfg = JSON.parse(readFileSync(join(dir, 'c.json'), 'utf8')) as { providers: Array<Record<string, unknown>> }
-  cfg.providers = [{ id: 'u', protocol: 'converse', platform: 'bedrock', region: 'us-east-1', base_url: `http://127.0.0.1:${up.port}`, passthrough: true, aws: { access_key_id: 'AKIDBENCH', secret_access_key: 'bench-secret' } }]
+  cfg.providers = [{ id: 'u', protocol: 'converse', platform: 'bedrock', region: 'us-east-1', base_url: `http://127.0.0.1:${up.port}`, passthrough: true, ...(process.env.BEDROCK_AUTH === 'bearer' ? { api_key: 'bench-bedrock-key' } : { aws: { access_key_id: 'AKIDBENCH', secret_access_key: 'bench-secret' } }) }]
   writeFileSync(join(dir, 'c.json'), JSON.stringify(cfg))
 }
 let dropStore = async (): Promise<void> => {}

@@ -81,4 +81,18 @@ export function frame (data: unknown, event?: string): SseEvent {
   return ev
 }
 
+/**
+ * A JSON frame whose text is written only when something reads `data`: a composed pair's inner
+ * frames go to its outer mapper, which takes `value` as it is, so they are neither written nor
+ * parsed back (a Converse stream's Messages frames on their way to a chat client).
+ */
+export class ValueFrame implements SseEvent {
+  private text: string | undefined = undefined
+  constructor (readonly value: unknown, readonly event: string) {}
+  get data (): string {
+    if (this.text === undefined) this.text = JSON.stringify(this.value)
+    return this.text
+  }
+}
+
 export const DONE: SseEvent = { data: '[DONE]', raw: 'data: [DONE]\n\n' }

@@ -266,7 +266,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
   return {
     push (ev: SseEvent): SseEvent[] {
       let data: unknown
-      try { data = JSON.parse(ev.data) } catch { return [] }
+      if (ev.value !== undefined) data = ev.value
+      else try { data = JSON.parse(ev.data) } catch { return [] }
       if (!isObj(data)) return []
       switch (data.type ?? ev.event) {
         case 'message_start':

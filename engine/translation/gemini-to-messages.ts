@@ -227,7 +227,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
     push (ev: SseEvent): SseEvent[] {
       if (done) return []
       let data: unknown
-      try { data = JSON.parse(ev.data) } catch { return [] }
+      if (ev.value !== undefined) data = ev.value
+      else try { data = JSON.parse(ev.data) } catch { return [] }
       if (!isObj(data)) return []
       const index = typeof data.index === 'number' ? data.index : -1
       switch (data.type ?? ev.event) {

@@ -157,7 +157,8 @@ function stream (ctx: TranslateCtx): StreamMapper {
   return {
     push (ev: SseEvent): SseEvent[] {
       let data: Frame
-      try { data = JSON.parse(ev.data) as Frame } catch { return [] }
+      if (ev.value !== undefined) data = ev.value as Frame
+      else try { data = JSON.parse(ev.data) as Frame } catch { return [] }
       const index = typeof data.index === 'number' ? data.index : -1
       switch (data.type ?? ev.event) {
         case 'message_start':

@@ -3,7 +3,7 @@ import { EventStreamCodec, type Message as EventMessage } from '@smithy/eventstr
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8'
 import { UpstreamStreamError } from '../../kernel/errors.js'
 import { isObj } from '../../kernel/json.js'
-import { frame } from '../sse.js'
+import { frame, ValueFrame } from '../sse.js'
 import type { SseEvent, TranslateCtx, Usage } from '../../translation/types.js'
 import { messagesError, messagesUsage, readTokenUsage, stopReasonOf, usageOf } from './answer.js'
 import type { ConverseStreamEvents, TokenUsage } from './types.js'
@@ -80,7 +80,8 @@ export class EventStreamParser {
 
 type Block = 'text' | 'tool_use' | 'thinking' | 'redacted_thinking'
 
-const event = (e: RawMessageStreamEvent): SseEvent => frame(e, e.type)
+// written as text only if the client reads Messages (a pair to another protocol reads the values)
+const event = (e: RawMessageStreamEvent): SseEvent => new ValueFrame(e, e.type)
 
 /** A block as a Converse delta opens it: Converse says neither a text's citations nor a tool call's id and name there. */
 type Opening = Pick<TextBlock, 'type' | 'text'> | Pick<ToolUseBlock, 'type' | 'id' | 'name' | 'input'> | ThinkingBlock | RedactedThinkingBlock
@@ -153,7 +154,7 @@ export class ConverseToMessages {
         this.excepted = true
         const name = typeof raw.type === 'string' ? raw.type : undefined
         const e = messagesError(500, { message: raw.message }, name)
-        return [frame(e, 'error')]
+        return [new ValueFrame(e, 'error')]
       }
       default:
         return [] // events added later
@@ -172,7 +173,7 @@ export class ConverseToMessages {
     for (const block of this.open.values()) out.push(event({ type: 'content_block_stop', index: block.index }))
     this.open.clear()
     const usage = this.tokens === null ? { output_tokens: 0 } : messagesUsage(this.tokens)
-    out.push(frame({ type: 'message_delta', delta: { stop_reason: stopReasonOf(this.stop), stop_sequence: null }, usage }, 'message_delta'))
+    out.push(new ValueFrame({ type: 'message_delta', delta: { stop_reason: stopReasonOf(this.stop), stop_sequence: null }, usage }, 'message_delta'))
     out.push(event({ type: 'message_stop' }))
     return out
   }
@@ -184,7 +185,7 @@ export class ConverseToMessages {
       if (block !== undefined) return block.index
       const index = this.blocks++
       this.open.set(at, { index, kind })
-      out.push(frame({ type: 'content_block_start', index, content_block: start }, 'content_block_start'))
+      out.push(new ValueFrame({ type: 'content_block_start', index, content_block: start }, 'content_block_start'))
       return index
     }
     if (typeof d.text === 'string') {

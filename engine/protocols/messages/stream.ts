@@ -29,7 +29,7 @@ export function watch (): StreamMapper {
   const text: string[] = []
   return {
     push (ev: SseEvent): SseEvent[] {
-      const data = parse(ev.data)
+      const data = ev.value !== undefined ? ev.value as RawMessageStreamEvent : parse(ev.data)
       if (data === null) return [ev]
       switch (data.type) {
         case 'message_start': {

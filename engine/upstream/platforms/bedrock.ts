@@ -78,15 +78,16 @@ export function bedrockPlatform (provider: ProviderConfig, deps: PlatformDeps): 
     return undefined
   }
 
-  const authorize = async (req: OutgoingRequest): Promise<Record<string, string>> => {
+  // synchronous: a call waits for no promise to be signed
+  const authorize = (req: OutgoingRequest): Record<string, string> => {
     if (sign === null) throw new Error(`provider ${provider.id} has no AWS credentials`)
-    if (auth?.kind === 'bearer') return await sign({ method: req.method, url: origin, headers: {}, body: '' })
+    if (auth?.kind === 'bearer') return sign({ method: req.method, url: origin, headers: {}, body: '' })
     if (req.body !== undefined && typeof req.body !== 'string') throw new Error(`provider ${provider.id}: a streamed body cannot be signed`)
     const url = new URL(req.path, origin)
     const type = req.headers['content-type']
     const headers: Record<string, string> = {}
     if (typeof type === 'string') headers['content-type'] = type
-    return await sign({ method: req.method, url, headers, body: req.body ?? '' })
+    return sign({ method: req.method, url, headers, body: req.body ?? '' })
   }
 
   return {
