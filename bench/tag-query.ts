@@ -10,43 +10,16 @@ import { join } from 'node:path'
 import { PostgresStore } from '../engine/store/postgres/index.js'
 import { SqliteStore } from '../engine/store/sqlite/index.js'
 import type { Store, UsageRow } from '../engine/store/types.js'
+import { usageRow } from '../test/usage-row.js'
 import { scratchPostgres } from './single.js'
 
 const RECORDS = Number(process.argv[2] ?? 100_000)
 const T0 = Date.UTC(2026, 11, 1)
 
+/** Record i: a second apart, twenty keys, 1% with the rare tag and a third with the common one. */
 function row (i: number): UsageRow {
   const tags = i % 100 === 0 ? ['rare', 'team-b'] : i % 3 === 0 ? ['team-a'] : []
-  const id = `u${String(i).padStart(8, '0')}`
-  return {
-    id,
-    created_at: T0 + i * 1000,
-    trace_id: id,
-    org_id: 'acme',
-    project_id: 'web',
-    key_id: `k${i % 20}`,
-    endpoint: 'chat.completions',
-    model: 'm',
-    provider: 'p',
-    stream: 0,
-    status: 'ok',
-    prompt_tokens: 10,
-    cached_input_tokens: 0,
-    completion_tokens: 5,
-    total_tokens: 15,
-    cache_write_tokens: 0,
-    images: 0,
-    cost_nano: 100,
-    cost_detail: null,
-    latency_ms: 1,
-    ttft_ms: null,
-    cache_hit: 0,
-    saved_nano: 0,
-    attempts: [],
-    dropped_params: [],
-    tags,
-    error: null
-  }
+  return usageRow({ id: `u${String(i).padStart(8, '0')}`, created_at: T0 + i * 1000, key_id: `k${i % 20}`, tags })
 }
 
 async function fill (store: Store): Promise<number> {
