@@ -4,8 +4,9 @@
 // allocation it samples, freed or not. A count of what a call allocates, steadier on a shared
 // machine than CPU time: what a scavenge costs follows from it.
 //   node --import tsx bench/alloc.ts /path/to/built/checkout [...]   (SIGNALS=1: limits and two
-//   tags, as in ab.ts; TOP: rows printed, default 25; STREAM=1: streamed calls)
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs'
+//   tags, as in ab.ts; TOP: rows printed, default 25; STREAM=1: streamed calls; BEDROCK=1: the
+//   model on Bedrock's Converse, signed)
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -50,6 +51,12 @@ function moduleOf (url: string, line: number): string {
 
 for (const [i, root] of process.argv.slice(2).entries()) {
   const config = writeSmallConfig(join(dir, `g${i}.json`), join(dir, `g${i}.db`), base, ALL_PLUGINS, SIGNALS ? { limits: { rpm: 1e9, tpm: 1e12 } } : {})
+  // BEDROCK=1: the model on AWS Bedrock's Converse (translated, signed; BEDROCK_AUTH=bearer: an API key), as in profile.ts
+  if (process.env.BEDROCK === '1') {
+    const cfg = JSON.parse(readFileSync(config, 'utf8')) as { providers: Array<Record<string, unknown>> }
+    cfg.providers = [{ id: 'u', protocol: 'converse', platform: 'bedrock', region: 'us-east-1', base_url: base, passthrough: true, ...(process.env.BEDROCK_AUTH === 'bearer' ? { api_key: 'bench-bedrock-key' } : { aws: { access_key_id: 'AKIDBENCH', secret_access_key: 'bench-secret' } }) }]
+    writeFileSync(config, JSON.stringify(cfg))
+  }
   const file = join(dir, `g${i}.heapprofile`)
   const gw = await startServer(['--import', fromRoot('bench', 'alloc-probe.mjs'), cliOf(root), 'serve', '--config', config, '--workers', '1'], { LOG_LEVEL: 'error', ALLOC_PROFILE: file })
   const run = async (n: number): Promise<void> => { await autocannon({ url: `http://127.0.0.1:${gw.port}/v1/chat/completions`, method: 'POST', connections: 32, amount: n, body, headers, requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `a-${process.pid}-${k++}` } }) }] }) }

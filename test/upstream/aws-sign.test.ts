@@ -1,9 +1,11 @@
 import t from 'tap'
+import fc from 'fast-check'
 import { Hash } from '@smithy/hash-node'
 import { HttpRequest } from '@smithy/protocol-http'
 import { SignatureV4 } from '@smithy/signature-v4'
 import { awsKeys, bedrockSigner, type AwsKeys, type SignableCall } from '../../engine/upstream/platforms/aws-sign.js'
 import { modelSegment } from '../../engine/protocols/converse/index.js'
+import { signingUrl } from '../../engine/upstream/platforms/bedrock.js'
 
 // The gateway's SigV4 signer against AWS's own (@smithy/signature-v4, as the AWS SDKs sign): for
 // each call, the same headers to the byte, Authorization's signature included.
@@ -12,8 +14,11 @@ const KEYS: AwsKeys = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnF
 const NOW = new Date('2026-12-07T11:42:05.123Z')
 const BODY = JSON.stringify({ messages: [{ role: 'user', content: [{ text: 'Say twenty words.' }] }], inferenceConfig: { maxTokens: 64 } })
 
+/** A call whose target is a whole URL (AWS's signer is given its protocol, host name and port). */
+type UrlCall = SignableCall & { url: URL }
+
 /** The headers AWS's signer adds to the same call. */
-async function byAws (call: SignableCall, keys: AwsKeys, region: string, now: Date): Promise<Record<string, string>> {
+async function byAws (call: UrlCall, keys: AwsKeys, region: string, now: Date): Promise<Record<string, string>> {
   // a key repeated in the query keeps all its values
   const query: Record<string, string | string[]> = {}
   for (const [k, v] of call.url.searchParams) {
@@ -39,7 +44,7 @@ async function byAws (call: SignableCall, keys: AwsKeys, region: string, now: Da
   return out
 }
 
-const call = (url: string, body: string | Uint8Array = BODY, method = 'POST'): SignableCall => ({ method, url: new URL(url), headers: { 'content-type': 'application/json' }, body })
+const call = (url: string, body: string | Uint8Array = BODY, method = 'POST'): UrlCall => ({ method, url: new URL(url), headers: { 'content-type': 'application/json' }, body })
 
 t.test('the signature of a Converse call is AWS\'s own, headers and all', async (t) => {
   const sign = bedrockSigner({ kind: 'sigv4', keys: KEYS, region: 'us-east-1' })
@@ -79,7 +84,7 @@ t.test('model ids with `:` and `/`, encoded as the gateway sends them or raw as 
 
 t.test('the port in the host, a base path, a query, a byte body, a GET without one', async (t) => {
   const sign = bedrockSigner({ kind: 'sigv4', keys: KEYS, region: 'us-east-1' })
-  const cases: SignableCall[] = [
+  const cases: UrlCall[] = [
     call('http://127.0.0.1:8443/model/amazon.nova-pro-v1%3A0/converse'),
     call('https://proxy.example.com:443/bedrock/model/amazon.nova-pro-v1%3A0/converse'),
     call('https://vpce-0abc.bedrock-runtime.us-east-1.vpce.amazonaws.com/model/m/count-tokens?b=2&a=1&a=0'),
@@ -101,4 +106,27 @@ t.test('the keys: the provider\'s, else the environment\'s, a session token only
   t.same(awsKeys({ access_key_id: 'AKIDCFG', secret_access_key: 'cfg-secret' }, env), { accessKeyId: 'AKIDCFG', secretAccessKey: 'cfg-secret' })
   t.same(awsKeys({ access_key_id: 'AKIDCFG', secret_access_key: 'cfg-secret', session_token: 'cfg-token' }, env), { accessKeyId: 'AKIDCFG', secretAccessKey: 'cfg-secret', sessionToken: 'cfg-token' })
   t.equal(awsKeys(undefined, { AWS_ACCESS_KEY_ID: 'AKIDENV' }), null)
+})
+
+t.test('a plain path is signed without a URL parser, as URL would read it', async (t) => {
+  const origin = new URL('http://127.0.0.1:8443/base')
+  // paths of the characters a path may hold, dot segments and doubled slashes among them
+  const piece = fc.constantFrom('model', 'a.b', '.', '..', '%2e', '%2E%2e', '', 'x%3Ay', "it's", 'a b', 'q?x=1', '~_-', '%zz', 'é', '|', '@:+')
+  fc.assert(fc.property(fc.array(piece, { maxLength: 6 }), (pieces) => {
+    const path = `/${pieces.join('/')}`
+    const read = (f: () => SignableCall['url']): unknown[] => {
+      try {
+        const u = f()
+        return [u.host, u.pathname, u.search, [...u.searchParams]]
+      } catch (err) {
+        return [(err as Error).name] // a path no URL can hold (`//@:+`, a host of nothing) fails the same way
+      }
+    }
+    t.same(read(() => signingUrl(origin, path)), read(() => new URL(path, origin)), path)
+  }), { numRuns: 400 })
+  // and the signature made on it is AWS's own
+  const sign = bedrockSigner({ kind: 'sigv4', keys: KEYS, region: 'us-east-1' })
+  const path = `/base/model/${modelSegment('us.anthropic.claude-sonnet-4-5-20250929-v1:0')}/converse`
+  const plain: SignableCall = { method: 'POST', url: signingUrl(origin, path), headers: { 'content-type': 'application/json' }, body: BODY }
+  t.same(sign(plain, NOW), await byAws({ ...plain, url: new URL(path, origin) }, KEYS, 'us-east-1', NOW))
 })

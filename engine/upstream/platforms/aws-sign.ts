@@ -31,7 +31,8 @@ export function awsKeys (aws: { access_key_id?: string, secret_access_key?: stri
 
 export interface SignableCall {
   method: string
-  url: URL
+  /** Where the call goes: a URL, or its parts as the call sends them (bedrock.ts's plain paths, read without a URL parser). */
+  url: Pick<URL, 'host' | 'pathname' | 'search' | 'searchParams'>
   /** The headers the call will carry (lower-case names); the signature covers them. */
   headers: Record<string, string>
   body: string | Uint8Array

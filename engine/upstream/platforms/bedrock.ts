@@ -4,7 +4,7 @@ import { isObj, type Json } from '../../kernel/json.js'
 import { EventStreamParser, converseFrame, errorName, invokeFrame, messagesError, modelSegment } from '../../protocols/converse/index.js'
 import { serialize } from '../../protocols/sse.js'
 import { credentialsOf, secretsOf } from '../credentials.js'
-import { awsKeys, bedrockSigner, type BedrockAuth } from './aws-sign.js'
+import { awsKeys, bedrockSigner, type BedrockAuth, type SignableCall } from './aws-sign.js'
 import type { OutgoingRequest, Platform, PlatformCall, PlatformDeps, PlatformTarget } from './types.js'
 
 // AWS Bedrock: Converse for any Bedrock text model (the Converse codec's paths and bodies as they
@@ -21,6 +21,23 @@ export function bedrockAuth (provider: Pick<ProviderConfig, 'api_key' | 'aws' | 
   if (provider.api_key !== '') return { kind: 'bearer', apiKey: provider.api_key }
   const keys = awsKeys(provider.aws, env)
   return keys === null ? null : { kind: 'sigv4', keys, region: provider.region ?? 'us-east-1' }
+}
+
+// a path of one leading slash and characters a URL keeps as they are (percent escapes included),
+// and a `.` or `..` segment in one (written with %2e too, as URL reads them)
+const PLAIN_PATH = /^\/(?!\/)[A-Za-z0-9\-._~%!$&'()*+,;=:@/]*$/
+const DOT_SEGMENT = /\/(?:\.|%2e){1,2}(?:\/|$)/i
+const NO_QUERY = new URLSearchParams()
+
+/**
+ * The URL a request's path names on `origin`, for its signature. A plain path (a model call's: no
+ * query, no dot segment, only characters a URL keeps as they are) is taken as it is, without a URL
+ * parser's cost on every call; any other (a pass-through call's) is read by URL, as it is sent.
+ */
+export function signingUrl (origin: URL, path: string): SignableCall['url'] {
+  return PLAIN_PATH.test(path) && !DOT_SEGMENT.test(path)
+    ? { host: origin.host, pathname: path, search: '', searchParams: NO_QUERY }
+    : new URL(path, origin)
 }
 
 /** An event-stream body → the SSE text of its frames, for the relay's SSE reader. */
@@ -83,7 +100,7 @@ export function bedrockPlatform (provider: ProviderConfig, deps: PlatformDeps): 
     if (sign === null) throw new Error(`provider ${provider.id} has no AWS credentials`)
     if (auth?.kind === 'bearer') return sign({ method: req.method, url: origin, headers: {}, body: '' })
     if (req.body !== undefined && typeof req.body !== 'string') throw new Error(`provider ${provider.id}: a streamed body cannot be signed`)
-    const url = new URL(req.path, origin)
+    const url = signingUrl(origin, req.path)
     const type = req.headers['content-type']
     const headers: Record<string, string> = {}
     if (typeof type === 'string') headers['content-type'] = type
