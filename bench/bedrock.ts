@@ -103,7 +103,7 @@ async function main (): Promise<void> {
     for (const m of order) s[m] = await streams(url, chatBody(m, true))
     cpu.push(c['bench/nova']!.cpuUs / c['bench/openai']!.cpuUs)
     stream.push(s['bench/nova']!.perS / s['bench/openai']!.perS)
-    if (THREADS) for (const m of order) console.log(m, Object.entries(c[m]!.threads).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '))
+    if (THREADS) for (const m of Object.keys(c)) console.log(m, Object.entries(c[m]!.threads).filter(([, v]) => v >= 1).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '))
     raw.push({ openai_cpu_us: c['bench/openai']!.cpuUs, bedrock_cpu_us: c['bench/nova']!.cpuUs, ...(EXTRA ? { messages_cpu_us: c['bench/claude']!.cpuUs, bedrock_key_cpu_us: c['bench/nova-key']!.cpuUs } : {}), openai_rps: c['bench/openai']!.rps, bedrock_rps: c['bench/nova']!.rps, openai_streams_s: s['bench/openai']!.perS, converse_streams_s: s['bench/nova']!.perS, errors: c['bench/openai']!.errors + c['bench/nova']!.errors + s['bench/openai']!.errors + s['bench/nova']!.errors })
   }
   console.table(raw.map((x) => Object.fromEntries(Object.entries(x).map(([k, v]) => [k, Math.round(v * 10) / 10]))))
