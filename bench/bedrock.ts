@@ -27,6 +27,9 @@ const THREADS = process.env.THREADS === '1'
 // RATE: both calls offered at this many calls a second (below either's capacity) instead of as fast as they go
 const RATE = Number(process.env.RATE ?? 0)
 const EXTRA = process.env.EXTRA === '1'
+// IDEM=1: a fresh Idempotency-Key on every call, as `npm run bench` sends them (the idempotency plugin's store write on each)
+const IDEM = process.env.IDEM === '1'
+let keys = 0
 // ROOT: another built checkout's gateway instead of this one's (a before and after of a change)
 const ROOT = process.env.ROOT ?? fromRoot()
 // PROF=1: the gateway runs with --cpu-prof, and the main thread's time per call by source module
@@ -38,7 +41,7 @@ async function cpuPerCall (url: string, body: string, pid: number): Promise<{ cp
   const cpu0 = processCpuUs(pid)
   const t0 = THREADS ? threadsCpuUs(pid) : new Map<string, number>()
   const from = nowUs()
-  const r = await autocannon({ url, method: 'POST', body, headers, connections: 32, duration: SLICE, ...(RATE > 0 ? { overallRate: RATE } : {}) })
+  const r = await autocannon({ url, method: 'POST', body, headers, connections: 32, duration: SLICE, ...(RATE > 0 ? { overallRate: RATE } : {}), ...(IDEM ? { requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...headers, 'idempotency-key': `b-${process.pid}-${keys++}` } }) }] } : {}) })
   ;(windows[body] ??= []).push({ from, to: nowUs(), calls: r.requests.total })
   const t1 = THREADS ? threadsCpuUs(pid) : new Map<string, number>()
   const threads = Object.fromEntries([...t1].map(([k, v]) => [k, (v - (t0.get(k) ?? 0)) / r.requests.total]))

@@ -326,4 +326,12 @@ function stream (ctx: TranslateCtx): StreamMapper {
   }
 }
 
-export const chatToMessages: TranslatorPair = { client: 'openai', upstream: 'messages', path: '/v1/messages', request, response, error, stream }
+/** The chat fields each Messages field is made from, where the names differ (see TranslatorPair.messagesOrigins). */
+const ORIGINS = {
+  metadata: ['user', 'safety_identifier', 'metadata'],
+  output_config: ['response_format', 'reasoning_effort'],
+  'tool_choice.disable_parallel_tool_use': ['parallel_tool_calls'],
+  'tools.strict': ['tools.function.strict']
+} as const
+
+export const chatToMessages: TranslatorPair = { client: 'openai', upstream: 'messages', path: '/v1/messages', request, response, error, stream, messagesOrigins: ORIGINS }

@@ -321,4 +321,12 @@ function stream (ctx: TranslateCtx): StreamMapper {
   }
 }
 
-export const geminiToMessages: TranslatorPair = { client: 'gemini', upstream: 'messages', path: '/v1/messages', request, response, error: geminiError, stream }
+/** The Gemini fields each Messages field is made from (see TranslatorPair.messagesOrigins). */
+const ORIGINS = {
+  top_k: ['generationConfig.topK'],
+  thinking: ['generationConfig.thinkingConfig'],
+  output_config: ['generationConfig.responseJsonSchema', 'generationConfig.responseSchema', 'generationConfig.responseMimeType'],
+  tool_choice: ['toolConfig']
+} as const
+
+export const geminiToMessages: TranslatorPair = { client: 'gemini', upstream: 'messages', path: '/v1/messages', request, response, error: geminiError, stream, messagesOrigins: ORIGINS }

@@ -218,4 +218,11 @@ function stream (ctx: TranslateCtx): StreamMapper {
   }
 }
 
-export const responsesToMessages: TranslatorPair = { client: 'responses', upstream: 'messages', path: '/v1/messages', request, response, error: responsesError, stream }
+/** The Responses fields each Messages field is made from, where the names differ (see TranslatorPair.messagesOrigins). */
+const ORIGINS = {
+  metadata: ['user', 'safety_identifier', 'metadata'],
+  output_config: ['text.format', 'reasoning.effort'],
+  'tool_choice.disable_parallel_tool_use': ['parallel_tool_calls']
+} as const
+
+export const responsesToMessages: TranslatorPair = { client: 'responses', upstream: 'messages', path: '/v1/messages', request, response, error: responsesError, stream, messagesOrigins: ORIGINS }

@@ -37,6 +37,13 @@ export interface TranslatorPair {
   /** An upstream error status and body → the client's error body (status is kept). */
   error: (status: number, body: unknown) => Json
   stream: (ctx: TranslateCtx) => StreamMapper
+  /**
+   * A pair to Messages: the client's own fields each Messages field it writes is made from, where
+   * the names differ (`metadata` ← `user`, `safety_identifier`, `metadata`). A later leg that
+   * cannot carry a Messages field (Converse, compose.ts) reports it by these names, those the
+   * client sent; a field not listed keeps its Messages name, which is then the client's too.
+   */
+  messagesOrigins?: Readonly<Record<string, readonly string[]>>
 }
 
 /** A pair of calls answered whole (embeddings, image generation): no stream. */

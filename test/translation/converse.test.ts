@@ -127,7 +127,7 @@ t.test('requests from every client protocol', async (t) => {
     inferenceConfig: { maxTokens: 300, temperature: 0.5, topP: 0.9, stopSequences: ['END'] },
     toolConfig: { tools: [{ toolSpec: { name: 'get_weather', description: 'Weather', inputSchema: { json: { type: 'object', properties: { city: { type: 'string' } } } } } }], toolChoice: { any: {} } }
   })
-  t.same(chat.dropped, ['metadata', 'seed'], 'seed has no place; the user id became Messages metadata, which Converse has no place for')
+  t.same(chat.dropped, ['seed', 'user'], 'seed has no place; the user id (Messages metadata on the way) has none on Converse, and is named as the client sent it')
   t.equal(upstreamPath(pairFor('openai', 'converse'), CTX), '/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse')
   t.equal(upstreamPath(pairFor('openai', 'converse'), { ...CTX, stream: true }), '/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse-stream')
 
@@ -165,7 +165,21 @@ t.test('requests from every client protocol', async (t) => {
   t.same(responses.body, { messages: [{ role: 'user', content: [{ text: 'Hello' }] }], system: [{ text: 'Be brief.' }], inferenceConfig: { maxTokens: 50, temperature: 0.2 } })
   const gemini = pairFor('gemini', 'converse').request({ contents: [{ role: 'user', parts: [{ text: 'Hi' }] }], systemInstruction: { parts: [{ text: 'Sys' }] }, generationConfig: { maxOutputTokens: 20, stopSequences: ['X'], topK: 3 } }, NOVA)
   t.same(gemini.body.inferenceConfig, { maxTokens: 20, stopSequences: ['X'] })
-  t.ok(gemini.dropped.includes('top_k'), 'topK → Messages top_k, which this model does not take')
+  t.same(gemini.dropped, ['generationConfig.topK'], 'topK → Messages top_k, which this model does not take: named as the client sent it')
+})
+
+t.test('what the Converse leg cannot carry is named as each client sent it', async (t) => {
+  const base = { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 }
+  const tool = { type: 'function', function: { name: 'f', parameters: { type: 'object' }, strict: true } }
+  const chat = pairFor('openai', 'converse').request({ ...base, response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' } } }, reasoning_effort: 'high', safety_identifier: 'u-2', tools: [tool], parallel_tool_calls: false }, CTX)
+  t.same(chat.dropped, ['parallel_tool_calls', 'reasoning_effort', 'response_format', 'safety_identifier', 'tools.function.strict'])
+  t.same(pairFor('openai', 'converse').request({ ...base, response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' } } } }, CTX).dropped, ['response_format'], 'only what the client sent')
+  t.same(pairFor('openai', 'converse').request({ ...base, top_k: 4 }, NOVA).dropped, ['top_k'], 'a name both protocols share stays as it is')
+  const responses = pairFor('responses', 'converse').request({ model: 'm', input: 'hi', user: 'u-1', text: { format: { type: 'json_schema', name: 's', schema: { type: 'object' } } }, tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }], parallel_tool_calls: false }, CTX)
+  t.same(responses.dropped, ['parallel_tool_calls', 'text.format', 'user'])
+  const gemini = pairFor('gemini', 'converse').request({ contents: [{ role: 'user', parts: [{ text: 'Hi' }] }], generationConfig: { maxOutputTokens: 2048, responseMimeType: 'application/json', responseJsonSchema: { type: 'object' }, thinkingConfig: { thinkingBudget: 1024 } } }, NOVA)
+  t.same(gemini.dropped, ['generationConfig.responseJsonSchema', 'generationConfig.responseMimeType', 'generationConfig.thinkingConfig'])
+  t.same(pairFor('messages', 'converse').request({ ...base, metadata: { user_id: 'u' }, service_tier: 'auto' }, CTX).dropped, ['metadata', 'service_tier'], 'a Messages client: its own names')
 })
 
 const ANSWER = {

@@ -7,9 +7,10 @@ import type { CachePoint, ConverseBody, ConverseContentBlock, ConverseDocumentFo
 // The Converse writer: a Messages request (the richest shape: tool ids, thinking and its
 // signatures, cache breakpoints) → a Converse request. Every client protocol reaches Converse
 // through its pair to Messages, then this. A wrong type is a 400 naming the field; what Converse
-// cannot carry is reported in {prefix}Dropped-Params under its Messages name. The Messages body
-// is read as untrusted (a Messages client's own body reaches here as it came): each field used is
-// checked by the strict readers, and what is written is typed by the SDK's Converse shapes.
+// cannot carry is dropped under its Messages name (compose.ts reports it by the client's). The
+// Messages body is read as untrusted (a Messages client's own body reaches here as it came): each
+// field used is checked by the strict readers, and what is written is typed by the SDK's Converse
+// shapes.
 
 const FIELDS = column(MESSAGES_FIELDS, 'converse')
 
