@@ -1,12 +1,14 @@
 import t, { type Test } from 'tap'
+import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
+import pg from 'pg'
 import { PostgresStore } from '../../engine/store/postgres/index.js'
 import { SqliteStore } from '../../engine/store/sqlite/index.js'
 import { usageId, type CachedAnswer, type QuotaLimit, type Store, type UsageFilter, type UsageRow } from '../../engine/store/types.js'
 import type { Config } from '../../config/schema.js'
 import { KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
-import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
+import { ADMIN_URL, REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 import { usageRow } from '../usage-row.js'
 
 // The store interfaces' contract, one set of test bodies run against every backend: SQLite (a
@@ -26,8 +28,31 @@ const sqlite: Open = async (t, n = 1) => {
   return stores
 }
 
-const postgres: Open = async (t, n = 1) => {
+/** A database migrated from nothing by a store, dropped when `t` ends: each test's database is a copy of it. */
+async function migratedTemplate (t: Test): Promise<string> {
   const url = await scratchDatabase(t)
+  const store = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: scratchRedisPrefix(t, 'mgc') })
+  await store.ready
+  await store.close()
+  return new URL(url).pathname.slice(1)
+}
+
+/** A database of the test's own with every migration applied (a copy of `template`), dropped when the test ends. */
+async function copyOf (t: Test, template: string): Promise<string> {
+  const name = `mg_test_${randomBytes(6).toString('hex')}`
+  const admin = new pg.Client({ connectionString: ADMIN_URL })
+  await admin.connect()
+  try { await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`) } finally { await admin.end() }
+  t.teardown(async () => {
+    const c = new pg.Client({ connectionString: ADMIN_URL })
+    await c.connect()
+    try { await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) } finally { await c.end() }
+  })
+  return ADMIN_URL.replace(/\/postgres$/, `/${name}`)
+}
+
+const postgres = (template: string): Open => async (t, n = 1) => {
+  const url = await copyOf(t, template)
   const prefix = scratchRedisPrefix(t, 'mgc')
   const stores = Array.from({ length: n }, () => new PostgresStore({ postgres: url, redis: REDIS_URL, prefix }))
   t.teardown(async () => { for (const s of stores) await s.close() })
@@ -615,5 +640,5 @@ t.test('SQLite', async (t) => { contract(t, sqlite) })
 
 t.test('PostgreSQL + Redis', async (t) => {
   if (await servicesMissing() !== null) { t.plan(0, 'PostgreSQL or Redis not reachable'); return }
-  contract(t, postgres)
+  contract(t, postgres(await migratedTemplate(t)))
 })
