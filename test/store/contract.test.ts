@@ -1,5 +1,4 @@
 import t, { type Test } from 'tap'
-import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import pg from 'pg'
 import { PostgresStore } from '../../engine/store/postgres/index.js'
@@ -8,11 +7,12 @@ import { usageId, type CachedAnswer, type QuotaLimit, type Store, type UsageFilt
 import type { Config } from '../../config/schema.js'
 import { KEY_A, testConfig } from '../helper.js'
 import { tempDir } from '../temp-dir.js'
-import { ADMIN_URL, REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
+import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from '../scratch-services.js'
 import { usageRow } from '../usage-row.js'
 
 // The store interfaces' contract, one set of test bodies run against every backend: SQLite (a
-// file) and PostgreSQL + Redis (a database and a key prefix of their own, when both answer).
+// file) and PostgreSQL + Redis (a key prefix of their own, and a database migrated once for the
+// file and emptied before each test, when both answer).
 // "Processes" are several stores opened on the same backend (SQLite: one file; PostgreSQL: one
 // database and prefix), each with its own leases and memory, as workers and instances have.
 // What is particular to one backend (SQLite's checkpoints, PostgreSQL's migrations and fault
@@ -28,31 +28,29 @@ const sqlite: Open = async (t, n = 1) => {
   return stores
 }
 
-/** A database migrated from nothing by a store, dropped when `t` ends: each test's database is a copy of it. */
-async function migratedTemplate (t: Test): Promise<string> {
+/** A database migrated from nothing by a store, dropped when `t` ends: the database of every test, emptied before each. */
+async function migratedDatabase (t: Test): Promise<string> {
   const url = await scratchDatabase(t)
   const store = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: scratchRedisPrefix(t, 'mgc') })
   await store.ready
   await store.close()
-  return new URL(url).pathname.slice(1)
+  return url
 }
 
-/** A database of the test's own with every migration applied (a copy of `template`), dropped when the test ends. */
-async function copyOf (t: Test, template: string): Promise<string> {
-  const name = `mg_test_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  try { await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`) } finally { await admin.end() }
-  t.teardown(async () => {
-    const c = new pg.Client({ connectionString: ADMIN_URL })
-    await c.connect()
-    try { await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) } finally { await c.end() }
-  })
-  return ADMIN_URL.replace(/\/postgres$/, `/${name}`)
+/** Every row the previous test left gone, its sequences reset: the database as the migrations left it. */
+async function emptied (url: string): Promise<string> {
+  const c = new pg.Client({ connectionString: url })
+  await c.connect()
+  try {
+    const tables = (await c.query<{ name: string }>("SELECT quote_ident(tablename) AS name FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'")).rows.map((r) => r.name)
+    if (tables.length === 0) throw new Error('the database has no tables: not migrated')
+    await c.query(`TRUNCATE ${tables.join(', ')} RESTART IDENTITY CASCADE`)
+  } finally { await c.end() }
+  return url
 }
 
-const postgres = (template: string): Open => async (t, n = 1) => {
-  const url = await copyOf(t, template)
+const postgres = (database: string): Open => async (t, n = 1) => {
+  const url = await emptied(database)
   const prefix = scratchRedisPrefix(t, 'mgc')
   const stores = Array.from({ length: n }, () => new PostgresStore({ postgres: url, redis: REDIS_URL, prefix }))
   t.teardown(async () => { for (const s of stores) await s.close() })
@@ -640,5 +638,5 @@ t.test('SQLite', async (t) => { contract(t, sqlite) })
 
 t.test('PostgreSQL + Redis', async (t) => {
   if (await servicesMissing() !== null) { t.plan(0, 'PostgreSQL or Redis not reachable'); return }
-  contract(t, postgres(await migratedTemplate(t)))
+  contract(t, postgres(await migratedDatabase(t)))
 })
