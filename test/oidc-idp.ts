@@ -57,8 +57,12 @@ export interface IdpOptions {
   endSession?: boolean
 }
 
+/** The providers' signing key, one for every provider of a process: an RSA key costs more to make than the rest of a provider's start. */
+let signingKey: KeyObject | null = null
+
 export async function startIdp (t: { teardown: (fn: () => unknown) => void }, redirectUris: string[], accounts: Record<string, Account>, opts: IdpOptions = {}): Promise<Idp> {
-  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  signingKey ??= generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey
+  const privateKey = signingKey
   const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', alg: 'RS256', use: 'sig' }
   const key = createPrivateKey({ key: jwk, format: 'jwk' })
   let handler: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => { res.statusCode = 503; res.end() }

@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import { join } from 'node:path'
+import pg from 'pg'
 import { PostgresStore } from '../../engine/store/postgres/index.js'
 import { SqliteStore } from '../../engine/store/sqlite/index.js'
 import { usageId, type CachedAnswer, type QuotaLimit, type Store, type UsageFilter, type UsageRow } from '../../engine/store/types.js'
@@ -10,7 +11,8 @@ import { REDIS_URL, scratchDatabase, scratchRedisPrefix, servicesMissing } from 
 import { usageRow } from '../usage-row.js'
 
 // The store interfaces' contract, one set of test bodies run against every backend: SQLite (a
-// file) and PostgreSQL + Redis (a database and a key prefix of their own, when both answer).
+// file) and PostgreSQL + Redis (a key prefix of their own, and a database migrated once for the
+// file and emptied before each test, when both answer).
 // "Processes" are several stores opened on the same backend (SQLite: one file; PostgreSQL: one
 // database and prefix), each with its own leases and memory, as workers and instances have.
 // What is particular to one backend (SQLite's checkpoints, PostgreSQL's migrations and fault
@@ -26,8 +28,29 @@ const sqlite: Open = async (t, n = 1) => {
   return stores
 }
 
-const postgres: Open = async (t, n = 1) => {
+/** A database migrated from nothing by a store, dropped when `t` ends: the database of every test, emptied before each. */
+async function migratedDatabase (t: Test): Promise<string> {
   const url = await scratchDatabase(t)
+  const store = new PostgresStore({ postgres: url, redis: REDIS_URL, prefix: scratchRedisPrefix(t, 'mgc') })
+  await store.ready
+  await store.close()
+  return url
+}
+
+/** Every row the previous test left gone, its sequences reset: the database as the migrations left it. */
+async function emptied (url: string): Promise<string> {
+  const c = new pg.Client({ connectionString: url })
+  await c.connect()
+  try {
+    const tables = (await c.query<{ name: string }>("SELECT quote_ident(tablename) AS name FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'")).rows.map((r) => r.name)
+    if (tables.length === 0) throw new Error('the database has no tables: not migrated')
+    await c.query(`TRUNCATE ${tables.join(', ')} RESTART IDENTITY CASCADE`)
+  } finally { await c.end() }
+  return url
+}
+
+const postgres = (database: string): Open => async (t, n = 1) => {
+  const url = await emptied(database)
   const prefix = scratchRedisPrefix(t, 'mgc')
   const stores = Array.from({ length: n }, () => new PostgresStore({ postgres: url, redis: REDIS_URL, prefix }))
   t.teardown(async () => { for (const s of stores) await s.close() })
@@ -615,5 +638,5 @@ t.test('SQLite', async (t) => { contract(t, sqlite) })
 
 t.test('PostgreSQL + Redis', async (t) => {
   if (await servicesMissing() !== null) { t.plan(0, 'PostgreSQL or Redis not reachable'); return }
-  contract(t, postgres)
+  contract(t, postgres(await migratedDatabase(t)))
 })

@@ -10,10 +10,11 @@ import { checkResponsesBody } from './responses-route.js'
 // their values swapped for nulls, wrong types, prototype names or random JSON, keys deleted and
 // keys added. Whatever comes in, a pair answers or throws a GatewayError, never a TypeError, and
 // what it answers is plain JSON: no function fished out of a prototype, drop names that are strings
-// (made header tokens by the call, engine/gateway/dropped-names.ts).
+// (made header tokens by the call, engine/gateway/dropped-names.ts). A share of the runs here;
+// fuzz.slow.test.ts runs the full count on another seed. FUZZ_SEED and FUZZ_RUNS replay or widen a run.
 
-const RUNS = 600
-const SEED = 20240611
+const RUNS = Number(process.env.FUZZ_RUNS ?? 200)
+const SEED = Number(process.env.FUZZ_SEED ?? 20240611)
 
 const CHAT_REQUEST = {
   model: 'vendor/model',

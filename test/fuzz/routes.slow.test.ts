@@ -1,0 +1,5 @@
+// The route fuzz of routes.test.ts at its full count, on a seed of its own: the fast suite runs a
+// share of it. FUZZ_SEED and FUZZ_RUNS still replay or widen a run.
+process.env.FUZZ_SEED ??= '20261208'
+process.env.FUZZ_RUNS ??= '3000'
+await import('./routes.test.js')
