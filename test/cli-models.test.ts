@@ -39,6 +39,20 @@ function configFile (models = 'models: []\n'): string {
   return file
 }
 
+/**
+ * What `models add` printed for a provider's model, on the config file of the three providers
+ * alone: a printing changes no file, and the same one is asked for by more than one test.
+ */
+const printed = new Map<string, Promise<{ code: number, stdout: string, stderr: string }>>()
+let plainFile: string | undefined
+async function added (args: string[]): Promise<{ code: number, stdout: string, stderr: string }> {
+  plainFile ??= configFile()
+  const key = args.join(' ')
+  let res = printed.get(key)
+  if (res === undefined) { res = cli(['models', 'add', ...args, '--config', plainFile]); printed.set(key, res) }
+  return await res
+}
+
 /** The entry `models add` printed, parsed. */
 const entryOf = (stdout: string): Record<string, any> => (YAML.parse(stdout) as Array<Record<string, any>>)[0] as Record<string, any>
 
@@ -57,14 +71,14 @@ t.test('models add: an entry with context length, modalities and every price, fo
     { args: ['google', 'gemini-2.5-pro', '--context-length', '1048576'], want: { context_length: 1048576, pricing: { input: 1.25, cached_input: 0.125, output: 10, tiers: [{ above_input_tokens: 200000, input: 2.5, cached_input: 0.25, output: 15 }] } } }
   ]
   for (const c of cases) {
-    const res = await cli(['models', 'add', ...c.args, '--config', file])
+    const res = await added(c.args)
     t.equal(res.code, 0, `${c.args.join(' ')}: ${res.stderr}`)
     const entry = entryOf(res.stdout)
     t.match(entry, { id: `${c.args[0] as string}/${c.args[1] as string}`, provider: c.args[0], upstream_model: c.args[1], ...c.want }, c.args.join(' '))
     t.same(entry.pricing, c.want.pricing, `${c.args.join(' ')}: exactly these prices`)
     t.match(res.stdout, /^# from @pydantic\/genai-prices@\d+\.\d+\.\d+ /, 'the source first, as a comment')
   }
-  const sonnet = await cli(['models', 'add', 'anthropic', 'claude-sonnet-4-5', '--config', file])
+  const sonnet = await added(['anthropic', 'claude-sonnet-4-5'])
   t.match(sonnet.stdout, /# tiers above the context length \(200000\) left out/, 'a tier no prompt reaches is left out, and said so')
   t.notMatch(sonnet.stdout, /# not billed by the gateway: web_searches_kcount/, 'web searches are billed, at their price per use')
 
@@ -83,7 +97,7 @@ t.test('models add: an entry with context length, modalities and every price, fo
 
 t.test('models add: a display name as the model\'s maker writes it, and the output limit given', async (t) => {
   const file = configFile()
-  const named = async (provider: string, model: string): Promise<string> => entryOf((await cli(['models', 'add', provider, model, '--config', file])).stdout).name as string
+  const named = async (provider: string, model: string): Promise<string> => entryOf((await added([provider, model])).stdout).name as string
   t.equal(await named('openai', 'gpt-4.1-nano'), 'GPT-4.1 nano', 'not the database\'s "gpt 4.1 nano"')
   t.equal(await named('openai', 'gpt-4o-mini'), 'GPT-4o mini')
   t.equal(await named('anthropic', 'claude-sonnet-4-5'), 'Claude Sonnet 4.5', 'the database\'s own, where someone wrote it')
@@ -96,7 +110,7 @@ t.test('models add: a display name as the model\'s maker writes it, and the outp
   t.equal(displayName(undefined, 'claude-3-5-haiku'), 'Claude 3.5 Haiku', 'numbers in a row are one version')
   t.equal(displayName(undefined, 'llama-3.1-70b-versatile'), 'Llama 3.1 70B Versatile')
 
-  const unknown = await cli(['models', 'add', 'openai', 'gpt-4.1-nano', '--config', file])
+  const unknown = await added(['openai', 'gpt-4.1-nano'])
   t.notOk('max_output_tokens' in entryOf(unknown.stdout), 'no output limit the database does not know')
   t.match(unknown.stdout, /# max_output_tokens: the database names no output limit; give --max-output-tokens N/, 'and it says so')
   const given = await cli(['models', 'add', 'openai', 'gpt-4.1-nano', '--max-output-tokens', '32768', '--write', '--config', file])

@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from 'node:crypto'
+import { generateKeyPairSync, type KeyPairKeyObjectResult } from 'node:crypto'
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { writeFileSync } from 'node:fs'
@@ -55,8 +55,13 @@ export interface MockPlatforms {
   close: () => Promise<void>
 }
 
+// the service account's key pair, made once a process: an RSA key takes a tenth of a second or
+// more to make, and each platform server's tokens are its own whatever key signs their requests
+let keyPair: KeyPairKeyObjectResult | undefined
+
 export async function startMockPlatforms (mock: MockUpstream, opts: { now: () => number, expiresIn?: number }): Promise<MockPlatforms> {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  keyPair ??= generateKeyPairSync('rsa', { modulusLength: 2048 })
+  const { privateKey, publicKey } = keyPair
   const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
   const seen: PlatformSeen[] = []
   const issued: string[] = []

@@ -64,11 +64,14 @@ t.test('a client trickling its headers is cut off with a 408', async (t) => {
 t.test('a client trickling its body is cut off with a 408, in the Messages shape on /v1/messages', async (t) => {
   let logs = ''
   const { port, app } = await listen(t, {}, new Writable({ write (chunk: Buffer, _enc, cb) { logs += chunk.toString(); cb() } }))
-  const chat = await slowClient(port, `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${KEY_A}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`, DRIP)
+  // the two clients side by side: each is cut off on its own connection
+  const [chat, messages] = await Promise.all([
+    slowClient(port, `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${KEY_A}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`, DRIP),
+    slowClient(port, `POST /v1/messages HTTP/1.1\r\nHost: gw\r\nx-api-key: ${KEY_A}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`, DRIP)
+  ])
   t.ok(chat.closed)
   t.equal(chat.status, 408)
   t.same(JSON.parse(chat.body), { error: { code: 408, type: 'timeout_error', message: 'The request was not received in full within 0.4 s.' } })
-  const messages = await slowClient(port, `POST /v1/messages HTTP/1.1\r\nHost: gw\r\nx-api-key: ${KEY_A}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`, DRIP)
   t.ok(messages.closed)
   t.equal(messages.status, 408)
   t.same(JSON.parse(messages.body), { type: 'error', error: { type: 'timeout_error', message: 'The request was not received in full within 0.4 s.' } })
@@ -79,10 +82,9 @@ t.test('a client trickling its body is cut off with a 408, in the Messages shape
 
 t.test('an idle keep-alive connection and a silent one are closed', async (t) => {
   const { port } = await listen(t)
-  const kept = await slowClient(port, 'GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n', '', 40, 500)
+  const [kept, silent] = await Promise.all([slowClient(port, 'GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n', '', 40, 500), slowClient(port, '', '', 40, 500)])
   t.ok(kept.closed, 'closed after its response')
   t.equal(kept.status, 200)
-  const silent = await slowClient(port, '', '', 40, 500)
   t.ok(silent.closed, 'a connection that sends nothing is closed')
 })
 

@@ -115,31 +115,35 @@ const FAILURES: Record<typeof ALL[number], CannedAnswer> = {
 
 t.test('each class moves the call on to the next model, on every client protocol, streamed and not, at the answering model\'s prices', async (t) => {
   const gw = await gateway(t)
+  const combos = CLIENTS.flatMap((client) => [false, true].map((stream) => ({ client, stream })))
   for (const why of ALL) {
-    for (const client of CLIENTS) {
-      for (const stream of [false, true]) {
-        const what = `${why}, ${client}${stream ? ', streamed' : ''}`
-        gw.mock.reset()
-        if (why === 'timeout') gw.mock.faults = { hang: { path: '/v1/chat/completions' } }
-        else gw.mock.script((req) => upstreamModelOf(req) === 'small-up' ? FAILURES[why] : undefined)
-        const res = await call(gw, client, 'small/chat', stream)
-        t.equal(res.status, 200, `${what}: answered (${res.text.slice(0, 200)})`)
-        t.same(asked(gw.mock), ['small-up', 'big-claude-up'], `${what}: the small model, then its fallback`)
-        t.equal(res.headers.get('x-svc-model'), 'big/claude', `${what}: {prefix}Model names the model that answered`)
-        t.equal(res.headers.get('x-svc-fallback'), `small/chat:${why}`, `${what}: {prefix}Fallback says what was tried and why`)
-        // a Messages answer from a Messages provider comes back as the provider wrote it: its own name of the model
-        if (!stream && client !== 'gemini') t.equal(JSON.parse(res.text).model, client === 'messages' ? 'big-claude-up' : 'big/claude', `${what}: the answer's model is the answering one`)
-        const row = await rowOf(gw, res.headers.get('x-svc-trace-id'))
-        t.ok(row, `${what}: recorded`)
-        if (row === undefined) continue
-        t.equal(row.model, 'big/claude', `${what}: the record names the answering model`)
-        t.equal(row.requested_model, 'small/chat', `${what}: and the requested one`)
-        t.ok(row.prompt_tokens > 0 && row.completion_tokens > 0, `${what}: tokens billed`)
-        t.equal(row.cost_nano, row.prompt_tokens * 3000 + row.completion_tokens * 15000, `${what}: charged at big/claude's prices ($3 / $15 per million)`)
-        t.same(row.attempts.map((a) => [a.provider, a.upstream_model]), [['mock-openai', 'small-up'], ['mock-messages', 'big-claude-up']], `${what}: each tried model's attempts recorded`)
-        t.same(row.fallbacks, [{ model: 'small/chat', why }], `${what}: the chain recorded`)
-      }
+    gw.mock.reset()
+    if (why === 'timeout') gw.mock.faults = { hang: { path: '/v1/chat/completions' } }
+    else gw.mock.script((req) => upstreamModelOf(req) === 'small-up' ? FAILURES[why] : undefined)
+    // the eight calls of a class at once (a timeout's wait is then paid once), each with a prompt
+    // of its own by which its upstream requests are told from the others'
+    const answers = await Promise.all(combos.map(async ({ client, stream }) => await call(gw, client, 'small/chat', stream, { prompt: `say hello (${why} ${client} ${String(stream)})` })))
+    for (const [i, { client, stream }] of combos.entries()) {
+      const what = `${why}, ${client}${stream ? ', streamed' : ''}`
+      const res = answers[i] as Awaited<ReturnType<typeof call>>
+      const marker = `(${why} ${client} ${String(stream)})`
+      t.equal(res.status, 200, `${what}: answered (${res.text.slice(0, 200)})`)
+      t.same(gw.mock.requests.filter((r) => JSON.stringify(r.body).includes(marker)).map(upstreamModelOf), ['small-up', 'big-claude-up'], `${what}: the small model, then its fallback`)
+      t.equal(res.headers.get('x-svc-model'), 'big/claude', `${what}: {prefix}Model names the model that answered`)
+      t.equal(res.headers.get('x-svc-fallback'), `small/chat:${why}`, `${what}: {prefix}Fallback says what was tried and why`)
+      // a Messages answer from a Messages provider comes back as the provider wrote it: its own name of the model
+      if (!stream && client !== 'gemini') t.equal(JSON.parse(res.text).model, client === 'messages' ? 'big-claude-up' : 'big/claude', `${what}: the answer's model is the answering one`)
+      const row = await rowOf(gw, res.headers.get('x-svc-trace-id'))
+      t.ok(row, `${what}: recorded`)
+      if (row === undefined) continue
+      t.equal(row.model, 'big/claude', `${what}: the record names the answering model`)
+      t.equal(row.requested_model, 'small/chat', `${what}: and the requested one`)
+      t.ok(row.prompt_tokens > 0 && row.completion_tokens > 0, `${what}: tokens billed`)
+      t.equal(row.cost_nano, row.prompt_tokens * 3000 + row.completion_tokens * 15000, `${what}: charged at big/claude's prices ($3 / $15 per million)`)
+      t.same(row.attempts.map((a) => [a.provider, a.upstream_model]), [['mock-openai', 'small-up'], ['mock-messages', 'big-claude-up']], `${what}: each tried model's attempts recorded`)
+      t.same(row.fallbacks, [{ model: 'small/chat', why }], `${what}: the chain recorded`)
     }
+    t.equal(gw.mock.requests.length, 16, `${why}: two upstream requests a call, no more`)
   }
   const metrics = await gw.app.gateway.metrics.getSingleMetricAsString('modelgate_model_fallbacks_total')
   for (const why of ALL) {
