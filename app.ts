@@ -1,3 +1,4 @@
+import { sharedValidators } from './engine/host/validators.js'
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config/schema.js'
 import type { Clock } from './plugins/api/index.js'
@@ -85,6 +86,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     // route schemas refuse numbers that are not finite (`?limit=Infinity` is coerced to one)
     // verbose: a problem is worded from the schema that found it (engine/kernel/schema-check.ts)
     ajv: { customOptions: { verbose: true }, plugins: [finiteNumbers] },
+    // the route schemas compiled once a process, not once an app (engine/host/validators.ts)
+    schemaController: { compilersFactory: { buildValidator: sharedValidators } },
     // with a serverFactory the listening server is the caller's, which sets these limits itself (server.ts)
     ...(opts.serverFactory === undefined ? { ...serverTimeouts(config.server), clientErrorHandler: clientErrorHandler(config.server) } : { serverFactory: opts.serverFactory }),
     // what the router refuses before any hook runs: a malformed percent-escape, an overlong parameter
