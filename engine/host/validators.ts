@@ -10,13 +10,13 @@ import type { FastifySchemaCompiler } from 'fastify'
 // compiled once. A schema is removed from Ajv's own cache as soon as it is compiled, so that one
 // made anew for each app (a config's) does not stay in memory after its app.
 
+// the pool's types name a compiler's argument a schema; Fastify hands it the route's definition
+type RouteCompiler = FastifySchemaCompiler<unknown>
+
 const pool = AjvCompiler()
 type Compile = ReturnType<typeof pool>
 /** Each of the pool's compilers (one per set of options and shared schemas): its Ajv, to clear its cache, and what it compiled, by schema. */
 const compilers = new Map<Compile, { ajv: Ajv | undefined, compiled: WeakMap<object, ReturnType<RouteCompiler>> }>()
-
-// the pool's types name a compiler's argument a schema; Fastify hands it the route's definition
-type RouteCompiler = FastifySchemaCompiler<unknown>
 
 export const sharedValidators: typeof pool = (externalSchemas, options) => {
   let made: Ajv | undefined
