@@ -33,8 +33,12 @@ import {
 // the rpm counter (remaining = rpm − place, 0 exactly when the next call is refused), and the
 // tpm window's tokens as admission judges them (from memory once the window is read: the counts'
 // committed totals and what other processes announced). A 429 carries them too.
+// `rate_limit_headers: false` leaves them off (the limits still hold): an operator who would not
+// show clients their limits, or whose own proxy in front writes its own.
 
-const options = Type.Object({}, { additionalProperties: false })
+const options = Type.Object({
+  rate_limit_headers: Type.Boolean({ default: true })
+}, { additionalProperties: false })
 
 const MINUTE_MS = 60_000
 
@@ -129,8 +133,9 @@ export default definePlugin({
   description: 'quotas per org and project, a key\'s budget, rpm and tpm, in UTC windows: 429',
   options,
   dependencies: ['auth'],
-  plugin: async (fastify) => {
+  plugin: async (fastify, opts) => {
     const { store, clock, events } = fastify.gateway
+    const headersOn = opts.rate_limit_headers
     fastify.decorateRequest('quotaLimits', null)
 
     // the tenants' quotas, as the store holds them; read again when a tenant changes
@@ -185,7 +190,7 @@ export default definePlugin({
       const now = clock.now()
       const plan = planOf(principal)
       const limits = principal.limits
-      const style = limits === null || limits === undefined ? null : headerStyle(call.endpoint, call.protocol)
+      const style = limits === null || limits === undefined || !headersOn ? null : headerStyle(call.endpoint, call.protocol)
       const rpm = limits?.rpm
       const tpm = limits?.tpm
       const tpmWindow = tpm !== undefined && style !== null ? quotaWindow('minute', now) : null

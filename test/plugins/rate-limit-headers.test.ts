@@ -13,10 +13,10 @@ const START = Date.UTC(2026, 0, 15, 12, 0, 0)
 const chat = { model: 'demo/gpt', messages: [{ role: 'user', content: 'hello there' }] }
 const messages = { model: 'demo/claude', max_tokens: 20, messages: [{ role: 'user', content: 'hello there' }] }
 
-async function app (t: Teardown, clock: FakeClock, limits: Record<string, number> | null, file = ':memory:'): Promise<FastifyInstance> {
+async function app (t: Teardown, clock: FakeClock, limits: Record<string, number> | null, file = ':memory:', quotaOptions: Record<string, unknown> = {}): Promise<FastifyInstance> {
   const config = testConfig({
     store: { sqlite: file },
-    plugins: [{ name: 'auth' }, { name: 'quota' }, { name: 'usage' }],
+    plugins: [{ name: 'auth' }, { name: 'quota', options: quotaOptions }, { name: 'usage' }],
     tenants: [{ org: 'acme', projects: [{ id: 'web', keys: [{ key: KEY_A, ...(limits === null ? {} : { limits }) }] }] }]
   })
   const a = await buildApp(config, { logger: false, clock, alerts: { timers: false } })
@@ -76,6 +76,23 @@ t.test('a key without limits gets none of these headers', async (t) => {
   const res = await a.inject({ method: 'POST', url: '/v1/chat/completions', headers: bearer(KEY_A), payload: chat })
   t.equal(res.statusCode, 200)
   t.notOk(Object.keys(res.headers).some((h) => h.includes('ratelimit')))
+})
+
+t.test('rate_limit_headers: false: the limits still hold, and neither the answers nor the 429 show them', async (t) => {
+  const clock = new FakeClock(START)
+  const a = await app(t, clock, { rpm: 2, tpm: 100_000 }, ':memory:', { rate_limit_headers: false })
+  const statuses: number[] = []
+  for (const [url, payload] of [['/v1/chat/completions', chat], ['/v1/messages', messages], ['/v1/chat/completions', chat]] as const) {
+    const res = await a.inject({ method: 'POST', url, headers: bearer(KEY_A), payload })
+    statuses.push(res.statusCode)
+    t.same(Object.keys(res.headers).filter((h) => h.includes('ratelimit')), [], `no rate-limit header on ${url} (${res.statusCode})`)
+    if (res.statusCode === 429) t.equal(res.headers['retry-after'], '60', 'the refusal still says when to retry')
+  }
+  t.same(statuses, [200, 200, 429], 'rpm 2 is enforced as before')
+})
+
+t.test('rate_limit_headers takes a boolean only', async (t) => {
+  await t.rejects(app(t, new FakeClock(START), { rpm: 2 }, ':memory:', { rate_limit_headers: 'no' }), /rate_limit_headers/)
 })
 
 t.test('two apps on one file (two workers): the remaining counts are the calls\' places in the shared counter, and the 429s follow', async (t) => {
