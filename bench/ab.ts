@@ -14,7 +14,11 @@
 // THREADS=1: also each target's CPU per call by thread (main, worker, v8, libuv: bench/proc-cpu.ts).
 // SIGNALS=1: the key has limits out of reach (rpm and tpm: the rate-limit headers on every
 // answer) and every call carries two tags in X-SVC-Tags (kept on its usage record). SIGNALS=split:
-// only this checkout's gateway has them (run with BASELINE=. to weigh what they cost one build).
+// only this checkout's gateway has them: the baseline's key has the same limits with the quota
+// plugin's rate_limit_headers: false and its calls no tags (run with BASELINE=. to weigh what the
+// signals cost one build; bench/signals.ts does the same with three gateways at once).
+// SIGNALS_PARTS (with split): `headers` or `tags` gives this checkout's gateway that part alone, `none`
+// neither (a null pair: the same gateway on both sides).
 import { existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -37,10 +41,17 @@ const cliOf = (root: string): string => existsSync(`${root}/dist/cli/index.js`) 
 const drops: Array<() => Promise<void>> = []
 const SPLIT = process.env.SIGNALS === 'split'
 const SIGNALS = process.env.SIGNALS === '1' || SPLIT
+const PARTS = process.env.SIGNALS_PARTS ?? 'both'
+if (!['both', 'headers', 'tags', 'none'].includes(PARTS)) throw new Error('SIGNALS_PARTS: both, headers, tags or none')
 /** Whether the target named `name` has the signals on (SIGNALS=split: this checkout's only). */
 const signalled = (name: string): boolean => SIGNALS && (!SPLIT || name.startsWith('new'))
+/** Which of the two signals target `name` shows: the rate-limit headers, the tags. */
+const headersOn = (name: string): boolean => signalled(name) && (!SPLIT || PARTS === 'both' || PARTS === 'headers')
+const tagsOn = (name: string): boolean => signalled(name) && (!SPLIT || PARTS === 'both' || PARTS === 'tags')
 const gw = async (root: string, name: string, list: string) => {
-  let config = writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list, signalled(name) ? { limits: { rpm: 1e9, tpm: 1e12 } } : {})
+  const limits = { rpm: 1e9, tpm: 1e12 }
+  const signals = headersOn(name) ? { limits } : SPLIT ? { limits, limitHeaders: false } : {}
+  let config = writeSmallConfig(join(dir, `${name}.json`), join(dir, `${name}.db`), base, list, signals)
   if (process.env.STORE === 'postgres' && list !== '') {
     const scratch = await scratchPostgres()
     if (typeof scratch === 'string') throw new Error(scratch)
@@ -67,7 +78,7 @@ const chatStream = JSON.stringify({ model: 'b/o', max_tokens: 10, stream: true, 
 const route = GEMINI ? '/v1beta/models/b/o:streamGenerateContent?alt=sse' : '/v1/chat/completions'
 const plain: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${BENCH_KEY}` }
 const tagged: Record<string, string> = { ...plain, ...(SIGNALS ? { 'x-svc-tags': 'team-a, feature-x' } : {}) }
-const headersOf = (t: { name: string }): Record<string, string> => SPLIT && !t.name.startsWith('this') ? plain : tagged
+const headersOf = (t: { name: string }): Record<string, string> => SPLIT && !(t.name.startsWith('this') && tagsOn('new')) ? plain : tagged
 const ROUNDS = Number(process.env.ROUNDS ?? 4)
 const targets = []
 for (const [name, boot] of cases) targets.push({ name, ...(await boot()), us: [] as number[], main: [] as number[], rps: [] as number[], p50: [] as number[], p99: [] as number[], threads: new Map<string, number[]>(), non2xx: 0 })

@@ -5,7 +5,8 @@
 // which separate processes measured round after round do not. What a socket costs is left out.
 //   BASELINE=/path/to/other/checkout node --import tsx bench/inproc-ab.ts [CALLS a batch, default 2000]
 //   (ROUNDS, default 20; SIGNALS=1: the key has limits out of reach and every call two tags;
-//   SIGNALS=split: this checkout's gateway only, so that BASELINE=. weighs what they cost one build)
+//   SIGNALS=split: this checkout's gateway only, the other's key the same limits without their headers
+//   (the quota plugin's rate_limit_headers: false) and its calls no tags, so that BASELINE=. weighs what they cost one build)
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -30,10 +31,11 @@ async function appAt (root: string, name: string): Promise<FastifyInstance> {
   const config = parseConfig({
     server: { port: 0 },
     store: { sqlite: join(dir, `${name}.db`) },
-    plugins: ALL_PLUGINS.split(',').map((p) => ({ name: p, ...(p === 'rate-limit' ? { options: { max: 1e9 } } : {}) })),
+    // SIGNALS=split: the other gateway's key has the same limits without their headers (and its calls no tags)
+    plugins: ALL_PLUGINS.split(',').map((p) => ({ name: p, ...(p === 'rate-limit' ? { options: { max: 1e9 } } : p === 'quota' && SPLIT && !signalled(name) ? { options: { rate_limit_headers: false } } : {}) })),
     providers: [{ id: 'demo', protocol: 'openai', builtin: 'demo' }],
     models: [{ id: 'b/o', name: 'b', provider: 'demo', upstream_model: 'echo-1', context_length: 1000, supported_parameters: ['max_tokens'], pricing: { input: 1, output: 2 } }],
-    tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY, ...(signalled(name) ? { limits: { rpm: 1e9, tpm: 1e12 } } : {}) }] }] }]
+    tenants: [{ org: 'o', balance_usd: 1000000, quota: { tokens: 1e12, per: 'day' }, projects: [{ id: 'p', keys: [{ key: BENCH_KEY, ...(SIGNALS ? { limits: { rpm: 1e9, tpm: 1e12 } } : {}) }] }] }]
   }, {})
   const app = await buildApp(config, { logger: false })
   await app.ready()

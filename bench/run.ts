@@ -6,7 +6,9 @@
 // installed (PORTKEY_DIR, default /tmp/portkey: `npm install --prefix /tmp/portkey
 // @portkey-ai/gateway`; it is kept out of this project's dependencies); then, at one connection
 // (calls one after another), the bare proxy against modelgate plugin list by plugin list, and on
-// PostgreSQL + Redis when they answer (bench/single.ts); and each `modelgate` command against `node -e 0` (bench/cli.ts).
+// PostgreSQL + Redis when they answer (bench/single.ts); the spend signals (tags and rate-limit
+// headers) on against off, three gateways at once (bench/signals.ts); and each `modelgate` command
+// against `node -e 0` (bench/cli.ts).
 // Prints a table and writes bench/results/<time>.json and latest.json.
 // Figures are ratios of one run: the machine is shared and noisy, absolute numbers vary.
 import { spawn } from 'node:child_process'
@@ -23,6 +25,7 @@ import { cliTimes, printCliTimes } from './cli.js'
 import { metricsCostUs } from './metrics-cost.js'
 import { mainThreadCpuUs, processCpuUs } from './proc-cpu.js'
 import { startServer, own, stopSome, type Server } from './servers.js'
+import { measureSignals, signalsLine } from './signals.js'
 import { EVERY, EVERY_PG, printSingle, singleConnection } from './single.js'
 import { BENCH_KEY } from './small-config.js'
 
@@ -393,6 +396,8 @@ async function main (): Promise<void> {
     slice: SLICE,
     others: pk === undefined ? [] : [{ label: 'portkey', server: portkeyServer!, url: pk, body: chatBody('bench'), headers: portkeyHeaders(up) }]
   })
+  // the spend signals: gateways of their own, loaded at once at a rate none saturates (bench/signals.ts)
+  const signals = await measureSignals({ upstream, blocks: QUICK ? 2 : 8, rounds: QUICK ? 2 : 4, slice: 3, warm: QUICK ? 3 : 5, rate: 1000 })
   const ledger = ledgerWrites()
   const metricsUs = metricsCostUs()
   // the command line, each command a process of its own beside node -e 0 (bench/cli.ts)
@@ -435,6 +440,7 @@ async function main (): Promise<void> {
   console.log(`Translated Converse stream (chat → Bedrock's event stream) / chat passthrough stream throughput: ${fmt(converseRatio, 2)} (target ≥ 0.70)`)
   const bedrockCpu = pairedRatio(throughputRuns, 'modelgate Bedrock Converse', 'modelgate passthrough', 'cpuUs')
   console.log(`A Bedrock Converse call (signed, translated) / an OpenAI-protocol call, CPU per call: ${fmt(bedrockCpu, 2)}× per round (median); ${fmt(throughput['modelgate Bedrock Converse']?.cpuUs ?? NaN)} / ${fmt(throughput['modelgate passthrough']?.cpuUs ?? NaN)} µs of the medians (target ≤ 1.15)`)
+  console.log(`${signalsLine(signals)}${signals.errors > 0 ? `; ${signals.errors} errors` : ''}`)
   const guardStream = (streaming['modelgate + guardrails']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
   const guardCpu = (throughput['modelgate + guardrails']?.cpuUs ?? NaN) / (throughput['modelgate passthrough']?.cpuUs ?? NaN)
   console.log(`Guardrails (2 rules, no match): CPU per request ${fmt(guardCpu, 2)}× modelgate without it; stream throughput ${fmt(guardStream, 2)}×`)
@@ -469,6 +475,7 @@ async function main (): Promise<void> {
     responses_translated_over_passthrough: responsesRatio,
     gemini_translated_over_passthrough: geminiRatio,
     bedrock: { converse_stream_over_passthrough: converseRatio, cpu_per_call_over_openai: bedrockCpu },
+    signals: { cpu_per_call_on_over_off: signals.ratio, interval: signals.interval, null_pair: signals.nullRatio, null_interval: signals.nullInterval, blocks: signals.blocks.map((b) => [b.ratio, b.nullRatio]), us: signals.us, errors: signals.errors },
     guardrails: { cpu_per_request_over_modelgate: guardCpu, stream_throughput_over_modelgate: guardStream },
     throughput,
     throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])),

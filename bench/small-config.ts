@@ -10,10 +10,16 @@ export const BENCH_KEY = 'mg-bench-key-0123456789abcdef'
 /**
  * Writes the config to `file` (the store in `db`) and returns `file`. `connections` sizes the
  * upstream pool (the provider default otherwise); `timeoutS` is the server's request timeout;
- * `limits` the key's rpm and tpm (a key with limits gets the rate-limit headers).
+ * `limits` the key's rpm and tpm (a key with limits gets the rate-limit headers, unless
+ * `limitHeaders` is false: the quota plugin's `rate_limit_headers`).
  */
-export function writeSmallConfig (file: string, db: string, upstream: string, plugins: string, opts: { connections?: number, timeoutS?: number, limits?: { rpm?: number, tpm?: number } } = {}): string {
-  const list = plugins.split(',').filter(Boolean).map((name) => ({ name, ...(name === 'rate-limit' ? { options: { max: 1e9 } } : {}) }))
+export function writeSmallConfig (file: string, db: string, upstream: string, plugins: string, opts: { connections?: number, timeoutS?: number, limits?: { rpm?: number, tpm?: number }, limitHeaders?: boolean } = {}): string {
+  const optionsOf = (name: string): Record<string, unknown> | undefined => {
+    if (name === 'rate-limit') return { max: 1e9 }
+    if (name === 'quota' && opts.limitHeaders === false) return { rate_limit_headers: false }
+    return undefined
+  }
+  const list = plugins.split(',').filter(Boolean).map((name) => ({ name, ...(optionsOf(name) === undefined ? {} : { options: optionsOf(name) }) }))
   writeFileSync(file, JSON.stringify({
     server: { port: 0, ...(opts.timeoutS === undefined ? {} : { request_timeout_s: opts.timeoutS }) },
     store: { sqlite: db },
