@@ -440,7 +440,9 @@ async function main (): Promise<void> {
   console.log(`Translated Converse stream (chat → Bedrock's event stream) / chat passthrough stream throughput: ${fmt(converseRatio, 2)} (target ≥ 0.70)`)
   const bedrockCpu = pairedRatio(throughputRuns, 'modelgate Bedrock Converse', 'modelgate passthrough', 'cpuUs')
   console.log(`A Bedrock Converse call (signed, translated) / an OpenAI-protocol call, CPU per call: ${fmt(bedrockCpu, 2)}× per round (median); ${fmt(throughput['modelgate Bedrock Converse']?.cpuUs ?? NaN)} / ${fmt(throughput['modelgate passthrough']?.cpuUs ?? NaN)} µs of the medians (target ≤ 1.15)`)
+  const signalsShare = signals.addedUs / (throughput['modelgate passthrough']?.cpuUs ?? NaN)
   console.log(`${signalsLine(signals)}${signals.errors > 0 ? `; ${signals.errors} errors` : ''}`)
+  console.log(`  the signals' µs over a call at 32 connections (${fmt(throughput['modelgate passthrough']?.cpuUs ?? NaN)} µs): ${fmt(signalsShare * 100, 1)}% (${fmt(signals.addedInterval[0] / (throughput['modelgate passthrough']?.cpuUs ?? NaN) * 100, 1)} to ${fmt(signals.addedInterval[1] / (throughput['modelgate passthrough']?.cpuUs ?? NaN) * 100, 1)}%)`)
   const guardStream = (streaming['modelgate + guardrails']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
   const guardCpu = (throughput['modelgate + guardrails']?.cpuUs ?? NaN) / (throughput['modelgate passthrough']?.cpuUs ?? NaN)
   console.log(`Guardrails (2 rules, no match): CPU per request ${fmt(guardCpu, 2)}× modelgate without it; stream throughput ${fmt(guardStream, 2)}×`)
@@ -475,7 +477,7 @@ async function main (): Promise<void> {
     responses_translated_over_passthrough: responsesRatio,
     gemini_translated_over_passthrough: geminiRatio,
     bedrock: { converse_stream_over_passthrough: converseRatio, cpu_per_call_over_openai: bedrockCpu },
-    signals: { cpu_per_call_on_over_off: signals.ratio, interval: signals.interval, null_pair: signals.nullRatio, null_interval: signals.nullInterval, blocks: signals.blocks.map((b) => [b.ratio, b.nullRatio]), us: signals.us, errors: signals.errors },
+    signals: { cpu_per_call_on_over_off: signals.ratio, interval: signals.interval, null_pair: signals.nullRatio, null_interval: signals.nullInterval, added_us: signals.addedUs, added_interval: signals.addedInterval, added_over_saturated_call: signalsShare, blocks: signals.blocks.map((b) => [b.ratio, b.nullRatio, b.added]), us: signals.us, errors: signals.errors },
     guardrails: { cpu_per_request_over_modelgate: guardCpu, stream_throughput_over_modelgate: guardStream },
     throughput,
     throughput_rounds: Object.fromEntries([...throughputRuns].map(([name, rs]) => [name, rs.map((r) => r.rps)])),

@@ -19,7 +19,10 @@
 // rounds' on / mean(off, off 2) (a process sometimes spends far more a call for a few seconds:
 // its checkpoint, its collector); the figure is the geometric mean of the blocks' with a 90%
 // interval (Student's t over the blocks, in logarithms). The null pair (off 2 / off) is measured
-// the same way: it should contain 1.
+// the same way: it should contain 1. Beside it, what the signals add in µs a call (the blocks' median
+// differences): a gateway that is not saturated spends more a call than one at full load (fewer
+// calls share each wake-up and each commit), so npm run bench also weighs these µs against the CPU
+// per call of its saturated gateway.
 // PROF=1: one block, the on and off gateways run with --cpu-prof, each into a directory of its own,
 // for bench/profile-diff.ts (the printed command).
 // Exported as `measureSignals` for npm run bench.
@@ -44,10 +47,13 @@ export interface SignalsResult {
   /** The null pair (two gateways alike, off 2 / off), the same way: how far this instrument's 1 is from 1. */
   nullRatio: number
   nullInterval: [number, number]
+  /** What the signals add to a call, µs of CPU (on − the mean of off and off 2): the mean of the blocks', and a 90% interval. */
+  addedUs: number
+  addedInterval: [number, number]
   /** CPU per call (µs) of each role over every round. */
   us: Record<Role, number>
-  /** Each block's figures: its on / off and off 2 / off, and its rounds' CPU per call. */
-  blocks: Array<{ ratio: number, nullRatio: number, rounds: Array<Record<Role, number>> }>
+  /** Each block's figures: its on / off, off 2 / off and on − off (µs), and its rounds' CPU per call. */
+  blocks: Array<{ ratio: number, nullRatio: number, added: number, rounds: Array<Record<Role, number>> }>
   errors: number
 }
 
@@ -56,13 +62,18 @@ const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - 
 // Student's t, two-sided 90% (the 95th percentile), by degrees of freedom; 1.645 past 30
 const T90 = [NaN, 6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697]
 
-/** The geometric mean of ratios and its 90% interval (NaN wide for a single one). */
+/** The mean of `xs` and its 90% interval (NaN wide for a single one). */
+function meanInterval (xs: number[]): { mean: number, interval: [number, number] } {
+  const m = xs.reduce((a, b) => a + b, 0) / xs.length
+  const sd = Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / (xs.length - 1))
+  const half = (T90[xs.length - 1] ?? 1.645) * sd / Math.sqrt(xs.length)
+  return { mean: m, interval: [m - half, m + half] }
+}
+
+/** The geometric mean of ratios and its 90% interval: the mean of their logarithms. */
 function geometric (xs: number[]): { mean: number, interval: [number, number] } {
-  const logs = xs.map(Math.log)
-  const m = logs.reduce((a, b) => a + b, 0) / logs.length
-  const sd = Math.sqrt(logs.reduce((a, b) => a + (b - m) ** 2, 0) / (logs.length - 1))
-  const half = (T90[logs.length - 1] ?? 1.645) * sd / Math.sqrt(logs.length)
-  return { mean: Math.exp(m), interval: [Math.exp(m - half), Math.exp(m + half)] }
+  const { mean, interval } = meanInterval(xs.map(Math.log))
+  return { mean: Math.exp(mean), interval: [Math.exp(interval[0]), Math.exp(interval[1])] }
 }
 
 export async function measureSignals (opts: { upstream: Server, blocks: number, rounds: number, slice: number, warm: number, rate: number, turns?: boolean, prof?: boolean, root?: string, log?: (line: string) => void }): Promise<SignalsResult> {
@@ -120,14 +131,17 @@ export async function measureSignals (opts: { upstream: Server, blocks: number, 
       rounds.push(row)
     }
     await stopSome(Object.values(servers))
-    const block = { ratio: median(rounds.map((x) => x.on / ((x.off + x.off2) / 2))), nullRatio: median(rounds.map((x) => x.off2 / x.off)), rounds }
+    const block = { ratio: median(rounds.map((x) => x.on / ((x.off + x.off2) / 2))), nullRatio: median(rounds.map((x) => x.off2 / x.off)), added: median(rounds.map((x) => x.on - (x.off + x.off2) / 2)), rounds }
     blocks.push(block)
     opts.log?.(`block ${b + 1}/${opts.blocks}: on / off ${block.ratio.toFixed(3)}, off 2 / off ${block.nullRatio.toFixed(3)} (µs a call: ${rounds.map((x) => `${x.on.toFixed(0)}/${x.off.toFixed(0)}/${x.off2.toFixed(0)}`).join(' ')})`)
   }
   if (opts.prof === true) opts.log?.(`profiles: node --import tsx bench/profile-diff.ts ${join(dir, 'on-0')} ${join(dir, 'off-0')} ${sum.on.calls} ${sum.off.calls} (the warm-up's calls besides)`)
   const on = geometric(blocks.map((x) => x.ratio))
   const nul = geometric(blocks.map((x) => x.nullRatio))
+  const added = meanInterval(blocks.map((x) => x.added))
   return {
+    addedUs: added.mean,
+    addedInterval: added.interval,
     ratio: on.mean,
     interval: on.interval,
     nullRatio: nul.mean,
@@ -142,7 +156,7 @@ export async function measureSignals (opts: { upstream: Server, blocks: number, 
 export function signalsLine (r: SignalsResult): string {
   const x = (v: number): string => v.toFixed(3)
   return `Tags and rate-limit headers on / off, CPU per call: ${x(r.ratio)}× (90% interval ${x(r.interval[0])}–${x(r.interval[1])}, ${r.blocks.length} blocks of fresh gateways; target ≤ 1.05); ` +
-    `the null pair ${x(r.nullRatio)}× (${x(r.nullInterval[0])}–${x(r.nullInterval[1])})`
+    `the null pair ${x(r.nullRatio)}× (${x(r.nullInterval[0])}–${x(r.nullInterval[1])}); they add ${r.addedUs.toFixed(1)} µs a call (${r.addedInterval[0].toFixed(1)} to ${r.addedInterval[1].toFixed(1)})`
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
