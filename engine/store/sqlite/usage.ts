@@ -42,7 +42,7 @@ function parsed (r: UsageRow): UsageRow {
 const CONDITIONS: Array<[Exclude<keyof UsageFilter, 'status'>, string]> = [
   ['org', 'org_id = @org'], ['project', 'project_id = @project'], ['key_id', 'key_id = @key_id'],
   ['model', 'model = @model'], ['endpoint', 'endpoint = @endpoint'], ['provider', 'provider = @provider'],
-  // `tags <> '[]'`: the tagged records' own (partial) index, migration 021
+  // `tags <> '[]'`: the tagged records' own (partial) index by time, migrations 021 and 022
   ['tag', "tags <> '[]' AND EXISTS (SELECT 1 FROM json_each(usage_records.tags) WHERE value = @tag)"],
   ['since', 'created_at >= @since'], ['until', 'created_at < @until']
 ]
