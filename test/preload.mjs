@@ -11,8 +11,9 @@
 //    own and every module the file loads crosses to it and back, about 1.2 s of CPU for a file that
 //    builds the app (1.8 s without it). Tap gives no way to leave it out, so a test process that has
 //    it starts the same file again without it (the same arguments and environment, its output on
-//    the same pipes) and exits as that child exits: about 0.3 s for the first process instead.
-//    The child is told when the first one goes (tap's timeout stops it), and goes too.
+//    the same pipes) and exits as that child exits, passing on tap's signals: what is left is the
+//    first process's start. The child (MODELGATE_TEST_REEXEC in its environment, taken out at once
+//    so that its own children do not see it) goes when the first one goes.
 //    MODELGATE_TEST_RECORDER=1 keeps the recorder (for a coverage run of tap's).
 // 3. `npm test` runs the built tests (.build/, by test/build.mjs); a test file given as TypeScript
 //    (`npx tap test/x.test.ts`) runs from its sources, so tsx is registered for it alone.
@@ -37,6 +38,7 @@ if (recorded && process.env.MODELGATE_TEST_RECORDER !== '1' && process.env.TAP =
   const kept = (env.NODE_OPTIONS ?? '').match(OPTION)?.filter((o) => !RECORDER.test(o)) ?? []
   if (kept.length === 0) delete env.NODE_OPTIONS
   else env.NODE_OPTIONS = kept.join(' ')
+  env.MODELGATE_TEST_REEXEC = '1'
   const child = spawn(process.execPath, [...process.execArgv.filter((a) => !RECORDER.test(a)), ...process.argv.slice(1)], { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'] })
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(signal, () => { child.kill(signal) })
   child.on('exit', (code, signal) => {
@@ -45,9 +47,10 @@ if (recorded && process.env.MODELGATE_TEST_RECORDER !== '1' && process.env.TAP =
   // nothing of the file runs here: it runs in the child
   await new Promise(() => {})
 }
-if (process.channel !== undefined && process.env.TAP === '1' && !recorded) {
-  // the child of the above: the channel only tells it that its parent went
-  process.channel.unref()
+if (process.env.MODELGATE_TEST_REEXEC === '1') {
+  // the child of the above: its channel only tells it that its parent went
+  delete process.env.MODELGATE_TEST_REEXEC
+  process.channel?.unref()
   process.on('disconnect', () => { process.exit(1) })
 }
 
