@@ -23,6 +23,8 @@
 // differences): a gateway that is not saturated spends more a call than one at full load (fewer
 // calls share each wake-up and each commit), so npm run bench also weighs these µs against the CPU
 // per call of its saturated gateway.
+// BENCH_TURNS=1: each round loads the three one at a time (in an order reversed every other round)
+// instead of at once: wider intervals here (the machine's speed moves between slices).
 // PROF=1: one block, the on and off gateways run with --cpu-prof, each into a directory of its own,
 // for bench/profile-diff.ts (the printed command).
 // Exported as `measureSignals` for npm run bench.
