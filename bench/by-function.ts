@@ -4,17 +4,14 @@
 // bundle line; bench/by-module.ts gives the same time by source module.
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import type { CpuProfile } from './by-module.js'
+import { functionName, type CpuProfile } from './by-module.js'
 
 const dir = process.argv[2]
 if (dir === undefined) throw new Error('usage: by-function.ts DIR')
 const meta = JSON.parse(readFileSync(join(dir, 'windows.json'), 'utf8')) as { profile: string, windows: Record<string, Array<{ from: number, to: number, calls: number }>> }
 const prof = JSON.parse(readFileSync(join(dir, meta.profile), 'utf8')) as CpuProfile
 const nodes = new Map(prof.nodes.map((n) => [n.id, n]))
-const nameOf = (id: number): string => {
-  const f = nodes.get(id)!.callFrame
-  return `${f.functionName === '' ? '(anon)' : f.functionName} ${f.url.replace(/.*node_modules\//, '').replace(/.*\/dist\//, 'dist/')}:${f.lineNumber}`
-}
+const nameOf = (id: number): string => functionName(nodes.get(id)!.callFrame)
 const per: Record<string, Map<string, number>> = {}
 for (const [call, windows] of Object.entries(meta.windows)) {
   const sum = new Map<string, number>()

@@ -14,6 +14,11 @@ import { fileURLToPath } from 'node:url'
 interface ProfileNode { id: number, callFrame: { url: string, lineNumber: number, functionName: string }, children?: number[] }
 export interface CpuProfile { nodes: ProfileNode[], startTime: number, samples: number[], timeDeltas: number[] }
 
+/** A profiled function as bench/by-function.ts and bench/profile-diff.ts name it: its name, and its file (within node_modules or dist) and line. */
+export function functionName (f: ProfileNode['callFrame']): string {
+  return `${f.functionName === '' ? '(anon)' : f.functionName} ${f.url.replace(/.*node_modules\//, '').replace(/.*\/dist\//, 'dist/')}:${f.lineNumber}`
+}
+
 /** The module each line of a bundled file starts, from the comments esbuild leaves: [line (0-based), name]. */
 function modulesOf (file: string): Array<[number, string]> {
   const starts: Array<[number, string]> = []

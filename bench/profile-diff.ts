@@ -5,7 +5,7 @@
 // first. A function is named with its bundle line.
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import type { CpuProfile } from './by-module.js'
+import { functionName, type CpuProfile } from './by-module.js'
 
 const [a, b, callsA, callsB = callsA] = process.argv.slice(2)
 if (a === undefined || b === undefined || callsA === undefined) throw new Error('usage: profile-diff.ts DIR_A DIR_B CALLS_A [CALLS_B]')
@@ -19,8 +19,7 @@ function selfTimes (dir: string): { by: Map<string, number>, total: number } {
     const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile
     const nodes = new Map(prof.nodes.map((n) => [n.id, n]))
     for (let i = 0; i < prof.samples.length; i++) {
-      const f = nodes.get(prof.samples[i]!)!.callFrame
-      const name = `${f.functionName === '' ? '(anon)' : f.functionName} ${f.url.replace(/.*node_modules\//, '').replace(/.*\/dist\//, 'dist/')}:${f.lineNumber}`
+      const name = functionName(nodes.get(prof.samples[i]!)!.callFrame)
       if (name.startsWith('(idle)')) continue
       const dt = prof.timeDeltas[i] ?? 0
       by.set(name, (by.get(name) ?? 0) + dt)

@@ -440,9 +440,10 @@ async function main (): Promise<void> {
   console.log(`Translated Converse stream (chat → Bedrock's event stream) / chat passthrough stream throughput: ${fmt(converseRatio, 2)} (target ≥ 0.70)`)
   const bedrockCpu = pairedRatio(throughputRuns, 'modelgate Bedrock Converse', 'modelgate passthrough', 'cpuUs')
   console.log(`A Bedrock Converse call (signed, translated) / an OpenAI-protocol call, CPU per call: ${fmt(bedrockCpu, 2)}× per round (median); ${fmt(throughput['modelgate Bedrock Converse']?.cpuUs ?? NaN)} / ${fmt(throughput['modelgate passthrough']?.cpuUs ?? NaN)} µs of the medians (target ≤ 1.15)`)
-  const signalsShare = signals.addedUs / (throughput['modelgate passthrough']?.cpuUs ?? NaN)
+  const saturatedUs = throughput['modelgate passthrough']?.cpuUs ?? NaN
+  const signalsShare = signals.addedUs / saturatedUs
   console.log(`${signalsLine(signals)}${signals.errors > 0 ? `; ${signals.errors} errors` : ''}`)
-  console.log(`  the signals' µs over a call at 32 connections (${fmt(throughput['modelgate passthrough']?.cpuUs ?? NaN)} µs): ${fmt(signalsShare * 100, 1)}% (${fmt(signals.addedInterval[0] / (throughput['modelgate passthrough']?.cpuUs ?? NaN) * 100, 1)} to ${fmt(signals.addedInterval[1] / (throughput['modelgate passthrough']?.cpuUs ?? NaN) * 100, 1)}%)`)
+  console.log(`  the signals' µs over a call at 32 connections (${fmt(saturatedUs)} µs): ${fmt(signalsShare * 100, 1)}% (${fmt(signals.addedInterval[0] / saturatedUs * 100, 1)} to ${fmt(signals.addedInterval[1] / saturatedUs * 100, 1)}%)`)
   const guardStream = (streaming['modelgate + guardrails']?.streamsPerS ?? NaN) / (streaming['modelgate passthrough']?.streamsPerS ?? NaN)
   const guardCpu = (throughput['modelgate + guardrails']?.cpuUs ?? NaN) / (throughput['modelgate passthrough']?.cpuUs ?? NaN)
   console.log(`Guardrails (2 rules, no match): CPU per request ${fmt(guardCpu, 2)}× modelgate without it; stream throughput ${fmt(guardStream, 2)}×`)

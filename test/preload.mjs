@@ -21,24 +21,23 @@ const state = globalThis[Symbol.for('process-on-spawn@*:singletonId')]
 // NODE_OPTIONS as tap writes it: each option in double quotes ("--import=file:///…/import.mjs")
 const OPTION = /"(?:[^"\\]|\\.)*"|\S+/g
 const RECORDER = /^"?--(import|loader|experimental-loader)=[^"]*@tapjs[\\/]processinfo[\\/]/
+/** Takes the recorder out of `env`'s NODE_OPTIONS, leaving any other option there. */
+function recorderOut (env) {
+  const options = env.NODE_OPTIONS
+  if (options === undefined) return
+  const kept = (options.match(OPTION) ?? []).filter((o) => !RECORDER.test(o))
+  if (kept.length === 0) delete env.NODE_OPTIONS
+  else env.NODE_OPTIONS = kept.join(' ')
+}
 if (state !== undefined && !state.listeners.some((l) => l.recorderOut === true)) {
-  state.listeners.push(Object.assign((opts) => {
-    const options = opts.env?.NODE_OPTIONS
-    if (options === undefined) return
-    const kept = (options.match(OPTION) ?? []).filter((o) => !RECORDER.test(o))
-    if (kept.length === 0) delete opts.env.NODE_OPTIONS
-    else opts.env.NODE_OPTIONS = kept.join(' ')
-  }, { recorderOut: true }))
+  state.listeners.push(Object.assign((opts) => { if (opts.env !== undefined) recorderOut(opts.env) }, { recorderOut: true }))
 }
 
 const recorded = process.execArgv.some((a) => RECORDER.test(a))
 if (recorded && process.env.MODELGATE_TEST_RECORDER !== '1' && process.env.TAP === '1') {
   const { spawn } = await import('node:child_process')
-  const env = { ...process.env }
-  const kept = (env.NODE_OPTIONS ?? '').match(OPTION)?.filter((o) => !RECORDER.test(o)) ?? []
-  if (kept.length === 0) delete env.NODE_OPTIONS
-  else env.NODE_OPTIONS = kept.join(' ')
-  env.MODELGATE_TEST_REEXEC = '1'
+  const env = { ...process.env, MODELGATE_TEST_REEXEC: '1' }
+  recorderOut(env)
   const child = spawn(process.execPath, [...process.execArgv.filter((a) => !RECORDER.test(a)), ...process.argv.slice(1)], { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'] })
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(signal, () => { child.kill(signal) })
   child.on('exit', (code, signal) => {
